@@ -1,0 +1,195 @@
+"""One helper that turns a measurement (a context manager over a row) into a decorator and a scope.
+
+A measurement class takes ``(row, **options)`` and fills the row's fields between ``__enter__``
+and ``__exit__``. From it :func:`make_decorator` builds ``@name`` / ``@name(**options)`` and
+:func:`make_scope` builds ``with name(**options) as fields:``.
+
+Stacked gnnmon decorators on one function fill ONE row: the outermost wrapper opens it and hands
+it to the next gnnmon wrapper below it (found through ``functools.wraps``'s ``__wrapped__`` chain,
+so other ``wraps``-using decorators in between are fine). Any other decorated call made inside
+gets a row of its own, whose ``parent`` names the enclosing row.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+from contextvars import ContextVar
+from typing import Any, Callable, ClassVar, TypeVar
+
+from gnnmon.row import Row
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# (wrapper expected next, row it should join), set by an outer wrapper just before it calls down.
+_JOIN: ContextVar[tuple[Any, Row] | None] = ContextVar("gnnmon_join", default=None)
+
+
+class Measurement:
+    """Base of measurements: a context manager filling ``row.fields``.
+
+    Subclasses set ``name`` and ``option_names`` and may override :meth:`check_options`
+    (called once, when a decorator or scope is made) to validate option values.
+    """
+
+    name: ClassVar[str] = "measurement"
+    option_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, row: Row, **options: Any) -> None:
+        self.row = row
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
+        unknown = sorted(set(options) - set(cls.option_names))
+        if unknown:
+            raise TypeError(
+                f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; "
+                f"expected some of {', '.join(cls.option_names) or 'none'}"
+            )
+        return options
+
+    def __enter__(self) -> "Measurement":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        return None
+
+
+def _check_label(label: Any, where: str) -> str | None:
+    if label is not None and not isinstance(label, str):
+        raise TypeError(f"{where}: label must be a string, not {type(label).__name__}")
+    if label is not None and ("#" in label or not label):
+        raise ValueError(f"{where}: label must be non-empty and contain no '#', got {label!r}")
+    return label
+
+
+def _check_target(func: Any, where: str) -> None:
+    if inspect.isclass(func):
+        raise TypeError(f"{where} decorates functions and methods, not the class {func.__name__}")
+    if not callable(func):
+        raise TypeError(
+            f"{where} decorates a function; got {type(func).__name__} {func!r}. "
+            f"Pass options by keyword, e.g. {where}(label='train')"
+        )
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise TypeError(
+            f"{where} cannot decorate the generator function {func.__qualname__}: its body runs "
+            "after the call returns, outside the measurement. Decorate the function that "
+            "consumes it, or wrap each step in a scope"
+        )
+    if inspect.iscoroutinefunction(func):
+        raise TypeError(
+            f"{where} cannot decorate the coroutine function {func.__qualname__}: gnnmon measures "
+            "synchronous calls. Use the scope form inside the coroutine instead"
+        )
+
+
+def _run_exit(measure: Measurement, row: Row, exc: BaseException | None) -> None:
+    """Exit a measurement; its own failure becomes a note, never the caller's problem."""
+    try:
+        if exc is None:
+            measure.__exit__(None, None, None)
+        else:
+            measure.__exit__(type(exc), exc, exc.__traceback__)
+    except Exception as err:  # noqa: BLE001 - a broken figure must not change the user's call
+        row.note(f"{measure.name} failed: {type(err).__name__}: {err}")
+        warnings.warn(f"gnnmon {measure.name} measurement failed: {err!r}", RuntimeWarning, 2)
+
+
+def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, options: dict) -> Any:
+    if isinstance(func, (staticmethod, classmethod)):
+        return type(func)(_wrap(func.__func__, cls, where, label, options))
+    _check_target(func, where)
+    inner = getattr(func, "__gnnmon_self__", None)  # the next gnnmon wrapper below, if stacked
+    if label is None:
+        label = getattr(func, "__gnnmon_label__", None)
+    row_label = label or getattr(func, "__qualname__", None) or repr(func)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        joined = _JOIN.get()
+        own = joined is None or joined[0] is not wrapper
+        row = Row(row_label, args, kwargs) if own else joined[1]
+        token = _JOIN.set((inner, row) if inner is not None else None)
+        try:
+            try:
+                measure = cls(row, **options)
+                measure.__enter__()
+            except BaseException as exc:
+                if own:
+                    row.note(f"{cls.name} did not start: {exc}")
+                    row.close(exc)
+                raise
+            try:
+                result = func(*args, **kwargs)
+            except BaseException as exc:
+                _run_exit(measure, row, exc)
+                if own:
+                    row.close(exc)
+                raise
+            _run_exit(measure, row, None)
+            if own:
+                row.close()
+            return result
+        finally:
+            _JOIN.reset(token)
+
+    wrapper.__gnnmon_self__ = wrapper  # type: ignore[attr-defined]
+    wrapper.__gnnmon_label__ = label  # type: ignore[attr-defined]
+    return wrapper
+
+
+def make_decorator(cls: type[Measurement], where: str) -> Callable[..., Any]:
+    """Build ``@where`` (bare) and ``@where(label=..., **options)`` over a measurement class."""
+
+    def decorator(func: Any = None, /, *, label: str | None = None, **options: Any) -> Any:
+        _check_label(label, f"@{where}")
+        opts = cls.check_options(dict(options), f"@{where}")
+        if func is None:
+            return lambda f: _wrap(f, cls, f"@{where}", label, opts)
+        return _wrap(func, cls, f"@{where}", label, opts)
+
+    decorator.__name__ = decorator.__qualname__ = where
+    return decorator
+
+
+class _Scope:
+    """``with scope(...) as fields:`` — a row of its own around a block, filled by one measurement."""
+
+    __slots__ = ("_cls", "_label", "_options", "_row", "_measure")
+
+    def __init__(self, cls: type[Measurement], label: str, options: dict) -> None:
+        self._cls, self._label, self._options = cls, label, options
+        self._row: Row | None = None
+
+    def __enter__(self) -> dict[str, Any]:
+        if self._row is not None:
+            raise RuntimeError("this gnnmon scope is already open; make a new one per block")
+        self._row = row = Row(self._label)
+        try:
+            self._measure = self._cls(row, **self._options)
+            self._measure.__enter__()
+        except BaseException as exc:
+            row.close(exc)
+            raise
+        return row.fields
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        row = self._row
+        assert row is not None
+        _run_exit(self._measure, row, exc)
+        row.close(exc)
+        return None
+
+
+def make_scope(cls: type[Measurement], where: str, default_label: str) -> Callable[..., Any]:
+    """Build ``where(label=..., **options)``, a context manager yielding the row's fields."""
+
+    def scope(*, label: str | None = None, **options: Any) -> _Scope:
+        _check_label(label, f"{where}()")
+        opts = cls.check_options(dict(options), f"{where}()")
+        return _Scope(cls, label or default_label, opts)
+
+    scope.__name__ = scope.__qualname__ = where
+    return scope

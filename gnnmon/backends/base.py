@@ -1,0 +1,32 @@
+"""The protocol every device backend follows, and the cache that picks one per device."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What gnnmon needs from a device.
+
+    ``name`` is ``"cuda"``, ``"mps"`` or ``"cpu"``; ``device`` the ``torch.device`` measured.
+    ``memory_is_host`` is True when device memory *is* the process's RSS (the CPU backend).
+    """
+
+    name: str
+    device: torch.device
+    memory_is_host: bool
+
+    def synchronize(self) -> None:
+        """Wait until the device has finished all queued work (no-op on the CPU)."""
+
+    def snapshot(self) -> dict[str, int | None]:
+        """Current memory figures in bytes, keyed by row field stems (``mem_bytes``, ...)."""
+
+    def open_window(self, sample_interval: float) -> Any:
+        """Start a nesting-safe peak window; returns a token for :meth:`close_window`."""
+
+    def close_window(self, token: Any) -> dict[str, Any]:
+        """End a window; returns its row fields (``mem_start_bytes``, ``mem_peak_bytes``, ...)."""

@@ -1,0 +1,171 @@
+"""The host process's resident memory (RSS): current, and an exact peak where Linux allows it.
+
+On Linux the peak is exact: ``VmHWM`` in ``/proc/self/status`` is the kernel's high-water mark of
+RSS, and writing ``5`` to ``/proc/self/clear_refs`` resets it to the current RSS (Linux >= 4.0).
+Where that file cannot be written, or off Linux, the peak is sampled with psutil and labelled so.
+Child processes (DataLoader workers) can only be sampled: their RSS is read with psutil.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+from gnnmon.backends.peaks import CounterPeaks, PolledPeaks
+
+_STATUS = "/proc/self/status"
+_CLEAR_REFS = "/proc/self/clear_refs"
+
+
+class _ProcStatus:
+    """Reads VmRSS and VmHWM from one kept-open ``/proc/self/status`` descriptor (reopened after fork)."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._pid = -1
+        self._lock = threading.Lock()
+
+    def read(self) -> tuple[tuple[int], tuple[int]]:
+        with self._lock:
+            pid = os.getpid()
+            if self._fd is None or self._pid != pid:
+                self._fd = os.open(_STATUS, os.O_RDONLY)
+                self._pid = pid
+            data = os.pread(self._fd, 8192, 0)
+        rss = hwm = -1
+        for line in data.split(b"\n"):
+            if line.startswith(b"VmHWM:"):
+                hwm = int(line.split()[1]) * 1024
+            elif line.startswith(b"VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+                break  # VmRSS follows VmHWM
+        if rss < 0 or hwm < 0:
+            raise OSError("VmRSS/VmHWM missing from /proc/self/status")
+        return (rss,), (hwm,)
+
+
+def _reset_hwm() -> None:
+    with open(_CLEAR_REFS, "w") as f:
+        f.write("5")
+
+
+def _psutil_rss() -> tuple[int]:
+    import psutil
+
+    return (psutil.Process().memory_info().rss,)
+
+
+def children_rss() -> tuple[int, int]:
+    """(sum of RSS, count) over this process's live descendants, in bytes."""
+    import psutil
+
+    total = 0
+    count = 0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            total += child.memory_info().rss
+            count += 1
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total, count
+
+
+class HostMemory:
+    """Peak windows over this process's RSS, exact (VmHWM) where possible, else sampled."""
+
+    def __init__(self) -> None:
+        self._exact: CounterPeaks | None = None
+        self._polled: dict[float, PolledPeaks] = {}
+        self._children: dict[float, PolledPeaks] = {}
+        self._mode: str | None = None
+        self._why_sampled = ""
+        self._lock = threading.Lock()
+
+    def _choose(self) -> str:
+        with self._lock:
+            if self._mode is not None:
+                return self._mode
+            if sys.platform.startswith("linux"):
+                try:
+                    status = _ProcStatus()
+                    (rss,), (hwm,) = status.read()
+                    if rss == hwm:  # a reset now changes nothing a reader could see
+                        _reset_hwm()
+                    else:  # probe write access without resetting the user's high-water mark
+                        open(_CLEAR_REFS, "w").close()
+                    self._exact = CounterPeaks(status.read, _reset_hwm)
+                    self._mode = "exact"
+                    return self._mode
+                except OSError as exc:
+                    self._why_sampled = f"VmHWM reset unavailable ({exc.__class__.__name__}: {exc})"
+            else:
+                self._why_sampled = f"no VmHWM on {sys.platform}"
+            self._mode = "sampled"
+            return self._mode
+
+    @property
+    def exact(self) -> bool:
+        return self._choose() == "exact"
+
+    def _polled_for(self, table: dict[float, PolledPeaks], interval: float, read: Any, name: str):
+        with self._lock:
+            peaks = table.get(interval)
+            if peaks is None:
+                peaks = table[interval] = PolledPeaks(read, interval, name=name)
+            return peaks
+
+    def open(self, include_children: bool, interval: float) -> tuple[Any, ...]:
+        """Start a window over RSS (and children's RSS if asked); returns a token for :meth:`close`."""
+        if self._choose() == "exact":
+            own = ("exact", self._exact.open())
+        else:
+            peaks = self._polled_for(self._polled, interval, _psutil_rss, "gnnmon-rss")
+            own = ("sampled", peaks, peaks.open())
+        kids = None
+        if include_children:
+            peaks = self._polled_for(
+                self._children, interval, lambda: (children_rss()[0],), "gnnmon-children-rss"
+            )
+            kids = (peaks, peaks.open())
+        return own, kids, interval
+
+    def close(self, token: tuple[Any, ...]) -> dict[str, Any]:
+        """End a window: ``rss_start_bytes``, ``rss_peak_bytes``, ``rss_end_bytes`` and their source."""
+        own, kids, interval = token
+        if own[0] == "exact":
+            (end,), (peak,) = self._exact.close(own[1])
+            (start,) = own[1].start
+            source = "measured:VmHWM"
+        else:
+            (end,), (peak,) = own[1].close(own[2])
+            (start,) = own[2].start
+            source = f"sampled:psutil@{interval * 1000:g}ms"
+        fields: dict[str, Any] = {}
+        if kids is not None:
+            (k_end,), (k_peak,) = kids[0].close(kids[1])
+            (k_start,) = kids[1].start
+            fields.update(
+                rss_children_start_bytes=k_start,
+                rss_children_peak_bytes=k_peak,
+                rss_children_end_bytes=k_end,
+            )
+            # Own and children's peaks may fall at different times: their sum is an upper bound.
+            start, peak, end = start + k_start, peak + k_peak, end + k_end
+            source += f"+sampled:children@{interval * 1000:g}ms"
+        fields.update(
+            rss_start_bytes=start,
+            rss_peak_bytes=peak,
+            rss_end_bytes=end,
+            rss_peak_bytes_source=source,
+        )
+        return fields
+
+    @property
+    def why_sampled(self) -> str:
+        self._choose()
+        return self._why_sampled
+
+
+HOST = HostMemory()

@@ -1,0 +1,257 @@
+"""The collector: a :class:`Run` receives every row (and, later, GC events, samples, markers).
+
+``with gnnmon.collect("runs/x.jsonl") as run:`` makes ``run`` the active run; rows stream to the
+file as they complete. With no active run, rows go to a bounded default run (:func:`default_run`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from gnnmon.storage import JsonlWriter, read_lines
+
+Resolver = Callable[[], Mapping[str, Any]]
+
+# Fields every row has; a marker kind may not take one of these names.
+IDENTITY_FIELDS = (
+    "label", "index", "parent", "t_start_ns", "t_end_ns", "device", "backend", "error", "notes",
+)
+
+
+class Run:
+    """One collection of rows. Use :func:`collect` to make one, :func:`load` to read one back.
+
+    ``records`` is the list of row dicts; ``markers`` the ``mark`` calls; ``gc_events`` and
+    ``samples`` are filled by the GC log and the utilisation sampler. ``max_records`` keeps only
+    the newest rows in memory (the file keeps all).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        config: Mapping[str, Any] | None = None,
+        max_records: int | None = None,
+        mode: str = "w",
+    ) -> None:
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"config must be a mapping, not {type(config).__name__}")
+        if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
+            raise ValueError(f"max_records must be a positive int or None, got {max_records!r}")
+        self.path = Path(path) if path is not None else None
+        self.config = dict(config or {})
+        self.max_records = max_records
+        self._mode = mode
+        self._rows: deque[dict[str, Any]] | list[dict[str, Any]] = (
+            deque(maxlen=max_records) if max_records else []
+        )
+        self.gc_events: list[dict[str, Any]] = []
+        self.samples: list[dict[str, Any]] = []
+        self.markers: list[dict[str, Any]] = []
+        self.manifest: dict[str, Any] | None = None
+        self.rows_written = 0
+        self.complete: bool | None = None
+        self._marks: dict[str, Any] = {}
+        self._counters: dict[str, int] = {}
+        self._lock = threading.RLock()
+        self._writer: JsonlWriter | None = None
+        self._pending: list[tuple[dict[str, Any], list[Resolver]]] = []
+        self._state = "new"
+
+    # -- life cycle -------------------------------------------------------------------------
+    def start(self) -> "Run":
+        """Write the manifest and make this the active run (what ``with`` does)."""
+        from gnnmon.manifest import build_manifest
+
+        if self._state != "new":
+            raise RuntimeError(f"this run is {self._state}; make a new one with gnnmon.collect()")
+        self.manifest = build_manifest(self.config, {"max_records": self.max_records})
+        if self.path is not None:
+            self._writer = JsonlWriter(self.path, self._mode)
+            self._writer.write(self.manifest)
+        self._state = "active"
+        _push(self)
+        return self
+
+    def stop(self) -> None:
+        """Resolve pending rows, write the closing line, close the file, stop being active."""
+        if self._state != "active":
+            return
+        _pop(self)
+        self.flush()
+        with self._lock:
+            self._state = "stopped"
+            self.complete = True
+            if self._writer is not None:
+                self._writer.write(
+                    {"type": "end", "rows": self.rows_written, "end_ns": time.time_ns()}
+                )
+                self._writer.close()
+
+    def __enter__(self) -> "Run":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def active(self) -> bool:
+        return self._state == "active"
+
+    # -- rows -------------------------------------------------------------------------------
+    def next_index(self, label: str) -> tuple[int, dict[str, Any]]:
+        """Call number for ``label`` (0-based) and the current marker values for a new row."""
+        with self._lock:
+            index = self._counters.get(label, 0)
+            self._counters[label] = index + 1
+            return index, (dict(self._marks) if self._marks else {})
+
+    def add_row(self, fields: dict[str, Any], deferred: list[Resolver] | None = None) -> None:
+        """Take a finished row; rows with deferred figures wait until :meth:`flush`."""
+        with self._lock:
+            if deferred:
+                self._pending.append((fields, deferred))
+                return
+            self._store(fields)
+
+    def _store(self, fields: dict[str, Any]) -> None:
+        self._rows.append(fields)
+        self.rows_written += 1
+        if self._writer is not None and self._state == "active":
+            self._writer.write({"type": "row", **fields})
+
+    def _write(self, kind: str, obj: dict[str, Any]) -> None:
+        if self._writer is not None and self._state == "active":
+            self._writer.write({"type": kind, **obj})
+
+    def flush(self) -> None:
+        """Resolve every pending deferred figure and store those rows (may sync the device)."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+            for fields, resolvers in pending:
+                for resolve in resolvers:
+                    try:
+                        fields.update(resolve())
+                    except Exception as exc:  # noqa: BLE001 - keep the row, say what failed
+                        fields.setdefault("notes", []).append(f"deferred figure failed: {exc}")
+                self._store(fields)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """Every row kept in memory (after resolving pending ones), in completion order."""
+        self.flush()
+        return list(self._rows)
+
+    # -- markers ----------------------------------------------------------------------------
+    def mark(self, kind: str, value: Any = None) -> None:
+        """Record a marker (e.g. ``run.mark("epoch", 3)``); rows opened after it carry ``kind=value``."""
+        if not isinstance(kind, str) or not kind.isidentifier():
+            raise ValueError(f"marker kind must be an identifier string, got {kind!r}")
+        if kind in IDENTITY_FIELDS or kind.startswith(("mem_", "rss_", "phase_", "gc_")):
+            raise ValueError(f"marker kind {kind!r} would shadow a row field; pick another name")
+        with self._lock:
+            self._marks[kind] = value
+            marker = {"kind": kind, "value": value, "t_ns": time.time_ns()}
+            self.markers.append(marker)
+            self._write("marker", marker)
+
+    # -- reading ----------------------------------------------------------------------------
+    def report(self) -> "Any":
+        """A :class:`gnnmon.report.Report` over this run's rows."""
+        from gnnmon.report import Report
+
+        return Report(self.records, manifest=self.manifest, gc_events=self.gc_events,
+                      samples=self.samples, markers=self.markers)
+
+    def __repr__(self) -> str:
+        where = str(self.path) if self.path else "memory"
+        return f"<gnnmon.Run {where} {self._state} rows={self.rows_written}>"
+
+
+# -- the active run -----------------------------------------------------------------------------
+_STACK: list[Run] = []
+_STACK_LOCK = threading.Lock()
+_DEFAULT: Run | None = None
+DEFAULT_MAX_RECORDS = 10_000
+
+
+def _push(run: Run) -> None:
+    with _STACK_LOCK:
+        _STACK.append(run)
+
+
+def _pop(run: Run) -> None:
+    with _STACK_LOCK:
+        if run in _STACK:
+            _STACK.remove(run)
+
+
+def default_run() -> Run:
+    """The run that takes rows when no ``collect`` is active (in memory, newest 10,000 rows)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        with _STACK_LOCK:
+            if _DEFAULT is None:
+                run = Run(max_records=DEFAULT_MAX_RECORDS)
+                run._state = "active"
+                _DEFAULT = run
+    return _DEFAULT
+
+
+def active_run() -> Run:
+    """The innermost active ``collect`` run, else the default run."""
+    stack = _STACK
+    if stack:
+        return stack[-1]
+    return default_run()
+
+
+def collect(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    config: Mapping[str, Any] | None = None,
+    max_records: int | None = None,
+    mode: str = "w",
+) -> Run:
+    """A new :class:`Run`; use it as ``with gnnmon.collect(path) as run:``.
+
+    ``path``: JSON Lines file the rows stream to (None keeps them in memory only). ``config``: your
+    settings, stored in the manifest. ``mode``: ``"w"`` overwrites, ``"x"`` refuses an existing file.
+    """
+    if mode not in ("w", "x"):
+        raise ValueError(f"mode must be 'w' (overwrite) or 'x' (refuse an existing file), got {mode!r}")
+    return Run(path, config=config, max_records=max_records, mode=mode)
+
+
+def load(path: str | os.PathLike[str], *, strict: bool = True) -> Run:
+    """Read a run back from its JSON Lines file (a cut-off last line is skipped with a warning)."""
+    run = Run()
+    run.path = Path(path)
+    run._state = "loaded"
+    run.complete = False
+    lines: Iterable[dict[str, Any]] = read_lines(path, strict=strict)
+    for obj in lines:
+        kind = obj.pop("type", None)
+        if kind == "row":
+            run._rows.append(obj)
+            run.rows_written += 1
+        elif kind == "manifest":
+            if run.manifest is None:
+                run.manifest = obj
+                run.config = dict(obj.get("config") or {})
+        elif kind == "gc":
+            run.gc_events.append(obj)
+        elif kind == "sample":
+            run.samples.append(obj)
+        elif kind == "marker":
+            run.markers.append(obj)
+        elif kind == "end":
+            run.complete = True
+    return run

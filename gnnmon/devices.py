@@ -1,0 +1,120 @@
+"""Which device a call runs on: explicit argument, else its arguments, else the default device.
+
+Resolution happens per call (never at import). Reading a device never syncs or copies.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Iterable, Mapping
+
+import torch
+
+from gnnmon.errors import DeviceError
+
+SUPPORTED_TYPES = ("cuda", "mps", "cpu")
+
+DeviceLike = "torch.device | str | int | None"
+
+
+def parse_device(device: Any) -> torch.device:
+    """Turn a user's ``device=`` value into a ``torch.device``, with a clear error if it is not one.
+
+    Accepts ``torch.device``, strings such as ``"cuda:1"``, ``"mps"``, ``"cpu"``, and an int (a CUDA
+    index, as torch does). Availability is checked later, per call, by the backend.
+    """
+    if isinstance(device, torch.device):
+        dev = device
+    elif isinstance(device, bool):
+        raise DeviceError(f"device must be a torch.device, a string or an int, not bool ({device!r})")
+    elif isinstance(device, int):
+        if device < 0:
+            raise DeviceError(f"device index must be >= 0, got {device}")
+        dev = torch.device("cuda", device)
+    elif isinstance(device, str):
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, ValueError) as exc:
+            raise DeviceError(
+                f"unknown device {device!r}: expected one of 'cpu', 'cuda', 'cuda:N', 'mps'"
+            ) from exc
+    else:
+        raise DeviceError(
+            f"device must be a torch.device, a string such as 'cuda:0' or an int, "
+            f"not {type(device).__name__}"
+        )
+    if dev.type not in SUPPORTED_TYPES:
+        raise DeviceError(
+            f"unsupported device {str(dev)!r}: gnnmon measures {', '.join(SUPPORTED_TYPES)}"
+        )
+    return dev
+
+
+def _tensor_device(obj: Any) -> torch.device | None:
+    if isinstance(obj, torch.Tensor):
+        return obj.device
+    if isinstance(obj, torch.nn.Module):
+        for p in obj.parameters():
+            return p.device
+        for b in obj.buffers():
+            return b.device
+        return None
+    pyg = sys.modules.get("torch_geometric.data")
+    if pyg is not None and isinstance(obj, (pyg.Data, pyg.HeteroData)):
+        for store in obj.stores:
+            for value in store.values():
+                if isinstance(value, torch.Tensor):
+                    return value.device
+        return None
+    return None
+
+
+def _candidates(args: Iterable[Any], kwargs: Mapping[str, Any]) -> Iterable[Any]:
+    for obj in args:
+        yield obj
+        if isinstance(obj, (list, tuple)):
+            yield from obj[:8]
+    for obj in kwargs.values():
+        yield obj
+        if isinstance(obj, (list, tuple)):
+            yield from obj[:8]
+
+
+def device_from_arguments(args: Iterable[Any], kwargs: Mapping[str, Any]) -> torch.device | None:
+    """The device of the tensors, modules or PyG data among a call's arguments.
+
+    An accelerator wins over the CPU (a model on ``cuda`` with a batch still on the host runs on
+    ``cuda``). Looks one level into lists and tuples. Returns None when no argument has a device.
+    """
+    found: torch.device | None = None
+    for obj in _candidates(args, kwargs):
+        dev = _tensor_device(obj)
+        if dev is None:
+            continue
+        if dev.type != "cpu":
+            return dev
+        found = dev
+    return found
+
+
+def default_device() -> torch.device:
+    """torch's default device (``torch.set_default_device``), else the CPU."""
+    getter = getattr(torch, "get_default_device", None)
+    return getter() if getter is not None else torch.device("cpu")
+
+
+def resolve_device(
+    explicit: Any = None, args: Iterable[Any] = (), kwargs: Mapping[str, Any] | None = None
+) -> torch.device:
+    """The device a call is measured on: ``explicit`` if given, else its arguments', else default."""
+    if explicit is not None:
+        return parse_device(explicit)
+    dev = device_from_arguments(args, kwargs or {})
+    if dev is None:
+        dev = default_device()
+    if dev.type not in SUPPORTED_TYPES:
+        raise DeviceError(
+            f"the call's arguments live on {str(dev)!r}, which gnnmon cannot measure "
+            f"(supported: {', '.join(SUPPORTED_TYPES)}); pass device= explicitly"
+        )
+    return dev

@@ -1,0 +1,141 @@
+"""The report over a run's rows: per-label summaries as a dict, markdown text or DataFrames."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from gnnmon.stats import STATS, describe
+
+# Numeric fields that identify a row rather than measure it: never summarised.
+NOT_FIGURES = frozenset({"index", "t_start_ns", "t_end_ns"})
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def figure_names(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Numeric field names across rows, in first-seen order (identity fields left out)."""
+    seen: dict[str, None] = {}
+    for row in records:
+        for k, v in row.items():
+            if k not in seen and k not in NOT_FIGURES and _is_number(v):
+                seen[k] = None
+    return list(seen)
+
+
+def _unit(field: str) -> tuple[str, float]:
+    if field.endswith("_bytes"):
+        return "MiB", 1 / 2**20
+    if field.endswith("_s"):
+        return "ms", 1e3
+    return "", 1.0
+
+
+def _fmt(v: float | None, scale: float) -> str:
+    if v is None:
+        return "–"
+    x = v * scale
+    if x == int(x) and abs(x) < 1e12:
+        return f"{int(x):d}"
+    return f"{x:.3f}" if abs(x) < 1000 else f"{x:,.1f}"
+
+
+class Report:
+    """Explains a run's rows. Built by :meth:`gnnmon.Run.report`."""
+
+    def __init__(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        manifest: Mapping[str, Any] | None = None,
+        gc_events: list[dict[str, Any]] | None = None,
+        samples: list[dict[str, Any]] | None = None,
+        markers: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.records = records
+        self.manifest = dict(manifest or {})
+        self.gc_events = gc_events or []
+        self.samples = samples or []
+        self.markers = markers or []
+
+    def labels(self) -> list[str]:
+        """Row labels in first-seen order."""
+        return list(dict.fromkeys(r["label"] for r in self.records))
+
+    def summary(self) -> dict[str, dict[str, dict[str, float]]]:
+        """``{label: {field: {count, mean, p50, p90, p99, max}}}`` over every numeric field.
+
+        ``count`` is the number of rows where the figure was measured (not None).
+        """
+        by_label: dict[str, list[Mapping[str, Any]]] = {}
+        for row in self.records:
+            by_label.setdefault(row["label"], []).append(row)
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for label, rows in by_label.items():
+            out[label] = {
+                name: describe([r[name] for r in rows if _is_number(r.get(name))])
+                for name in figure_names(rows)
+            }
+        return out
+
+    def markdown(self) -> str:
+        """The summary as markdown: one table per label, bytes in MiB and seconds in ms."""
+        lines: list[str] = []
+        m = self.manifest
+        if m:
+            lines.append(
+                f"gnnmon {m.get('gnnmon')} · torch {m.get('torch')} · "
+                f"PyG {m.get('torch_geometric')} · host {m.get('host')} · {m.get('start_time')}"
+            )
+            lines.append("")
+        summary = self.summary()
+        if not summary:
+            return "\n".join(lines + ["(no rows recorded)"]) + "\n"
+        for label, figures in summary.items():
+            rows = [r for r in self.records if r["label"] == label]
+            errors = sum(1 for r in rows if r.get("error"))
+            backends = sorted({str(r.get("device")) for r in rows})
+            lines.append(f"### {label} — {len(rows)} call(s) on {', '.join(backends)}"
+                         + (f", {errors} raised" if errors else ""))
+            lines.append("")
+            lines.append("| figure | unit | " + " | ".join(STATS) + " |")
+            lines.append("| --- | --- | " + " | ".join("---:" for _ in STATS) + " |")
+            for name, stats in figures.items():
+                unit, scale = _unit(name)
+                cells = [str(stats["count"])] + [
+                    _fmt(stats.get(s), scale) for s in STATS[1:]
+                ]
+                lines.append(f"| {name} | {unit} | " + " | ".join(cells) + " |")
+            notes = sorted({n for r in rows for n in (r.get("notes") or [])})
+            if notes:
+                lines.append("")
+                lines.extend(f"- note: {n}" for n in notes)
+            lines.append("")
+        return "\n".join(lines)
+
+    def to_frame(self) -> Any:
+        """The rows as a pandas DataFrame (one row per call)."""
+        pd = _pandas()
+        return pd.DataFrame.from_records(self.records)
+
+    def summary_frame(self) -> Any:
+        """The summary as a pandas DataFrame indexed by (label, figure), columns count … max."""
+        pd = _pandas()
+        rows = [
+            {"label": label, "figure": name, **stats}
+            for label, figures in self.summary().items()
+            for name, stats in figures.items()
+        ]
+        frame = pd.DataFrame.from_records(rows, columns=["label", "figure", *STATS])
+        return frame.set_index(["label", "figure"])
+
+
+def _pandas() -> Any:
+    try:
+        import pandas as pd
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "Report.to_frame() needs pandas: pip install 'gnnmon[report]' (or pandas)"
+        ) from exc
+    return pd

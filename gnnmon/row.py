@@ -1,0 +1,124 @@
+"""A row: the figures of one measured call or block, filled by its measurements, then emitted.
+
+The row being filled is kept in a context variable, so a decorated call made inside another gets
+its own row whose ``parent`` names the enclosing one. Measurements write flat fields into
+``row.fields``; figures that can only be read later (CUDA events) are registered with
+:meth:`Row.defer` and resolved by the collector, never on the hot path.
+"""
+
+from __future__ import annotations
+
+import time
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+import torch
+
+from gnnmon.backends import Backend, get_backend
+from gnnmon.devices import parse_device, resolve_device
+
+if TYPE_CHECKING:
+    from gnnmon.collector import Run
+
+_CURRENT: ContextVar["Row | None"] = ContextVar("gnnmon_current_row", default=None)
+
+
+def current_row() -> "Row | None":
+    """The row being filled in this thread/task, if any."""
+    return _CURRENT.get()
+
+
+class Row:
+    """One row being filled. ``fields`` is the plain dict that ends up in the run."""
+
+    __slots__ = ("fields", "run", "parent", "_args", "_kwargs", "_backend", "_deferred", "_token")
+
+    def __init__(
+        self,
+        label: str,
+        args: Iterable[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        run: "Run | None" = None,
+    ) -> None:
+        from gnnmon.collector import active_run
+
+        self.run = run if run is not None else active_run()
+        self.parent = _CURRENT.get()
+        self._args = args
+        self._kwargs = kwargs
+        self._backend: Backend | None = None
+        self._deferred: list[Callable[[], Mapping[str, Any]]] | None = None
+        index, marks = self.run.next_index(label)
+        self.fields: dict[str, Any] = {
+            "label": label,
+            "index": index,
+            "parent": self.parent.key if self.parent is not None else None,
+            "t_start_ns": time.time_ns(),
+            "t_end_ns": None,
+            "device": None,
+            "backend": None,
+            "error": None,
+            "notes": [],
+        }
+        if marks:
+            self.fields.update(marks)
+        self._token = _CURRENT.set(self)
+
+    @property
+    def key(self) -> str:
+        """``label#index``: how children name this row in their ``parent`` field."""
+        return f"{self.fields['label']}#{self.fields['index']}"
+
+    def backend(self, explicit: Any = None) -> Backend:
+        """The backend for this call: ``explicit`` device if given, else resolved from arguments.
+
+        The first backend resolved sets the row's ``device`` and ``backend`` fields.
+        """
+        if explicit is None and self._backend is not None:
+            return self._backend
+        if explicit is not None:
+            dev = explicit if isinstance(explicit, torch.device) else parse_device(explicit)
+        else:
+            dev = resolve_device(None, self._args, self._kwargs)
+        backend = get_backend(dev)
+        if self._backend is None:
+            self._backend = backend
+            self.fields["device"] = str(backend.device)
+            self.fields["backend"] = backend.name
+        return backend
+
+    def note(self, text: str) -> None:
+        """Say why a figure is missing or how it was made (kept in ``notes``)."""
+        if text not in self.fields["notes"]:
+            self.fields["notes"].append(text)
+
+    def defer(self, resolve: Callable[[], Mapping[str, Any]]) -> None:
+        """Register fields to be read later (by the collector, off the hot path)."""
+        if self._deferred is None:
+            self._deferred = []
+        self._deferred.append(resolve)
+
+    def close(self, error: BaseException | None = None) -> None:
+        """Finish the row (``t_end_ns``, ``error``) and hand it to the run."""
+        fields = self.fields
+        fields["t_end_ns"] = time.time_ns()
+        if error is not None:
+            fields["error"] = type(error).__name__
+        try:
+            _CURRENT.reset(self._token)
+        except ValueError:  # closed in another context (a thread): just drop our marker
+            if _CURRENT.get() is self:
+                _CURRENT.set(self.parent)
+        if fields["device"] is None:
+            self._settle_device()
+        self._args = self._kwargs = None  # keep no reference to the user's objects
+        self.run.add_row(fields, self._deferred)
+
+    def _settle_device(self) -> None:
+        try:
+            dev = resolve_device(None, self._args or (), self._kwargs or {})
+        except Exception as exc:  # identity only: a row without memory/timing must not fail
+            self.note(f"device not resolved: {exc}")
+            return
+        self.fields["device"] = str(dev)
+        self.fields["backend"] = dev.type

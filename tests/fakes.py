@@ -1,0 +1,198 @@
+"""Faithful fakes of ``torch.cuda`` and ``torch.mps`` for testing device paths on a CPU machine.
+
+They follow the documented behaviour of the real modules:
+
+* ``torch.cuda.memory_stats(device)`` returns ``{}`` until CUDA is initialised (any allocation,
+  ``synchronize`` or ``current_device`` initialises it), then the caching allocator's keys
+  (``allocated_bytes.all.{current,peak}``, ``reserved_bytes.all.{current,peak}``,
+  ``num_alloc_retries``, ``num_ooms``). Reserved memory grows in 2 MiB-rounded segments and is kept
+  after a free until ``empty_cache``; ``reset_peak_memory_stats`` sets every peak to its current
+  value, per device. A device argument may be None (current device), an int, a string or a
+  ``torch.device``.
+* ``torch.mps`` has ``current_allocated_memory`` (tensors), ``driver_allocated_memory`` (more: the
+  driver's caches) and ``recommended_max_memory``, and no peak API.
+
+Tests allocate on the fake with :meth:`FakeCuda.alloc` / :meth:`FakeMps.alloc` inside the measured
+call, and read back what the fake saw (``sync_calls``, ``reset_calls``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+import torch
+
+_SEGMENT = 2 * 2**20
+
+
+class _CudaDevice:
+    def __init__(self) -> None:
+        self.allocated = self.allocated_peak = 0
+        self.reserved = self.reserved_peak = 0
+        self.retries = 0
+        self.ooms = 0
+
+
+class FakeCuda:
+    """Stands in for ``torch.cuda``: ``n`` devices, a caching allocator, per-device peak counters."""
+
+    def __init__(self, n: int = 2, total_bytes: int = 16 * 2**30) -> None:
+        self.devices = [_CudaDevice() for _ in range(n)]
+        self.total = total_bytes
+        self.current = 0
+        self.initialized = False
+        self.sync_calls: list[int] = []
+        self.reset_calls: list[int] = []
+        self.stats_calls = 0
+        self._blocks: dict[int, tuple[int, int]] = {}
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+
+    # -- what tests use --------------------------------------------------------------------
+    def alloc(self, nbytes: int, device: Any = None) -> int:
+        """Allocate ``nbytes`` on a device; returns a handle for :meth:`free`."""
+        i = self._index(device)
+        self.initialized = True
+        with self._lock:
+            d = self.devices[i]
+            d.allocated += nbytes
+            if d.allocated > d.reserved:
+                need = d.allocated - d.reserved
+                d.reserved += -(-need // _SEGMENT) * _SEGMENT
+                if d.reserved > self.total:
+                    d.ooms += 1
+                    d.allocated -= nbytes
+                    raise RuntimeError("CUDA out of memory (fake)")
+            d.allocated_peak = max(d.allocated_peak, d.allocated)
+            d.reserved_peak = max(d.reserved_peak, d.reserved)
+            handle = next(self._ids)
+            self._blocks[handle] = (i, nbytes)
+            return handle
+
+    def free(self, handle: int) -> None:
+        with self._lock:
+            i, nbytes = self._blocks.pop(handle)
+            self.devices[i].allocated -= nbytes
+
+    # -- the torch.cuda API ---------------------------------------------------------------
+    def _index(self, device: Any) -> int:
+        if device is None:
+            return self.current
+        if isinstance(device, str):
+            device = torch.device(device)
+        if isinstance(device, torch.device):
+            if device.type != "cuda":
+                raise ValueError(f"Expected a cuda device, but got: {device}")
+            return self.current if device.index is None else device.index
+        if isinstance(device, int):
+            if not 0 <= device < len(self.devices):
+                raise RuntimeError("CUDA error: invalid device ordinal")
+            return device
+        raise TypeError(f"bad device {device!r}")
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def device_count(self) -> int:
+        return len(self.devices)
+
+    def current_device(self) -> int:
+        self.initialized = True
+        return self.current
+
+    def set_device(self, device: Any) -> None:
+        self.current = self._index(device)
+
+    def synchronize(self, device: Any = None) -> None:
+        self.initialized = True
+        self.sync_calls.append(self._index(device))
+
+    def memory_stats(self, device: Any = None) -> dict[str, Any]:
+        self.stats_calls += 1
+        if not self.initialized:
+            return {}
+        d = self.devices[self._index(device)]
+        return {
+            "allocated_bytes.all.current": d.allocated,
+            "allocated_bytes.all.peak": d.allocated_peak,
+            "reserved_bytes.all.current": d.reserved,
+            "reserved_bytes.all.peak": d.reserved_peak,
+            "num_alloc_retries": d.retries,
+            "num_ooms": d.ooms,
+        }
+
+    def memory_allocated(self, device: Any = None) -> int:
+        return self.devices[self._index(device)].allocated
+
+    def max_memory_allocated(self, device: Any = None) -> int:
+        return self.devices[self._index(device)].allocated_peak
+
+    def reset_peak_memory_stats(self, device: Any = None) -> None:
+        i = self._index(device)
+        self.reset_calls.append(i)
+        d = self.devices[i]
+        d.allocated_peak = d.allocated
+        d.reserved_peak = d.reserved
+
+    def empty_cache(self) -> None:
+        for d in self.devices:
+            d.reserved = -(-d.allocated // _SEGMENT) * _SEGMENT
+
+    def install(self, monkeypatch: Any) -> "FakeCuda":
+        for name in (
+            "is_available", "is_initialized", "device_count", "current_device", "set_device",
+            "synchronize", "memory_stats", "memory_allocated", "max_memory_allocated",
+            "reset_peak_memory_stats", "empty_cache",
+        ):
+            monkeypatch.setattr(torch.cuda, name, getattr(self, name))
+        return self
+
+
+class FakeMps:
+    """Stands in for ``torch.mps`` (and ``torch.backends.mps.is_available``)."""
+
+    def __init__(self, recommended_max: int = 24 * 2**30, driver_overhead: int = 64 * 2**20) -> None:
+        self.allocated = 0
+        self.recommended = recommended_max
+        self.overhead = driver_overhead
+        self.sync_calls = 0
+        self.reads = 0
+        self._blocks: dict[int, int] = {}
+        self._ids = itertools.count()
+
+    def alloc(self, nbytes: int) -> int:
+        handle = next(self._ids)
+        self._blocks[handle] = nbytes
+        self.allocated += nbytes
+        return handle
+
+    def free(self, handle: int) -> None:
+        self.allocated -= self._blocks.pop(handle)
+
+    def current_allocated_memory(self) -> int:
+        self.reads += 1
+        return self.allocated
+
+    def driver_allocated_memory(self) -> int:
+        return self.allocated + self.overhead
+
+    def recommended_max_memory(self) -> int:
+        return self.recommended
+
+    def synchronize(self) -> None:
+        self.sync_calls += 1
+
+    def is_available(self) -> bool:
+        return True
+
+    def install(self, monkeypatch: Any) -> "FakeMps":
+        for name in ("current_allocated_memory", "driver_allocated_memory",
+                     "recommended_max_memory", "synchronize"):
+            monkeypatch.setattr(torch.mps, name, getattr(self, name))
+        monkeypatch.setattr(torch.backends.mps, "is_available", self.is_available)
+        return self

@@ -1,0 +1,134 @@
+"""Memory figures on the CPU backend against planted allocations (exact VmHWM on Linux)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import gnnmon
+from gnnmon import memory_scope, monitor_memory_device
+from gnnmon.backends.host import HOST
+
+MiB = 2**20
+linux_exact = pytest.mark.skipif(not HOST.exact, reason="no resettable VmHWM here")
+
+
+def plant(nbytes: int) -> None:
+    """Allocate, touch every page, free."""
+    t = torch.empty(nbytes, dtype=torch.uint8)
+    t.fill_(1)
+    del t
+
+
+@linux_exact
+def test_planted_256mib_peak_within_two_percent():
+    @monitor_memory_device
+    def step():
+        plant(256 * MiB)
+
+    with gnnmon.collect() as run:
+        step()
+    (row,) = run.records
+    assert row["backend"] == "cpu" and row["device"] == "cpu"
+    assert row["mem_peak_bytes_source"] == "measured:VmHWM"
+    err = (row["mem_peak_delta_bytes"] - 256 * MiB) / (256 * MiB)
+    assert abs(err) < 0.02, f"peak delta {row['mem_peak_delta_bytes'] / MiB:.1f} MiB"
+    # Freed inside the call: the end is back near the start (within 4 MiB).
+    assert abs(row["mem_end_bytes"] - row["mem_start_bytes"]) < 4 * MiB
+    assert row["mem_peak_bytes"] == row["rss_peak_bytes"]
+
+
+@linux_exact
+def test_small_planted_allocations_are_exact_too():
+    for size in (8 * MiB, 64 * MiB):
+        with memory_scope() as fields:
+            plant(size)
+        assert abs(fields["mem_peak_delta_bytes"] - size) < 1.5 * MiB, (size, fields)
+
+
+@linux_exact
+def test_nested_monitors_keep_their_own_peaks():
+    @monitor_memory_device(label="inner")
+    def inner(size):
+        plant(size)
+
+    @monitor_memory_device(label="outer")
+    def outer():
+        plant(300 * MiB)  # before the inner calls: their resets must not hide it
+        inner(100 * MiB)
+        inner(50 * MiB)
+
+    with gnnmon.collect() as run:
+        outer()
+    rows = {(r["label"], r["index"]): r for r in run.records}
+    out = rows[("outer", 0)]
+    assert abs(out["mem_peak_delta_bytes"] - 300 * MiB) < 6 * MiB
+    for i, size in enumerate((100 * MiB, 50 * MiB)):
+        r = rows[("inner", i)]
+        assert r["parent"] == "outer#0"
+        assert abs(r["mem_peak_delta_bytes"] - size) < 3 * MiB, (size, r["mem_peak_delta_bytes"])
+    # The outer window includes the inner calls' peaks too.
+    assert out["mem_peak_bytes"] >= max(rows[("inner", i)]["mem_peak_bytes"] for i in (0, 1))
+
+
+@linux_exact
+def test_outer_peak_after_inner_calls():
+    @monitor_memory_device(label="inner")
+    def inner():
+        plant(20 * MiB)
+
+    with memory_scope(label="outer") as outer:
+        inner()
+        plant(200 * MiB)  # after the inner reset: counted by the outer only
+        inner()
+    assert abs(outer["mem_peak_delta_bytes"] - 200 * MiB) < 4 * MiB
+
+
+@linux_exact
+def test_held_allocation_shows_in_end():
+    keep = []
+    with memory_scope() as fields:
+        t = torch.ones(64 * MiB, dtype=torch.uint8)
+        keep.append(t)
+    assert abs(fields["mem_end_delta_bytes"] - 64 * MiB) < 2 * MiB
+    keep.clear()
+
+
+CHILD = "import sys,time; b=bytearray(%d); b[::4096]=b'\\x01'*len(b[::4096]); print('ready', flush=True); time.sleep(%f)"
+
+
+def test_include_children_counts_a_worker_process():
+    size = 120 * MiB
+
+    @monitor_memory_device(include_children=True, sample_interval=0.01)
+    def spawn_worker():
+        p = subprocess.Popen([sys.executable, "-c", CHILD % (size, 0.6)], stdout=subprocess.PIPE)
+        assert p.stdout.readline().strip() == b"ready"
+        time.sleep(0.2)  # several samples while the child holds its memory
+        p.wait()
+
+    with gnnmon.collect() as run:
+        spawn_worker()
+    (row,) = run.records
+    assert row["rss_children_peak_bytes"] >= size
+    assert row["rss_children_peak_bytes"] < size + 60 * MiB  # interpreter + the buffer
+    assert "sampled:children" in row["rss_peak_bytes_source"]
+    assert row["rss_peak_bytes"] >= row["rss_children_peak_bytes"]
+
+
+def test_sampled_fallback_is_labelled(monkeypatch):
+    from gnnmon.backends.host import HostMemory
+
+    host = HostMemory()
+    monkeypatch.setattr(host, "_mode", "sampled")
+    token = host.open(False, 0.005)
+    t = torch.ones(100 * MiB, dtype=torch.uint8)
+    time.sleep(0.05)
+    del t
+    fields = host.close(token)
+    assert fields["rss_peak_bytes_source"] == "sampled:psutil@5ms"
+    assert fields["rss_peak_bytes"] - fields["rss_start_bytes"] >= 95 * MiB

@@ -1,0 +1,189 @@
+"""Decorated calls return and raise exactly what the function does, and are still recorded."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+import gnnmon
+from gnnmon import DeviceError, memory_scope, monitor_memory_device
+
+
+class Boom(Exception):
+    pass
+
+
+def test_return_value_is_the_same_object():
+    sentinel = object()
+
+    @monitor_memory_device
+    def f():
+        return sentinel
+
+    assert f() is sentinel
+
+
+def test_exception_passes_through_unchanged_and_row_has_error():
+    exc = Boom("planted")
+
+    @monitor_memory_device(label="fails")
+    def f():
+        raise exc
+
+    with gnnmon.collect() as run:
+        with pytest.raises(Boom) as info:
+            f()
+    assert info.value is exc
+    (row,) = run.records
+    assert row["error"] == "Boom" and row["label"] == "fails"
+    assert row["mem_peak_bytes"] is not None  # figures still recorded
+
+
+def test_scope_records_error_and_reraises():
+    with gnnmon.collect() as run:
+        with pytest.raises(KeyError):
+            with memory_scope(label="blk"):
+                raise KeyError("x")
+    (row,) = run.records
+    assert row["error"] == "KeyError"
+
+
+def test_wraps_metadata_and_arguments():
+    @monitor_memory_device
+    def add(a, b=2, *, c=3):
+        """Adds."""
+        return a + b + c
+
+    assert add.__name__ == "add" and add.__doc__ == "Adds."
+    assert add.__wrapped__(1) == 6
+    assert add(1, 10, c=100) == 111
+
+
+def test_methods_staticmethods_classmethods():
+    class Trainer:
+        scale = 3
+
+        @monitor_memory_device
+        def step(self, x):
+            return x * self.scale
+
+        @staticmethod
+        @monitor_memory_device
+        def s(x):
+            return x + 1
+
+        @monitor_memory_device
+        @classmethod
+        def c(cls, x):
+            return cls.scale + x
+
+    with gnnmon.collect() as run:
+        t = Trainer()
+        assert t.step(2) == 6 and Trainer.s(1) == 2 and t.c(1) == 4
+    assert [r["label"] for r in run.records] == ["test_methods_staticmethods_classmethods.<locals>.Trainer.step",
+                                                  "test_methods_staticmethods_classmethods.<locals>.Trainer.s",
+                                                  "test_methods_staticmethods_classmethods.<locals>.Trainer.c"]
+
+
+def test_refused_targets_have_clear_errors():
+    with pytest.raises(TypeError, match="generator function .*gen: its body"):
+        @monitor_memory_device
+        def gen():
+            yield 1
+
+    with pytest.raises(TypeError, match="coroutine function .*co: gnnmon"):
+        @monitor_memory_device
+        async def co():
+            return 1
+
+    with pytest.raises(TypeError, match="not the class"):
+        @monitor_memory_device
+        class K:
+            pass
+
+    with pytest.raises(TypeError, match="Pass options by keyword"):
+        monitor_memory_device("cuda")
+
+
+def test_bad_options_have_clear_errors():
+    with pytest.raises(TypeError, match="unknown option.*'devcie'"):
+        monitor_memory_device(devcie="cpu")
+    with pytest.raises(DeviceError, match="unknown device 'gpu0'"):
+        monitor_memory_device(device="gpu0")
+    with pytest.raises(DeviceError, match="unsupported device 'meta'"):
+        monitor_memory_device(device="meta")
+    with pytest.raises(DeviceError, match="not list"):
+        memory_scope(device=["cuda"])
+    with pytest.raises(TypeError, match="label must be a string"):
+        monitor_memory_device(label=3)
+    with pytest.raises(ValueError, match="sample_interval"):
+        monitor_memory_device(sample_interval=0)
+    with pytest.raises(TypeError, match="include_children"):
+        monitor_memory_device(include_children="yes")
+
+
+def test_unavailable_device_fails_at_call_not_at_decoration():
+    @monitor_memory_device(device="cuda:0")
+    def f():
+        return 1
+
+    if torch.cuda.is_available():
+        pytest.skip("a real CUDA device is present")
+    with gnnmon.collect() as run:
+        with pytest.raises(DeviceError, match="CUDA is not available"):
+            f()
+    (row,) = run.records
+    assert row["error"] == "DeviceError"
+
+
+def test_stacked_decorators_fill_one_row_and_inner_calls_get_their_own():
+    def plain(func):  # a foreign decorator in between, using functools.wraps
+        @functools.wraps(func)
+        def w(*a, **k):
+            return func(*a, **k)
+        return w
+
+    @monitor_memory_device(label="leaf")
+    def leaf():
+        return torch.ones(10)
+
+    @monitor_memory_device(label="step")
+    @plain
+    @monitor_memory_device
+    def step():
+        leaf()
+        leaf()
+        return 1
+
+    with gnnmon.collect() as run:
+        step()
+        step()
+    rows = run.records
+    assert [(r["label"], r["index"], r["parent"]) for r in rows] == [
+        ("leaf", 0, "step#0"), ("leaf", 1, "step#0"), ("step", 0, None),
+        ("leaf", 2, "step#1"), ("leaf", 3, "step#1"), ("step", 1, None),
+    ]
+
+
+def test_label_of_inner_decorator_is_used_for_the_stack():
+    @monitor_memory_device
+    @monitor_memory_device(label="train")
+    def f():
+        return 0
+
+    with gnnmon.collect() as run:
+        f()
+    assert [r["label"] for r in run.records] == ["train"]
+
+
+def test_rows_without_collect_go_to_the_default_run():
+    @monitor_memory_device(label="default-run-probe")
+    def f():
+        return 1
+
+    before = sum(r["label"] == "default-run-probe" for r in gnnmon.default_run().records)
+    f()
+    after = sum(r["label"] == "default-run-probe" for r in gnnmon.default_run().records)
+    assert after == before + 1
