@@ -14,12 +14,13 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def figure_names(records: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Numeric field names across rows, in first-seen order (identity fields left out)."""
+def figure_names(records: Iterable[Mapping[str, Any]], skip: Iterable[str] = ()) -> list[str]:
+    """Numeric field names across rows, in first-seen order (identity fields and ``skip`` left out)."""
+    skipped = NOT_FIGURES.union(skip)
     seen: dict[str, None] = {}
     for row in records:
         for k, v in row.items():
-            if k not in seen and k not in NOT_FIGURES and _is_number(v):
+            if k not in seen and k not in skipped and _is_number(v):
                 seen[k] = None
     return list(seen)
 
@@ -71,11 +72,15 @@ class Report:
         by_label: dict[str, list[Mapping[str, Any]]] = {}
         for row in self.records:
             by_label.setdefault(row["label"], []).append(row)
+        # A figure None in one label still shows there, count 0; marker values are not figures.
+        names = figure_names(self.records, skip={m["kind"] for m in self.markers})
         out: dict[str, dict[str, dict[str, float]]] = {}
         for label, rows in by_label.items():
+            present = {k for r in rows for k in r}
             out[label] = {
                 name: describe([r[name] for r in rows if _is_number(r.get(name))])
-                for name in figure_names(rows)
+                for name in names
+                if name in present
             }
         return out
 

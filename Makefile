@@ -1,0 +1,30 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   — create .venv, install, run the main job
+#   make test   — create .venv, install, run the tests
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch 2.13.0 lies on this project's machines' disk; elsewhere pick your build,
+# e.g. make test TORCH_SPEC="torch==2.5.1" (install torch first: an unpinned one may be a CUDA build).
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.gnnmon-installed
+
+.PHONY: venv demo test clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[all,test]"
+	touch $(STAMP)
+
+demo: venv
+	$(PY) play/demo_gcn.py
+
+test: venv
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,3 @@
+from gnnmon.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,206 @@
+"""The collector: rows stream to JSON Lines, come back with gnnmon.load, survive a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import gnnmon
+from gnnmon import ReportFileError, memory_scope, monitor_memory_device
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@monitor_memory_device(label="step")
+def step(n):
+    return torch.ones(n).sum()
+
+
+def test_jsonl_round_trip(tmp_path):
+    path = tmp_path / "run.jsonl"
+    with gnnmon.collect(path, config={"lr": 0.01, "model": "gcn"}) as run:
+        run.mark("epoch", 0)
+        step(10)
+        run.mark("epoch", 1)
+        step(20)
+        with memory_scope(label="eval"):
+            pass
+    loaded = gnnmon.load(path)
+    assert loaded.records == json.loads(json.dumps(run.records))
+    assert [r["epoch"] for r in loaded.records] == [0, 1, 1]
+    assert loaded.config == {"lr": 0.01, "model": "gcn"}
+    m = loaded.manifest
+    assert m["torch"] == torch.__version__ and m["gnnmon"] == gnnmon.__version__
+    assert m["torch_geometric"] and m["host"] and m["start_time"] and m["devices"]["cpu_count"]
+    assert loaded.complete is True
+    assert [mk["value"] for mk in loaded.markers] == [0, 1]
+    assert loaded.report().summary().keys() == run.report().summary().keys()
+
+
+def test_rows_are_on_disk_as_soon_as_they_complete(tmp_path):
+    path = tmp_path / "run.jsonl"
+    with gnnmon.collect(path):
+        step(5)
+        lines = path.read_text().splitlines()
+        assert [json.loads(line)["type"] for line in lines] == ["manifest", "row"]
+
+
+def test_truncated_last_line_is_read_with_a_warning(tmp_path):
+    path = tmp_path / "run.jsonl"
+    with gnnmon.collect(path):
+        for _ in range(3):
+            step(5)
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    cut = "".join(lines[:3]) + lines[3][: len(lines[3]) // 2]  # manifest, 2 rows, half a row
+    path.write_text(cut)
+    with pytest.warns(RuntimeWarning, match="cut off"):
+        run = gnnmon.load(path)
+    assert len(run.records) == 2 and run.complete is False
+
+
+def test_corrupt_files_have_clear_errors(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("hello\n")
+    with pytest.raises(ReportFileError, match="not a gnnmon report"):
+        gnnmon.load(bad)
+    bad.write_text('{"type": "row"}\n')
+    with pytest.raises(ReportFileError, match="not a gnnmon.jsonl manifest"):
+        gnnmon.load(bad)
+    bad.write_text("")
+    with pytest.raises(ReportFileError, match="empty"):
+        gnnmon.load(bad)
+    with pytest.raises(FileNotFoundError):
+        gnnmon.load(tmp_path / "missing.jsonl")
+
+    good = tmp_path / "good.jsonl"
+    with gnnmon.collect(good):
+        step(1)
+        step(2)
+    lines = good.read_text().splitlines(keepends=True)
+    lines[1] = "{broken\n"
+    good.write_text("".join(lines))
+    with pytest.raises(ReportFileError, match=r"good.jsonl:2: corrupt line"):
+        gnnmon.load(good)
+    with pytest.warns(RuntimeWarning, match="skipped a corrupt line"):
+        run = gnnmon.load(good, strict=False)
+    assert len(run.records) == 1  # the other row is not lost
+
+
+def test_bad_collect_arguments():
+    with pytest.raises(TypeError, match="path must be"):
+        gnnmon.collect(3)
+    with pytest.raises(TypeError, match="config must be a mapping"):
+        gnnmon.collect(config=[1])
+    with pytest.raises(ValueError, match="mode"):
+        gnnmon.collect(mode="a")
+    with pytest.raises(ValueError, match="max_records"):
+        gnnmon.collect(max_records=0)
+
+
+def test_mode_x_refuses_to_overwrite(tmp_path):
+    path = tmp_path / "run.jsonl"
+    path.write_text("precious\n")
+    with pytest.raises(FileExistsError):
+        gnnmon.collect(path, mode="x").start()
+    assert path.read_text() == "precious\n"
+    assert gnnmon.active_run() is gnnmon.default_run()
+
+
+def test_marker_names_are_checked():
+    with gnnmon.collect() as run:
+        with pytest.raises(ValueError, match="shadow"):
+            run.mark("label", 1)
+        with pytest.raises(ValueError, match="identifier"):
+            run.mark("my epoch", 1)
+
+
+def test_max_records_bounds_memory_but_not_the_file(tmp_path):
+    path = tmp_path / "run.jsonl"
+    with gnnmon.collect(path, max_records=5) as run:
+        for i in range(20):
+            step(1)
+    assert len(run.records) == 5 and [r["index"] for r in run.records] == list(range(15, 20))
+    assert len(gnnmon.load(path).records) == 20
+
+
+def test_thread_safe_appends(tmp_path):
+    path = tmp_path / "run.jsonl"
+
+    @monitor_memory_device(label="t")
+    def tiny():
+        return 1
+
+    def worker():
+        for _ in range(200):
+            tiny()
+
+    with gnnmon.collect(path) as run:
+        threads = [threading.Thread(target=worker) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    loaded = gnnmon.load(path)
+    assert len(loaded.records) == 1200 == len(run.records)
+    assert sorted(r["index"] for r in loaded.records) == list(range(1200))
+
+
+def test_nested_collect_sends_rows_to_the_innermost():
+    with gnnmon.collect() as outer:
+        step(1)
+        with gnnmon.collect() as inner:
+            step(1)
+        step(1)
+    assert len(outer.records) == 2 and len(inner.records) == 1
+
+
+CHILD = r"""
+import sys, time, torch, gnnmon
+from gnnmon import monitor_memory_device
+
+@monitor_memory_device(label="step")
+def step(i):
+    return torch.ones(1000).sum()
+
+with gnnmon.collect(sys.argv[1]):
+    i = 0
+    while True:
+        step(i)
+        i += 1
+        if i % 50 == 0:
+            print(i, flush=True)
+        time.sleep(0.001)
+"""
+
+
+def test_sigkill_mid_run_leaves_every_completed_row_readable(tmp_path):
+    path = tmp_path / "killed.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, env=env)
+    try:
+        seen = 0
+        while seen < 200:
+            seen = int(proc.stdout.readline())
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the kill may have cut the last line
+        run = gnnmon.load(path)
+    indices = [r["index"] for r in run.records]
+    assert len(indices) >= 200  # every row completed before the child said "200" is there
+    assert indices == list(range(len(indices)))  # in order, none missing
+    assert run.complete is False and run.manifest["format"] == "gnnmon.jsonl"

@@ -1,0 +1,75 @@
+"""Device resolution: explicit argument, else the call's tensors / modules / PyG data, else default."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.data import Batch, Data, HeteroData
+
+import gnnmon
+from gnnmon import DeviceError, monitor_memory_device
+from gnnmon.devices import device_from_arguments, parse_device, resolve_device
+
+META = torch.device("meta")
+
+
+def test_parse_device_forms():
+    assert parse_device("cuda:1") == torch.device("cuda", 1)
+    assert parse_device(torch.device("mps")) == torch.device("mps")
+    assert parse_device(2) == torch.device("cuda", 2)
+    assert parse_device("cpu") == torch.device("cpu")
+    for bad, msg in [("gpu", "unknown device 'gpu'"), ("cuda:x", "unknown device"),
+                     (-1, ">= 0"), (True, "not bool"), (1.5, "not float"),
+                     ("xla", "unknown device|unsupported device")]:
+        with pytest.raises(DeviceError, match=msg):
+            parse_device(bad)
+
+
+def test_tensor_module_and_pyg_data_resolve_their_device():
+    assert device_from_arguments((torch.ones(2, device=META),), {}) == META
+    assert device_from_arguments((), {"model": torch.nn.Linear(2, 2, device=META)}) == META
+    data = Data(x=torch.ones(3, 2, device=META), edge_index=torch.zeros(2, 1, dtype=torch.long, device=META))
+    assert device_from_arguments((data,), {}) == META
+    hetero = HeteroData()
+    hetero["paper"].x = torch.ones(3, 2, device=META)
+    assert device_from_arguments((hetero,), {}) == META
+    cpu_data = Data(x=torch.ones(3, 2), edge_index=torch.zeros(2, 1, dtype=torch.long))
+    batch = Batch.from_data_list([cpu_data, cpu_data])
+    assert device_from_arguments((batch,), {}) == torch.device("cpu")
+    assert device_from_arguments(([1, torch.ones(1, device=META)],), {}) == META  # inside a list
+
+
+def test_an_accelerator_wins_over_the_cpu():
+    cpu_batch = torch.ones(2)
+    model_on_meta = torch.nn.Linear(2, 2, device=META)  # stands for a model on cuda
+    assert device_from_arguments((cpu_batch, model_on_meta), {}) == META
+
+
+def test_nothing_with_a_device_means_the_default():
+    assert device_from_arguments((1, "a", None), {}) is None
+    assert resolve_device(None, (1,), {}) == torch.device("cpu")
+    assert resolve_device("cpu", (torch.ones(1, device=META),), {}) == torch.device("cpu")
+
+
+def test_unsupported_device_in_arguments_is_a_clear_error():
+    with pytest.raises(DeviceError, match="live on 'meta'.*pass device= explicitly"):
+        resolve_device(None, (torch.ones(1, device=META),), {})
+
+
+def test_decorated_call_records_the_resolved_device(fake_cuda):
+    @monitor_memory_device
+    def on_cpu(x):
+        return x
+
+    @monitor_memory_device(device="cuda:1")
+    def on_gpu(x):
+        return x
+
+    with gnnmon.collect() as run:
+        on_cpu(torch.ones(1))
+        on_gpu(torch.ones(1))
+    assert [(r["device"], r["backend"]) for r in run.records] == [("cpu", "cpu"), ("cuda:1", "cuda")]
+
+
+def test_module_without_parameters_falls_through():
+    assert device_from_arguments((torch.nn.ReLU(), torch.ones(1, device=META)), {}) == META

@@ -1,0 +1,90 @@
+"""The report's summaries against planted rows of known figures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import gnnmon
+from gnnmon.report import Report
+from gnnmon.stats import describe, mad, percentile
+
+MiB = 2**20
+
+
+def planted_rows():
+    rows = []
+    for i in range(101):  # 0..100 MiB: percentiles land exactly on whole MiB
+        rows.append({"label": "train", "index": i, "t_start_ns": i, "t_end_ns": i + 1,
+                     "mem_peak_bytes": i * MiB, "wall_s": 0.01, "error": None, "notes": [],
+                     "device": "cpu", "flag": True})
+    rows.append({"label": "eval", "index": 0, "t_start_ns": 0, "t_end_ns": 1, "mem_peak_bytes": None,
+                 "wall_s": 0.5, "error": "ValueError", "notes": ["mem missing: planted"], "device": "cpu"})
+    return rows
+
+
+def test_summary_statistics_are_exact():
+    s = Report(planted_rows()).summary()
+    mem = s["train"]["mem_peak_bytes"]
+    assert mem == {"count": 101, "mean": 50 * MiB, "p50": 50 * MiB, "p90": 90 * MiB,
+                   "p99": 99 * MiB, "max": 100 * MiB}
+    assert "index" not in s["train"] and "t_start_ns" not in s["train"]
+    assert "flag" not in s["train"]  # booleans are not figures
+    assert s["eval"]["mem_peak_bytes"] == {"count": 0}  # None is "not measured", not zero
+    assert s["eval"]["wall_s"]["max"] == 0.5
+
+
+def test_markdown_has_units_errors_and_notes():
+    text = Report(planted_rows()).markdown()
+    assert "### train — 101 call(s) on cpu" in text
+    assert "| mem_peak_bytes | MiB | 101 | 50 | 50 | 90 | 99 | 100 |" in text
+    assert "| wall_s | ms | 101 | 10 | 10 | 10 | 10 | 10 |" in text
+    assert "1 raised" in text and "note: mem missing: planted" in text
+    assert "(no rows recorded)" in Report([]).markdown()
+
+
+def test_frames():
+    pd = pytest.importorskip("pandas")
+    rep = Report(planted_rows())
+    frame = rep.to_frame()
+    assert isinstance(frame, pd.DataFrame) and len(frame) == 102
+    summary = rep.summary_frame()
+    assert summary.loc[("train", "mem_peak_bytes"), "p90"] == 90 * MiB
+
+
+def test_stats_helpers():
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert describe([]) == {"count": 0}
+    assert mad([1, 2, 3, 4, 100]) == 1
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+def test_cli_prints_the_report(tmp_path):
+    path = tmp_path / "r.jsonl"
+
+    @gnnmon.monitor_memory_device(label="cli-step")
+    def f():
+        return 1
+
+    with gnnmon.collect(path):
+        f()
+    out = subprocess.run([sys.executable, "-m", "gnnmon", "report", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "### cli-step — 1 call(s) on cpu" in out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("nope\n")
+    proc = subprocess.run([sys.executable, "-m", "gnnmon", "report", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "not a gnnmon report" in proc.stderr
+
+
+def test_marker_values_are_not_summarised():
+    with gnnmon.collect() as run:
+        run.mark("epoch", 3)
+        with gnnmon.memory_scope(label="blk"):
+            pass
+    assert run.records[0]["epoch"] == 3
+    assert "epoch" not in run.report().summary()["blk"]
