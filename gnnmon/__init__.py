@@ -6,9 +6,12 @@ Importing gnnmon changes no global state: no logging set-up, no GC change, no de
 from gnnmon._version import __version__
 from gnnmon.collector import Run, active_run, collect, default_run, load
 from gnnmon.errors import DeviceError, GnnmonError, ReportFileError
+from gnnmon.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
+from gnnmon.graph import graph_shape
 from gnnmon.memory import memory_scope, monitor_memory_device
 from gnnmon.report import Report
 from gnnmon.row import current_row
+from gnnmon.timing import cuda_timed, phase, timed
 
 __all__ = [
     "__version__",
@@ -19,9 +22,17 @@ __all__ = [
     "Run",
     "active_run",
     "collect",
+    "collect_garbage",
+    "cuda_timed",
     "current_row",
     "default_run",
+    "freeze_gc",
+    "gc_controlled",
+    "gc_paused",
+    "graph_shape",
     "load",
     "memory_scope",
     "monitor_memory_device",
+    "phase",
+    "timed",
 ]

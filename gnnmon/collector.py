@@ -11,11 +11,14 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
+from gnnmon.gc_log import GC_LOG
+from gnnmon.row import Deferred
 from gnnmon.storage import JsonlWriter, read_lines
 
-Resolver = Callable[[], Mapping[str, Any]]
+MAX_PENDING = 1024
+"""Rows waiting for deferred figures (CUDA events) before the oldest is resolved by blocking."""
 
 # Fields every row has; a marker kind may not take one of these names.
 IDENTITY_FIELDS = (
@@ -52,7 +55,11 @@ class Run:
         self._rows: deque[dict[str, Any]] | list[dict[str, Any]] = (
             deque(maxlen=max_records) if max_records else []
         )
-        self.gc_events: list[dict[str, Any]] = []
+        # GC events arrive from inside gc callbacks: appended without a lock, written later.
+        self.gc_events: deque[dict[str, Any]] | list[dict[str, Any]] = (
+            deque(maxlen=max_records) if max_records else []
+        )
+        self._gc_unwritten: deque[dict[str, Any]] = deque()
         self.samples: list[dict[str, Any]] = []
         self.markers: list[dict[str, Any]] = []
         self.manifest: dict[str, Any] | None = None
@@ -62,7 +69,7 @@ class Run:
         self._counters: dict[str, int] = {}
         self._lock = threading.RLock()
         self._writer: JsonlWriter | None = None
-        self._pending: list[tuple[dict[str, Any], list[Resolver]]] = []
+        self._pending: deque[tuple[dict[str, Any], list[Deferred]]] = deque()
         self._state = "new"
 
     # -- life cycle -------------------------------------------------------------------------
@@ -77,6 +84,7 @@ class Run:
             self._writer = JsonlWriter(self.path, self._mode)
             self._writer.write(self.manifest)
         self._state = "active"
+        GC_LOG.acquire()
         _push(self)
         return self
 
@@ -85,8 +93,10 @@ class Run:
         if self._state != "active":
             return
         _pop(self)
+        GC_LOG.release()
         self.flush()
         with self._lock:
+            self._write_gc_events()
             self._state = "stopped"
             self.complete = True
             if self._writer is not None:
@@ -113,35 +123,60 @@ class Run:
             self._counters[label] = index + 1
             return index, (dict(self._marks) if self._marks else {})
 
-    def add_row(self, fields: dict[str, Any], deferred: list[Resolver] | None = None) -> None:
-        """Take a finished row; rows with deferred figures wait until :meth:`flush`."""
+    def add_row(self, fields: dict[str, Any], deferred: list[Deferred] | None = None) -> None:
+        """Take a finished row. Rows with deferred figures wait, in order, until those are ready
+        (checked without blocking each time a row arrives) or until :meth:`flush`."""
         with self._lock:
-            if deferred:
-                self._pending.append((fields, deferred))
+            if deferred or self._pending:
+                self._pending.append((fields, deferred or []))
+                self._drain(block=len(self._pending) > MAX_PENDING)
+            else:
+                self._store(fields)
+
+    def add_gc_event(self, event: dict[str, Any]) -> None:
+        """Take a GC event (called from inside a gc callback: no lock, no I/O here)."""
+        self.gc_events.append(event)
+        if self._writer is not None:
+            self._gc_unwritten.append(event)
+
+    def _drain(self, block: bool) -> None:
+        pending = self._pending
+        while pending:
+            fields, items = pending[0]
+            if not block and not all(item.ready() for item in items):
                 return
+            pending.popleft()
+            for item in items:
+                try:
+                    item.resolve(fields)
+                except Exception as exc:  # noqa: BLE001 - keep the row, say what failed
+                    fields.setdefault("notes", []).append(f"deferred figure failed: {exc}")
             self._store(fields)
+            block = False  # only the oldest is forced when too many wait
 
     def _store(self, fields: dict[str, Any]) -> None:
         self._rows.append(fields)
         self.rows_written += 1
         if self._writer is not None and self._state == "active":
+            self._write_gc_events()
             self._writer.write({"type": "row", **fields})
+
+    def _write_gc_events(self) -> None:
+        queue = self._gc_unwritten
+        while queue:
+            self._writer.write({"type": "gc", **queue.popleft()})
 
     def _write(self, kind: str, obj: dict[str, Any]) -> None:
         if self._writer is not None and self._state == "active":
             self._writer.write({"type": kind, **obj})
 
     def flush(self) -> None:
-        """Resolve every pending deferred figure and store those rows (may sync the device)."""
+        """Resolve every pending deferred figure and store those rows (may wait for the device)."""
         with self._lock:
-            pending, self._pending = self._pending, []
-            for fields, resolvers in pending:
-                for resolve in resolvers:
-                    try:
-                        fields.update(resolve())
-                    except Exception as exc:  # noqa: BLE001 - keep the row, say what failed
-                        fields.setdefault("notes", []).append(f"deferred figure failed: {exc}")
-                self._store(fields)
+            while self._pending:
+                self._drain(block=True)
+            if self._writer is not None and self._state == "active":
+                self._write_gc_events()
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -167,7 +202,7 @@ class Run:
         """A :class:`gnnmon.report.Report` over this run's rows."""
         from gnnmon.report import Report
 
-        return Report(self.records, manifest=self.manifest, gc_events=self.gc_events,
+        return Report(self.records, manifest=self.manifest, gc_events=list(self.gc_events),
                       samples=self.samples, markers=self.markers)
 
     def __repr__(self) -> str:

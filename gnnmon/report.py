@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from gnnmon import analysis
 from gnnmon.stats import STATS, describe
 
 # Numeric fields that identify a row rather than measure it: never summarised.
@@ -84,8 +85,25 @@ class Report:
             }
         return out
 
+    def spikes(self, **options: Any) -> list[dict[str, Any]]:
+        """Slow rows, each with ``label``, ``index``, ``cause``, ``excess_s`` and ``detail``.
+
+        Options (``k``, ``min_ratio``, ``warmup``, ``gc_share``, ``shape_tol``, ``min_rows``):
+        see :func:`gnnmon.analysis.spikes`."""
+        return analysis.spikes(self.records, **options)
+
+    def analysis(self, warmup: int = 2) -> dict[str, dict[str, Any]]:
+        """Per label: time per node/edge, phase shares and residual, GC cost, raw vs clean
+        percentiles (see :func:`gnnmon.analysis.step_analysis`)."""
+        return analysis.step_analysis(self.records, warmup=warmup)
+
+    def gc_summary(self) -> dict[str, Any]:
+        """Collections per generation and reason, total and longest pause."""
+        return analysis.gc_summary(self.gc_events)
+
     def markdown(self) -> str:
-        """The summary as markdown: one table per label, bytes in MiB and seconds in ms."""
+        """The report as markdown: one table of figures per label (bytes in MiB, seconds in ms),
+        then the step analysis, GC and spikes where the rows have times."""
         lines: list[str] = []
         m = self.manifest
         if m:
@@ -117,7 +135,58 @@ class Report:
                 lines.append("")
                 lines.extend(f"- note: {n}" for n in notes)
             lines.append("")
+        lines.extend(self._analysis_markdown())
         return "\n".join(lines)
+
+    def _analysis_markdown(self) -> list[str]:
+        lines: list[str] = []
+        steps = self.analysis()
+        if any(info["rows"] >= 2 for info in steps.values()):
+            lines += ["### Step analysis (after 2 warm-up calls per label; ms)", "",
+                      "| label | rows | p50 | p90 | p99 | p50 no GC | p90 no GC | p99 no GC | GC share "
+                      "| µs / node | ns / edge |",
+                      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            for label, i in steps.items():
+                raw, clean = i["raw"], i["clean"]
+                share = "–" if i["gc_share"] is None else f"{100 * i['gc_share']:.1f} %"
+                node = "–" if i["per_node_s"] is None else f"{i['per_node_s'] * 1e6:.3f}"
+                edge = "–" if i["per_edge_s"] is None else f"{i['per_edge_s'] * 1e9:.2f}"
+                lines.append(
+                    f"| {label} | {i['rows']} | " + " | ".join(
+                        f"{d[q] * 1e3:.2f}" for d in (raw, clean) for q in ("p50", "p90", "p99"))
+                    + f" | {share} | {node} | {edge} |")
+            lines.append("")
+            shares = {label: i["phase_share"] for label, i in steps.items() if "phase_share" in i}
+            if shares:
+                lines += ["Share of step time per phase (residual: what no phase covered):", ""]
+                for label, share in shares.items():
+                    lines.append(f"- {label}: " + ", ".join(
+                        f"{name} {100 * v:.1f} %" for name, v in share.items()))
+                lines.append("")
+        if self.gc_events:
+            g = self.gc_summary()
+            gens = ", ".join(f"gen {gen}: {d['count']} ({d['pause_s'] * 1e3:.1f} ms, longest "
+                             f"{d['max_s'] * 1e3:.1f} ms)" for gen, d in g["by_generation"].items()
+                             if d["count"])
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(g["by_reason"].items()))
+            lines += ["### Garbage collection", "",
+                      f"{g['collections']} collection(s), {g['pause_total_s'] * 1e3:.1f} ms in all; "
+                      f"{gens}. By reason: {reasons}; {g['in_rows']} inside a row.", ""]
+        spikes = self.spikes()
+        if any(info["rows"] >= 2 for info in steps.values()):
+            lines += [f"### Spikes ({len(spikes)})", ""]
+            if spikes:
+                lines += ["| label | index | time ms | median ms | excess ms | cause | detail |",
+                          "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
+                for sp in spikes:
+                    lines.append(
+                        f"| {sp['label']} | {sp['index']} | {sp['time_s'] * 1e3:.2f} | "
+                        f"{sp['median_s'] * 1e3:.2f} | {sp['excess_s'] * 1e3:.2f} | {sp['cause']} | "
+                        f"{sp['detail']} |")
+            else:
+                lines.append("No row exceeded its label's threshold.")
+            lines.append("")
+        return lines
 
     def to_frame(self) -> Any:
         """The rows as a pandas DataFrame (one row per call)."""

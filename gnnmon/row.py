@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import time
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 import torch
 
 from gnnmon.backends import Backend, get_backend
 from gnnmon.devices import parse_device, resolve_device
+from gnnmon.gc_log import GC_LOG, row_gc_fields
+from gnnmon.graph import shape_from_arguments
 
 if TYPE_CHECKING:
     from gnnmon.collector import Run
@@ -28,10 +30,21 @@ def current_row() -> "Row | None":
     return _CURRENT.get()
 
 
+class Deferred(Protocol):
+    """Figures read later: ``ready()`` must not block; ``resolve(fields)`` may (it adds fields)."""
+
+    def ready(self) -> bool: ...
+
+    def resolve(self, fields: dict[str, Any]) -> None: ...
+
+
 class Row:
     """One row being filled. ``fields`` is the plain dict that ends up in the run."""
 
-    __slots__ = ("fields", "run", "parent", "_args", "_kwargs", "_backend", "_deferred", "_token")
+    __slots__ = (
+        "fields", "run", "parent", "ctx", "_args", "_kwargs", "_backend", "_deferred", "_token",
+        "_gc0", "_after",
+    )
 
     def __init__(
         self,
@@ -47,7 +60,9 @@ class Row:
         self._args = args
         self._kwargs = kwargs
         self._backend: Backend | None = None
-        self._deferred: list[Callable[[], Mapping[str, Any]]] | None = None
+        self._deferred: list[Deferred] | None = None
+        self._after: list[Callable[[], Any]] | None = None
+        self.ctx: dict[str, Any] = {}  # state measurements of one row share (e.g. the sync mode)
         index, marks = self.run.next_index(label)
         self.fields: dict[str, Any] = {
             "label": label,
@@ -62,6 +77,13 @@ class Row:
         }
         if marks:
             self.fields.update(marks)
+        if args or kwargs:
+            shape = shape_from_arguments(args, kwargs)
+            if shape:
+                self.fields.update(shape)
+        if self.parent is None:
+            GC_LOG.acquire()
+        self._gc0 = GC_LOG.snapshot()
         self._token = _CURRENT.set(self)
 
     @property
@@ -92,11 +114,17 @@ class Row:
         if text not in self.fields["notes"]:
             self.fields["notes"].append(text)
 
-    def defer(self, resolve: Callable[[], Mapping[str, Any]]) -> None:
-        """Register fields to be read later (by the collector, off the hot path)."""
+    def defer(self, item: Deferred) -> None:
+        """Register figures to be read later (by the collector, off the hot path)."""
         if self._deferred is None:
             self._deferred = []
-        self._deferred.append(resolve)
+        self._deferred.append(item)
+
+    def after_close(self, action: Callable[[], Any]) -> None:
+        """Run ``action`` once the row is closed (outside its window), e.g. a deferred collection."""
+        if self._after is None:
+            self._after = []
+        self._after.append(action)
 
     def close(self, error: BaseException | None = None) -> None:
         """Finish the row (``t_end_ns``, ``error``) and hand it to the run."""
@@ -109,10 +137,18 @@ class Row:
         except ValueError:  # closed in another context (a thread): just drop our marker
             if _CURRENT.get() is self:
                 _CURRENT.set(self.parent)
+        fields.update(row_gc_fields(self._gc0, GC_LOG.snapshot()))
         if fields["device"] is None:
             self._settle_device()
         self._args = self._kwargs = None  # keep no reference to the user's objects
-        self.run.add_row(fields, self._deferred)
+        try:
+            self.run.add_row(fields, self._deferred)
+            if self._after is not None:
+                for action in self._after:
+                    action()
+        finally:
+            if self.parent is None:
+                GC_LOG.release()
 
     def _settle_device(self) -> None:
         try:

@@ -12,19 +12,80 @@ They follow the documented behaviour of the real modules:
 * ``torch.mps`` has ``current_allocated_memory`` (tensors), ``driver_allocated_memory`` (more: the
   driver's caches) and ``recommended_max_memory``, and no peak API.
 
+* Work is asynchronous: :meth:`FakeCuda.launch` queues ``seconds`` of device work and returns at
+  once. ``torch.cuda.Event(enable_timing=True).record(stream)`` marks the point the device reaches
+  when the work queued so far is done; ``query()`` says (without blocking) whether it has been
+  reached, ``synchronize()`` waits for it, and ``elapsed_time(end)`` gives milliseconds between
+  two events and raises, as the real one does, if the end event has not completed.
+  ``torch.cuda.synchronize()`` waits for all queued work.
+
 Tests allocate on the fake with :meth:`FakeCuda.alloc` / :meth:`FakeMps.alloc` inside the measured
-call, and read back what the fake saw (``sync_calls``, ``reset_calls``).
+call, and read back what the fake saw (``sync_calls``, ``reset_calls``, ``event_syncs``).
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from typing import Any
 
 import torch
 
 _SEGMENT = 2 * 2**20
+
+
+class _FakeEvent:
+    """Like torch.cuda.Event / torch.mps.event.Event on a fake device timeline."""
+
+    def __init__(self, owner: Any, enable_timing: bool = False) -> None:
+        self.owner = owner
+        self.enable_timing = enable_timing
+        self.at: float | None = None
+        owner.events_created += 1
+
+    def record(self, stream: Any = None) -> None:
+        self.owner.records.append(stream)
+        self.at = max(time.perf_counter(), self.owner.free_at)
+
+    def query(self) -> bool:
+        self.owner.event_queries += 1
+        return self.at is None or time.perf_counter() >= self.at
+
+    def synchronize(self) -> None:
+        self.owner.event_syncs += 1
+        if self.at is not None:
+            time.sleep(max(0.0, self.at - time.perf_counter()))
+
+    def elapsed_time(self, end: "_FakeEvent") -> float:
+        if not (self.enable_timing and end.enable_timing):
+            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+        if self.at is None or end.at is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        if time.perf_counter() < end.at:
+            raise RuntimeError("CUDA error: device not ready")
+        return (end.at - self.at) * 1e3
+
+
+class _Timeline:
+    """The device's queue: when the work queued so far will be done."""
+
+    def __init__(self) -> None:
+        self.free_at = 0.0
+        self.events_created = 0
+        self.event_syncs = 0
+        self.event_queries = 0
+        self.records: list[Any] = []
+
+    def launch(self, seconds: float) -> None:
+        """Queue ``seconds`` of device work; returns at once, like a kernel launch."""
+        self.free_at = max(time.perf_counter(), self.free_at) + seconds
+
+    def wait_idle(self) -> None:
+        time.sleep(max(0.0, self.free_at - time.perf_counter()))
+
+    def Event(self, enable_timing: bool = False) -> _FakeEvent:  # noqa: N802 - torch's name
+        return _FakeEvent(self, enable_timing)
 
 
 class _CudaDevice:
@@ -35,10 +96,12 @@ class _CudaDevice:
         self.ooms = 0
 
 
-class FakeCuda:
-    """Stands in for ``torch.cuda``: ``n`` devices, a caching allocator, per-device peak counters."""
+class FakeCuda(_Timeline):
+    """Stands in for ``torch.cuda``: ``n`` devices, a caching allocator, per-device peak counters,
+    and one asynchronous work queue with events."""
 
     def __init__(self, n: int = 2, total_bytes: int = 16 * 2**30) -> None:
+        super().__init__()
         self.devices = [_CudaDevice() for _ in range(n)]
         self.total = total_bytes
         self.current = 0
@@ -111,6 +174,10 @@ class FakeCuda:
     def synchronize(self, device: Any = None) -> None:
         self.initialized = True
         self.sync_calls.append(self._index(device))
+        self.wait_idle()
+
+    def current_stream(self, device: Any = None) -> tuple[str, int]:
+        return ("stream", self._index(device))
 
     def memory_stats(self, device: Any = None) -> dict[str, Any]:
         self.stats_calls += 1
@@ -147,16 +214,20 @@ class FakeCuda:
         for name in (
             "is_available", "is_initialized", "device_count", "current_device", "set_device",
             "synchronize", "memory_stats", "memory_allocated", "max_memory_allocated",
-            "reset_peak_memory_stats", "empty_cache",
+            "reset_peak_memory_stats", "empty_cache", "current_stream", "Event",
         ):
             monkeypatch.setattr(torch.cuda, name, getattr(self, name))
         return self
 
 
-class FakeMps:
-    """Stands in for ``torch.mps`` (and ``torch.backends.mps.is_available``)."""
+class FakeMps(_Timeline):
+    """Stands in for ``torch.mps`` (and ``torch.backends.mps.is_available``). ``with_events=False``
+    stands for a torch without ``torch.mps.Event``."""
 
-    def __init__(self, recommended_max: int = 24 * 2**30, driver_overhead: int = 64 * 2**20) -> None:
+    def __init__(self, recommended_max: int = 24 * 2**30, driver_overhead: int = 64 * 2**20,
+                 with_events: bool = True) -> None:
+        super().__init__()
+        self.with_events = with_events
         self.allocated = 0
         self.recommended = recommended_max
         self.overhead = driver_overhead
@@ -186,6 +257,7 @@ class FakeMps:
 
     def synchronize(self) -> None:
         self.sync_calls += 1
+        self.wait_idle()
 
     def is_available(self) -> bool:
         return True
@@ -194,5 +266,9 @@ class FakeMps:
         for name in ("current_allocated_memory", "driver_allocated_memory",
                      "recommended_max_memory", "synchronize"):
             monkeypatch.setattr(torch.mps, name, getattr(self, name))
+        if self.with_events:
+            monkeypatch.setattr(torch.mps, "Event", self.Event, raising=False)
+        else:
+            monkeypatch.delattr(torch.mps, "Event", raising=False)
         monkeypatch.setattr(torch.backends.mps, "is_available", self.is_available)
         return self

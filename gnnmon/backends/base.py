@@ -22,6 +22,11 @@ class Backend(Protocol):
     def synchronize(self) -> None:
         """Wait until the device has finished all queued work (no-op on the CPU)."""
 
+    def record_event(self) -> Any:
+        """A timing event recorded now on the device's current stream, or None if the device has
+        no events (the CPU, whose work is synchronous). Events have ``query()``,
+        ``synchronize()`` and ``elapsed_time(end)`` (milliseconds), like ``torch.cuda.Event``."""
+
     def snapshot(self) -> dict[str, int | None]:
         """Current memory figures in bytes, keyed by row field stems (``mem_bytes``, ...)."""
 

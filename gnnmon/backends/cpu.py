@@ -21,6 +21,9 @@ class CpuBackend:
     def synchronize(self) -> None:
         """No queued device work on the CPU."""
 
+    def record_event(self) -> None:
+        return None
+
     def snapshot(self) -> dict[str, int | None]:
         from gnnmon.backends.host import _psutil_rss
 

@@ -64,6 +64,11 @@ class CudaBackend:
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.index)
 
+    def record_event(self) -> Any:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(torch.cuda.current_stream(self.index))
+        return event
+
     def snapshot(self) -> dict[str, int | None]:
         s = self._stats()
         return {

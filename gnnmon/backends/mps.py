@@ -38,6 +38,15 @@ class MpsBackend:
     def synchronize(self) -> None:
         torch.mps.synchronize()
 
+    def record_event(self) -> Any:
+        """An MPS event where this torch has them (``torch.mps.event.Event``), else None."""
+        event_cls = getattr(torch.mps, "Event", None)
+        if event_cls is None:
+            return None
+        event = event_cls(enable_timing=True)
+        event.record()
+        return event
+
     def snapshot(self) -> dict[str, int | None]:
         allocated, driver = _read()
         return {"mem_bytes": allocated, "mem_driver_bytes": driver}

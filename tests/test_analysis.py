@@ -1,0 +1,105 @@
+"""Spike causes and the step analysis: on planted rows, and on real loops with planted causes."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import torch
+from torch_geometric.data import Batch, Data
+
+import gnnmon
+from gnnmon import cuda_timed, gc_controlled, monitor_memory_device
+from gnnmon.analysis import spikes, step_analysis
+
+
+def rows(times, extra=None):
+    out = []
+    for i, t in enumerate(times):
+        r = {"label": "step", "index": i, "wall_s": t, "gc_pause_s": 0.0, "num_nodes": 100,
+             "num_edges": 400}
+        r.update((extra or {}).get(i, {}))
+        out.append(r)
+    return out
+
+
+def test_planted_rows_each_cause():
+    times = [0.5, 0.1] + [0.1] * 20
+    times[8] = 0.3   # gc: a 180 ms pause
+    times[12] = 0.25  # shape: a big batch
+    times[15] = 0.3   # nothing explains it
+    found = spikes(rows(times, {8: {"gc_pause_s": 0.18, "gc_collections": 1, "gc_max_generation": 2},
+                                12: {"num_nodes": 300, "num_edges": 1300}}))
+    assert [(s["index"], s["cause"]) for s in found] == [(0, "warm-up"), (8, "gc"), (12, "shape"),
+                                                         (15, "unexplained")]
+    gc_spike = found[1]
+    assert abs(gc_spike["excess_s"] - 0.2) < 1e-9 and "paused 180.0 ms" in gc_spike["detail"]
+    assert "num_nodes 300 vs usual 100" in found[2]["detail"]
+
+
+def test_planted_rows_analysis():
+    rs = rows([0.2] * 10, {5: {"gc_pause_s": 0.1, "wall_s": 0.3}})
+    for r in rs:
+        r["phase_forward_s"] = 0.05
+        r["phase_backward_s"] = 0.1
+    a = step_analysis(rs, warmup=0)["step"]
+    assert abs(a["per_node_s"] - 0.002) < 1e-12 and abs(a["per_edge_s"] - 0.0005) < 1e-12
+    assert abs(a["phase_share"]["forward"] - 0.5 / 2.1) < 1e-9
+    assert abs(a["phase_share"]["residual"] - (1 - 1.5 / 2.1)) < 1e-9
+    assert a["raw"]["p99"] > 0.29 and abs(a["clean"]["p99"] - 0.2) < 1e-9
+    assert a["gc_rows"] == 1 and abs(a["gc_share"] - 0.1 / 2.1) < 1e-9
+
+
+def test_a_planted_full_collection_makes_a_gc_spike():
+    ballast = [[i] for i in range(300_000)]  # makes a full collection take tens of ms
+
+    @cuda_timed(label="step")
+    def step(k):
+        time.sleep(0.005)
+        if k == 8:
+            gc.collect()
+
+    with gnnmon.collect() as run:
+        with gnnmon.gc_paused():  # no automatic collection anywhere else
+            for k in range(15):
+                step(k)
+    found = [s for s in run.report().spikes() if s["index"] >= 2]
+    assert [(s["index"], s["cause"]) for s in found] == [(8, "gc")], found
+    del ballast
+
+
+def test_a_short_last_batch_that_recompiles_is_a_shape_spike():
+    seen_shapes = set()
+
+    @monitor_memory_device
+    @cuda_timed(label="step")
+    @gc_controlled
+    def step(batch):
+        # Stands for torch.compile / cuDNN autotuning: a new input shape costs a recompile.
+        if batch.num_nodes not in seen_shapes:
+            seen_shapes.add(batch.num_nodes)
+            time.sleep(0.06)
+        time.sleep(0.01)
+
+    graph = Data(x=torch.ones(5, 2), edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]]))
+    batches = [Batch.from_data_list([graph] * 8) for _ in range(9)] + [Batch.from_data_list([graph] * 2)]
+    with gnnmon.collect() as run:
+        for b in batches:
+            step(b)
+    found = run.report().spikes()
+    assert [(s["index"], s["cause"]) for s in found] == [(0, "warm-up"), (9, "shape")]
+    assert "num_nodes 10 vs usual 40" in found[1]["detail"]
+
+
+def test_a_clean_run_has_no_spikes():
+    @cuda_timed(label="step")
+    @gc_controlled
+    def step():
+        time.sleep(0.02)
+
+    with gnnmon.collect() as run:
+        for _ in range(15):
+            step()
+    assert run.report().spikes() == []
+    text = run.report().markdown()
+    assert "No row exceeded" in text and "Step analysis" in text

@@ -1,0 +1,201 @@
+"""GC control and the GC log against planted garbage and planted collections."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import pytest
+
+import gnnmon
+from gnnmon import collect_garbage, gc_controlled, gc_paused, phase
+
+
+class Node:
+    """A tracked object for cycles (weakref-able, so we can see when it is collected)."""
+
+    def __init__(self):
+        self.other = None
+
+
+def make_cycles(n):
+    """n two-object cycles, dropped at once; returns weakrefs that die only when GC runs."""
+    refs = []
+    for _ in range(n):
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        refs.append(weakref.ref(a))
+    return refs
+
+
+def churn():
+    """Enough container allocations to trigger every automatic generation if GC were on."""
+    junk = [[i] for i in range(50_000)]
+    del junk
+
+
+def alive(refs):
+    return sum(r() is not None for r in refs)
+
+
+def test_cyclic_garbage_survives_the_call_and_is_collected_after():
+    @gc_controlled(collect="after")
+    def step():
+        refs = make_cycles(1000)
+        churn()
+        assert alive(refs) == 1000, "automatic GC ran inside a gc_controlled call"
+        return refs
+
+    gc.collect()
+    refs = step()
+    assert alive(refs) == 0  # collected right after the call
+    assert gc.isenabled()
+
+
+def test_collect_never_leaves_it_for_collect_garbage():
+    @gc_controlled
+    def step():
+        return make_cycles(500)
+
+    gc.collect()
+    with gc_paused():  # keep automatic GC off between the call and the explicit collection
+        refs = step()
+        assert alive(refs) == 500
+        result = collect_garbage()
+        assert alive(refs) == 0
+    assert result["generation"] == 2 and result["collected"] >= 1000 and result["pause_s"] > 0
+
+
+def test_collect_every_n_calls():
+    @gc_controlled(collect=3, generation=0)
+    def step():
+        return 1
+
+    with gnnmon.collect() as run:
+        for _ in range(7):
+            step()
+    asked = [e for e in run.gc_events if e["reason"] == "gc_controlled"]
+    assert len(asked) == 2 and all(e["generation"] == 0 and e["requested"] for e in asked)
+    assert all(e["row"] is None for e in asked)  # after the row, outside its window
+
+
+def test_gc_state_restored_after_an_exception_and_after_nesting():
+    @gc_controlled
+    def inner():
+        assert not gc.isenabled()
+        raise KeyError("planted")
+
+    @gc_controlled
+    def outer():
+        with pytest.raises(KeyError):
+            inner()
+        assert not gc.isenabled()  # still inside the outer call
+
+    assert gc.isenabled()
+    outer()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        outer()
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
+
+
+def test_gc_paused_three_deep():
+    with gc_paused():
+        with gc_paused():
+            with gc_paused(collect_on_exit=True):
+                refs = make_cycles(100)
+                assert not gc.isenabled()
+            assert alive(refs) == 0 and not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with gc_paused():
+            raise RuntimeError
+    assert gc.isenabled()
+
+
+def test_pauses_in_two_threads_are_counted_together():
+    entered, release = threading.Event(), threading.Event()
+
+    def worker():
+        with gc_paused():
+            entered.set()
+            release.wait(5)
+
+    t = threading.Thread(target=worker)
+    with gc_paused():
+        t.start()
+        entered.wait(5)
+    assert not gc.isenabled()  # the other thread still pauses GC
+    release.set()
+    t.join()
+    assert gc.isenabled()
+
+
+def test_freeze_after_setup():
+    @gc_controlled(freeze=True)
+    def step():
+        return 1
+
+    try:
+        with gnnmon.collect() as run:
+            step()
+            step()
+        assert gc.get_freeze_count() > 1000
+        assert sum(e["reason"] == "freeze" for e in run.gc_events) == 1  # once, not per call
+        assert any("objects frozen" in n for n in run.records[0]["notes"])
+    finally:
+        gc.unfreeze()
+
+
+def test_gc_log_attributes_a_planted_collection_to_its_row_and_phase(tmp_path):
+    @gnnmon.cuda_timed(label="step")
+    def step(k):
+        with phase("forward"):
+            if k == 2:
+                gc.collect()
+
+    path = tmp_path / "gc.jsonl"
+    with gnnmon.collect(path) as run:
+        for k in range(4):
+            step(k)
+    rows = run.records
+    assert [r["gc_collections"] for r in rows] == [0, 0, 1, 0]
+    assert rows[2]["gc_max_generation"] == 2 and rows[2]["gc_pause_s"] > 0
+    (event,) = [e for e in run.gc_events if e["row"] is not None]
+    assert event["row"] == "step#2" and event["phase"] == "forward" and event["generation"] == 2
+    assert event["reason"] == "automatic"  # a user's gc.collect() with GC on reads as automatic
+    assert event["duration_s"] == pytest.approx(rows[2]["gc_pause_s"], rel=1e-6)
+    assert gnnmon.load(path).gc_events == [dict(e) for e in run.gc_events]
+
+
+def test_explicit_collection_while_paused_is_labelled_explicit():
+    with gnnmon.collect() as run:
+        with gc_paused():
+            gc.collect(0)
+    assert [e["reason"] for e in run.gc_events] == ["explicit"]
+
+
+def test_hook_is_removed_when_nothing_collects():
+    from gnnmon.gc_log import GC_LOG
+
+    with gnnmon.collect():
+        assert GC_LOG._callback in gc.callbacks
+    assert GC_LOG._callback not in gc.callbacks
+
+
+def test_bad_gc_arguments():
+    with pytest.raises(ValueError, match="collect must be"):
+        gc_controlled(collect="sometimes")
+    with pytest.raises(ValueError, match="collect must be"):
+        gc_controlled(collect=0)
+    with pytest.raises(ValueError, match="generation"):
+        gc_controlled(generation=3)
+    with pytest.raises(ValueError, match="generation"):
+        collect_garbage(5)
+    with pytest.raises(TypeError, match="collect_on_exit"):
+        gc_paused(collect_on_exit="yes")

@@ -1,0 +1,169 @@
+"""Timing against planted sleeps, phases, and the device-event paths against the fakes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import gnnmon
+from gnnmon import cuda_timed, monitor_memory_device, phase, timed
+from tests.fakes import FakeMps
+
+# time.sleep never returns early; the upper bound leaves room for a loaded CI machine.
+LOW, HIGH = 0.0499, 0.150
+
+
+def test_planted_50ms_sleep_is_timed_as_50ms():
+    @cuda_timed
+    def step():
+        time.sleep(0.05)
+
+    with gnnmon.collect() as run:
+        step()
+    (row,) = run.records
+    assert LOW <= row["wall_s"] <= HIGH
+    assert row["device_s"] == row["wall_s"] and row["device_s_source"] == "wall"
+
+
+@pytest.mark.parametrize("sync", ["events", "sync", "none"])
+def test_every_sync_mode_times_the_cpu_exactly(sync):
+    with timed(sync=sync) as fields:
+        time.sleep(0.05)
+    assert LOW <= fields["wall_s"] <= HIGH
+    assert fields["device_s"] == fields["wall_s"]  # CPU work is synchronous
+
+
+def test_phases_add_up_and_repeat():
+    @cuda_timed(label="step")
+    def step():
+        with phase("forward"):
+            time.sleep(0.02)
+        for _ in range(2):
+            with phase("backward"):
+                time.sleep(0.015)
+        time.sleep(0.01)  # covered by no phase: the residual
+
+    with gnnmon.collect() as run:
+        step()
+    (row,) = run.records
+    assert 0.0199 <= row["phase_forward_s"] <= 0.02 + 0.1
+    assert 0.0299 <= row["phase_backward_s"] <= 0.03 + 0.1  # two phases summed
+    assert row["wall_s"] >= row["phase_forward_s"] + row["phase_backward_s"] + 0.0099
+    share = run.report().analysis(warmup=0)["step"]["phase_share"]
+    assert set(share) == {"forward", "backward", "residual"}
+    assert abs(sum(share.values()) - 1) < 1e-9 and share["residual"] > 0.1
+
+
+def test_phase_outside_any_row_makes_its_own():
+    with gnnmon.collect() as run:
+        with phase("data"):
+            time.sleep(0.05)
+    (row,) = run.records
+    assert row["label"] == "data" and LOW <= row["phase_data_s"] <= HIGH
+    assert row["wall_s"] >= row["phase_data_s"]
+
+
+def test_timed_call_that_raises_is_recorded():
+    @cuda_timed
+    def boom():
+        time.sleep(0.05)
+        raise ValueError("planted")
+
+    with gnnmon.collect() as run:
+        with pytest.raises(ValueError, match="planted"):
+            boom()
+    (row,) = run.records
+    assert row["error"] == "ValueError" and LOW <= row["wall_s"] <= HIGH
+
+
+def test_bad_timing_arguments():
+    with pytest.raises(ValueError, match="sync must be one of"):
+        cuda_timed(sync="always")
+    with pytest.raises(ValueError, match="phase name"):
+        phase("two words")
+    with pytest.raises(ValueError, match="sync must be one of"):
+        phase("x", sync="maybe")
+
+
+def test_fake_cuda_events_are_resolved_later_without_a_sync_per_call(fake_cuda, tmp_path):
+    @cuda_timed(device="cuda:0")
+    def step():
+        with phase("forward"):
+            fake_cuda.launch(0.03)  # async: returns at once
+        fake_cuda.launch(0.01)
+
+    path = tmp_path / "events.jsonl"
+    with gnnmon.collect(path) as run:
+        for _ in range(4):
+            step()
+        # The host ran ahead: no synchronize, no event wait during the calls.
+        assert fake_cuda.sync_calls == [] and fake_cuda.event_syncs == 0
+        assert fake_cuda.events_created == 4 * 4  # two for the step, two for its phase
+        assert all(rec == ("stream", 0) for rec in fake_cuda.records)
+        assert run.rows_written < 4  # the GPU is still busy: rows wait for their events
+        rows = run.records  # reading resolves them
+    assert len(rows) == 4
+    for row in rows:
+        assert row["device_s_source"] == "events"
+        assert row["wall_s"] < 0.02  # only the launches
+        assert row["device_s"] == pytest.approx(0.04, abs=1e-3)
+        assert row["phase_forward_s"] == pytest.approx(0.03, abs=1e-3)
+    assert [r["device_s"] for r in gnnmon.load(path).records] == [r["device_s"] for r in rows]
+
+
+def test_fake_cuda_ready_rows_stream_without_waiting(fake_cuda):
+    @cuda_timed(device="cuda:0")
+    def step():
+        fake_cuda.launch(0.001)
+
+    with gnnmon.collect() as run:
+        step()
+        time.sleep(0.01)  # the device finished meanwhile
+        step()  # the first row's events are done: it is written now, no wait
+        assert run.rows_written == 1 and fake_cuda.event_syncs == 0
+
+
+def test_fake_cuda_sync_mode_syncs_both_sides(fake_cuda):
+    @cuda_timed(device="cuda:1", sync="sync")
+    def step():
+        fake_cuda.launch(0.05)
+
+    with gnnmon.collect() as run:
+        step()
+    (row,) = run.records
+    assert fake_cuda.sync_calls == [1, 1] and fake_cuda.events_created == 0
+    assert row["device_s_source"] == "sync" and LOW <= row["device_s"] <= HIGH
+
+
+def test_fake_cuda_none_mode_says_device_time_is_missing(fake_cuda):
+    with timed(device="cuda:0", sync="none") as fields:
+        fake_cuda.launch(0.05)
+    assert fields["device_s"] is None and fields["wall_s"] < 0.02
+    assert any("sync='none'" in n for n in fields["notes"])
+
+
+def test_fake_mps_events_and_fallback_to_sync(monkeypatch):
+    from gnnmon.backends import clear_backends
+
+    for with_events, source, syncs in ((True, "events", 0), (False, "sync", 2)):
+        clear_backends()
+        fake = FakeMps(with_events=with_events).install(monkeypatch)
+        with timed(device="mps") as fields:
+            fake.launch(0.05)
+        gnnmon.active_run().flush()
+        assert fields["device_s_source"] == source and fake.sync_calls == syncs
+        assert fields["device_s"] == pytest.approx(0.05, abs=0.03 if syncs else 1e-3)
+    clear_backends()
+
+
+def test_stacked_memory_and_timing_fill_one_row():
+    @monitor_memory_device
+    @cuda_timed
+    def step():
+        time.sleep(0.05)
+
+    with gnnmon.collect() as run:
+        step()
+    (row,) = run.records
+    assert LOW <= row["wall_s"] <= HIGH and row["mem_peak_bytes"] is not None
