@@ -4,13 +4,21 @@ Plain functions over rows (dicts); :class:`gnnmon.report.Report` calls them.
 
 A row's *time* is ``device_s`` if measured, else ``wall_s``, else its window (``t_end_ns`` −
 ``t_start_ns``). Spikes are rows whose time exceeds, per label, ``max(median + k·1.4826·MAD,
-min_ratio·median)`` over the rows after warm-up. Each spike gets one cause, checked in order:
+min_ratio·median)`` (defaults k = 5, min_ratio = 1.5) over the rows after warm-up. Each spike gets one cause, checked in order:
 
-* ``warm-up`` — one of the first ``warmup`` calls of its label;
+* ``warm-up`` — one of the first ``warmup`` calls of its label, or a row of the first epoch
+  (rows carry ``epoch`` after ``run.mark("epoch", n)``) when that whole epoch is slow for the
+  label (its median above the threshold: a first pass filling caches, e.g. PyG's
+  ``InMemoryDataset`` separating each graph once);
 * ``gc`` — collections inside it paused it for at least ``gc_share`` of its excess over the median;
 * ``shape`` — its batch (nodes, edges or seed nodes) is more than ``shape_tol`` away from the
   label's median (a partial last batch, an unusually large subgraph, a recompile for a new shape);
 * ``unexplained``.
+
+Dips are the other side: rows far *below* their label's median (``min(median − k·1.4826·MAD,
+median / min_ratio)``), with cause ``shape`` (a partial last batch: expected, not a problem) or
+``unexplained`` (a skipped step?). The seed PNA study found both: GC spikes at small batches, and
+periodic short steps at batch size 4096 that were partial batches at epoch ends.
 """
 
 from __future__ import annotations
@@ -52,11 +60,31 @@ def _shape_medians(rows: list[Mapping[str, Any]]) -> dict[str, float]:
     return meds
 
 
+def _labels_timed(
+    records: Iterable[Mapping[str, Any]], warmup: int, min_rows: int
+) -> Iterable[tuple[str, list[tuple[Mapping[str, Any], float]], float, float, dict[str, float]]]:
+    """Per label: timed rows, median and scaled MAD of the steady rows, median shapes."""
+    for label, rows in by_label(records).items():
+        timed = [(r, row_time(r)) for r in rows]
+        timed = [(r, t) for r, t in timed if t is not None]
+        steady = [(r, t) for r, t in timed if r.get("index", 0) >= warmup]
+        if len(steady) < min_rows:
+            continue
+        base = [t for _, t in steady]
+        yield label, timed, median(base), 1.4826 * mad(base), _shape_medians([r for r, _ in steady])
+
+
+def _odd_shape(row: Mapping[str, Any], shapes: dict[str, float], tol: float) -> str:
+    odd = [(f, row[f], m) for f, m in shapes.items()
+           if _num(row.get(f)) and m > 0 and abs(row[f] / m - 1) > tol]
+    return ", ".join(f"{f} {v:g} vs usual {m:g}" for f, v, m in odd)
+
+
 def spikes(
     records: Iterable[Mapping[str, Any]],
     *,
     k: float = 5.0,
-    min_ratio: float = 1.2,
+    min_ratio: float = 1.5,
     warmup: int = 2,
     gc_share: float = 0.5,
     shape_tol: float = 0.25,
@@ -65,36 +93,29 @@ def spikes(
     """Slow rows with a cause each (see the module doc). Labels with fewer than ``min_rows``
     timed rows after warm-up are not judged."""
     found: list[dict[str, Any]] = []
-    for label, rows in by_label(records).items():
-        timed = [(r, row_time(r)) for r in rows]
-        timed = [(r, t) for r, t in timed if t is not None]
-        base = [t for r, t in timed if r.get("index", 0) >= warmup]
-        if len(base) < min_rows:
-            continue
-        med = median(base)
-        spread = 1.4826 * mad(base)
+    for label, timed, med, spread, shapes in _labels_timed(records, warmup, min_rows):
         threshold = max(med + k * spread, min_ratio * med)
-        shapes = _shape_medians([r for r, _ in timed if r.get("index", 0) >= warmup])
+        slow_epoch = _slow_first_epoch(timed, threshold)
         for row, t in timed:
             if t <= threshold:
                 continue
             excess = t - med
             pause = row.get("gc_pause_s") if _num(row.get("gc_pause_s")) else 0.0
             cause, detail = "unexplained", ""
-            odd_shape = [
-                (f, row[f], m) for f, m in shapes.items()
-                if _num(row.get(f)) and m > 0 and abs(row[f] / m - 1) > shape_tol
-            ]
+            odd_shape = _odd_shape(row, shapes, shape_tol)
             if row.get("index", 0) < warmup:
                 cause, detail = "warm-up", f"call {row.get('index')} of {label}"
+            elif slow_epoch is not None and row.get("epoch") == slow_epoch[0] and pause < gc_share * excess:
+                cause = "warm-up"
+                detail = (f"all of epoch {slow_epoch[0]} is slow for {label} (median "
+                          f"{slow_epoch[1] * 1e3:.2f} ms vs {med * 1e3:.2f} ms)")
             elif pause > 0 and pause >= gc_share * excess:
                 gen = row.get("gc_max_generation")
                 cause = "gc"
                 detail = (f"{row.get('gc_collections')} collection(s), up to gen {gen}, "
                           f"paused {pause * 1e3:.1f} ms")
             elif odd_shape:
-                cause = "shape"
-                detail = ", ".join(f"{f} {v:g} vs usual {m:g}" for f, v, m in odd_shape)
+                cause, detail = "shape", odd_shape
             found.append({
                 "label": label,
                 "index": row.get("index"),
@@ -107,6 +128,50 @@ def spikes(
                 "detail": detail,
             })
     found.sort(key=lambda s: (s["label"], s["index"] if s["index"] is not None else -1))
+    return found
+
+
+def _slow_first_epoch(
+    timed: list[tuple[Mapping[str, Any], float]], threshold: float
+) -> tuple[Any, float] | None:
+    """(first epoch, its median time) if rows carry epochs and that epoch's median is above the
+    threshold while a later epoch exists; else None."""
+    epochs = [r.get("epoch") for r, _ in timed if _num(r.get("epoch"))]
+    if len(set(epochs)) < 2:
+        return None
+    first = min(epochs)
+    times = [t for r, t in timed if r.get("epoch") == first]
+    m = median(times)
+    return (first, m) if m > threshold else None
+
+
+def dips(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    k: float = 5.0,
+    min_ratio: float = 1.5,
+    warmup: int = 2,
+    shape_tol: float = 0.25,
+    min_rows: int = 5,
+) -> list[dict[str, Any]]:
+    """Rows far faster than their label's median, with cause ``shape`` or ``unexplained``."""
+    found: list[dict[str, Any]] = []
+    for label, timed, med, spread, shapes in _labels_timed(records, warmup, min_rows):
+        threshold = min(med - k * spread, med / min_ratio)
+        for row, t in timed:
+            if t >= threshold or row.get("index", 0) < warmup:
+                continue
+            odd_shape = _odd_shape(row, shapes, shape_tol)
+            found.append({
+                "label": label,
+                "index": row.get("index"),
+                "time_s": t,
+                "median_s": med,
+                "threshold_s": threshold,
+                "excess_s": t - med,
+                "cause": "shape" if odd_shape else "unexplained",
+                "detail": odd_shape,
+            })
     return found
 
 

@@ -7,6 +7,9 @@ from typing import Any, Iterable, Mapping
 from gnnmon import analysis
 from gnnmon.stats import STATS, describe
 
+MAX_TABLE = 20
+"""Rows shown in the markdown spike and short-step tables (all are in ``spikes()`` / ``dips()``)."""
+
 # Numeric fields that identify a row rather than measure it: never summarised.
 NOT_FIGURES = frozenset({"index", "t_start_ns", "t_end_ns"})
 
@@ -92,6 +95,10 @@ class Report:
         see :func:`gnnmon.analysis.spikes`."""
         return analysis.spikes(self.records, **options)
 
+    def dips(self, **options: Any) -> list[dict[str, Any]]:
+        """Rows far faster than usual (e.g. partial last batches), with a cause each."""
+        return analysis.dips(self.records, **options)
+
     def analysis(self, warmup: int = 2) -> dict[str, dict[str, Any]]:
         """Per label: time per node/edge, phase shares and residual, GC cost, raw vs clean
         percentiles (see :func:`gnnmon.analysis.step_analysis`)."""
@@ -176,9 +183,17 @@ class Report:
         if any(info["rows"] >= 2 for info in steps.values()):
             lines += [f"### Spikes ({len(spikes)})", ""]
             if spikes:
+                causes: dict[str, int] = {}
+                for sp in spikes:
+                    causes[sp["cause"]] = causes.get(sp["cause"], 0) + 1
+                lines += ["By cause: " + ", ".join(f"{c} {n}" for c, n in sorted(causes.items()))
+                          + (f"; the {MAX_TABLE} with the largest excess:" if len(spikes) > MAX_TABLE else ""),
+                          ""]
                 lines += ["| label | index | time ms | median ms | excess ms | cause | detail |",
                           "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
-                for sp in spikes:
+                shown = sorted(spikes, key=lambda sp: -sp["excess_s"])[:MAX_TABLE]
+                shown.sort(key=lambda sp: (sp["label"], sp["index"]))
+                for sp in shown:
                     lines.append(
                         f"| {sp['label']} | {sp['index']} | {sp['time_s'] * 1e3:.2f} | "
                         f"{sp['median_s'] * 1e3:.2f} | {sp['excess_s'] * 1e3:.2f} | {sp['cause']} | "
@@ -186,6 +201,17 @@ class Report:
             else:
                 lines.append("No row exceeded its label's threshold.")
             lines.append("")
+            dips = self.dips()
+            if dips:
+                lines += [f"### Short steps ({len(dips)})", "",
+                          "| label | index | time ms | median ms | cause | detail |",
+                          "| --- | ---: | ---: | ---: | --- | --- |"]
+                lines += [f"| {d['label']} | {d['index']} | {d['time_s'] * 1e3:.2f} | "
+                          f"{d['median_s'] * 1e3:.2f} | {d['cause']} | {d['detail']} |"
+                          for d in dips[:MAX_TABLE]]
+                if len(dips) > MAX_TABLE:
+                    lines.append(f"| … {len(dips) - MAX_TABLE} more | | | | | |")
+                lines.append("")
         return lines
 
     def to_frame(self) -> Any:

@@ -103,3 +103,45 @@ def test_a_clean_run_has_no_spikes():
     assert run.report().spikes() == []
     text = run.report().markdown()
     assert "No row exceeded" in text and "Step analysis" in text
+
+
+def test_partial_last_batches_are_short_steps_of_cause_shape():
+    """The seed's bs4096 pattern: 2 full batches and 1 partial per epoch, time ~ nodes."""
+    from gnnmon.analysis import dips
+
+    rs = []
+    for i in range(15):
+        nodes = 57_000 if i % 3 != 2 else 25_000
+        rs.append({"label": "step", "index": i, "wall_s": 0.775 * nodes / 57_000, "num_nodes": nodes})
+    found = dips(rs)
+    assert [(d["index"], d["cause"]) for d in found] == [(2, "shape"), (5, "shape"), (8, "shape"), (11, "shape"),
+                                                         (14, "shape")]
+    assert spikes(rs) == []
+    assert "num_nodes 25000 vs usual 57000" in found[0]["detail"]
+
+
+def test_a_slow_first_epoch_is_warm_up_and_a_gc_spike_in_it_is_still_gc():
+    rs = []
+    for i in range(30):
+        epoch = i // 10
+        t = 0.017 if epoch == 0 else 0.006  # first pass over an InMemoryDataset: uncached
+        extra = {"gc_pause_s": 0.2, "gc_collections": 1, "gc_max_generation": 2} if i == 5 else {}
+        rs.append({"label": "data", "index": i, "epoch": epoch, "wall_s": t + extra.get("gc_pause_s", 0),
+                   **extra})
+    found = {s["index"]: s for s in spikes(rs)}
+    assert set(found) == set(range(10))
+    assert found[5]["cause"] == "gc"
+    assert all(found[i]["cause"] == "warm-up" for i in range(10) if i != 5)
+    assert "all of epoch 0 is slow" in found[7]["detail"]
+
+
+def test_markdown_caps_long_spike_tables():
+    from gnnmon.report import MAX_TABLE, Report
+
+    rs = [{"label": "s", "index": i, "wall_s": 0.01 if i % 2 else 0.1} for i in range(200)]
+    rs += [{"label": "s", "index": 200 + i, "wall_s": 0.01} for i in range(200)]
+    text = Report(rs).markdown()
+    assert "By cause: unexplained 99" in text
+    spikes_part = text.split("### Spikes")[1]
+    table = [line for line in spikes_part.splitlines() if line.startswith("| s | ")]
+    assert len(table) == MAX_TABLE

@@ -39,3 +39,14 @@ def test_scaled_keeps_the_average_degree():
     small = FLICKR.scaled(0.1)
     assert small.num_nodes == 8_925 and small.num_edges == 89_974
     check_graph(planted_partition(small, seed=1), small)
+
+
+def test_pcqm4mv2_like_molecules():
+    from play.synthetic import PCQM4MV2, molecules
+
+    mols = molecules(PCQM4MV2, 3000)
+    atoms = sum(m.num_nodes for m in mols) / len(mols)
+    bonds = sum(m.edge_index.size(1) // 2 for m in mols) / len(mols)
+    assert abs(atoms - 14.1) < 0.3 and abs(bonds - 14.6) < 0.4
+    assert all(m.x.shape[1] == 9 and m.edge_attr.shape == (m.edge_index.size(1), 3) for m in mols)
+    assert all(m.is_undirected() and not m.has_self_loops() for m in mols[:200])
