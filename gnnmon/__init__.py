@@ -7,7 +7,7 @@ from gnnmon._version import __version__
 from gnnmon.collector import Run, active_run, collect, default_run, load
 from gnnmon.errors import DeviceError, GnnmonError, ReportFileError
 from gnnmon.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
-from gnnmon.graph import graph_shape
+from gnnmon.graph import graph_shape, record_graph
 from gnnmon.memory import memory_scope, monitor_memory_device
 from gnnmon.report import Report
 from gnnmon.row import current_row
@@ -34,5 +34,6 @@ __all__ = [
     "memory_scope",
     "monitor_memory_device",
     "phase",
+    "record_graph",
     "timed",
 ]

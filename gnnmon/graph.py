@@ -114,3 +114,17 @@ def shape_from_arguments(args: Iterable[Any], kwargs: Mapping[str, Any] | None) 
             if isinstance(obj, kinds):
                 return graph_shape(obj)
     return {}
+
+
+def record_graph(data: Any) -> dict[str, Any]:
+    """Add the shape of ``data`` (a PyG object) to the row being filled, e.g. inside
+    ``with phase("data"):`` right after loading a batch. Returns the fields added ({} if there is
+    no current row or ``data`` is not PyG data)."""
+    from gnnmon.row import current_row
+
+    row = current_row()
+    shape = graph_shape(data)
+    if row is None or not shape:
+        return {}
+    row.fields.update(shape)
+    return shape

@@ -98,6 +98,7 @@ def train(mode: str, graphs, args, out: Path) -> gnnmon.Run:
                 for _ in range(len(loader)):
                     with phase("data"):
                         batch = next(batches)
+                        gnnmon.record_graph(batch)
                     loss = step(batch)
             if mode == "controlled":
                 gnnmon.collect_garbage()

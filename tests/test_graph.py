@@ -66,3 +66,11 @@ def test_decorated_rows_carry_the_shape():
 
 def test_not_pyg_gives_nothing():
     assert graph_shape(torch.ones(3)) == {}
+
+
+def test_record_graph_adds_the_shape_to_the_current_row():
+    with gnnmon.collect() as run:
+        with gnnmon.phase("data"):
+            assert gnnmon.record_graph(chain(5))["num_nodes"] == 5
+    assert run.records[0]["num_nodes"] == 5 and run.records[0]["num_edges"] == 4
+    assert gnnmon.record_graph(chain(5)) == {}  # no row open: nothing to add to
