@@ -18,6 +18,7 @@ import warnings
 from contextvars import ContextVar
 from typing import Any, Callable, ClassVar, TypeVar
 
+from gnnmon.devices import parse_device
 from gnnmon.row import Row
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,12 +42,15 @@ class Measurement:
 
     @classmethod
     def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
+        """Refuse unknown options; turn a ``device`` option into a ``torch.device``."""
         unknown = sorted(set(options) - set(cls.option_names))
         if unknown:
             raise TypeError(
                 f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; "
                 f"expected some of {', '.join(cls.option_names) or 'none'}"
             )
+        if options.get("device") is not None:
+            options["device"] = parse_device(options["device"])
         return options
 
     def __enter__(self) -> "Measurement":

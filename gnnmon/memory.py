@@ -12,7 +12,6 @@ from typing import Any
 from gnnmon.adapters import Measurement, make_decorator, make_scope
 from gnnmon.backends.cpu import host_as_device_fields
 from gnnmon.backends.host import HOST
-from gnnmon.devices import parse_device
 from gnnmon.row import Row
 
 DEFAULT_SAMPLE_INTERVAL = 0.005
@@ -40,8 +39,6 @@ class MemoryMeasurement(Measurement):
     @classmethod
     def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
         super().check_options(options, where)
-        if options.get("device") is not None:
-            options["device"] = parse_device(options["device"])
         if not isinstance(options.get("include_children", False), bool):
             raise TypeError(f"{where}: include_children must be True or False")
         interval = options.get("sample_interval", DEFAULT_SAMPLE_INTERVAL)

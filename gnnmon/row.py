@@ -9,6 +9,7 @@ its own row whose ``parent`` names the enclosing one. Measurements write flat fi
 from __future__ import annotations
 
 import time
+import warnings
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
@@ -142,7 +143,10 @@ class Row:
             self._settle_device()
         self._args = self._kwargs = None  # keep no reference to the user's objects
         try:
-            self.run.add_row(fields, self._deferred)
+            try:
+                self.run.add_row(fields, self._deferred)
+            except Exception as exc:  # noqa: BLE001 - e.g. a full disk: the call's result comes first
+                warnings.warn(f"gnnmon could not store the row {self.key}: {exc!r}", RuntimeWarning, 3)
             if self._after is not None:
                 for action in self._after:
                     action()

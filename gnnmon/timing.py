@@ -126,8 +126,6 @@ class TimingMeasurement(Measurement):
     @classmethod
     def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
         super().check_options(options, where)
-        if options.get("device") is not None:
-            options["device"] = parse_device(options["device"])
         check_sync(options.get("sync", "events"), where)
         return options
 

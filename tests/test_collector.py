@@ -204,3 +204,13 @@ def test_sigkill_mid_run_leaves_every_completed_row_readable(tmp_path):
     assert len(indices) >= 200  # every row completed before the child said "200" is there
     assert indices == list(range(len(indices)))  # in order, none missing
     assert run.complete is False and run.manifest["format"] == "gnnmon.jsonl"
+
+
+def test_a_failing_write_warns_and_keeps_the_row_and_the_result(tmp_path):
+    path = tmp_path / "run.jsonl"
+    with gnnmon.collect(path) as run:
+        run._writer._file.close()  # stands for a disk that went away
+        with pytest.warns(RuntimeWarning, match="could not store the row"):
+            assert step(3).item() == 3.0
+        assert len(run.records) == 1  # kept in memory
+        run._writer = None
