@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from gnnmon.gc_log import GC_LOG
+from gnnmon.join import join_utilisation
 from gnnmon.row import Deferred
 from gnnmon.storage import JsonlWriter, read_lines
 
@@ -31,7 +32,8 @@ class Run:
 
     ``records`` is the list of row dicts; ``markers`` the ``mark`` calls; ``gc_events`` and
     ``samples`` are filled by the GC log and the utilisation sampler. ``max_records`` keeps only
-    the newest rows in memory (the file keeps all).
+    the newest rows in memory (the file keeps all). See :func:`collect` for ``sample`` and
+    ``energy``.
     """
 
     def __init__(
@@ -41,6 +43,11 @@ class Run:
         config: Mapping[str, Any] | None = None,
         max_records: int | None = None,
         mode: str = "w",
+        sample: float | None = None,
+        energy: bool = False,
+        country: str | None = None,
+        region: str | None = None,
+        carbon_intensity: float | None = None,
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
@@ -48,8 +55,20 @@ class Run:
             raise TypeError(f"config must be a mapping, not {type(config).__name__}")
         if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
             raise ValueError(f"max_records must be a positive int or None, got {max_records!r}")
+        if sample is not None and (isinstance(sample, bool) or not isinstance(sample, (int, float)) or sample <= 0):
+            raise ValueError(f"sample must be an interval in seconds > 0 (e.g. 0.5) or None, got {sample!r}")
+        if not isinstance(energy, bool):
+            raise TypeError(f"energy must be True or False, not {type(energy).__name__}")
+        if country is not None and (not isinstance(country, str) or len(country) != 3 or not country.isalpha()):
+            raise ValueError(f"country must be an ISO 3166 alpha-3 code such as 'FRA', got {country!r}")
         self.path = Path(path) if path is not None else None
         self.config = dict(config or {})
+        self.sample_interval = float(sample) if sample is not None else None
+        self._energy_options = {"country": country, "region": region,
+                                "carbon_intensity_g_per_kwh": carbon_intensity} if energy else None
+        self.energy: Any = None  # an EnergyMeter while collecting with energy=True
+        self._sampler: Any = None
+        self._nvml: Any = None
         self.max_records = max_records
         self._mode = mode
         self._rows: deque[dict[str, Any]] | list[dict[str, Any]] = (
@@ -60,7 +79,7 @@ class Run:
             deque(maxlen=max_records) if max_records else []
         )
         self._gc_unwritten: deque[dict[str, Any]] = deque()
-        self.samples: list[dict[str, Any]] = []
+        self.samples: list[dict[str, Any]] = []  # in time order (joined to rows by bisection)
         self.markers: list[dict[str, Any]] = []
         self.manifest: dict[str, Any] | None = None
         self.rows_written = 0
@@ -79,19 +98,38 @@ class Run:
 
         if self._state != "new":
             raise RuntimeError(f"this run is {self._state}; make a new one with gnnmon.collect()")
-        self.manifest = build_manifest(self.config, {"max_records": self.max_records})
+        options: dict[str, Any] = {"max_records": self.max_records, "sample": self.sample_interval}
+        if self.sample_interval is not None or self._energy_options is not None:
+            from gnnmon.nvml import Nvml
+
+            self._nvml = Nvml()
+            if not self._nvml.open():
+                options["nvml"] = self._nvml.reason
+        if self._energy_options is not None:
+            from gnnmon.energy import EnergyMeter
+
+            self.energy = EnergyMeter(nvml=self._nvml, **self._energy_options)
+            options["energy"] = self.energy.describe()
+        self.manifest = build_manifest(self.config, options)
         if self.path is not None:
             self._writer = JsonlWriter(self.path, self._mode)
             self._writer.write(self.manifest)
         self._state = "active"
         GC_LOG.acquire()
         _push(self)
+        if self.sample_interval is not None:
+            from gnnmon.sampler import UtilisationSampler
+
+            self._sampler = UtilisationSampler(self.add_sample, self.sample_interval, nvml=self._nvml)
+            self._sampler.start()
         return self
 
     def stop(self) -> None:
         """Resolve pending rows, write the closing line, close the file, stop being active."""
         if self._state != "active":
             return
+        if self._sampler is not None:
+            self._sampler.stop()  # joined: no thread left behind
         _pop(self)
         GC_LOG.release()
         self.flush()
@@ -104,12 +142,19 @@ class Run:
                     {"type": "end", "rows": self.rows_written, "end_ns": time.time_ns()}
                 )
                 self._writer.close()
+            if self._nvml is not None:
+                self._nvml.close()
 
     def __enter__(self) -> "Run":
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+    def __del__(self) -> None:  # a run dropped without stop(): never leave the sampler running
+        sampler = getattr(self, "_sampler", None)
+        if sampler is not None and getattr(self, "_state", None) == "active":
+            sampler.stop()
 
     @property
     def active(self) -> bool:
@@ -154,7 +199,16 @@ class Run:
             self._store(fields)
             block = False  # only the oldest is forced when too many wait
 
+    def add_sample(self, sample: dict[str, Any]) -> None:
+        """Take a utilisation sample (from the sampler thread): kept, and written at once."""
+        self.samples.append(sample)
+        self._write("sample", sample)
+
     def _store(self, fields: dict[str, Any]) -> None:
+        if self.sample_interval is not None:
+            join_utilisation(fields, self.samples, self.sample_interval)
+        if self.energy is not None:
+            self.energy.finish(fields, self.samples, self.sample_interval)
         self._rows.append(fields)
         self.rows_written += 1
         if self._writer is not None and self._state == "active":
@@ -254,15 +308,25 @@ def collect(
     config: Mapping[str, Any] | None = None,
     max_records: int | None = None,
     mode: str = "w",
+    sample: float | None = None,
+    energy: bool = False,
+    country: str | None = None,
+    region: str | None = None,
+    carbon_intensity: float | None = None,
 ) -> Run:
     """A new :class:`Run`; use it as ``with gnnmon.collect(path) as run:``.
 
     ``path``: JSON Lines file the rows stream to (None keeps them in memory only). ``config``: your
     settings, stored in the manifest. ``mode``: ``"w"`` overwrites, ``"x"`` refuses an existing file.
+    ``sample``: seconds between utilisation samples (e.g. 0.5; None: no sampler thread).
+    ``energy``: add ``energy_gpu_j``, ``energy_cpu_j``, ``energy_ram_j`` and ``co2_kg`` to every row;
+    ``country`` (ISO alpha-3, e.g. ``"FRA"``) and ``region`` pick CodeCarbon's offline carbon
+    intensity, or give ``carbon_intensity`` in g CO2eq/kWh.
     """
     if mode not in ("w", "x"):
         raise ValueError(f"mode must be 'w' (overwrite) or 'x' (refuse an existing file), got {mode!r}")
-    return Run(path, config=config, max_records=max_records, mode=mode)
+    return Run(path, config=config, max_records=max_records, mode=mode, sample=sample, energy=energy,
+               country=country, region=region, carbon_intensity=carbon_intensity)
 
 
 def load(path: str | os.PathLike[str], *, strict: bool = True) -> Run:

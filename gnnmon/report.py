@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from gnnmon import analysis
+from gnnmon.accounting import energy_markdown, energy_summary
 from gnnmon.stats import STATS, describe
 
 MAX_TABLE = 20
@@ -104,6 +105,18 @@ class Report:
         percentiles (see :func:`gnnmon.analysis.step_analysis`)."""
         return analysis.step_analysis(self.records, warmup=warmup)
 
+    def energy(self) -> dict[str, Any]:
+        """Energy totals per source (J, kWh, share, source labels), per label, per epoch and per
+        graph, over top-level rows ({} without ``collect(energy=True)``)."""
+        return energy_summary(self.records)
+
+    def plot_timeline(self, path: Any = None, **options: Any) -> Any:
+        """Utilisation samples over time with rows and GC events under them (a matplotlib
+        Figure; saved as PNG if ``path`` is given)."""
+        from gnnmon.timeline import plot_timeline
+
+        return plot_timeline(self.records, self.samples, self.gc_events, path, **options)
+
     def gc_summary(self) -> dict[str, Any]:
         """Collections per generation and reason, total and longest pause."""
         return analysis.gc_summary(self.gc_events)
@@ -143,6 +156,7 @@ class Report:
                 lines.extend(f"- note: {n}" for n in notes)
             lines.append("")
         lines.extend(self._analysis_markdown())
+        lines.extend(energy_markdown(self.energy()))
         return "\n".join(lines)
 
     def _analysis_markdown(self) -> list[str]:

@@ -44,7 +44,7 @@ class Row:
 
     __slots__ = (
         "fields", "run", "parent", "ctx", "_args", "_kwargs", "_backend", "_deferred", "_token",
-        "_gc0", "_after",
+        "_gc0", "_after", "_e0",
     )
 
     def __init__(
@@ -85,6 +85,8 @@ class Row:
         if self.parent is None:
             GC_LOG.acquire()
         self._gc0 = GC_LOG.snapshot()
+        meter = self.run.energy
+        self._e0 = meter.read() if meter is not None else None
         self._token = _CURRENT.set(self)
 
     @property
@@ -141,6 +143,9 @@ class Row:
         fields.update(row_gc_fields(self._gc0, GC_LOG.snapshot()))
         if fields["device"] is None:
             self._settle_device()
+        meter = self.run.energy
+        if self._e0 is not None and meter is not None:
+            meter.fill_row(fields, self._e0, meter.read())
         self._args = self._kwargs = None  # keep no reference to the user's objects
         try:
             try:

@@ -26,8 +26,11 @@ call, and read back what the fake saw (``sync_calls``, ``reset_calls``, ``event_
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import time
+import types
+import uuid
 from typing import Any
 
 import torch
@@ -103,6 +106,8 @@ class FakeCuda(_Timeline):
     def __init__(self, n: int = 2, total_bytes: int = 16 * 2**30) -> None:
         super().__init__()
         self.devices = [_CudaDevice() for _ in range(n)]
+        # CUDA index i is NVML's GPU n-1-i: the two orders differ, as with CUDA_VISIBLE_DEVICES.
+        self.uuids = [uuid.UUID(int=1000 + (n - 1 - i)) for i in range(n)]
         self.total = total_bytes
         self.current = 0
         self.initialized = False
@@ -179,6 +184,11 @@ class FakeCuda(_Timeline):
     def current_stream(self, device: Any = None) -> tuple[str, int]:
         return ("stream", self._index(device))
 
+    def get_device_properties(self, device: Any = None) -> Any:
+        i = self._index(device)
+        return types.SimpleNamespace(name=f"Fake GPU {i}", uuid=self.uuids[i],
+                                     total_memory=self.total)
+
     def memory_stats(self, device: Any = None) -> dict[str, Any]:
         self.stats_calls += 1
         if not self.initialized:
@@ -215,6 +225,7 @@ class FakeCuda(_Timeline):
             "is_available", "is_initialized", "device_count", "current_device", "set_device",
             "synchronize", "memory_stats", "memory_allocated", "max_memory_allocated",
             "reset_peak_memory_stats", "empty_cache", "current_stream", "Event",
+            "get_device_properties",
         ):
             monkeypatch.setattr(torch.cuda, name, getattr(self, name))
         return self
@@ -271,4 +282,79 @@ class FakeMps(_Timeline):
         else:
             monkeypatch.delattr(torch.mps, "Event", raising=False)
         monkeypatch.setattr(torch.backends.mps, "is_available", self.is_available)
+        return self
+
+
+class FakeNvml:
+    """Stands in for the ``pynvml`` module (nvidia-ml-py): ``n`` GPUs whose NVML order is the
+    reverse of CUDA's (see FakeCuda.uuids), known utilisation and power, and a total-energy counter
+    in millijoules that tests advance with :meth:`add_energy` (``energy=False`` stands for a GPU
+    older than Volta: the counter query raises NVMLError_NotSupported)."""
+
+    NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's name
+        pass
+
+    def __init__(self, n: int = 2, energy: bool = True, power_w: float = 200.0) -> None:
+        self.n = n
+        self.energy = energy
+        self.util = [37.0 + 10 * i for i in range(n)]  # NVML index -> %
+        self.mem_util = [11.0] * n
+        self.power_mw = [int(power_w * 1000)] * n
+        self.counter_mj = [5_000_000 + i for i in range(n)]
+        self.initialised = 0
+        self.shutdowns = 0
+
+    def add_energy(self, nvml_index: int, mj: int) -> None:
+        self.counter_mj[nvml_index] += mj
+
+    def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names below
+        self.initialised += 1
+
+    def nvmlShutdown(self) -> None:
+        self.shutdowns += 1
+
+    def nvmlDeviceGetCount(self) -> int:
+        return self.n
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> tuple[str, int]:
+        return ("handle", i)
+
+    def nvmlDeviceGetHandleByUUID(self, uid: str) -> tuple[str, int]:
+        value = uuid.UUID(uid.removeprefix("GPU-")).int - 1000
+        if not 0 <= value < self.n:
+            raise self.NVMLError("Not Found")
+        return ("handle", value)
+
+    def nvmlDeviceGetUtilizationRates(self, h: Any) -> Any:
+        return types.SimpleNamespace(gpu=self.util[h[1]], memory=self.mem_util[h[1]])
+
+    def nvmlDeviceGetMemoryInfo(self, h: Any) -> Any:
+        return types.SimpleNamespace(used=(h[1] + 1) * 2**30, total=16 * 2**30, free=0)
+
+    def nvmlDeviceGetPowerUsage(self, h: Any) -> int:
+        return self.power_mw[h[1]]
+
+    def nvmlDeviceGetClockInfo(self, h: Any, kind: int) -> int:
+        return 1410
+
+    def nvmlDeviceGetTemperature(self, h: Any, kind: int) -> int:
+        return 55
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: Any) -> int:
+        if not self.energy:
+            raise self.NVMLError_NotSupported("Not Supported")
+        return self.counter_mj[h[1]]
+
+    def install(self, monkeypatch: Any) -> "FakeNvml":
+        module = types.ModuleType("pynvml")
+        for name in dir(self):
+            if name.startswith(("nvml", "NVML")):
+                setattr(module, name, getattr(self, name))
+        monkeypatch.setitem(sys.modules, "pynvml", module)
         return self

@@ -1,0 +1,93 @@
+"""Energy accounting over rows: totals per source with their share, per label, per epoch and per
+graph, in joules and kWh. Only top-level rows (``parent`` None) are added up, since an enclosing
+row's window already contains its children's; time outside any row is not counted."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from gnnmon.energy import ENERGY_FIELDS, J_PER_KWH
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _add(acc: dict[str, Any], row: Mapping[str, Any]) -> None:
+    acc["rows"] += 1
+    for k in ENERGY_FIELDS + ("co2_kg",):
+        if _num(row.get(k)):
+            acc[k] = acc.get(k, 0.0) + row[k]
+    if _num(row.get("num_graphs")):
+        acc["graphs"] = acc.get("graphs", 0) + row["num_graphs"]
+
+
+def _finish(acc: dict[str, Any]) -> dict[str, Any]:
+    total = sum(acc.get(k, 0.0) for k in ENERGY_FIELDS)
+    acc["energy_j"] = total
+    acc["energy_kwh"] = total / J_PER_KWH
+    if acc.get("graphs"):
+        acc["j_per_graph"] = total / acc["graphs"]
+    return acc
+
+
+def energy_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"total", "share", "sources", "by_label", "by_epoch"}`` — {} if no row has energy fields."""
+    top = [r for r in records if r.get("parent") is None and any(k in r for k in ENERGY_FIELDS)]
+    if not top:
+        return {}
+    total: dict[str, Any] = {"rows": 0}
+    by_label: dict[str, dict[str, Any]] = {}
+    by_epoch: dict[Any, dict[str, Any]] = {}
+    sources: dict[str, set[str]] = {}
+    for r in top:
+        _add(total, r)
+        _add(by_label.setdefault(r["label"], {"rows": 0}), r)
+        if "epoch" in r:
+            _add(by_epoch.setdefault(r["epoch"], {"rows": 0}), r)
+        for k in ENERGY_FIELDS + ("co2_kg",):
+            if r.get(f"{k}_source"):
+                sources.setdefault(k, set()).add(r[f"{k}_source"])
+    _finish(total)
+    share = {k: (total.get(k, 0.0) / total["energy_j"] if total["energy_j"] else None) for k in ENERGY_FIELDS}
+    return {
+        "total": total,
+        "share": share,
+        "sources": {k: sorted(v) for k, v in sources.items()},
+        "by_label": {k: _finish(v) for k, v in by_label.items()},
+        "by_epoch": {k: _finish(v) for k, v in by_epoch.items()},
+    }
+
+
+def energy_markdown(summary: Mapping[str, Any]) -> list[str]:
+    """The summary as markdown lines (J with kWh beside, each source named)."""
+    if not summary:
+        return []
+    t = summary["total"]
+    lines = ["### Energy (top-level rows)", "",
+             "| figure | J | kWh | share | source |", "| --- | ---: | ---: | ---: | --- |"]
+    for k in ENERGY_FIELDS:
+        share = summary["share"][k]
+        src = "; ".join(summary["sources"].get(k, [])) or "not available"
+        j = t.get(k)
+        lines.append(f"| {k} | {_j(j)} | {_kwh(j)} | {'–' if share is None or j is None else f'{100 * share:.1f} %'} | {src} |")
+    lines.append(f"| total | {_j(t['energy_j'])} | {_kwh(t['energy_j'])} | | |")
+    if "co2_kg" in t:
+        lines.append(f"| co2_kg | {t['co2_kg'] * 1000:.4g} g | | | {'; '.join(summary['sources'].get('co2_kg', []))} |")
+    lines.append("")
+    if summary["by_epoch"]:
+        lines += ["| epoch | rows | J | kWh | graphs | J / graph |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for e, a in summary["by_epoch"].items():
+            per = f"{a['j_per_graph']:.4g}" if "j_per_graph" in a else "–"
+            lines.append(f"| {e} | {a['rows']} | {_j(a['energy_j'])} | {_kwh(a['energy_j'])} | "
+                         f"{a.get('graphs', '–')} | {per} |")
+        lines.append("")
+    return lines
+
+
+def _j(v: float | None) -> str:
+    return "–" if v is None else f"{v:.4g}"
+
+
+def _kwh(v: float | None) -> str:
+    return "–" if v is None else f"{v / J_PER_KWH:.3e}"

@@ -1,0 +1,264 @@
+"""Energy per row: NVML against a fake pynvml, RAPL against a fake powercap tree, CodeCarbon's
+model for real on this machine, and every missing-dependency path."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+import gnnmon
+from gnnmon import carbon, cuda_timed, monitor_memory_device
+from gnnmon.energy import EnergyMeter
+from gnnmon.nvml import Nvml
+from gnnmon.rapl import RaplReader, find_zones
+from tests.fakes import FakeNvml
+
+J_PER_KWH = 3.6e6
+
+
+# -- NVML ---------------------------------------------------------------------------------------
+
+def test_fake_nvml_energy_counter_gives_exact_row_energy(fake_cuda, monkeypatch):
+    nv = FakeNvml(n=2).install(monkeypatch)
+
+    @cuda_timed(device="cuda:1")
+    def step():
+        nv.add_energy(0, 12_345)  # CUDA 1 is NVML 0 (the orders differ; mapped by UUID)
+        nv.add_energy(1, 99_999)  # the other GPU: not this row's
+
+    with gnnmon.collect(energy=True, carbon_intensity=100.0) as run:
+        step()
+    (row,) = run.records
+    assert row["energy_gpu_j"] == 12.345
+    assert row["energy_gpu_j_source"] == "measured:nvml-energy-counter"
+    joules = sum(row[k] for k in ("energy_gpu_j", "energy_cpu_j", "energy_ram_j") if row[k] is not None)
+    assert row["co2_kg"] == pytest.approx(joules / J_PER_KWH * 0.1)
+    assert row["co2_kg_source"] == "user:100g/kWh"
+    assert nv.shutdowns == 1  # NVML closed with the run
+
+
+def test_fake_nvml_samples(fake_cuda, monkeypatch):
+    FakeNvml(n=2, power_w=150).install(monkeypatch)
+    nvml = Nvml()
+    assert nvml.open()
+    s = nvml.sample()
+    # CUDA 0 is NVML 1: util 47 %, 2 GiB used
+    assert s["gpu0_util_pct"] == 47.0 and s["gpu0_mem_used_bytes"] == 2 * 2**30
+    assert s["gpu1_util_pct"] == 37.0 and s["gpu1_power_w"] == 150.0
+    assert s["gpu0_sm_clock_mhz"] == 1410 and s["gpu0_temp_c"] == 55
+    nvml.close()
+
+
+def test_without_energy_counter_power_is_integrated_over_samples(fake_cuda, monkeypatch):
+    FakeNvml(n=2, energy=False, power_w=200).install(monkeypatch)
+
+    @cuda_timed(device="cuda:0")
+    def step():
+        time.sleep(0.3)
+
+    with gnnmon.collect(energy=True, sample=0.05) as run:
+        step()
+    (row,) = run.records
+    duration = (row["t_end_ns"] - row["t_start_ns"]) / 1e9
+    assert row["energy_gpu_j"] == pytest.approx(200 * duration)
+    assert row["energy_gpu_j_source"] == "estimated:nvml-power-x-time@50ms"
+    assert row["gpu_util_pct"] == 47.0
+
+
+def test_no_counter_and_no_samples_says_why(fake_cuda, monkeypatch):
+    FakeNvml(n=2, energy=False).install(monkeypatch)
+    with gnnmon.collect(energy=True) as run:
+        with gnnmon.timed(device="cuda:0"):
+            pass
+    (row,) = run.records
+    assert row["energy_gpu_j"] is None
+    assert any("no power sample" in n for n in row["notes"])
+
+
+def test_pynvml_missing_or_no_library(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    nvml = Nvml()
+    assert not nvml.open() and "pynvml not installed" in nvml.reason
+    monkeypatch.delitem(sys.modules, "pynvml")
+    import pynvml  # the real one: no NVIDIA library on this machine
+    if Nvml().open():
+        pytest.skip("a real NVIDIA GPU is present")
+    nvml = Nvml()
+    assert not nvml.open() and "NVML unavailable" in nvml.reason
+
+
+# -- RAPL ---------------------------------------------------------------------------------------
+
+def make_powercap(root, package_uj=1_000_000, dram_uj=500, max_range=2**32):
+    for zone, name, value in (("intel-rapl:0", "package-0", package_uj),
+                              ("intel-rapl:0:0", "core", 7),
+                              ("intel-rapl:0:1", "dram", dram_uj)):
+        d = root / zone
+        d.mkdir(parents=True)
+        (d / "name").write_text(name + "\n")
+        (d / "energy_uj").write_text(f"{value}\n")
+        (d / "max_energy_range_uj").write_text(f"{max_range}\n")
+    return root
+
+
+def set_uj(root, zone, value):
+    (root / zone / "energy_uj").write_text(f"{value}\n")
+
+
+def test_rapl_reader_and_wrap_around(tmp_path):
+    root = make_powercap(tmp_path, package_uj=2**32 - 1_000_000)
+    zones, why = find_zones(root)
+    assert why == "" and sorted(z.kind for z in zones) == ["dram", "package"]  # core is inside package
+    reader = RaplReader(zones)
+    a = reader.read()
+    set_uj(root, "intel-rapl:0", 2_500_000)  # wrapped: 1.0 J to the top + 2.5 J after
+    set_uj(root, "intel-rapl:0:1", 500 + 3_000_000)
+    assert reader.delta_j(a, reader.read()) == {"package": 3.5, "dram": 3.0}
+
+
+def test_rapl_rows_are_measured(tmp_path):
+    root = make_powercap(tmp_path)
+    meter = EnergyMeter(rapl_root=root, use_codecarbon=False)
+    start = meter.read()
+    set_uj(root, "intel-rapl:0", 1_000_000 + 42_000_000)
+    set_uj(root, "intel-rapl:0:1", 500 + 1_500_000)
+    row = {"device": "cpu", "notes": []}
+    meter.fill_row(row, start, meter.read())
+    assert row["energy_cpu_j"] == 42.0 and row["energy_cpu_j_source"] == "measured:rapl-package"
+    assert row["energy_ram_j"] == 1.5 and row["energy_ram_j_source"] == "measured:rapl-dram"
+    assert meter.model is None  # nothing left to estimate: CodeCarbon not even asked
+
+
+def test_unreadable_rapl_says_why(tmp_path):
+    root = make_powercap(tmp_path)
+    for z in ("intel-rapl:0", "intel-rapl:0:1"):
+        (root / z / "energy_uj").unlink()  # as when only root may read it
+    zones, why = find_zones(root)
+    assert zones == [] and "no readable RAPL counter" in why and "energy_uj" in why
+    assert find_zones(tmp_path / "nope")[1].startswith("no RAPL")
+
+
+# -- CodeCarbon, for real, offline --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cc_model():
+    pytest.importorskip("codecarbon")
+    model, why = carbon.codecarbon_model()
+    assert model is not None, why
+    return model
+
+
+def test_codecarbon_model_is_read_and_labelled(cc_model):
+    import codecarbon
+
+    assert cc_model.version == codecarbon.__version__
+    assert cc_model.cpu_mode in ("cpu_load", "constant") and cc_model.tdp_w > 0
+    assert cc_model.ram_w > 0 and cc_model.cpu_count >= 1
+    assert f"TDP={cc_model.tdp_w:g}W" in cc_model.cpu_label() or "0.5xTDP" in cc_model.cpu_label()
+    assert not [t for t in __import__("threading").enumerate() if "Timer" in type(t).__name__]
+
+
+def test_codecarbon_estimates_of_planted_sleep_and_busy_rows(cc_model):
+    @cuda_timed(label="sleep")
+    def sleep():
+        time.sleep(0.3)
+
+    @cuda_timed(label="busy")
+    def busy():
+        t = time.process_time()
+        while time.process_time() - t < 0.3:  # 0.3 CPU-seconds on one thread
+            pass
+
+    with gnnmon.collect(energy=True, country="FRA") as run:
+        sleep()
+        busy()
+    s, b = run.records
+    for row in (s, b):
+        assert row["energy_cpu_j_source"] == cc_model.cpu_label()
+        assert row["energy_ram_j_source"] == cc_model.ram_label()
+        assert row["energy_ram_j"] == pytest.approx(cc_model.ram_w * row["wall_s"], rel=0.05)
+    if cc_model.cpu_mode == "cpu_load":  # TDP × CPU-seconds / cores
+        assert s["energy_cpu_j"] < cc_model.tdp_w * 0.02 / cc_model.cpu_count
+        assert b["energy_cpu_j"] == pytest.approx(cc_model.tdp_w * 0.3 / cc_model.cpu_count, rel=0.15)
+    else:  # constant: 0.5 × TDP × wall
+        assert s["energy_cpu_j"] == pytest.approx(0.5 * cc_model.tdp_w * s["wall_s"], rel=0.05)
+    kg, source = carbon.carbon_intensity("FRA")
+    assert 0.01 < kg < 0.2 and source.startswith("estimated:codecarbon-offline(FRA,")
+    total = b["energy_cpu_j"] + b["energy_ram_j"]
+    assert b["co2_kg"] == pytest.approx(total / J_PER_KWH * kg)
+    report = run.report().energy()
+    assert report["total"]["energy_j"] == pytest.approx(
+        sum(r["energy_cpu_j"] + r["energy_ram_j"] for r in (s, b)))
+
+
+def test_carbon_intensity_arguments():
+    with pytest.raises(ValueError, match="alpha-3"):
+        carbon.carbon_intensity("France")
+    with pytest.raises(ValueError, match="alpha-3"):
+        gnnmon.collect(energy=True, country="FR")
+    with pytest.raises(ValueError, match="carbon_intensity"):
+        EnergyMeter(carbon_intensity_g_per_kwh=-1, use_codecarbon=False)
+
+
+# -- nothing available --------------------------------------------------------------------------
+
+def test_nothing_available_still_works(monkeypatch, tmp_path):
+    for name in [m for m in sys.modules if m == "codecarbon" or m.startswith("codecarbon.")] + ["codecarbon"]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setattr(carbon, "_CACHE", {})
+
+    @monitor_memory_device
+    def step():
+        return 7
+
+    with gnnmon.collect(tmp_path / "r.jsonl", energy=True, country="FRA", sample=0.05) as run:
+        assert step() == 7
+    (row,) = run.records
+    for k in ("energy_gpu_j", "energy_cpu_j", "energy_ram_j", "co2_kg"):
+        assert row[k] is None and row[f"{k}_source"] is None
+    notes = " | ".join(row["notes"])
+    assert "energy_cpu_j: no RAPL and no CodeCarbon model" in notes
+    assert "co2_kg: no carbon intensity" in notes
+    energy = run.manifest["options"]["energy"]
+    assert any("codecarbon not installed" in n for n in energy["notes"])
+    assert any("pynvml not installed" in n for n in energy["notes"])
+    assert "(no rows recorded)" not in gnnmon.load(tmp_path / "r.jsonl").report().markdown()
+
+
+def test_energy_summary_of_planted_rows():
+    from gnnmon.report import Report
+
+    rows = []
+    for i in range(4):
+        rows.append({"label": "step", "index": i, "parent": None, "epoch": i // 2, "num_graphs": 10,
+                     "energy_gpu_j": 30.0, "energy_cpu_j": 10.0, "energy_ram_j": None,
+                     "energy_gpu_j_source": "measured:nvml-energy-counter",
+                     "energy_cpu_j_source": "estimated:x", "co2_kg": 1e-5})
+    rows.append({"label": "inner", "index": 0, "parent": "step#0", "energy_gpu_j": 1000.0})  # nested: not re-added
+    e = Report(rows).energy()
+    assert e["total"]["energy_j"] == 160.0 and e["total"]["energy_kwh"] == 160.0 / J_PER_KWH
+    assert e["share"]["energy_gpu_j"] == 0.75 and e["share"]["energy_cpu_j"] == 0.25
+    assert e["by_epoch"][1]["energy_j"] == 80.0 and e["by_epoch"][1]["j_per_graph"] == 4.0
+    assert e["sources"]["energy_gpu_j"] == ["measured:nvml-energy-counter"]
+    text = Report(rows).markdown()
+    assert "| energy_gpu_j | 120 | 3.333e-05 | 75.0 % | measured:nvml-energy-counter |" in text
+
+
+def test_timeline_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+
+    @cuda_timed(label="step")
+    def step():
+        time.sleep(0.03)
+
+    with gnnmon.collect(sample=0.01) as run:
+        for _ in range(5):
+            step()
+        gnnmon.collect_garbage()
+    path = tmp_path / "t.png"
+    fig = run.report().plot_timeline(path)
+    assert path.stat().st_size > 10_000 and path.read_bytes()[:4] == b"\x89PNG"
+    assert len(fig.axes) == 3 and [t.get_text() for t in fig.axes[2].get_yticklabels()] == ["step"]
