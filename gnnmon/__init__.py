@@ -11,6 +11,7 @@ from gnnmon.graph import graph_shape, record_graph
 from gnnmon.memory import memory_scope, monitor_memory_device
 from gnnmon.report import Report
 from gnnmon.row import current_row
+from gnnmon.sampler import sample_utilisation
 from gnnmon.timing import cuda_timed, phase, timed
 
 __all__ = [
@@ -35,5 +36,6 @@ __all__ = [
     "monitor_memory_device",
     "phase",
     "record_graph",
+    "sample_utilisation",
     "timed",
 ]

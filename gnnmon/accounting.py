@@ -19,10 +19,15 @@ def _add(acc: dict[str, Any], row: Mapping[str, Any]) -> None:
         if _num(row.get(k)):
             acc[k] = acc.get(k, 0.0) + row[k]
     if _num(row.get("num_graphs")):
-        acc["graphs"] = acc.get("graphs", 0) + row["num_graphs"]
+        per_label = acc.setdefault("_graphs", {})
+        per_label[row["label"]] = per_label.get(row["label"], 0) + row["num_graphs"]
 
 
 def _finish(acc: dict[str, Any]) -> dict[str, Any]:
+    # Several labels (a data-loading row and a step row) may see the same batches: count once.
+    per_label = acc.pop("_graphs", None)
+    if per_label:
+        acc["graphs"] = max(per_label.values())
     total = sum(acc.get(k, 0.0) for k in ENERGY_FIELDS)
     acc["energy_j"] = total
     acc["energy_kwh"] = total / J_PER_KWH

@@ -57,7 +57,7 @@ def plot_timeline(
         spans = [(sec(r["t_start_ns"]), (r["t_end_ns"] - r["t_start_ns"]) / 1e9)
                  for r in records if r["label"] == label and r.get("t_end_ns")]
         ax_rows.broken_barh(spans, (lane - 0.35, 0.7), facecolors=f"C{lane % 10}",
-                            edgecolors="white", linewidth=0.5)
+                            edgecolors="none")
     for e in gc_events:
         x = sec(e["t_start_ns"])
         gen = e.get("generation", 0)

@@ -12,7 +12,9 @@ Each step is ``@cuda_timed`` with ``forward`` / ``backward`` / ``optimizer`` pha
 batch is a row of its own (``phase("data")``). The report finds the spikes and says why, and
 compares p50/p90/p99 with and without GC.
 
-Run: ``.venv/bin/python play/pna_steps.py`` (about a minute on 2 CPU cores).
+Run: ``.venv/bin/python play/pna_steps.py`` (about 40 s on 2 CPU cores). With
+``--sample 0.5 --energy --country FRA --figures docs/figures`` it also samples utilisation every
+0.5 s, adds energy and CO2 per row, and draws each run's timeline.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ def train(mode: str, graphs, args, out: Path) -> gnnmon.Run:
 
     step = cuda_timed(label="step")(gc_controlled(step) if mode == "controlled" else step)
     config = {"mode": mode, "data": f"synthetic {PCQM4MV2.name} stand-in", **vars(args)}
-    with gnnmon.collect(out, config=config) as run:
+    with gnnmon.collect(out, config=config, sample=args.sample, energy=args.energy,
+                        country=args.country) as run:
         for epoch in range(args.epochs):
             run.mark("epoch", epoch)
             with gc_paused() if mode == "controlled" else _nothing():
@@ -122,6 +125,10 @@ def main(argv=None) -> int:
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--out", default="runs")
+    parser.add_argument("--sample", type=float, default=None, help="utilisation sample interval, s")
+    parser.add_argument("--energy", action="store_true", help="energy and CO2 per row")
+    parser.add_argument("--country", default=None, help="ISO alpha-3 code for the carbon intensity")
+    parser.add_argument("--figures", default=None, help="folder for the timeline PNGs")
     args = parser.parse_args(argv)
     graphs = molecules(PCQM4MV2, args.graphs)
     print(f"data: synthetic PCQM4Mv2 stand-in, {len(graphs):,} molecules "
@@ -130,7 +137,13 @@ def main(argv=None) -> int:
     runs = {mode: train(mode, graphs, args, out / f"pna_{mode}.jsonl") for mode in ("raw", "controlled")}
     for mode, run in runs.items():
         print(f"\n## {mode}\n")
-        print(run.report().markdown())
+        report = run.report()
+        print(report.markdown())
+        if args.figures:
+            Path(args.figures).mkdir(parents=True, exist_ok=True)
+            png = Path(args.figures) / f"pna_{mode}_timeline.png"
+            report.plot_timeline(png, title=f"PNA, synthetic PCQM4Mv2, {mode} GC")
+            print(f"timeline: {png}")
     return 0
 
 

@@ -238,6 +238,8 @@ def test_energy_summary_of_planted_rows():
                      "energy_gpu_j_source": "measured:nvml-energy-counter",
                      "energy_cpu_j_source": "estimated:x", "co2_kg": 1e-5})
     rows.append({"label": "inner", "index": 0, "parent": "step#0", "energy_gpu_j": 1000.0})  # nested: not re-added
+    rows.append({"label": "data", "index": 0, "parent": None, "epoch": 1, "num_graphs": 10,
+                 "energy_cpu_j": 0.0})  # the same batch seen by a data-loading row: graphs not re-counted
     e = Report(rows).energy()
     assert e["total"]["energy_j"] == 160.0 and e["total"]["energy_kwh"] == 160.0 / J_PER_KWH
     assert e["share"]["energy_gpu_j"] == 0.75 and e["share"]["energy_cpu_j"] == 0.25

@@ -128,3 +128,17 @@ def test_rows_of_a_sampled_run_get_utilisation(tmp_path):
     assert 50 <= row["cpu_util_pct"] <= 210  # busy on up to both cores
     loaded = gnnmon.load(path)
     assert len(loaded.samples) == len(run.samples) and loaded.samples[0]["t_ns"] == run.samples[0]["t_ns"]
+
+
+def test_sample_utilisation_block():
+    @gnnmon.cuda_timed(label="inside")
+    def inside():
+        time.sleep(0.1)
+
+    with gnnmon.collect() as run:
+        with gnnmon.sample_utilisation(0.01):
+            inside()
+        inside()  # after the block: no sampling, no join
+    a, b = run.records
+    assert a["util_samples"] >= 3 and "util_samples" not in b
+    assert run.sample_interval is None and not sampler_threads()
