@@ -4,10 +4,11 @@ A measurement class takes ``(row, **options)`` and fills the row's fields betwee
 and ``__exit__``. From it :func:`make_decorator` builds ``@name`` / ``@name(**options)`` and
 :func:`make_scope` builds ``with name(**options) as fields:``.
 
-Stacked gnnmon decorators on one function fill ONE row: the outermost wrapper opens it and hands
-it to the next gnnmon wrapper below it (found through ``functools.wraps``'s ``__wrapped__`` chain,
-so other ``wraps``-using decorators in between are fine). Any other decorated call made inside
-gets a row of its own, whose ``parent`` names the enclosing row.
+Stacked gnnmon decorators on one function fill ONE row. Directly stacked ones merge into one
+wrapper that enters every measurement (outermost first) around one call. With a foreign
+``functools.wraps`` decorator in between, the outer wrapper opens the row and the gnnmon wrapper
+below joins it when called (it is found through the attributes ``wraps`` copies). Any other
+decorated call made inside gets a row of its own, whose ``parent`` names the enclosing row.
 """
 
 from __future__ import annotations
@@ -101,11 +102,27 @@ def _run_exit(measure: Measurement, row: Row, exc: BaseException | None) -> None
         warnings.warn(f"gnnmon {measure.name} measurement failed: {err!r}", RuntimeWarning, 2)
 
 
+def _exit_all(entered: list[Measurement], row: Row, exc: BaseException | None) -> None:
+    """Exit measurements innermost first; failures become notes (see :func:`_run_exit`)."""
+    for measure in reversed(entered):
+        _run_exit(measure, row, exc)
+
+
 def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, options: dict) -> Any:
     if isinstance(func, (staticmethod, classmethod)):
         return type(func)(_wrap(func.__func__, cls, where, label, options))
     _check_target(func, where)
-    inner = getattr(func, "__gnnmon_self__", None)  # the next gnnmon wrapper below, if stacked
+    measures: list[tuple[type[Measurement], dict]] = [(cls, options)]
+    target = func
+    if getattr(func, "__gnnmon_self__", None) is func:
+        # Directly on another gnnmon wrapper: one wrapper with both measurements (outer first).
+        measures += func.__gnnmon_measures__
+        target = func.__gnnmon_target__
+        inner = func.__gnnmon_inner__
+    else:
+        # A gnnmon wrapper further down, behind a foreign functools.wraps decorator: it joins
+        # this row when called (see _JOIN).
+        inner = getattr(func, "__gnnmon_self__", None)
     if label is None:
         label = getattr(func, "__gnnmon_label__", None)
     row_label = label or getattr(func, "__qualname__", None) or repr(func)
@@ -116,23 +133,27 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
         own = joined is None or joined[0] is not wrapper
         row = Row(row_label, args, kwargs) if own else joined[1]
         token = _JOIN.set((inner, row) if inner is not None else None)
+        entered: list[Measurement] = []
         try:
             try:
-                measure = cls(row, **options)
-                measure.__enter__()
+                for measure_cls, opts in measures:
+                    measure = measure_cls(row, **opts)
+                    measure.__enter__()
+                    entered.append(measure)
             except BaseException as exc:
+                _exit_all(entered, row, exc)
                 if own:
-                    row.note(f"{cls.name} did not start: {exc}")
+                    row.note(f"{measure_cls.name} did not start: {exc}")
                     row.close(exc)
                 raise
             try:
-                result = func(*args, **kwargs)
+                result = target(*args, **kwargs)
             except BaseException as exc:
-                _run_exit(measure, row, exc)
+                _exit_all(entered, row, exc)
                 if own:
                     row.close(exc)
                 raise
-            _run_exit(measure, row, None)
+            _exit_all(entered, row, None)
             if own:
                 row.close()
             return result
@@ -141,6 +162,9 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
 
     wrapper.__gnnmon_self__ = wrapper  # type: ignore[attr-defined]
     wrapper.__gnnmon_label__ = label  # type: ignore[attr-defined]
+    wrapper.__gnnmon_measures__ = measures  # type: ignore[attr-defined]
+    wrapper.__gnnmon_target__ = target  # type: ignore[attr-defined]
+    wrapper.__gnnmon_inner__ = inner  # type: ignore[attr-defined]
     return wrapper
 
 

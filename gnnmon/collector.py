@@ -6,6 +6,7 @@ file as they complete. With no active run, rows go to a bounded default run (:fu
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -85,7 +86,8 @@ class Run:
         self.rows_written = 0
         self.complete: bool | None = None
         self._marks: dict[str, Any] = {}
-        self._counters: dict[str, int] = {}
+        self._counters: dict[str, itertools.count] = {}
+        self.holds_gc_hook = False  # True while started: rows then need not install the GC hook
         self._lock = threading.RLock()
         self._writer: JsonlWriter | None = None
         self._pending: deque[tuple[dict[str, Any], list[Deferred]]] = deque()
@@ -116,6 +118,7 @@ class Run:
             self._writer.write(self.manifest)
         self._state = "active"
         GC_LOG.acquire()
+        self.holds_gc_hook = True
         _push(self)
         if self.sample_interval is not None:
             from gnnmon.sampler import UtilisationSampler
@@ -132,6 +135,7 @@ class Run:
             self._sampler.stop()  # joined: no thread left behind
         _pop(self)
         GC_LOG.release()
+        self.holds_gc_hook = False
         self.flush()
         with self._lock:
             self._write_gc_events()
@@ -162,11 +166,13 @@ class Run:
 
     # -- rows -------------------------------------------------------------------------------
     def next_index(self, label: str) -> tuple[int, dict[str, Any]]:
-        """Call number for ``label`` (0-based) and the current marker values for a new row."""
-        with self._lock:
-            index = self._counters.get(label, 0)
-            self._counters[label] = index + 1
-            return index, (dict(self._marks) if self._marks else {})
+        """Call number for ``label`` (0-based) and the current marker values for a new row (a
+        dict that is replaced, never changed, by :meth:`mark`: read it, do not keep it)."""
+        counter = self._counters.get(label)
+        if counter is None:
+            with self._lock:
+                counter = self._counters.setdefault(label, itertools.count())
+        return next(counter), self._marks  # next() on a count is atomic under the GIL
 
     def add_row(self, fields: dict[str, Any], deferred: list[Deferred] | None = None) -> None:
         """Take a finished row. Rows with deferred figures wait, in order, until those are ready
@@ -246,7 +252,7 @@ class Run:
         if kind in IDENTITY_FIELDS or kind.startswith(("mem_", "rss_", "phase_", "gc_")):
             raise ValueError(f"marker kind {kind!r} would shadow a row field; pick another name")
         with self._lock:
-            self._marks[kind] = value
+            self._marks = {**self._marks, kind: value}  # replaced, not changed: rows read it unlocked
             marker = {"kind": kind, "value": value, "t_ns": time.time_ns()}
             self.markers.append(marker)
             self._write("marker", marker)

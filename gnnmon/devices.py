@@ -50,7 +50,7 @@ def parse_device(device: Any) -> torch.device:
     return dev
 
 
-def _tensor_device(obj: Any) -> torch.device | None:
+def _tensor_device(obj: Any, pyg_kinds: tuple[type, ...]) -> torch.device | None:
     if isinstance(obj, torch.Tensor):
         return obj.device
     if isinstance(obj, torch.nn.Module):
@@ -59,48 +59,60 @@ def _tensor_device(obj: Any) -> torch.device | None:
         for b in obj.buffers():
             return b.device
         return None
-    pyg = sys.modules.get("torch_geometric.data")
-    if pyg is not None and isinstance(obj, (pyg.Data, pyg.HeteroData)):
+    if pyg_kinds and isinstance(obj, pyg_kinds):
         for store in obj.stores:
             for value in store.values():
                 if isinstance(value, torch.Tensor):
                     return value.device
-        return None
     return None
 
 
-def _candidates(args: Iterable[Any], kwargs: Mapping[str, Any]) -> Iterable[Any]:
-    for obj in args:
-        yield obj
-        if isinstance(obj, (list, tuple)):
-            yield from obj[:8]
-    for obj in kwargs.values():
-        yield obj
-        if isinstance(obj, (list, tuple)):
-            yield from obj[:8]
+def _pyg_kinds() -> tuple[type, ...]:
+    pyg = sys.modules.get("torch_geometric.data")
+    return (pyg.Data, pyg.HeteroData) if pyg is not None else ()
 
 
 def device_from_arguments(args: Iterable[Any], kwargs: Mapping[str, Any]) -> torch.device | None:
     """The device of the tensors, modules or PyG data among a call's arguments.
 
     An accelerator wins over the CPU (a model on ``cuda`` with a batch still on the host runs on
-    ``cuda``). Looks one level into lists and tuples. Returns None when no argument has a device.
+    ``cuda``). Looks one level into lists and tuples (their first 8 items). Returns None when no
+    argument has a device.
     """
+    kinds = _pyg_kinds()
     found: torch.device | None = None
-    for obj in _candidates(args, kwargs):
-        dev = _tensor_device(obj)
-        if dev is None:
-            continue
-        if dev.type != "cpu":
-            return dev
-        found = dev
+    for group in (args, kwargs.values() if kwargs else ()):
+        for obj in group:
+            items = obj[:8] if isinstance(obj, (list, tuple)) else (obj,)
+            for item in items:
+                if item is None or isinstance(item, (int, float, str, bool)):
+                    continue
+                dev = _tensor_device(item, kinds)
+                if dev is None:
+                    continue
+                if dev.type != "cpu":
+                    return dev
+                found = dev
     return found
 
 
+_CPU = torch.device("cpu")
+_mode_stack_len = getattr(torch._C, "_len_torch_function_stack", None)
+
+
 def default_device() -> torch.device:
-    """torch's default device (``torch.set_default_device``), else the CPU."""
+    """torch's default device (``torch.set_default_device``), else the CPU.
+
+    ``torch.get_default_device()`` walks the torch-function mode stack (~10 µs); with no mode
+    active (the common case) the answer is the CPU unless a global default was set."""
     getter = getattr(torch, "get_default_device", None)
-    return getter() if getter is not None else torch.device("cpu")
+    if getter is None:
+        return _CPU
+    if _mode_stack_len is not None and _mode_stack_len() == 0:
+        context = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None)
+        if context is None:
+            return _CPU
+    return getter()
 
 
 def resolve_device(

@@ -102,8 +102,13 @@ class GcLog:
 GC_LOG = GcLog()
 
 
+_NO_GC = {"gc_collections": 0, "gc_pause_s": 0.0, "gc_max_generation": None}
+
+
 def row_gc_fields(start: Counters, end: Counters) -> dict[str, Any]:
     """``gc_collections``, ``gc_pause_s`` (seconds), ``gc_max_generation`` between two snapshots."""
+    if start == end:
+        return _NO_GC
     per_gen = [end[i] - start[i] for i in range(3)]
     n = sum(per_gen)
     return {

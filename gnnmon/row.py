@@ -26,6 +26,14 @@ if TYPE_CHECKING:
 _CURRENT: ContextVar["Row | None"] = ContextVar("gnnmon_current_row", default=None)
 
 
+def _active_run() -> "Run":
+    global _active_run
+    from gnnmon.collector import active_run  # late: the collector imports this module
+
+    _active_run = active_run
+    return active_run()
+
+
 def current_row() -> "Row | None":
     """The row being filled in this thread/task, if any."""
     return _CURRENT.get()
@@ -44,7 +52,7 @@ class Row:
 
     __slots__ = (
         "fields", "run", "parent", "ctx", "_args", "_kwargs", "_backend", "_deferred", "_token",
-        "_gc0", "_after", "_e0",
+        "_gc0", "_after", "_e0", "_hook",
     )
 
     def __init__(
@@ -54,9 +62,7 @@ class Row:
         kwargs: Mapping[str, Any] | None = None,
         run: "Run | None" = None,
     ) -> None:
-        from gnnmon.collector import active_run
-
-        self.run = run if run is not None else active_run()
+        self.run = run if run is not None else _active_run()
         self.parent = _CURRENT.get()
         self._args = args
         self._kwargs = kwargs
@@ -82,7 +88,9 @@ class Row:
             shape = shape_from_arguments(args, kwargs)
             if shape:
                 self.fields.update(shape)
-        if self.parent is None:
+        # A top-level row makes sure the GC hook is installed (a collect run already holds it).
+        self._hook = self.parent is None and not self.run.holds_gc_hook
+        if self._hook:
             GC_LOG.acquire()
         self._gc0 = GC_LOG.snapshot()
         meter = self.run.energy
@@ -156,7 +164,7 @@ class Row:
                 for action in self._after:
                     action()
         finally:
-            if self.parent is None:
+            if self._hook:
                 GC_LOG.release()
 
     def _settle_device(self) -> None:

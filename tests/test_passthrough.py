@@ -187,3 +187,41 @@ def test_rows_without_collect_go_to_the_default_run():
     f()
     after = sum(r["label"] == "default-run-probe" for r in gnnmon.default_run().records)
     assert after == before + 1
+
+
+def test_directly_stacked_decorators_merge_into_one_wrapper():
+    def f(x):
+        return x
+
+    stacked = gnnmon.monitor_memory_device(gnnmon.cuda_timed(gnnmon.gc_controlled(f)))
+    assert stacked.__gnnmon_target__ is f
+    assert [c.name for c, _ in stacked.__gnnmon_measures__] == ["memory", "timing", "gc"]
+    with gnnmon.collect() as run:
+        assert stacked(5) == 5
+    (row,) = run.records
+    assert {"mem_peak_bytes", "wall_s", "gc_collections"} <= set(row)
+
+
+def test_a_failing_measurement_never_changes_the_result():
+    from gnnmon.adapters import Measurement, make_decorator
+
+    class Broken(Measurement):
+        name = "broken"
+
+        def __exit__(self, *exc):
+            raise ZeroDivisionError("planted bug in a measurement")
+
+    broken = make_decorator(Broken, "broken")
+    sentinel = object()
+
+    @monitor_memory_device
+    @broken
+    def f():
+        return sentinel
+
+    with gnnmon.collect() as run:
+        with pytest.warns(RuntimeWarning, match="broken measurement failed"):
+            assert f() is sentinel
+    (row,) = run.records
+    assert row["error"] is None and row["mem_peak_bytes"] is not None
+    assert any("broken failed: ZeroDivisionError" in n for n in row["notes"])
