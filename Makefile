@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: venv
-	$(PY) play/demo_gcn.py
+	$(PY) play/flickr_memory.py
 
 test: venv
 	$(PY) -m pytest

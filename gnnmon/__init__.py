@@ -5,6 +5,7 @@ Importing gnnmon changes no global state: no logging set-up, no GC change, no de
 
 from gnnmon._version import __version__
 from gnnmon.collector import Run, active_run, collect, default_run, load
+from gnnmon.backends.host import exact_host_memory
 from gnnmon.errors import DeviceError, GnnmonError, ReportFileError
 from gnnmon.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
 from gnnmon.graph import graph_shape, record_graph
@@ -27,6 +28,7 @@ __all__ = [
     "cuda_timed",
     "current_row",
     "default_run",
+    "exact_host_memory",
     "freeze_gc",
     "gc_controlled",
     "gc_paused",

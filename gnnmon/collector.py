@@ -245,15 +245,21 @@ class Run:
         return list(self._rows)
 
     # -- markers ----------------------------------------------------------------------------
-    def mark(self, kind: str, value: Any = None) -> None:
-        """Record a marker (e.g. ``run.mark("epoch", 3)``); rows opened after it carry ``kind=value``."""
+    def mark(self, kind: str, value: Any = None, *, carry: bool = True) -> None:
+        """Record a marker (e.g. ``run.mark("epoch", 3)``); rows opened after it carry
+        ``kind=value``. ``carry=False`` only records it (for values that are not row fields, such as
+        a dict of settings read back from a loader)."""
         if not isinstance(kind, str) or not kind.isidentifier():
             raise ValueError(f"marker kind must be an identifier string, got {kind!r}")
-        if kind in IDENTITY_FIELDS or kind.startswith(("mem_", "rss_", "phase_", "gc_")):
+        if carry and (kind in IDENTITY_FIELDS or kind.startswith(("mem_", "rss_", "phase_", "gc_"))):
             raise ValueError(f"marker kind {kind!r} would shadow a row field; pick another name")
+        if carry and not (value is None or isinstance(value, (str, int, float, bool))):
+            raise TypeError(f"a carried marker value must be a str, number, bool or None (rows are "
+                            f"flat); got {type(value).__name__}: pass carry=False to record it only")
         with self._lock:
-            self._marks = {**self._marks, kind: value}  # replaced, not changed: rows read it unlocked
-            marker = {"kind": kind, "value": value, "t_ns": time.time_ns()}
+            if carry:
+                self._marks = {**self._marks, kind: value}  # replaced, not changed: rows read it unlocked
+            marker = {"kind": kind, "value": value, "t_ns": time.time_ns(), "carry": carry}
             self.markers.append(marker)
             self._write("marker", marker)
 

@@ -11,8 +11,12 @@ from typing import Any
 
 from gnnmon.adapters import Measurement, make_decorator, make_scope
 from gnnmon.backends.cpu import host_as_device_fields
-from gnnmon.backends.host import HOST
+from gnnmon.backends.host import HOST, mmap_threshold
 from gnnmon.row import Row
+
+CACHED_NOTE = ("cpu: freed memory stays in the process for reuse (glibc), so a call's peak shows only "
+               "growth beyond what earlier calls left; gnnmon.exact_host_memory() returns large frees "
+               "to the OS")
 
 DEFAULT_SAMPLE_INTERVAL = 0.005
 """Seconds between samples where a peak can only be sampled (MPS, child processes, non-Linux RSS)."""
@@ -67,6 +71,8 @@ class MemoryMeasurement(Measurement):
             device = host_as_device_fields(host)
             if self.include_children:
                 self.row.note("cpu mem_* include child processes (sampled)")
+            if mmap_threshold() is None:
+                self.row.note(CACHED_NOTE)
         fields.update(device)
         if fields.get("mem_peak_delta_bytes") is not None:
             fields["mem_end_delta_bytes"] = fields["mem_end_bytes"] - fields["mem_start_bytes"]

@@ -78,7 +78,7 @@ class Report:
         for row in self.records:
             by_label.setdefault(row["label"], []).append(row)
         # A figure None in one label still shows there, count 0; marker values are not figures.
-        names = figure_names(self.records, skip={m["kind"] for m in self.markers})
+        names = figure_names(self.records, skip={m["kind"] for m in self.markers if m.get("carry", True)})
         out: dict[str, dict[str, dict[str, float]]] = {}
         for label, rows in by_label.items():
             present = {k for r in rows for k in r}

@@ -12,27 +12,13 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch_geometric.nn import GCNConv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon  # noqa: E402
 from gnnmon import memory_scope, monitor_memory_device  # noqa: E402
+from play.models import GCN  # noqa: E402
 from play.synthetic import FLICKR, planted_partition  # noqa: E402
-
-
-class GCN(torch.nn.Module):
-    def __init__(self, in_dim: int, hidden: int, classes: int, dropout: float = 0.25) -> None:
-        super().__init__()
-        self.conv1 = GCNConv(in_dim, hidden)
-        self.conv2 = GCNConv(hidden, hidden)
-        self.head = torch.nn.Linear(hidden, classes)
-        self.dropout = dropout
-
-    def forward(self, x, edge_index):
-        x = F.dropout(F.relu(self.conv1(x, edge_index)), self.dropout, self.training)
-        x = F.dropout(F.relu(self.conv2(x, edge_index)), self.dropout, self.training)
-        return self.head(x)
 
 
 @monitor_memory_device(label="train_step")

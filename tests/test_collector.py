@@ -214,3 +214,13 @@ def test_a_failing_write_warns_and_keeps_the_row_and_the_result(tmp_path):
             assert step(3).item() == 3.0
         assert len(run.records) == 1  # kept in memory
         run._writer = None
+
+
+def test_markers_that_are_only_recorded():
+    with gnnmon.collect() as run:
+        run.mark("settings", {"hidden": 64, "fanouts": [10, 5]}, carry=False)
+        with pytest.raises(TypeError, match="carry=False"):
+            run.mark("settings", {"a": 1})
+        step(1)
+    assert "settings" not in run.records[0]
+    assert run.markers[0]["value"] == {"hidden": 64, "fanouts": [10, 5]}

@@ -1,0 +1,444 @@
+"""The Flickr GCN memory study (the seed article "Slimming the Graph Neural Network Footprint"),
+done with gnnmon: every setting really applied and read back, memory read at its peak inside each
+step rather than after it.
+
+Sweeps (each configuration a fresh model and loader; warm-up steps excluded from the figures):
+
+* ``hidden``      hidden size 32, 64, 128, 256, 512
+* ``pin_memory``  off / on
+* ``precision``   float64, float32, float16 (weights and features), bfloat16 autocast (loss in float32)
+* ``workers``     DataLoader workers 0, 2, 4, 6 (their memory included)
+* ``sampling``    NeighborLoader fanouts [5], [10], [10,5], [15,10], [25,10], [25,15,10]
+* ``checkpoint``  activation checkpointing off / on
+
+Data: PyG's Flickr from ``--root`` when it can be loaded (or downloaded), else a synthetic stand-in
+with Flickr's statistics (89,250 nodes, 899,756 edges, 500 features, 7 classes). Writes, per sweep,
+``runs/flickr_<sweep>.jsonl``, ``.md`` and ``.png``, and ``runs/flickr_comparison.md``.
+
+Run: ``make demo`` (all sweeps at demo size, under 10 minutes on 2 CPU cores), ``--full`` for the
+full-size study, ``--sweep precision`` for one axis, ``--device cuda`` / ``mps`` / ``cpu``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gnnmon  # noqa: E402
+from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase  # noqa: E402
+from play.models import GCN  # noqa: E402
+from play.sampler import make_loader  # noqa: E402
+from play.synthetic import FLICKR, GraphSpec, planted_partition  # noqa: E402
+
+MiB = 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One configuration of the training step."""
+
+    hidden: int = 128
+    pin_memory: bool = False
+    precision: str = "float32"
+    num_workers: int = 0
+    fanouts: tuple[int, ...] = (10, 5)
+    checkpoint: bool = False
+    conv: str = "gcn"
+    batch_size: int = 256
+
+
+# precision -> (dtype of weights and features, autocast dtype or None)
+PRECISIONS: dict[str, tuple[torch.dtype, torch.dtype | None]] = {
+    "float64": (torch.float64, None),
+    "float32": (torch.float32, None),
+    "float16": (torch.float16, None),
+    "bfloat16-autocast": (torch.float32, torch.bfloat16),
+}
+
+SWEEPS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "hidden": [(str(h), {"hidden": h}) for h in (32, 64, 128, 256, 512)],
+    "pin_memory": [("off", {"pin_memory": False}), ("on", {"pin_memory": True})],
+    "precision": [(p, {"precision": p}) for p in PRECISIONS],
+    "workers": [(str(w), {"num_workers": w}) for w in (0, 2, 4, 6)],
+    "sampling": [(str(list(f)), {"fanouts": f}) for f in ((5,), (10,), (10, 5), (15, 10), (25, 10), (25, 15, 10))],
+    "checkpoint": [("off", {"checkpoint": False}), ("on", {"checkpoint": True})],
+}
+
+ARTICLE = {
+    "precision 64 -> 32 bit": "-43.4 %",
+    "precision 64 -> 16 bit": "-63.6 %",
+}
+
+
+# -- data ---------------------------------------------------------------------------------------
+
+def load_flickr(root: str | None, scale: float = 1.0, seed: int = 0) -> tuple[Any, str]:
+    """PyG's Flickr from ``root`` (downloaded there if the network allows), else the stand-in."""
+    why = "no --root given"
+    if root is not None:
+        try:
+            from torch_geometric.datasets import Flickr
+
+            with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+                warnings.simplefilter("ignore")
+                data = Flickr(root)[0]
+            return data, f"PyG Flickr from {root}: {data.num_nodes:,} nodes, {data.num_edges:,} edges"
+        except Exception as exc:  # noqa: BLE001 - no network, no files: fall back, say why
+            why = f"PyG Flickr could not be loaded from {root} ({type(exc).__name__}: {str(exc)[:120]})"
+    spec: GraphSpec = FLICKR if scale == 1.0 else FLICKR.scaled(scale)
+    data = planted_partition(spec, seed=seed)
+    return data, (f"synthetic Flickr stand-in {spec.name}: {spec.num_nodes:,} nodes, {spec.num_edges:,} edges, "
+                  f"{spec.num_features} features, {spec.num_classes} classes — {why}")
+
+
+# -- one configuration --------------------------------------------------------------------------
+
+def make_step(model: GCN, optimizer: torch.optim.Optimizer, device: torch.device, setting: Setting) -> Callable:
+    """The decorated train step for one configuration (loss on the batch's seed nodes only)."""
+    dtype, autocast_dtype = PRECISIONS[setting.precision]
+
+    @monitor_memory_device(label="train_step", include_children=setting.num_workers > 0,
+                           sample_interval=0.01)
+    @cuda_timed
+    @gc_controlled
+    def train_step(model: GCN, batch: Any) -> torch.Tensor:
+        model.train()
+        with phase("h2d"):
+            batch = batch.to(device, non_blocking=setting.pin_memory)
+            x = batch.x if batch.x.dtype == dtype else batch.x.to(dtype)
+        with phase("forward"):
+            with torch.autocast(device.type, dtype=autocast_dtype or torch.bfloat16,
+                                enabled=autocast_dtype is not None):
+                out = model(x, batch.edge_index)
+            seeds = batch.batch_size
+            loss = F.cross_entropy(out[:seeds].float(), batch.y[:seeds])  # the loss in float32
+        with phase("backward"):
+            loss.backward()
+        with phase("optimizer"):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return train_step
+
+
+def run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, steps: int, warmup: int,
+               device: torch.device, seed: int = 0) -> dict[str, Any]:
+    """Train ``warmup + steps`` steps of one configuration inside ``run``; returns what was read
+    back from the loader and the model (the proof each setting took effect)."""
+    with warnings.catch_warnings():
+        # torch's advice on 6 workers for 2 cores, and on pin_memory without an accelerator, is
+        # what the sweep is about; both are recorded in the read-back instead.
+        warnings.filterwarnings("ignore", message=".*(worker processes in total|pin_memory).*")
+        return _run_config(data, setting, name, run=run, steps=steps, warmup=warmup, device=device,
+                           seed=seed)
+
+
+def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, steps: int, warmup: int,
+                device: torch.device, seed: int) -> dict[str, Any]:
+    torch.manual_seed(seed)
+    dtype, autocast_dtype = PRECISIONS[setting.precision]
+    model = GCN(data.num_features, setting.hidden, int(data.y.max()) + 1, conv=setting.conv,
+                checkpoint=setting.checkpoint).to(device=device, dtype=dtype)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    loader = make_loader(data, list(setting.fanouts), batch_size=setting.batch_size,
+                         input_nodes=data.train_mask, shuffle=True,
+                         num_workers=setting.num_workers, pin_memory=setting.pin_memory)
+    step = make_step(model, optimizer, device, setting)
+    seen_dtypes: list[str] = []
+    hook = model.conv1.register_forward_hook(lambda m, i, o: seen_dtypes.append(str(o.dtype)))
+    readback: dict[str, Any] = {
+        "hidden": model.conv1.out_channels,
+        "conv": type(model.conv1).__name__,
+        "param_dtype": str(next(model.parameters()).dtype),
+        "autocast": str(autocast_dtype) if autocast_dtype else None,
+        "pin_memory": loader.pin_memory,
+        "num_workers": loader.num_workers,
+        "fanouts": list(loader.node_sampler.num_neighbors.values),
+        "batch_size": loader.batch_size,
+        "sampler": loader.sampler_name,
+        "checkpoint": model.checkpoint,
+        "device": str(device),
+    }
+    run.mark("config", name)
+    run.mark("stage", "warm-up")
+    import psutil
+
+    if setting.num_workers > (os.cpu_count() or 1):
+        readback["note"] = f"{setting.num_workers} workers on {os.cpu_count()} CPU cores"
+    batches = iter(loader)
+    try:
+        for i in range(warmup + steps):
+            if i == warmup:
+                run.mark("stage", "measured")
+            try:
+                batch = next(batches)
+            except StopIteration:  # a small graph: start another epoch
+                batches = iter(loader)
+                batch = next(batches)
+            calls = model.conv_calls
+            loss = step(model, batch)
+            if i == 0:
+                hook.remove()
+                readback["activation_dtype"] = seen_dtypes[0] if seen_dtypes else None
+                readback["batch_pinned"] = bool(batch.x.is_pinned())
+                readback["worker_processes"] = len(psutil.Process().children())
+                readback["conv_forwards_per_step"] = model.conv_calls - calls
+        readback["last_loss"] = float(loss)
+        if setting.num_workers:  # what the workers add: private memory, read once (slow to read)
+            from gnnmon.backends.host import children_private_memory
+
+            kids = children_private_memory()
+            readback["workers_uss_mib"] = kids["uss_bytes"] / MiB
+            readback["workers_pss_mib"] = kids["pss_bytes"] / MiB
+    finally:
+        del batches  # shuts the workers down
+    if setting.pin_memory and not readback["batch_pinned"]:
+        readback["note"] = "pin_memory asked but batches are not pinned: no accelerator here"
+    run.mark("readback", {"config": name, **readback}, carry=False)
+    return readback
+
+
+# -- a sweep ------------------------------------------------------------------------------------
+
+def summarise(records: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    rows = [r for r in records if r.get("config") == name and r.get("stage") == "measured"
+            and r["label"] == "train_step"]
+    if not rows:
+        return {"steps": 0}
+
+    def med(key: str) -> float | None:
+        vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        return statistics.median(vals) if vals else None
+
+    def mx(key: str) -> float | None:
+        vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        return max(vals) if vals else None
+
+    own = [r["mem_peak_bytes"] - (r.get("rss_children_peak_bytes") or 0) for r in rows]
+    return {
+        "steps": len(rows),
+        "own_peak_mib_median": statistics.median(own) / MiB,
+        "step_peak_mib_median": med("mem_peak_delta_bytes") / MiB,
+        "step_peak_mib_max": mx("mem_peak_delta_bytes") / MiB,
+        "process_peak_mib_median": med("mem_peak_bytes") / MiB,
+        "process_peak_mib_max": mx("mem_peak_bytes") / MiB,
+        "children_peak_mib_median": (med("rss_children_peak_bytes") or 0) / MiB,
+        "step_s_median": med("device_s"),
+        "nodes_median": med("num_nodes"),
+        "edges_median": med("num_edges"),
+        "peak_source": rows[0].get("mem_peak_bytes_source"),
+    }
+
+
+def run_sweep(axis: str, data: Any, *, base: Setting, steps: int, warmup: int, device: torch.device,
+              out: Path, data_note: str, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """All configurations of one axis into ``out/flickr_<axis>.jsonl``; writes its table and figure."""
+    configs = SWEEPS[axis]
+    config = {"sweep": axis, "data": data_note, "steps": steps, "warmup": warmup,
+              "base": dataclasses.asdict(base), "device": str(device)}
+    results = []
+    with gnnmon.collect(out / f"flickr_{axis}.jsonl", config=config) as run:
+        for k, (name, change) in enumerate(configs, 1):
+            setting = dataclasses.replace(base, **change)
+            t0 = time.perf_counter()
+            readback = run_config(data, setting, name, run=run, steps=steps, warmup=warmup, device=device)
+            results.append({"name": name, "setting": dataclasses.asdict(setting), "readback": readback})
+            log(f"  [{axis} {k}/{len(configs)}] {name:<18} {time.perf_counter() - t0:5.1f} s")
+    records = run.records
+    for r in results:
+        r["summary"] = summarise(records, r["name"])
+        # The main process's own peak plus what the workers hold privately (their USS).
+        r["summary"]["with_workers_mib"] = (r["summary"]["own_peak_mib_median"]
+                                            + r["readback"].get("workers_uss_mib", 0.0))
+    (out / f"flickr_{axis}.md").write_text(sweep_markdown(axis, results, data_note, steps, warmup))
+    plot_sweep(axis, results, out / f"flickr_{axis}.png")
+    return results
+
+
+def _effect(r: dict[str, Any]) -> str:
+    """The read-back values that prove this axis' setting took effect."""
+    b = r["readback"]
+    parts = [f"hidden={b['hidden']}", f"params {b['param_dtype'].replace('torch.', '')}",
+             f"activations {str(b.get('activation_dtype')).replace('torch.', '')}",
+             f"fanouts={b['fanouts']}", f"workers={b['num_workers']} ({b.get('worker_processes')} proc)",
+             f"pin_memory={b['pin_memory']} (pinned: {b.get('batch_pinned')})",
+             f"checkpoint={b['checkpoint']} ({b.get('conv_forwards_per_step')} conv fwd/step)"]
+    return "; ".join(parts)
+
+
+def sweep_markdown(axis: str, results: list[dict[str, Any]], data_note: str, steps: int, warmup: int) -> str:
+    lines = [f"## Sweep: {axis}", "", f"Data: {data_note}. {steps} measured steps per configuration "
+             f"after {warmup} warm-up steps; fresh model and loader each.", "",
+             "| setting | steps | step peak MiB median | step peak MiB max | process peak MiB median "
+             "| workers RSS / USS MiB | process + workers' USS MiB | s / step | nodes / batch | edges / batch |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        s = r["summary"]
+        uss = r["readback"].get("workers_uss_mib")
+        workers = f"{s['children_peak_mib_median']:.0f} / {uss:.0f}" if uss is not None else "–"
+        lines.append(
+            f"| {r['name']} | {s['steps']} | {s['step_peak_mib_median']:.1f} | {s['step_peak_mib_max']:.1f} | "
+            f"{s['own_peak_mib_median']:.0f} | {workers} | {s['with_workers_mib']:.0f} | "
+            f"{s['step_s_median']:.3f} | {s['nodes_median']:,.0f} | {s['edges_median']:,.0f} |")
+    lines += ["", "Step peak: the highest memory inside the train step above its start "
+              "(`mem_peak_delta_bytes`). Process peak: the main process's highest absolute figure "
+              f"(`mem_peak_bytes`, {results[0]['summary'].get('peak_source')}, less its workers). Workers: "
+              "their summed RSS sampled during the steps (`rss_children_peak_bytes`: every worker counts "
+              "the parent's pages it shares) and their USS read once after the steps (the memory they "
+              "alone hold).", "", "Read back from the loader and the model:", ""]
+    lines += [f"- {r['name']}: {_effect(r)}" + (f" — {r['readback']['note']}" if r['readback'].get('note') else "")
+              for r in results]
+    return "\n".join(lines) + "\n"
+
+
+def plot_sweep(axis: str, results: list[dict[str, Any]], path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    names = [r["name"] for r in results]
+    med = [r["summary"]["step_peak_mib_median"] for r in results]
+    mx = [r["summary"]["step_peak_mib_max"] for r in results]
+    ax.bar(names, med, color="C0", label="median")
+    ax.scatter(names, mx, color="C3", zorder=3, label="max")
+    ax.set_ylabel("peak memory in the train step (MiB)")
+    ax.set_title(f"GCN on Flickr: {axis}")
+    ax.legend()
+    if axis == "workers":
+        ax2 = ax.twinx()
+        ax2.plot(names, [r["summary"]["with_workers_mib"] for r in results], "k--o",
+                 label="process peak + workers' USS")
+        ax2.set_ylabel("process peak + workers' USS (MiB)")
+        ax2.legend(loc="lower right")
+    ax.tick_params(axis="x", rotation=20)
+    fig.savefig(path, dpi=110)
+
+
+# -- comparison with the article ------------------------------------------------------------------
+
+def comparison(all_results: dict[str, list[dict[str, Any]]]) -> str:
+    def by(axis: str, key: str = "step_peak_mib_median") -> dict[str, float]:
+        return {r["name"]: r["summary"][key] for r in all_results.get(axis, [])}
+
+    lines = ["## Our figures next to the article's claims", "",
+             "| claim (article) | article | ours | agree? |", "| --- | --- | --- | --- |"]
+    p = by("precision")
+    if {"float64", "float32", "float16"} <= set(p):
+        r32 = 100 * (p["float32"] / p["float64"] - 1)
+        r16 = 100 * (p["float16"] / p["float64"] - 1)
+        lines.append(f"| 64 -> 32 bit | -43.4 % | {r32:+.1f} % | {'yes' if abs(r32 + 43.4) < 15 else 'no'} |")
+        lines.append(f"| 64 -> 16 bit | -63.6 % | {r16:+.1f} % | {'yes' if abs(r16 + 63.6) < 15 else 'no'} |")
+    spreads = {}
+    for axis in ("hidden", "pin_memory", "workers", "sampling", "checkpoint", "precision"):
+        vals = [v for v in by(axis).values() if v]
+        if vals:
+            spreads[axis] = max(vals) / min(vals)
+    if "sampling" in spreads:
+        top = max(spreads, key=spreads.get)
+        text = ", ".join(f"{a} ×{s:.2f}" for a, s in sorted(spreads.items(), key=lambda kv: -kv[1]))
+        lines.append(f"| neighbour sampling dominates | largest effect | max/min per axis: {text} | "
+                     f"{'yes' if top == 'sampling' else 'no: ' + top + ' is larger'} |")
+    pin = by("pin_memory")
+    if {"off", "on"} <= set(pin):
+        d = 100 * (pin["on"] / pin["off"] - 1)
+        lines.append(f"| pin_memory marginal | small | {d:+.1f} % (on vs off) | {'yes' if abs(d) < 10 else 'no'} |")
+    w = by("workers", "with_workers_mib")
+    if {"0", "6"} <= set(w):
+        d = 100 * (w["6"] / w["0"] - 1)
+        lines.append(f"| worker count marginal | small | {d:+.1f} % (process peak + workers' USS, 6 vs 0 "
+                     f"workers) | {'yes' if abs(d) < 10 else 'no'} |")
+    h = by("hidden")
+    if h:
+        vals = list(h.values())
+        grows = all(b >= a for a, b in zip(vals, vals[1:]))
+        lines.append(f"| memory grows with hidden size | grows | {' < '.join(f'{v:.0f}' for v in vals)} MiB "
+                     f"({', '.join(h)}) | {'yes' if grows else 'no'} |")
+    c = by("checkpoint")
+    if {"off", "on"} <= set(c):
+        d = 100 * (c["on"] / c["off"] - 1)
+        lines.append(f"| activation checkpointing cuts memory (recommended, never measured) | up to -50 % | "
+                     f"{d:+.1f} % | {'yes' if d < -5 else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: CUDA is not available here")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise SystemExit("--device mps: MPS is not available here")
+    return device
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", default="data/Flickr", help="where PyG's Flickr is (or is downloaded to)")
+    parser.add_argument("--full", action="store_true", help="full-size study: more steps, larger batches")
+    parser.add_argument("--device", default="auto", help="cuda, mps, cpu or auto")
+    parser.add_argument("--sweep", action="append", choices=sorted(SWEEPS), help="one axis (repeatable)")
+    parser.add_argument("--steps", type=int, default=None, help="measured steps per configuration")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--conv", choices=("gcn", "graphconv"), default="gcn")
+    parser.add_argument("--scale", type=float, default=1.0, help="stand-in size as a share of Flickr")
+    parser.add_argument("--out", default="runs")
+    args = parser.parse_args(argv)
+
+    steps = args.steps or (40 if args.full else 12)
+    batch_size = args.batch_size or (1024 if args.full else 256)
+    device = pick_device(args.device)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    if device.type == "cpu":
+        # On the CPU the step's memory is the process's RSS: make freed tensors leave it at once,
+        # or every step after the first would reuse the same pages and read as zero growth. First
+        # thing, before the data exists: memory freed into the heap earlier could be reused unseen.
+        exact = gnnmon.exact_host_memory()
+        print(f"host memory: large frees returned to the OS at once: {exact}", flush=True)
+    data, note = load_flickr(args.root, args.scale)
+    print(f"data: {note}", flush=True)
+    base = Setting(conv=args.conv, batch_size=batch_size)
+    axes = args.sweep or list(SWEEPS)
+    print(f"device: {device}; {steps} measured + {args.warmup} warm-up steps per configuration; "
+          f"batch size {batch_size}; sweeps: {', '.join(axes)}", flush=True)
+    results: dict[str, list[dict[str, Any]]] = {}
+    for axis in axes:
+        results[axis] = run_sweep(axis, data, base=base, steps=steps, warmup=args.warmup, device=device,
+                                  out=out, data_note=note, log=lambda m: print(m, flush=True))
+        print((out / f"flickr_{axis}.md").read_text(), flush=True)
+    text = comparison(results)
+    (out / "flickr_comparison.md").write_text(text)
+    (out / "flickr_results.json").write_text(json.dumps(results, indent=1, default=str))
+    print(text)
+    print(f"done in {time.perf_counter() - t_start:.0f} s; tables, figures and runs in {out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
