@@ -4,7 +4,7 @@ Importing gnnmon changes no global state: no logging set-up, no GC change, no de
 """
 
 from gnnmon._version import __version__
-from gnnmon.collector import Run, active_run, collect, default_run, load
+from gnnmon.collector import Run, active_run, collect, default_run, iter_rows, load
 from gnnmon.backends.host import exact_host_memory
 from gnnmon.errors import DeviceError, GnnmonError, ReportFileError
 from gnnmon.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
@@ -33,6 +33,7 @@ __all__ = [
     "gc_controlled",
     "gc_paused",
     "graph_shape",
+    "iter_rows",
     "load",
     "memory_scope",
     "monitor_memory_device",

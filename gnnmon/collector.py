@@ -366,3 +366,12 @@ def load(path: str | os.PathLike[str], *, strict: bool = True) -> Run:
         elif kind == "end":
             run.complete = True
     return run
+
+
+def iter_rows(path: str | os.PathLike[str], *, strict: bool = True) -> Iterable[dict[str, Any]]:
+    """The rows of a run file, one at a time, without keeping them (for files too big for
+    :func:`load`). Same tolerance as :func:`load`: a cut-off last line is skipped with a warning."""
+    for obj in read_lines(path, strict=strict):
+        if obj.get("type") == "row":
+            obj.pop("type")
+            yield obj

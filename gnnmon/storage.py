@@ -38,16 +38,31 @@ def _default(obj: Any) -> Any:
     return repr(obj)
 
 
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_default, allow_nan=False)
+
+
 def dumps(obj: dict[str, Any]) -> str:
-    """One JSON line (no newline); non-finite floats become null, other objects their str/repr."""
-    for k, v in obj.items():
-        if isinstance(v, float) and not math.isfinite(v):
-            obj = {**obj, k: None}
-    return json.dumps(obj, separators=(",", ":"), default=_default)
+    """One JSON line (no newline); non-finite floats become null (strict JSON), other objects
+    their str/repr."""
+    try:
+        return _ENCODER.encode(obj)
+    except ValueError:  # NaN or infinity somewhere: rare, so checked only then
+        return _ENCODER.encode(_finite(obj))
 
 
 class JsonlWriter:
-    """Appends lines to a file, each flushed; safe to call from several threads."""
+    """Appends lines to a file, each written whole with one unbuffered write (so a kill leaves
+    every completed line on disk); safe to call from several threads."""
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "w") -> None:
         if mode not in ("w", "x", "a"):
@@ -55,17 +70,18 @@ class JsonlWriter:
         self.path = Path(path)
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, mode, encoding="utf-8")
+        self._file = open(self.path, mode + "b", buffering=0)
         self._lock = threading.Lock()
         self.lines = 0
 
     def write(self, obj: dict[str, Any]) -> None:
-        line = dumps(obj) + "\n"
+        data = (dumps(obj) + "\n").encode("utf-8")
         with self._lock:
             if self._file.closed:
                 raise ValueError(f"report file {self.path} is already closed")
-            self._file.write(line)
-            self._file.flush()
+            view = memoryview(data)
+            while view:
+                view = view[self._file.write(view):]
             self.lines += 1
 
     def close(self) -> None:

@@ -224,3 +224,24 @@ def test_markers_that_are_only_recorded():
         step(1)
     assert "settings" not in run.records[0]
     assert run.markers[0]["value"] == {"hidden": 64, "fanouts": [10, 5]}
+
+
+def test_iter_rows_streams_a_file(tmp_path):
+    path = tmp_path / "run.jsonl"
+    with gnnmon.collect(path):
+        for n in range(5):
+            step(n)
+    rows = list(gnnmon.iter_rows(path))
+    assert [r["index"] for r in rows] == list(range(5)) and "type" not in rows[0]
+
+
+def test_non_finite_figures_are_written_as_null(tmp_path):
+    path = tmp_path / "nan.jsonl"
+    with gnnmon.collect(path):
+        with memory_scope(label="x") as fields:
+            fields["ratio"] = float("nan")
+            fields["nested"] = [1.0, float("inf")]
+    text = path.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    row = gnnmon.load(path).records[0]
+    assert row["ratio"] is None and row["nested"] == [1.0, None]

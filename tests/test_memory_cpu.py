@@ -42,12 +42,29 @@ def test_planted_256mib_peak_within_two_percent():
     assert row["mem_peak_bytes"] == row["rss_peak_bytes"]
 
 
+SMALL = r"""
+import torch, gnnmon
+assert gnnmon.exact_host_memory()
+with gnnmon.memory_scope():  # first use of gnnmon and of torch's fill kernel: ~1.2 MiB once
+    torch.empty(1 << 20, dtype=torch.uint8).fill_(1)
+for size in (1 << 20, 8 << 20, 64 << 20):
+    with gnnmon.memory_scope() as f:
+        t = torch.empty(size, dtype=torch.uint8)
+        t.fill_(1)
+        del t
+    print(size, f["mem_peak_delta_bytes"])
+"""
+
+
 @linux_exact
 def test_small_planted_allocations_are_exact_too():
-    for size in (8 * MiB, 64 * MiB):
-        with memory_scope() as fields:
-            plant(size)
-        assert abs(fields["mem_peak_delta_bytes"] - size) < 1.5 * MiB, (size, fields)
+    """1, 8 and 64 MiB, in a fresh process with exact_host_memory() (in this long-lived test
+    process glibc may serve them from pages earlier tests freed, which RSS cannot see). Seen
+    here: -0.15 MiB for each (the kernel batches RSS counter updates per CPU)."""
+    out = subprocess.run([sys.executable, "-c", SMALL], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        size, got = map(int, line.split())
+        assert abs(got - size) < 0.5 * MiB, (size, got)
 
 
 @linux_exact

@@ -73,7 +73,7 @@ class CounterPeaks:
                     self.hidden_peak = [max(a, b) for a, b in zip(self.hidden_peak, peak)]
                 self._reset()
                 self.resets += 1
-                current, peak = self._read()
+                peak = current  # what a reset sets the counter to (no second read needed)
             window = PeakWindow(tuple(current))
             window.fold(peak)
             self._open.append(window)

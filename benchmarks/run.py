@@ -1,0 +1,382 @@
+"""gnnmon's overhead and accuracy, measured side by side with the tools people use today.
+
+Run: ``.venv/bin/python benchmarks/run.py`` (about 5 minutes on 2 CPU cores); ``--quick`` runs every
+part at a tiny size (what the test does). Prints the tables and writes them to
+``runs/benchmarks.md``.
+
+Every figure is a ratio or an error measured in this run. Overheads: variants interleaved in a
+shuffled order each round, the median over rounds of each round's ratio to the bare loop; gnnmon
+variants stream every row to a JSON Lines file (one unbuffered write per row) unless the variant
+says otherwise. Errors: reported minus planted, median over repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import io
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gnnmon  # noqa: E402
+from gnnmon import cuda_timed, gc_controlled, memory_scope, monitor_memory_device  # noqa: E402
+from play.models import GCN  # noqa: E402
+from play.sampler import make_loader  # noqa: E402
+from play.synthetic import FLICKR, planted_partition  # noqa: E402
+
+MiB = 2**20
+
+
+def _quiet_import(name: str) -> Any:
+    """Import a peer, swallowing what it prints at import (pytorch_memlab talks about CUDA)."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return __import__(name)
+
+
+# -- overhead -----------------------------------------------------------------------------------
+
+def _codecarbon_tracker() -> Any:
+    import logging
+
+    from codecarbon import OfflineEmissionsTracker
+
+    logging.getLogger("codecarbon").setLevel(logging.ERROR)
+    tracker = OfflineEmissionsTracker(country_iso_code="FRA", log_level="error", output_methods=[],
+                                      tracking_mode="process")
+    tracker.start()
+    return tracker
+
+
+def overhead_variants(step: Callable[..., Any], tmp: Path) -> dict[str, tuple[Callable, Callable | None]]:
+    """name -> (the step as that tool wraps it, a context manager factory around the whole pass)."""
+    from memory_profiler import memory_usage
+    from torch_geometric.profile import timeit
+
+    def in_run(**options: Any) -> Callable:
+        return lambda: gnnmon.collect(tmp / "overhead.jsonl", max_records=100, **options)
+
+    def in_memory() -> Callable:
+        return lambda: gnnmon.collect(max_records=100)
+
+    def pyg_timeit(*a: Any) -> Any:
+        with timeit(log=False):
+            return step(*a)
+
+    def mprof(*a: Any) -> Any:
+        return memory_usage((step, a), max_usage=True, retval=True)[1]
+
+    tracker_box: dict[str, Any] = {}
+
+    def codecarbon_tasks(*a: Any) -> Any:
+        tracker = tracker_box.setdefault("t", None) or tracker_box.__setitem__("t", _codecarbon_tracker()) \
+            or tracker_box["t"]
+        tracker.start_task("step")
+        try:
+            return step(*a)
+        finally:
+            tracker.stop_task()
+
+    return {
+        "bare": (step, None),
+        "gnnmon memory": (monitor_memory_device(step), in_run()),
+        "gnnmon timing": (cuda_timed(step), in_run()),
+        "gnnmon GC control": (gc_controlled(step), in_run()),
+        "gnnmon timing + GC": (cuda_timed(gc_controlled(step)), in_run()),
+        "gnnmon timing + GC, rows kept in memory (no file)": (cuda_timed(gc_controlled(step)), in_memory()),
+        "gnnmon full stack + 500 ms sampler": (
+            monitor_memory_device(cuda_timed(gc_controlled(step))), in_run(sample=0.5)),
+        "torch_geometric.profile.timeit": (pyg_timeit, None),
+        "memory_profiler.memory_usage": (mprof, None),
+        "codecarbon start_task/stop_task": (codecarbon_tasks, None),
+        "_tracker": (lambda: tracker_box.get("t"), None),
+    }
+
+
+def run_overhead(name: str, step: Callable, make_args: Callable[[int], tuple], calls: int, rounds: int,
+                 tmp: Path, skip: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    variants = overhead_variants(step, tmp)
+    tracker_of = variants.pop("_tracker")[0]
+    names = [n for n in variants if n not in skip]
+    args = [make_args(i) for i in range(calls)]
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for n in names:  # one warm-up pass each (CodeCarbon's tracker starts here, outside the timing)
+        fn, ctx = variants[n]
+        with ctx() if ctx else contextlib.nullcontext():
+            fn(*args[0])
+    for _ in range(rounds):
+        order = names[:]
+        random.shuffle(order)
+        for n in order:
+            fn, ctx = variants[n]
+            gc.collect()
+            with ctx() if ctx else contextlib.nullcontext():
+                t0 = time.perf_counter()
+                for a in args:
+                    fn(*a)
+                times[n].append(time.perf_counter() - t0)
+    tracker = tracker_of()
+    if tracker is not None:
+        tracker.stop()
+    rows = []
+    for n in names:
+        ratios = [t / b for t, b in zip(times[n], times["bare"])]
+        per_call = [(t - b) / calls * 1e6 for t, b in zip(times[n], times["bare"])]
+        rows.append({"loop": name, "variant": n, "ratio": statistics.median(ratios),
+                     "per_call_us": statistics.median(per_call),
+                     "bare_call_us": statistics.median(times["bare"]) / calls * 1e6})
+    return rows
+
+
+def realistic_loop(scale: float, batches: int) -> tuple[Callable, Callable[[int], tuple]]:
+    """A GCN train step on the synthetic Flickr-shaped graph, NeighborLoader batches ([10, 5], 256
+    seeds) sampled once beforehand so every variant does the same work."""
+    spec = FLICKR if scale == 1.0 else FLICKR.scaled(scale)
+    data = planted_partition(spec)
+    loader = make_loader(data, [10, 5], batch_size=256, input_nodes=data.train_mask, shuffle=True)
+    it = iter(loader)
+    fixed = [next(it) for _ in range(batches)]
+    torch.manual_seed(0)
+    model = GCN(spec.num_features, 128, spec.num_classes)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def step(model: GCN, batch: Any, opt: torch.optim.Optimizer) -> torch.Tensor:
+        out = model(batch.x, batch.edge_index)
+        loss = F.cross_entropy(out[: batch.batch_size], batch.y[: batch.batch_size])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step, lambda i: (model, fixed[i % len(fixed)], opt)
+
+
+def tiny_loop() -> tuple[Callable, Callable[[int], tuple]]:
+    x = torch.ones(8)
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    return step, lambda i: (x,)
+
+
+# -- accuracy -----------------------------------------------------------------------------------
+
+def plant(nbytes: int, hold_s: float) -> None:
+    t = torch.empty(nbytes, dtype=torch.uint8)
+    t.fill_(1)  # touch every page
+    time.sleep(hold_s)
+    del t
+
+
+def _rss() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def memory_tools() -> dict[str, Callable[[int, float], float]]:
+    """tool -> f(size, hold) returning the bytes it reports for the call's memory."""
+    from memory_profiler import memory_usage
+
+    def with_gnnmon(n: int, h: float) -> float:
+        with memory_scope() as f:
+            plant(n, h)
+        return f["mem_peak_delta_bytes"]
+
+    def with_mprof(n: int, h: float) -> float:
+        base = _rss()
+        peak_mib = memory_usage((plant, (n, h)), max_usage=True)  # default interval 0.1 s
+        return peak_mib * MiB - base
+
+    def with_psutil(n: int, h: float) -> float:
+        before = _rss()
+        plant(n, h)
+        return _rss() - before
+
+    def with_tracemalloc(n: int, h: float) -> float:
+        tracemalloc.start()
+        try:
+            plant(n, h)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    return {"gnnmon (VmHWM)": with_gnnmon, "memory_profiler (0.1 s sampling)": with_mprof,
+            "psutil before/after": with_psutil, "tracemalloc": with_tracemalloc}
+
+
+def run_memory_accuracy(sizes: list[int], holds: list[float], repeats: int) -> list[dict[str, Any]]:
+    tools = memory_tools()
+    rows = []
+    for size in sizes:
+        for hold in holds:
+            row: dict[str, Any] = {"size_mib": size / MiB, "hold_s": hold}
+            for name, tool in tools.items():
+                got = [tool(size, hold) for _ in range(repeats)]
+                row[name] = statistics.median(got) - size  # error, bytes
+            rows.append(row)
+    return rows
+
+
+def spin(seconds: float) -> None:
+    """A planted duration exact to about a microsecond (time.sleep overshoots by ~60 µs)."""
+    end = time.perf_counter() + seconds
+    if seconds > 0.02:
+        time.sleep(seconds - 0.01)
+    while time.perf_counter() < end:
+        pass
+
+
+def run_time_accuracy(durations: list[float], repeats: int) -> list[dict[str, Any]]:
+    from torch_geometric.profile import timeit
+
+    timed_spin = cuda_timed(spin)
+    rows = []
+    for d in durations:
+        g, p = [], []
+        for _ in range(repeats):
+            with gnnmon.collect() as run:
+                timed_spin(d)
+            g.append(run.records[0]["wall_s"] - d)
+            with timeit(log=False) as t:
+                spin(d)
+            p.append(t.duration - d)
+        rows.append({"planted_s": d, "gnnmon cuda_timed": statistics.median(g),
+                     "torch_geometric.profile.timeit": statistics.median(p)})
+    return rows
+
+
+# -- scale --------------------------------------------------------------------------------------
+
+def run_scale(checkpoints: list[int], tmp: Path) -> list[dict[str, Any]]:
+    """Rows streamed to disk with max_records=1000: the process's memory at each checkpoint, and
+    every row read back."""
+    @cuda_timed(label="tiny")
+    def tiny() -> None:
+        return None
+
+    path = tmp / "scale.jsonl"
+    gc.collect()
+    base = _rss()
+    rows, done = [], 0
+    t0 = time.perf_counter()
+    with gnnmon.collect(path, max_records=1000):
+        for target in checkpoints:
+            while done < target:
+                tiny()
+                done += 1
+            rows.append({"rows": target, "rss_growth_mib": (_rss() - base) / MiB,
+                         "file_mib": path.stat().st_size / MiB,
+                         "us_per_row": (time.perf_counter() - t0) / target * 1e6})
+    t1 = time.perf_counter()
+    count, ok = 0, True
+    for i, r in enumerate(gnnmon.iter_rows(path)):
+        ok &= r["index"] == i
+        count += 1
+    rows[-1]["read_back"] = count
+    rows[-1]["read_back_in_order"] = ok
+    rows[-1]["read_s"] = time.perf_counter() - t1
+    return rows
+
+
+# -- report -------------------------------------------------------------------------------------
+
+def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
+    out = [f"Command: `{meta['command']}` · {meta['machine']} · {meta['when']} · total {meta['total_s']:.0f} s", ""]
+    out += ["### Overhead (median over interleaved rounds of the ratio to the bare loop)", "",
+            "| loop | variant | ratio to bare | cost per call µs | bare call µs |",
+            "| --- | --- | ---: | ---: | ---: |"]
+    for r in results["overhead"]:
+        out.append(f"| {r['loop']} | {r['variant']} | {r['ratio']:.3f}x | {r['per_call_us']:,.1f} | "
+                   f"{r['bare_call_us']:,.1f} |")
+    out += ["", "Not on this table: `torch_geometric.profile.profileit` refuses the CPU ('does not support "
+            "profiling on non GPU devices'); pytorch_memlab's `LineProfiler` reads only "
+            "`torch.cuda` memory statistics (on a CPU-only torch it has nothing to report).", ""]
+    out += ["### Memory accuracy: reported minus planted, MiB (median of repeats)", "",
+            "| planted MiB | held | " + " | ".join(results["memory_tools"]) + " |",
+            "| ---: | ---: | " + " | ".join("---:" for _ in results["memory_tools"]) + " |"]
+    for r in results["memory"]:
+        cells = " | ".join(f"{r[t] / MiB:+.2f} ({100 * r[t] / (r['size_mib'] * MiB):+.0f} %)"
+                           for t in results["memory_tools"])
+        out.append(f"| {r['size_mib']:g} | {r['hold_s'] * 1e3:g} ms | {cells} |")
+    out += ["", "### Timing accuracy: reported minus planted, µs (median of repeats)", "",
+            "| planted | gnnmon cuda_timed | torch_geometric.profile.timeit |", "| ---: | ---: | ---: |"]
+    for r in results["time"]:
+        out.append(f"| {r['planted_s'] * 1e3:g} ms | {r['gnnmon cuda_timed'] * 1e6:+.1f} | "
+                   f"{r['torch_geometric.profile.timeit'] * 1e6:+.1f} |")
+    out += ["", "### Scale: rows streamed to disk, `collect(path, max_records=1000)`", "",
+            "| rows | process RSS growth MiB | file MiB | µs per row (call + row + write) |",
+            "| ---: | ---: | ---: | ---: |"]
+    for r in results["scale"]:
+        out.append(f"| {r['rows']:,} | {r['rss_growth_mib']:.1f} | {r['file_mib']:.1f} | {r['us_per_row']:.1f} |")
+    last = results["scale"][-1]
+    out += ["", f"Read back with `gnnmon.iter_rows`: {last['read_back']:,} rows, in order: "
+            f"{last['read_back_in_order']}, in {last['read_s']:.1f} s.", ""]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="every part at a tiny size")
+    parser.add_argument("--out", default="runs/benchmarks.md")
+    args = parser.parse_args(argv)
+    q = args.quick
+    random.seed(0)
+    t_start = time.perf_counter()
+    results: dict[str, Any] = {"overhead": []}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        step, make = realistic_loop(0.02 if q else 1.0, 2 if q else 8)
+        print("overhead: realistic GCN loop ...", flush=True)
+        results["overhead"] += run_overhead("GCN on Flickr stand-in", step, make, 2 if q else 8,
+                                            2 if q else 5, tmp)
+        print("overhead: tiny-step loop ...", flush=True)
+        step, make = tiny_loop()
+        results["overhead"] += run_overhead("tiny step (x + 1)", step, make, 200 if q else 5000,
+                                            2 if q else 7, tmp,
+                                            skip=("memory_profiler.memory_usage", "codecarbon start_task/stop_task")
+                                            if q else ())
+        # Accuracy needs RSS to follow the tensors: glibc would otherwise reuse freed pages unseen.
+        gnnmon.exact_host_memory()
+        print("accuracy: planted allocations ...", flush=True)
+        sizes = [1 * MiB] if q else [1 * MiB, 16 * MiB, 256 * MiB, 1024 * MiB]
+        holds = [0.001] if q else [0.001, 0.01, 0.1, 1.0]
+        results["memory"] = run_memory_accuracy(sizes, holds, 1 if q else 3)
+        results["memory_tools"] = list(memory_tools())
+        print("accuracy: planted durations ...", flush=True)
+        results["time"] = run_time_accuracy([0.001] if q else [0.001, 0.01, 0.1, 1.0], 1 if q else 5)
+        print("scale: rows streamed to disk ...", flush=True)
+        results["scale"] = run_scale([100, 1000] if q else [10_000, 100_000, 1_000_000], tmp)
+    meta = {
+        "command": "python benchmarks/run.py" + (" --quick" if q else ""),
+        "machine": f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+                   f"torch {torch.__version__}",
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "total_s": time.perf_counter() - t_start,
+    }
+    text = markdown(results, meta)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, **results}, indent=1, default=str))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
