@@ -93,6 +93,7 @@ def overhead_variants(step: Callable[..., Any], tmp: Path) -> dict[str, tuple[Ca
 
     return {
         "bare": (step, None),
+        "bare (again: the noise floor)": (step, None),
         "gnnmon memory": (monitor_memory_device(step), in_run()),
         "gnnmon timing": (cuda_timed(step), in_run()),
         "gnnmon GC control": (gc_controlled(step), in_run()),
@@ -107,13 +108,18 @@ def overhead_variants(step: Callable[..., Any], tmp: Path) -> dict[str, tuple[Ca
     }
 
 
+HEAVY = ("memory_profiler.memory_usage", "codecarbon start_task/stop_task")
+"""Peers that cost milliseconds per call: timed over fewer calls (the per-call figure is the same)."""
+
+
 def run_overhead(name: str, step: Callable, make_args: Callable[[int], tuple], calls: int, rounds: int,
-                 tmp: Path, skip: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+                 tmp: Path, heavy_calls: int | None = None) -> list[dict[str, Any]]:
     variants = overhead_variants(step, tmp)
     tracker_of = variants.pop("_tracker")[0]
-    names = [n for n in variants if n not in skip]
+    names = list(variants)
+    n_calls = {n: (min(calls, heavy_calls) if heavy_calls and n in HEAVY else calls) for n in names}
     args = [make_args(i) for i in range(calls)]
-    times: dict[str, list[float]] = {n: [] for n in names}
+    per_call: dict[str, list[float]] = {n: [] for n in names}  # seconds per call, one per round
     for n in names:  # one warm-up pass each (CodeCarbon's tracker starts here, outside the timing)
         fn, ctx = variants[n]
         with ctx() if ctx else contextlib.nullcontext():
@@ -126,19 +132,19 @@ def run_overhead(name: str, step: Callable, make_args: Callable[[int], tuple], c
             gc.collect()
             with ctx() if ctx else contextlib.nullcontext():
                 t0 = time.perf_counter()
-                for a in args:
+                for a in args[: n_calls[n]]:
                     fn(*a)
-                times[n].append(time.perf_counter() - t0)
+                per_call[n].append((time.perf_counter() - t0) / n_calls[n])
     tracker = tracker_of()
     if tracker is not None:
         tracker.stop()
     rows = []
+    bare = per_call["bare"]
     for n in names:
-        ratios = [t / b for t, b in zip(times[n], times["bare"])]
-        per_call = [(t - b) / calls * 1e6 for t, b in zip(times[n], times["bare"])]
-        rows.append({"loop": name, "variant": n, "ratio": statistics.median(ratios),
-                     "per_call_us": statistics.median(per_call),
-                     "bare_call_us": statistics.median(times["bare"]) / calls * 1e6})
+        rows.append({"loop": name, "variant": n, "calls": n_calls[n],
+                     "ratio": statistics.median(t / b for t, b in zip(per_call[n], bare)),
+                     "per_call_us": statistics.median((t - b) * 1e6 for t, b in zip(per_call[n], bare)),
+                     "bare_call_us": statistics.median(bare) * 1e6})
     return rows
 
 
@@ -165,13 +171,19 @@ def realistic_loop(scale: float, batches: int) -> tuple[Callable, Callable[[int]
     return step, lambda i: (model, fixed[i % len(fixed)], opt)
 
 
-def tiny_loop() -> tuple[Callable, Callable[[int], tuple]]:
+def tiny_loops() -> dict[str, tuple[Callable, Callable[[int], tuple]]]:
+    """Two steps that cost (almost) nothing, to expose the per-call cost: one returns its tensor
+    argument, one adds 1 to 8 floats (an allocation and a kernel, ~4 µs)."""
     x = torch.ones(8)
 
-    def step(x: torch.Tensor) -> torch.Tensor:
+    def identity(x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def add_one(x: torch.Tensor) -> torch.Tensor:
         return x + 1
 
-    return step, lambda i: (x,)
+    return {"tiny step (identity)": (identity, lambda i: (x,)),
+            "tiny step (x + 1)": (add_one, lambda i: (x,))}
 
 
 # -- accuracy -----------------------------------------------------------------------------------
@@ -299,11 +311,11 @@ def run_scale(checkpoints: list[int], tmp: Path) -> list[dict[str, Any]]:
 def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
     out = [f"Command: `{meta['command']}` · {meta['machine']} · {meta['when']} · total {meta['total_s']:.0f} s", ""]
     out += ["### Overhead (median over interleaved rounds of the ratio to the bare loop)", "",
-            "| loop | variant | ratio to bare | cost per call µs | bare call µs |",
-            "| --- | --- | ---: | ---: | ---: |"]
+            "| loop | variant | calls per round | ratio to bare | cost per call µs | bare call µs |",
+            "| --- | --- | ---: | ---: | ---: | ---: |"]
     for r in results["overhead"]:
-        out.append(f"| {r['loop']} | {r['variant']} | {r['ratio']:.3f}x | {r['per_call_us']:,.1f} | "
-                   f"{r['bare_call_us']:,.1f} |")
+        out.append(f"| {r['loop']} | {r['variant']} | {r['calls']} | {r['ratio']:.3f}x | "
+                   f"{r['per_call_us']:,.1f} | {r['bare_call_us']:,.1f} |")
     out += ["", "Not on this table: `torch_geometric.profile.profileit` refuses the CPU ('does not support "
             "profiling on non GPU devices'); pytorch_memlab's `LineProfiler` reads only "
             "`torch.cuda` memory statistics (on a CPU-only torch it has nothing to report).", ""]
@@ -330,36 +342,50 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def accuracy_part(q: bool) -> dict[str, Any]:
+    """Run in a fresh process (see main): RSS must follow the tensors, so exact_host_memory() is
+    set before anything is allocated — in a process that has already freed big blocks into its
+    heap, glibc would serve the planted tensors from those pages and RSS would not move."""
+    assert gnnmon.exact_host_memory()
+    with memory_scope():  # first use of gnnmon and of torch's fill kernel, outside the figures
+        torch.empty(MiB, dtype=torch.uint8).fill_(1)
+    sizes = [1 * MiB] if q else [1 * MiB, 16 * MiB, 256 * MiB, 1024 * MiB]
+    holds = [0.001] if q else [0.001, 0.01, 0.1, 1.0]
+    return {"memory": run_memory_accuracy(sizes, holds, 1 if q else 3),
+            "memory_tools": list(memory_tools()),
+            "time": run_time_accuracy([0.001] if q else [0.001, 0.01, 0.1, 1.0], 1 if q else 5)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="every part at a tiny size")
     parser.add_argument("--out", default="runs/benchmarks.md")
+    parser.add_argument("--accuracy-only", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     q = args.quick
+    if args.accuracy_only:
+        Path(args.accuracy_only).write_text(json.dumps(accuracy_part(q)))
+        return 0
     random.seed(0)
     t_start = time.perf_counter()
     results: dict[str, Any] = {"overhead": []}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
+        print("accuracy: planted allocations and durations (fresh process) ...", flush=True)
+        acc = tmp / "accuracy.json"
+        import subprocess
+
+        subprocess.run([sys.executable, __file__, "--accuracy-only", str(acc)] + (["--quick"] if q else []),
+                       check=True)
+        results.update(json.loads(acc.read_text()))
         step, make = realistic_loop(0.02 if q else 1.0, 2 if q else 8)
         print("overhead: realistic GCN loop ...", flush=True)
-        results["overhead"] += run_overhead("GCN on Flickr stand-in", step, make, 2 if q else 8,
-                                            2 if q else 5, tmp)
-        print("overhead: tiny-step loop ...", flush=True)
-        step, make = tiny_loop()
-        results["overhead"] += run_overhead("tiny step (x + 1)", step, make, 200 if q else 5000,
-                                            2 if q else 7, tmp,
-                                            skip=("memory_profiler.memory_usage", "codecarbon start_task/stop_task")
-                                            if q else ())
-        # Accuracy needs RSS to follow the tensors: glibc would otherwise reuse freed pages unseen.
-        gnnmon.exact_host_memory()
-        print("accuracy: planted allocations ...", flush=True)
-        sizes = [1 * MiB] if q else [1 * MiB, 16 * MiB, 256 * MiB, 1024 * MiB]
-        holds = [0.001] if q else [0.001, 0.01, 0.1, 1.0]
-        results["memory"] = run_memory_accuracy(sizes, holds, 1 if q else 3)
-        results["memory_tools"] = list(memory_tools())
-        print("accuracy: planted durations ...", flush=True)
-        results["time"] = run_time_accuracy([0.001] if q else [0.001, 0.01, 0.1, 1.0], 1 if q else 5)
+        results["overhead"] += run_overhead("GCN on Flickr stand-in", step, make, 2 if q else 4,
+                                            2 if q else 15, tmp)
+        for loop, (step, make) in tiny_loops().items():
+            print(f"overhead: {loop} ...", flush=True)
+            results["overhead"] += run_overhead(loop, step, make, 200 if q else 5000, 2 if q else 7, tmp,
+                                                heavy_calls=5 if q else 10)
         print("scale: rows streamed to disk ...", flush=True)
         results["scale"] = run_scale([100, 1000] if q else [10_000, 100_000, 1_000_000], tmp)
     meta = {

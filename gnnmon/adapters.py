@@ -17,12 +17,10 @@ import functools
 import inspect
 import warnings
 from contextvars import ContextVar
-from typing import Any, Callable, ClassVar, TypeVar
+from typing import Any, Callable, ClassVar
 
 from gnnmon.devices import parse_device
 from gnnmon.row import Row
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 # (wrapper expected next, row it should join), set by an outer wrapper just before it calls down.
 _JOIN: ContextVar[tuple[Any, Row] | None] = ContextVar("gnnmon_join", default=None)
@@ -90,6 +88,11 @@ def _check_target(func: Any, where: str) -> None:
         )
 
 
+def _failed(measure: Measurement, row: Row, err: Exception) -> None:
+    row.note(f"{measure.name} failed: {type(err).__name__}: {err}")
+    warnings.warn(f"gnnmon {measure.name} measurement failed: {err!r}", RuntimeWarning, 3)
+
+
 def _run_exit(measure: Measurement, row: Row, exc: BaseException | None) -> None:
     """Exit a measurement; its own failure becomes a note, never the caller's problem."""
     try:
@@ -98,8 +101,7 @@ def _run_exit(measure: Measurement, row: Row, exc: BaseException | None) -> None
         else:
             measure.__exit__(type(exc), exc, exc.__traceback__)
     except Exception as err:  # noqa: BLE001 - a broken figure must not change the user's call
-        row.note(f"{measure.name} failed: {type(err).__name__}: {err}")
-        warnings.warn(f"gnnmon {measure.name} measurement failed: {err!r}", RuntimeWarning, 2)
+        _failed(measure, row, err)
 
 
 def _exit_all(entered: list[Measurement], row: Row, exc: BaseException | None) -> None:
@@ -132,7 +134,8 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
         joined = _JOIN.get()
         own = joined is None or joined[0] is not wrapper
         row = Row(row_label, args, kwargs) if own else joined[1]
-        token = _JOIN.set((inner, row) if inner is not None else None)
+        # Tell the next gnnmon wrapper below to join; clear a stale invitation otherwise.
+        token = _JOIN.set((inner, row)) if inner is not None or joined is not None else None
         entered: list[Measurement] = []
         try:
             try:
@@ -153,12 +156,17 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
                 if own:
                     row.close(exc)
                 raise
-            _exit_all(entered, row, None)
+            for measure in reversed(entered):
+                try:
+                    measure.__exit__(None, None, None)
+                except Exception as err:  # noqa: BLE001 - a broken figure must not change the call
+                    _failed(measure, row, err)
             if own:
                 row.close()
             return result
         finally:
-            _JOIN.reset(token)
+            if token is not None:
+                _JOIN.reset(token)
 
     wrapper.__gnnmon_self__ = wrapper  # type: ignore[attr-defined]
     wrapper.__gnnmon_label__ = label  # type: ignore[attr-defined]

@@ -72,28 +72,45 @@ def _pyg_kinds() -> tuple[type, ...]:
     return (pyg.Data, pyg.HeteroData) if pyg is not None else ()
 
 
-def device_from_arguments(args: Iterable[Any], kwargs: Mapping[str, Any]) -> torch.device | None:
-    """The device of the tensors, modules or PyG data among a call's arguments.
+def scan_arguments(args: Iterable[Any], kwargs: Mapping[str, Any] | None) -> tuple[torch.device | None, Any]:
+    """One pass over a call's arguments: (their device, the first PyG data object or None).
 
-    An accelerator wins over the CPU (a model on ``cuda`` with a batch still on the host runs on
-    ``cuda``). Looks one level into lists and tuples (their first 8 items). Returns None when no
-    argument has a device.
-    """
+    The device is that of the tensors, modules (first parameter) or PyG data among them; an
+    accelerator wins over the CPU (a model on ``cuda`` with a batch still on the host runs on
+    ``cuda``). Looks one level into lists and tuples (their first 8 items). Reads no values."""
     kinds = _pyg_kinds()
     found: torch.device | None = None
+    data = None
     for group in (args, kwargs.values() if kwargs else ()):
         for obj in group:
             items = obj[:8] if isinstance(obj, (list, tuple)) else (obj,)
             for item in items:
                 if item is None or isinstance(item, (int, float, str, bool)):
                     continue
+                if data is None and kinds and isinstance(item, kinds):
+                    data = item
+                if found is not None and found.type != "cpu":
+                    continue  # the device is settled; still looking for PyG data
                 dev = _tensor_device(item, kinds)
-                if dev is None:
-                    continue
-                if dev.type != "cpu":
-                    return dev
-                found = dev
-    return found
+                if dev is not None and (found is None or dev.type != "cpu"):
+                    found = dev
+    return found, data
+
+
+def device_from_arguments(args: Iterable[Any], kwargs: Mapping[str, Any]) -> torch.device | None:
+    """The device of the tensors, modules or PyG data among a call's arguments (None if none);
+    see :func:`scan_arguments`."""
+    return scan_arguments(args, kwargs)[0]
+
+
+def check_supported(dev: torch.device) -> torch.device:
+    """``dev`` if gnnmon can measure it, else a clear :class:`DeviceError`."""
+    if dev.type not in SUPPORTED_TYPES:
+        raise DeviceError(
+            f"the call's arguments live on {str(dev)!r}, which gnnmon cannot measure "
+            f"(supported: {', '.join(SUPPORTED_TYPES)}); pass device= explicitly"
+        )
+    return dev
 
 
 _CPU = torch.device("cpu")
@@ -122,11 +139,4 @@ def resolve_device(
     if explicit is not None:
         return parse_device(explicit)
     dev = device_from_arguments(args, kwargs or {})
-    if dev is None:
-        dev = default_device()
-    if dev.type not in SUPPORTED_TYPES:
-        raise DeviceError(
-            f"the call's arguments live on {str(dev)!r}, which gnnmon cannot measure "
-            f"(supported: {', '.join(SUPPORTED_TYPES)}); pass device= explicitly"
-        )
-    return dev
+    return check_supported(dev if dev is not None else default_device())

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 import torch
 
 from gnnmon.backends import Backend, get_backend
-from gnnmon.devices import parse_device, resolve_device
+from gnnmon.devices import check_supported, default_device, parse_device, scan_arguments
 from gnnmon.gc_log import GC_LOG, row_gc_fields
-from gnnmon.graph import shape_from_arguments
+from gnnmon.graph import graph_shape
 
 if TYPE_CHECKING:
     from gnnmon.collector import Run
@@ -51,7 +51,7 @@ class Row:
     """One row being filled. ``fields`` is the plain dict that ends up in the run."""
 
     __slots__ = (
-        "fields", "run", "parent", "ctx", "_args", "_kwargs", "_backend", "_deferred", "_token",
+        "fields", "run", "parent", "ctx", "_found", "_backend", "_deferred", "_token",
         "_gc0", "_after", "_e0", "_hook",
     )
 
@@ -64,8 +64,6 @@ class Row:
     ) -> None:
         self.run = run if run is not None else _active_run()
         self.parent = _CURRENT.get()
-        self._args = args
-        self._kwargs = kwargs
         self._backend: Backend | None = None
         self._deferred: list[Deferred] | None = None
         self._after: list[Callable[[], Any]] | None = None
@@ -84,10 +82,12 @@ class Row:
         }
         if marks:
             self.fields.update(marks)
+        # One pass over the arguments: their device (kept, not the objects) and a PyG batch's shape.
+        self._found: torch.device | None = None
         if args or kwargs:
-            shape = shape_from_arguments(args, kwargs)
-            if shape:
-                self.fields.update(shape)
+            self._found, data = scan_arguments(args, kwargs)
+            if data is not None:
+                self.fields.update(graph_shape(data))
         # A top-level row makes sure the GC hook is installed (a collect run already holds it).
         self._hook = self.parent is None and not self.run.holds_gc_hook
         if self._hook:
@@ -112,7 +112,7 @@ class Row:
         if explicit is not None:
             dev = explicit if isinstance(explicit, torch.device) else parse_device(explicit)
         else:
-            dev = resolve_device(None, self._args, self._kwargs)
+            dev = check_supported(self._found or default_device())
         backend = get_backend(dev)
         if self._backend is None:
             self._backend = backend
@@ -154,7 +154,6 @@ class Row:
         meter = self.run.energy
         if self._e0 is not None and meter is not None:
             meter.fill_row(fields, self._e0, meter.read())
-        self._args = self._kwargs = None  # keep no reference to the user's objects
         try:
             try:
                 self.run.add_row(fields, self._deferred)
@@ -169,7 +168,7 @@ class Row:
 
     def _settle_device(self) -> None:
         try:
-            dev = resolve_device(None, self._args or (), self._kwargs or {})
+            dev = check_supported(self._found or default_device())
         except Exception as exc:  # identity only: a row without memory/timing must not fail
             self.note(f"device not resolved: {exc}")
             return

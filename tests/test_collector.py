@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -127,7 +126,7 @@ def test_marker_names_are_checked():
 def test_max_records_bounds_memory_but_not_the_file(tmp_path):
     path = tmp_path / "run.jsonl"
     with gnnmon.collect(path, max_records=5) as run:
-        for i in range(20):
+        for _ in range(20):
             step(1)
     assert len(run.records) == 5 and [r["index"] for r in run.records] == list(range(15, 20))
     assert len(gnnmon.load(path).records) == 20

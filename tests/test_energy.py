@@ -82,7 +82,7 @@ def test_pynvml_missing_or_no_library(monkeypatch):
     nvml = Nvml()
     assert not nvml.open() and "pynvml not installed" in nvml.reason
     monkeypatch.delitem(sys.modules, "pynvml")
-    import pynvml  # the real one: no NVIDIA library on this machine
+    __import__("pynvml")  # the real module imports; the NVIDIA library it needs is absent here
     if Nvml().open():
         pytest.skip("a real NVIDIA GPU is present")
     nvml = Nvml()
