@@ -4,8 +4,9 @@ Run: ``.venv/bin/python benchmarks/run.py`` (about 5 minutes on 2 CPU cores); ``
 part at a tiny size (what the test does). Prints the tables and writes them to
 ``runs/benchmarks.md``.
 
-Every figure is a ratio or an error measured in this run. Overheads: variants interleaved in a
-shuffled order each round, the median over rounds of each round's ratio to the bare loop; gnnmon
+Every figure is a ratio or an error measured in this run. Overheads: each round runs every
+variant, in a shuffled order, right after a pass of the bare loop; the figure is the median over
+rounds of the variant's time over that adjacent bare pass ("bare (again)" measures the noise); gnnmon
 variants stream every row to a JSON Lines file (one unbuffered write per row) unless the variant
 says otherwise. Errors: reported minus planted, median over repeats.
 """
@@ -120,31 +121,35 @@ def run_overhead(name: str, step: Callable, make_args: Callable[[int], tuple], c
     n_calls = {n: (min(calls, heavy_calls) if heavy_calls and n in HEAVY else calls) for n in names}
     args = [make_args(i) for i in range(calls)]
     per_call: dict[str, list[float]] = {n: [] for n in names}  # seconds per call, one per round
-    for n in names:  # one warm-up pass each (CodeCarbon's tracker starts here, outside the timing)
+    bare_next_to: dict[str, list[float]] = {n: [] for n in names}  # the bare pass run just before
+
+    def one_pass(n: str) -> float:
         fn, ctx = variants[n]
+        gc.collect()
         with ctx() if ctx else contextlib.nullcontext():
-            fn(*args[0])
+            t0 = time.perf_counter()
+            for a in args[: n_calls[n]]:
+                fn(*a)
+            return (time.perf_counter() - t0) / n_calls[n]
+
     for _ in range(rounds):
-        order = names[:]
+        order = [n for n in names if n != "bare"]
         random.shuffle(order)
-        for n in order:
-            fn, ctx = variants[n]
-            gc.collect()
-            with ctx() if ctx else contextlib.nullcontext():
-                t0 = time.perf_counter()
-                for a in args[: n_calls[n]]:
-                    fn(*a)
-                per_call[n].append((time.perf_counter() - t0) / n_calls[n])
+        for n in order:  # each variant right after a bare pass: the pair shares the machine's state
+            bare_next_to[n].append(one_pass("bare"))
+            per_call[n].append(one_pass(n))
+            per_call["bare"].append(bare_next_to[n][-1])
+    bare_next_to["bare"] = per_call["bare"]
     tracker = tracker_of()
     if tracker is not None:
         tracker.stop()
     rows = []
-    bare = per_call["bare"]
     for n in names:
+        pairs = list(zip(per_call[n], bare_next_to[n]))
         rows.append({"loop": name, "variant": n, "calls": n_calls[n],
-                     "ratio": statistics.median(t / b for t, b in zip(per_call[n], bare)),
-                     "per_call_us": statistics.median((t - b) * 1e6 for t, b in zip(per_call[n], bare)),
-                     "bare_call_us": statistics.median(bare) * 1e6})
+                     "ratio": statistics.median(t / b for t, b in pairs),
+                     "per_call_us": statistics.median((t - b) * 1e6 for t, b in pairs),
+                     "bare_call_us": statistics.median(per_call["bare"]) * 1e6})
     return rows
 
 
@@ -310,7 +315,7 @@ def run_scale(checkpoints: list[int], tmp: Path) -> list[dict[str, Any]]:
 
 def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
     out = [f"Command: `{meta['command']}` · {meta['machine']} · {meta['when']} · total {meta['total_s']:.0f} s", ""]
-    out += ["### Overhead (median over interleaved rounds of the ratio to the bare loop)", "",
+    out += ["### Overhead (median over rounds of the ratio to an adjacent bare pass)", "",
             "| loop | variant | calls per round | ratio to bare | cost per call µs | bare call µs |",
             "| --- | --- | ---: | ---: | ---: | ---: |"]
     for r in results["overhead"]:
