@@ -9,7 +9,7 @@ imported (gnnmon never imports it). Fields: ``num_nodes``, ``num_edges``, ``num_
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import torch
 
@@ -98,22 +98,6 @@ def _num_graphs(data: Any, pyg: Any) -> int | None:
             return int(ptr.numel()) - 1
         return None  # only batch.max() would tell: a device sync, so not read
     return 1
-
-
-def shape_from_arguments(args: Iterable[Any], kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Shape fields of the first PyG data object among a call's arguments ({} if none)."""
-    pyg = sys.modules.get("torch_geometric.data")
-    if pyg is None:
-        return {}
-    kinds = (pyg.Data, pyg.HeteroData)
-    for obj in args:
-        if isinstance(obj, kinds):
-            return graph_shape(obj)
-    if kwargs:
-        for obj in kwargs.values():
-            if isinstance(obj, kinds):
-                return graph_shape(obj)
-    return {}
 
 
 def record_graph(data: Any) -> dict[str, Any]:
