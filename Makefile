@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   — create .venv, install, run the main job
 #   make test   — create .venv, install, run the tests
+#   make lint   — ruff and mypy over the code (CI runs it before the tests)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +10,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.gnnmon-installed
 
-.PHONY: venv demo test clean
+.PHONY: venv demo test lint clean
 
 venv: $(STAMP)
 
@@ -17,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[all,test]"
+	$(PY) -m pip install --quiet -e ".[all,test,lint]"
 	touch $(STAMP)
 
 demo: venv
@@ -25,6 +26,10 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

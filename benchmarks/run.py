@@ -26,19 +26,20 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gnnmon  # noqa: E402
-from gnnmon import cuda_timed, gc_controlled, memory_scope, monitor_memory_device  # noqa: E402
-from play.models import GCN  # noqa: E402
-from play.sampler import make_loader  # noqa: E402
-from play.synthetic import FLICKR, planted_partition  # noqa: E402
+import gnnmon
+from gnnmon import cuda_timed, gc_controlled, memory_scope, monitor_memory_device
+from play.models import GCN
+from play.sampler import make_loader
+from play.synthetic import FLICKR, planted_partition
 
 MiB = 2**20
 
@@ -145,7 +146,7 @@ def run_overhead(name: str, step: Callable, make_args: Callable[[int], tuple], c
         tracker.stop()
     rows = []
     for n in names:
-        pairs = list(zip(per_call[n], bare_next_to[n]))
+        pairs = list(zip(per_call[n], bare_next_to[n], strict=True))
         rows.append({"loop": name, "variant": n, "calls": n_calls[n],
                      "ratio": statistics.median(t / b for t, b in pairs),
                      "per_call_us": statistics.median((t - b) * 1e6 for t, b in pairs),

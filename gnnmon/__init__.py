@@ -1,19 +1,24 @@
 """gnnmon: honest per-call figures for PyTorch / PyTorch Geometric training loops.
 
 Importing gnnmon changes no global state: no logging set-up, no GC change, no device initialised.
+
+The package follows the data: ``measure`` (on the step's path) fills rows in ``record`` (row,
+run, storage), ``timeline`` samples beside the steps, ``report`` explains a run, and ``devices``
+holds the raw counters under all of them. Imports point down that flow (tests/test_layout.py).
 """
 
 from gnnmon._version import __version__
-from gnnmon.collector import Run, active_run, collect, default_run, iter_rows, load
-from gnnmon.backends.host import exact_host_memory
+from gnnmon.devices.host import exact_host_memory
 from gnnmon.errors import DeviceError, GnnmonError, ReportFileError
-from gnnmon.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
-from gnnmon.graph import graph_shape, record_graph
-from gnnmon.memory import memory_scope, monitor_memory_device
+from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
+from gnnmon.measure.graph import graph_shape, record_graph
+from gnnmon.measure.memory import memory_scope, monitor_memory_device
+from gnnmon.measure.timing import cuda_timed, phase, timed
+from gnnmon.record.load import iter_rows, load
+from gnnmon.record.run import Run, active_run, collect, default_run
+from gnnmon.record.sampling import sample_utilisation
+from gnnmon.record.state import current_row
 from gnnmon.report import Report
-from gnnmon.row import current_row
-from gnnmon.sampler import sample_utilisation
-from gnnmon.timing import cuda_timed, phase, timed
 
 __all__ = [
     "__version__",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from gnnmon.collector import load
 from gnnmon.errors import ReportFileError
+from gnnmon.record.load import load
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,10 +15,10 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gnnmon  # noqa: E402
-from gnnmon import memory_scope, monitor_memory_device  # noqa: E402
-from play.models import GCN  # noqa: E402
-from play.synthetic import FLICKR, planted_partition  # noqa: E402
+import gnnmon
+from gnnmon import memory_scope, monitor_memory_device
+from play.models import GCN
+from play.synthetic import FLICKR, planted_partition
 
 
 @monitor_memory_device(label="train_step")

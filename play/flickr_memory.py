@@ -30,19 +30,20 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gnnmon  # noqa: E402
-from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase  # noqa: E402
-from play.models import GCN  # noqa: E402
-from play.sampler import make_loader  # noqa: E402
-from play.synthetic import FLICKR, GraphSpec, planted_partition  # noqa: E402
+import gnnmon
+from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
+from play.models import GCN
+from play.sampler import make_loader
+from play.synthetic import FLICKR, GraphSpec, planted_partition
 
 MiB = 2**20
 
@@ -200,7 +201,7 @@ def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, step
                 readback["conv_forwards_per_step"] = model.conv_calls - calls
         readback["last_loss"] = float(loss)
         if setting.num_workers:  # what the workers add: private memory, read once (slow to read)
-            from gnnmon.backends.host import children_private_memory
+            from gnnmon.devices.host import children_private_memory
 
             kids = children_private_memory()
             readback["workers_uss_mib"] = kids["uss_bytes"] / MiB
@@ -367,7 +368,7 @@ def comparison(all_results: dict[str, list[dict[str, Any]]]) -> str:
     h = by("hidden")
     if h:
         vals = list(h.values())
-        grows = all(b >= a for a, b in zip(vals, vals[1:]))
+        grows = all(b >= a for a, b in zip(vals, vals[1:], strict=False))
         lines.append(f"| memory grows with hidden size | grows | {' < '.join(f'{v:.0f}' for v in vals)} MiB "
                      f"({', '.join(h)}) | {'yes' if grows else 'no'} |")
     c = by("checkpoint")

@@ -32,9 +32,9 @@ from torch_geometric.utils import degree
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gnnmon  # noqa: E402
-from gnnmon import cuda_timed, gc_controlled, gc_paused, phase  # noqa: E402
-from play.synthetic import PCQM4MV2, molecules  # noqa: E402
+import gnnmon
+from gnnmon import cuda_timed, gc_controlled, gc_paused, phase
+from play.synthetic import PCQM4MV2, molecules
 
 
 class PNA(torch.nn.Module):

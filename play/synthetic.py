@@ -27,7 +27,7 @@ class GraphSpec:
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     train_count: int | None = None  # a fixed number of train nodes (Cora's 140) instead of a share
 
-    def scaled(self, fraction: float) -> "GraphSpec":
+    def scaled(self, fraction: float) -> GraphSpec:
         """The same graph shape at ``fraction`` of the nodes and edges (average degree kept)."""
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction}")
@@ -119,7 +119,7 @@ def molecules(spec: MoleculeSpec, num_graphs: int | None = None, *, seed: int = 
     ring_rate = max(0.0, spec.mean_bonds - (spec.mean_atoms - 1))
     rings = torch.poisson(torch.full((count,), ring_rate), generator=g).long()
     out: list[Data] = []
-    for n, r in zip(atoms.tolist(), rings.tolist()):
+    for n, r in zip(atoms.tolist(), rings.tolist(), strict=True):
         parent = (torch.rand(n - 1, generator=g) * torch.arange(1, n)).long()  # a random tree
         src, dst = parent, torch.arange(1, n)
         if r and n > 2:

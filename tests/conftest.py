@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from gnnmon.backends import clear_backends
+from gnnmon.devices import clear_backends
 from tests.fakes import FakeCuda, FakeMps
 
 

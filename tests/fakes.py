@@ -60,7 +60,7 @@ class _FakeEvent:
         if self.at is not None:
             time.sleep(max(0.0, self.at - time.perf_counter()))
 
-    def elapsed_time(self, end: "_FakeEvent") -> float:
+    def elapsed_time(self, end: _FakeEvent) -> float:
         if not (self.enable_timing and end.enable_timing):
             raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
         if self.at is None or end.at is None:
@@ -87,7 +87,7 @@ class _Timeline:
     def wait_idle(self) -> None:
         time.sleep(max(0.0, self.free_at - time.perf_counter()))
 
-    def Event(self, enable_timing: bool = False) -> _FakeEvent:  # noqa: N802 - torch's name
+    def Event(self, enable_timing: bool = False) -> _FakeEvent:  # torch's name
         return _FakeEvent(self, enable_timing)
 
 
@@ -220,7 +220,7 @@ class FakeCuda(_Timeline):
         for d in self.devices:
             d.reserved = -(-d.allocated // _SEGMENT) * _SEGMENT
 
-    def install(self, monkeypatch: Any) -> "FakeCuda":
+    def install(self, monkeypatch: Any) -> FakeCuda:
         for name in (
             "is_available", "is_initialized", "device_count", "current_device", "set_device",
             "synchronize", "memory_stats", "memory_allocated", "max_memory_allocated",
@@ -273,7 +273,7 @@ class FakeMps(_Timeline):
     def is_available(self) -> bool:
         return True
 
-    def install(self, monkeypatch: Any) -> "FakeMps":
+    def install(self, monkeypatch: Any) -> FakeMps:
         for name in ("current_allocated_memory", "driver_allocated_memory",
                      "recommended_max_memory", "synchronize"):
             monkeypatch.setattr(torch.mps, name, getattr(self, name))
@@ -297,7 +297,7 @@ class FakeNvml:
     class NVMLError(Exception):
         pass
 
-    class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's name
+    class NVMLError_NotSupported(NVMLError):  # pynvml's name
         pass
 
     def __init__(self, n: int = 2, energy: bool = True, power_w: float = 200.0) -> None:
@@ -313,7 +313,7 @@ class FakeNvml:
     def add_energy(self, nvml_index: int, mj: int) -> None:
         self.counter_mj[nvml_index] += mj
 
-    def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names below
+    def nvmlInit(self) -> None:  # pynvml's names below
         self.initialised += 1
 
     def nvmlShutdown(self) -> None:
@@ -351,7 +351,7 @@ class FakeNvml:
             raise self.NVMLError_NotSupported("Not Supported")
         return self.counter_mj[h[1]]
 
-    def install(self, monkeypatch: Any) -> "FakeNvml":
+    def install(self, monkeypatch: Any) -> FakeNvml:
         module = types.ModuleType("pynvml")
         for name in dir(self):
             if name.startswith(("nvml", "NVML")):

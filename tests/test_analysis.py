@@ -10,7 +10,7 @@ from torch_geometric.data import Batch, Data
 
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device
-from gnnmon.analysis import spikes, step_analysis
+from gnnmon.report.analysis import spikes, step_analysis
 
 
 def rows(times, extra=None):
@@ -107,7 +107,7 @@ def test_a_clean_run_has_no_spikes():
 
 def test_partial_last_batches_are_short_steps_of_cause_shape():
     """The seed's bs4096 pattern: 2 full batches and 1 partial per epoch, time ~ nodes."""
-    from gnnmon.analysis import dips
+    from gnnmon.report.analysis import dips
 
     rs = []
     for i in range(15):
@@ -136,7 +136,8 @@ def test_a_slow_first_epoch_is_warm_up_and_a_gc_spike_in_it_is_still_gc():
 
 
 def test_markdown_caps_long_spike_tables():
-    from gnnmon.report import MAX_TABLE, Report
+    from gnnmon.report import Report
+    from gnnmon.report.markdown import MAX_TABLE
 
     rs = [{"label": "s", "index": i, "wall_s": 0.01 if i % 2 else 0.1} for i in range(200)]
     rs += [{"label": "s", "index": 200 + i, "wall_s": 0.01} for i in range(200)]

@@ -11,7 +11,7 @@ import torch
 
 import gnnmon
 from gnnmon import DeviceError, memory_scope, monitor_memory_device
-from gnnmon.backends import get_backend
+from gnnmon.devices import get_backend
 
 MiB = 2**20
 
@@ -183,7 +183,7 @@ def test_fake_mps_nested_windows(fake_mps):
 
 
 def test_mps_unavailable_is_a_clear_error(monkeypatch):
-    from gnnmon.backends import clear_backends
+    from gnnmon.devices import clear_backends
 
     clear_backends()
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
@@ -198,7 +198,7 @@ def test_mps_unavailable_is_a_clear_error(monkeypatch):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_real_cuda_planted_allocation():
-    from gnnmon.backends import clear_backends
+    from gnnmon.devices import clear_backends
 
     clear_backends()
 
@@ -218,7 +218,7 @@ def test_real_cuda_planted_allocation():
 @pytest.mark.mps
 @pytest.mark.skipif(not torch.backends.mps.is_available(), reason="no MPS device")
 def test_real_mps_planted_allocation():
-    from gnnmon.backends import clear_backends
+    from gnnmon.devices import clear_backends
 
     clear_backends()
 

@@ -8,7 +8,7 @@ from torch_geometric.data import Batch, Data, HeteroData
 
 import gnnmon
 from gnnmon import DeviceError, monitor_memory_device
-from gnnmon.devices import device_from_arguments, parse_device, resolve_device
+from gnnmon.devices.resolve import device_from_arguments, parse_device, resolve_device
 
 META = torch.device("meta")
 

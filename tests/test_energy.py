@@ -9,10 +9,11 @@ import time
 import pytest
 
 import gnnmon
-from gnnmon import carbon, cuda_timed, monitor_memory_device
-from gnnmon.energy import EnergyMeter
-from gnnmon.nvml import Nvml
-from gnnmon.rapl import RaplReader, find_zones
+from gnnmon import cuda_timed, monitor_memory_device
+from gnnmon.devices.nvml import Nvml
+from gnnmon.devices.rapl import RaplReader, find_zones
+from gnnmon.timeline import carbon
+from gnnmon.timeline.energy import EnergyMeter
 from tests.fakes import FakeNvml
 
 J_PER_KWH = 3.6e6

@@ -91,7 +91,7 @@ def test_checkpoint(tiny, tmp_path):
 def test_comparison_table_names_every_claim():
     def fake(names, values):
         return [{"name": n, "summary": {"step_peak_mib_median": v, "with_workers_mib": v}}
-                for n, v in zip(names, values)]
+                for n, v in zip(names, values, strict=True)]
 
     text = comparison({
         "precision": fake(["float64", "float32", "float16"], [100, 56.6, 36.4]),

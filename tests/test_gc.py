@@ -181,7 +181,7 @@ def test_explicit_collection_while_paused_is_labelled_explicit():
 
 
 def test_hook_is_removed_when_nothing_collects():
-    from gnnmon.gc_log import GC_LOG
+    from gnnmon.record.gc_log import GC_LOG
 
     with gnnmon.collect():
         assert GC_LOG._callback in gc.callbacks

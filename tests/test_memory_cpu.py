@@ -11,7 +11,7 @@ import torch
 
 import gnnmon
 from gnnmon import memory_scope, monitor_memory_device
-from gnnmon.backends.host import HOST
+from gnnmon.devices.host import HOST
 
 MiB = 2**20
 linux_exact = pytest.mark.skipif(not HOST.exact, reason="no resettable VmHWM here")
@@ -138,7 +138,7 @@ def test_include_children_counts_a_worker_process():
 
 
 def test_sampled_fallback_is_labelled(monkeypatch):
-    from gnnmon.backends.host import HostMemory
+    from gnnmon.devices.host import HostMemory
 
     host = HostMemory()
     monkeypatch.setattr(host, "_mode", "sampled")
@@ -183,8 +183,8 @@ def test_repeated_steps_with_and_without_exact_host_memory(mode):
 
 
 def test_cached_memory_is_noted_on_cpu_rows():
-    from gnnmon.backends.host import mmap_threshold
-    from gnnmon.memory import CACHED_NOTE
+    from gnnmon.devices.host import mmap_threshold
+    from gnnmon.measure.memory import CACHED_NOTE
 
     with memory_scope() as fields:
         pass

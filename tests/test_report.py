@@ -9,7 +9,7 @@ import pytest
 
 import gnnmon
 from gnnmon.report import Report
-from gnnmon.stats import describe, mad, percentile
+from gnnmon.report.stats import describe, mad, percentile
 
 MiB = 2**20
 

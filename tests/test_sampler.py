@@ -9,8 +9,8 @@ import time
 import pytest
 
 import gnnmon
-from gnnmon.join import join_utilisation, samples_in
-from gnnmon.sampler import UtilisationSampler
+from gnnmon.timeline.join import join_utilisation, samples_in
+from gnnmon.timeline.sampler import UtilisationSampler
 
 
 def sampler_threads():
@@ -31,7 +31,7 @@ def test_cadence_does_not_drift_even_when_sampling_takes_time():
     assert 18 <= n <= 21, n
     span = times[-1] - times[0]
     assert abs(span - (n - 1) * 0.05) < 0.05, (n, span)  # on the grid, not (n - 1) × 0.065
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert max(abs(g - 0.05) for g in gaps) < 0.04
     assert not sampler_threads()
 
@@ -47,7 +47,7 @@ def test_a_stall_skips_deadlines_instead_of_bunching_samples():
     s = UtilisationSampler(sink, 0.05)
     with s:
         time.sleep(0.8)
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert min(gaps) > 0.02  # no burst of catch-up samples after the stall
     assert s.skipped >= 4
 

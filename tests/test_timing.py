@@ -144,7 +144,7 @@ def test_fake_cuda_none_mode_says_device_time_is_missing(fake_cuda):
 
 
 def test_fake_mps_events_and_fallback_to_sync(monkeypatch):
-    from gnnmon.backends import clear_backends
+    from gnnmon.devices import clear_backends
 
     for with_events, source, syncs in ((True, "events", 0), (False, "sync", 2)):
         clear_backends()

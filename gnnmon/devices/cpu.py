@@ -1,0 +1,49 @@
+"""The CPU backend: device memory is the host process's RSS (see :mod:`gnnmon.devices.host`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gnnmon.devices.host import HOST, _psutil_rss
+
+
+class CpuBackend:
+    """CPU: nothing to synchronize; memory figures are the process's RSS."""
+
+    name = "cpu"
+    memory_is_host = True
+
+    def __init__(self, device: torch.device | None = None) -> None:
+        self.device = torch.device("cpu")
+
+    def synchronize(self) -> None:
+        """No queued device work on the CPU."""
+
+    def record_event(self) -> None:
+        return None
+
+    def snapshot(self) -> dict[str, int | None]:
+        return {"mem_bytes": _psutil_rss()[0]}
+
+    def open_window(self, sample_interval: float) -> Any:
+        return HOST.open(False, sample_interval)
+
+    def close_window(self, token: Any) -> dict[str, Any]:
+        return host_as_device_fields(HOST.close(token))
+
+    def __repr__(self) -> str:
+        return "CpuBackend()"
+
+
+def host_as_device_fields(rss: dict[str, Any]) -> dict[str, Any]:
+    """On the CPU the ``mem_*`` figures are the ``rss_*`` ones."""
+    start, peak, end = rss["rss_start_bytes"], rss["rss_peak_bytes"], rss["rss_end_bytes"]
+    return {
+        "mem_start_bytes": start,
+        "mem_end_bytes": end,
+        "mem_peak_bytes": peak,
+        "mem_peak_delta_bytes": peak - start,
+        "mem_peak_bytes_source": rss["rss_peak_bytes_source"],
+    }

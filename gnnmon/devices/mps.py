@@ -1,0 +1,85 @@
+"""The MPS (Apple GPU) backend.
+
+``torch.mps`` has no peak API: the peak is *sampled* by a daemon thread reading
+``current_allocated_memory`` (memory held by tensors) every ``sample_interval`` seconds, and
+labelled ``sampled``. ``driver_allocated_memory`` (everything Metal's driver holds for the process,
+including caches) is reported beside it as ``mem_driver_*``; it is not the tensors' memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gnnmon.devices.peaks import PolledPeaks
+from gnnmon.errors import DeviceError
+
+
+def _read() -> tuple[int, int]:
+    return torch.mps.current_allocated_memory(), torch.mps.driver_allocated_memory()
+
+
+class MpsBackend:
+    """The MPS device (there is only one)."""
+
+    name = "mps"
+    memory_is_host = False
+
+    def __init__(self, device: torch.device | None = None) -> None:
+        if not torch.backends.mps.is_available():
+            raise DeviceError(
+                "device 'mps' requested but MPS is not available "
+                "(torch.backends.mps.is_available() is False)"
+            )
+        self.device = torch.device("mps")
+        self._polled: dict[float, PolledPeaks] = {}
+
+    def synchronize(self) -> None:
+        torch.mps.synchronize()
+
+    def record_event(self) -> Any:
+        """An MPS event where this torch has them (``torch.mps.event.Event``), else None."""
+        event_cls = getattr(torch.mps, "Event", None)
+        if event_cls is None:
+            return None
+        event = event_cls(enable_timing=True)
+        event.record()
+        return event
+
+    def snapshot(self) -> dict[str, int | None]:
+        allocated, driver = _read()
+        return {"mem_bytes": allocated, "mem_driver_bytes": driver}
+
+    def _peaks(self, interval: float) -> PolledPeaks:
+        peaks = self._polled.get(interval)
+        if peaks is None:
+            peaks = self._polled.setdefault(interval, PolledPeaks(_read, interval, "gnnmon-mps"))
+        return peaks
+
+    def open_window(self, sample_interval: float) -> Any:
+        peaks = self._peaks(sample_interval)
+        return peaks, peaks.open()
+
+    def close_window(self, token: Any) -> dict[str, Any]:
+        peaks, window = token
+        (end, driver_end), (peak, driver_peak) = peaks.close(window)
+        start, driver_start = window.start
+        try:
+            limit = torch.mps.recommended_max_memory()
+        except (AttributeError, RuntimeError):  # older torch
+            limit = None
+        return {
+            "mem_start_bytes": start,
+            "mem_end_bytes": end,
+            "mem_peak_bytes": peak,
+            "mem_peak_delta_bytes": peak - start,
+            "mem_peak_bytes_source": f"sampled:mps@{peaks.interval * 1000:g}ms",
+            "mem_driver_start_bytes": driver_start,
+            "mem_driver_bytes": driver_end,
+            "mem_driver_peak_bytes": driver_peak,
+            "mem_recommended_max_bytes": limit,
+        }
+
+    def __repr__(self) -> str:
+        return "MpsBackend()"

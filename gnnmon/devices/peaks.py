@@ -1,0 +1,156 @@
+"""Nesting-safe peak windows.
+
+Two ways to know the highest value a memory figure reached inside a window:
+
+* :class:`CounterPeaks` — exact, over a hardware/OS peak counter that can only be *reset* globally
+  (CUDA's ``reset_peak_memory_stats``, Linux's VmHWM via ``/proc/self/clear_refs``). Each open window
+  keeps its own running peak; before any reset the counter's value is folded into every open window,
+  so an inner window's reset never hides an outer window's peak. A reset is done only when needed
+  (the counter is above the current value), so an un-nested window leaves a counter that has seen
+  no higher value than now untouched; the highest value a reset discarded is kept in
+  :attr:`CounterPeaks.hidden_peak`.
+* :class:`PolledPeaks` — sampled, for figures with no peak counter (MPS, RSS without procfs, child
+  processes). A daemon thread reads the figure every ``interval`` seconds while any window is open
+  and is stopped and joined when the last window closes. Peaks between two samples are missed.
+
+Both work on tuples of figures (e.g. allocated and reserved bytes) read together.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+Figures = tuple[int, ...]
+
+
+class PeakWindow:
+    """One open window: the figures at its start and the highest seen so far (bytes)."""
+
+    __slots__ = ("start", "peak")
+
+    def __init__(self, start: Figures) -> None:
+        self.start = start
+        self.peak = list(start)
+
+    def fold(self, values: Sequence[int]) -> None:
+        peak = self.peak
+        for i, v in enumerate(values):
+            if v > peak[i]:
+                peak[i] = v
+
+
+class CounterPeaks:
+    """Windows over a resettable peak counter.
+
+    ``read()`` returns ``(current, peak)`` tuples of the same length; ``reset()`` sets every peak to
+    its current value.
+    """
+
+    def __init__(
+        self, read: Callable[[], tuple[Figures, Figures]], reset: Callable[[], None]
+    ) -> None:
+        self._read = read
+        self._reset = reset
+        self._lock = threading.Lock()
+        self._open: list[PeakWindow] = []
+        self.hidden_peak: list[int] | None = None
+        self.resets = 0
+
+    def _fold_all(self, peak: Figures) -> None:
+        for w in self._open:
+            w.fold(peak)
+
+    def open(self) -> PeakWindow:
+        """Start a window at the current figures; resets the counter only if it is above them."""
+        with self._lock:
+            current, peak = self._read()
+            self._fold_all(peak)
+            if any(p > c for p, c in zip(peak, current, strict=True)):
+                if self.hidden_peak is None:
+                    self.hidden_peak = list(peak)
+                else:
+                    self.hidden_peak = [max(a, b) for a, b in zip(self.hidden_peak, peak, strict=True)]
+                self._reset()
+                self.resets += 1
+                peak = current  # what a reset sets the counter to (no second read needed)
+            window = PeakWindow(tuple(current))
+            window.fold(peak)
+            self._open.append(window)
+            return window
+
+    def close(self, window: PeakWindow) -> tuple[Figures, Figures]:
+        """End a window: returns ``(current, peak)`` figures at its end."""
+        with self._lock:
+            current, peak = self._read()
+            self._fold_all(peak)
+            try:
+                self._open.remove(window)
+            except ValueError:
+                raise RuntimeError("peak window closed twice or never opened") from None
+            window.fold(current)
+            return tuple(current), tuple(window.peak)
+
+    @property
+    def depth(self) -> int:
+        return len(self._open)
+
+
+class PolledPeaks:
+    """Windows over a figure that can only be sampled; one daemon thread while any window is open."""
+
+    def __init__(self, read: Callable[[], Figures], interval: float, name: str = "gnnmon-peaks"):
+        if not interval > 0:
+            raise ValueError(f"sample interval must be > 0 seconds, got {interval!r}")
+        self._read = read
+        self.interval = float(interval)
+        self._name = name
+        self._lock = threading.Lock()
+        self._open: list[PeakWindow] = []
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.samples = 0
+
+    def _loop(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            try:
+                values = self._read()
+            except Exception:  # noqa: BLE001 - a failing read must not kill the window; the ends still count
+                continue
+            with self._lock:
+                self.samples += 1
+                for w in self._open:
+                    w.fold(values)
+
+    def open(self) -> PeakWindow:
+        values = self._read()
+        with self._lock:
+            window = PeakWindow(tuple(values))
+            self._open.append(window)
+            if self._thread is None:
+                self._stop = threading.Event()
+                self._thread = threading.Thread(
+                    target=self._loop, args=(self._stop,), name=self._name, daemon=True
+                )
+                self._thread.start()
+            return window
+
+    def close(self, window: PeakWindow) -> tuple[Figures, Figures]:
+        values = self._read()
+        thread = None
+        with self._lock:
+            try:
+                self._open.remove(window)
+            except ValueError:
+                raise RuntimeError("peak window closed twice or never opened") from None
+            window.fold(values)
+            if not self._open and self._thread is not None:
+                thread, self._thread = self._thread, None
+                self._stop.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        return tuple(values), tuple(window.peak)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None

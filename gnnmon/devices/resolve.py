@@ -1,0 +1,144 @@
+"""Which device a call runs on: explicit argument, else its arguments, else the default device.
+
+Resolution happens per call (never at import). Reading a device never syncs or copies.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+
+from gnnmon.errors import DeviceError
+
+SUPPORTED_TYPES = ("cuda", "mps", "cpu")
+
+DeviceLike = "torch.device | str | int | None"
+
+
+def parse_device(device: Any) -> torch.device:
+    """Turn a user's ``device=`` value into a ``torch.device``, with a clear error if it is not one.
+
+    Accepts ``torch.device``, strings such as ``"cuda:1"``, ``"mps"``, ``"cpu"``, and an int (a CUDA
+    index, as torch does). Availability is checked later, per call, by the backend.
+    """
+    if isinstance(device, torch.device):
+        dev = device
+    elif isinstance(device, bool):
+        raise DeviceError(f"device must be a torch.device, a string or an int, not bool ({device!r})")
+    elif isinstance(device, int):
+        if device < 0:
+            raise DeviceError(f"device index must be >= 0, got {device}")
+        dev = torch.device("cuda", device)
+    elif isinstance(device, str):
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, ValueError) as exc:
+            raise DeviceError(
+                f"unknown device {device!r}: expected one of 'cpu', 'cuda', 'cuda:N', 'mps'"
+            ) from exc
+    else:
+        raise DeviceError(
+            f"device must be a torch.device, a string such as 'cuda:0' or an int, "
+            f"not {type(device).__name__}"
+        )
+    if dev.type not in SUPPORTED_TYPES:
+        raise DeviceError(
+            f"unsupported device {str(dev)!r}: gnnmon measures {', '.join(SUPPORTED_TYPES)}"
+        )
+    return dev
+
+
+def _tensor_device(obj: Any, pyg_kinds: tuple[type, ...]) -> torch.device | None:
+    if isinstance(obj, torch.Tensor):
+        return obj.device
+    if isinstance(obj, torch.nn.Module):
+        for p in obj.parameters():
+            return p.device
+        for b in obj.buffers():
+            return b.device
+        return None
+    if pyg_kinds and isinstance(obj, pyg_kinds):
+        stores: Any = getattr(obj, "stores", ())
+        for store in stores:
+            for value in store.values():
+                if isinstance(value, torch.Tensor):
+                    return value.device
+    return None
+
+
+def _pyg_kinds() -> tuple[type, ...]:
+    pyg = sys.modules.get("torch_geometric.data")
+    return (pyg.Data, pyg.HeteroData) if pyg is not None else ()
+
+
+def scan_arguments(args: Iterable[Any], kwargs: Mapping[str, Any] | None) -> tuple[torch.device | None, Any]:
+    """One pass over a call's arguments: (their device, the first PyG data object or None).
+
+    The device is that of the tensors, modules (first parameter) or PyG data among them; an
+    accelerator wins over the CPU (a model on ``cuda`` with a batch still on the host runs on
+    ``cuda``). Looks one level into lists and tuples (their first 8 items). Reads no values."""
+    kinds = _pyg_kinds()
+    found: torch.device | None = None
+    data = None
+    for group in (args, kwargs.values() if kwargs else ()):
+        for obj in group:
+            items = obj[:8] if isinstance(obj, (list, tuple)) else (obj,)
+            for item in items:
+                if item is None or isinstance(item, (int, float, str, bool)):
+                    continue
+                if data is None and kinds and isinstance(item, kinds):
+                    data = item
+                if found is not None and found.type != "cpu":
+                    continue  # the device is settled; still looking for PyG data
+                dev = _tensor_device(item, kinds)
+                if dev is not None and (found is None or dev.type != "cpu"):
+                    found = dev
+    return found, data
+
+
+def device_from_arguments(args: Iterable[Any], kwargs: Mapping[str, Any]) -> torch.device | None:
+    """The device of the tensors, modules or PyG data among a call's arguments (None if none);
+    see :func:`scan_arguments`."""
+    return scan_arguments(args, kwargs)[0]
+
+
+def check_supported(dev: torch.device) -> torch.device:
+    """``dev`` if gnnmon can measure it, else a clear :class:`DeviceError`."""
+    if dev.type not in SUPPORTED_TYPES:
+        raise DeviceError(
+            f"the call's arguments live on {str(dev)!r}, which gnnmon cannot measure "
+            f"(supported: {', '.join(SUPPORTED_TYPES)}); pass device= explicitly"
+        )
+    return dev
+
+
+_CPU = torch.device("cpu")
+_mode_stack_len = getattr(torch._C, "_len_torch_function_stack", None)
+
+
+def default_device() -> torch.device:
+    """torch's default device (``torch.set_default_device``), else the CPU.
+
+    ``torch.get_default_device()`` walks the torch-function mode stack (~10 µs); with no mode
+    active (the common case) the answer is the CPU unless a global default was set."""
+    getter = getattr(torch, "get_default_device", None)
+    if getter is None:
+        return _CPU
+    if _mode_stack_len is not None and _mode_stack_len() == 0:
+        context = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None)
+        if context is None:
+            return _CPU
+    return getter()
+
+
+def resolve_device(
+    explicit: Any = None, args: Iterable[Any] = (), kwargs: Mapping[str, Any] | None = None
+) -> torch.device:
+    """The device a call is measured on: ``explicit`` if given, else its arguments', else default."""
+    if explicit is not None:
+        return parse_device(explicit)
+    dev = device_from_arguments(args, kwargs or {})
+    return check_supported(dev if dev is not None else default_device())

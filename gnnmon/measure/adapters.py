@@ -1,0 +1,243 @@
+"""One helper that turns a measurement (a context manager over a row) into a decorator and a scope.
+
+A measurement class takes ``(row, **options)`` and fills the row's fields between ``__enter__``
+and ``__exit__``. From it :func:`make_decorator` builds ``@name`` / ``@name(**options)`` and
+:func:`make_scope` builds ``with name(**options) as fields:``.
+
+Stacked gnnmon decorators on one function fill ONE row. Directly stacked ones merge into one
+wrapper that enters every measurement (outermost first) around one call. With a foreign
+``functools.wraps`` decorator in between, the outer wrapper opens the row and the gnnmon wrapper
+below joins it when called (it is found through the attributes ``wraps`` copies). Any other
+decorated call made inside gets a row of its own, whose ``parent`` names the enclosing row.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any, ClassVar
+
+from gnnmon.devices.resolve import parse_device, scan_arguments
+from gnnmon.measure.graph import graph_shape
+from gnnmon.record.row import Row
+
+# (wrapper expected next, row it should join), set by an outer wrapper just before it calls down.
+_JOIN: ContextVar[tuple[Any, Row] | None] = ContextVar("gnnmon_join", default=None)
+
+
+class Measurement:
+    """Base of measurements: a context manager filling ``row.fields``.
+
+    Subclasses set ``name`` and ``option_names`` and may override :meth:`check_options`
+    (called once, when a decorator or scope is made) to validate option values.
+    """
+
+    name: ClassVar[str] = "measurement"
+    option_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, row: Row, **options: Any) -> None:
+        self.row = row
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
+        """Refuse unknown options; turn a ``device`` option into a ``torch.device``."""
+        unknown = sorted(set(options) - set(cls.option_names))
+        if unknown:
+            raise TypeError(
+                f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; "
+                f"expected some of {', '.join(cls.option_names) or 'none'}"
+            )
+        if options.get("device") is not None:
+            options["device"] = parse_device(options["device"])
+        return options
+
+    def __enter__(self) -> Measurement:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        return None
+
+
+def _check_label(label: Any, where: str) -> str | None:
+    if label is not None and not isinstance(label, str):
+        raise TypeError(f"{where}: label must be a string, not {type(label).__name__}")
+    if label is not None and ("#" in label or not label):
+        raise ValueError(f"{where}: label must be non-empty and contain no '#', got {label!r}")
+    return label
+
+
+def _check_target(func: Any, where: str) -> None:
+    if inspect.isclass(func):
+        raise TypeError(f"{where} decorates functions and methods, not the class {func.__name__}")
+    if not callable(func):
+        raise TypeError(
+            f"{where} decorates a function; got {type(func).__name__} {func!r}. "
+            f"Pass options by keyword, e.g. {where}(label='train')"
+        )
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise TypeError(
+            f"{where} cannot decorate the generator function {func.__qualname__}: its body runs "
+            "after the call returns, outside the measurement. Decorate the function that "
+            "consumes it, or wrap each step in a scope"
+        )
+    if inspect.iscoroutinefunction(func):
+        raise TypeError(
+            f"{where} cannot decorate the coroutine function {func.__qualname__}: gnnmon measures "
+            "synchronous calls. Use the scope form inside the coroutine instead"
+        )
+
+
+def open_row(label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Row:
+    """A new row for a call: one pass over its arguments gives their device (kept, not the
+    objects) and the shape of a PyG batch among them."""
+    if not args and not kwargs:
+        return Row(label)
+    found, data = scan_arguments(args, kwargs)
+    return Row(label, found=found, shape=graph_shape(data) if data is not None else None)
+
+
+def _failed(measure: Measurement, row: Row, err: Exception) -> None:
+    row.note(f"{measure.name} failed: {type(err).__name__}: {err}")
+    warnings.warn(f"gnnmon {measure.name} measurement failed: {err!r}", RuntimeWarning, 3)
+
+
+def _run_exit(measure: Measurement, row: Row, exc: BaseException | None) -> None:
+    """Exit a measurement; its own failure becomes a note, never the caller's problem."""
+    try:
+        if exc is None:
+            measure.__exit__(None, None, None)
+        else:
+            measure.__exit__(type(exc), exc, exc.__traceback__)
+    except Exception as err:  # noqa: BLE001 - a broken figure must not change the user's call
+        _failed(measure, row, err)
+
+
+def _exit_all(entered: list[Measurement], row: Row, exc: BaseException | None) -> None:
+    """Exit measurements innermost first; failures become notes (see :func:`_run_exit`)."""
+    for measure in reversed(entered):
+        _run_exit(measure, row, exc)
+
+
+def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, options: dict) -> Any:
+    if isinstance(func, (staticmethod, classmethod)):
+        return type(func)(_wrap(func.__func__, cls, where, label, options))
+    _check_target(func, where)
+    measures: list[tuple[type[Measurement], dict]] = [(cls, options)]
+    target = func
+    below: Any = getattr(func, "__gnnmon_self__", None)
+    if below is not None and below is func:
+        # Directly on another gnnmon wrapper: one wrapper with both measurements (outer first).
+        measures += below.__gnnmon_measures__
+        target = below.__gnnmon_target__
+        inner = below.__gnnmon_inner__
+    else:
+        # A gnnmon wrapper further down, behind a foreign functools.wraps decorator: it joins
+        # this row when called (see _JOIN).
+        inner = below
+    if label is None:
+        label = getattr(func, "__gnnmon_label__", None)
+    row_label = label or getattr(func, "__qualname__", None) or repr(func)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        joined = _JOIN.get()
+        own = joined is None or joined[0] is not wrapper
+        row = joined[1] if joined is not None and not own else open_row(row_label, args, kwargs)
+        # Tell the next gnnmon wrapper below to join; clear a stale invitation otherwise.
+        token = _JOIN.set((inner, row)) if inner is not None or joined is not None else None
+        entered: list[Measurement] = []
+        try:
+            try:
+                for measure_cls, opts in measures:
+                    measure = measure_cls(row, **opts)
+                    measure.__enter__()
+                    entered.append(measure)
+            except BaseException as exc:
+                _exit_all(entered, row, exc)
+                if own:
+                    row.note(f"{measure_cls.name} did not start: {exc}")
+                    row.close(exc)
+                raise
+            try:
+                result = target(*args, **kwargs)
+            except BaseException as exc:
+                _exit_all(entered, row, exc)
+                if own:
+                    row.close(exc)
+                raise
+            for measure in reversed(entered):
+                try:
+                    measure.__exit__(None, None, None)
+                except Exception as err:  # noqa: BLE001 - a broken figure must not change the call
+                    _failed(measure, row, err)
+            if own:
+                row.close()
+            return result
+        finally:
+            if token is not None:
+                _JOIN.reset(token)
+
+    wrapper.__gnnmon_self__ = wrapper  # type: ignore[attr-defined]
+    wrapper.__gnnmon_label__ = label  # type: ignore[attr-defined]
+    wrapper.__gnnmon_measures__ = measures  # type: ignore[attr-defined]
+    wrapper.__gnnmon_target__ = target  # type: ignore[attr-defined]
+    wrapper.__gnnmon_inner__ = inner  # type: ignore[attr-defined]
+    return wrapper
+
+
+def make_decorator(cls: type[Measurement], where: str) -> Callable[..., Any]:
+    """Build ``@where`` (bare) and ``@where(label=..., **options)`` over a measurement class."""
+
+    def decorator(func: Any = None, /, *, label: str | None = None, **options: Any) -> Any:
+        _check_label(label, f"@{where}")
+        opts = cls.check_options(dict(options), f"@{where}")
+        if func is None:
+            return lambda f: _wrap(f, cls, f"@{where}", label, opts)
+        return _wrap(func, cls, f"@{where}", label, opts)
+
+    decorator.__name__ = decorator.__qualname__ = where
+    return decorator
+
+
+class _Scope:
+    """``with scope(...) as fields:`` — a row of its own around a block, filled by one measurement."""
+
+    __slots__ = ("_cls", "_label", "_options", "_row", "_measure")
+
+    def __init__(self, cls: type[Measurement], label: str, options: dict) -> None:
+        self._cls, self._label, self._options = cls, label, options
+        self._row: Row | None = None
+
+    def __enter__(self) -> dict[str, Any]:
+        if self._row is not None:
+            raise RuntimeError("this gnnmon scope is already open; make a new one per block")
+        self._row = row = Row(self._label)
+        try:
+            self._measure = self._cls(row, **self._options)
+            self._measure.__enter__()
+        except BaseException as exc:
+            row.close(exc)
+            raise
+        return row.fields
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        row = self._row
+        assert row is not None
+        _run_exit(self._measure, row, exc)
+        row.close(exc)
+        return None
+
+
+def make_scope(cls: type[Measurement], where: str, default_label: str) -> Callable[..., Any]:
+    """Build ``where(label=..., **options)``, a context manager yielding the row's fields."""
+
+    def scope(*, label: str | None = None, **options: Any) -> _Scope:
+        _check_label(label, f"{where}()")
+        opts = cls.check_options(dict(options), f"{where}()")
+        return _Scope(cls, label or default_label, opts)
+
+    scope.__name__ = scope.__qualname__ = where
+    return scope

@@ -1,0 +1,155 @@
+"""Garbage-collection control: no automatic collections inside a step, collections where asked.
+
+Automatic GC is process-wide in CPython: pausing it in one thread pauses it for every thread.
+Pauses are reference counted across threads and nesting: GC is turned off by the first pause and
+restored to exactly what it was (on, or off if you had disabled it) when the last pause ends, even
+when the body raised.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import threading
+from typing import Any
+
+from gnnmon.measure.adapters import Measurement, make_decorator
+from gnnmon.record.gc_log import requested_collection
+from gnnmon.record.row import Row
+
+_LOCK = threading.Lock()
+_depth = 0
+_was_enabled = True
+_frozen = False
+
+
+def pause_gc() -> None:
+    """Turn automatic GC off (reference counted); pair every call with :func:`resume_gc`."""
+    global _depth, _was_enabled
+    with _LOCK:
+        if _depth == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _depth += 1
+
+
+def resume_gc() -> None:
+    """End one :func:`pause_gc`; the last one restores automatic GC to what it was before."""
+    global _depth
+    with _LOCK:
+        if _depth == 0:
+            raise RuntimeError("resume_gc() without a matching pause_gc()")
+        _depth -= 1
+        if _depth == 0 and _was_enabled:
+            gc.enable()
+
+
+def _check_generation(generation: Any, where: str) -> int:
+    if generation not in (0, 1, 2) or isinstance(generation, bool):
+        raise ValueError(f"{where}: generation must be 0, 1 or 2, got {generation!r}")
+    return generation
+
+
+def collect_garbage(generation: int = 2) -> dict[str, Any]:
+    """The deferred collection, e.g. between epochs: ``gc.collect(generation)``, logged as asked for.
+
+    Returns ``{"generation", "collected" (objects), "pause_s" (seconds)}``.
+    """
+    _check_generation(generation, "collect_garbage()")
+    collected, seconds = requested_collection(generation, "collect_garbage")
+    return {"generation": generation, "collected": collected, "pause_s": seconds}
+
+
+def freeze_gc() -> int:
+    """Collect, then ``gc.freeze()``: objects alive now (the model, the dataset) leave the
+    collector's generations, so later full collections do not traverse them. Returns how many
+    objects are frozen. ``gc.unfreeze()`` undoes it."""
+    requested_collection(2, "freeze")
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
+class gc_paused:
+    """``with gc_paused(collect_on_exit=False, generation=2):`` — automatic GC off inside.
+
+    Nesting-safe and exception-safe; process-wide (see the module doc for threads). With
+    ``collect_on_exit=True`` the block ends with one collection of ``generation``, logged as asked.
+    """
+
+    __slots__ = ("collect_on_exit", "generation")
+
+    def __init__(self, collect_on_exit: bool = False, generation: int = 2) -> None:
+        if not isinstance(collect_on_exit, bool):
+            raise TypeError("gc_paused(): collect_on_exit must be True or False")
+        self.collect_on_exit = collect_on_exit
+        self.generation = _check_generation(generation, "gc_paused()")
+
+    def __enter__(self) -> gc_paused:
+        pause_gc()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        resume_gc()
+        if self.collect_on_exit:
+            requested_collection(self.generation, "gc_paused")
+
+
+class GcControl(Measurement):
+    """No automatic GC inside the call; a collection after it (every call or every N) if asked."""
+
+    name = "gc"
+    option_names = ("collect", "generation", "freeze")
+
+    def __init__(
+        self,
+        row: Row,
+        collect: str | int = "never",
+        generation: int = 2,
+        freeze: bool = False,
+        _calls: Any = None,
+    ) -> None:
+        self.row = row
+        self.collect = collect
+        self.generation = generation
+        self.freeze = freeze
+        self._calls = _calls
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
+        super().check_options(options, where)
+        collect = options.get("collect", "never")
+        ok_int = isinstance(collect, int) and not isinstance(collect, bool) and collect >= 1
+        if collect not in ("never", "after") and not ok_int:
+            raise ValueError(
+                f"{where}: collect must be 'never', 'after' or a number of calls N >= 1, got {collect!r}"
+            )
+        _check_generation(options.get("generation", 2), where)
+        if not isinstance(options.get("freeze", False), bool):
+            raise TypeError(f"{where}: freeze must be True or False")
+        options["_calls"] = itertools.count(1)  # calls of this decorated function
+        return options
+
+    def __enter__(self) -> GcControl:
+        global _frozen
+        if self.freeze and not _frozen:
+            _frozen = True
+            self.row.note(f"gc.freeze() after set-up: {freeze_gc()} objects frozen")
+        pause_gc()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        resume_gc()
+        n = next(self._calls) if self._calls is not None else 1
+        c = self.collect
+        if c == "after" or (isinstance(c, int) and not isinstance(c, bool) and n % c == 0):
+            gen = self.generation
+            self.row.after_close(lambda: requested_collection(gen, "gc_controlled"))
+
+
+gc_controlled = make_decorator(GcControl, "gc_controlled")
+gc_controlled.__doc__ = """No automatic GC inside each call: ``@gc_controlled`` or
+``@gc_controlled(collect="never" | "after" | N, generation=2, freeze=False)``.
+
+``collect="after"`` runs one collection after every call, ``N`` after every N-th call (outside the
+row's window, logged as asked for); ``freeze=True`` collects and calls ``gc.freeze()`` once, at the
+first call, when set-up is done. GC state is restored after every call, even one that raised."""

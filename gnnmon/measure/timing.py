@@ -1,0 +1,198 @@
+"""Time of a call, a block or a phase: wall time, and device time honestly synchronised.
+
+Sync modes:
+
+* ``"events"`` (default): device events recorded on the current stream at both ends and resolved
+  lazily by the collector (when they have completed, or when the run is flushed) — no host sync
+  per call. CUDA events; MPS events where torch has them, else a sync on both sides. On the CPU
+  work is synchronous, so device time is wall time.
+* ``"sync"``: the device is synchronised on both sides; device time is the wall time between.
+  Honest, but it serialises CPU and GPU (it inflates launch-bound steps).
+* ``"none"``: wall time only; ``device_s`` is None on an accelerator (the CPU may only have
+  launched the work).
+
+Fields: ``wall_s`` and ``device_s`` (seconds) with ``device_s_source``; ``phase_<name>_s`` per
+phase (summed if a phase repeats in one row).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gnnmon.devices import Backend
+from gnnmon.devices.resolve import parse_device
+from gnnmon.measure.adapters import Measurement, make_decorator, make_scope
+from gnnmon.record import state
+from gnnmon.record.row import Row
+
+SYNC_MODES = ("events", "sync", "none")
+
+
+def check_sync(sync: Any, where: str) -> str:
+    if sync not in SYNC_MODES:
+        raise ValueError(f"{where}: sync must be one of {', '.join(map(repr, SYNC_MODES))}, got {sync!r}")
+    return sync
+
+
+class EventSpan:
+    """Device time between two recorded events, read when the end event has completed."""
+
+    __slots__ = ("start", "end", "field", "accumulate")
+
+    def __init__(self, start: Any, end: Any, field: str, accumulate: bool) -> None:
+        self.start, self.end, self.field, self.accumulate = start, end, field, accumulate
+
+    def ready(self) -> bool:
+        return bool(self.end.query())
+
+    def resolve(self, fields: dict[str, Any]) -> None:
+        if not self.end.query():  # only a row forced out early waits for its device work
+            self.end.synchronize()
+        seconds = self.start.elapsed_time(self.end) / 1e3
+        if self.accumulate:
+            fields[self.field] = (fields.get(self.field) or 0.0) + seconds
+        else:
+            fields[self.field] = seconds
+
+
+class Stopwatch:
+    """Times one window on one backend in one sync mode."""
+
+    __slots__ = ("backend", "mode", "source", "_ev0", "_t0")
+
+    def __init__(self, backend: Backend, mode: str) -> None:
+        self.backend = backend
+        self.mode = mode
+        self._ev0 = None
+
+    def start(self) -> None:
+        backend, mode = self.backend, self.mode
+        if backend.name == "cpu":
+            self.source = "wall"
+        elif mode == "events":
+            self._ev0 = backend.record_event()
+            if self._ev0 is None:  # no events on this device: fall back to syncs
+                self.mode = "sync"
+                backend.synchronize()
+                self.source = "sync"
+            else:
+                self.source = "events"
+        elif mode == "sync":
+            backend.synchronize()
+            self.source = "sync"
+        else:
+            self.source = "none"
+        self._t0 = time.perf_counter_ns()
+
+    def stop(self) -> tuple[float, float | EventSpan | None]:
+        """(wall seconds, device seconds, or an :class:`EventSpan` to resolve later, or None)."""
+        if self.source == "events":
+            end = self.backend.record_event()
+            wall = (time.perf_counter_ns() - self._t0) / 1e9
+            return wall, EventSpan(self._ev0, end, "device_s", False)
+        if self.source == "sync":
+            self.backend.synchronize()
+        wall = (time.perf_counter_ns() - self._t0) / 1e9
+        if self.source == "none":
+            return wall, None
+        return wall, wall
+
+
+def _fill_time(row: Row, watch: Stopwatch, wall: float, device: Any) -> None:
+    fields = row.fields
+    fields["wall_s"] = wall
+    fields["device_s_source"] = watch.source
+    if isinstance(device, EventSpan):
+        fields["device_s"] = None  # filled when the events are read
+        row.defer(device)
+    else:
+        fields["device_s"] = device
+        if device is None:
+            row.note("device_s not measured: sync='none' times only the host")
+
+
+class TimingMeasurement(Measurement):
+    """Fills ``wall_s``, ``device_s`` and ``device_s_source``."""
+
+    name = "timing"
+    option_names = ("device", "sync")
+
+    def __init__(self, row: Row, device: Any = None, sync: str = "events") -> None:
+        self.row = row
+        self.device = device
+        self.sync = sync
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
+        super().check_options(options, where)
+        check_sync(options.get("sync", "events"), where)
+        return options
+
+    def __enter__(self) -> TimingMeasurement:
+        self.row.ctx["sync"] = self.sync
+        self._watch = Stopwatch(self.row.backend(self.device), self.sync)
+        self._watch.start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        wall, device = self._watch.stop()
+        _fill_time(self.row, self._watch, wall, device)
+
+
+cuda_timed = make_decorator(TimingMeasurement, "cuda_timed")
+cuda_timed.__doc__ = """Time each call: ``@cuda_timed`` or ``@cuda_timed(device=None, sync="events",
+label=None)``. Fills ``wall_s`` (host, seconds) and ``device_s`` (device-synced or event time,
+seconds; on the CPU equal to wall time). Despite the name it dispatches to CUDA, MPS or CPU."""
+
+timed = make_scope(TimingMeasurement, "timed", "timed")
+timed.__doc__ = """``with timed(label="eval") as fields:`` — :func:`cuda_timed` for a block."""
+
+
+class phase:
+    """``with phase("forward"):`` adds ``phase_forward_s`` (seconds) to the current row.
+
+    Timed like the row (its ``@cuda_timed`` sync mode, else ``"events"``); outside any row it makes
+    a row of its own, labelled ``name``, with ``wall_s`` and ``device_s`` too. A phase repeated in
+    one row is summed. GC events that fall inside a phase name it.
+    """
+
+    __slots__ = ("name", "sync", "device", "_row", "_own", "_watch", "_token")
+
+    def __init__(self, name: str, *, sync: str | None = None, device: Any = None) -> None:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"phase name must be an identifier such as 'forward', got {name!r}")
+        self.name = name
+        self.sync = None if sync is None else check_sync(sync, "phase()")
+        self.device = None if device is None else parse_device(device)
+
+    def __enter__(self) -> phase:
+        row = state.CURRENT_ROW.get()
+        self._own = row is None
+        if row is None:
+            row = Row(self.name)
+        self._row = row
+        mode = self.sync or row.ctx.get("sync", "events")
+        try:
+            self._watch = Stopwatch(row.backend(self.device), mode)
+            self._watch.start()
+        except BaseException as exc:
+            if self._own:
+                row.close(exc)
+            raise
+        self._token = state.CURRENT_PHASE.set(self.name)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        state.CURRENT_PHASE.reset(self._token)
+        row = self._row
+        wall, device = self._watch.stop()
+        field = f"phase_{self.name}_s"
+        if isinstance(device, EventSpan):
+            row.defer(EventSpan(device.start, device.end, field, True))
+        else:
+            value = wall if device is None else device
+            row.fields[field] = (row.fields.get(field) or 0.0) + value
+        if self._own:
+            _fill_time(row, self._watch, wall, device)
+            row.close(exc)

@@ -1,0 +1,128 @@
+"""The garbage-collection log: every collection, its generation, pause and where it fell.
+
+A ``gc.callbacks`` hook is installed while a run collects or a gnnmon row is open (reference
+counted, removed when neither is true). It keeps process-wide counters, so a row's GC figures are
+the difference between its start and end (an enclosing row includes its children's collections,
+and a collection triggered by any thread counts: it stops every thread). Each collection is also
+an event, with the row and phase of the thread that triggered it, for the run's ``gc_events``.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from typing import Any
+
+from gnnmon.record import state
+
+Counters = tuple[int, int, int, int]  # collections of gen 0, 1, 2; total pause ns
+
+
+class GcLog:
+    """Process-wide counters and events of collections (one instance, :data:`GC_LOG`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self.counts = [0, 0, 0]
+        self.pause_ns = 0
+        self._t0 = 0
+        self._wall0 = 0
+        self.requested = 0  # >0 while gnnmon itself runs gc.collect
+        self.requested_reason: str | None = None
+
+    # -- install / remove ---------------------------------------------------------------------
+    def acquire(self) -> None:
+        """Install the hook (if nobody has yet)."""
+        with self._lock:
+            if self._users == 0:
+                gc.callbacks.append(self._callback)
+            self._users += 1
+
+    def release(self) -> None:
+        """Remove the hook when the last user is done."""
+        with self._lock:
+            self._users -= 1
+            if self._users == 0:
+                try:
+                    gc.callbacks.remove(self._callback)
+                except ValueError:  # the user cleared gc.callbacks themselves
+                    pass
+            elif self._users < 0:
+                self._users = 0
+                raise RuntimeError("gnnmon GC log released more often than acquired")
+
+    @property
+    def installed(self) -> bool:
+        return self._users > 0
+
+    def snapshot(self) -> Counters:
+        c = self.counts
+        return c[0], c[1], c[2], self.pause_ns
+
+    # -- the hook -------------------------------------------------------------------------------
+    def _reason(self) -> str:
+        """Why this collection ran: gnnmon asked (its reason), automatic, or an explicit
+        ``gc.collect()`` made while automatic GC was off. With automatic GC on, CPython does not
+        tell an explicit ``gc.collect()`` from an automatic one: both read ``automatic``."""
+        if self.requested > 0:
+            return self.requested_reason or "requested"
+        return "automatic" if gc.isenabled() else "explicit"
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._wall0 = time.time_ns()
+            self._t0 = time.perf_counter_ns()
+            return
+        pause = time.perf_counter_ns() - self._t0
+        gen = info.get("generation", 2)
+        self.counts[gen] += 1
+        self.pause_ns += pause
+        row = state.CURRENT_ROW.get()
+        event = {
+            "generation": gen,
+            "t_start_ns": self._wall0,
+            "duration_s": pause / 1e9,
+            "collected": info.get("collected"),
+            "uncollectable": info.get("uncollectable"),
+            "requested": self.requested > 0,
+            "reason": self._reason(),
+            "row": row.key if row is not None else None,
+            "phase": state.CURRENT_PHASE.get(),
+            "thread": threading.current_thread().name,
+        }
+        run = row.run if row is not None else state.open_run()
+        if run is not None:  # the hook is held by a run or a row, so one exists
+            run.add_gc_event(event)
+
+
+GC_LOG = GcLog()
+
+
+_NO_GC = {"gc_collections": 0, "gc_pause_s": 0.0, "gc_max_generation": None}
+
+
+def row_gc_fields(start: Counters, end: Counters) -> dict[str, Any]:
+    """``gc_collections``, ``gc_pause_s`` (seconds), ``gc_max_generation`` between two snapshots."""
+    if start == end:
+        return _NO_GC
+    per_gen = [end[i] - start[i] for i in range(3)]
+    n = sum(per_gen)
+    return {
+        "gc_collections": n,
+        "gc_pause_s": (end[3] - start[3]) / 1e9,
+        "gc_max_generation": max(i for i in range(3) if per_gen[i]) if n else None,
+    }
+
+
+def requested_collection(generation: int, reason: str) -> tuple[int, float]:
+    """Run ``gc.collect(generation)`` marked as asked for; returns (objects collected, seconds)."""
+    GC_LOG.requested += 1
+    GC_LOG.requested_reason = reason
+    t0 = time.perf_counter_ns()
+    try:
+        collected = gc.collect(generation)
+    finally:
+        GC_LOG.requested -= 1
+    return collected, (time.perf_counter_ns() - t0) / 1e9

@@ -1,0 +1,59 @@
+"""The first line of a run: versions, host, devices, start time and the user's config."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import socket
+import sys
+import time
+from importlib import metadata
+from typing import Any
+
+import torch
+
+from gnnmon._version import __version__
+from gnnmon.record.storage import FORMAT, FORMAT_VERSION
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _devices() -> dict[str, Any]:
+    # Counting devices does not create a CUDA context (no device names: that would).
+    cuda = torch.cuda.is_available()
+    mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    return {
+        "cuda_available": cuda,
+        "cuda_device_count": torch.cuda.device_count() if cuda else 0,
+        "cuda_version": torch.version.cuda,
+        "mps_available": mps,
+        "default_device": str(torch.get_default_device()) if hasattr(torch, "get_default_device") else "cpu",
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def build_manifest(config: dict[str, Any] | None, options: dict[str, Any]) -> dict[str, Any]:
+    """The manifest dict for a new run (plain data, JSON-serialisable)."""
+    return {
+        "type": "manifest",
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "gnnmon": __version__,
+        "torch": torch.__version__,
+        "torch_geometric": _version("torch-geometric"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "start_time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
+        "start_ns": time.time_ns(),
+        "devices": _devices(),
+        "options": options,
+        "config": dict(config or {}),
+    }

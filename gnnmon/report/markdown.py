@@ -1,0 +1,196 @@
+"""The report as markdown text: per-label tables, step analysis, GC, spikes, short steps, energy.
+
+A renderer reads what a report computes (any object with the methods of :class:`Explained`) and
+returns text; it computes nothing itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH
+from gnnmon.report.stats import STATS
+
+MAX_TABLE = 20
+"""Rows shown in the markdown spike and short-step tables (all are in ``spikes()`` / ``dips()``)."""
+
+
+class Explained(Protocol):
+    """What the markdown renderer reads (:class:`gnnmon.report.Report` has all of it)."""
+
+    records: list[dict[str, Any]]
+    manifest: dict[str, Any]
+    gc_events: list[dict[str, Any]]
+
+    def summary(self) -> dict[str, dict[str, dict[str, float]]]: ...
+
+    def analysis(self, warmup: int = 2) -> dict[str, dict[str, Any]]: ...
+
+    def spikes(self, **options: Any) -> list[dict[str, Any]]: ...
+
+    def dips(self, **options: Any) -> list[dict[str, Any]]: ...
+
+    def gc_summary(self) -> dict[str, Any]: ...
+
+    def energy(self) -> dict[str, Any]: ...
+
+
+def render_markdown(report: Explained) -> str:
+    """The report as markdown: one table of figures per label (bytes in MiB, seconds in ms), then
+    the step analysis, GC, spikes and short steps where the rows have times, then energy."""
+    lines: list[str] = []
+    m = report.manifest
+    if m:
+        lines.append(
+            f"gnnmon {m.get('gnnmon')} · torch {m.get('torch')} · "
+            f"PyG {m.get('torch_geometric')} · host {m.get('host')} · {m.get('start_time')}"
+        )
+        lines.append("")
+    summary = report.summary()
+    if not summary:
+        return "\n".join(lines + ["(no rows recorded)"]) + "\n"
+    for label, figures in summary.items():
+        rows = [r for r in report.records if r["label"] == label]
+        errors = sum(1 for r in rows if r.get("error"))
+        backends = sorted({str(r.get("device")) for r in rows})
+        lines.append(f"### {label} — {len(rows)} call(s) on {', '.join(backends)}"
+                     + (f", {errors} raised" if errors else ""))
+        lines.append("")
+        lines.append("| figure | unit | " + " | ".join(STATS) + " |")
+        lines.append("| --- | --- | " + " | ".join("---:" for _ in STATS) + " |")
+        for name, stats in figures.items():
+            unit, scale = _unit(name)
+            cells = [str(stats["count"])] + [
+                _fmt(stats.get(s), scale) for s in STATS[1:]
+            ]
+            lines.append(f"| {name} | {unit} | " + " | ".join(cells) + " |")
+        notes = sorted({n for r in rows for n in (r.get("notes") or [])})
+        if notes:
+            lines.append("")
+            lines.extend(f"- note: {n}" for n in notes)
+        lines.append("")
+    lines.extend(_analysis_lines(report))
+    lines.extend(energy_lines(report.energy()))
+    return "\n".join(lines)
+
+
+def _analysis_lines(report: Explained) -> list[str]:
+    lines: list[str] = []
+    steps = report.analysis()
+    if any(info["rows"] >= 2 for info in steps.values()):
+        lines += ["### Step analysis (after 2 warm-up calls per label; ms)", "",
+                  "| label | rows | p50 | p90 | p99 | p50 no GC | p90 no GC | p99 no GC | GC share "
+                  "| µs / node | ns / edge |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for label, i in steps.items():
+            raw, clean = i["raw"], i["clean"]
+            share = "–" if i["gc_share"] is None else f"{100 * i['gc_share']:.1f} %"
+            node = "–" if i["per_node_s"] is None else f"{i['per_node_s'] * 1e6:.3f}"
+            edge = "–" if i["per_edge_s"] is None else f"{i['per_edge_s'] * 1e9:.2f}"
+            lines.append(
+                f"| {label} | {i['rows']} | " + " | ".join(
+                    f"{d[q] * 1e3:.2f}" for d in (raw, clean) for q in ("p50", "p90", "p99"))
+                + f" | {share} | {node} | {edge} |")
+        lines.append("")
+        shares = {label: i["phase_share"] for label, i in steps.items() if "phase_share" in i}
+        if shares:
+            lines += ["Share of step time per phase (residual: what no phase covered):", ""]
+            for label, share in shares.items():
+                lines.append(f"- {label}: " + ", ".join(
+                    f"{name} {100 * v:.1f} %" for name, v in share.items()))
+            lines.append("")
+    if report.gc_events:
+        g = report.gc_summary()
+        gens = ", ".join(f"gen {gen}: {d['count']} ({d['pause_s'] * 1e3:.1f} ms, longest "
+                         f"{d['max_s'] * 1e3:.1f} ms)" for gen, d in g["by_generation"].items()
+                         if d["count"])
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(g["by_reason"].items()))
+        lines += ["### Garbage collection", "",
+                  f"{g['collections']} collection(s), {g['pause_total_s'] * 1e3:.1f} ms in all; "
+                  f"{gens}. By reason: {reasons}; {g['in_rows']} inside a row.", ""]
+    spikes = report.spikes()
+    if any(info["rows"] >= 2 for info in steps.values()):
+        lines += [f"### Spikes ({len(spikes)})", ""]
+        if spikes:
+            causes: dict[str, int] = {}
+            for sp in spikes:
+                causes[sp["cause"]] = causes.get(sp["cause"], 0) + 1
+            lines += ["By cause: " + ", ".join(f"{c} {n}" for c, n in sorted(causes.items()))
+                      + (f"; the {MAX_TABLE} with the largest excess:" if len(spikes) > MAX_TABLE else ""),
+                      ""]
+            lines += ["| label | index | time ms | median ms | excess ms | cause | detail |",
+                      "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
+            shown = sorted(spikes, key=lambda sp: -sp["excess_s"])[:MAX_TABLE]
+            shown.sort(key=lambda sp: (sp["label"], sp["index"]))
+            for sp in shown:
+                lines.append(
+                    f"| {sp['label']} | {sp['index']} | {sp['time_s'] * 1e3:.2f} | "
+                    f"{sp['median_s'] * 1e3:.2f} | {sp['excess_s'] * 1e3:.2f} | {sp['cause']} | "
+                    f"{sp['detail']} |")
+        else:
+            lines.append("No row exceeded its label's threshold.")
+        lines.append("")
+        dips = report.dips()
+        if dips:
+            lines += [f"### Short steps ({len(dips)})", "",
+                      "| label | index | time ms | median ms | cause | detail |",
+                      "| --- | ---: | ---: | ---: | --- | --- |"]
+            lines += [f"| {d['label']} | {d['index']} | {d['time_s'] * 1e3:.2f} | "
+                      f"{d['median_s'] * 1e3:.2f} | {d['cause']} | {d['detail']} |"
+                      for d in dips[:MAX_TABLE]]
+            if len(dips) > MAX_TABLE:
+                lines.append(f"| … {len(dips) - MAX_TABLE} more | | | | | |")
+            lines.append("")
+    return lines
+
+
+def energy_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The summary as markdown lines (J with kWh beside, each source named)."""
+    if not summary:
+        return []
+    t = summary["total"]
+    lines = ["### Energy (top-level rows)", "",
+             "| figure | J | kWh | share | source |", "| --- | ---: | ---: | ---: | --- |"]
+    for k in ENERGY_FIELDS:
+        share = summary["share"][k]
+        src = "; ".join(summary["sources"].get(k, [])) or "not available"
+        j = t.get(k)
+        lines.append(f"| {k} | {_j(j)} | {_kwh(j)} | {'–' if share is None or j is None else f'{100 * share:.1f} %'} | {src} |")
+    lines.append(f"| total | {_j(t['energy_j'])} | {_kwh(t['energy_j'])} | | |")
+    if "co2_kg" in t:
+        lines.append(f"| co2_kg | {t['co2_kg'] * 1000:.4g} g | | | {'; '.join(summary['sources'].get('co2_kg', []))} |")
+    lines.append("")
+    if summary["by_epoch"]:
+        lines += ["| epoch | rows | J | kWh | graphs | J / graph |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for e, a in summary["by_epoch"].items():
+            per = f"{a['j_per_graph']:.4g}" if "j_per_graph" in a else "–"
+            lines.append(f"| {e} | {a['rows']} | {_j(a['energy_j'])} | {_kwh(a['energy_j'])} | "
+                         f"{a.get('graphs', '–')} | {per} |")
+        lines.append("")
+    return lines
+
+
+def _j(v: float | None) -> str:
+    return "–" if v is None else f"{v:.4g}"
+
+
+def _kwh(v: float | None) -> str:
+    return "–" if v is None else f"{v / J_PER_KWH:.3e}"
+
+
+def _unit(field: str) -> tuple[str, float]:
+    if field.endswith("_bytes"):
+        return "MiB", 1 / 2**20
+    if field.endswith("_s"):
+        return "ms", 1e3
+    return "", 1.0
+
+
+def _fmt(v: float | None, scale: float) -> str:
+    if v is None:
+        return "–"
+    x = v * scale
+    if x == int(x) and abs(x) < 1e12:
+        return f"{int(x):d}"
+    return f"{x:.3f}" if abs(x) < 1000 else f"{x:,.1f}"

@@ -1,0 +1,120 @@
+"""The report over a run's rows: what it computes (summaries, spikes, analysis, energy); its
+renderers (markdown, frames, the timeline figure) sit in modules of their own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gnnmon.report import analysis  # the module: Report calls its functions by name
+from gnnmon.report.energy import energy_summary
+from gnnmon.report.frames import rows_frame, summary_frame
+from gnnmon.report.markdown import MAX_TABLE, render_markdown
+from gnnmon.report.stats import describe
+from gnnmon.report.timeline_plot import plot_timeline
+
+__all__ = ["MAX_TABLE", "Report", "figure_names"]
+
+# Numeric fields that identify a row rather than measure it: never summarised.
+NOT_FIGURES = frozenset({"index", "t_start_ns", "t_end_ns"})
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def figure_names(records: Iterable[Mapping[str, Any]], skip: Iterable[str] = ()) -> list[str]:
+    """Numeric field names across rows, in first-seen order (identity fields and ``skip`` left out)."""
+    skipped = NOT_FIGURES.union(skip)
+    seen: dict[str, None] = {}
+    for row in records:
+        for k, v in row.items():
+            if k not in seen and k not in skipped and _is_number(v):
+                seen[k] = None
+    return list(seen)
+
+
+class Report:
+    """Explains a run's rows. Built by :meth:`gnnmon.Run.report`."""
+
+    def __init__(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        manifest: Mapping[str, Any] | None = None,
+        gc_events: list[dict[str, Any]] | None = None,
+        samples: list[dict[str, Any]] | None = None,
+        markers: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.records = records
+        self.manifest = dict(manifest or {})
+        self.gc_events = gc_events or []
+        self.samples = samples or []
+        self.markers = markers or []
+
+    def labels(self) -> list[str]:
+        """Row labels in first-seen order."""
+        return list(dict.fromkeys(r["label"] for r in self.records))
+
+    def summary(self) -> dict[str, dict[str, dict[str, float]]]:
+        """``{label: {field: {count, mean, p50, p90, p99, max}}}`` over every numeric field.
+
+        ``count`` is the number of rows where the figure was measured (not None).
+        """
+        by_label: dict[str, list[Mapping[str, Any]]] = {}
+        for row in self.records:
+            by_label.setdefault(row["label"], []).append(row)
+        # A figure None in one label still shows there, count 0; marker values are not figures.
+        names = figure_names(self.records, skip={m["kind"] for m in self.markers if m.get("carry", True)})
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for label, rows in by_label.items():
+            present = {k for r in rows for k in r}
+            out[label] = {
+                name: describe([r[name] for r in rows if _is_number(r.get(name))])
+                for name in names
+                if name in present
+            }
+        return out
+
+    def spikes(self, **options: Any) -> list[dict[str, Any]]:
+        """Slow rows, each with ``label``, ``index``, ``cause``, ``excess_s`` and ``detail``.
+
+        Options (``k``, ``min_ratio``, ``warmup``, ``gc_share``, ``shape_tol``, ``min_rows``):
+        see :func:`gnnmon.report.analysis.spikes`."""
+        return analysis.spikes(self.records, **options)
+
+    def dips(self, **options: Any) -> list[dict[str, Any]]:
+        """Rows far faster than usual (e.g. partial last batches), with a cause each."""
+        return analysis.dips(self.records, **options)
+
+    def analysis(self, warmup: int = 2) -> dict[str, dict[str, Any]]:
+        """Per label: time per node/edge, phase shares and residual, GC cost, raw vs clean
+        percentiles (see :func:`gnnmon.report.analysis.step_analysis`)."""
+        return analysis.step_analysis(self.records, warmup=warmup)
+
+    def energy(self) -> dict[str, Any]:
+        """Energy totals per source (J, kWh, share, source labels), per label, per epoch and per
+        graph, over top-level rows ({} without ``collect(energy=True)``)."""
+        return energy_summary(self.records)
+
+    def plot_timeline(self, path: Any = None, **options: Any) -> Any:
+        """Utilisation samples over time with rows and GC events under them (a matplotlib
+        Figure; saved as PNG if ``path`` is given)."""
+        return plot_timeline(self.records, self.samples, self.gc_events, path, **options)
+
+    def gc_summary(self) -> dict[str, Any]:
+        """Collections per generation and reason, total and longest pause."""
+        return analysis.gc_summary(self.gc_events)
+
+    def markdown(self) -> str:
+        """The report as markdown: one table of figures per label (bytes in MiB, seconds in ms),
+        then the step analysis, GC and spikes where the rows have times, then energy."""
+        return render_markdown(self)
+
+    def to_frame(self) -> Any:
+        """The rows as a pandas DataFrame (one row per call)."""
+        return rows_frame(self.records)
+
+    def summary_frame(self) -> Any:
+        """The summary as a pandas DataFrame indexed by (label, figure), columns count … max."""
+        return summary_frame(self.summary())

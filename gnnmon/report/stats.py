@@ -1,0 +1,46 @@
+"""Small statistics over plain lists of numbers (no numpy needed)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+STATS = ("count", "mean", "p50", "p90", "p99", "max")
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) of already sorted values, linear interpolation (numpy's default)."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile q must be in [0, 100], got {q}")
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    frac = pos - lo
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+
+
+def describe(values: Sequence[float]) -> dict[str, float]:
+    """count, mean, p50, p90, p99 and max of the values (count only when there are none)."""
+    xs = sorted(values)
+    if not xs:
+        return {"count": 0}
+    return {
+        "count": len(xs),
+        "mean": math.fsum(xs) / len(xs),
+        "p50": percentile(xs, 50),
+        "p90": percentile(xs, 90),
+        "p99": percentile(xs, 99),
+        "max": xs[-1],
+    }
+
+
+def median(values: Sequence[float]) -> float:
+    return percentile(sorted(values), 50)
+
+
+def mad(values: Sequence[float]) -> float:
+    """Median absolute deviation from the median."""
+    m = median(values)
+    return median([abs(v - m) for v in values])

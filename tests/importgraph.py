@@ -1,0 +1,227 @@
+"""The import graph of a package, read from its source with ``ast`` (nothing is imported), and the
+two rules gnnmon's layout keeps: no cycle, and every import pointing down the flow.
+
+Run it to see the graph: ``python -m tests.importgraph`` prints each module's gnnmon imports.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT_MODULES = {"_version", "errors", "fields"}
+"""Leaf modules at the package root: the vocabulary every stage shares. They import nothing."""
+
+API_MODULES = {"__init__", "__main__", "cli"}
+"""The package's face at the root: it may import every stage."""
+
+ALLOWED: dict[str, set[str]] = {
+    "api": {"measure", "record", "timeline", "report", "devices", "root"},
+    "measure": {"record", "devices", "root"},
+    "record": {"timeline", "report", "devices", "root"},
+    "timeline": {"devices", "root"},
+    "report": {"root"},
+    "devices": {"root"},
+    "root": set(),
+}
+"""Which stages a stage may import (besides its own modules). Data flows measure -> record ->
+report with the timeline beside the record; devices and the root modules lie under everything."""
+
+
+@dataclass(frozen=True)
+class Import:
+    """One gnnmon import in a module's source."""
+
+    source: str  # importing module, e.g. "gnnmon.record.row"
+    target: str  # imported module, e.g. "gnnmon.record.run"
+    line: int
+    typing_only: bool  # under ``if TYPE_CHECKING:`` (annotations; never executed)
+    in_function: bool  # inside a function body (a late import)
+
+
+def module_name(package_dir: Path, path: Path) -> str:
+    parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(package_dir: Path, base: str, name: str | None) -> str:
+    """``from base import name``: the module ``base.name`` if it is one, else ``base``."""
+    if name is not None:
+        candidate = f"{base}.{name}"
+        rel = Path(*candidate.split(".")[1:])
+        if (package_dir / rel).with_suffix(".py").exists() or (package_dir / rel / "__init__.py").exists():
+            return candidate
+    return base
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(package_dir: Path, path: Path) -> list[Import]:
+    """The package-internal imports in one file, each with where it sits."""
+    pkg = package_dir.name
+    me = module_name(package_dir, path)
+    is_pkg_init = path.name == "__init__.py"
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[Import] = []
+
+    def visit(node: ast.AST, typing_only: bool, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for sub in child.body:
+                    visit_one(sub, True, in_function)
+                for sub in child.orelse:
+                    visit_one(sub, typing_only, in_function)
+                continue
+            visit_one(child, typing_only, in_function)
+
+    def visit_one(node: ast.AST, typing_only: bool, in_function: bool) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == pkg or alias.name.startswith(pkg + "."):
+                    found.append(Import(me, alias.name, node.lineno, typing_only, in_function))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = me.split(".") if is_pkg_init else me.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if base == pkg or base.startswith(pkg + "."):
+                for alias in node.names:
+                    target = _resolve(package_dir, base, alias.name)
+                    found.append(Import(me, target, node.lineno, typing_only, in_function))
+        else:
+            inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            visit(node, typing_only, inner)
+
+    visit(tree, False, False)
+    return [imp for imp in found if imp.target != me]
+
+
+def all_imports(package_dir: Path) -> list[Import]:
+    out: list[Import] = []
+    for path in sorted(package_dir.rglob("*.py")):
+        out.extend(imports_of(package_dir, path))
+    return out
+
+
+def stage(module: str) -> str:
+    """The stage of a module: its folder, ``root`` for the shared leaf modules, ``api`` for the face."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "api"
+    if len(parts) == 1 and parts[0] in API_MODULES:
+        return "api"
+    if len(parts) == 1 and parts[0] in ROOT_MODULES:
+        return "root"
+    return parts[0]
+
+
+def cycles(imports: list[Import]) -> list[list[str]]:
+    """Import cycles among run-time imports (typing-only ones never execute), each as a path that
+    ends where it starts. Strongly connected components, one cycle shown per component."""
+    graph: dict[str, set[str]] = {}
+    for imp in imports:
+        if not imp.typing_only:
+            graph.setdefault(imp.source, set()).add(imp.target)
+            graph.setdefault(imp.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    counter = [0]
+
+    def strongconnect(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                strongconnect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                components.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strongconnect(v)
+    return [_one_cycle(graph, comp) for comp in components]
+
+
+def _one_cycle(graph: dict[str, set[str]], comp: list[str]) -> list[str]:
+    """A concrete cycle inside a strongly connected component (breadth-first from its first node)."""
+    members = set(comp)
+    start = comp[0]
+    parents: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & members):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(parents[path[-1]])
+                    return [start] + path[::-1][1:] + [start] if len(path) > 1 else [start, v, start]
+                if w not in parents:
+                    parents[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    return comp + [comp[0]]
+
+
+def upward(imports: list[Import]) -> list[Import]:
+    """Imports that point up the flow: from a stage to one it may not import (see ALLOWED)."""
+    bad = []
+    for imp in imports:
+        src, dst = stage(imp.source), stage(imp.target)
+        if src == dst:
+            continue
+        if dst not in ALLOWED.get(src, set()):
+            bad.append(imp)
+    return bad
+
+
+def late(imports: list[Import]) -> list[Import]:
+    """gnnmon imports made inside a function (the way cycles are usually hidden)."""
+    return [imp for imp in imports if imp.in_function]
+
+
+def main() -> int:
+    package_dir = Path(__file__).resolve().parents[1] / "gnnmon"
+    imports = all_imports(package_dir)
+    by_source: dict[str, list[str]] = {}
+    for imp in imports:
+        tag = " (typing)" if imp.typing_only else ""
+        by_source.setdefault(imp.source, []).append(imp.target + tag)
+    for source in sorted(by_source):
+        print(f"{source} [{stage(source)}] -> {', '.join(sorted(set(by_source[source])))}")
+    problems = [f"cycle: {' -> '.join(c)}" for c in cycles(imports)]
+    problems += [f"up the flow: {i.source}:{i.line} imports {i.target}" for i in upward(imports)]
+    problems += [f"late import: {i.source}:{i.line} imports {i.target}" for i in late(imports)]
+    print("\n".join(problems) or "no cycle, nothing up the flow, no late import")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""The package layout keeps the flow: no import cycle, no import up the flow, no late gnnmon import,
+each stage folder saying what it may import; the public API and old run files still work."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+from pathlib import Path
+
+import gnnmon
+from tests import importgraph
+from tests.importgraph import ALLOWED, all_imports, cycles, late, stage, upward
+
+PACKAGE = Path(gnnmon.__file__).resolve().parent
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_no_import_cycle():
+    found = cycles(all_imports(PACKAGE))
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_every_import_points_down_the_flow():
+    # Typing-only imports count here too: an annotation that names a stage above is still coupling.
+    bad = upward(all_imports(PACKAGE))
+    assert not bad, "imports up the flow:\n" + "\n".join(
+        f"{i.source}:{i.line} ({stage(i.source)}) imports {i.target} ({stage(i.target)})" for i in bad
+    )
+
+
+def test_no_gnnmon_import_inside_a_function():
+    bad = late(all_imports(PACKAGE))
+    assert not bad, "late imports (put shared state in gnnmon.record.state instead):\n" + "\n".join(
+        f"{i.source}:{i.line} imports {i.target}" for i in bad
+    )
+
+
+def test_every_folder_is_a_stage_that_says_what_it_may_import():
+    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    assert folders == sorted(set(ALLOWED) - {"api", "root"})
+    for name in folders:
+        doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text()))
+        assert doc and "May import:" in doc, f"gnnmon/{name}/__init__.py must say what it may import"
+        allowed_line = doc[doc.index("May import:"):]
+        for other in ALLOWED[name] - {"root"}:
+            assert f"gnnmon.{other}" in allowed_line, f"gnnmon/{name} docstring omits gnnmon.{other}"
+
+
+def _copy_package(tmp_path: Path) -> Path:
+    copy = tmp_path / "gnnmon"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+def test_the_checks_catch_a_planted_cycle(tmp_path):
+    copy = _copy_package(tmp_path)
+    _append(copy / "record" / "gc_log.py", "\nfrom gnnmon.record.row import Row  # planted\n")
+    found = cycles(all_imports(copy))
+    assert found and any("gnnmon.record.gc_log" in c and "gnnmon.record.row" in c for c in found)
+    # ... the same import only for annotations is not a run-time cycle
+    copy2 = _copy_package(tmp_path / "b")
+    _append(copy2 / "record" / "gc_log.py",
+            "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gnnmon.record.row import Row\n")
+    assert cycles(all_imports(copy2)) == []
+
+
+def test_the_checks_catch_an_upward_and_a_late_import(tmp_path):
+    copy = _copy_package(tmp_path)
+    _append(copy / "devices" / "cuda.py", "\nfrom gnnmon.report import Report  # planted\n")
+    _append(copy / "timeline" / "join.py", "\n\ndef f():\n    from ..record import run  # planted\n")
+    bad = {(i.source, i.target) for i in upward(all_imports(copy))}
+    assert ("gnnmon.devices.cuda", "gnnmon.report") in bad
+    assert ("gnnmon.timeline.join", "gnnmon.record.run") in bad  # relative imports resolved
+    assert [(i.source, i.target) for i in late(all_imports(copy))] == [
+        ("gnnmon.timeline.join", "gnnmon.record.run")
+    ]
+
+
+def test_the_checker_runs_as_a_script(capsys):
+    assert importgraph.main() == 0
+    assert "no cycle, nothing up the flow, no late import" in capsys.readouterr().out
+
+
+# -- the public API did not move -------------------------------------------------------------
+PUBLIC = [
+    "DeviceError", "GnnmonError", "Report", "ReportFileError", "Run", "__version__", "active_run",
+    "collect", "collect_garbage", "cuda_timed", "current_row", "default_run", "exact_host_memory",
+    "freeze_gc", "gc_controlled", "gc_paused", "graph_shape", "iter_rows", "load", "memory_scope",
+    "monitor_memory_device", "phase", "record_graph", "sample_utilisation", "timed",
+]
+
+
+def test_public_names_are_where_they_were():
+    assert sorted(gnnmon.__all__) == sorted(PUBLIC)
+    for name in PUBLIC:
+        assert getattr(gnnmon, name) is not None
+    from gnnmon.report import Report  # the one submodule path the README names
+
+    assert Report is gnnmon.Report
+
+
+def _readme_api_names() -> set[str]:
+    """Names in the README's API table (first column) and in its ``from gnnmon import`` lines."""
+    readme = (PACKAGE.parent / "README.md").read_text()
+    names: set[str] = set()
+    table = readme[readme.index("## API"):].split("\n## ")[0]
+    for line in table.splitlines():
+        if line.startswith("| ") and not line.startswith(("| name", "| ---")):
+            first_cell = line.split(" | ")[0]
+            owner = ""
+            for span in first_cell.split("`")[1::2]:
+                name = span.lstrip("@").removeprefix("gnnmon.").split("(")[0].strip()
+                if name.startswith("."):  # `Report.summary()`, `.markdown()`: same owner
+                    name = owner + name
+                owner = name.partition(".")[0]
+                names.add(name)
+    for line in readme.splitlines():
+        if line.startswith("from gnnmon import "):
+            names.update(n.strip() for n in line.split("import", 1)[1].split("#")[0].split(","))
+    return names
+
+
+def test_every_name_the_readme_uses_exists():
+    names = _readme_api_names()
+    assert {"monitor_memory_device", "Run.records", "Report.spikes", "load", "phase"} <= names
+    run = gnnmon.Run()  # instance attributes (records, gc_events, ...) count too
+    missing = []
+    for name in sorted(names):
+        owner, _, attr = name.partition(".")
+        obj = getattr(gnnmon, owner, None)
+        if obj is None or (attr and not (hasattr(obj, attr) or (owner == "Run" and hasattr(run, attr)))):
+            missing.append(name)
+    assert not missing, f"README names missing from gnnmon: {missing}"
+
+
+def test_a_file_written_before_the_move_loads_the_same(tmp_path):
+    """tests/data/run-0.1.0-flat-layout.jsonl was written by gnnmon 0.1.0 before the package was
+    regrouped (commit 5110ccb; the script is in its first lines' config)."""
+    path = DATA / "run-0.1.0-flat-layout.jsonl"
+    raw = [json.loads(line) for line in path.read_text().splitlines()]
+    run = gnnmon.load(path)
+    rows = [{k: v for k, v in o.items() if k != "type"} for o in raw if o["type"] == "row"]
+    assert run.records == rows and len(rows) == 12
+    assert run.complete is True and run.manifest["gnnmon"] == "0.1.0"
+    assert len(run.gc_events) == sum(o["type"] == "gc" for o in raw) == 6
+    assert len(run.samples) == sum(o["type"] == "sample" for o in raw) == 5
+    assert [m["kind"] for m in run.markers] == ["epoch", "epoch", "settings"]
+    assert list(gnnmon.iter_rows(path)) == rows
+    summary = run.report().summary()
+    assert summary["train_step"]["phase_forward_s"]["count"] == 6
+    assert summary["inner"]["mem_peak_delta_bytes"]["count"] == 6
+    assert {r["parent"] for r in run.records if r["label"] == "inner"} == {
+        f"train_step#{i}" for i in range(6)
+    }
