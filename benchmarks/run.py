@@ -123,15 +123,19 @@ def run_overhead(name: str, step: Callable, make_args: Callable[[int], tuple], c
     args = [make_args(i) for i in range(calls)]
     per_call: dict[str, list[float]] = {n: [] for n in names}  # seconds per call, one per round
     bare_next_to: dict[str, list[float]] = {n: [] for n in names}  # the bare pass run just before
+    with_writer: dict[str, list[float]] = {n: [] for n in names}  # ... until every row is on disk
 
     def one_pass(n: str) -> float:
         fn, ctx = variants[n]
         gc.collect()
+        t0 = time.perf_counter()
         with ctx() if ctx else contextlib.nullcontext():
             t0 = time.perf_counter()
             for a in args[: n_calls[n]]:
                 fn(*a)
-            return (time.perf_counter() - t0) / n_calls[n]
+            loop = (time.perf_counter() - t0) / n_calls[n]
+        with_writer[n].append((time.perf_counter() - t0) / n_calls[n])  # the run stopped: all written
+        return loop
 
     for _ in range(rounds):
         order = [n for n in names if n != "bare"]
@@ -147,9 +151,12 @@ def run_overhead(name: str, step: Callable, make_args: Callable[[int], tuple], c
     rows = []
     for n in names:
         pairs = list(zip(per_call[n], bare_next_to[n], strict=True))
+        written = with_writer[n][-len(pairs):] if n != "bare" else per_call["bare"]
         rows.append({"loop": name, "variant": n, "calls": n_calls[n],
                      "ratio": statistics.median(t / b for t, b in pairs),
                      "per_call_us": statistics.median((t - b) * 1e6 for t, b in pairs),
+                     "with_writer_us": statistics.median((w - b) * 1e6 for w, (_, b) in
+                                                         zip(written, pairs, strict=False)),
                      "bare_call_us": statistics.median(per_call["bare"]) * 1e6})
     return rows
 
@@ -312,16 +319,79 @@ def run_scale(checkpoints: list[int], tmp: Path) -> list[dict[str, Any]]:
     return rows
 
 
+# -- durability: what a SIGKILL loses ------------------------------------------------------------
+
+KILLED = r"""
+import sys, time, torch, gnnmon
+from gnnmon import cuda_timed, gc_controlled, monitor_memory_device
+
+@monitor_memory_device(label="step")
+@cuda_timed
+@gc_controlled
+def step(x):
+    return (x * 2).sum()
+
+x = torch.ones(10_000)
+with gnnmon.collect(sys.argv[1], flush_interval=float(sys.argv[2])):
+    i = 0
+    while True:
+        step(x)
+        print(i, time.time_ns(), flush=True)
+        i += 1
+        time.sleep(float(sys.argv[3]))
+"""
+
+
+def run_kill_loss(trials: int, flush: float, tmp: Path, pause_s: float = 0.001) -> dict[str, Any]:
+    """A child streams decorated steps (one every ~1 ms) to a file; it is SIGKILLed at a random
+    moment; the rows it reported complete are compared with the rows on disk."""
+    import signal
+    import subprocess
+    import warnings
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    lost_counts, lost_ages, kept = [], [], []
+    for trial in range(trials):
+        path = tmp / f"killed{trial}.jsonl"
+        proc = subprocess.Popen([sys.executable, "-c", KILLED, str(path), str(flush), str(pause_s)],
+                                stdout=subprocess.PIPE, text=True, env=env)
+        done: dict[int, int] = {}
+        i, t = map(int, proc.stdout.readline().split())  # the child has started (imports done)
+        done[i] = t
+        deadline = time.monotonic() + 0.5 + random.random()
+        while time.monotonic() < deadline:
+            i, t = map(int, proc.stdout.readline().split())
+            done[i] = t
+        kill_ns = time.time_ns()
+        proc.send_signal(signal.SIGKILL)
+        rest, _ = proc.communicate()
+        for line in rest.splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                done[int(parts[0])] = int(parts[1])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            on_disk = len(gnnmon.load(path).records)
+        lost = [i for i in done if i >= on_disk]
+        lost_counts.append(len(lost))
+        lost_ages += [(kill_ns - done[i]) / 1e6 for i in lost]
+        kept.append(on_disk)
+    return {"trials": trials, "flush_interval_s": flush, "step_every_s": pause_s,
+            "lost_rows_median": statistics.median(lost_counts), "lost_rows_max": max(lost_counts),
+            "oldest_lost_ms": max(lost_ages, default=0.0), "rows_on_disk_median": statistics.median(kept)}
+
+
 # -- report -------------------------------------------------------------------------------------
 
 def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
     out = [f"Command: `{meta['command']}` · {meta['machine']} · {meta['when']} · total {meta['total_s']:.0f} s", ""]
     out += ["### Overhead (median over rounds of the ratio to an adjacent bare pass)", "",
-            "| loop | variant | calls per round | ratio to bare | cost per call µs | bare call µs |",
-            "| --- | --- | ---: | ---: | ---: | ---: |"]
+            "| loop | variant | calls per round | ratio to bare | cost per call µs (step's path) | "
+            "… until the run's rows are on disk µs | bare call µs |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in results["overhead"]:
         out.append(f"| {r['loop']} | {r['variant']} | {r['calls']} | {r['ratio']:.3f}x | "
-                   f"{r['per_call_us']:,.1f} | {r['bare_call_us']:,.1f} |")
+                   f"{r['per_call_us']:,.1f} | {r['with_writer_us']:,.1f} | {r['bare_call_us']:,.1f} |")
     out += ["", "Not on this table: `torch_geometric.profile.profileit` refuses the CPU ('does not support "
             "profiling on non GPU devices'); pytorch_memlab's `LineProfiler` reads only "
             "`torch.cuda` memory statistics (on a CPU-only torch it has nothing to report).", ""]
@@ -345,7 +415,19 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
     last = results["scale"][-1]
     out += ["", f"Read back with `gnnmon.iter_rows`: {last['read_back']:,} rows, in order: "
             f"{last['read_back_in_order']}, in {last['read_s']:.1f} s.", ""]
+    out += kill_markdown(results["kill"])
     return "\n".join(out)
+
+
+def kill_markdown(k: dict[str, Any]) -> list[str]:
+    return ["### What a SIGKILL loses", "",
+            f"A child process runs the full stack once every ~{k['step_every_s'] * 1e3:g} ms inside "
+            f"`collect(path, flush_interval={k['flush_interval_s']:g})` and is killed at a random moment, "
+            f"{k['trials']} times.", "",
+            "| rows on disk (median) | rows lost (median) | rows lost (max) | oldest lost row, ms before the kill |",
+            "| ---: | ---: | ---: | ---: |",
+            f"| {k['rows_on_disk_median']:,.0f} | {k['lost_rows_median']:g} | {k['lost_rows_max']} | "
+            f"{k['oldest_lost_ms']:.1f} |", ""]
 
 
 def accuracy_part(q: bool) -> dict[str, Any]:
@@ -365,7 +447,11 @@ def accuracy_part(q: bool) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="every part at a tiny size")
-    parser.add_argument("--out", default="runs/benchmarks.md")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu: overhead, accuracy and scale on the CPU, with the peers; cuda: the "
+                             "GPU benchmark (benchmarks/gpu.py) and what a kill loses")
+    parser.add_argument("--out", default="runs/benchmarks.md",
+                        help="the markdown file to write, or a folder (benchmarks[-cuda].md goes in it)")
     parser.add_argument("--accuracy-only", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     q = args.quick
@@ -373,6 +459,11 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.accuracy_only).write_text(json.dumps(accuracy_part(q)))
         return 0
     random.seed(0)
+    out = Path(args.out)
+    if out.is_dir() or args.out.endswith("/"):
+        out = out / ("benchmarks-cuda.md" if args.device == "cuda" else "benchmarks.md")
+    if args.device == "cuda":
+        return main_cuda(q, out)
     t_start = time.perf_counter()
     results: dict[str, Any] = {"overhead": []}
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -394,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 heavy_calls=5 if q else 10)
         print("scale: rows streamed to disk ...", flush=True)
         results["scale"] = run_scale([100, 1000] if q else [10_000, 100_000, 1_000_000], tmp)
+        print("durability: SIGKILL mid-run ...", flush=True)
+        results["kill"] = run_kill_loss(2 if q else 10, 0.05, tmp)
     meta = {
         "command": "python benchmarks/run.py" + (" --quick" if q else ""),
         "machine": f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -402,7 +495,33 @@ def main(argv: list[str] | None = None) -> int:
         "total_s": time.perf_counter() - t_start,
     }
     text = markdown(results, meta)
-    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, **results}, indent=1, default=str))
+    print(text)
+    return 0
+
+
+def main_cuda(q: bool, out: Path, fake: bool = False) -> int:
+    """``--device cuda``: benchmarks/gpu.py, then what a kill loses; writes ``out`` and its JSON."""
+    from benchmarks.gpu import markdown as gpu_markdown
+    from benchmarks.gpu import run_gpu
+
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        results = run_gpu(tmp, q, fake=fake)
+        print("durability: SIGKILL mid-run ...", flush=True)
+        results["kill"] = run_kill_loss(2 if q else 10, 0.05, tmp)
+    meta = {
+        "command": "python benchmarks/run.py --device cuda" + (" --quick" if q else ""),
+        "machine": f"{results['device_name']}, {platform.platform()}, {os.cpu_count()} cores, "
+                   f"Python {platform.python_version()}, torch {torch.__version__}",
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "total_s": time.perf_counter() - t_start,
+    }
+    text = "\n".join([f"Command: `{meta['command']}` · {meta['machine']} · {meta['when']} · "
+                       f"total {meta['total_s']:.0f} s", ""] + gpu_markdown(results) + kill_markdown(results["kill"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, **results}, indent=1, default=str))

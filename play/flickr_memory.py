@@ -201,7 +201,7 @@ def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, step
                 readback["conv_forwards_per_step"] = model.conv_calls - calls
         readback["last_loss"] = float(loss)
         if setting.num_workers:  # what the workers add: private memory, read once (slow to read)
-            from gnnmon.devices.host import children_private_memory
+            from gnnmon.devices.children import children_private_memory
 
             kids = children_private_memory()
             readback["workers_uss_mib"] = kids["uss_bytes"] / MiB

@@ -5,10 +5,15 @@ They follow the documented behaviour of the real modules:
 * ``torch.cuda.memory_stats(device)`` returns ``{}`` until CUDA is initialised (any allocation,
   ``synchronize`` or ``current_device`` initialises it), then the caching allocator's keys
   (``allocated_bytes.all.{current,peak}``, ``reserved_bytes.all.{current,peak}``,
-  ``num_alloc_retries``, ``num_ooms``). Reserved memory grows in 2 MiB-rounded segments and is kept
-  after a free until ``empty_cache``; ``reset_peak_memory_stats`` sets every peak to its current
-  value, per device. A device argument may be None (current device), an int, a string or a
-  ``torch.device``.
+  ``num_alloc_retries``, ``num_ooms``). ``torch.cuda.memory_stats_as_nested_dict(device)`` and
+  ``torch._C._cuda_memoryStats(index)`` return the same as the nested dict torch builds
+  (``{"allocated_bytes": {"all": {"current", "peak", "allocated", "freed"}, "small_pool": ...,
+  "large_pool": ...}, ..., "num_alloc_retries": n, "num_ooms": n}``; the private one takes an
+  index and must not be called before CUDA is initialised, as torch's own wrapper ensures).
+  Every read of either form counts in ``stats_calls``. Reserved memory grows in 2 MiB-rounded
+  segments and is kept after a free until ``empty_cache``; ``reset_peak_memory_stats`` sets every
+  peak to its current value, per device. A device argument may be None (current device), an int,
+  a string or a ``torch.device``.
 * ``torch.mps`` has ``current_allocated_memory`` (tensors), ``driver_allocated_memory`` (more: the
   driver's caches) and ``recommended_max_memory``, and no peak API.
 
@@ -17,7 +22,10 @@ They follow the documented behaviour of the real modules:
   when the work queued so far is done; ``query()`` says (without blocking) whether it has been
   reached, ``synchronize()`` waits for it, and ``elapsed_time(end)`` gives milliseconds between
   two events and raises, as the real one does, if the end event has not completed.
-  ``torch.cuda.synchronize()`` waits for all queued work.
+  ``torch.cuda.synchronize()`` waits for all queued work. ``torch._C._cuda_getCurrentStream(i)``
+  returns ``(stream_id, i, device_type)`` and ``torch.cuda.Stream(stream_id=, device_index=,
+  device_type=)`` builds a stream object from it, as ``torch.cuda.current_stream`` does; streams
+  built count in ``streams_built``.
 
 Tests allocate on the fake with :meth:`FakeCuda.alloc` / :meth:`FakeMps.alloc` inside the measured
 call, and read back what the fake saw (``sync_calls``, ``reset_calls``, ``event_syncs``).
@@ -91,6 +99,28 @@ class _Timeline:
         return _FakeEvent(self, enable_timing)
 
 
+class FakeStream:
+    """Like ``torch.cuda.Stream``: identified by (stream id, device index, device type)."""
+
+    def __init__(self, owner: Any, stream_id: int = 0, device_index: int = 0, device_type: int = 1) -> None:
+        self.stream_id, self.device_index, self.device_type = stream_id, device_index, device_type
+        owner.streams_built += 1
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FakeStream) and (self.stream_id, self.device_index) == (
+            other.stream_id, other.device_index)
+
+    def __hash__(self) -> int:
+        return hash((self.stream_id, self.device_index))
+
+    def __repr__(self) -> str:
+        return f"FakeStream(id={self.stream_id}, device={self.device_index})"
+
+
+def _stat(current: int, peak: int) -> dict[str, int]:
+    return {"current": current, "peak": peak, "allocated": 0, "freed": 0}
+
+
 class _CudaDevice:
     def __init__(self) -> None:
         self.allocated = self.allocated_peak = 0
@@ -114,6 +144,9 @@ class FakeCuda(_Timeline):
         self.sync_calls: list[int] = []
         self.reset_calls: list[int] = []
         self.stats_calls = 0
+        self.stats_on: list[int] = []  # device index of every nested stats read
+        self.streams_built = 0
+        self.stream_id = 0  # the current stream's id (tests switch streams by changing it)
         self._blocks: dict[int, tuple[int, int]] = {}
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -181,8 +214,15 @@ class FakeCuda(_Timeline):
         self.sync_calls.append(self._index(device))
         self.wait_idle()
 
-    def current_stream(self, device: Any = None) -> tuple[str, int]:
-        return ("stream", self._index(device))
+    def current_stream(self, device: Any = None) -> FakeStream:
+        return FakeStream(self, self.stream_id, self._index(device), 1)
+
+    def get_current_stream_data(self, index: int) -> tuple[int, int, int]:
+        """``torch._C._cuda_getCurrentStream``: (stream id, device index, device type)."""
+        return (self.stream_id, self._index(index), 1)
+
+    def Stream(self, stream_id: int = 0, device_index: int = 0, device_type: int = 1) -> FakeStream:  # torch's name
+        return FakeStream(self, stream_id, device_index, device_type)
 
     def get_device_properties(self, device: Any = None) -> Any:
         i = self._index(device)
@@ -201,6 +241,28 @@ class FakeCuda(_Timeline):
             "reserved_bytes.all.peak": d.reserved_peak,
             "num_alloc_retries": d.retries,
             "num_ooms": d.ooms,
+        }
+
+    def memory_stats_as_nested_dict(self, device: Any = None) -> dict[str, Any]:
+        if not self.initialized:
+            return {}
+        return self.raw_memory_stats(self._index(device))
+
+    def raw_memory_stats(self, index: int) -> dict[str, Any]:
+        """``torch._C._cuda_memoryStats(index)``: the nested dict (CUDA must be initialised)."""
+        self.stats_calls += 1
+        if not self.initialized:
+            raise RuntimeError("fake: torch._C._cuda_memoryStats called before CUDA was initialised")
+        self.stats_on.append(self._index(index))
+        d = self.devices[self._index(index)]
+        empty = _stat(0, 0)
+        return {
+            "num_alloc_retries": d.retries,
+            "num_ooms": d.ooms,
+            "allocated_bytes": {"all": _stat(d.allocated, d.allocated_peak), "small_pool": empty,
+                                "large_pool": _stat(d.allocated, d.allocated_peak)},
+            "reserved_bytes": {"all": _stat(d.reserved, d.reserved_peak), "small_pool": empty,
+                               "large_pool": _stat(d.reserved, d.reserved_peak)},
         }
 
     def memory_allocated(self, device: Any = None) -> int:
@@ -225,9 +287,11 @@ class FakeCuda(_Timeline):
             "is_available", "is_initialized", "device_count", "current_device", "set_device",
             "synchronize", "memory_stats", "memory_allocated", "max_memory_allocated",
             "reset_peak_memory_stats", "empty_cache", "current_stream", "Event",
-            "get_device_properties",
+            "get_device_properties", "memory_stats_as_nested_dict", "Stream",
         ):
             monkeypatch.setattr(torch.cuda, name, getattr(self, name))
+        monkeypatch.setattr(torch._C, "_cuda_memoryStats", self.raw_memory_stats, raising=False)
+        monkeypatch.setattr(torch._C, "_cuda_getCurrentStream", self.get_current_stream_data, raising=False)
         return self
 
 
@@ -288,8 +352,11 @@ class FakeMps(_Timeline):
 class FakeNvml:
     """Stands in for the ``pynvml`` module (nvidia-ml-py): ``n`` GPUs whose NVML order is the
     reverse of CUDA's (see FakeCuda.uuids), known utilisation and power, and a total-energy counter
-    in millijoules that tests advance with :meth:`add_energy` (``energy=False`` stands for a GPU
-    older than Volta: the counter query raises NVMLError_NotSupported)."""
+    in millijoules that ramps at ``ramp_w`` watts per GPU from when the fake is made (NVML's own
+    counter moves in steps: ``period`` > 0 updates it only every ``period`` seconds, as a real one
+    does every ~0.1 s), plus what tests add with :meth:`add_energy`. ``energy=False`` stands for a
+    GPU older than Volta: the counter query raises NVMLError_NotSupported. Every call is recorded
+    in ``calls`` as (function name, thread name), so tests can see which thread called NVML."""
 
     NVML_CLOCK_SM = 1
     NVML_TEMPERATURE_GPU = 0
@@ -300,18 +367,30 @@ class FakeNvml:
     class NVMLError_NotSupported(NVMLError):  # pynvml's name
         pass
 
-    def __init__(self, n: int = 2, energy: bool = True, power_w: float = 200.0) -> None:
+    def __init__(self, n: int = 2, energy: bool = True, power_w: float = 200.0,
+                 ramp_w: float = 0.0, period: float = 0.0) -> None:
         self.n = n
         self.energy = energy
         self.util = [37.0 + 10 * i for i in range(n)]  # NVML index -> %
         self.mem_util = [11.0] * n
-        self.power_mw = [int(power_w * 1000)] * n
-        self.counter_mj = [5_000_000 + i for i in range(n)]
+        self.power_mw: list[int | None] = [int(power_w * 1000)] * n
+        self.ramp_w = [ramp_w] * n
+        self.period = period
+        self.t0 = time.time()
+        self.added_mj = [5_000_000 + i for i in range(n)]
         self.initialised = 0
         self.shutdowns = 0
+        self.calls: list[tuple[str, str]] = []
 
     def add_energy(self, nvml_index: int, mj: int) -> None:
-        self.counter_mj[nvml_index] += mj
+        self.added_mj[nvml_index] += mj
+
+    def counter_mj(self, nvml_index: int, at: float | None = None) -> int:
+        """The counter at time ``at`` (time.time(); now if None)."""
+        t = (time.time() if at is None else at) - self.t0
+        if self.period:
+            t = t // self.period * self.period
+        return int(self.added_mj[nvml_index] + self.ramp_w[nvml_index] * t * 1000)
 
     def nvmlInit(self) -> None:  # pynvml's names below
         self.initialised += 1
@@ -338,7 +417,10 @@ class FakeNvml:
         return types.SimpleNamespace(used=(h[1] + 1) * 2**30, total=16 * 2**30, free=0)
 
     def nvmlDeviceGetPowerUsage(self, h: Any) -> int:
-        return self.power_mw[h[1]]
+        power = self.power_mw[h[1]]
+        if power is None:
+            raise self.NVMLError_NotSupported("Not Supported")
+        return power
 
     def nvmlDeviceGetClockInfo(self, h: Any, kind: int) -> int:
         return 1410
@@ -349,12 +431,21 @@ class FakeNvml:
     def nvmlDeviceGetTotalEnergyConsumption(self, h: Any) -> int:
         if not self.energy:
             raise self.NVMLError_NotSupported("Not Supported")
-        return self.counter_mj[h[1]]
+        return self.counter_mj(h[1])
 
     def install(self, monkeypatch: Any) -> FakeNvml:
         module = types.ModuleType("pynvml")
         for name in dir(self):
-            if name.startswith(("nvml", "NVML")):
+            if name.startswith("nvml"):
+                setattr(module, name, self._recorded(name, getattr(self, name)))
+            elif name.startswith("NVML"):
                 setattr(module, name, getattr(self, name))
         monkeypatch.setitem(sys.modules, "pynvml", module)
         return self
+
+    def _recorded(self, name: str, fn: Any) -> Any:
+        def call(*args: Any) -> Any:
+            self.calls.append((name, threading.current_thread().name))
+            return fn(*args)
+
+        return call

@@ -23,3 +23,25 @@ def test_runner_quick(tmp_path):
     assert {"bare", "gnnmon full stack + 500 ms sampler", "memory_profiler.memory_usage",
             "codecarbon start_task/stop_task", "torch_geometric.profile.timeit"} <= variants
     assert data["scale"][-1]["read_back"] == 1000 and data["scale"][-1]["read_back_in_order"]
+
+
+def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path):
+    """``benchmarks/run.py --device cuda`` at a tiny size, in-process, on the fake torch.cuda: every
+    variant runs (or says why not) and the tables are written (the numbers mean nothing here)."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.run import main_cuda
+
+    out = tmp_path / "bench-cuda.md"
+    assert main_cuda(True, out, fake=True) == 0
+    text = out.read_text()
+    assert "FAKE device" in text and "### What each call costs here" in text
+    data = json.loads(out.with_suffix(".json").read_text())
+    rows = {(r["loop"], r["variant"]): r for r in data["overhead"]}
+    for variant in ("gnnmon full stack, phases inside", "@monitor_memory_device alone",
+                    "gnnmon full stack + collect(path, sample=0.5, energy=True)",
+                    "hand-written floor (pooled events, raw counters, GC off)"):
+        assert rows[("GCN step", variant)]["ratio"] > 0
+    assert rows[("GCN step", "torch_geometric.profile.profileit")]["note"].startswith("not run")
+    assert rows[("tiny step (x + 1)", "full stack")]["ratio"] > 0
+    assert fake_cuda.sync_calls  # the passes ended with a device synchronize
+    assert data["kill"]["trials"] == 2

@@ -73,3 +73,21 @@ def test_decorated_call_records_the_resolved_device(fake_cuda):
 
 def test_module_without_parameters_falls_through():
     assert device_from_arguments((torch.nn.ReLU(), torch.ones(1, device=META)), {}) == META
+
+
+def test_a_call_without_tensors_follows_torch_default_device():
+    """torch.set_default_device(...): a decorated call with no tensor arguments is resolved on
+    that device, not silently on the CPU (and the fast default-device check sees the change).
+    'meta' stands for a device this CPU-only torch has but gnnmon cannot measure: a clear error."""
+    from gnnmon.devices.resolve import default_device
+
+    assert default_device() == torch.device("cpu")
+    torch.set_default_device("meta")
+    try:
+        assert default_device() == torch.device("meta")
+        with pytest.raises(DeviceError, match="'meta'"):
+            with gnnmon.memory_scope():
+                pass
+    finally:
+        torch.set_default_device(None)
+    assert default_device() == torch.device("cpu")

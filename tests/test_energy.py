@@ -13,7 +13,7 @@ from gnnmon import cuda_timed, monitor_memory_device
 from gnnmon.devices.nvml import Nvml
 from gnnmon.devices.rapl import RaplReader, find_zones
 from gnnmon.timeline import carbon
-from gnnmon.timeline.energy import EnergyMeter
+from gnnmon.timeline.energy import EnergyJoin, EnergySources
 from tests.fakes import FakeNvml
 
 J_PER_KWH = 3.6e6
@@ -21,23 +21,48 @@ J_PER_KWH = 3.6e6
 
 # -- NVML ---------------------------------------------------------------------------------------
 
-def test_fake_nvml_energy_counter_gives_exact_row_energy(fake_cuda, monkeypatch):
-    nv = FakeNvml(n=2).install(monkeypatch)
+def test_fake_nvml_counter_ramping_at_a_known_power_gives_the_row_energy(fake_cuda, monkeypatch):
+    """The counter ramps at 150 W on CUDA 1 (NVML 0: the orders differ, mapped by UUID) and 900 W
+    on the other GPU: a row on cuda:1 gets 150 W × its duration, from readings taken by the
+    sampler and interpolated to the row's ends."""
+    nv = FakeNvml(n=2, ramp_w=150.0).install(monkeypatch)
+    nv.ramp_w[1] = 900.0  # CUDA 0: not this row's GPU
 
     @cuda_timed(device="cuda:1")
     def step():
-        nv.add_energy(0, 12_345)  # CUDA 1 is NVML 0 (the orders differ; mapped by UUID)
-        nv.add_energy(1, 99_999)  # the other GPU: not this row's
+        time.sleep(0.3)
 
-    with gnnmon.collect(energy=True, carbon_intensity=100.0) as run:
+    with gnnmon.collect(energy=True, sample=0.05, carbon_intensity=100.0) as run:
         step()
     (row,) = run.records
-    assert row["energy_gpu_j"] == 12.345
-    assert row["energy_gpu_j_source"] == "measured:nvml-energy-counter"
+    duration = (row["t_end_ns"] - row["t_start_ns"]) / 1e9
+    assert row["energy_gpu_j"] == pytest.approx(150.0 * duration, rel=0.01)
+    assert row["energy_gpu_j_source"] == "measured:nvml-energy-counter(interpolated@50ms)"
     joules = sum(row[k] for k in ("energy_gpu_j", "energy_cpu_j", "energy_ram_j") if row[k] is not None)
     assert row["co2_kg"] == pytest.approx(joules / J_PER_KWH * 0.1)
     assert row["co2_kg_source"] == "user:100g/kWh"
     assert nv.shutdowns == 1  # NVML closed with the run
+
+
+def test_a_counter_that_moves_every_100_ms_is_exact_over_whole_runs_of_rows(fake_cuda, monkeypatch):
+    """NVML's real counter updates every ~100 ms. Back-to-back rows shorter than that each get the
+    average power around them; their sum telescopes to the counter's own difference, so the
+    error does not grow with the number of rows: at most one update period at each end."""
+    FakeNvml(n=2, ramp_w=200.0, period=0.1).install(monkeypatch)
+
+    @cuda_timed(device="cuda:0")
+    def step():
+        time.sleep(0.03)
+
+    with gnnmon.collect(energy=True, sample=0.05) as run:
+        for _ in range(20):
+            step()
+    rows = run.records
+    total = sum(r["energy_gpu_j"] for r in rows)
+    span = (rows[-1]["t_end_ns"] - rows[0]["t_start_ns"]) / 1e9
+    gaps = sum((b["t_start_ns"] - a["t_end_ns"]) / 1e9 for a, b in zip(rows, rows[1:], strict=False))
+    assert total == pytest.approx(200.0 * (span - gaps), abs=2 * 0.1 * 200.0)
+    assert all(r["energy_gpu_j"] >= 0 for r in rows)
 
 
 def test_fake_nvml_samples(fake_cuda, monkeypatch):
@@ -68,14 +93,15 @@ def test_without_energy_counter_power_is_integrated_over_samples(fake_cuda, monk
     assert row["gpu_util_pct"] == 47.0
 
 
-def test_no_counter_and_no_samples_says_why(fake_cuda, monkeypatch):
-    FakeNvml(n=2, energy=False).install(monkeypatch)
+def test_no_counter_and_no_power_reading_says_why(fake_cuda, monkeypatch):
+    nv = FakeNvml(n=2, energy=False).install(monkeypatch)
+    nv.power_mw = [None, None]  # the power query fails too
     with gnnmon.collect(energy=True) as run:
         with gnnmon.timed(device="cuda:0"):
             pass
     (row,) = run.records
     assert row["energy_gpu_j"] is None
-    assert any("no power sample" in n for n in row["notes"])
+    assert any("no energy counter and no power sample" in n for n in row["notes"])
 
 
 def test_pynvml_missing_or_no_library(monkeypatch):
@@ -119,17 +145,24 @@ def test_rapl_reader_and_wrap_around(tmp_path):
     assert reader.delta_j(a, reader.read()) == {"package": 3.5, "dram": 3.0}
 
 
-def test_rapl_rows_are_measured(tmp_path):
-    root = make_powercap(tmp_path)
-    meter = EnergyMeter(rapl_root=root, use_codecarbon=False)
-    start = meter.read()
-    set_uj(root, "intel-rapl:0", 1_000_000 + 42_000_000)
+def test_rapl_counters_are_read_cumulatively_and_interpolated_to_the_row(tmp_path):
+    root = make_powercap(tmp_path, package_uj=2**32 - 2_000_000)
+    sources = EnergySources(rapl_root=root, use_codecarbon=False)
+    assert sources.model is None  # RAPL measures CPU and DRAM: CodeCarbon not even asked
+    s0 = {"t_ns": 0, **sources.read_counters()}
+    set_uj(root, "intel-rapl:0", 40_000_000)  # wrapped: 2 J to the top + 40 J after
     set_uj(root, "intel-rapl:0:1", 500 + 1_500_000)
-    row = {"device": "cpu", "notes": []}
-    meter.fill_row(row, start, meter.read())
-    assert row["energy_cpu_j"] == 42.0 and row["energy_cpu_j_source"] == "measured:rapl-package"
-    assert row["energy_ram_j"] == 1.5 and row["energy_ram_j_source"] == "measured:rapl-dram"
-    assert meter.model is None  # nothing left to estimate: CodeCarbon not even asked
+    s1 = {"t_ns": 1_000_000_000, **sources.read_counters()}
+    assert s1["rapl_package_j"] == 42.0 and s1["rapl_dram_j"] == 1.5
+    join = EnergyJoin(sources.describe(), 1.0)
+    row = {"device": "cpu", "notes": [], "t_start_ns": 250_000_000, "t_end_ns": 750_000_000}
+    join.fill(row, [s0, s1])
+    assert row["energy_cpu_j"] == 21.0  # half the interval: half the energy (linear in time)
+    assert row["energy_cpu_j_source"] == "measured:rapl-package(interpolated@1000ms)"
+    assert row["energy_ram_j"] == 0.75 and row["energy_ram_j_source"] == "measured:rapl-dram(interpolated@1000ms)"
+    late = {"device": "cpu", "notes": [], "t_start_ns": 500_000_000, "t_end_ns": 2_000_000_000}
+    join.fill(late, [s0, s1])
+    assert late["energy_cpu_j"] is None and any("no rapl_package_j reading" in n for n in late["notes"])
 
 
 def test_unreadable_rapl_says_why(tmp_path):
@@ -200,7 +233,7 @@ def test_carbon_intensity_arguments():
     with pytest.raises(ValueError, match="alpha-3"):
         gnnmon.collect(energy=True, country="FR")
     with pytest.raises(ValueError, match="carbon_intensity"):
-        EnergyMeter(carbon_intensity_g_per_kwh=-1, use_codecarbon=False)
+        EnergySources(carbon_intensity_g_per_kwh=-1, use_codecarbon=False)
 
 
 # -- nothing available --------------------------------------------------------------------------
@@ -265,3 +298,17 @@ def test_timeline_figure(tmp_path):
     fig = run.report().plot_timeline(path)
     assert path.stat().st_size > 10_000 and path.read_bytes()[:4] == b"\x89PNG"
     assert len(fig.axes) == 3 and [t.get_text() for t in fig.axes[2].get_yticklabels()] == ["step"]
+
+
+def test_rows_read_mid_run_are_already_joined(fake_cuda, monkeypatch):
+    """Reading run.records mid-run takes a sample first, so the rows just closed are covered."""
+    FakeNvml(n=2, ramp_w=120.0).install(monkeypatch)
+
+    @cuda_timed(device="cuda:0")
+    def step():
+        time.sleep(0.05)
+
+    with gnnmon.collect(energy=True, sample=30.0) as run:  # the sampler's own next sample: 30 s away
+        step()
+        (row,) = run.records
+        assert row["energy_gpu_j"] == pytest.approx(120.0 * row["wall_s"], rel=0.02)

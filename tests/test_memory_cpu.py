@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -183,7 +184,7 @@ def test_repeated_steps_with_and_without_exact_host_memory(mode):
 
 
 def test_cached_memory_is_noted_on_cpu_rows():
-    from gnnmon.devices.host import mmap_threshold
+    from gnnmon.devices.malloc import mmap_threshold
     from gnnmon.measure.memory import CACHED_NOTE
 
     with memory_scope() as fields:
@@ -191,3 +192,84 @@ def test_cached_memory_is_noted_on_cpu_rows():
     assert (CACHED_NOTE in fields["notes"]) == (mmap_threshold() is None)
     with pytest.raises(ValueError, match="mmap_threshold"):
         gnnmon.exact_host_memory(12)
+
+
+# -- the host counter: statm + getrusage, reset through clear_refs ------------------------------
+
+@linux_exact
+def test_getrusage_follows_a_high_water_mark_reset():
+    """The kernel's getrusage(RUSAGE_SELF).ru_maxrss is max(VmHWM, the exec-time floor): after a
+    reset it falls back to the current RSS, as VmHWM does (what makes it a cheap peak read)."""
+    import resource
+
+    from gnnmon.devices.rss import STATUS, RssCounter, status_figures
+
+    counter = RssCounter()
+    big = torch.ones(300 * MiB, dtype=torch.uint8)
+    del big
+    counter.reset()
+    (rss,), (hwm,) = counter.read()
+    fd = os.open(STATUS, os.O_RDONLY)
+    try:
+        vm_rss, vm_hwm = status_figures(fd)
+    finally:
+        os.close(fd)
+    assert abs(hwm - vm_hwm) < 4 * MiB and hwm < rss + 50 * MiB  # the 300 MiB peak is gone
+    if counter.floor == 0:
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 == pytest.approx(vm_hwm, abs=4 * MiB)
+
+
+@linux_exact
+def test_a_getrusage_floor_above_vmhwm_is_detected_and_read_around(monkeypatch):
+    """A process exec-ed from a bigger one keeps that one's mark in ru_maxrss: no reset lowers
+    it. Planted here by faking getrusage; the counter then reads VmHWM from /proc/self/status."""
+    import resource
+    import types
+
+    from gnnmon.devices import rss as rss_module
+
+    floor = 64 * 2**30  # 64 GiB, far above this process
+    real = resource.getrusage
+    monkeypatch.setattr(rss_module, "_getrusage",
+                        lambda who: types.SimpleNamespace(ru_maxrss=max(real(who).ru_maxrss, floor // 1024)))
+    monkeypatch.setattr(rss_module.resource, "getrusage",
+                        lambda who: types.SimpleNamespace(ru_maxrss=max(real(who).ru_maxrss, floor // 1024)))
+    counter = rss_module.RssCounter()
+    counter.reset()
+    assert counter.floor == floor
+    size = 200 * MiB
+    (start,), _ = counter.read()
+    t = torch.ones(size, dtype=torch.uint8)
+    (_,), (hwm,) = counter.read()
+    del t
+    assert counter.status_reads >= 1 and hwm < floor
+    assert hwm - start == pytest.approx(size, rel=0.02)
+
+
+@linux_exact
+def test_the_counter_reopens_its_files_in_a_forked_child():
+    from gnnmon.devices.rss import RssCounter
+
+    counter = RssCounter()
+    counter.read()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: allocate, read through the same counter, report
+        try:
+            os.close(r)
+            (before,), _ = counter.read()
+            t = bytearray(150 * MiB)  # no torch in a forked child: its thread pool may hang
+            for i in range(0, len(t), 4096):
+                t[i] = 1  # touch every page
+            (rss,), _ = counter.read()
+            with open("/proc/self/status") as f:
+                vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+            os.write(w, f"{rss} {vm} {before}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        rss, vm, before = map(int, f.read().split())
+    os.waitpid(pid, 0)
+    assert rss == pytest.approx(vm, abs=2 * MiB)  # the child's own memory, not the parent's
+    assert rss - before == pytest.approx(150 * MiB, abs=4 * MiB)

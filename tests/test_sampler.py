@@ -27,8 +27,10 @@ def test_cadence_does_not_drift_even_when_sampling_takes_time():
     s = UtilisationSampler(slow_sink, 0.05)
     with s:
         time.sleep(1.02)
+    assert s.samples_taken == len(times)
+    times = times[:-1]  # the last sample is taken at stop, off the grid
     n = len(times)
-    assert 18 <= n <= 21, n
+    assert 19 <= n <= 22, n  # one at start, then one every 50 ms
     span = times[-1] - times[0]
     assert abs(span - (n - 1) * 0.05) < 0.05, (n, span)  # on the grid, not (n - 1) × 0.065
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
@@ -47,6 +49,7 @@ def test_a_stall_skips_deadlines_instead_of_bunching_samples():
     s = UtilisationSampler(sink, 0.05)
     with s:
         time.sleep(0.8)
+    times = times[:-1]  # the last sample is taken at stop, off the grid
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert min(gaps) > 0.02  # no burst of catch-up samples after the stall
     assert s.skipped >= 4
@@ -61,6 +64,16 @@ def test_samples_are_timestamped_and_have_process_figures():
     assert s["t_ns"] > 0 and s["rss_bytes"] > 10 * 2**20 and s["ram_used_bytes"] > s["rss_bytes"]
     assert max(g["cpu_util_pct"] for g in got) > 50
     assert [g["t_ns"] for g in got] == sorted(g["t_ns"] for g in got)
+
+
+def test_a_sample_at_start_and_at_stop_bracket_every_row():
+    got = []
+    with UtilisationSampler(got.append, 10.0) as s:  # no sample from the loop in this block
+        t_in = time.time_ns()
+        time.sleep(0.02)
+    assert len(got) == 2 and s.samples_taken == 2
+    assert got[0]["t_ns"] < t_in < got[1]["t_ns"]
+    assert got[0]["interval_s"] == 10.0 and got[1]["cpu_time_s"] >= got[0]["cpu_time_s"]
 
 
 def test_sampler_stops_when_the_body_raises():

@@ -8,7 +8,7 @@ import pytest
 
 import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device, phase, timed
-from tests.fakes import FakeMps
+from tests.fakes import FakeMps, FakeStream
 
 # time.sleep never returns early; the upper bound leaves room for a loaded CI machine.
 LOW, HIGH = 0.0499, 0.150
@@ -94,15 +94,16 @@ def test_fake_cuda_events_are_resolved_later_without_a_sync_per_call(fake_cuda, 
         fake_cuda.launch(0.01)
 
     path = tmp_path / "events.jsonl"
-    with gnnmon.collect(path) as run:
+    with gnnmon.collect(path, flush_interval=60.0) as run:  # the writer thread stays asleep
         for _ in range(4):
             step()
         # The host ran ahead: no synchronize, no event wait during the calls.
         assert fake_cuda.sync_calls == [] and fake_cuda.event_syncs == 0
         assert fake_cuda.events_created == 4 * 4  # two for the step, two for its phase
-        assert all(rec == ("stream", 0) for rec in fake_cuda.records)
-        assert run.rows_written < 4  # the GPU is still busy: rows wait for their events
-        rows = run.records  # reading resolves them
+        assert fake_cuda.streams_built == 1  # the current stream's object made once, then reused
+        assert set(fake_cuda.records) == {FakeStream(fake_cuda, 0, 0)}  # ... and recorded on
+        assert run.rows_written == 0  # the GPU is still busy: rows wait for their events
+        rows = run.records  # reading resolves them (and gives the events back to the pool)
     assert len(rows) == 4
     for row in rows:
         assert row["device_s_source"] == "events"
@@ -112,15 +113,46 @@ def test_fake_cuda_events_are_resolved_later_without_a_sync_per_call(fake_cuda, 
     assert [r["device_s"] for r in gnnmon.load(path).records] == [r["device_s"] for r in rows]
 
 
-def test_fake_cuda_ready_rows_stream_without_waiting(fake_cuda):
+def test_fake_cuda_events_come_from_a_pool(fake_cuda):
+    @cuda_timed(device="cuda:0")
+    def step():
+        with phase("forward"):
+            fake_cuda.launch(0.001)
+
+    with gnnmon.collect() as run:
+        for _ in range(3):
+            step()
+        run.flush()  # read: the 12 events are back in the pool
+        created = fake_cuda.events_created
+        for _ in range(3):
+            step()
+        assert fake_cuda.events_created == created == 12  # reused, none made
+    assert len(run.records) == 6 and all(r["device_s"] is not None for r in run.records)
+
+
+def test_fake_cuda_events_follow_a_stream_switch(fake_cuda):
     @cuda_timed(device="cuda:0")
     def step():
         fake_cuda.launch(0.001)
 
     with gnnmon.collect() as run:
         step()
-        time.sleep(0.01)  # the device finished meanwhile
-        step()  # the first row's events are done: it is written now, no wait
+        fake_cuda.stream_id = 7  # as inside `with torch.cuda.stream(s):`
+        step()
+    assert fake_cuda.records[-2:] == [FakeStream(fake_cuda, 7, 0)] * 2
+    assert len(run.records) == 2
+
+
+def test_fake_cuda_ready_rows_stream_without_waiting(fake_cuda, tmp_path):
+    @cuda_timed(device="cuda:0")
+    def step():
+        fake_cuda.launch(0.001)
+
+    with gnnmon.collect(tmp_path / "r.jsonl", flush_interval=0.01) as run:
+        step()
+        deadline = time.monotonic() + 2.0
+        while run.rows_written == 0 and time.monotonic() < deadline:
+            time.sleep(0.005)  # the device finishes; the writer thread stores the row
         assert run.rows_written == 1 and fake_cuda.event_syncs == 0
 
 

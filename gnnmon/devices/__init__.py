@@ -15,10 +15,25 @@ from gnnmon.devices.cuda import CudaBackend, check_cuda_index
 from gnnmon.devices.mps import MpsBackend
 from gnnmon.errors import DeviceError
 
-__all__ = ["Backend", "CpuBackend", "CudaBackend", "MpsBackend", "get_backend", "clear_backends"]
+__all__ = ["Backend", "CpuBackend", "CudaBackend", "MpsBackend", "backend_for", "get_backend",
+           "clear_backends"]
 
 _CACHE: dict[tuple[str, int | None], Backend] = {}
+_BY_DEVICE: dict[torch.device, Backend] = {}
 _LOCK = threading.Lock()
+
+
+def backend_for(device: torch.device) -> Backend:
+    """:func:`get_backend`, from a cache keyed by the ``torch.device`` itself (one dict lookup:
+    reading ``device.type`` alone costs ~0.3 µs). ``cuda`` without an index names the current
+    device, which can change: it is resolved every time."""
+    backend = _BY_DEVICE.get(device)
+    if backend is not None:
+        return backend
+    backend = get_backend(device)
+    if device.type != "cuda" or device.index is not None:
+        _BY_DEVICE[device] = backend
+    return backend
 
 
 def get_backend(device: torch.device) -> Backend:
@@ -48,3 +63,4 @@ def clear_backends() -> None:
     """Forget cached backends (tests that swap in a fake device use this)."""
     with _LOCK:
         _CACHE.clear()
+        _BY_DEVICE.clear()

@@ -6,6 +6,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+EVENT_POOL_MAX = 1024
+"""Free timing events a backend keeps (more are left to the garbage collector). The pool settles
+at the events in flight between two drains of the run: rows per flush interval × events per row
+(2, plus 2 per phase)."""
+
 
 @runtime_checkable
 class Backend(Protocol):
@@ -17,6 +22,7 @@ class Backend(Protocol):
 
     name: str
     device: torch.device
+    label: str  # str(device), made once: the row's ``device`` field
     memory_is_host: bool
 
     def synchronize(self) -> None:
@@ -25,7 +31,11 @@ class Backend(Protocol):
     def record_event(self) -> Any:
         """A timing event recorded now on the device's current stream, or None if the device has
         no events (the CPU, whose work is synchronous). Events have ``query()``,
-        ``synchronize()`` and ``elapsed_time(end)`` (milliseconds), like ``torch.cuda.Event``."""
+        ``synchronize()`` and ``elapsed_time(end)`` (milliseconds), like ``torch.cuda.Event``;
+        they come from a pool: give each back with :meth:`release_event` once read."""
+
+    def release_event(self, event: Any) -> None:
+        """Return a read event to the pool."""
 
     def snapshot(self) -> dict[str, int | None]:
         """Current memory figures in bytes, keyed by row field stems (``mem_bytes``, ...)."""

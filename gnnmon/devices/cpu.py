@@ -6,7 +6,8 @@ from typing import Any
 
 import torch
 
-from gnnmon.devices.host import HOST, _psutil_rss
+from gnnmon.devices.host import HOST
+from gnnmon.devices.rss import psutil_rss
 
 
 class CpuBackend:
@@ -17,6 +18,7 @@ class CpuBackend:
 
     def __init__(self, device: torch.device | None = None) -> None:
         self.device = torch.device("cpu")
+        self.label = "cpu"
 
     def synchronize(self) -> None:
         """No queued device work on the CPU."""
@@ -24,8 +26,11 @@ class CpuBackend:
     def record_event(self) -> None:
         return None
 
+    def release_event(self, event: Any) -> None:
+        """The CPU has no events."""
+
     def snapshot(self) -> dict[str, int | None]:
-        return {"mem_bytes": _psutil_rss()[0]}
+        return {"mem_bytes": psutil_rss()[0]}
 
     def open_window(self, sample_interval: float) -> Any:
         return HOST.open(False, sample_interval)

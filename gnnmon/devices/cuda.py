@@ -1,22 +1,36 @@
-"""The CUDA backend: exact figures from PyTorch's caching allocator (``torch.cuda.memory_stats``).
+"""The CUDA backend: exact figures from PyTorch's caching allocator, read without a synchronize.
 
 ``mem_*`` is memory handed to tensors (``allocated_bytes``), ``mem_reserved_*`` what the caching
 allocator holds from the driver (``reserved_bytes``). Neither includes the CUDA context or other
-processes, which nvidia-smi shows. The peak counter is global per device, so windows go through a
+processes, which nvidia-smi shows. The allocator keeps these counters on the host, updated when a
+tensor is allocated or freed (in program order, not when the GPU runs the kernels), so they are
+exact without a ``torch.cuda.synchronize()``; a sync would only make the CPU wait for the queued
+kernels and lose the CPU/GPU overlap.
+
+Costs measured on an H100 (torch 2.11; ``docs/performance.md``): the flat
+``torch.cuda.memory_stats`` builds a nested dict and flattens it in Python (~105 µs); this backend
+reads the nested dict itself (``torch._C._cuda_memoryStats``, what the public
+``torch.cuda.memory_stats_as_nested_dict`` wraps; ~17-21 µs), once when a window opens and once
+when it closes. The peak counter is global per device, so windows go through a
 :class:`~gnnmon.devices.peaks.CounterPeaks` stack that keeps nested windows' peaks correct.
+
+Timing events come from a pool (returned once read), recorded on the current stream found with
+``torch._C._cuda_getCurrentStream`` and a cache of stream objects, instead of building a
+``torch.cuda.Stream`` per record as ``Event.record()`` does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from gnnmon.devices.base import EVENT_POOL_MAX
 from gnnmon.devices.peaks import CounterPeaks
 from gnnmon.errors import DeviceError
 
-_ALLOC = "allocated_bytes.all."
-_RES = "reserved_bytes.all."
+Figures = tuple[tuple[int, int], tuple[int, int]]
 
 
 def check_cuda_index(device: torch.device) -> int:
@@ -33,6 +47,16 @@ def check_cuda_index(device: torch.device) -> int:
     return index
 
 
+def nested_stats_reader() -> Callable[[int], dict[str, Any]]:
+    """The cheapest exact read of the allocator's statistics this torch offers: the nested dict
+    from ``torch._C._cuda_memoryStats`` where it exists, else the public
+    ``torch.cuda.memory_stats_as_nested_dict`` (same data, one Python call more)."""
+    raw = getattr(torch._C, "_cuda_memoryStats", None)
+    if callable(raw):
+        return raw
+    return torch.cuda.memory_stats_as_nested_dict
+
+
 class CudaBackend:
     """One CUDA device, by index."""
 
@@ -42,21 +66,32 @@ class CudaBackend:
     def __init__(self, device: torch.device) -> None:
         self.index = check_cuda_index(device)
         self.device = torch.device("cuda", self.index)
+        self.label = f"cuda:{self.index}"
+        self._stats_of = nested_stats_reader()
+        self._ready = False  # CUDA initialised (before that the allocator has nothing: all zeros)
         self._last: dict[str, Any] = {}
         self.peaks = CounterPeaks(self._read, self._reset)
+        self._pool: list[Any] = []
+        self._streams: dict[Any, Any] = {}
+        self._current = getattr(torch._C, "_cuda_getCurrentStream", None)
 
+    # -- memory ---------------------------------------------------------------------------
     def _stats(self) -> dict[str, Any]:
-        # Empty until CUDA is initialised: nothing allocated yet, so every figure is 0.
-        stats = torch.cuda.memory_stats(self.index)
+        if not self._ready:
+            if not torch.cuda.is_initialized():
+                self._last = {}
+                return self._last
+            self._ready = True
+        stats = self._stats_of(self.index)
         self._last = stats
         return stats
 
-    def _read(self) -> tuple[tuple[int, int], tuple[int, int]]:
+    def _read(self) -> Figures:
         s = self._stats()
-        return (
-            (s.get(_ALLOC + "current", 0), s.get(_RES + "current", 0)),
-            (s.get(_ALLOC + "peak", 0), s.get(_RES + "peak", 0)),
-        )
+        if not s:
+            return (0, 0), (0, 0)
+        a, r = s["allocated_bytes"]["all"], s["reserved_bytes"]["all"]
+        return (a["current"], r["current"]), (a["peak"], r["peak"])
 
     def _reset(self) -> None:
         torch.cuda.reset_peak_memory_stats(self.index)
@@ -64,17 +99,9 @@ class CudaBackend:
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.index)
 
-    def record_event(self) -> Any:
-        event = torch.cuda.Event(enable_timing=True)
-        event.record(torch.cuda.current_stream(self.index))
-        return event
-
     def snapshot(self) -> dict[str, int | None]:
-        s = self._stats()
-        return {
-            "mem_bytes": s.get(_ALLOC + "current", 0),
-            "mem_reserved_bytes": s.get(_RES + "current", 0),
-        }
+        (alloc, reserved), _ = self._read()
+        return {"mem_bytes": alloc, "mem_reserved_bytes": reserved}
 
     def open_window(self, sample_interval: float) -> Any:
         window = self.peaks.open()
@@ -98,6 +125,32 @@ class CudaBackend:
             "cuda_alloc_retries": last.get("num_alloc_retries", 0) - retries0,
             "cuda_ooms": last.get("num_ooms", 0) - ooms0,
         }
+
+    # -- timing ---------------------------------------------------------------------------
+    def current_stream(self) -> Any:
+        """The current stream of this device, as a cached ``torch.cuda.Stream``."""
+        current = self._current
+        if current is None:
+            return torch.cuda.current_stream(self.index)
+        key = current(self.index)  # (stream id, device index, device type): a cheap C call
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = torch.cuda.Stream(stream_id=key[0], device_index=key[1], device_type=key[2])
+            self._streams[key] = stream
+        return stream
+
+    def record_event(self) -> Any:
+        """A timing event from the pool (new ones only while the pool is empty), recorded now on
+        the current stream."""
+        pool = self._pool
+        event = pool.pop() if pool else torch.cuda.Event(enable_timing=True)
+        event.record(self.current_stream())
+        return event
+
+    def release_event(self, event: Any) -> None:
+        """Give back an event that has been read (it may be recorded again)."""
+        if len(self._pool) < EVENT_POOL_MAX:
+            self._pool.append(event)
 
     def __repr__(self) -> str:
         return f"CudaBackend(cuda:{self.index})"

@@ -1,101 +1,20 @@
-"""The host process's resident memory (RSS): current, and an exact peak where Linux allows it.
+"""Peak windows over the host process's resident memory (RSS), exact where Linux allows it.
 
-On Linux the peak is exact: ``VmHWM`` in ``/proc/self/status`` is the kernel's high-water mark of
-RSS, and writing ``5`` to ``/proc/self/clear_refs`` resets it to the current RSS (Linux >= 4.0).
-Where that file cannot be written, or off Linux, the peak is sampled with psutil and labelled so.
-Child processes (DataLoader workers) can only be sampled: their RSS is read with psutil.
+On Linux the peak is exact: the kernel's high-water mark of RSS, reset per window where needed
+(see :mod:`gnnmon.devices.rss`). Where ``clear_refs`` cannot be written, or off Linux, the peak is
+sampled with psutil and labelled so. Child processes (DataLoader workers) can only be sampled
+(:mod:`gnnmon.devices.children`).
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
 import sys
 import threading
 from typing import Any
 
+from gnnmon.devices.children import children_rss
 from gnnmon.devices.peaks import CounterPeaks, PolledPeaks
-
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
-_mmap_threshold: int | None = None
-
-_STATUS = "/proc/self/status"
-_CLEAR_REFS = "/proc/self/clear_refs"
-
-
-class _ProcStatus:
-    """Reads VmRSS and VmHWM from one kept-open ``/proc/self/status`` descriptor (reopened after fork)."""
-
-    def __init__(self) -> None:
-        self._fd: int | None = None
-        self._pid = -1
-        self._lock = threading.Lock()
-
-    def read(self) -> tuple[tuple[int], tuple[int]]:
-        with self._lock:
-            pid = os.getpid()
-            if self._fd is None or self._pid != pid:
-                self._fd = os.open(_STATUS, os.O_RDONLY)
-                self._pid = pid
-            data = os.pread(self._fd, 8192, 0)
-        rss = hwm = -1
-        for line in data.split(b"\n"):
-            if line.startswith(b"VmHWM:"):
-                hwm = int(line.split()[1]) * 1024
-            elif line.startswith(b"VmRSS:"):
-                rss = int(line.split()[1]) * 1024
-                break  # VmRSS follows VmHWM
-        if rss < 0 or hwm < 0:
-            raise OSError("VmRSS/VmHWM missing from /proc/self/status")
-        return (rss,), (hwm,)
-
-
-def _reset_hwm() -> None:
-    with open(_CLEAR_REFS, "w") as f:
-        f.write("5")
-
-
-def _psutil_rss() -> tuple[int]:
-    import psutil
-
-    return (psutil.Process().memory_info().rss,)
-
-
-def children_rss() -> tuple[int, int]:
-    """(sum of RSS, count) over this process's live descendants, in bytes."""
-    import psutil
-
-    total = 0
-    count = 0
-    for child in psutil.Process().children(recursive=True):
-        try:
-            total += child.memory_info().rss
-            count += 1
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return total, count
-
-
-def children_private_memory() -> dict[str, int]:
-    """USS and PSS of this process's live descendants, summed (bytes), and how many there are.
-
-    RSS counts every page a process maps, so forked DataLoader workers that share the parent's
-    pages each show most of the parent's RSS; USS is what a child alone holds (what its exit would
-    free) and PSS shares every page among the processes mapping it. Exact, but slow: the kernel
-    walks each child's page tables (~20 ms for a 550 MiB worker here), so read it once per phase of
-    a run, not per step."""
-    import psutil
-
-    uss = pss = count = 0
-    for child in psutil.Process().children(recursive=True):
-        try:
-            info = child.memory_full_info()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        uss += info.uss
-        pss += getattr(info, "pss", 0)
-        count += 1
-    return {"uss_bytes": uss, "pss_bytes": pss, "processes": count}
+from gnnmon.devices.rss import RssCounter, psutil_rss
 
 
 class HostMemory:
@@ -103,6 +22,7 @@ class HostMemory:
 
     def __init__(self) -> None:
         self._exact: CounterPeaks | None = None
+        self.counter: RssCounter | None = None
         self._polled: dict[float, PolledPeaks] = {}
         self._children: dict[float, PolledPeaks] = {}
         self._mode: str | None = None
@@ -110,18 +30,15 @@ class HostMemory:
         self._lock = threading.Lock()
 
     def _choose(self) -> str:
+        if self._mode is not None:
+            return self._mode
         with self._lock:
             if self._mode is not None:
                 return self._mode
             if sys.platform.startswith("linux"):
                 try:
-                    status = _ProcStatus()
-                    (rss,), (hwm,) = status.read()
-                    if rss == hwm:  # a reset now changes nothing a reader could see
-                        _reset_hwm()
-                    else:  # probe write access without resetting the user's high-water mark
-                        open(_CLEAR_REFS, "w").close()
-                    self._exact = CounterPeaks(status.read, _reset_hwm)
+                    counter = self.counter = RssCounter()
+                    self._exact = CounterPeaks(counter.read, counter.reset)
                     self._mode = "exact"
                     return self._mode
                 except OSError as exc:
@@ -148,7 +65,7 @@ class HostMemory:
         if self._choose() == "exact" and self._exact is not None:
             own = ("exact", self._exact.open())
         else:
-            peaks = self._polled_for(self._polled, interval, _psutil_rss, "gnnmon-rss")
+            peaks = self._polled_for(self._polled, interval, psutil_rss, "gnnmon-rss")
             own = ("sampled", peaks, peaks.open())
         kids = None
         if include_children:
@@ -164,7 +81,7 @@ class HostMemory:
         if own[0] == "exact" and self._exact is not None:
             (end,), (peak,) = self._exact.close(own[1])
             (start,) = own[1].start
-            source = "measured:VmHWM"
+            source = "measured:VmHWM"  # the kernel's mark, read through getrusage
         else:
             (end,), (peak,) = own[1].close(own[2])
             (start,) = own[2].start
@@ -196,38 +113,3 @@ class HostMemory:
 
 
 HOST = HostMemory()
-
-
-def exact_host_memory(mmap_threshold: int = 64 * 1024) -> bool:
-    """Make freed host memory leave the process at once, so RSS follows the tensors alive.
-
-    glibc keeps freed memory for reuse (and raises its mmap threshold up to 32 MiB as it goes), so
-    after a first step the process's RSS stops moving: later steps reuse the same pages and their
-    peaks read as zero growth. This fixes glibc's mmap threshold (``mallopt(M_MMAP_THRESHOLD)``):
-    every allocation of ``mmap_threshold`` bytes or more gets its own mapping and is returned on
-    free, as CUDA's ``memory_allocated`` would show it. Process-wide and lasting (child processes
-    forked later inherit it); it costs a page fault per new page. Call it first thing, before
-    loading data: large blocks freed into the heap before the call can still be reused without
-    touching RSS (it also asks glibc to release free heap memory now, ``malloc_trim(0)``). The same
-    from the shell, for a whole run: ``MALLOC_MMAP_THRESHOLD_=65536 python train.py``. Returns
-    False where it cannot be set (not glibc)."""
-    global _mmap_threshold
-    if isinstance(mmap_threshold, bool) or not isinstance(mmap_threshold, int) or mmap_threshold < 4096:
-        raise ValueError(f"mmap_threshold must be an int of bytes >= 4096, got {mmap_threshold!r}")
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        ok = libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold) == 1
-        if ok:
-            libc.malloc_trim(0)
-    except (OSError, AttributeError):
-        return False
-    if ok:
-        _mmap_threshold = mmap_threshold
-    return ok
-
-
-def mmap_threshold() -> int | None:
-    """The threshold :func:`exact_host_memory` set, or None (glibc's dynamic default)."""
-    return _mmap_threshold

@@ -1,8 +1,10 @@
 """The MPS (Apple GPU) backend.
 
 ``torch.mps`` has no peak API: the peak is *sampled* by a daemon thread reading
-``current_allocated_memory`` (memory held by tensors) every ``sample_interval`` seconds, and
-labelled ``sampled``. ``driver_allocated_memory`` (everything Metal's driver holds for the process,
+``current_allocated_memory`` (memory held by tensors, a host-side counter of the MPS allocator:
+read without a synchronize) every ``sample_interval`` seconds, and labelled ``sampled``. While a
+``collect`` run is active the thread stays up between windows (see
+:meth:`~gnnmon.devices.peaks.PolledPeaks.hold`), so a row does not start and join a thread. ``driver_allocated_memory`` (everything Metal's driver holds for the process,
 including caches) is reported beside it as ``mem_driver_*``; it is not the tensors' memory.
 """
 
@@ -12,6 +14,7 @@ from typing import Any
 
 import torch
 
+from gnnmon.devices.base import EVENT_POOL_MAX
 from gnnmon.devices.peaks import PolledPeaks
 from gnnmon.errors import DeviceError
 
@@ -33,19 +36,30 @@ class MpsBackend:
                 "(torch.backends.mps.is_available() is False)"
             )
         self.device = torch.device("mps")
+        self.label = "mps"
         self._polled: dict[float, PolledPeaks] = {}
+        self._pool: list[Any] = []
 
     def synchronize(self) -> None:
         torch.mps.synchronize()
 
     def record_event(self) -> Any:
-        """An MPS event where this torch has them (``torch.mps.event.Event``), else None."""
-        event_cls = getattr(torch.mps, "Event", None)
-        if event_cls is None:
-            return None
-        event = event_cls(enable_timing=True)
+        """An MPS event from the pool, where this torch has them (``torch.mps.event.Event``),
+        recorded now; else None."""
+        pool = self._pool
+        if pool:
+            event = pool.pop()
+        else:
+            event_cls = getattr(torch.mps, "Event", None)
+            if event_cls is None:
+                return None
+            event = event_cls(enable_timing=True)
         event.record()
         return event
+
+    def release_event(self, event: Any) -> None:
+        if len(self._pool) < EVENT_POOL_MAX:
+            self._pool.append(event)
 
     def snapshot(self) -> dict[str, int | None]:
         allocated, driver = _read()

@@ -11,7 +11,9 @@ Two ways to know the highest value a memory figure reached inside a window:
   :attr:`CounterPeaks.hidden_peak`.
 * :class:`PolledPeaks` — sampled, for figures with no peak counter (MPS, RSS without procfs, child
   processes). A daemon thread reads the figure every ``interval`` seconds while any window is open
-  and is stopped and joined when the last window closes. Peaks between two samples are missed.
+  and is stopped and joined when the last window closes — or, while :func:`hold_pollers` is in
+  force (a ``collect`` run), when the hold ends, so rows do not start and join a thread each.
+  Peaks between two samples are missed.
 
 Both work on tuples of figures (e.g. allocated and reserved bytes) read together.
 """
@@ -19,6 +21,7 @@ Both work on tuples of figures (e.g. allocated and reserved bytes) read together
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 
 Figures = tuple[int, ...]
@@ -35,9 +38,11 @@ class PeakWindow:
 
     def fold(self, values: Sequence[int]) -> None:
         peak = self.peak
-        for i, v in enumerate(values):
+        i = 0
+        for v in values:
             if v > peak[i]:
                 peak[i] = v
+            i += 1
 
 
 class CounterPeaks:
@@ -57,25 +62,21 @@ class CounterPeaks:
         self.hidden_peak: list[int] | None = None
         self.resets = 0
 
-    def _fold_all(self, peak: Figures) -> None:
-        for w in self._open:
-            w.fold(peak)
-
     def open(self) -> PeakWindow:
         """Start a window at the current figures; resets the counter only if it is above them."""
         with self._lock:
             current, peak = self._read()
-            self._fold_all(peak)
-            if any(p > c for p, c in zip(peak, current, strict=True)):
+            for w in self._open:
+                w.fold(peak)
+            if peak != current:  # a peak is never below current: some figure is above it
                 if self.hidden_peak is None:
                     self.hidden_peak = list(peak)
                 else:
                     self.hidden_peak = [max(a, b) for a, b in zip(self.hidden_peak, peak, strict=True)]
                 self._reset()
                 self.resets += 1
-                peak = current  # what a reset sets the counter to (no second read needed)
+                # a reset sets the counter to current: the new window starts there (no second read)
             window = PeakWindow(tuple(current))
-            window.fold(peak)
             self._open.append(window)
             return window
 
@@ -83,17 +84,39 @@ class CounterPeaks:
         """End a window: returns ``(current, peak)`` figures at its end."""
         with self._lock:
             current, peak = self._read()
-            self._fold_all(peak)
+            for w in self._open:
+                w.fold(peak)  # the counter's peak is at least current: folds both
             try:
                 self._open.remove(window)
             except ValueError:
                 raise RuntimeError("peak window closed twice or never opened") from None
-            window.fold(current)
             return tuple(current), tuple(window.peak)
 
     @property
     def depth(self) -> int:
         return len(self._open)
+
+
+_HOLD_LOCK = threading.Lock()
+_holds = 0
+_pollers: weakref.WeakSet[PolledPeaks] = weakref.WeakSet()
+
+
+def hold_pollers() -> None:
+    """Keep polling threads up between windows until the matching :func:`release_pollers`."""
+    global _holds
+    with _HOLD_LOCK:
+        _holds += 1
+
+
+def release_pollers() -> None:
+    """End one hold; the last one stops (and joins) every polling thread with no open window."""
+    global _holds
+    with _HOLD_LOCK:
+        _holds = max(0, _holds - 1)
+        idle = list(_pollers) if _holds == 0 else []
+    for poller in idle:
+        poller.stop_if_idle()
 
 
 class PolledPeaks:
@@ -110,6 +133,7 @@ class PolledPeaks:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.samples = 0
+        _pollers.add(self)
 
     def _loop(self, stop: threading.Event) -> None:
         while not stop.wait(self.interval):
@@ -144,12 +168,22 @@ class PolledPeaks:
             except ValueError:
                 raise RuntimeError("peak window closed twice or never opened") from None
             window.fold(values)
-            if not self._open and self._thread is not None:
+            if not self._open and self._thread is not None and not _holds:
                 thread, self._thread = self._thread, None
                 self._stop.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join()
         return tuple(values), tuple(window.peak)
+
+    def stop_if_idle(self) -> None:
+        """Stop and join the thread if no window is open."""
+        thread = None
+        with self._lock:
+            if not self._open and self._thread is not None:
+                thread, self._thread = self._thread, None
+                self._stop.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
     @property
     def running(self) -> bool:

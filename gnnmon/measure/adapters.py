@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, ClassVar
 
@@ -31,25 +31,32 @@ _JOIN: ContextVar[tuple[Any, Row] | None] = ContextVar("gnnmon_join", default=No
 class Measurement:
     """Base of measurements: a context manager filling ``row.fields``.
 
-    Subclasses set ``name`` and ``option_names`` and may override :meth:`check_options`
-    (called once, when a decorator or scope is made) to validate option values.
+    Subclasses set ``name``, ``option_names`` and ``defaults``, and may override
+    :meth:`check_options` (called once, when a decorator or scope is made) to validate option
+    values. A measurement is made per call as ``cls(row, options)``, ``options`` being the checked
+    mapping with every default filled in (one positional argument: cheap on the step's path).
     """
 
+    __slots__ = ("row", "options")
     name: ClassVar[str] = "measurement"
     option_names: ClassVar[tuple[str, ...]] = ()
+    defaults: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, row: Row, **options: Any) -> None:
+    def __init__(self, row: Row, options: Mapping[str, Any]) -> None:
         self.row = row
+        self.options = options
 
     @classmethod
     def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
-        """Refuse unknown options; turn a ``device`` option into a ``torch.device``."""
+        """Refuse unknown options; fill in defaults; turn a ``device`` option into a
+        ``torch.device``."""
         unknown = sorted(set(options) - set(cls.option_names))
         if unknown:
             raise TypeError(
                 f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; "
                 f"expected some of {', '.join(cls.option_names) or 'none'}"
             )
+        options = {**cls.defaults, **options}
         if options.get("device") is not None:
             options["device"] = parse_device(options["device"])
         return options
@@ -144,15 +151,20 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         joined = _JOIN.get()
-        own = joined is None or joined[0] is not wrapper
-        row = joined[1] if joined is not None and not own else open_row(row_label, args, kwargs)
-        # Tell the next gnnmon wrapper below to join; clear a stale invitation otherwise.
-        token = _JOIN.set((inner, row)) if inner is not None or joined is not None else None
+        if joined is None:
+            own = True
+            row = open_row(row_label, args, kwargs)
+            token = None if inner is None else _JOIN.set((inner, row))
+        else:
+            own = joined[0] is not wrapper
+            row = open_row(row_label, args, kwargs) if own else joined[1]
+            # Tell the next gnnmon wrapper below to join; clear a stale invitation otherwise.
+            token = _JOIN.set((inner, row))
         entered: list[Measurement] = []
         try:
             try:
                 for measure_cls, opts in measures:
-                    measure = measure_cls(row, **opts)
+                    measure = measure_cls(row, opts)
                     measure.__enter__()
                     entered.append(measure)
             except BaseException as exc:
@@ -216,7 +228,7 @@ class _Scope:
             raise RuntimeError("this gnnmon scope is already open; make a new one per block")
         self._row = row = Row(self._label)
         try:
-            self._measure = self._cls(row, **self._options)
+            self._measure = self._cls(row, self._options)
             self._measure.__enter__()
         except BaseException as exc:
             row.close(exc)

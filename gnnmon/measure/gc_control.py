@@ -15,7 +15,6 @@ from typing import Any
 
 from gnnmon.measure.adapters import Measurement, make_decorator
 from gnnmon.record.gc_log import requested_collection
-from gnnmon.record.row import Row
 
 _LOCK = threading.Lock()
 _depth = 0
@@ -97,26 +96,14 @@ class gc_paused:
 class GcControl(Measurement):
     """No automatic GC inside the call; a collection after it (every call or every N) if asked."""
 
+    __slots__ = ()
     name = "gc"
     option_names = ("collect", "generation", "freeze")
-
-    def __init__(
-        self,
-        row: Row,
-        collect: str | int = "never",
-        generation: int = 2,
-        freeze: bool = False,
-        _calls: Any = None,
-    ) -> None:
-        self.row = row
-        self.collect = collect
-        self.generation = generation
-        self.freeze = freeze
-        self._calls = _calls
+    defaults = {"collect": "never", "generation": 2, "freeze": False}
 
     @classmethod
     def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
-        super().check_options(options, where)
+        options = super().check_options(options, where)
         collect = options.get("collect", "never")
         ok_int = isinstance(collect, int) and not isinstance(collect, bool) and collect >= 1
         if collect not in ("never", "after") and not ok_int:
@@ -131,7 +118,7 @@ class GcControl(Measurement):
 
     def __enter__(self) -> GcControl:
         global _frozen
-        if self.freeze and not _frozen:
+        if self.options["freeze"] and not _frozen:
             _frozen = True
             self.row.note(f"gc.freeze() after set-up: {freeze_gc()} objects frozen")
         pause_gc()
@@ -139,10 +126,12 @@ class GcControl(Measurement):
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         resume_gc()
-        n = next(self._calls) if self._calls is not None else 1
-        c = self.collect
-        if c == "after" or (isinstance(c, int) and not isinstance(c, bool) and n % c == 0):
-            gen = self.generation
+        o = self.options
+        c = o["collect"]
+        if c == "never":
+            return
+        if c == "after" or next(o["_calls"]) % c == 0:
+            gen = o["generation"]
             self.row.after_close(lambda: requested_collection(gen, "gc_controlled"))
 
 

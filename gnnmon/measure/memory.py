@@ -1,8 +1,13 @@
 """Memory of a call or block: device memory (start, end, peak) and the host process's RSS.
 
-Baselines are read after a device sync, before the call; the peak is the highest figure inside the
-window, from a nesting-safe stack (see :mod:`gnnmon.devices.peaks`). Field meanings per backend
-are in ``docs/memory.md``. All figures are bytes.
+The baseline is read when the call starts and the end when it returns, with no device sync: the
+CUDA and MPS allocators keep their counters on the host, in program order, so they are exact
+without one (a sync would make the CPU wait for the previous step's kernels). The peak is the
+highest figure inside the window, from a nesting-safe stack (see :mod:`gnnmon.devices.peaks`).
+``sync=True`` waits for the device at both ends instead: use it only when the row's time window
+must cover the GPU work it launched (so time-joined utilisation and energy line up with the
+kernels, not with their launches). Field meanings per backend are in ``docs/memory.md``. All
+figures are bytes.
 """
 
 from __future__ import annotations
@@ -10,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from gnnmon.devices.cpu import host_as_device_fields
-from gnnmon.devices.host import HOST, mmap_threshold
+from gnnmon.devices.host import HOST
+from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.measure.adapters import Measurement, make_decorator, make_scope
-from gnnmon.record.row import Row
 
 CACHED_NOTE = ("cpu: freed memory stays in the process for reuse (glibc), so a call's peak shows only "
                "growth beyond what earlier calls left; gnnmon.exact_host_memory() returns large frees "
@@ -25,43 +30,40 @@ DEFAULT_SAMPLE_INTERVAL = 0.005
 class MemoryMeasurement(Measurement):
     """Fills ``mem_*`` (device) and ``rss_*`` (host process) fields of a row."""
 
+    __slots__ = ("backend", "_host", "_device")
     name = "memory"
-    option_names = ("device", "include_children", "sample_interval")
-
-    def __init__(
-        self,
-        row: Row,
-        device: Any = None,
-        include_children: bool = False,
-        sample_interval: float = DEFAULT_SAMPLE_INTERVAL,
-    ) -> None:
-        self.row = row
-        self.device = device
-        self.include_children = include_children
-        self.sample_interval = sample_interval
+    option_names = ("device", "include_children", "sample_interval", "sync")
+    defaults = {"device": None, "include_children": False, "sample_interval": DEFAULT_SAMPLE_INTERVAL,
+                "sync": False}
 
     @classmethod
     def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
-        super().check_options(options, where)
+        options = super().check_options(options, where)
         if not isinstance(options.get("include_children", False), bool):
             raise TypeError(f"{where}: include_children must be True or False")
         interval = options.get("sample_interval", DEFAULT_SAMPLE_INTERVAL)
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
             raise ValueError(f"{where}: sample_interval must be a number of seconds > 0, got {interval!r}")
+        if not isinstance(options.get("sync", False), bool):
+            raise TypeError(f"{where}: sync must be True or False")
         return options
 
     def __enter__(self) -> MemoryMeasurement:
-        backend = self.backend = self.row.backend(self.device)
-        backend.synchronize()
-        self._host = HOST.open(self.include_children, self.sample_interval)
-        self._device = None if backend.memory_is_host else backend.open_window(self.sample_interval)
+        o = self.options
+        backend = self.backend = self.row.backend(o["device"])
+        if o["sync"]:
+            backend.synchronize()
+        interval = o["sample_interval"]
+        self._host = HOST.open(o["include_children"], interval)
+        self._device = None if backend.memory_is_host else backend.open_window(interval)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         backend = self.backend
         fields = self.row.fields
         try:
-            backend.synchronize()
+            if self.options["sync"]:
+                backend.synchronize()
         finally:
             # Close windows even if the sync failed (a device error): the peak stacks stay sound.
             device = None if self._device is None else backend.close_window(self._device)
@@ -69,7 +71,7 @@ class MemoryMeasurement(Measurement):
         fields.update(host)
         if device is None:
             device = host_as_device_fields(host)
-            if self.include_children:
+            if self.options["include_children"]:
                 self.row.note("cpu mem_* include child processes (sampled)")
             if mmap_threshold() is None:
                 self.row.note(CACHED_NOTE)
@@ -82,11 +84,12 @@ class MemoryMeasurement(Measurement):
 monitor_memory_device = make_decorator(MemoryMeasurement, "monitor_memory_device")
 monitor_memory_device.__doc__ = """Record the memory of each call: ``@monitor_memory_device`` or
 ``@monitor_memory_device(device="cuda:1", label="train", include_children=False,
-sample_interval=0.005)``.
+sample_interval=0.005, sync=False)``.
 
 Fills ``mem_start_bytes``, ``mem_end_bytes``, ``mem_peak_bytes``, ``mem_peak_delta_bytes`` (peak
 minus start; bytes) for the call's device, and ``rss_*`` for the host process. The device is
 ``device`` if given, else the one the call's tensors/modules/PyG data live on, else the default.
+No device sync unless ``sync=True`` (see :mod:`gnnmon.measure.memory`).
 """
 
 memory_scope = make_scope(MemoryMeasurement, "memory_scope", "memory_scope")

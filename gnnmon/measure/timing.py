@@ -36,24 +36,29 @@ def check_sync(sync: Any, where: str) -> str:
 
 
 class EventSpan:
-    """Device time between two recorded events, read when the end event has completed."""
+    """Device time between two recorded events, read when the end event has completed; both
+    events then go back to the backend's pool."""
 
-    __slots__ = ("start", "end", "field", "accumulate")
+    __slots__ = ("start", "end", "field", "accumulate", "backend")
 
-    def __init__(self, start: Any, end: Any, field: str, accumulate: bool) -> None:
+    def __init__(self, start: Any, end: Any, field: str, accumulate: bool, backend: Backend) -> None:
         self.start, self.end, self.field, self.accumulate = start, end, field, accumulate
+        self.backend = backend
 
     def ready(self) -> bool:
         return bool(self.end.query())
 
     def resolve(self, fields: dict[str, Any]) -> None:
-        if not self.end.query():  # only a row forced out early waits for its device work
-            self.end.synchronize()
-        seconds = self.start.elapsed_time(self.end) / 1e3
+        start, end = self.start, self.end
+        if not end.query():  # only a row forced out early waits for its device work
+            end.synchronize()
+        seconds = start.elapsed_time(end) / 1e3
         if self.accumulate:
             fields[self.field] = (fields.get(self.field) or 0.0) + seconds
         else:
             fields[self.field] = seconds
+        self.backend.release_event(start)
+        self.backend.release_event(end)
 
 
 class Stopwatch:
@@ -90,7 +95,7 @@ class Stopwatch:
         if self.source == "events":
             end = self.backend.record_event()
             wall = (time.perf_counter_ns() - self._t0) / 1e9
-            return wall, EventSpan(self._ev0, end, "device_s", False)
+            return wall, EventSpan(self._ev0, end, "device_s", False, self.backend)
         if self.source == "sync":
             self.backend.synchronize()
         wall = (time.perf_counter_ns() - self._t0) / 1e9
@@ -115,29 +120,41 @@ def _fill_time(row: Row, watch: Stopwatch, wall: float, device: Any) -> None:
 class TimingMeasurement(Measurement):
     """Fills ``wall_s``, ``device_s`` and ``device_s_source``."""
 
+    __slots__ = ("_watch", "_t0")
     name = "timing"
     option_names = ("device", "sync")
-
-    def __init__(self, row: Row, device: Any = None, sync: str = "events") -> None:
-        self.row = row
-        self.device = device
-        self.sync = sync
+    defaults = {"device": None, "sync": "events"}
 
     @classmethod
     def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
-        super().check_options(options, where)
-        check_sync(options.get("sync", "events"), where)
+        options = super().check_options(options, where)
+        check_sync(options["sync"], where)
         return options
 
     def __enter__(self) -> TimingMeasurement:
-        self.row.ctx["sync"] = self.sync
-        self._watch = Stopwatch(self.row.backend(self.device), self.sync)
+        o, row = self.options, self.row
+        sync = o["sync"]
+        if sync != "events":
+            row.sync = sync  # phases inside time themselves the same way
+        backend = row.backend(o["device"])
+        if backend.memory_is_host:  # the CPU: work is synchronous, device time is wall time
+            self._watch = None
+            self._t0 = time.perf_counter_ns()
+            return self
+        self._watch = Stopwatch(backend, sync)
         self._watch.start()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        wall, device = self._watch.stop()
-        _fill_time(self.row, self._watch, wall, device)
+        watch = self._watch
+        if watch is None:
+            wall = (time.perf_counter_ns() - self._t0) / 1e9
+            fields = self.row.fields
+            fields["wall_s"] = fields["device_s"] = wall
+            fields["device_s_source"] = "wall"
+            return
+        wall, device = watch.stop()
+        _fill_time(self.row, watch, wall, device)
 
 
 cuda_timed = make_decorator(TimingMeasurement, "cuda_timed")
@@ -172,7 +189,7 @@ class phase:
         if row is None:
             row = Row(self.name)
         self._row = row
-        mode = self.sync or row.ctx.get("sync", "events")
+        mode = self.sync or row.sync
         try:
             self._watch = Stopwatch(row.backend(self.device), mode)
             self._watch.start()
@@ -189,7 +206,8 @@ class phase:
         wall, device = self._watch.stop()
         field = f"phase_{self.name}_s"
         if isinstance(device, EventSpan):
-            row.defer(EventSpan(device.start, device.end, field, True))
+            device.field, device.accumulate = field, True
+            row.defer(device)
         else:
             value = wall if device is None else device
             row.fields[field] = (row.fields.get(field) or 0.0) + value

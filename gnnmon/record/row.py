@@ -3,7 +3,8 @@
 The row being filled is kept in :data:`gnnmon.record.state.CURRENT_ROW`, so a decorated call made
 inside another gets its own row whose ``parent`` names the enclosing one. Measurements write flat
 fields into ``row.fields``; figures that can only be read later (CUDA events) are registered with
-:meth:`Row.defer` and resolved by the run, never on the hot path.
+:meth:`Row.defer` and resolved by the run, never on the hot path. Nothing sampled (utilisation,
+energy) is read here: the run joins the timeline to rows by their ``t_start_ns``/``t_end_ns``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Any
 
 import torch
 
-from gnnmon.devices import Backend, get_backend
+from gnnmon.devices import Backend, backend_for
 from gnnmon.devices.resolve import check_supported, default_device, parse_device
+from gnnmon.errors import DeviceError
 from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG, row_gc_fields
 from gnnmon.record.run import Deferred, Run, active_run
@@ -26,8 +28,8 @@ class Row:
     """One row being filled. ``fields`` is the plain dict that ends up in the run."""
 
     __slots__ = (
-        "fields", "run", "parent", "ctx", "_found", "_backend", "_deferred", "_token",
-        "_gc0", "_after", "_e0", "_hook",
+        "fields", "run", "parent", "sync", "_found", "_backend", "_deferred", "_token",
+        "_gc0", "_after", "_hook", "_cpu0",
     )
 
     def __init__(
@@ -45,7 +47,7 @@ class Row:
         self._backend: Backend | None = None
         self._deferred: list[Deferred] | None = None
         self._after: list[Callable[[], Any]] | None = None
-        self.ctx: dict[str, Any] = {}  # state measurements of one row share (e.g. the sync mode)
+        self.sync = "events"  # the row's timing mode, which its phases follow
         index, marks = self.run.next_index(label)
         self.fields: dict[str, Any] = {
             "label": label,
@@ -68,8 +70,8 @@ class Row:
         if self._hook:
             GC_LOG.acquire()
         self._gc0 = GC_LOG.snapshot()
-        meter = self.run.energy
-        self._e0 = meter.read() if meter is not None else None
+        # Process CPU-seconds, for the CPU energy model (a clock read, ~1 µs; only with energy on).
+        self._cpu0 = time.process_time() if self.run.energy is not None else None
         self._token = state.CURRENT_ROW.set(self)
 
     @property
@@ -82,17 +84,23 @@ class Row:
 
         The first backend resolved sets the row's ``device`` and ``backend`` fields.
         """
-        if explicit is None and self._backend is not None:
-            return self._backend
-        if explicit is not None:
-            dev = explicit if isinstance(explicit, torch.device) else parse_device(explicit)
+        if explicit is None:
+            if self._backend is not None:
+                return self._backend
+            dev = self._found or default_device()
+            try:
+                backend = backend_for(dev)
+            except DeviceError:
+                check_supported(dev)  # an unsupported device among the arguments: say so
+                raise
         else:
-            dev = check_supported(self._found or default_device())
-        backend = get_backend(dev)
+            dev = explicit if isinstance(explicit, torch.device) else parse_device(explicit)
+            backend = backend_for(dev)
         if self._backend is None:
             self._backend = backend
-            self.fields["device"] = str(backend.device)
-            self.fields["backend"] = backend.name
+            fields = self.fields
+            fields["device"] = backend.label
+            fields["backend"] = backend.name
         return backend
 
     def note(self, text: str) -> None:
@@ -124,11 +132,10 @@ class Row:
             if state.CURRENT_ROW.get() is self:
                 state.CURRENT_ROW.set(self.parent)
         fields.update(row_gc_fields(self._gc0, GC_LOG.snapshot()))
+        if self._cpu0 is not None:
+            fields["cpu_s"] = time.process_time() - self._cpu0
         if fields["device"] is None:
             self._settle_device()
-        meter = self.run.energy
-        if self._e0 is not None and meter is not None:
-            meter.fill_row(fields, self._e0, meter.read())
         try:
             try:
                 self.run.add_row(fields, self._deferred)
@@ -143,9 +150,6 @@ class Row:
 
     def _settle_device(self) -> None:
         try:
-            dev = check_supported(self._found or default_device())
+            self.backend()
         except Exception as exc:  # noqa: BLE001 - identity only: a row without memory/timing must not fail
             self.note(f"device not resolved: {exc}")
-            return
-        self.fields["device"] = str(dev)
-        self.fields["backend"] = dev.type

@@ -1,7 +1,15 @@
 """The run (the collector): a :class:`Run` receives every row, GC event, marker and sample.
 
-``with gnnmon.collect("runs/x.jsonl") as run:`` makes ``run`` the active run; rows stream to the
-file as they complete. With no active run, rows go to a bounded default run (:func:`default_run`).
+``with gnnmon.collect("runs/x.jsonl") as run:`` makes ``run`` the active run. With no active run,
+rows go to a bounded default run (:func:`default_run`).
+
+What a row costs the step: closing it appends ``(fields, deferred figures)`` to the run's inbox,
+nothing more. The rest happens later, off the step's path, in order: device events are read once
+they have completed, the timeline is joined once a sample after the row's end exists, and the row
+is stored and written. For a run with a file a writer thread does this every 50 ms
+(:mod:`gnnmon.record.writer`); for a run in memory it is done when the inbox fills up and when
+``records`` is read. Each row line in the file is final: figures joined from the timeline are in
+it.
 """
 
 from __future__ import annotations
@@ -10,20 +18,24 @@ import itertools
 import os
 import threading
 import time
+import warnings
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from gnnmon.devices.nvml import Nvml
+from gnnmon.devices.peaks import hold_pollers, release_pollers
 from gnnmon.fields import IDENTITY_FIELDS, ROW_FIELD_PREFIXES
 from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.manifest import build_manifest
-from gnnmon.record.storage import JsonlWriter
+from gnnmon.record.storage import JsonlWriter, dumps, typed_line
+from gnnmon.record.writer import DEFAULT_INTERVAL, Flusher
 from gnnmon.report import Report
-from gnnmon.timeline.energy import EnergyMeter
-from gnnmon.timeline.join import join_utilisation
+from gnnmon.timeline.energy import EnergyJoin, EnergySources
+from gnnmon.timeline.join import RowJoin
+from gnnmon.timeline.sampler import DEFAULT_INTERVAL as DEFAULT_SAMPLE_INTERVAL
 from gnnmon.timeline.sampler import UtilisationSampler
 
 
@@ -36,7 +48,12 @@ class Deferred(Protocol):
 
 
 MAX_PENDING = 1024
-"""Rows waiting for deferred figures (CUDA events) before the oldest is resolved by blocking."""
+"""Rows waiting in the inbox before the oldest is forced out (its events waited for)."""
+
+DRAIN_EVERY = 256
+"""Rows a run without a file lets gather in its inbox before it drains them on the closing thread."""
+
+Inbox = deque[tuple[dict[str, Any], "list[Deferred] | None", "RowJoin | None"]]
 
 
 class Run:
@@ -60,6 +77,7 @@ class Run:
         country: str | None = None,
         region: str | None = None,
         carbon_intensity: float | None = None,
+        flush_interval: float = DEFAULT_INTERVAL,
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
@@ -73,16 +91,22 @@ class Run:
             raise TypeError(f"energy must be True or False, not {type(energy).__name__}")
         if country is not None and (not isinstance(country, str) or len(country) != 3 or not country.isalpha()):
             raise ValueError(f"country must be an ISO 3166 alpha-3 code such as 'FRA', got {country!r}")
+        if isinstance(flush_interval, bool) or not isinstance(flush_interval, (int, float)) or flush_interval <= 0:
+            raise ValueError(f"flush_interval must be a number of seconds > 0, got {flush_interval!r}")
         self.path = Path(path) if path is not None else None
         self.config = dict(config or {})
+        if energy and sample is None:
+            sample = DEFAULT_SAMPLE_INTERVAL  # energy comes from counters read on the timeline
         self.sample_interval = float(sample) if sample is not None else None
+        self.flush_interval = float(flush_interval)
         self._energy_options: dict[str, Any] | None = (
             {"country": country, "region": region, "carbon_intensity_g_per_kwh": carbon_intensity}
             if energy else None
         )
-        self.energy: Any = None  # an EnergyMeter while collecting with energy=True
-        self._sampler: Any = None
-        self._nvml: Any = None
+        self.energy: EnergySources | None = None  # while collecting with energy=True
+        self._sampler: UtilisationSampler | None = None
+        self._nvml: Nvml | None = None
+        self.join: RowJoin | None = None  # what rows closed now get from the timeline
         self.max_records = max_records
         self._mode = mode
         self._rows: deque[dict[str, Any]] | list[dict[str, Any]] = (
@@ -92,18 +116,20 @@ class Run:
         self.gc_events: deque[dict[str, Any]] | list[dict[str, Any]] = (
             deque(maxlen=max_records) if max_records else []
         )
-        self._gc_unwritten: deque[dict[str, Any]] = deque()
         self.samples: list[dict[str, Any]] = []  # in time order (joined to rows by bisection)
         self.markers: list[dict[str, Any]] = []
         self.manifest: dict[str, Any] | None = None
-        self.rows_written = 0
+        self.rows_written = 0  # rows stored (in memory and, with a path, in the file)
         self.complete: bool | None = None
         self._marks: dict[str, Any] = {}
         self._counters: dict[str, itertools.count] = {}
         self.holds_gc_hook = False  # True while started: rows then need not install the GC hook
         self._lock = threading.RLock()
-        self._writer: JsonlWriter | None = None
-        self._pending: deque[tuple[dict[str, Any], list[Deferred]]] = deque()
+        self._file: JsonlWriter | None = None
+        self._flusher: Flusher | None = None
+        self._inbox: Inbox = deque()
+        self._lines: deque[dict[str, Any]] = deque()  # GC events, samples, markers to write
+        self.write_errors: list[str] = []
         self._state = "new"
 
     @classmethod
@@ -137,46 +163,60 @@ class Run:
         """Write the manifest and make this the active run (what ``with`` does)."""
         if self._state != "new":
             raise RuntimeError(f"this run is {self._state}; make a new one with gnnmon.collect()")
-        options: dict[str, Any] = {"max_records": self.max_records, "sample": self.sample_interval}
-        if self.sample_interval is not None or self._energy_options is not None:
+        options: dict[str, Any] = {"max_records": self.max_records, "sample": self.sample_interval,
+                                   "flush_interval": self.flush_interval}
+        if self.sample_interval is not None:
             self._nvml = Nvml()
             if not self._nvml.open():
                 options["nvml"] = self._nvml.reason
+        energy_join = None
         if self._energy_options is not None:
-            self.energy = EnergyMeter(nvml=self._nvml, **self._energy_options)
+            self.energy = EnergySources(nvml=self._nvml, **self._energy_options)
             options["energy"] = self.energy.describe()
+            energy_join = EnergyJoin(options["energy"], self.sample_interval or DEFAULT_SAMPLE_INTERVAL)
         self.manifest = build_manifest(self.config, options)
         if self.path is not None:
-            self._writer = JsonlWriter(self.path, self._mode)
-            self._writer.write(self.manifest)
+            self._file = JsonlWriter(self.path, self._mode)
+            self._file.write(self.manifest)
         self._state = "active"
         GC_LOG.acquire()
         self.holds_gc_hook = True
+        hold_pollers()
         _push(self)
         if self.sample_interval is not None:
-            self._sampler = UtilisationSampler(self.add_sample, self.sample_interval, nvml=self._nvml)
+            self._sampler = UtilisationSampler(
+                self.add_sample, self.sample_interval, nvml=self._nvml,
+                counters=self.energy.read_counters if self.energy is not None else None)
+            self.join = RowJoin(self.samples, self.sample_interval, energy_join,
+                                refresh=self._sampler.sample_now)
             self._sampler.start()
+        if self._file is not None:
+            self._flusher = Flusher(self._drain_ready, self.flush_interval).start()
         return self
 
     def stop(self) -> None:
-        """Resolve pending rows, write the closing line, close the file, stop being active."""
+        """Take the last sample, resolve and write every row, write the closing line, close the
+        file, stop being active. Every thread the run started is joined."""
         if self._state != "active":
             return
         if self._sampler is not None:
-            self._sampler.stop()  # joined: no thread left behind
+            self._sampler.stop()  # joined; its last sample covers every row closed before it
         _pop(self)
         GC_LOG.release()
         self.holds_gc_hook = False
-        self.flush()
+        release_pollers()
+        if self._flusher is not None:
+            self._flusher.stop()
         with self._lock:
-            self._write_gc_events()
+            self._drain(force=True)
             self._state = "stopped"
             self.complete = True
-            if self._writer is not None:
-                self._writer.write(
-                    {"type": "end", "rows": self.rows_written, "end_ns": time.time_ns()}
-                )
-                self._writer.close()
+            self._write_lines(end=True)
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except OSError as exc:
+                    self.write_errors.append(f"{type(exc).__name__}: {exc}")
             if self._nvml is not None:
                 self._nvml.close()
 
@@ -186,10 +226,11 @@ class Run:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    def __del__(self) -> None:  # a run dropped without stop(): never leave the sampler running
-        sampler = getattr(self, "_sampler", None)
-        if sampler is not None and getattr(self, "_state", None) == "active":
-            sampler.stop()
+    def __del__(self) -> None:  # a run dropped without stop(): never leave a thread running
+        if getattr(self, "_state", None) == "active":
+            for part in (getattr(self, "_sampler", None), getattr(self, "_flusher", None)):
+                if part is not None:
+                    part.stop()
 
     @property
     def active(self) -> bool:
@@ -206,68 +247,89 @@ class Run:
         return next(counter), self._marks  # next() on a count is atomic under the GIL
 
     def add_row(self, fields: dict[str, Any], deferred: list[Deferred] | None = None) -> None:
-        """Take a finished row. Rows with deferred figures wait, in order, until those are ready
-        (checked without blocking each time a row arrives) or until :meth:`flush`."""
-        with self._lock:
-            if deferred or self._pending:
-                self._pending.append((fields, deferred or []))
-                self._drain(block=len(self._pending) > MAX_PENDING)
-            else:
-                self._store(fields)
+        """Take a finished row: it joins the inbox (what the step pays); see the module doc."""
+        inbox = self._inbox
+        inbox.append((fields, deferred, self.join))  # deque.append is atomic: no lock
+        if self._flusher is None and len(inbox) >= DRAIN_EVERY:
+            self._drain_ready()
 
     def add_gc_event(self, event: dict[str, Any]) -> None:
         """Take a GC event (called from inside a gc callback: no lock, no I/O here)."""
         self.gc_events.append(event)
-        if self._writer is not None:
-            self._gc_unwritten.append(event)
-
-    def _drain(self, block: bool) -> None:
-        pending = self._pending
-        while pending:
-            fields, items = pending[0]
-            if not block and not all(item.ready() for item in items):
-                return
-            pending.popleft()
-            for item in items:
-                try:
-                    item.resolve(fields)
-                except Exception as exc:  # noqa: BLE001 - keep the row, say what failed
-                    fields.setdefault("notes", []).append(f"deferred figure failed: {exc}")
-            self._store(fields)
-            block = False  # only the oldest is forced when too many wait
+        if self._file is not None:
+            self._lines.append({"type": "gc", **event})
 
     def add_sample(self, sample: dict[str, Any]) -> None:
-        """Take a utilisation sample (from the sampler thread): kept, and written at once."""
+        """Take a utilisation sample (from the sampler thread): kept, written by the writer."""
         self.samples.append(sample)
-        self._write("sample", sample)
+        if self._file is not None:
+            self._lines.append({"type": "sample", **sample})
 
-    def _store(self, fields: dict[str, Any]) -> None:
-        if self.sample_interval is not None:
-            join_utilisation(fields, self.samples, self.sample_interval)
-        if self.energy is not None:
-            self.energy.finish(fields, self.samples, self.sample_interval)
-        self._rows.append(fields)
-        self.rows_written += 1
-        if self._writer is not None and self._state == "active":
-            self._write_gc_events()
-            self._writer.write({"type": "row", **fields})
+    def _drain_ready(self) -> None:
+        """Store the rows that are ready (never waits for the device); force the oldest out only
+        when too many wait."""
+        with self._lock:
+            self._drain(force=False)
 
-    def _write_gc_events(self) -> None:
-        queue, writer = self._gc_unwritten, self._writer
-        while queue and writer is not None:
-            writer.write({"type": "gc", **queue.popleft()})
+    def _drain(self, force: bool) -> None:
+        """Move rows from the inbox to storage, in order. A row is ready when its deferred figures
+        are (checked without blocking) and the timeline covers it. ``force`` (flush, stop): every
+        row, waiting for the device where needed, after asking the sampler for a sample now so
+        the timeline covers them. Without ``force`` only rows waiting for their device events
+        are forced out, the oldest first, when more than :data:`MAX_PENDING` wait."""
+        inbox = self._inbox
+        out: list[dict[str, Any]] = []
+        overflow = len(inbox) - MAX_PENDING
+        popleft, append = inbox.popleft, out.append
+        refreshed: list[RowJoin] = []
+        while inbox:
+            fields, deferred, join = inbox[0]
+            if not force and overflow <= 0 and deferred and not all(item.ready() for item in deferred):
+                break
+            if join is not None and not join.covers(fields):
+                if not force:
+                    break
+                if join not in refreshed:
+                    refreshed.append(join)
+                    join.refresh()  # a sample now: it covers every row closed before it
+            popleft()
+            overflow -= 1
+            if deferred:
+                for item in deferred:
+                    try:
+                        item.resolve(fields)
+                    except Exception as exc:  # noqa: BLE001 - keep the row, say what failed
+                        fields.setdefault("notes", []).append(f"deferred figure failed: {exc}")
+            if join is not None:
+                join.join(fields)
+            append(fields)
+        if out:
+            self._rows.extend(out)
+            self.rows_written += len(out)
+        self._write_lines(out)
 
-    def _write(self, kind: str, obj: dict[str, Any]) -> None:
-        if self._writer is not None and self._state == "active":
-            self._writer.write({"type": kind, **obj})
+    def _write_lines(self, rows: Sequence[dict[str, Any]] = (), end: bool = False) -> None:
+        """Write pending GC events, samples and markers, then ``rows`` (then the end line), in one
+        write. A failed write (a full disk) warns: the rows stay in memory, the call goes on."""
+        file = self._file
+        if file is None or file.closed:
+            return
+        lines = self._lines
+        batch = [dumps(lines.popleft()) for _ in range(len(lines))]
+        batch.extend([typed_line("row", fields) for fields in rows])
+        if end:
+            batch.append(dumps({"type": "end", "rows": self.rows_written, "end_ns": time.time_ns()}))
+        try:
+            file.write_lines(batch)
+        except Exception as exc:  # noqa: BLE001 - the user's run comes first; the rows are in memory
+            self.write_errors.append(f"{type(exc).__name__}: {exc}")
+            warnings.warn(f"gnnmon could not write {len(batch)} line(s) to {self.path}: {exc!r}; "
+                          "rows stay in run.records", RuntimeWarning, 2)
 
     def flush(self) -> None:
-        """Resolve every pending deferred figure and store those rows (may wait for the device)."""
+        """Resolve and store every row closed so far (waits for the device where needed)."""
         with self._lock:
-            while self._pending:
-                self._drain(block=True)
-            if self._writer is not None and self._state == "active":
-                self._write_gc_events()
+            self._drain(force=True)
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -292,7 +354,8 @@ class Run:
                 self._marks = {**self._marks, kind: value}  # replaced, not changed: rows read it unlocked
             marker = {"kind": kind, "value": value, "t_ns": time.time_ns(), "carry": carry}
             self.markers.append(marker)
-            self._write("marker", marker)
+            if self._file is not None:
+                self._lines.append({"type": "marker", **marker})
 
     # -- reading ----------------------------------------------------------------------------
     def report(self) -> Report:
@@ -350,17 +413,22 @@ def collect(
     country: str | None = None,
     region: str | None = None,
     carbon_intensity: float | None = None,
+    flush_interval: float = DEFAULT_INTERVAL,
 ) -> Run:
     """A new :class:`Run`; use it as ``with gnnmon.collect(path) as run:``.
 
     ``path``: JSON Lines file the rows stream to (None keeps them in memory only). ``config``: your
     settings, stored in the manifest. ``mode``: ``"w"`` overwrites, ``"x"`` refuses an existing file.
     ``sample``: seconds between utilisation samples (e.g. 0.5; None: no sampler thread).
-    ``energy``: add ``energy_gpu_j``, ``energy_cpu_j``, ``energy_ram_j`` and ``co2_kg`` to every row;
+    ``energy``: add ``energy_gpu_j``, ``energy_cpu_j``, ``energy_ram_j`` and ``co2_kg`` to every row,
+    from counters the sampler reads (it then samples every ``sample`` seconds, 0.5 if not given);
     ``country`` (ISO alpha-3, e.g. ``"FRA"``) and ``region`` pick CodeCarbon's offline carbon
-    intensity, or give ``carbon_intensity`` in g CO2eq/kWh.
+    intensity, or give ``carbon_intensity`` in g CO2eq/kWh. ``flush_interval``: seconds between
+    two writes of the rows that are ready (a kill loses at most the rows of the last interval,
+    plus those still waiting for their device events or a sample after their end).
     """
     if mode not in ("w", "x"):
         raise ValueError(f"mode must be 'w' (overwrite) or 'x' (refuse an existing file), got {mode!r}")
     return Run(path, config=config, max_records=max_records, mode=mode, sample=sample, energy=energy,
-               country=country, region=region, carbon_intensity=carbon_intensity)
+               country=country, region=region, carbon_intensity=carbon_intensity,
+               flush_interval=flush_interval)

@@ -12,12 +12,20 @@ import os
 import threading
 import warnings
 from collections.abc import Iterator
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from gnnmon.errors import ReportFileError
+
+try:
+    from _json import make_encoder as _make_encoder
+
+    c_make_encoder: Any = _make_encoder
+except ImportError:  # pragma: no cover - CPython always has it
+    c_make_encoder = None
 
 FORMAT = "gnnmon.jsonl"
 FORMAT_VERSION = 1
@@ -50,20 +58,42 @@ def _finite(obj: Any) -> Any:
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=_default, allow_nan=False)
+# The C encoder made once (json.JSONEncoder.encode builds one per call): about 1 µs less per row.
+_C_ENCODE = (
+    c_make_encoder(None, _default, encode_basestring_ascii, None, ":", ",", False, False, False)
+    if c_make_encoder is not None else None
+)
 
 
 def dumps(obj: dict[str, Any]) -> str:
     """One JSON line (no newline); non-finite floats become null (strict JSON), other objects
     their str/repr."""
     try:
+        if _C_ENCODE is not None:
+            return "".join(_C_ENCODE(obj, 0))
         return _ENCODER.encode(obj)
     except ValueError:  # NaN or infinity somewhere: rare, so checked only then
         return _ENCODER.encode(_finite(obj))
 
 
+def typed_line(kind: str, obj: dict[str, Any]) -> str:
+    """``{"type": kind, **obj}`` as one JSON line, without copying ``obj``."""
+    body = dumps(obj)
+    head = _HEADS.get(kind) or '{"type":' + dumps_str(kind)
+    return head + "}" if body == "{}" else head + "," + body[1:]
+
+
+_HEADS = {"row": '{"type":"row"'}
+
+
+def dumps_str(text: str) -> str:
+    """A JSON string literal."""
+    return encode_basestring_ascii(text)
+
+
 class JsonlWriter:
-    """Appends lines to a file, each written whole with one unbuffered write (so a kill leaves
-    every completed line on disk); safe to call from several threads."""
+    """Appends lines to a file with unbuffered writes (a kill leaves every line written before it
+    on disk; a line cut by the kill is skipped by the reader); safe to call from several threads."""
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "w") -> None:
         if mode not in ("w", "x", "a"):
@@ -76,14 +106,29 @@ class JsonlWriter:
         self.lines = 0
 
     def write(self, obj: dict[str, Any]) -> None:
-        data = (dumps(obj) + "\n").encode("utf-8")
+        """One line, one write."""
+        self.write_many([obj])
+
+    def write_many(self, objs: list[dict[str, Any]]) -> None:
+        """Several objects, one line each, in one write."""
+        self.write_lines([dumps(o) for o in objs])
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Encoded lines (no newline) in one write (the writer thread's batches)."""
+        if not lines:
+            return
+        data = ("\n".join(lines) + "\n").encode("utf-8")
         with self._lock:
             if self._file.closed:
                 raise ValueError(f"report file {self.path} is already closed")
             view = memoryview(data)
             while view:
                 view = view[self._file.write(view):]
-            self.lines += 1
+            self.lines += len(lines)
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
 
     def close(self) -> None:
         with self._lock:

@@ -3,11 +3,16 @@
 Deadline scheduling: sample k is due at ``start + k·interval``, so the cadence does not drift with
 the time a sample takes; a sample that comes late says by how much (``late_s``: a GC pause stalls
 this thread too) and deadlines already missed are skipped, not bunched. Each sample is a flat,
-timestamped dict: ``t_ns`` (epoch ns), ``late_s``, ``cpu_util_pct`` (this process and its
-children, percent of one core, psutil), ``rss_bytes``, ``children_rss_bytes``,
-``ram_used_bytes`` (whole system), and per NVIDIA GPU ``gpu<i>_util_pct``, ``_mem_util_pct``,
-``_mem_used_bytes``, ``_power_w``, ``_sm_clock_mhz``, ``_temp_c``. The thread is stopped and
-joined on exit, also when the body raised.
+timestamped dict: ``t_ns`` (epoch ns, the clock of rows' ``t_start_ns``/``t_end_ns``),
+``late_s``, ``interval_s``, ``cpu_time_s`` (this process's CPU-seconds so far, cumulative),
+``cpu_util_pct`` (this process and its children, percent of one core, psutil), ``rss_bytes``,
+``children_rss_bytes``, ``ram_used_bytes`` (whole system), per NVIDIA GPU ``gpu<i>_util_pct``,
+``_mem_util_pct``, ``_mem_used_bytes``, ``_power_w``, ``_sm_clock_mhz``, ``_temp_c``, and whatever
+cumulative counters ``counters`` reads (energy: ``gpu<i>_energy_mj``, ``rapl_<kind>_j``).
+
+One sample is taken when the sampler starts and one when it stops (after the thread is joined),
+so every row made in between has a reading on each side. The thread is stopped and joined on
+exit, also when the body raised.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class UtilisationSampler:
         *,
         nvml: Nvml | None = None,
         include_children: bool = True,
+        counters: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
             raise ValueError(f"sample interval must be a number of seconds > 0, got {interval!r}")
@@ -78,6 +84,8 @@ class UtilisationSampler:
         self.interval = float(interval)
         self.nvml = nvml if nvml is not None and nvml.ok else None
         self.include_children = include_children
+        self.counters = counters
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.samples_taken = 0
@@ -89,15 +97,32 @@ class UtilisationSampler:
             raise RuntimeError("this sampler is already running")
         self._procs = _Procs(self.include_children)
         self._stop.clear()
+        self._sample_now()  # the first reading, before any row of the run closes
         self._thread = threading.Thread(target=self._loop, name="gnnmon-sampler", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop and join the thread, then take the last sample."""
         thread, self._thread = self._thread, None
         if thread is not None:
             self._stop.set()
             thread.join()
+            self._sample_now()
+
+    def sample_now(self) -> None:
+        """Take a sample now, from the calling thread (a flush, the start, the stop)."""
+        self._sample_now()
+
+    def _sample_now(self, due_ns: int | None = None) -> None:
+        # One lock around reading and handing over: samples reach the sink in time order.
+        with self._lock:
+            try:
+                self.sink(self.take(time.perf_counter_ns() if due_ns is None else due_ns))
+                self.samples_taken += 1
+            except Exception as exc:  # noqa: BLE001 - keep going; say what failed
+                if len(self.errors) < 10:
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
 
     def __enter__(self) -> UtilisationSampler:
         return self.start()
@@ -108,7 +133,10 @@ class UtilisationSampler:
     def take(self, due_ns: int) -> dict[str, Any]:
         """One sample now (``due_ns``: when it was due, perf_counter ns)."""
         late = (time.perf_counter_ns() - due_ns) / 1e9
-        sample: dict[str, Any] = {"t_ns": time.time_ns(), "late_s": max(0.0, late)}
+        sample: dict[str, Any] = {"t_ns": time.time_ns(), "late_s": max(0.0, late),
+                                  "interval_s": self.interval, "cpu_time_s": time.process_time()}
+        if self.counters is not None:  # cumulative counters first, nearest to t_ns
+            sample.update(self.counters())
         sample.update(self._procs.sample())
         if self.nvml is not None:
             sample.update(self.nvml.sample())
@@ -118,12 +146,7 @@ class UtilisationSampler:
         step = int(self.interval * 1e9)
         due = time.perf_counter_ns() + step
         while not self._stop.wait(max(0, due - time.perf_counter_ns()) / 1e9):
-            try:
-                self.sink(self.take(due))
-                self.samples_taken += 1
-            except Exception as exc:  # noqa: BLE001 - keep sampling; say what failed once
-                if len(self.errors) < 10:
-                    self.errors.append(f"{type(exc).__name__}: {exc}")
+            self._sample_now(due)
             due += step
             now = time.perf_counter_ns()
             if now > due:  # deadlines missed (a long pause): skip them, keep the grid

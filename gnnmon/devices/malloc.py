@@ -1,0 +1,44 @@
+"""glibc's allocator settings that decide whether freed host memory leaves the process."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+_mmap_threshold: int | None = None
+
+
+def exact_host_memory(mmap_threshold: int = 64 * 1024) -> bool:
+    """Make freed host memory leave the process at once, so RSS follows the tensors alive.
+
+    glibc keeps freed memory for reuse (and raises its mmap threshold up to 32 MiB as it goes), so
+    after a first step the process's RSS stops moving: later steps reuse the same pages and their
+    peaks read as zero growth. This fixes glibc's mmap threshold (``mallopt(M_MMAP_THRESHOLD)``):
+    every allocation of ``mmap_threshold`` bytes or more gets its own mapping and is returned on
+    free, as CUDA's ``memory_allocated`` would show it. Process-wide and lasting (child processes
+    forked later inherit it); it costs a page fault per new page. Call it first thing, before
+    loading data: large blocks freed into the heap before the call can still be reused without
+    touching RSS (it also asks glibc to release free heap memory now, ``malloc_trim(0)``). The same
+    from the shell, for a whole run: ``MALLOC_MMAP_THRESHOLD_=65536 python train.py``. Returns
+    False where it cannot be set (not glibc)."""
+    global _mmap_threshold
+    if isinstance(mmap_threshold, bool) or not isinstance(mmap_threshold, int) or mmap_threshold < 4096:
+        raise ValueError(f"mmap_threshold must be an int of bytes >= 4096, got {mmap_threshold!r}")
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        ok = libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold) == 1
+        if ok:
+            libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        return False
+    if ok:
+        _mmap_threshold = mmap_threshold
+    return ok
+
+
+def mmap_threshold() -> int | None:
+    """The threshold :func:`exact_host_memory` set, or None (glibc's dynamic default)."""
+    return _mmap_threshold
