@@ -36,8 +36,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
-from gnnmon.devices import backend_for, clear_backends
-from gnnmon.devices.rss import RssCounter
 from play.models import GCN
 from play.sampler import make_loader
 from play.synthetic import FLICKR, planted_partition
@@ -56,8 +54,19 @@ def _median_us(fn: Callable[[], Any], calls: int, repeats: int = 5) -> float:
 
 # -- call costs ---------------------------------------------------------------------------------
 
+def _clear_backends() -> None:
+    try:
+        from gnnmon.devices import clear_backends
+    except ImportError:  # gnnmon before the package was regrouped (--before)
+        from gnnmon.backends import clear_backends  # type: ignore[no-redef]
+    clear_backends()
+
+
 def call_costs(device: torch.device, calls: int) -> list[dict[str, Any]]:
     """What each call a monitor can make costs here (µs, median)."""
+    from gnnmon.devices import backend_for
+    from gnnmon.devices.rss import RssCounter
+
     index = device.index or 0
     x = torch.ones(1024, device="cpu" if _is_fake() else device)
     torch.cuda.synchronize(index)
@@ -394,17 +403,20 @@ def _is_fake() -> bool:
     return _FAKE[0]
 
 
-def run_gpu(tmp: Path, quick: bool, device: str = "cuda:0", fake: bool = False) -> dict[str, Any]:
+def run_gpu(tmp: Path, quick: bool, device: str = "cuda:0", fake: bool = False,
+            before: bool = False) -> dict[str, Any]:
     """Every part; ``quick``: tiny sizes; ``fake``: against the tests' fake ``torch.cuda``
-    (tensors stay on the CPU; no accuracy part)."""
+    (tensors stay on the CPU; no accuracy part); ``before``: only the loops (public API only)."""
     dev = torch.device(device)
-    clear_backends()
+    _clear_backends()
     _FAKE[0] = fake
     index = dev.index or 0
     results: dict[str, Any] = {"fake": fake, "device_name": "fake CUDA (tests/fakes.py)" if fake
                                else torch.cuda.get_device_name(index)}
-    print("gpu: call costs ...", flush=True)
-    results["calls"] = call_costs(dev, 50 if quick else 2000)
+    results["gnnmon"] = str(Path(gnnmon.__file__).parent)
+    if not before:
+        print("gpu: call costs ...", flush=True)
+        results["calls"] = call_costs(dev, 50 if quick else 2000)
 
     def sync() -> None:
         torch.cuda.synchronize(index)
@@ -423,15 +435,16 @@ def run_gpu(tmp: Path, quick: bool, device: str = "cuda:0", fake: bool = False) 
     results["overhead"] += run_interleaved(
         "tiny step (x + 1)", tiny_variants(dev, tmp), lambda i: (x,), 50 if quick else 2000,
         2 if quick else 7, sync, 50)
-    if not fake:
+    if not fake and not before:
         print("gpu: accuracy ...", flush=True)
         results["accuracy"] = accuracy(dev)
-    clear_backends()
+    _clear_backends()
     return results
 
 
 def markdown(r: dict[str, Any]) -> list[str]:
-    out = [f"## On {r['device_name']}" + (" — FAKE device: numbers mean nothing" if r["fake"] else ""), ""]
+    out = [f"## On {r['device_name']}" + (" — FAKE device: numbers mean nothing" if r["fake"] else ""), "",
+           f"gnnmon measured: `{r['gnnmon']}`", ""]
     loop = r["loop"]
     out += [f"Realistic loop: GCN (hidden 256) on the Flickr stand-in, {loop['batches']} batches of "
             f"{loop['nodes']:,.0f} nodes and {loop['edges']:,.0f} edges on average (sampler: "
@@ -446,7 +459,7 @@ def markdown(r: dict[str, Any]) -> list[str]:
         bare = "–" if o["bare_step_us"] is None else f"{o['bare_step_us']:,.1f}"
         out.append(f"| {o['loop']} | {o['variant']} | {ratio} | {cost} | {bare} | {o['note']} |")
     out += ["", "### What each call costs here (µs, median)", "", "| call | µs | note |", "| --- | ---: | --- |"]
-    for c in r["calls"]:
+    for c in r.get("calls", []):
         us = "–" if c["us"] is None else f"{c['us']:,.2f}"
         out.append(f"| {c['call']} | {us} | {c['note']} |")
     if "accuracy" in r:

@@ -34,6 +34,10 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Another gnnmon to measure instead of this checkout's (e.g. an earlier commit, for before/after):
+# GNNMON_BENCH_PACKAGE=/path/holding/gnnmon python benchmarks/run.py --device cuda --before
+if os.environ.get("GNNMON_BENCH_PACKAGE"):
+    sys.path.insert(0, os.environ["GNNMON_BENCH_PACKAGE"])
 
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, memory_scope, monitor_memory_device
@@ -450,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cpu: overhead, accuracy and scale on the CPU, with the peers; cuda: the "
                              "GPU benchmark (benchmarks/gpu.py) and what a kill loses")
+    parser.add_argument("--before", action="store_true",
+                        help="with --device cuda: only the loops, through public decorators (for a gnnmon "
+                             "from GNNMON_BENCH_PACKAGE, such as an earlier commit)")
     parser.add_argument("--out", default="runs/benchmarks.md",
                         help="the markdown file to write, or a folder (benchmarks[-cuda].md goes in it)")
     parser.add_argument("--accuracy-only", metavar="JSON", help=argparse.SUPPRESS)
@@ -463,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     if out.is_dir() or args.out.endswith("/"):
         out = out / ("benchmarks-cuda.md" if args.device == "cuda" else "benchmarks.md")
     if args.device == "cuda":
-        return main_cuda(q, out)
+        return main_cuda(q, out, before=args.before)
     t_start = time.perf_counter()
     results: dict[str, Any] = {"overhead": []}
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -502,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def main_cuda(q: bool, out: Path, fake: bool = False) -> int:
+def main_cuda(q: bool, out: Path, fake: bool = False, before: bool = False) -> int:
     """``--device cuda``: benchmarks/gpu.py, then what a kill loses; writes ``out`` and its JSON."""
     from benchmarks.gpu import markdown as gpu_markdown
     from benchmarks.gpu import run_gpu
@@ -510,18 +517,21 @@ def main_cuda(q: bool, out: Path, fake: bool = False) -> int:
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        results = run_gpu(tmp, q, fake=fake)
-        print("durability: SIGKILL mid-run ...", flush=True)
-        results["kill"] = run_kill_loss(2 if q else 10, 0.05, tmp)
+        results = run_gpu(tmp, q, fake=fake, before=before)
+        if not before:
+            print("durability: SIGKILL mid-run ...", flush=True)
+            results["kill"] = run_kill_loss(2 if q else 10, 0.05, tmp)
     meta = {
-        "command": "python benchmarks/run.py --device cuda" + (" --quick" if q else ""),
+        "command": "python benchmarks/run.py --device cuda" + (" --quick" if q else "")
+                   + (f" --before (GNNMON_BENCH_PACKAGE={os.environ.get('GNNMON_BENCH_PACKAGE')})" if before else ""),
         "machine": f"{results['device_name']}, {platform.platform()}, {os.cpu_count()} cores, "
                    f"Python {platform.python_version()}, torch {torch.__version__}",
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "total_s": time.perf_counter() - t_start,
     }
     text = "\n".join([f"Command: `{meta['command']}` · {meta['machine']} · {meta['when']} · "
-                       f"total {meta['total_s']:.0f} s", ""] + gpu_markdown(results) + kill_markdown(results["kill"]))
+                       f"total {meta['total_s']:.0f} s", ""] + gpu_markdown(results)
+                      + (kill_markdown(results["kill"]) if "kill" in results else []))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, **results}, indent=1, default=str))
