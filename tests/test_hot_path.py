@@ -55,8 +55,6 @@ def test_one_decorated_call_costs_no_sync_two_stat_reads_no_new_event_and_no_nvm
     assert len(rows) == 40
     assert all(r["mem_peak_delta_bytes"] == 4 * MiB for r in rows)
     assert all(r["energy_gpu_j_source"].startswith("measured:nvml-energy-counter") for r in rows)
-    # NVML is read at the run's start, at a flush and at its stop, and by the sampler's thread.
-    assert {c[1] for c in nv.calls} <= {me, "gnnmon-sampler"}
 
 
 def test_sync_mode_is_the_only_one_that_syncs(fake_cuda):
