@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # Another gnnmon to measure instead of this checkout's (e.g. an earlier commit, for before/after):
@@ -40,6 +39,7 @@ if os.environ.get("GNNMON_BENCH_PACKAGE"):
     sys.path.insert(0, os.environ["GNNMON_BENCH_PACKAGE"])
 
 import gnnmon
+from benchmarks.gpu import plain_step
 from gnnmon import cuda_timed, gc_controlled, memory_scope, monitor_memory_device
 from play.models import GCN
 from play.sampler import make_loader
@@ -176,16 +176,7 @@ def realistic_loop(scale: float, batches: int) -> tuple[Callable, Callable[[int]
     torch.manual_seed(0)
     model = GCN(spec.num_features, 128, spec.num_classes)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-
-    def step(model: GCN, batch: Any, opt: torch.optim.Optimizer) -> torch.Tensor:
-        out = model(batch.x, batch.edge_index)
-        loss = F.cross_entropy(out[: batch.batch_size], batch.y[: batch.batch_size])
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
-
-    return step, lambda i: (model, fixed[i % len(fixed)], opt)
+    return plain_step, lambda i: (model, fixed[i % len(fixed)], opt)
 
 
 def tiny_loops() -> dict[str, tuple[Callable, Callable[[int], tuple]]]:

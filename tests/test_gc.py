@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import threading
 import weakref
 
@@ -199,3 +202,33 @@ def test_bad_gc_arguments():
         collect_garbage(5)
     with pytest.raises(TypeError, match="collect_on_exit"):
         gc_paused(collect_on_exit="yes")
+
+
+CONTEXT_RESET_UNDER_GC = r"""
+import contextvars, gc, sys, torch, gnnmon
+from gnnmon.record import state
+others = [contextvars.ContextVar(f"other{i}") for i in range(3)]
+for v in others:
+    v.set(1)  # a context holding more than gnnmon's variables: removing one allocates a node
+gc.set_threshold(1, 1, 1)  # so a collection runs inside ContextVar.reset() itself
+f = gnnmon.gc_controlled(lambda x: x)
+with gnnmon.collect():
+    for i in range(3000):
+        f(i)
+        if state.CURRENT_ROW.get() is not None:
+            print("stale current row after call", i)
+            sys.exit(3)
+print("ok")
+"""
+
+
+def test_a_collection_inside_the_rows_context_reset_leaves_no_stale_row():
+    """Planted: a GC collection inside ContextVar.reset(). The GC log's callback then runs there;
+    had it called ContextVar.get(), CPython would cache a borrowed reference to the row being
+    removed and return it, freed, to every later get() (a use-after-free: a stale current row,
+    or a crash). Run in a fresh process with the debug allocator, which makes a freed object
+    unusable."""
+    env = dict(os.environ, PYTHONMALLOC="debug")
+    out = subprocess.run([sys.executable, "-c", CONTEXT_RESET_UNDER_GC], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", (out.returncode, out.stdout, out.stderr[-800:])

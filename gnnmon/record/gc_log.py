@@ -9,6 +9,7 @@ an event, with the row and phase of the thread that triggered it, for the run's 
 
 from __future__ import annotations
 
+import contextvars
 import gc
 import threading
 import time
@@ -79,7 +80,13 @@ class GcLog:
         gen = info.get("generation", 2)
         self.counts[gen] += 1
         self.pause_ns += pause
-        row = state.CURRENT_ROW.get()
+        # Read the row and phase through a copy of the context, never ContextVar.get(): this
+        # callback can run inside ContextVar.reset() (a collection triggered by the HAMT node it
+        # allocates), and get() would then cache a borrowed reference to the value being removed,
+        # which later get() calls return after it is freed (CPython's contextvar_del clears its
+        # cache before the change, not after; tests/test_gc.py plants it).
+        context = contextvars.copy_context()
+        row = context.get(state.CURRENT_ROW)
         event = {
             "generation": gen,
             "t_start_ns": self._wall0,
@@ -89,7 +96,7 @@ class GcLog:
             "requested": self.requested > 0,
             "reason": self._reason(),
             "row": row.key if row is not None else None,
-            "phase": state.CURRENT_PHASE.get(),
+            "phase": context.get(state.CURRENT_PHASE),
             "thread": threading.current_thread().name,
         }
         run = row.run if row is not None else state.open_run()
