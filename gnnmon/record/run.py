@@ -7,8 +7,8 @@ What a row costs the step: closing it appends ``(fields, deferred figures)`` to 
 nothing more. The rest happens later, off the step's path, in order: device events are read once
 they have completed, the timeline is joined once a sample after the row's end exists, and the row
 is stored and written. For a run with a file a writer thread does this every 50 ms
-(:mod:`gnnmon.record.writer`); for a run in memory it is done when the inbox fills up and when
-``records`` is read. Each row line in the file is final: figures joined from the timeline are in
+(:mod:`gnnmon.record.writer`), and the closing thread helps when more than :data:`BACKLOG` rows
+wait; for a run in memory it is done when the inbox fills up and when ``records`` is read. Each row line in the file is final: figures joined from the timeline are in
 it.
 """
 
@@ -52,6 +52,11 @@ MAX_PENDING = 1024
 
 DRAIN_EVERY = 256
 """Rows a run without a file lets gather in its inbox before it drains them on the closing thread."""
+
+BACKLOG = 4096
+"""Rows a run with a file lets wait for its writer thread before the closing thread does the
+writing itself (backpressure: rows made faster than they can be written, as in a loop of
+microsecond steps, must not pile up in memory)."""
 
 Inbox = deque[tuple[dict[str, Any], "list[Deferred] | None", "RowJoin | None"]]
 
@@ -250,7 +255,7 @@ class Run:
         """Take a finished row: it joins the inbox (what the step pays); see the module doc."""
         inbox = self._inbox
         inbox.append((fields, deferred, self.join))  # deque.append is atomic: no lock
-        if self._flusher is None and len(inbox) >= DRAIN_EVERY:
+        if len(inbox) >= (DRAIN_EVERY if self._flusher is None else BACKLOG):
             self._drain_ready()
 
     def add_gc_event(self, event: dict[str, Any]) -> None:
