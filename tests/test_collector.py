@@ -287,3 +287,38 @@ def test_rows_made_faster_than_they_are_written_do_not_pile_up(tmp_path):
                 most = max(most, len(run._inbox))
     assert most <= BACKLOG
     assert sum(1 for _ in gnnmon.iter_rows(tmp_path / "fast.jsonl")) == 3 * BACKLOG
+
+
+def test_a_forked_child_never_writes_into_the_parents_file(tmp_path):
+    """A DataLoader worker is a fork: it inherits the active run but not its writer thread, and
+    a lock the writer held at the fork would stay held in the child. The child keeps its rows in
+    memory (newest 1,000), the parent's file gets only the parent's rows, nothing hangs."""
+    from gnnmon.record.run import CHILD_MAX_RECORDS
+
+    @gnnmon.cuda_timed(label="in_child")
+    def in_child():  # no torch in a forked child: its thread pool may hang
+        return 1
+
+    path = tmp_path / "forked.jsonl"
+    with gnnmon.collect(path):
+        for n in range(3):
+            step(n)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: many decorated calls (more than the writer's backlog)
+            try:
+                os.close(r)
+                for _ in range(5000):
+                    in_child()
+                kept = len(gnnmon.active_run().records)
+                os.write(w, str(kept).encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        with os.fdopen(r) as f:
+            kept = int(f.read() or -1)
+        os.waitpid(pid, 0)
+        step(9)
+    assert 0 < kept <= CHILD_MAX_RECORDS
+    labels = [row["label"] for row in gnnmon.load(path).records]
+    assert labels == ["step"] * 4

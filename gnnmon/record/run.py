@@ -184,6 +184,7 @@ class Run:
             self._file = JsonlWriter(self.path, self._mode)
             self._file.write(self.manifest)
         self._state = "active"
+        _watch_forks()
         GC_LOG.acquire()
         self.holds_gc_hook = True
         hold_pollers()
@@ -375,6 +376,33 @@ class Run:
 
 # -- the active run -----------------------------------------------------------------------------
 DEFAULT_MAX_RECORDS = 10_000
+CHILD_MAX_RECORDS = 1_000
+"""Rows a forked child (a DataLoader worker) keeps of the runs it inherited."""
+
+_fork_hook: list[bool] = []
+
+
+def _in_forked_child() -> None:
+    """After a fork, in the child: the runs it inherited are the parent's. Their writer and
+    sampler threads did not come along, their locks may have been held at the fork, and their
+    file is the parent's. The child keeps its newest rows in memory only (no file, no timeline,
+    fresh locks) and never writes into the parent's file."""
+    for run in [*state.RUNS, *state.DEFAULT]:
+        run._file = None
+        run._flusher = None
+        run._sampler = None
+        run.join = None
+        run._lock = threading.RLock()
+        run._inbox.clear()
+        run._lines.clear()
+        run._rows = deque(list(run._rows)[-CHILD_MAX_RECORDS:], maxlen=CHILD_MAX_RECORDS)
+        run.gc_events = deque(list(run.gc_events)[-CHILD_MAX_RECORDS:], maxlen=CHILD_MAX_RECORDS)
+
+
+def _watch_forks() -> None:
+    if not _fork_hook and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_in_forked_child)
+        _fork_hook.append(True)
 
 
 def _push(run: Run) -> None:
