@@ -8,9 +8,9 @@ exact without a ``torch.cuda.synchronize()``; a sync would only make the CPU wai
 kernels and lose the CPU/GPU overlap.
 
 Costs measured on an H100 (torch 2.11; ``docs/performance.md``): the flat
-``torch.cuda.memory_stats`` builds a nested dict and flattens it in Python (~105 µs); this backend
-reads the nested dict itself (``torch._C._cuda_memoryStats``, what the public
-``torch.cuda.memory_stats_as_nested_dict`` wraps; ~17-21 µs), once when a window opens and once
+``torch.cuda.memory_stats`` builds a nested dict and flattens it in Python (77-139 µs); this
+backend reads the nested dict itself (``torch._C._cuda_memoryStats``, what the public
+``torch.cuda.memory_stats_as_nested_dict`` wraps; 10-18 µs), once when a window opens and once
 when it closes. The peak counter is global per device, so windows go through a
 :class:`~gnnmon.devices.peaks.CounterPeaks` stack that keeps nested windows' peaks correct.
 

@@ -1,7 +1,7 @@
 """One helper that turns a measurement (a context manager over a row) into a decorator and a scope.
 
-A measurement class takes ``(row, **options)`` and fills the row's fields between ``__enter__``
-and ``__exit__``. From it :func:`make_decorator` builds ``@name`` / ``@name(**options)`` and
+A measurement class takes ``(row, options)`` (its options checked once, defaults filled in) and
+fills the row's fields between ``__enter__`` and ``__exit__``. From it :func:`make_decorator` builds ``@name`` / ``@name(**options)`` and
 :func:`make_scope` builds ``with name(**options) as fields:``.
 
 Stacked gnnmon decorators on one function fill ONE row. Directly stacked ones merge into one
