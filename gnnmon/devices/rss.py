@@ -85,12 +85,6 @@ class RssCounter:
             self._pid = pid
             self._stale = False
 
-    def rss(self) -> int:
-        """Resident bytes now."""
-        if self._stale:
-            self._open()
-        return int(os.pread(self._statm, 64, 0).split()[1]) * self._page
-
     def read(self) -> tuple[tuple[int], tuple[int]]:
         """``((rss,), (high-water mark,))`` in bytes."""
         if self._stale:

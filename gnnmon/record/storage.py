@@ -107,11 +107,7 @@ class JsonlWriter:
 
     def write(self, obj: dict[str, Any]) -> None:
         """One line, one write."""
-        self.write_many([obj])
-
-    def write_many(self, objs: list[dict[str, Any]]) -> None:
-        """Several objects, one line each, in one write."""
-        self.write_lines([dumps(o) for o in objs])
+        self.write_lines([dumps(obj)])
 
     def write_lines(self, lines: list[str]) -> None:
         """Encoded lines (no newline) in one write (the writer thread's batches)."""

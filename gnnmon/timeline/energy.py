@@ -31,7 +31,7 @@ from gnnmon.devices.nvml import Nvml
 from gnnmon.devices.rapl import POWERCAP, RaplReader, find_zones
 from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH
 from gnnmon.timeline.carbon import CodeCarbonModel, carbon_intensity, codecarbon_model
-from gnnmon.timeline.join import delta_between, samples_near
+from gnnmon.timeline.join import delta_between, samples_in
 
 
 class EnergySources:
@@ -228,7 +228,7 @@ def integrate_power(
         return None
     key = f"gpu{index}_power_w"
     widen = int(interval * 1e9)
-    near = samples_near(samples, row["t_start_ns"] - widen, row["t_end_ns"] + widen)
+    near = samples_in(samples, row["t_start_ns"] - widen, row["t_end_ns"] + widen)
     powers = [s[key] for s in near if isinstance(s.get(key), (int, float))]
     if not powers:
         return None

@@ -35,8 +35,6 @@ def samples_in(samples: Samples, a_ns: int, b_ns: int) -> Samples:
     return samples[lo:hi]
 
 
-samples_near = samples_in
-
 
 def value_at(samples: Samples, key: str, t_ns: int) -> float | None:
     """A cumulative counter ``key`` at time ``t_ns``, interpolated linearly between the nearest

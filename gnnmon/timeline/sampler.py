@@ -97,7 +97,7 @@ class UtilisationSampler:
             raise RuntimeError("this sampler is already running")
         self._procs = _Procs(self.include_children)
         self._stop.clear()
-        self._sample_now()  # the first reading, before any row of the run closes
+        self.sample_now()  # the first reading, before any row of the run closes
         self._thread = threading.Thread(target=self._loop, name="gnnmon-sampler", daemon=True)
         self._thread.start()
         return self
@@ -108,14 +108,12 @@ class UtilisationSampler:
         if thread is not None:
             self._stop.set()
             thread.join()
-            self._sample_now()
+            self.sample_now()
 
-    def sample_now(self) -> None:
-        """Take a sample now, from the calling thread (a flush, the start, the stop)."""
-        self._sample_now()
-
-    def _sample_now(self, due_ns: int | None = None) -> None:
-        # One lock around reading and handing over: samples reach the sink in time order.
+    def sample_now(self, due_ns: int | None = None) -> None:
+        """Take a sample now, from the calling thread (the loop, a flush, the start, the stop);
+        ``due_ns``: when it was due (perf_counter ns; now if None). One lock around reading and
+        handing over: samples reach the sink in time order."""
         with self._lock:
             try:
                 self.sink(self.take(time.perf_counter_ns() if due_ns is None else due_ns))
@@ -146,7 +144,7 @@ class UtilisationSampler:
         step = int(self.interval * 1e9)
         due = time.perf_counter_ns() + step
         while not self._stop.wait(max(0, due - time.perf_counter_ns()) / 1e9):
-            self._sample_now(due)
+            self.sample_now(due)
             due += step
             now = time.perf_counter_ns()
             if now > due:  # deadlines missed (a long pause): skip them, keep the grid
