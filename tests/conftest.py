@@ -3,6 +3,7 @@ from __future__ import annotations
 import gc
 import threading
 
+import psutil
 import pytest
 
 from gnnmon.devices import clear_backends
@@ -11,12 +12,25 @@ from tests.fakes import FakeCuda, FakeMps
 
 @pytest.fixture(autouse=True)
 def _no_leftovers():
-    """Every test must leave GC enabled and no gnnmon thread running."""
+    """Every test must leave GC enabled, no gnnmon thread running and no sampler process."""
     gc_was = gc.isenabled()
     yield
     assert gc.isenabled() == gc_was, "test left automatic GC changed"
     left = [t.name for t in threading.enumerate() if t.name.startswith("gnnmon")]
     assert not left, f"gnnmon threads left running: {left}"
+    assert not sampler_processes(), "a sampler process was left running"
+
+
+def sampler_processes() -> list[psutil.Process]:
+    """This process's children that run the timeline's sampler (zombies count as gone)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and "gnnmon.timeline.agent" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found
 
 
 @pytest.fixture

@@ -34,7 +34,6 @@ call, and read back what the fake saw (``sync_calls``, ``reset_calls``, ``event_
 from __future__ import annotations
 
 import itertools
-import sys
 import threading
 import time
 import types
@@ -349,103 +348,6 @@ class FakeMps(_Timeline):
         return self
 
 
-class FakeNvml:
-    """Stands in for the ``pynvml`` module (nvidia-ml-py): ``n`` GPUs whose NVML order is the
-    reverse of CUDA's (see FakeCuda.uuids), known utilisation and power, and a total-energy counter
-    in millijoules that ramps at ``ramp_w`` watts per GPU from when the fake is made (NVML's own
-    counter moves in steps: ``period`` > 0 updates it only every ``period`` seconds, as a real one
-    does every ~0.1 s), plus what tests add with :meth:`add_energy`. ``energy=False`` stands for a
-    GPU older than Volta: the counter query raises NVMLError_NotSupported. Every call is recorded
-    in ``calls`` as (function name, thread name), so tests can see which thread called NVML."""
+from tests.fake_nvml import FakeNvml  # noqa: E402 - re-exported: it has no torch, the sampler process imports it
 
-    NVML_CLOCK_SM = 1
-    NVML_TEMPERATURE_GPU = 0
-
-    class NVMLError(Exception):
-        pass
-
-    class NVMLError_NotSupported(NVMLError):  # pynvml's name
-        pass
-
-    def __init__(self, n: int = 2, energy: bool = True, power_w: float = 200.0,
-                 ramp_w: float = 0.0, period: float = 0.0) -> None:
-        self.n = n
-        self.energy = energy
-        self.util = [37.0 + 10 * i for i in range(n)]  # NVML index -> %
-        self.mem_util = [11.0] * n
-        self.power_mw: list[int | None] = [int(power_w * 1000)] * n
-        self.ramp_w = [ramp_w] * n
-        self.period = period
-        self.t0 = time.time()
-        self.added_mj = [5_000_000 + i for i in range(n)]
-        self.initialised = 0
-        self.shutdowns = 0
-        self.calls: list[tuple[str, str]] = []
-
-    def add_energy(self, nvml_index: int, mj: int) -> None:
-        self.added_mj[nvml_index] += mj
-
-    def counter_mj(self, nvml_index: int, at: float | None = None) -> int:
-        """The counter at time ``at`` (time.time(); now if None)."""
-        t = (time.time() if at is None else at) - self.t0
-        if self.period:
-            t = t // self.period * self.period
-        return int(self.added_mj[nvml_index] + self.ramp_w[nvml_index] * t * 1000)
-
-    def nvmlInit(self) -> None:  # pynvml's names below
-        self.initialised += 1
-
-    def nvmlShutdown(self) -> None:
-        self.shutdowns += 1
-
-    def nvmlDeviceGetCount(self) -> int:
-        return self.n
-
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> tuple[str, int]:
-        return ("handle", i)
-
-    def nvmlDeviceGetHandleByUUID(self, uid: str) -> tuple[str, int]:
-        value = uuid.UUID(uid.removeprefix("GPU-")).int - 1000
-        if not 0 <= value < self.n:
-            raise self.NVMLError("Not Found")
-        return ("handle", value)
-
-    def nvmlDeviceGetUtilizationRates(self, h: Any) -> Any:
-        return types.SimpleNamespace(gpu=self.util[h[1]], memory=self.mem_util[h[1]])
-
-    def nvmlDeviceGetMemoryInfo(self, h: Any) -> Any:
-        return types.SimpleNamespace(used=(h[1] + 1) * 2**30, total=16 * 2**30, free=0)
-
-    def nvmlDeviceGetPowerUsage(self, h: Any) -> int:
-        power = self.power_mw[h[1]]
-        if power is None:
-            raise self.NVMLError_NotSupported("Not Supported")
-        return power
-
-    def nvmlDeviceGetClockInfo(self, h: Any, kind: int) -> int:
-        return 1410
-
-    def nvmlDeviceGetTemperature(self, h: Any, kind: int) -> int:
-        return 55
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, h: Any) -> int:
-        if not self.energy:
-            raise self.NVMLError_NotSupported("Not Supported")
-        return self.counter_mj(h[1])
-
-    def install(self, monkeypatch: Any) -> FakeNvml:
-        module = types.ModuleType("pynvml")
-        for name in dir(self):
-            if name.startswith("nvml"):
-                setattr(module, name, self._recorded(name, getattr(self, name)))
-            elif name.startswith("NVML"):
-                setattr(module, name, getattr(self, name))
-        monkeypatch.setitem(sys.modules, "pynvml", module)
-        return self
-
-    def _recorded(self, name: str, fn: Any) -> Any:
-        def call(*args: Any) -> Any:
-            self.calls.append((name, threading.current_thread().name))
-            return fn(*args)
-
-        return call
+__all__ = ["FakeCuda", "FakeMps", "FakeNvml"]

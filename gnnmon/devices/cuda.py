@@ -47,6 +47,17 @@ def check_cuda_index(device: torch.device) -> int:
     return index
 
 
+def cuda_uuids() -> list[str] | None:
+    """``"GPU-<uuid>"`` per CUDA index, as NVML names them (None without CUDA or UUIDs), so that the
+    sampler reads the GPU a row ran on even where ``CUDA_VISIBLE_DEVICES`` reorders them."""
+    if not torch.cuda.is_available():
+        return None
+    try:
+        return [f"GPU-{torch.cuda.get_device_properties(i).uuid}" for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 - an older torch without .uuid: NVML's own order
+        return None
+
+
 def nested_stats_reader() -> Callable[[int], dict[str, Any]]:
     """The cheapest exact read of the allocator's statistics this torch offers: the nested dict
     from ``torch._C._cuda_memoryStats`` where it exists, else the public

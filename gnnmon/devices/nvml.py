@@ -2,8 +2,9 @@
 
 Opened lazily and only when asked (never at import); absent library, no GPU or an old driver make
 the figures None with a reason, never an error. CUDA device indices are mapped to NVML handles by
-UUID where torch tells it (``CUDA_VISIBLE_DEVICES`` and PCI ordering make the two indices differ),
-else by index.
+the UUIDs torch gives (:func:`gnnmon.devices.cuda.cuda_uuids`: ``CUDA_VISIBLE_DEVICES`` and PCI
+ordering make the two indices differ), else by index. Imports no torch: the timeline's sampler
+process uses it.
 
 Meaning of the figures (NVML's own definitions): ``utilization.gpu`` is the share of the last
 sample period (1/6 s to 1 s) in which *any* kernel ran — not how busy the SMs were; power is a
@@ -14,15 +15,16 @@ driver loaded.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
-
-import torch
 
 
 class Nvml:
     """One NVML session: handles per CUDA index, samples and energy counters."""
 
-    def __init__(self) -> None:
+    def __init__(self, uuids: list[str] | None = None) -> None:
+        self.uuids = uuids  # CUDA index -> "GPU-..." (None: NVML's own order)
+        self.energy_reads = 0
         self._lock = threading.Lock()
         self.ok = False
         self.reason = ""
@@ -64,11 +66,9 @@ class Nvml:
     def _map_handles(self, count: int) -> dict[int, Any]:
         nv = self.nv
         handles: dict[int, Any] = {}
-        cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        for cuda_index in range(cuda_count):
+        for cuda_index, uuid in enumerate(self.uuids or []):
             try:
-                uuid = torch.cuda.get_device_properties(cuda_index).uuid
-                handles[cuda_index] = nv.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
+                handles[cuda_index] = nv.nvmlDeviceGetHandleByUUID(uuid)
             except Exception:  # noqa: BLE001 - no UUID mapping: NVML's own order below
                 pass
         if not handles:  # no torch mapping: NVML's own order
@@ -106,7 +106,23 @@ class Nvml:
         """The total-energy counter of a CUDA device, in millijoules (None if unsupported)."""
         if not self.energy_supported.get(index):
             return None
+        self.energy_reads += 1
         return _try(self.nv.nvmlDeviceGetTotalEnergyConsumption, self.handles[index])
+
+    def energy_reader(self, index: int) -> Any:
+        """A function of no argument returning ``(value_mj, t_ns)`` for one CUDA device: the
+        counter and the middle of the call (``time.time_ns``), which on an H100 takes ~3.5 ms."""
+        read = self.nv.nvmlDeviceGetTotalEnergyConsumption
+        handle = self.handles[index]
+
+        def reader() -> tuple[float, int]:
+            a = time.time_ns()
+            value = read(handle)
+            b = time.time_ns()
+            self.energy_reads += 1
+            return float(value), (a + b) // 2
+
+        return reader
 
 
 def _try(fn: Any, *args: Any) -> Any:

@@ -9,6 +9,7 @@ to them. Reading needs permission (root on most kernels since 2020).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,3 +83,40 @@ class RaplReader:
                 d += z.max_range_uj
             total[z.kind] += d / 1e6
         return total
+
+
+class RaplCumulative:
+    """RAPL counters as joules since the first reading, per kind, correct across wrap-arounds
+    (each zone must be read at least once per wrap: hours at full power)."""
+
+    def __init__(self, reader: RaplReader) -> None:
+        self.reader = reader
+        self.kinds = reader.kinds
+        self._last: tuple[int, ...] | None = None
+        self._total = {k: 0.0 for k in reader.kinds}
+
+    def read(self) -> dict[str, float]:
+        """``{kind: joules since the first read}``."""
+        now = self.reader.read()
+        if self._last is not None:
+            for kind, joules in self.reader.delta_j(self._last, now).items():
+                self._total[kind] += joules
+        self._last = now
+        return dict(self._total)
+
+    def reader_of(self, kind: str) -> RaplKindReader:
+        """A ``() -> (joules, t_ns)`` reader of one kind (the timeline's counter)."""
+        return RaplKindReader(RaplCumulative(RaplReader([z for z in self.reader.zones if z.kind == kind])), kind)
+
+
+class RaplKindReader:
+    """``() -> (joules since the first read, t_ns at the middle of the read)`` for one kind."""
+
+    def __init__(self, cumulative: RaplCumulative, kind: str) -> None:
+        self.cumulative = cumulative
+        self.kind = kind
+
+    def __call__(self) -> tuple[float, int]:
+        a = time.time_ns()
+        joules = self.cumulative.read()[self.kind]
+        return joules, (a + time.time_ns()) // 2

@@ -18,8 +18,9 @@ def load(path: str | os.PathLike[str], *, strict: bool = True) -> Run:
     """Read a run back from its JSON Lines file (a cut-off last line is skipped with a warning)."""
     manifest: dict[str, Any] | None = None
     rows: list[dict[str, Any]] = []
-    parts: dict[str, list[dict[str, Any]]] = {"gc": [], "sample": [], "marker": []}
+    parts: dict[str, list[dict[str, Any]]] = {"gc": [], "sample": [], "marker": [], "point": []}
     complete = False
+    end: dict[str, Any] | None = None
     for obj in read_lines(path, strict=strict):
         kind = obj.pop("type", None)
         if kind == "row":
@@ -30,9 +31,10 @@ def load(path: str | os.PathLike[str], *, strict: bool = True) -> Run:
         elif kind in parts:
             parts[kind].append(obj)
         elif kind == "end":
-            complete = True
+            complete, end = True, obj
     return Run.from_file(path, manifest=manifest, rows=rows, gc_events=parts["gc"],
-                         samples=parts["sample"], markers=parts["marker"], complete=complete)
+                         samples=parts["sample"], markers=parts["marker"], complete=complete,
+                         points=parts["point"], end=end)
 
 
 def iter_rows(path: str | os.PathLike[str], *, strict: bool = True) -> Iterator[dict[str, Any]]:

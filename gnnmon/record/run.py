@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from gnnmon.devices.nvml import Nvml
+from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.peaks import hold_pollers, release_pollers
 from gnnmon.fields import IDENTITY_FIELDS, ROW_FIELD_PREFIXES
 from gnnmon.record import state
@@ -34,9 +34,9 @@ from gnnmon.record.storage import JsonlWriter, dumps, typed_line
 from gnnmon.record.writer import DEFAULT_INTERVAL, Flusher
 from gnnmon.report import Report
 from gnnmon.timeline.energy import EnergyJoin, EnergySources
-from gnnmon.timeline.join import RowJoin
+from gnnmon.timeline.join import Counters, RowJoin, energy_balance
 from gnnmon.timeline.sampler import DEFAULT_INTERVAL as DEFAULT_SAMPLE_INTERVAL
-from gnnmon.timeline.sampler import UtilisationSampler
+from gnnmon.timeline.sampler import Sampler, start_sampler
 
 
 class Deferred(Protocol):
@@ -83,6 +83,7 @@ class Run:
         region: str | None = None,
         carbon_intensity: float | None = None,
         flush_interval: float = DEFAULT_INTERVAL,
+        sampler: str = "process",
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
@@ -96,6 +97,8 @@ class Run:
             raise TypeError(f"energy must be True or False, not {type(energy).__name__}")
         if country is not None and (not isinstance(country, str) or len(country) != 3 or not country.isalpha()):
             raise ValueError(f"country must be an ISO 3166 alpha-3 code such as 'FRA', got {country!r}")
+        if sampler not in ("process", "thread"):
+            raise ValueError(f"sampler must be 'process' (its own process) or 'thread', got {sampler!r}")
         if isinstance(flush_interval, bool) or not isinstance(flush_interval, (int, float)) or flush_interval <= 0:
             raise ValueError(f"flush_interval must be a number of seconds > 0, got {flush_interval!r}")
         self.path = Path(path) if path is not None else None
@@ -109,8 +112,9 @@ class Run:
             if energy else None
         )
         self.energy: EnergySources | None = None  # while collecting with energy=True
-        self._sampler: UtilisationSampler | None = None
-        self._nvml: Nvml | None = None
+        self._sampler_mode = sampler
+        self._sampler: Sampler | None = None
+        self.sampler_stats: dict[str, Any] = {}  # the sampler's own cost, after stop
         self.join: RowJoin | None = None  # what rows closed now get from the timeline
         self.max_records = max_records
         self._mode = mode
@@ -122,6 +126,8 @@ class Run:
             deque(maxlen=max_records) if max_records else []
         )
         self.samples: list[dict[str, Any]] = []  # in time order (joined to rows by bisection)
+        self.points: list[dict[str, Any]] = []  # counters' steps (energy), per key in time order
+        self.counters = Counters()  # the same points, indexed for interpolation
         self.markers: list[dict[str, Any]] = []
         self.manifest: dict[str, Any] | None = None
         self.rows_written = 0  # rows stored (in memory and, with a path, in the file)
@@ -148,6 +154,8 @@ class Run:
         samples: Iterable[dict[str, Any]],
         markers: Iterable[dict[str, Any]],
         complete: bool,
+        points: Iterable[dict[str, Any]] = (),
+        end: dict[str, Any] | None = None,
     ) -> Run:
         """A run read back from a file (state ``loaded``; see :func:`gnnmon.load`)."""
         run = cls()
@@ -161,6 +169,10 @@ class Run:
         run.gc_events.extend(gc_events)
         run.samples.extend(samples)
         run.markers.extend(markers)
+        for point in points:
+            run.points.append(point)
+            run.counters.add(point)
+        run.sampler_stats = dict((end or {}).get("sampler") or {})
         return run
 
     # -- life cycle -------------------------------------------------------------------------
@@ -170,32 +182,39 @@ class Run:
             raise RuntimeError(f"this run is {self._state}; make a new one with gnnmon.collect()")
         options: dict[str, Any] = {"max_records": self.max_records, "sample": self.sample_interval,
                                    "flush_interval": self.flush_interval}
+        sampler = None
         if self.sample_interval is not None:
-            self._nvml = Nvml()
-            if not self._nvml.open():
-                options["nvml"] = self._nvml.reason
+            settings = {"interval": self.sample_interval, "uuids": cuda_uuids(),
+                        "energy": self._energy_options is not None}
+            sampler = start_sampler(settings, self._take_timeline, self._sampler_mode)
+            options["sampler"] = {"mode": sampler.mode, "why": sampler.why, "pid": sampler.hello.get("pid"),
+                                  "startup_s": sampler.hello.get("startup_s")}
+            options["nvml"] = sampler.hello.get("nvml")
         energy_join = None
-        if self._energy_options is not None:
-            self.energy = EnergySources(nvml=self._nvml, **self._energy_options)
+        if self._energy_options is not None and sampler is not None:
+            self.energy = EnergySources(sampler.hello, **self._energy_options)
             options["energy"] = self.energy.describe()
             energy_join = EnergyJoin(options["energy"], self.sample_interval or DEFAULT_SAMPLE_INTERVAL)
         self.manifest = build_manifest(self.config, options)
-        if self.path is not None:
-            self._file = JsonlWriter(self.path, self._mode)
-            self._file.write(self.manifest)
+        try:
+            if self.path is not None:
+                self._file = JsonlWriter(self.path, self._mode)
+                self._file.write(self.manifest)
+        except BaseException:
+            if sampler is not None:
+                sampler.stop()
+            raise
         self._state = "active"
         _watch_forks()
         GC_LOG.acquire()
         self.holds_gc_hook = True
         hold_pollers()
         _push(self)
-        if self.sample_interval is not None:
-            self._sampler = UtilisationSampler(
-                self.add_sample, self.sample_interval, nvml=self._nvml,
-                counters=self.energy.read_counters if self.energy is not None else None)
-            self.join = RowJoin(self.samples, self.sample_interval, energy_join,
-                                refresh=self._sampler.sample_now)
-            self._sampler.start()
+        if sampler is not None:
+            self._sampler = sampler
+            self.join = RowJoin(self.samples, self.counters, sampler.interval, energy_join, refresh=sampler.now)
+            sampler.go()
+            sampler.now()  # a sample and every counter's first step: the first rows have a point before them
         if self._file is not None:
             self._flusher = Flusher(self._drain_ready, self.flush_interval).start()
         return self
@@ -206,7 +225,10 @@ class Run:
         if self._state != "active":
             return
         if self._sampler is not None:
-            self._sampler.stop()  # joined; its last sample covers every row closed before it
+            # its last sample and every counter's next step cover every row closed before it
+            self._sampler.stop()
+            self.sampler_stats = dict(self._sampler.bye)
+            self.sampler_stats.pop("m", None)
         _pop(self)
         GC_LOG.release()
         self.holds_gc_hook = False
@@ -223,8 +245,6 @@ class Run:
                     self._file.close()
                 except OSError as exc:
                     self.write_errors.append(f"{type(exc).__name__}: {exc}")
-            if self._nvml is not None:
-                self._nvml.close()
 
     def __enter__(self) -> Run:
         return self.start()
@@ -265,11 +285,25 @@ class Run:
         if self._file is not None:
             self._lines.append({"type": "gc", **event})
 
+    def _take_timeline(self, message: dict[str, Any]) -> None:
+        """What the sampler sends (on its reader thread): a sample or a counter's point."""
+        if message.pop("type", None) == "point":
+            self.add_point(message)
+        else:
+            self.add_sample(message)
+
     def add_sample(self, sample: dict[str, Any]) -> None:
         """Take a utilisation sample (from the sampler thread): kept, written by the writer."""
         self.samples.append(sample)
         if self._file is not None:
             self._lines.append({"type": "sample", **sample})
+
+    def add_point(self, point: dict[str, Any]) -> None:
+        """Take a counter's point (``key``, ``t_ns``, ``value``, ``err_ns``): kept, written."""
+        self.points.append(point)
+        self.counters.add(point)
+        if self._file is not None:
+            self._lines.append({"type": "point", **point})
 
     def _drain_ready(self) -> None:
         """Store the rows that are ready (never waits for the device); force the oldest out only
@@ -324,7 +358,8 @@ class Run:
         batch = [dumps(lines.popleft()) for _ in range(len(lines))]
         batch.extend([typed_line("row", fields) for fields in rows])
         if end:
-            batch.append(dumps({"type": "end", "rows": self.rows_written, "end_ns": time.time_ns()}))
+            batch.append(dumps({"type": "end", "rows": self.rows_written, "end_ns": time.time_ns(),
+                                "sampler": self.sampler_stats}))
         try:
             file.write_lines(batch)
         except Exception as exc:  # noqa: BLE001 - the user's run comes first; the rows are in memory
@@ -366,8 +401,10 @@ class Run:
     # -- reading ----------------------------------------------------------------------------
     def report(self) -> Report:
         """A :class:`gnnmon.report.Report` over this run's rows."""
-        return Report(self.records, manifest=self.manifest, gc_events=list(self.gc_events),
-                      samples=self.samples, markers=self.markers)
+        records = self.records
+        balance = energy_balance(records, self.counters) if self.points else {}
+        return Report(records, manifest=self.manifest, gc_events=list(self.gc_events),
+                      samples=self.samples, markers=self.markers, energy_balance=balance)
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path else "memory"
@@ -447,6 +484,7 @@ def collect(
     region: str | None = None,
     carbon_intensity: float | None = None,
     flush_interval: float = DEFAULT_INTERVAL,
+    sampler: str = "process",
 ) -> Run:
     """A new :class:`Run`; use it as ``with gnnmon.collect(path) as run:``.
 
@@ -459,9 +497,12 @@ def collect(
     intensity, or give ``carbon_intensity`` in g CO2eq/kWh. ``flush_interval``: seconds between
     two writes of the rows that are ready (a kill loses at most the rows of the last interval,
     plus those still waiting for their device events or a sample after their end).
+    ``sampler``: where the sampler runs, ``"process"`` (its own: no busy loop or GC pause here
+    stalls it; a thread where a process cannot be started, said in the manifest) or
+    ``"thread"``.
     """
     if mode not in ("w", "x"):
         raise ValueError(f"mode must be 'w' (overwrite) or 'x' (refuse an existing file), got {mode!r}")
     return Run(path, config=config, max_records=max_records, mode=mode, sample=sample, energy=energy,
                country=country, region=region, carbon_intensity=carbon_intensity,
-               flush_interval=flush_interval)
+               flush_interval=flush_interval, sampler=sampler)

@@ -168,6 +168,15 @@ def energy_lines(summary: Mapping[str, Any]) -> list[str]:
             lines.append(f"| {e} | {a['rows']} | {_j(a['energy_j'])} | {_kwh(a['energy_j'])} | "
                          f"{a.get('graphs', '–')} | {per} |")
         lines.append("")
+    balance = summary.get("balance")
+    if balance:
+        lines += ["| counter | rows | in rows J | between rows J | before/after J | counter delta J | step |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for key, b in balance.items():
+            step = "–" if b.get("period_s") is None else f"{b['period_s'] * 1e3:.0f} ms"
+            lines.append(f"| {key} | {b['rows']} | {_j(b['rows_j'])} | {_j(b['gaps_j'])} | "
+                         f"{_j(b['outside_j'])} | {_j(b['counter_j'])} | {step} |")
+        lines.append("")
     return lines
 
 

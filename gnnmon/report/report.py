@@ -45,12 +45,14 @@ class Report:
         gc_events: list[dict[str, Any]] | None = None,
         samples: list[dict[str, Any]] | None = None,
         markers: list[dict[str, Any]] | None = None,
+        energy_balance: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.records = records
         self.manifest = dict(manifest or {})
         self.gc_events = gc_events or []
         self.samples = samples or []
         self.markers = markers or []
+        self.energy_balance = dict(energy_balance or {})
 
     def labels(self) -> list[str]:
         """Row labels in first-seen order."""
@@ -94,8 +96,12 @@ class Report:
 
     def energy(self) -> dict[str, Any]:
         """Energy totals per source (J, kWh, share, source labels), per label, per epoch and per
-        graph, over top-level rows ({} without ``collect(energy=True)``)."""
-        return energy_summary(self.records)
+        graph, over top-level rows ({} without ``collect(energy=True)``); ``balance``: per energy
+        counter, rows + gaps between them + before/after them against the counter's own delta."""
+        out = energy_summary(self.records)
+        if out and self.energy_balance:
+            out["balance"] = self.energy_balance
+        return out
 
     def plot_timeline(self, path: Any = None, **options: Any) -> Any:
         """Utilisation samples over time with rows and GC events under them (a matplotlib

@@ -1,16 +1,19 @@
-"""Energy and CO2 of each row, each figure with its source, from counters read on the timeline.
+"""Energy and CO2 of each row, each figure with its source, from the timeline's counters.
 
-Nothing here runs on the step's path. The sampler reads cumulative counters every ``interval``
-seconds (:meth:`EnergySources.read_counters`); a row's energy is the difference of those
-counters, interpolated linearly to the row's start and end (:class:`EnergyJoin`). A counter that
-changes in steps (NVML's total-energy counter moves every ~100 ms) makes a short row's figure the
-average power around it times its duration; summed over rows that cover whole sample intervals
-the figures are exact. Reading NVML's energy counter costs about 3.5 ms on an H100, so it is never
-read at a row's open and close.
+Nothing here runs on the step's path. The sampler follows the cumulative counters and sends
+points (:mod:`gnnmon.timeline.counters`); a row's energy is the counter interpolated linearly
+between the points around its start and end (:class:`EnergyJoin`), so the rows and the gaps
+between them add up to the counter's own delta over the run
+(:func:`gnnmon.timeline.join.energy_balance`).
 
 * GPU (``energy_gpu_j``): NVML's total-energy counter of the row's own CUDA device (Volta and
-  newer) — ``measured:nvml-energy-counter(interpolated@<interval>)``. Where the counter is missing
-  (before Volta), NVML power samples integrated over the window — ``estimated:nvml-power-x-time``.
+  newer). It moves in steps (every ~100 ms on an H100); each point is placed where a step
+  happened, so a row longer than a step is ``measured:nvml-energy-counter(interpolated between
+  <P>ms steps)`` and a shorter row gets its share of the step it falls in, by time:
+  ``measured:nvml-energy-counter(share of a <P>ms step, by time)`` (exact where the power was
+  steady within the step). Reading that counter costs ~3.5 ms on an H100: never at a row's ends.
+  Where the counter is missing (before Volta): NVML power samples × the row's time,
+  ``estimated:nvml-power-x-time@<interval>``.
 * CPU (``energy_cpu_j``): RAPL package counters where readable — ``measured:rapl-package`` (the
   whole socket: every process on it) — else CodeCarbon's model applied to the row's window and to
   the process's CPU-seconds in it (``cpu_s``, read by the row itself with ``time.process_time()``
@@ -23,41 +26,35 @@ read at a row's open and close.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gnnmon.devices.nvml import Nvml
-from gnnmon.devices.rapl import POWERCAP, RaplReader, find_zones
 from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH
 from gnnmon.timeline.carbon import CodeCarbonModel, carbon_intensity, codecarbon_model
-from gnnmon.timeline.join import delta_between, samples_in
+from gnnmon.timeline.join import Counters, cuda_index, gauge_at, note, samples_in
 
 
 class EnergySources:
-    """Chooses, once, a source per figure: the counters the sampler reads and the model that covers
-    what no counter measures. :meth:`describe` is the plain-data choice (for the manifest and for
-    :class:`EnergyJoin`)."""
+    """Chooses, once, a source per figure: the counters the sampler found (its ``hello``) and the
+    model that covers what no counter measures. :meth:`describe` is the plain-data choice (for
+    the manifest and for :class:`EnergyJoin`)."""
 
     def __init__(
         self,
+        found: Mapping[str, Any],
         *,
         country: str | None = None,
         region: str | None = None,
         carbon_intensity_g_per_kwh: float | None = None,
-        rapl_root: str | os.PathLike[str] = POWERCAP,
-        nvml: Nvml | None = None,
         use_codecarbon: bool = True,
     ) -> None:
+        self.found = dict(found)
         self.notes: list[str] = []
-        zones, why = find_zones(rapl_root)
-        self.rapl = RaplCumulative(RaplReader(zones)) if zones else None
-        if why:
-            self.notes.append(why)
-        self.nvml = nvml if nvml is not None and nvml.ok else None
-        if nvml is not None and not nvml.ok:
-            self.notes.append(nvml.reason)
-        needs_model = self.rapl is None or "dram" not in self.rapl.kinds
+        for what in ("nvml", "rapl"):
+            status = found.get(what)
+            if status not in (None, "ok"):
+                self.notes.append(str(status))
+        needs_model = "dram" not in (found.get("rapl_kinds") or [])
         self.model: CodeCarbonModel | None = None
         if needs_model and use_codecarbon:
             self.model, why = codecarbon_model()
@@ -81,85 +78,51 @@ class EnergySources:
             return None, None
         return kg, source
 
-    def gpu_counters(self) -> dict[int, bool]:
-        """CUDA index -> whether NVML's energy counter is read for it."""
-        return dict(self.nvml.energy_supported) if self.nvml else {}
-
     def describe(self) -> dict[str, Any]:
         """What was chosen and why, as plain data (the manifest's ``options.energy``)."""
+        found = self.found
         return {
-            "rapl_zones": [z.name for z in self.rapl.reader.zones] if self.rapl else [],
-            "rapl_kinds": list(self.rapl.kinds) if self.rapl else [],
-            "nvml_energy_counter": {str(i): ok for i, ok in self.gpu_counters().items()},
+            "rapl_zones": list(found.get("rapl_zones") or []),
+            "rapl_kinds": list(found.get("rapl_kinds") or []),
+            "nvml_energy_counter": dict(found.get("nvml_energy_counter") or {}),
+            "gpus": list(found.get("gpus") or []),
             "codecarbon_model": dataclasses.asdict(self.model) if self.model else None,
             "carbon_intensity_kg_per_kwh": self.intensity,
             "carbon_intensity_source": self.intensity_source,
             "notes": list(self.notes),
         }
 
-    def read_counters(self) -> dict[str, Any]:
-        """The cumulative counters now (called by the sampler, off the step's path):
-        ``gpu<i>_energy_mj`` per CUDA device with a counter, ``rapl_<kind>_j`` (joules since the
-        run started, wrap-corrected)."""
-        out: dict[str, Any] = {}
-        nvml = self.nvml
-        if nvml is not None:
-            for index, ok in nvml.energy_supported.items():
-                if ok:
-                    out[f"gpu{index}_energy_mj"] = nvml.energy_mj(index)
-        if self.rapl is not None:
-            out.update(self.rapl.read())
-        return out
-
-
-class RaplCumulative:
-    """RAPL counters as joules since the first reading, per kind, correct across wrap-arounds
-    (each zone must be read at least once per wrap: hours at full power)."""
-
-    def __init__(self, reader: RaplReader) -> None:
-        self.reader = reader
-        self.kinds = reader.kinds
-        self._last: tuple[int, ...] | None = None
-        self._total = {k: 0.0 for k in reader.kinds}
-
-    def read(self) -> dict[str, float]:
-        now = self.reader.read()
-        if self._last is not None:
-            for kind, joules in self.reader.delta_j(self._last, now).items():
-                self._total[kind] += joules
-        self._last = now
-        return {f"rapl_{kind}_j": total for kind, total in self._total.items()}
-
 
 class EnergyJoin:
-    """Fills a row's ``energy_*`` fields and ``co2_kg`` from timeline samples (plain data in,
-    fields out), as chosen by :meth:`EnergySources.describe`."""
+    """Fills a row's ``energy_*`` fields and ``co2_kg`` from the timeline (plain data in, fields
+    out), as chosen by :meth:`EnergySources.describe`."""
 
     def __init__(self, description: Mapping[str, Any], interval: float) -> None:
         self.interval = interval
         self.every = f"@{interval * 1000:g}ms"
         self.gpu_counter = {int(i): bool(ok) for i, ok in (description.get("nvml_energy_counter") or {}).items()}
+        self.gpus = set(description.get("gpus") or []) | set(self.gpu_counter)
         self.rapl_kinds = set(description.get("rapl_kinds") or [])
         model = description.get("codecarbon_model")
         self.model = CodeCarbonModel(**model) if model else None
         self.intensity = description.get("carbon_intensity_kg_per_kwh")
         self.intensity_source = description.get("carbon_intensity_source")
 
-    def fill(self, fields: dict[str, Any], samples: Sequence[Mapping[str, Any]]) -> None:
+    def fill(self, fields: dict[str, Any], samples: Sequence[Mapping[str, Any]], counters: Counters) -> None:
         """Add ``energy_gpu_j``, ``energy_cpu_j``, ``energy_ram_j`` and ``co2_kg``, each with its
         ``<field>_source`` (None, with a ``notes`` entry saying why, where a figure cannot be had)."""
         f = fields
         a, b = f["t_start_ns"], f["t_end_ns"]
         wall = (b - a) / 1e9
-        self._gpu(f, samples, a, b)
-        # CPU and RAM.
+        self._gpu(f, samples, counters, a, b)
         model = self.model
         if "package" in self.rapl_kinds:
-            self._counter(f, "energy_cpu_j", samples, "rapl_package_j", 1.0, a, b, "measured:rapl-package")
+            self._rapl(f, "energy_cpu_j", counters, "package", a, b)
         elif model is not None and model.cpu_mode == "cpu_load":
             cpu_s = f.get("cpu_s")  # measured on the row (process CPU-seconds), else from samples
             if not isinstance(cpu_s, (int, float)):
-                cpu_s = delta_between(samples, "cpu_time_s", a, b)
+                start, end = gauge_at(samples, "cpu_time_s", a), gauge_at(samples, "cpu_time_s", b)
+                cpu_s = None if start is None or end is None else end - start
             if cpu_s is None:
                 _none(f, "energy_cpu_j", "no process CPU-time sample before and after the row")
             else:
@@ -171,7 +134,7 @@ class EnergyJoin:
         else:
             _none(f, "energy_cpu_j", "no RAPL and no CodeCarbon model")
         if "dram" in self.rapl_kinds:
-            self._counter(f, "energy_ram_j", samples, "rapl_dram_j", 1.0, a, b, "measured:rapl-dram")
+            self._rapl(f, "energy_ram_j", counters, "dram", a, b)
         elif model is not None and model.ram_w is not None:
             f["energy_ram_j"] = model.ram_w * wall
             f["energy_ram_j_source"] = model.ram_label()
@@ -179,14 +142,27 @@ class EnergyJoin:
             _none(f, "energy_ram_j", "no RAPL DRAM counter and no CodeCarbon model")
         self._co2(f)
 
-    def _gpu(self, f: dict[str, Any], samples: Sequence[Mapping[str, Any]], a: int, b: int) -> None:
+    def _gpu(self, f: dict[str, Any], samples: Sequence[Mapping[str, Any]], counters: Counters,
+             a: int, b: int) -> None:
         index = cuda_index(f.get("device"))
         if index is None:
             _none(f, "energy_gpu_j", "not a CUDA row")
         elif self.gpu_counter.get(index):
-            self._counter(f, "energy_gpu_j", samples, f"gpu{index}_energy_mj", 1e-3, a, b,
-                          "measured:nvml-energy-counter")
-        elif index in self.gpu_counter:  # NVML sees the GPU, which has no energy counter
+            key = f"gpu{index}_energy_mj"
+            d = counters.delta(key, a, b)
+            if d is None:
+                _none(f, "energy_gpu_j", f"no {key} point before and after the row")
+                return
+            f["energy_gpu_j"] = d * 1e-3
+            period = counters.period_s(key)
+            if not counters.stepped.get(key) or period is None:
+                how = f"interpolated between reads{self.every}"
+            elif (b - a) / 1e9 < period:
+                how = f"share of a {period * 1000:.0f}ms step, by time"
+            else:
+                how = f"interpolated between {period * 1000:.0f}ms steps"
+            f["energy_gpu_j_source"] = f"measured:nvml-energy-counter({how})"
+        elif index in self.gpus:  # NVML sees the GPU, which has no energy counter
             joules = integrate_power(samples, f, index, self.interval)
             if joules is None:
                 _none(f, "energy_gpu_j", "no energy counter and no power sample near the row")
@@ -196,14 +172,14 @@ class EnergyJoin:
         else:
             _none(f, "energy_gpu_j", "no NVML for this device")
 
-    def _counter(self, f: dict[str, Any], name: str, samples: Sequence[Mapping[str, Any]], key: str,
-                 scale: float, a: int, b: int, source: str) -> None:
-        d = delta_between(samples, key, a, b)
+    def _rapl(self, f: dict[str, Any], name: str, counters: Counters, kind: str, a: int, b: int) -> None:
+        key = f"rapl_{kind}_j"
+        d = counters.delta(key, a, b)
         if d is None:
             _none(f, name, f"no {key} reading before and after the row")
         else:
-            f[name] = d * scale
-            f[f"{name}_source"] = f"{source}(interpolated{self.every})"
+            f[name] = d
+            f[f"{name}_source"] = f"measured:rapl-{kind}(interpolated{self.every})"
 
     def _co2(self, f: dict[str, Any]) -> None:
         on_cuda = cuda_index(f.get("device")) is not None
@@ -216,7 +192,7 @@ class EnergyJoin:
         f["co2_kg_source"] = self.intensity_source
         if len(known) < len(parts):
             missing = ", ".join(k for k, v in parts.items() if not isinstance(v, (int, float)))
-            f.setdefault("notes", []).append(f"co2_kg leaves out {missing} (not available)")
+            note(f, f"co2_kg leaves out {missing} (not available)")
 
 
 def integrate_power(
@@ -235,18 +211,8 @@ def integrate_power(
     return sum(powers) / len(powers) * (row["t_end_ns"] - row["t_start_ns"]) / 1e9
 
 
-def cuda_index(device: Any) -> int | None:
-    """The CUDA index of a row's ``device`` field (``"cuda:1"`` -> 1), else None."""
-    if isinstance(device, str) and device.startswith("cuda"):
-        return int(device.split(":")[1]) if ":" in device else 0
-    return None
-
-
 def _none(fields: dict[str, Any], name: str, why: str) -> None:
     """A figure that cannot be had: None, and the row's notes say why."""
     fields[name] = None
     fields[f"{name}_source"] = None
-    notes = fields.setdefault("notes", [])
-    text = f"{name}: {why}"
-    if text not in notes:
-        notes.append(text)
+    note(fields, f"{name}: {why}")

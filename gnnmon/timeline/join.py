@@ -1,31 +1,44 @@
-"""Joining the timeline to rows by time (``t_ns`` of samples, ``t_start_ns``/``t_end_ns`` of rows,
-both ``time.time_ns()``).
+"""Joining the timeline to rows by time (``t_ns`` of samples and points, ``t_start_ns``/``t_end_ns``
+of rows: all ``time.time_ns()``). One join for every sampled figure, in the run, off the step's path:
 
-* utilisation: a row gets the mean over the samples taken inside its own window, or None with a
-  reason when none fell in it;
-* cumulative counters (energy, CPU time): interpolated linearly to the row's start and end.
+* gauges (utilisation, GPU power, host memory; :data:`GAUGES`): a row gets the mean of the samples
+  taken inside its window; a row with none inside (shorter than the interval) gets the value
+  interpolated at its middle from the samples on each side, and its source says
+  ``(interpolated)``;
+* cumulative counters (energy: :class:`Counters`): interpolated linearly between the points around
+  the row's start and end, so rows and the gaps between them add up to the counter's own delta.
 
-:class:`RowJoin` does both for a run; it joins a row once a sample at or after the row's end has
-arrived (:meth:`RowJoin.covers`), so that interpolation has a reading on each side.
+:class:`RowJoin` does both for a run; it joins a row once the timeline covers it (a sample and a
+point of every counter at or after the row's end, :meth:`RowJoin.covers`).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 Samples = Sequence[Mapping[str, Any]]
 
-
-class FillsRow(Protocol):
-    """Adds figures to a row from samples (:class:`gnnmon.timeline.energy.EnergyJoin`)."""
-
-    def fill(self, fields: dict[str, Any], samples: Samples) -> None: ...
+GAUGES = (
+    # row field, sample key ({i}: the row's CUDA index), what measured it
+    ("cpu_util_pct", "cpu_util_pct", "psutil"),
+    ("gpu_util_pct", "gpu{i}_util_pct", "nvml"),
+    ("gpu_power_w", "gpu{i}_power_w", "nvml"),
+    ("workers_rss_bytes", "children_rss_bytes", "psutil"),
+    ("ram_used_bytes", "ram_used_bytes", "psutil"),
+)
+"""Sampled figures a row gets, each with ``<field>_source``: the training process's and its
+workers' CPU % (100 = one core), the row's GPU's utilisation (% of time a kernel ran) and power
+(W), the DataLoader workers' RSS (bytes) and the machine's used RAM (bytes)."""
 
 
 def _t(sample: Mapping[str, Any]) -> int:
     return int(sample["t_ns"])
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def samples_in(samples: Samples, a_ns: int, b_ns: int) -> Samples:
@@ -35,100 +48,190 @@ def samples_in(samples: Samples, a_ns: int, b_ns: int) -> Samples:
     return samples[lo:hi]
 
 
-
-def value_at(samples: Samples, key: str, t_ns: int) -> float | None:
-    """A cumulative counter ``key`` at time ``t_ns``, interpolated linearly between the nearest
-    samples on each side that have it; None if there is none on one side."""
+def gauge_at(samples: Samples, key: str, t_ns: int) -> float | None:
+    """``key`` at ``t_ns``, interpolated linearly between the nearest samples on each side that
+    have it (None if one side has none)."""
     i = bisect.bisect_left(samples, t_ns, key=_t)
     after = i
     while after < len(samples) and not _number(samples[after].get(key)):
         after += 1
-    if after == len(samples):
-        return None
-    s1 = samples[after]
-    if _t(s1) == t_ns:
-        return float(s1[key])
     before = i - 1
     while before >= 0 and not _number(samples[before].get(key)):
         before -= 1
-    if before < 0:
+    if after == len(samples) or before < 0:
         return None
-    s0 = samples[before]
+    s0, s1 = samples[before], samples[after]
     t0, t1 = _t(s0), _t(s1)
     v0, v1 = float(s0[key]), float(s1[key])
-    return v0 + (v1 - v0) * (t_ns - t0) / (t1 - t0)
+    return v0 + (v1 - v0) * (t_ns - t0) / (t1 - t0) if t1 > t0 else v1
 
 
-def delta_between(samples: Samples, key: str, a_ns: int, b_ns: int) -> float | None:
-    """How much a cumulative counter grew between ``a_ns`` and ``b_ns`` (interpolated)."""
-    a = value_at(samples, key, a_ns)
-    b = value_at(samples, key, b_ns)
-    if a is None or b is None:
-        return None
-    return b - a
+def cuda_index(device: Any) -> int | None:
+    """The CUDA index of a row's ``device`` field (``"cuda:1"`` -> 1), else None."""
+    if isinstance(device, str) and device.startswith("cuda"):
+        return int(device.split(":")[1]) if ":" in device else 0
+    return None
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+def note(fields: dict[str, Any], text: str) -> None:
+    notes = fields.setdefault("notes", [])
+    if text not in notes:
+        notes.append(text)
 
 
-def _mean(values: list[Any]) -> float | None:
-    nums = [v for v in values if _number(v)]
-    return sum(nums) / len(nums) if nums else None
-
-
-def join_utilisation(fields: dict[str, Any], samples: Samples, interval: float) -> None:
-    """Add ``cpu_util_pct``, ``gpu_util_pct`` (means over the row's window), their sources and
-    ``util_samples`` (how many samples fell in the window)."""
-    window = samples_in(samples, fields["t_start_ns"], fields["t_end_ns"])
+def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> None:
+    """Add every :data:`GAUGES` figure, its source and ``util_samples`` (samples in the window)."""
+    a, b = fields["t_start_ns"], fields["t_end_ns"]
+    window = samples_in(samples, a, b)
     fields["util_samples"] = len(window)
     every = f"@{interval * 1000:g}ms"
-    notes = fields.setdefault("notes", [])
-    if not window:
-        fields["cpu_util_pct"] = fields["gpu_util_pct"] = None
-        fields["cpu_util_pct_source"] = fields["gpu_util_pct_source"] = None
-        text = f"utilisation: no sample fell in the row's window (one every {interval * 1000:g} ms)"
-        if text not in notes:
-            notes.append(text)
-        return
-    fields["cpu_util_pct"] = _mean([s.get("cpu_util_pct") for s in window])
-    fields["cpu_util_pct_source"] = f"measured:psutil{every}"
-    device = fields.get("device")
-    key = None
-    if isinstance(device, str) and device.startswith("cuda"):
-        key = f"gpu{int(device.split(':')[1]) if ':' in device else 0}_util_pct"
-    value = _mean([s.get(key) for s in window]) if key else None
-    fields["gpu_util_pct"] = value
-    fields["gpu_util_pct_source"] = f"measured:nvml{every}" if value is not None else None
-    if value is None:
-        why = "not a CUDA row" if key is None else "no NVML utilisation for this device"
-        text = f"gpu_util_pct: {why}"
-        if text not in notes:
-            notes.append(text)
+    index = cuda_index(fields.get("device"))
+    for name, key, how in GAUGES:
+        if "{i}" in key:
+            if index is None:
+                fields[name] = fields[f"{name}_source"] = None
+                continue
+            key = key.format(i=index)
+        values = [s[key] for s in window if _number(s.get(key))]
+        if values:
+            fields[name] = sum(values) / len(values)
+            fields[f"{name}_source"] = f"measured:{how}{every}"
+            continue
+        value = gauge_at(samples, key, (a + b) // 2)
+        fields[name] = value
+        fields[f"{name}_source"] = f"measured:{how}{every}(interpolated)" if value is not None else None
+        if value is None:
+            note(fields, f"{name}: no {key} sample on each side of the row")
+    if index is None:
+        note(fields, "gpu figures: not a CUDA row")
+
+
+class Counters:
+    """Points of cumulative counters, per key, in time order: :meth:`value_at` interpolates."""
+
+    def __init__(self, points: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.times: dict[str, list[int]] = {}
+        self.values: dict[str, list[float]] = {}
+        self.stepped: dict[str, bool] = {}  # whether the newest point of a key is a step
+        for p in points:
+            self.add(p)
+
+    def add(self, point: Mapping[str, Any]) -> None:
+        key = point["key"]
+        if key not in self.times:  # values first: readers index through times
+            self.values[key] = []
+            self.times[key] = []
+        times = self.times[key]
+        if times and point["t_ns"] <= times[-1]:
+            return  # out of order or repeated: the series stays monotonic
+        self.values[key].append(float(point["value"]))
+        self.stepped[key] = bool(point.get("step", True))
+        times.append(int(point["t_ns"]))
+
+    def keys(self) -> list[str]:
+        return list(self.times)
+
+    def covers(self, t_ns: int) -> bool:
+        """True when every counter has a point at or after ``t_ns``."""
+        return all(times[-1] >= t_ns for times in self.times.values())
+
+    def value_at(self, key: str, t_ns: int) -> float | None:
+        """The counter at ``t_ns``, linear between the points on each side (None outside them)."""
+        times = self.times.get(key)
+        if not times or t_ns < times[0] or t_ns > times[-1]:
+            return None
+        i = bisect.bisect_left(times, t_ns)
+        values = self.values[key]
+        if times[i] == t_ns:
+            return values[i]
+        t0, t1 = times[i - 1], times[i]
+        return values[i - 1] + (values[i] - values[i - 1]) * (t_ns - t0) / (t1 - t0)
+
+    def delta(self, key: str, a_ns: int, b_ns: int) -> float | None:
+        """How much ``key`` grew between ``a_ns`` and ``b_ns`` (None where not covered)."""
+        a, b = self.value_at(key, a_ns), self.value_at(key, b_ns)
+        return None if a is None or b is None else b - a
+
+    def period_s(self, key: str) -> float | None:
+        """The median spacing of the newest points of ``key`` (its step period, for a stepped
+        counter), seconds."""
+        times = self.times.get(key, [])[-10:]
+        gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False))
+        return gaps[len(gaps) // 2] / 1e9 if gaps else None
+
+
+class FillsRow(Protocol):
+    """Adds figures to a row from the timeline (:class:`gnnmon.timeline.energy.EnergyJoin`)."""
+
+    def fill(self, fields: dict[str, Any], samples: Samples, counters: Counters) -> None: ...
 
 
 class RowJoin:
-    """What a run joins to its rows while a sampler feeds ``samples``: utilisation, and energy
-    when ``energy`` is given."""
+    """What a run joins to its rows while a sampler feeds ``samples`` and ``counters``: the gauges,
+    and energy when ``energy`` is given. ``refresh`` asks the sampler for a sample and every
+    counter's next point now (what a flush does, so that rows just closed are covered)."""
 
-    def __init__(self, samples: Samples, interval: float, energy: FillsRow | None = None,
-                 refresh: Callable[[], None] | None = None) -> None:
+    def __init__(self, samples: Samples, counters: Counters, interval: float,
+                 energy: FillsRow | None = None, refresh: Callable[[], Any] | None = None) -> None:
         self.samples = samples
+        self.counters = counters
         self.interval = interval
         self.energy = energy
         self._refresh = refresh
 
     def refresh(self) -> None:
-        """Take a sample now (what a flush does, so that rows just closed are covered)."""
         if self._refresh is not None:
             self._refresh()
 
     def covers(self, fields: Mapping[str, Any]) -> bool:
-        """True once a sample at or after the row's end exists (nothing it needs is still to come)."""
+        """True once nothing the row needs is still to come."""
         samples = self.samples
-        return bool(samples) and _t(samples[-1]) >= fields["t_end_ns"]
+        end = fields["t_end_ns"]
+        return bool(samples) and _t(samples[-1]) >= end and self.counters.covers(end)
 
     def join(self, fields: dict[str, Any]) -> None:
-        join_utilisation(fields, self.samples, self.interval)
+        join_gauges(fields, self.samples, self.interval)
         if self.energy is not None:
-            self.energy.fill(fields, self.samples)
+            self.energy.fill(fields, self.samples, self.counters)
+
+
+def energy_balance(rows: Iterable[Mapping[str, Any]], counters: Counters) -> dict[str, dict[str, Any]]:
+    """Per energy counter (``gpu<i>_energy_mj`` in J, ``rapl_<kind>_j``): what the top-level rows
+    on it got (``rows_j``), the time between them (``gaps_j``), before the first and after the
+    last (``outside_j``), and the counter's own delta from its first point to its last
+    (``counter_j``): ``rows_j + gaps_j + outside_j == counter_j`` up to rounding, by construction
+    (one interpolated curve)."""
+    out: dict[str, dict[str, Any]] = {}
+    top = sorted((r for r in rows if r.get("parent") is None), key=lambda r: r["t_start_ns"])
+    for key in counters.keys():
+        scale = 1e-3 if key.endswith("_mj") else 1.0
+        if key.startswith("gpu"):
+            index = int(key[3:].split("_")[0])
+            mine = [r for r in top if cuda_index(r.get("device")) == index]
+        else:
+            mine = top
+        times = counters.times[key]
+        first, last = times[0], times[-1]
+        rows_j = gaps_j = 0.0
+        counted = 0
+        first_start: int | None = None
+        previous_end: int | None = None
+        for r in mine:
+            d = counters.delta(key, r["t_start_ns"], r["t_end_ns"])
+            if d is None:
+                continue
+            rows_j += d * scale
+            counted += 1
+            if previous_end is None:
+                first_start = r["t_start_ns"]
+            elif r["t_start_ns"] > previous_end:
+                gaps_j += (counters.delta(key, previous_end, r["t_start_ns"]) or 0.0) * scale
+            previous_end = r["t_end_ns"] if previous_end is None else max(previous_end, r["t_end_ns"])
+        outside_j = 0.0
+        if first_start is not None and previous_end is not None:
+            outside_j = ((counters.delta(key, first, first_start) or 0.0)
+                         + (counters.delta(key, previous_end, last) or 0.0)) * scale
+        out[key] = {"rows": counted, "rows_j": rows_j, "gaps_j": gaps_j, "outside_j": outside_j,
+                    "counter_j": (counters.values[key][-1] - counters.values[key][0]) * scale,
+                    "span_s": (last - first) / 1e9, "period_s": counters.period_s(key)}
+    return out

@@ -1,0 +1,270 @@
+"""The sampler's loop, as it runs in the sampler process (or, where no process can be started, on a
+thread of the training process).
+
+It samples the training process (``pid``: CPU %, CPU time, RSS; its children, the DataLoader
+workers: their RSS and CPU %), the machine's RAM, and per NVIDIA GPU utilisation, memory, power,
+SM clock and temperature, every ``interval`` seconds on a fixed grid; and, with ``energy``, it
+follows the cumulative energy counters (NVML's per GPU, RAPL's per kind) as points placed where
+the counters stepped (:mod:`gnnmon.timeline.counters`). Everything is stamped with
+``time.time_ns()``, the clock of rows' ``t_start_ns``/``t_end_ns``: the one clock two processes on
+one machine share (``perf_counter`` and ``monotonic`` are per-boot too, but rows are stamped in
+epoch time so that runs can be lined up with other logs).
+
+Messages go out through ``emit`` as plain dicts, ``m`` saying what each is: ``hello`` (what can
+be read here), ``sample``, ``point`` (a counter's step), ``reply`` (to ``now <id>``), ``bye`` (the
+sampler's own cost). Commands come in as lines on ``commands_fd``: ``go``, ``now <id>``, ``stop``.
+End of input (the training process closed the pipe or died) ends the loop at once.
+
+Imports no torch and nothing that does: a process that starts it needs only psutil and pynvml.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gnnmon.devices.nvml import Nvml
+from gnnmon.devices.rapl import POWERCAP, RaplCumulative, RaplReader, find_zones
+from gnnmon.timeline.counters import ReadCounter, SteppedCounter
+
+Emit = Callable[[list[dict[str, Any]]], None]
+
+PARENT_CHECK_S = 0.25
+"""Seconds between two checks that the training process is still this process's parent."""
+
+
+class ProcessProbe:
+    """CPU and memory of one process and its children (psutil ``Process`` objects kept per pid:
+    ``cpu_percent`` measures since the previous call on the same object)."""
+
+    def __init__(self, pid: int, include_children: bool, exclude: int | None) -> None:
+        import psutil
+
+        self.psutil = psutil
+        self.me = psutil.Process(pid)
+        self.me.cpu_percent(None)  # prime: the first call has no baseline
+        self.children: dict[int, Any] = {}
+        self.include_children = include_children
+        self.exclude = exclude  # the sampler process itself, a child of the training process
+
+    def sample(self) -> dict[str, Any]:
+        psutil = self.psutil
+        me = self.me
+        with me.oneshot():
+            cpu = me.cpu_percent(None)
+            times = me.cpu_times()
+            rss = me.memory_info().rss
+        kids_rss = kids_cpu = 0.0
+        if self.include_children:
+            alive: dict[int, Any] = {}
+            for child in me.children(recursive=True):
+                if child.pid == self.exclude:
+                    continue
+                proc = self.children.get(child.pid, child)
+                try:
+                    pct = proc.cpu_percent(None)
+                    kids_rss += proc.memory_info().rss
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+                if child.pid in self.children:
+                    kids_cpu += pct  # a new child's first reading has no baseline yet
+                alive[child.pid] = proc
+            self.children = alive
+        return {
+            "cpu_time_s": times.user + times.system,
+            "cpu_util_pct": cpu + kids_cpu,
+            "rss_bytes": rss,
+            "children": len(self.children),
+            "children_rss_bytes": int(kids_rss),
+            "children_cpu_pct": kids_cpu,
+            "ram_used_bytes": psutil.virtual_memory().used,
+        }
+
+
+class Agent:
+    """Probes chosen once from ``settings`` (plain data: ``pid``, ``interval``, ``uuids``,
+    ``energy``, ``rapl_root``, ``include_children``, ``mode``); :meth:`serve` runs the loop."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+        self.interval_ns = int(float(settings["interval"]) * 1e9)
+        self.mode = settings.get("mode", "process")
+        self.probe = ProcessProbe(int(settings["pid"]), bool(settings.get("include_children", True)),
+                                  os.getpid() if self.mode == "process" else None)
+        self.nvml = Nvml(settings.get("uuids"))
+        nvml_ok = self.nvml.open()
+        self.counters: list[SteppedCounter | ReadCounter] = []
+        hello: dict[str, Any] = {
+            "m": "hello", "pid": os.getpid(), "mode": self.mode,
+            "nvml": "ok" if nvml_ok else self.nvml.reason,
+            "gpus": sorted(self.nvml.handles) if nvml_ok else [],
+            "nvml_energy_counter": {}, "rapl_zones": [], "rapl_kinds": [], "rapl": None,
+            "torch_loaded": "torch" in sys.modules,
+        }
+        if settings.get("energy"):
+            for index, ok in sorted(self.nvml.energy_supported.items()):
+                hello["nvml_energy_counter"][str(index)] = ok
+                if ok:
+                    self.counters.append(SteppedCounter(f"gpu{index}_energy_mj", self.nvml.energy_reader(index)))
+            zones, why = find_zones(settings.get("rapl_root") or POWERCAP)
+            if zones:
+                everything = RaplCumulative(RaplReader(zones))
+                hello["rapl_zones"] = [z.name for z in zones]
+                hello["rapl_kinds"] = list(everything.kinds)
+                for kind in everything.kinds:
+                    self.counters.append(ReadCounter(f"rapl_{kind}_j", everything.reader_of(kind)))
+            hello["rapl"] = why or "ok"
+        self.hello = hello
+        self.samples = 0
+        self.skipped = 0
+        self.max_late_s = 0.0
+        self._cpu = time.process_time if self.mode == "process" else time.thread_time
+
+    # -- one sample ------------------------------------------------------------------------------
+    def sample(self, due_ns: int) -> list[dict[str, Any]]:
+        """A sample (``due_ns``: when it was due, epoch ns) and the points of the counters read
+        with it (those that are current when read)."""
+        now = time.time_ns()
+        late = max(0.0, (now - due_ns) / 1e9)
+        self.max_late_s = max(self.max_late_s, late)
+        out: list[dict[str, Any]] = [c.read_now() | {"m": "point"} for c in self.counters if c.continuous]
+        sample: dict[str, Any] = {"m": "sample", "t_ns": now, "late_s": late,
+                                  "interval_s": self.interval_ns / 1e9}
+        sample.update(self.probe.sample())
+        if self.nvml.ok:
+            sample.update(self.nvml.sample())
+        sample["sampler_cpu_s"] = self._cpu()
+        self.samples += 1
+        out.append(sample)
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        """The sampler's own cost and what it learned (the ``bye`` message)."""
+        return {"m": "bye", "mode": self.mode, "samples": self.samples, "skipped": self.skipped,
+                "max_late_s": self.max_late_s, "cpu_s": self._cpu(),
+                "counters": {c.key: c.describe() for c in self.counters},
+                "nvml_energy_reads": self.nvml.energy_reads}
+
+    # -- the loop --------------------------------------------------------------------------------
+    def serve(self, emit: Emit, commands_fd: int, parent: int | None = None) -> None:
+        """Run until ``stop`` (then a last sample, the counters' next points, ``bye``) or the end of
+        the commands (no more output: nobody reads it). ``parent``: exit when the process
+        stops being this one's parent (it died and this one was re-parented)."""
+        emit([self.hello])
+        step = self.interval_ns
+        started = False
+        next_sample = 2**62
+        requests: list[tuple[str, int, int]] = []  # (id, covers from, give up at), epoch ns
+        stopping = closed = False
+        buffer = b""
+        next_check = time.time_ns()
+        while True:
+            now = time.time_ns()
+            dues = [c.due_ns(now) for c in self.counters] if started else []
+            wake = min([next_sample, next_check, *dues] + [r[2] for r in requests])
+            watched = [] if closed else [commands_fd]
+            ready, _, _ = select.select(watched, [], [], max(0, wake - now) / 1e9)
+            out: list[dict[str, Any]] = []
+            if ready:
+                data = os.read(commands_fd, 4096)
+                if not data:  # the pipe closed: the training process is gone or done with us
+                    closed = True
+                buffer += data
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    word, _, arg = line.decode().partition(" ")
+                    if word in ("go", "now", "stop"):
+                        t = time.time_ns()
+                        if not started:
+                            started, next_sample = True, t + step
+                        out.extend(self.sample(t))
+                        if word != "go":  # covered once every counter has a point after t
+                            requests.append((arg if word == "now" else "bye", t, t + self._patience()))
+                        stopping = stopping or word == "stop"
+                if closed and not stopping:
+                    return  # nobody asked for a last sample: nobody will read it
+            now = time.time_ns()
+            if parent is not None and now >= next_check:
+                next_check = now + int(PARENT_CHECK_S * 1e9)
+                if os.getppid() != parent:
+                    return
+            for counter in self.counters if started else ():
+                if now >= counter.due_ns(now):
+                    point = counter.poll()
+                    if point is not None:
+                        out.append(point | {"m": "point"})
+            if started and now >= next_sample:
+                out.extend(self.sample(next_sample))
+                next_sample += step
+                now = time.time_ns()
+                if now > next_sample:  # deadlines missed (this process was paused): skip them
+                    missed = (now - next_sample) // step + 1
+                    self.skipped += missed
+                    next_sample += missed * step
+            done = False
+            for request in list(requests):
+                ident, since, give_up = request
+                if all(c.covers(since) for c in self.counters) or time.time_ns() >= give_up:
+                    requests.remove(request)
+                    if ident == "bye":
+                        out.append(self.stats())
+                        done = True
+                    else:
+                        out.append({"m": "reply", "id": ident})
+            if out:
+                emit(out)
+            if done and stopping:
+                return
+
+    def _patience(self) -> int:
+        """How long a request waits for every counter's next step (ns): two periods, at least
+        0.25 s (NVML's ~0.1 s), at most 2 s."""
+        periods = [c.period_ns for c in self.counters if isinstance(c, SteppedCounter) and c.period_ns]
+        return int(min(2e9, max(0.25e9, 2 * max(periods, default=0) + 50e6)))
+
+
+# -- the process ---------------------------------------------------------------------------------
+def _die_with_parent() -> None:
+    """Linux: ask the kernel for SIGTERM when the thread that started this process exits (a
+    SIGKILL of the training process included; asked only when that thread is the main thread,
+    whose end is the process's). Elsewhere the end of stdin and the parent check do the same."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def main(settings_json: str) -> None:
+    """The sampler process: settings as JSON, commands on stdin, JSON lines on stdout."""
+    settings = json.loads(settings_json)
+    if settings.get("main_thread"):
+        _die_with_parent()
+    parent = int(settings["pid"])
+    if os.getppid() != parent:  # the training process died before this one started
+        return
+    out = sys.stdout.buffer
+
+    def emit(messages: list[dict[str, Any]]) -> None:
+        out.write(b"".join(json.dumps(m, separators=(",", ":")).encode() + b"\n" for m in messages))
+        out.flush()
+
+    try:
+        agent = Agent(settings)
+    except Exception as exc:  # noqa: BLE001 - say why, then exit: the parent falls back to a thread
+        emit([{"m": "failed", "error": f"{type(exc).__name__}: {exc}"}])
+        return
+    try:
+        agent.serve(emit, sys.stdin.fileno(), parent)
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass
+    finally:
+        agent.nvml.close()

@@ -1,0 +1,164 @@
+"""Cumulative counters on the timeline, turned into points ``(t_ns, value)``: a row's share of a
+counter is the counter interpolated linearly between the points around the row's start and end.
+
+Two kinds of counter:
+
+* :class:`SteppedCounter` — a counter that moves in steps, such as NVML's total-energy counter
+  (every ~100 ms on an H100; a read returns the value of the last step, not the energy up to the
+  read). The value a step shows is the energy up to *when the step happened*, so a point must be
+  placed there, not at the read. The counter is read often just before the next step is due
+  (learned from the steps seen: ``period_s``) and the step is placed midway between the last read
+  that showed the old value and the first that showed the new one (``err_ns``: half that gap).
+  A counter that moves at every read (steps shorter than :data:`CONTINUOUS_S`) is read on the
+  sample cadence instead, each read a point.
+* :class:`ReadCounter` — a counter that is current when read (RAPL: µJ, updated every ~1 ms): a
+  point per read, at the middle of the read.
+
+Imports nothing from gnnmon: it runs in the sampler process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+Point = dict[str, Any]
+"""``{"key", "t_ns", "value", "err_ns", "step"}``: the counter ``key`` was ``value`` at ``t_ns``
+(epoch ns) ± ``err_ns``; ``step``: placed where the counter stepped (else: where it was read)."""
+
+FINE_S = 0.0005
+"""Seconds between two reads while a step is due (about one read after another where a read is
+slower, as NVML's 3.5 ms energy read is)."""
+
+CONTINUOUS_S = 0.005
+"""A counter whose steps come faster than this is treated as continuous (read, not hunted)."""
+
+
+class SteppedCounter:
+    """Finds the steps of a counter that moves every ``period_s`` (learned). :meth:`due_ns` says when
+    to call :meth:`poll` next; :meth:`poll` returns the point of a step it found, else None."""
+
+    def __init__(self, key: str, read: Callable[[], tuple[float, int]], fine_s: float = FINE_S) -> None:
+        self.key = key
+        self.read = read  # () -> (value, t_ns at the middle of the read)
+        self.fine_ns = int(fine_s * 1e9)
+        self.reads = 0
+        self.steps = 0
+        self.period_ns: int | None = None
+        self.continuous = False
+        self.last: Point | None = None  # the newest point given out
+        self._value: float | None = None  # the value the last read showed
+        self._t_ns = 0  # when that read was made
+        self._step_ns: int | None = None  # when the last step happened (an estimate)
+        self._spacings: list[int] = []
+        self._read_ns = 0  # how long a read takes (the longest seen)
+
+    # -- schedule -----------------------------------------------------------------------------
+    def due_ns(self, now_ns: int) -> int:
+        """When the next read should be made (epoch ns)."""
+        if self.continuous or self._value is None:
+            return now_ns if self._value is None else 2**62  # continuous: read with the samples
+        if self.period_ns is None or self._step_ns is None:
+            return self._t_ns + self.fine_ns  # still learning the period: read often
+        guard = self._guard_ns()
+        expected = self._step_ns + self.period_ns
+        if now_ns > expected + 3 * self.period_ns:  # the counter stopped moving: look now and then
+            return self._t_ns + self.period_ns // 4
+        return max(expected - guard, self._t_ns + self.fine_ns)
+
+    # -- reading ------------------------------------------------------------------------------
+    def poll(self) -> Point | None:
+        """Read once; the point of a step if one is seen (a continuous counter: every read)."""
+        a = time.time_ns()
+        value, t_ns = self.read()
+        self._read_ns = max(self._read_ns, time.time_ns() - a)
+        self.reads += 1
+        previous, previous_t = self._value, self._t_ns
+        self._value, self._t_ns = value, t_ns
+        if self.continuous:
+            return self._point(t_ns, value, self._read_ns // 2, read=True)
+        if previous is None or value == previous:
+            return None
+        gap = t_ns - previous_t
+        step = previous_t + gap // 2
+        self.steps += 1
+        precise = gap <= 4 * self.fine_ns + 2 * self._read_ns
+        if self._step_ns is not None and precise:
+            self._learn(step - self._step_ns)  # only steps placed precisely teach the period
+        elif self._step_ns is not None and self.period_ns is not None:
+            # seen late (it came before the reads began): where the period says, within the gap
+            step = min(max(self._step_ns + self.period_ns, previous_t), t_ns)
+        self._step_ns = step
+        return self._point(step, value, gap // 2)
+
+    def read_now(self) -> Point:
+        """A continuous counter's point now (what a sample or a request takes)."""
+        a = time.time_ns()
+        value, t_ns = self.read()
+        self._read_ns = max(self._read_ns, time.time_ns() - a)
+        self.reads += 1
+        self._value, self._t_ns = value, t_ns
+        return self._point(t_ns, value, self._read_ns // 2, read=True)
+
+    def covers(self, t_ns: int) -> bool:
+        """True once a point at or after ``t_ns`` has been given out."""
+        return self.last is not None and self.last["t_ns"] >= t_ns
+
+    def _guard_ns(self) -> int:
+        """How early before the expected step the reads begin: a tenth of the period, twice the
+        largest wander of a recent step from the period, at least 3 ms and two reads."""
+        period = self.period_ns or 0
+        wander = max((abs(s - period) for s in self._spacings), default=0)
+        return max(3_000_000, 2 * self._read_ns, period // 10, 2 * wander)
+
+    def _learn(self, spacing: int) -> None:
+        spacings = self._spacings
+        spacings.append(spacing)
+        del spacings[:-9]
+        self.period_ns = sorted(spacings)[len(spacings) // 2]
+        if len(spacings) >= 3 and self.period_ns < CONTINUOUS_S * 1e9:
+            self.continuous = True
+
+    def _point(self, t_ns: int, value: float, err_ns: int, read: bool = False) -> Point:
+        point = {"key": self.key, "t_ns": t_ns, "value": value, "err_ns": err_ns, "step": not read}
+        self.last = point
+        return point
+
+    def describe(self) -> dict[str, Any]:
+        """What was learned: ``period_s`` (None if no two steps were seen close enough),
+        ``continuous``, ``reads``, ``steps``, ``read_s`` (the slowest read)."""
+        return {"period_s": self.period_ns / 1e9 if self.period_ns else None,
+                "continuous": self.continuous, "reads": self.reads, "steps": self.steps,
+                "read_s": self._read_ns / 1e9}
+
+
+class ReadCounter:
+    """A counter that is current when read: every read is a point (RAPL)."""
+
+    continuous = True
+
+    def __init__(self, key: str, read: Callable[[], tuple[float, int]]) -> None:
+        self.key = key
+        self.read = read
+        self.reads = 0
+        self.last: Point | None = None
+
+    def due_ns(self, now_ns: int) -> int:
+        return 2**62  # read with the samples
+
+    def poll(self) -> Point | None:
+        return self.read_now()
+
+    def read_now(self) -> Point:
+        value, t_ns = self.read()
+        self.reads += 1
+        self.last = {"key": self.key, "t_ns": t_ns, "value": value, "err_ns": 0, "step": False}
+        return self.last
+
+    def covers(self, t_ns: int) -> bool:
+        return self.last is not None and self.last["t_ns"] >= t_ns
+
+    def describe(self) -> dict[str, Any]:
+        return {"period_s": None, "continuous": True, "reads": self.reads, "steps": self.reads,
+                "read_s": None}
