@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
+from gnnmon.devices.cuda import cuda_uuids
 from play.models import GCN
 from play.sampler import make_loader
 from play.synthetic import FLICKR, planted_partition
@@ -271,6 +272,8 @@ def realistic_variants(device: torch.device, tmp: Path, item: bool) -> dict[str,
             "@gc_controlled alone": (gc_controlled(plain_step), run_in(), None),
             "gnnmon full stack + collect(path, sample=0.5, energy=True)": (
                 full, run_in(sample=0.5, energy=True), None),
+            "gnnmon full stack + collect(path, sample=0.1, energy=True)": (
+                full, run_in(sample=0.1, energy=True), None),
             "gnnmon full stack, sync='sync'": (
                 monitor_memory_device(device=dev)(cuda_timed(device=dev, sync="sync")(gc_controlled(phased_step))),
                 run_in(), None),
@@ -411,6 +414,60 @@ def accuracy(device: torch.device) -> dict[str, Any]:
     return {"memory": mem, "time": times}
 
 
+def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any]:
+    """A matmul loop split into rows of ``row_s`` seconds (a synchronize closes each), with
+    ``collect(sample=0.1, energy=True)``: the rows' energy against NVML's counter read directly
+    here, right at a step before the first row and at the first step after the last. Reported:
+    the rows' sum, the gaps between them, gnnmon's own figure for the directly read window, and
+    the direct delta."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        uuids = cuda_uuids() or []
+        index = device.index or 0
+        handle = (pynvml.nvmlDeviceGetHandleByUUID(uuids[index]) if uuids
+                  else pynvml.nvmlDeviceGetHandleByIndex(index))
+        pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    except Exception as exc:  # noqa: BLE001 - no NVML, no counter: say so
+        return {"skipped": f"no NVML energy counter: {type(exc).__name__}: {exc}"}
+
+    def at_step() -> tuple[float, int]:
+        v0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+        while (v := pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)) == v0:
+            pass
+        return v / 1e3, time.time_ns()
+
+    place = torch.device("cpu") if _is_fake() else device
+    n = 256 if _is_fake() else 4096
+    a, b = torch.randn(n, n, device=place), torch.randn(n, n, device=place) / n**0.5
+    key = f"gpu{device.index or 0}_energy_mj"
+    with gnnmon.collect(sample=0.1, energy=True) as run:
+        e_a, t_a = at_step()
+        for _ in range(rows):
+            with gnnmon.timed(device=device, label="matmul"):
+                t = time.perf_counter()
+                while time.perf_counter() - t < row_s:
+                    for _ in range(8):
+                        a = (a @ b).clamp_(-1.0, 1.0)
+                    torch.cuda.synchronize(device)
+        e_b, t_b = at_step()
+    pynvml.nvmlShutdown()
+    records = run.records
+    report = run.report().energy()
+    balance = report.get("balance", {}).get(key, {})
+    window = run.counters.delta(key, t_a, t_b)
+    direct = e_b - e_a
+    rows_j = sum(r["energy_gpu_j"] for r in records if isinstance(r.get("energy_gpu_j"), float))
+    return {"rows": len(records), "row_s": row_s, "rows_j": rows_j, "gaps_j": balance.get("gaps_j"),
+            "period_s": balance.get("period_s"), "direct_j": direct,
+            "gnnmon_window_j": None if window is None else window / 1e3,
+            "window_error_pct": None if window is None or not direct else 100 * (window / 1e3 / direct - 1),
+            "rows_share_of_direct_pct": 100 * rows_j / direct if direct else None,
+            "sources": sorted({str(r.get("energy_gpu_j_source")) for r in records}),
+            "sampler": run.sampler_stats.get("counters", {}).get(key)}
+
+
 # -- all of it ----------------------------------------------------------------------------------
 
 _FAKE = [False]
@@ -455,6 +512,9 @@ def run_gpu(tmp: Path, quick: bool, device: str = "cuda:0", fake: bool = False,
     if not fake and not before:
         print("gpu: accuracy ...", flush=True)
         results["accuracy"] = accuracy(dev)
+    if not before:
+        print("gpu: energy of 0.3 s rows against the NVML counter ...", flush=True)
+        results["energy_split"] = energy_split(dev, 3 if quick else 20, 0.1 if quick else 0.3)
     _clear_backends()
     return results
 
@@ -487,5 +547,26 @@ def markdown(r: dict[str, Any]) -> list[str]:
                 "events (median) | worst of 5 |", "| ---: | ---: | ---: | ---: |"]
         out += [f"| {t['planted_s'] * 1e3:g} ms | {t['device_s'] * 1e3:.4f} ms | {t['error_pct']:+.3f} % | "
                 f"{t['worst_error_pct']:+.3f} % |" for t in acc["time"]]
+    split = r.get("energy_split")
+    if split:
+        out += ["", "### Energy of a matmul loop split into rows, against NVML's counter", ""]
+        if "skipped" in split:
+            out.append(f"Not run: {split['skipped']}.")
+        else:
+            def j(v: float | None) -> str:
+                return "–" if v is None else f"{v:,.2f}"
+
+            def pct(v: float | None, sign: str = "+") -> str:
+                return "–" if v is None else f"{v:{sign}.2f} %"
+
+            step = "–" if split["period_s"] is None else f"{split['period_s'] * 1e3:.1f} ms"
+            out += [f"{split['rows']} rows of {split['row_s']:g} s, `collect(sample=0.1, energy=True)`; "
+                    f"sources: {', '.join(split['sources'])}; counter step {step}.", "",
+                    "| rows J | gaps J | gnnmon over the directly read window J | direct counter delta J | "
+                    "window error | rows' share of the direct delta |",
+                    "| ---: | ---: | ---: | ---: | ---: | ---: |",
+                    f"| {j(split['rows_j'])} | {j(split['gaps_j'])} | {j(split['gnnmon_window_j'])} | "
+                    f"{j(split['direct_j'])} | {pct(split['window_error_pct'])} | "
+                    f"{pct(split['rows_share_of_direct_pct'], '')} |"]
     out.append("")
     return out

@@ -107,6 +107,8 @@ def overhead_variants(step: Callable[..., Any], tmp: Path) -> dict[str, tuple[Ca
         "gnnmon timing + GC, rows kept in memory (no file)": (cuda_timed(gc_controlled(step)), in_memory()),
         "gnnmon full stack + 500 ms sampler": (
             monitor_memory_device(cuda_timed(gc_controlled(step))), in_run(sample=0.5)),
+        "gnnmon full stack + 100 ms sampler + energy": (
+            monitor_memory_device(cuda_timed(gc_controlled(step))), in_run(sample=0.1, energy=True)),
         "torch_geometric.profile.timeit": (pyg_timeit, None),
         "memory_profiler.memory_usage": (mprof, None),
         "codecarbon start_task/stop_task": (codecarbon_tasks, None),

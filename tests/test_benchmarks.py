@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.fake_nvml import FakeNvml
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -25,12 +29,13 @@ def test_runner_quick(tmp_path):
     assert data["scale"][-1]["read_back"] == 1000 and data["scale"][-1]["read_back_in_order"]
 
 
-def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path):
+def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypatch):
     """``benchmarks/run.py --device cuda`` at a tiny size, in-process, on the fake torch.cuda: every
     variant runs (or says why not) and the tables are written (the numbers mean nothing here)."""
     sys.path.insert(0, str(ROOT))
     from benchmarks.run import main_cuda
 
+    FakeNvml(n=2, ramp_w=300.0, period=0.1).install(monkeypatch, tmp_path / "nvml")
     out = tmp_path / "bench-cuda.md"
     assert main_cuda(True, out, fake=True) == 0
     text = out.read_text()
@@ -45,3 +50,8 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path):
     assert rows[("tiny step (x + 1)", "full stack")]["ratio"] > 0
     assert fake_cuda.sync_calls  # the passes ended with a device synchronize
     assert data["kill"]["trials"] == 2
+    split = data["energy_split"]
+    assert split["rows"] == 3 and split["period_s"] == pytest.approx(0.1, abs=0.005)
+    assert abs(split["window_error_pct"]) < 2  # the timeline reproduces the counter read directly
+    assert split["rows_j"] == pytest.approx(300.0 * 0.1 * 3, rel=0.15)  # 300 W planted, 3 × ~0.1 s rows
+    assert "### Energy of a matmul loop split into rows" in text

@@ -310,3 +310,39 @@ def test_sample_utilisation_block():
     a, b = run.records
     assert a["util_samples"] >= 3 and "util_samples" not in b
     assert run.sample_interval is None and not sampler_threads() and not sampler_processes()
+
+
+def test_descendants_from_proc_match_psutil():
+    """The sampler's cheap walk of /proc/<pid>/task/<tid>/children finds what psutil's full scan
+    finds: two children, one of them with a child of its own."""
+    from gnnmon.devices.children import descendant_pids
+
+    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+            "'import time; time.sleep(30)']); print(p.pid, flush=True); time.sleep(30)")
+    a = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    b = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        grandchild = int(a.stdout.readline())
+        pids = descendant_pids(os.getpid())
+        if pids is None:
+            pytest.skip("this kernel has no /proc/<pid>/task/<tid>/children")
+        expected = {c.pid for c in psutil.Process().children(recursive=True)}
+        assert {a.pid, b.pid, grandchild} <= set(pids)
+        assert set(pids) == expected
+    finally:
+        for p in (a, b):
+            p.kill()
+            p.wait()
+        psutil.Process(grandchild).kill()
+
+
+def test_host_memory_of_workers_leaves_the_sampler_process_out():
+    """The sampler process is a child of the training process but not a worker: the children's
+    memory that ``monitor_memory_device(include_children=True)`` reads does not count it."""
+    from gnnmon.devices.children import children_private_memory, children_rss
+
+    with gnnmon.collect(sample=0.05) as run:
+        pid = run.manifest["options"]["sampler"]["pid"]
+        assert pid in {c.pid for c in psutil.Process().children()}
+        assert children_rss() == (0, 0)
+        assert children_private_memory()["processes"] == 0

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gnnmon.devices.children import descendant_pids
 from gnnmon.devices.nvml import Nvml
 from gnnmon.devices.rapl import POWERCAP, RaplCumulative, RaplReader, find_zones
 from gnnmon.timeline.counters import ReadCounter, SteppedCounter
@@ -62,18 +63,28 @@ class ProcessProbe:
         kids_rss = kids_cpu = 0.0
         if self.include_children:
             alive: dict[int, Any] = {}
-            for child in me.children(recursive=True):
-                if child.pid == self.exclude:
+            pids = descendant_pids(me.pid)
+            if pids is None:  # no /proc children files: psutil walks every process
+                found = {c.pid: c for c in me.children(recursive=True)}
+            else:
+                found = {p: self.children.get(p) for p in pids}
+            for pid, child in found.items():
+                if pid == self.exclude:
                     continue
-                proc = self.children.get(child.pid, child)
+                proc = self.children.get(pid) or child
+                if proc is None:
+                    try:
+                        proc = psutil.Process(pid)
+                    except psutil.NoSuchProcess:
+                        continue
                 try:
                     pct = proc.cpu_percent(None)
                     kids_rss += proc.memory_info().rss
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
-                if child.pid in self.children:
+                if pid in self.children:
                     kids_cpu += pct  # a new child's first reading has no baseline yet
-                alive[child.pid] = proc
+                alive[pid] = proc
             self.children = alive
         return {
             "cpu_time_s": times.user + times.system,

@@ -15,8 +15,9 @@ point of every counter at or after the row's end, :meth:`RowJoin.covers`).
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 Samples = Sequence[Mapping[str, Any]]
 
@@ -33,11 +34,10 @@ workers' CPU % (100 = one core), the row's GPU's utilisation (% of time a kernel
 (W), the DataLoader workers' RSS (bytes) and the machine's used RAM (bytes)."""
 
 
-def _t(sample: Mapping[str, Any]) -> int:
-    return int(sample["t_ns"])
+_t: Callable[[Mapping[str, Any]], int] = operator.itemgetter("t_ns")  # a sample's time (C, no frame)
 
 
-def _number(v: Any) -> bool:
+def _number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -79,29 +79,56 @@ def note(fields: dict[str, Any], text: str) -> None:
         notes.append(text)
 
 
+_KEYS: dict[int | None, list[tuple[str, str | None, str]]] = {}
+
+
+def _gauge_keys(index: int | None) -> list[tuple[str, str | None, str]]:
+    """(row field, sample key or None where the row has no GPU, what measured it) per gauge."""
+    keys = _KEYS.get(index)
+    if keys is None:
+        keys = _KEYS[index] = [
+            (name, (key.format(i=index) if index is not None else None) if "{i}" in key else key, how)
+            for name, key, how in GAUGES]
+    return keys
+
+
 def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> None:
     """Add every :data:`GAUGES` figure, its source and ``util_samples`` (samples in the window)."""
     a, b = fields["t_start_ns"], fields["t_end_ns"]
-    window = samples_in(samples, a, b)
-    fields["util_samples"] = len(window)
+    lo = bisect.bisect_left(samples, a, key=_t)
+    hi = bisect.bisect_right(samples, b, key=_t)
+    fields["util_samples"] = hi - lo
     every = f"@{interval * 1000:g}ms"
     index = cuda_index(fields.get("device"))
-    for name, key, how in GAUGES:
-        if "{i}" in key:
-            if index is None:
-                fields[name] = fields[f"{name}_source"] = None
-                continue
-            key = key.format(i=index)
-        values = [s[key] for s in window if _number(s.get(key))]
-        if values:
-            fields[name] = sum(values) / len(values)
-            fields[f"{name}_source"] = f"measured:{how}{every}"
+    window = samples[lo:hi]
+    # no sample inside: the two around the row, where both have the figure (else a wider search)
+    before = samples[lo - 1] if lo > 0 else None
+    after = samples[lo] if lo < len(samples) else None
+    mid = (a + b) // 2
+    for name, key, how in _gauge_keys(index):
+        if key is None:
+            fields[name] = fields[f"{name}_source"] = None
             continue
-        value = gauge_at(samples, key, (a + b) // 2)
+        if window:
+            values = [s[key] for s in window if _number(s.get(key))]
+            if values:
+                fields[name] = sum(values) / len(values)
+                fields[f"{name}_source"] = f"measured:{how}{every}"
+                continue
+        v0 = before.get(key) if before is not None else None
+        v1 = after.get(key) if after is not None else None
+        value: float | None
+        if before is not None and after is not None and _number(v0) and _number(v1):
+            t0, t1 = _t(before), _t(after)
+            value = v0 + (v1 - v0) * (mid - t0) / (t1 - t0) if t1 > t0 else float(v1)
+        else:
+            value = gauge_at(samples, key, mid)
         fields[name] = value
-        fields[f"{name}_source"] = f"measured:{how}{every}(interpolated)" if value is not None else None
         if value is None:
+            fields[f"{name}_source"] = None
             note(fields, f"{name}: no {key} sample on each side of the row")
+        else:
+            fields[f"{name}_source"] = f"measured:{how}{every}(interpolated)"
     if index is None:
         note(fields, "gpu figures: not a CUDA row")
 
@@ -113,6 +140,7 @@ class Counters:
         self.times: dict[str, list[int]] = {}
         self.values: dict[str, list[float]] = {}
         self.stepped: dict[str, bool] = {}  # whether the newest point of a key is a step
+        self._periods: dict[str, float | None] = {}
         for p in points:
             self.add(p)
 
@@ -127,13 +155,16 @@ class Counters:
         self.values[key].append(float(point["value"]))
         self.stepped[key] = bool(point.get("step", True))
         times.append(int(point["t_ns"]))
+        newest = times[-10:]
+        gaps = sorted(y - x for x, y in zip(newest, newest[1:], strict=False))
+        self._periods[key] = gaps[len(gaps) // 2] / 1e9 if gaps else None
 
     def keys(self) -> list[str]:
         return list(self.times)
 
     def covers(self, t_ns: int) -> bool:
         """True when every counter has a point at or after ``t_ns``."""
-        return all(times[-1] >= t_ns for times in self.times.values())
+        return all(times[-1] >= t_ns for times in list(self.times.values()))  # keys may arrive meanwhile
 
     def value_at(self, key: str, t_ns: int) -> float | None:
         """The counter at ``t_ns``, linear between the points on each side (None outside them)."""
@@ -155,9 +186,7 @@ class Counters:
     def period_s(self, key: str) -> float | None:
         """The median spacing of the newest points of ``key`` (its step period, for a stepped
         counter), seconds."""
-        times = self.times.get(key, [])[-10:]
-        gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False))
-        return gaps[len(gaps) // 2] / 1e9 if gaps else None
+        return self._periods.get(key)
 
 
 class FillsRow(Protocol):

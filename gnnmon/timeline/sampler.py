@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gnnmon.devices.children import OWN
 from gnnmon.timeline.agent import Agent
 
 DEFAULT_INTERVAL = 0.5
@@ -141,6 +142,7 @@ class ProcessSampler(Sampler):
                                     "main_thread": threading.current_thread() is threading.main_thread()})],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,  # stderr: this process's (a crash shows)
             close_fds=True, start_new_session=False)
+        OWN.add(self.proc.pid)  # a child of this process, but not a worker: host memory leaves it out
         self._reader = threading.Thread(target=self._read, name="gnnmon-sampler", daemon=True)
         self._reader.start()
         if not self._hello.wait(STARTUP_TIMEOUT_S) or not self.hello:
@@ -192,6 +194,7 @@ class ProcessSampler(Sampler):
             self._reader.join()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        OWN.discard(self.proc.pid)
 
 
 class ThreadSampler(Sampler):
