@@ -55,3 +55,19 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
     assert abs(split["window_error_pct"]) < 2  # the timeline reproduces the counter read directly
     assert split["rows_j"] == pytest.approx(300.0 * 0.1 * 3, rel=0.15)  # 300 W planted, 3 × ~0.1 s rows
     assert "### Energy of a matmul loop split into rows" in text
+
+
+def test_sampler_benchmark_quick(tmp_path):
+    """``benchmarks/sampler.py --quick``: every table is written (figures printed, not asserted,
+    except what cannot be noise: the process sampler keeps its grid through the planted loads)."""
+    out = tmp_path / "sampler.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sampler.py"), "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = out.read_text()
+    for heading in ("### Cadence", "### The sampler process's own cost", "### Energy per row"):
+        assert heading in text
+    data = json.loads(out.with_suffix(".json").read_text())
+    process = [c for c in data["cadence"] if c["mode"] == "process"]
+    assert len(process) == 2 and all(c["samples_in_load"] >= c["expected"] - 1 for c in process)
+    assert all(a["rows"] == 10 for a in data["attribution"])

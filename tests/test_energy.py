@@ -63,7 +63,8 @@ def test_energy_per_row_from_a_stepped_counter_against_a_planted_power_profile(f
     carbon.codecarbon_model()  # warm (imports codecarbon once): the run starts in ~0.1 s
     lead = 0.8  # the run starts inside this; rows start at its end, when the power profile does
     nv = FakeNvml(n=2, period=0.1, schedule=[(lead, 200.0), (1.0, 300.0), (1.0, 100.0)]).install(monkeypatch, tmp_path)
-    with gnnmon.collect(energy=True, sample=0.5) as run:
+    path = tmp_path / "profile.jsonl"
+    with gnnmon.collect(path, energy=True, sample=0.5) as run:
         assert time.time() < nv.t0 + lead, "the run took too long to start"
         time.sleep(nv.t0 + lead - time.time())
         for d in DURATIONS:
@@ -92,6 +93,13 @@ def test_energy_per_row_from_a_stepped_counter_against_a_planted_power_profile(f
     assert balance["rows_j"] + balance["gaps_j"] == pytest.approx(
         nv.joules(1, rows[0]["t_start_ns"] / 1e9, rows[-1]["t_end_ns"] / 1e9), rel=0.01)
     assert span > 1.9
+    # the file keeps the points: a loaded run gives the same balance, and the report shows it
+    loaded = gnnmon.load(path)
+    assert loaded.points == run.points and loaded.records == rows
+    assert loaded.report().energy()["balance"] == run.report().energy()["balance"]
+    text = loaded.report().markdown()
+    assert "| counter | rows | in rows J | between rows J | before/after J | counter delta J | step |" in text
+    assert f"| gpu0_energy_mj | {len(rows)} |" in text
 
 
 def test_steps_are_found_where_they_happened_on_a_simulated_clock():

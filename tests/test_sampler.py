@@ -5,6 +5,7 @@ falls back to a thread where no process can be started; and the join of samples 
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
 import subprocess
@@ -74,6 +75,25 @@ def test_a_gc_pause_of_the_parent_does_not_delay_the_samples_around_it():
     gaps = [(y - x) / 1e9 for x, y in zip(around, around[1:], strict=False)]
     assert max(gaps) <= 0.2 + 0.02, (pause, gaps)
     assert len(in_window(run.samples, a, b)) >= int(pause / 0.1) - 1
+
+
+def test_a_long_gil_hold_that_fills_the_pipe_does_not_stall_the_sampler():
+    """The training process holds its GIL for 2 s (libc ``usleep`` called through ``ctypes.PyDLL``,
+    which keeps the GIL) while the sampler sends a sample every 5 ms: nobody reads the pipe, it
+    fills up (64 KiB), and the sampler's writer waits, not its sampling."""
+    import ctypes
+
+    libc = ctypes.PyDLL(None)
+    with gnnmon.collect(sample=0.005) as run:
+        time.sleep(0.05)
+        a = time.time_ns()
+        libc.usleep(2_000_000)
+        b = time.time_ns()
+        time.sleep(0.05)
+    during = in_window(run.samples, a, b)
+    assert (b - a) / 1e9 >= 1.9
+    assert len(during) >= 300, len(during)  # 400 due; a 2-core machine may delay a few
+    assert sum(len(json.dumps(s)) for s in during) > 65536  # more than a pipe holds
 
 
 def test_samples_are_timestamped_and_have_process_and_host_figures():

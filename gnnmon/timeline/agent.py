@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import select
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -263,19 +265,39 @@ def main(settings_json: str) -> None:
     if os.getppid() != parent:  # the training process died before this one started
         return
     out = sys.stdout.buffer
+    # A thread writes to the pipe: when the training process does not read it (a long pause
+    # holding its GIL) and the pipe fills up, the writes wait, the sampling does not.
+    pending: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+    broken = threading.Event()
+
+    def write() -> None:
+        while (data := pending.get()) is not None:
+            try:
+                out.write(data)
+                out.flush()
+            except (BrokenPipeError, OSError):
+                broken.set()  # nobody reads: the loop ends at its next check
+                return
 
     def emit(messages: list[dict[str, Any]]) -> None:
-        out.write(b"".join(json.dumps(m, separators=(",", ":")).encode() + b"\n" for m in messages))
-        out.flush()
+        if broken.is_set():
+            raise BrokenPipeError("the training process no longer reads the sampler")
+        pending.put(b"".join(json.dumps(m, separators=(",", ":")).encode() + b"\n" for m in messages))
 
+    writer = threading.Thread(target=write, name="gnnmon-sampler-writer", daemon=True)
+    writer.start()
     try:
-        agent = Agent(settings)
-    except Exception as exc:  # noqa: BLE001 - say why, then exit: the parent falls back to a thread
-        emit([{"m": "failed", "error": f"{type(exc).__name__}: {exc}"}])
-        return
-    try:
-        agent.serve(emit, sys.stdin.fileno(), parent)
-    except (BrokenPipeError, KeyboardInterrupt):
-        pass
+        try:
+            agent = Agent(settings)
+        except Exception as exc:  # noqa: BLE001 - say why, then exit: the parent falls back to a thread
+            emit([{"m": "failed", "error": f"{type(exc).__name__}: {exc}"}])
+            return
+        try:
+            agent.serve(emit, sys.stdin.fileno(), parent)
+        except (BrokenPipeError, KeyboardInterrupt):
+            pass
+        finally:
+            agent.nvml.close()
     finally:
-        agent.nvml.close()
+        pending.put(None)
+        writer.join(2.0)
