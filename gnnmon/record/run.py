@@ -5,7 +5,8 @@ rows go to a bounded default run (:func:`default_run`).
 
 What a row costs the step: closing it appends ``(fields, deferred figures)`` to the run's inbox,
 nothing more. The rest happens later, off the step's path, in order: device events are read once
-they have completed, the timeline is joined once a sample after the row's end exists, and the row
+they have completed, the timeline is joined once it covers the row (a sample and every energy
+counter's next point after the row's end), and the row
 is stored and written. For a run with a file a writer thread does this every 50 ms
 (:mod:`gnnmon.record.writer`), and the closing thread helps when more than :data:`BACKLOG` rows
 wait; for a run in memory it is done when the inbox fills up and when ``records`` is read. Each row line in the file is final: figures joined from the timeline are in
@@ -293,7 +294,7 @@ class Run:
             self.add_sample(message)
 
     def add_sample(self, sample: dict[str, Any]) -> None:
-        """Take a utilisation sample (from the sampler thread): kept, written by the writer."""
+        """Take a utilisation sample (from the sampler's reader thread): kept, written by the writer."""
         self.samples.append(sample)
         if self._file is not None:
             self._lines.append({"type": "sample", **sample})
@@ -420,10 +421,11 @@ _fork_hook: list[bool] = []
 
 
 def _in_forked_child() -> None:
-    """After a fork, in the child: the runs it inherited are the parent's. Their writer and
-    sampler threads did not come along, their locks may have been held at the fork, and their
-    file is the parent's. The child keeps its newest rows in memory only (no file, no timeline,
-    fresh locks) and never writes into the parent's file."""
+    """After a fork, in the child: the runs it inherited are the parent's. Their writer thread
+    and the sampler's reader thread did not come along, their locks may have been held at the
+    fork, and their file and sampler process are the parent's. The child keeps its newest rows in
+    memory only (no file, no timeline, fresh locks), never writes into the parent's file and
+    never talks to the parent's sampler."""
     for run in [*state.RUNS, *state.DEFAULT]:
         run._file = None
         run._flusher = None
@@ -490,13 +492,13 @@ def collect(
 
     ``path``: JSON Lines file the rows stream to (None keeps them in memory only). ``config``: your
     settings, stored in the manifest. ``mode``: ``"w"`` overwrites, ``"x"`` refuses an existing file.
-    ``sample``: seconds between utilisation samples (e.g. 0.5; None: no sampler thread).
+    ``sample``: seconds between utilisation samples (e.g. 0.5; None: no sampler).
     ``energy``: add ``energy_gpu_j``, ``energy_cpu_j``, ``energy_ram_j`` and ``co2_kg`` to every row,
     from counters the sampler reads (it then samples every ``sample`` seconds, 0.5 if not given);
     ``country`` (ISO alpha-3, e.g. ``"FRA"``) and ``region`` pick CodeCarbon's offline carbon
     intensity, or give ``carbon_intensity`` in g CO2eq/kWh. ``flush_interval``: seconds between
     two writes of the rows that are ready (a kill loses at most the rows of the last interval,
-    plus those still waiting for their device events or a sample after their end).
+    plus those still waiting for their device events or for the timeline to cover them).
     ``sampler``: where the sampler runs, ``"process"`` (its own: no busy loop or GC pause here
     stalls it; a thread where a process cannot be started, said in the manifest) or
     ``"thread"``.

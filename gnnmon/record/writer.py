@@ -3,8 +3,8 @@
 Encoding rows to JSON and writing them are taken off the step's path: a closed row is only
 appended to the run's inbox, and this thread resolves, joins, encodes and writes the rows that
 are ready, in batches (one ``write`` per batch). What a kill can lose is bounded: rows closed in
-the last ``interval`` seconds, plus rows still waiting for their device events or for a timeline
-sample after their end (``docs/performance.md`` has the measured figures).
+the last ``interval`` seconds, plus rows still waiting for their device events or for the
+timeline to cover them (``docs/performance.md`` has the measured figures).
 """
 
 from __future__ import annotations
