@@ -253,6 +253,15 @@ def test_the_sampler_process_imports_no_torch_and_answers_now():
     assert s.bye["samples"] == 3
 
 
+def test_a_start_that_fails_after_the_sampler_started_leaves_no_sampler(tmp_path):
+    (tmp_path / "taken.jsonl").write_text("{}\n")
+    with pytest.raises(FileExistsError):
+        gnnmon.collect(tmp_path / "taken.jsonl", mode="x", sample=0.05).start()
+    with pytest.raises(ValueError, match="carbon_intensity"):
+        gnnmon.collect(sample=0.05, energy=True, carbon_intensity=-1.0).start()
+    assert not sampler_processes() and not sampler_threads()
+
+
 def test_bad_intervals_and_modes():
     with pytest.raises(ValueError, match="sample must be"):
         gnnmon.collect(sample=-1)

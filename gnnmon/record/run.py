@@ -127,8 +127,7 @@ class Run:
             deque(maxlen=max_records) if max_records else []
         )
         self.samples: list[dict[str, Any]] = []  # in time order (joined to rows by bisection)
-        self.points: list[dict[str, Any]] = []  # counters' steps (energy), per key in time order
-        self.counters = Counters()  # the same points, indexed for interpolation
+        self.counters = Counters()  # energy counters' points (their steps), for interpolation
         self.markers: list[dict[str, Any]] = []
         self.manifest: dict[str, Any] | None = None
         self.rows_written = 0  # rows stored (in memory and, with a path, in the file)
@@ -171,7 +170,6 @@ class Run:
         run.samples.extend(samples)
         run.markers.extend(markers)
         for point in points:
-            run.points.append(point)
             run.counters.add(point)
         run.sampler_stats = dict((end or {}).get("sampler") or {})
         return run
@@ -192,12 +190,12 @@ class Run:
                                   "startup_s": sampler.hello.get("startup_s")}
             options["nvml"] = sampler.hello.get("nvml")
         energy_join = None
-        if self._energy_options is not None and sampler is not None:
-            self.energy = EnergySources(sampler.hello, **self._energy_options)
-            options["energy"] = self.energy.describe()
-            energy_join = EnergyJoin(options["energy"], self.sample_interval or DEFAULT_SAMPLE_INTERVAL)
-        self.manifest = build_manifest(self.config, options)
-        try:
+        try:  # a bad option or an unwritable file: the sampler must not outlive the failed start
+            if self._energy_options is not None and sampler is not None:
+                self.energy = EnergySources(sampler.hello, **self._energy_options)
+                options["energy"] = self.energy.describe()
+                energy_join = EnergyJoin(options["energy"], self.sample_interval or DEFAULT_SAMPLE_INTERVAL)
+            self.manifest = build_manifest(self.config, options)
             if self.path is not None:
                 self._file = JsonlWriter(self.path, self._mode)
                 self._file.write(self.manifest)
@@ -299,9 +297,15 @@ class Run:
         if self._file is not None:
             self._lines.append({"type": "sample", **sample})
 
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        """The energy counters' points (``key``, ``t_ns``, ``value``), key by key, in time order
+        (the file also keeps each one's ``err_ns`` and ``step``)."""
+        return self.counters.points()
+
     def add_point(self, point: dict[str, Any]) -> None:
-        """Take a counter's point (``key``, ``t_ns``, ``value``, ``err_ns``): kept, written."""
-        self.points.append(point)
+        """Take a counter's point (``key``, ``t_ns``, ``value``, ``err_ns``, ``step``): kept
+        (compactly), written."""
         self.counters.add(point)
         if self._file is not None:
             self._lines.append({"type": "point", **point})
@@ -403,7 +407,7 @@ class Run:
     def report(self) -> Report:
         """A :class:`gnnmon.report.Report` over this run's rows."""
         records = self.records
-        balance = energy_balance(records, self.counters) if self.points else {}
+        balance = energy_balance(records, self.counters) if self.counters.keys() else {}
         return Report(records, manifest=self.manifest, gc_events=list(self.gc_events),
                       samples=self.samples, markers=self.markers, energy_balance=balance)
 

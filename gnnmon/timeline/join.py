@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import operator
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeGuard
 
@@ -134,11 +135,13 @@ def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> No
 
 
 class Counters:
-    """Points of cumulative counters, per key, in time order: :meth:`value_at` interpolates."""
+    """Points of cumulative counters, per key, in time order: :meth:`value_at` interpolates.
+    Kept as two arrays per key (16 bytes a point: an H100's counter steps 10 times a second, 14 MB
+    a day per GPU; the file keeps every point in full)."""
 
     def __init__(self, points: Iterable[Mapping[str, Any]] = ()) -> None:
-        self.times: dict[str, list[int]] = {}
-        self.values: dict[str, list[float]] = {}
+        self.times: dict[str, array[int]] = {}
+        self.values: dict[str, array[float]] = {}
         self.stepped: dict[str, bool] = {}  # whether the newest point of a key is a step
         self._periods: dict[str, float | None] = {}
         for p in points:
@@ -147,8 +150,8 @@ class Counters:
     def add(self, point: Mapping[str, Any]) -> None:
         key = point["key"]
         if key not in self.times:  # values first: readers index through times
-            self.values[key] = []
-            self.times[key] = []
+            self.values[key] = array("d")
+            self.times[key] = array("q")
         times = self.times[key]
         if times and point["t_ns"] <= times[-1]:
             return  # out of order or repeated: the series stays monotonic
@@ -161,6 +164,11 @@ class Counters:
 
     def keys(self) -> list[str]:
         return list(self.times)
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every point as ``{"key", "t_ns", "value"}``, key by key, in time order."""
+        return [{"key": key, "t_ns": t, "value": v}
+                for key, times in self.times.items() for t, v in zip(times, self.values[key], strict=False)]
 
     def covers(self, t_ns: int) -> bool:
         """True when every counter has a point at or after ``t_ns``."""
