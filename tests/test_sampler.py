@@ -375,3 +375,24 @@ def test_host_memory_of_workers_leaves_the_sampler_process_out():
         assert pid in {c.pid for c in psutil.Process().children()}
         assert children_rss() == (0, 0)
         assert children_private_memory()["processes"] == 0
+
+
+def test_max_records_bounds_the_samples_kept_in_memory_too(tmp_path, monkeypatch):
+    """A long run at a short interval: with max_records the oldest samples leave memory (the file
+    keeps every one), but never one that a row still waiting for its join needs."""
+    import gnnmon.record.run as run_module
+
+    monkeypatch.setattr(run_module, "SAMPLE_SLACK", 2)
+
+    @gnnmon.cuda_timed(label="step")
+    def step():
+        time.sleep(0.02)
+
+    path = tmp_path / "r.jsonl"
+    with gnnmon.collect(path, max_records=10, sample=0.005, flush_interval=0.01) as run:
+        for _ in range(20):
+            step()
+    rows = run.records
+    assert len(rows) == 10 and all(r["util_samples"] >= 1 for r in rows)
+    assert len(run.samples) <= 10 + 2 + 5  # the bound, the slack, what came after the last trim
+    assert len(gnnmon.load(path).samples) > 60  # the file has them all

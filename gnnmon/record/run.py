@@ -15,7 +15,9 @@ it.
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import operator
 import os
 import threading
 import time
@@ -54,10 +56,15 @@ MAX_PENDING = 1024
 DRAIN_EVERY = 256
 """Rows a run without a file lets gather in its inbox before it drains them on the closing thread."""
 
+SAMPLE_SLACK = 256
+"""Samples a run with ``max_records`` lets gather beyond that bound before it trims the oldest."""
+
 BACKLOG = 4096
 """Rows a run with a file lets wait for its writer thread before the closing thread does the
 writing itself (backpressure: rows made faster than they can be written, as in a loop of
 microsecond steps, must not pile up in memory)."""
+
+_sample_time = operator.itemgetter("t_ns")
 
 Inbox = deque[tuple[dict[str, Any], "list[Deferred] | None", "RowJoin | None"]]
 
@@ -67,7 +74,7 @@ class Run:
 
     ``records`` is the list of row dicts; ``markers`` the ``mark`` calls; ``gc_events`` and
     ``samples`` are filled by the GC log and the utilisation sampler. ``max_records`` keeps only
-    the newest rows in memory (the file keeps all). See :func:`collect` for ``sample`` and
+    the newest rows (and about as many samples) in memory (the file keeps all). See :func:`collect` for ``sample`` and
     ``energy``.
     """
 
@@ -352,6 +359,20 @@ class Run:
             self._rows.extend(out)
             self.rows_written += len(out)
         self._write_lines(out)
+        if self.max_records is not None and len(self.samples) > self.max_records + SAMPLE_SLACK:
+            self._trim_samples()
+
+    def _trim_samples(self) -> None:
+        """With ``max_records``, keep about that many samples in memory too (the file keeps all),
+        never one that a row still waiting for its join may need (called under the run's lock,
+        where rows are joined; the sampler's thread only appends)."""
+        samples = self.samples
+        cut = len(samples) - self.max_records if self.max_records is not None else 0
+        if self._inbox:
+            oldest = self._inbox[0][0]["t_start_ns"]
+            cut = min(cut, bisect.bisect_left(samples, oldest, key=_sample_time) - 1)
+        if cut > 0:
+            del samples[:cut]
 
     def _write_lines(self, rows: Sequence[dict[str, Any]] = (), end: bool = False) -> None:
         """Write pending GC events, samples and markers, then ``rows`` (then the end line), in one
