@@ -232,3 +232,75 @@ def test_a_collection_inside_the_rows_context_reset_leaves_no_stale_row():
     out = subprocess.run([sys.executable, "-c", CONTEXT_RESET_UNDER_GC], capture_output=True, text=True,
                          env=env, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", (out.returncode, out.stdout, out.stderr[-800:])
+
+
+def _attributed(run, row):
+    """Events naming ``row`` or a row nested in it (``parent`` chains by key)."""
+    rows = {f"{r['label']}#{r['index']}": r for r in run.records}
+
+    def inside(key):
+        while key is not None:
+            if key == f"{row['label']}#{row['index']}":
+                return True
+            key = rows[key]["parent"] if key in rows else None
+        return False
+
+    return [e for e in run.gc_events if inside(e["row"])]
+
+
+def test_the_collection_that_fires_when_gc_comes_back_on_is_not_the_calls():
+    """A gc_controlled call leaves 100,000 cycles behind; the collection that automatic GC runs
+    once it is switched back on falls after the row (the GC log names no row for it), and the
+    row's GC figures say 0, exactly what the log attributes to it."""
+    @gc_controlled(collect="never")
+    def step():
+        keep = make_cycles(50_000)  # 100,000 objects in cycles, dropped at return
+        return len(keep)
+
+    gc.collect()
+    with gnnmon.collect() as run:
+        step()
+        churn()  # the first allocations after the call: the pending automatic collection fires
+    (row,) = run.records
+    assert row["gc_collections"] == 0 and row["gc_pause_s"] == 0.0
+    assert _attributed(run, row) == []
+    after = [e for e in run.gc_events if e["row"] is None]
+    assert after and all(e["t_start_ns"] >= row["t_end_ns"] for e in after)
+    assert gc.isenabled()
+
+
+def test_a_rows_gc_figures_are_exactly_the_events_attributed_to_it_or_its_children():
+    """Planted collections in an outer row, in a row nested in it, and in another thread while
+    the outer row is open: each row counts what the log attributes to it or its children; the
+    other thread's collection names no row and is in neither."""
+    ready, done = threading.Event(), threading.Event()
+
+    def other():
+        ready.wait()
+        gc.collect(0)
+        done.set()
+
+    @gnnmon.cuda_timed(label="inner")
+    def inner():
+        gc.collect(1)
+
+    @gnnmon.cuda_timed(label="outer")
+    def outer():
+        gc.collect(0)
+        inner()
+        ready.set()
+        done.wait(5)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with gnnmon.collect() as run:
+        outer()
+    thread.join()
+    rows = {r["label"]: r for r in run.records}
+    for label, expected in (("inner", 1), ("outer", 2)):
+        events = _attributed(run, rows[label])
+        assert rows[label]["gc_collections"] == len(events) == expected
+        assert rows[label]["gc_pause_s"] == pytest.approx(sum(e["duration_s"] for e in events), rel=1e-9)
+        assert rows[label]["gc_max_generation"] == max(e["generation"] for e in events)
+    stray = [e for e in run.gc_events if e["row"] is None]
+    assert len(stray) == 1 and stray[0]["thread"] == thread.name

@@ -125,14 +125,18 @@ class GcControl(Measurement):
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        resume_gc()
+        # Automatic GC comes back on once the row has closed: the collection that its first
+        # allocation may then trigger (the garbage the call made) falls outside the row, in the
+        # enclosing row or in none, as the GC log says.
+        row = self.row
+        row.after_close(resume_gc)
         o = self.options
         c = o["collect"]
         if c == "never":
             return
         if c == "after" or next(o["_calls"]) % c == 0:
             gen = o["generation"]
-            self.row.after_close(lambda: requested_collection(gen, "gc_controlled"))
+            row.after_close(lambda: requested_collection(gen, "gc_controlled"))
 
 
 gc_controlled = make_decorator(GcControl, "gc_controlled")

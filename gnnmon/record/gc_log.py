@@ -1,10 +1,12 @@
 """The garbage-collection log: every collection, its generation, pause and where it fell.
 
 A ``gc.callbacks`` hook is installed while a run collects or a gnnmon row is open (reference
-counted, removed when neither is true). It keeps process-wide counters, so a row's GC figures are
-the difference between its start and end (an enclosing row includes its children's collections,
-and a collection triggered by any thread counts: it stops every thread). Each collection is also
-an event, with the row and phase of the thread that triggered it, for the run's ``gc_events``.
+counted, removed when neither is true). Each collection is an event, with the row and phase of
+the thread that triggered it, for the run's ``gc_events``; the same collection is added to that
+row's GC figures and to those of every row enclosing it. So a row's figures are exactly the
+events attributed to it or to its children, nothing else: a collection another thread triggered
+(it stops every thread) is that thread's row's, and one that fires after the row closed (as when
+``@gc_controlled`` switches automatic GC back on) is not the row's.
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ from typing import Any
 
 from gnnmon.record import state
 
-Counters = tuple[int, int, int, int]  # collections of gen 0, 1, 2; total pause ns
-
 
 class GcLog:
     """Process-wide counters and events of collections (one instance, :data:`GC_LOG`)."""
@@ -26,7 +26,7 @@ class GcLog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._users = 0
-        self.counts = [0, 0, 0]
+        self.counts = [0, 0, 0]  # collections seen per generation, process-wide
         self.pause_ns = 0
         self._t0 = 0
         self._wall0 = 0
@@ -57,10 +57,6 @@ class GcLog:
     @property
     def installed(self) -> bool:
         return self._users > 0
-
-    def snapshot(self) -> Counters:
-        c = self.counts
-        return c[0], c[1], c[2], self.pause_ns
 
     # -- the hook -------------------------------------------------------------------------------
     def _reason(self) -> str:
@@ -99,6 +95,13 @@ class GcLog:
             "phase": context.get(state.CURRENT_PHASE),
             "thread": threading.current_thread().name,
         }
+        enclosing = row
+        while enclosing is not None:  # the row's figures and its parents': plain int updates
+            enclosing.gc_n += 1
+            enclosing.gc_ns += pause
+            if gen > enclosing.gc_gen:
+                enclosing.gc_gen = gen
+            enclosing = enclosing.parent
         run = row.run if row is not None else state.open_run()
         if run is not None:  # the hook is held by a run or a row, so one exists
             run.add_gc_event(event)
@@ -110,17 +113,12 @@ GC_LOG = GcLog()
 _NO_GC = {"gc_collections": 0, "gc_pause_s": 0.0, "gc_max_generation": None}
 
 
-def row_gc_fields(start: Counters, end: Counters) -> dict[str, Any]:
-    """``gc_collections``, ``gc_pause_s`` (seconds), ``gc_max_generation`` between two snapshots."""
-    if start == end:
+def row_gc_fields(collections: int, pause_ns: int, max_generation: int) -> dict[str, Any]:
+    """``gc_collections``, ``gc_pause_s`` (seconds), ``gc_max_generation`` (None without one) of
+    the collections attributed to a row."""
+    if not collections:
         return _NO_GC
-    per_gen = [end[i] - start[i] for i in range(3)]
-    n = sum(per_gen)
-    return {
-        "gc_collections": n,
-        "gc_pause_s": (end[3] - start[3]) / 1e9,
-        "gc_max_generation": max(i for i in range(3) if per_gen[i]) if n else None,
-    }
+    return {"gc_collections": collections, "gc_pause_s": pause_ns / 1e9, "gc_max_generation": max_generation}
 
 
 def requested_collection(generation: int, reason: str) -> tuple[int, float]:

@@ -29,7 +29,7 @@ class Row:
 
     __slots__ = (
         "fields", "run", "parent", "sync", "_found", "_backend", "_deferred", "_token",
-        "_gc0", "_after", "_hook", "_cpu0",
+        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0",
     )
 
     def __init__(
@@ -69,7 +69,9 @@ class Row:
         self._hook = self.parent is None and not self.run.holds_gc_hook
         if self._hook:
             GC_LOG.acquire()
-        self._gc0 = GC_LOG.snapshot()
+        # Collections attributed to this row or its children (the GC log's callback adds them).
+        self.gc_n = self.gc_ns = 0
+        self.gc_gen = -1
         # Process CPU-seconds, for the CPU energy model (a clock read, ~1 µs; only with energy on).
         self._cpu0 = time.process_time() if self.run.energy is not None else None
         self._token = state.CURRENT_ROW.set(self)
@@ -123,15 +125,16 @@ class Row:
     def close(self, error: BaseException | None = None) -> None:
         """Finish the row (``t_end_ns``, ``error``) and hand it to the run."""
         fields = self.fields
-        fields["t_end_ns"] = time.time_ns()
-        if error is not None:
-            fields["error"] = type(error).__name__
         try:
             state.CURRENT_ROW.reset(self._token)
         except ValueError:  # closed in another context (a thread): just drop our marker
             if state.CURRENT_ROW.get() is self:
                 state.CURRENT_ROW.set(self.parent)
-        fields.update(row_gc_fields(self._gc0, GC_LOG.snapshot()))
+        # After the reset: a collection it triggered is the row's, and inside its window.
+        fields["t_end_ns"] = time.time_ns()
+        if error is not None:
+            fields["error"] = type(error).__name__
+        fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
         if self._cpu0 is not None:
             fields["cpu_s"] = time.process_time() - self._cpu0
         if fields["device"] is None:
@@ -141,15 +144,29 @@ class Row:
                 self.run.add_row(fields, self._deferred)
             except Exception as exc:  # noqa: BLE001 - e.g. a full disk: the call's result comes first
                 warnings.warn(f"gnnmon could not store the row {self.key}: {exc!r}", RuntimeWarning, 3)
-            if self._after is not None:
-                for action in self._after:
-                    action()
         finally:
-            if self._hook:
-                GC_LOG.release()
+            try:
+                if self._after is not None:  # also after a KeyboardInterrupt: GC must come back on
+                    _run_all(self._after)
+            finally:
+                if self._hook:
+                    GC_LOG.release()
 
     def _settle_device(self) -> None:
         try:
             self.backend()
         except Exception as exc:  # noqa: BLE001 - identity only: a row without memory/timing must not fail
             self.note(f"device not resolved: {exc}")
+
+
+def _run_all(actions: list[Callable[[], Any]]) -> None:
+    """Run every action, even after one raised; then raise the first error."""
+    first: BaseException | None = None
+    for action in actions:
+        try:
+            action()
+        except BaseException as exc:  # noqa: BLE001 - the others must still run (GC back on)
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first
