@@ -4,7 +4,8 @@ needs (the full list of fields is in the README and ``docs/``). Imports nothing 
 from __future__ import annotations
 
 IDENTITY_FIELDS = (
-    "label", "index", "parent", "t_start_ns", "t_end_ns", "device", "backend", "error", "notes",
+    "label", "index", "parent", "t_start_ns", "t_end_ns", "device", "backend", "device_source", "error",
+    "notes",
 )
 """Fields every row has; a carried marker may not take one of these names."""
 

@@ -1,4 +1,4 @@
-"""Which device a call runs on: explicit argument, else its arguments, else the default device.
+"""Which device a call runs on: explicit argument, else its arguments, else :func:`infer_device`.
 
 Resolution happens per call (never at import). Reading a device never syncs or copies.
 """
@@ -135,11 +135,59 @@ def default_device() -> torch.device:
     return _get_default_device()
 
 
+# How a row's device was chosen (its ``device_source`` field).
+BY_ARGUMENT = "argument"
+BY_EXPLICIT = "explicit"
+BY_DEFAULT = "torch default device"
+BY_CUDA_IN_USE = "cuda in use"
+BY_MPS_IN_USE = "mps in use"
+BY_NOTHING = "cpu: no accelerator in use"
+
+
+def _mps_in_use() -> bool:
+    mps = getattr(torch, "mps", None)
+    if mps is None or not torch.backends.mps.is_available():
+        return False
+    try:
+        return bool(mps.current_allocated_memory() > 0)
+    except Exception:  # noqa: BLE001 - an MPS build that cannot say: not in use
+        return False
+
+
+def infer_device() -> tuple[torch.device, str]:
+    """The device of a call with no device among its arguments (``@monitor_memory_device def
+    train(): ...`` over a global model and loader), and how it was chosen:
+
+    1. torch's default device, where one was set (``torch.set_default_device``);
+    2. else the current CUDA device, if CUDA is initialised in this process (a tensor or model was
+       put on a GPU, here or in an earlier call): ``cuda in use``;
+    3. else MPS, if it holds memory: ``mps in use``;
+    4. else the CPU: ``cpu: no accelerator in use``.
+
+    Never the CPU silently while a GPU is in use. A call that is the first to use CUDA is measured
+    on the CPU (CUDA was not in use when it started); its row says so (:func:`cuda_started_since`)."""
+    dev = default_device()
+    if dev.type != "cpu":
+        return dev, BY_DEFAULT
+    if torch.cuda.is_initialized():
+        return torch.device("cuda", torch.cuda.current_device()), BY_CUDA_IN_USE
+    if _mps_in_use():
+        return torch.device("mps"), BY_MPS_IN_USE
+    return dev, BY_NOTHING
+
+
+def cuda_started_since(source: str) -> bool:
+    """True when a row measured on the CPU for want of an accelerator in use sees CUDA in use now
+    (the call itself started it)."""
+    return source == BY_NOTHING and torch.cuda.is_initialized()
+
+
 def resolve_device(
     explicit: Any = None, args: Iterable[Any] = (), kwargs: Mapping[str, Any] | None = None
 ) -> torch.device:
-    """The device a call is measured on: ``explicit`` if given, else its arguments', else default."""
+    """The device a call is measured on: ``explicit`` if given, else its arguments', else
+    :func:`infer_device`'s."""
     if explicit is not None:
         return parse_device(explicit)
     dev = device_from_arguments(args, kwargs or {})
-    return check_supported(dev if dev is not None else default_device())
+    return check_supported(dev if dev is not None else infer_device()[0])

@@ -17,7 +17,14 @@ from typing import Any
 import torch
 
 from gnnmon.devices import Backend, backend_for
-from gnnmon.devices.resolve import check_supported, default_device, parse_device
+from gnnmon.devices.resolve import (
+    BY_ARGUMENT,
+    BY_EXPLICIT,
+    check_supported,
+    cuda_started_since,
+    infer_device,
+    parse_device,
+)
 from gnnmon.errors import DeviceError
 from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG, row_gc_fields
@@ -89,7 +96,10 @@ class Row:
         if explicit is None:
             if self._backend is not None:
                 return self._backend
-            dev = self._found or default_device()
+            if self._found is not None:
+                dev, how = self._found, BY_ARGUMENT
+            else:
+                dev, how = infer_device()
             try:
                 backend = backend_for(dev)
             except DeviceError:
@@ -97,12 +107,13 @@ class Row:
                 raise
         else:
             dev = explicit if isinstance(explicit, torch.device) else parse_device(explicit)
-            backend = backend_for(dev)
+            backend, how = backend_for(dev), BY_EXPLICIT
         if self._backend is None:
             self._backend = backend
             fields = self.fields
             fields["device"] = backend.label
             fields["backend"] = backend.name
+            fields["device_source"] = how
         return backend
 
     def note(self, text: str) -> None:
@@ -139,6 +150,9 @@ class Row:
             fields["cpu_s"] = time.process_time() - self._cpu0
         if fields["device"] is None:
             self._settle_device()
+        elif cuda_started_since(fields.get("device_source", "")):
+            self.note("CUDA was first used during this call, after it was measured on the CPU: its GPU "
+                      "memory is not in this row; later calls measure the GPU (or pass device=)")
         try:
             try:
                 self.run.add_row(fields, self._deferred)
