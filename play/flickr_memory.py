@@ -156,18 +156,26 @@ def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, step
     model = GCN(data.num_features, setting.hidden, int(data.y.max()) + 1, conv=setting.conv,
                 checkpoint=setting.checkpoint).to(device=device, dtype=dtype)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    # filter_per_worker=True: the batch's features are gathered in collate (in the workers), before
+    # the DataLoader pins what collate returns. With False (PyG's inferred choice for CPU data in
+    # some versions) they are gathered afterwards in the main process, from unpinned memory, and
+    # pin_memory pins only the sampler's index tensors.
     loader = make_loader(data, list(setting.fanouts), batch_size=setting.batch_size,
-                         input_nodes=data.train_mask, shuffle=True,
+                         input_nodes=data.train_mask, shuffle=True, filter_per_worker=True,
                          num_workers=setting.num_workers, pin_memory=setting.pin_memory)
     step = make_step(model, optimizer, device, setting)
-    seen_dtypes: list[str] = []
-    hook = model.conv1.register_forward_hook(lambda m, i, o: seen_dtypes.append(str(o.dtype)))
+    seen_dtypes: list[str] = []  # the first convolution's matmul output (what autocast lowers)
+    conv_dtypes: list[str] = []  # its output (GCNConv's float32 bias add promotes it back)
+    inner = getattr(model.conv1, "lin", None) or getattr(model.conv1, "lin_rel", None) or model.conv1
+    hooks = [inner.register_forward_hook(lambda m, i, o: seen_dtypes.append(str(o.dtype))),
+             model.conv1.register_forward_hook(lambda m, i, o: conv_dtypes.append(str(o.dtype)))]
     readback: dict[str, Any] = {
         "hidden": model.conv1.out_channels,
         "conv": type(model.conv1).__name__,
         "param_dtype": str(next(model.parameters()).dtype),
         "autocast": str(autocast_dtype) if autocast_dtype else None,
         "pin_memory": loader.pin_memory,
+        "filter_per_worker": loader.filter_per_worker,
         "num_workers": loader.num_workers,
         "fanouts": list(loader.node_sampler.num_neighbors.values),
         "batch_size": loader.batch_size,
@@ -194,8 +202,10 @@ def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, step
             calls = model.conv_calls
             loss = step(model, batch)
             if i == 0:
-                hook.remove()
+                for hook in hooks:
+                    hook.remove()
                 readback["activation_dtype"] = seen_dtypes[0] if seen_dtypes else None
+                readback["conv_output_dtype"] = conv_dtypes[0] if conv_dtypes else None
                 readback["batch_pinned"] = bool(batch.x.is_pinned())
                 readback["worker_processes"] = len(psutil.Process().children())
                 readback["conv_forwards_per_step"] = model.conv_calls - calls
@@ -209,7 +219,9 @@ def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, step
     finally:
         del batches  # shuts the workers down
     if setting.pin_memory and not readback["batch_pinned"]:
-        readback["note"] = "pin_memory asked but batches are not pinned: no accelerator here"
+        readback["note"] = ("pin_memory asked but batches are not pinned: " +
+                            ("no accelerator here" if not _accelerator() else
+                             f"filter_per_worker={loader.filter_per_worker}"))
     run.mark("readback", {"config": name, **readback}, carry=False)
     return readback
 
@@ -217,6 +229,9 @@ def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, step
 # -- a sweep ------------------------------------------------------------------------------------
 
 def summarise(records: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """Medians and maxima of one configuration's measured steps, each device's memory apart: the
+    step's device (``mem_*``: the GPU's allocator on CUDA and MPS, the host's RSS on the CPU), the
+    main process's own host memory (``rss_*`` less its workers) and the workers' (``rss_children_*``)."""
     rows = [r for r in records if r.get("config") == name and r.get("stage") == "measured"
             and r["label"] == "train_step"]
     if not rows:
@@ -230,20 +245,30 @@ def summarise(records: list[dict[str, Any]], name: str) -> dict[str, Any]:
         vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
         return max(vals) if vals else None
 
-    own = [r["mem_peak_bytes"] - (r.get("rss_children_peak_bytes") or 0) for r in rows]
+    # The host process alone: RSS (which counts the workers when they are included) less them.
+    host = [r["rss_peak_bytes"] - (r.get("rss_children_peak_bytes") or 0) for r in rows]
+    h2d = med("phase_h2d_s")
     return {
         "steps": len(rows),
-        "own_peak_mib_median": statistics.median(own) / MiB,
+        "backend": rows[0].get("backend"),
+        "device": rows[0].get("device"),
         "step_peak_mib_median": med("mem_peak_delta_bytes") / MiB,
         "step_peak_mib_max": mx("mem_peak_delta_bytes") / MiB,
-        "process_peak_mib_median": med("mem_peak_bytes") / MiB,
-        "process_peak_mib_max": mx("mem_peak_bytes") / MiB,
+        "device_peak_mib_median": med("mem_peak_bytes") / MiB,
+        "device_peak_mib_max": mx("mem_peak_bytes") / MiB,
+        "own_peak_mib_median": statistics.median(host) / MiB,
         "children_peak_mib_median": (med("rss_children_peak_bytes") or 0) / MiB,
         "step_s_median": med("device_s"),
+        "h2d_ms_median": None if h2d is None else h2d * 1e3,
         "nodes_median": med("num_nodes"),
         "edges_median": med("num_edges"),
         "peak_source": rows[0].get("mem_peak_bytes_source"),
+        "host_source": rows[0].get("rss_peak_bytes_source"),
     }
+
+
+def _accelerator() -> bool:
+    return torch.cuda.is_available() or torch.backends.mps.is_available()
 
 
 def run_sweep(axis: str, data: Any, *, base: Setting, steps: int, warmup: int, device: torch.device,
@@ -275,33 +300,44 @@ def _effect(r: dict[str, Any]) -> str:
     """The read-back values that prove this axis' setting took effect."""
     b = r["readback"]
     parts = [f"hidden={b['hidden']}", f"params {b['param_dtype'].replace('torch.', '')}",
-             f"activations {str(b.get('activation_dtype')).replace('torch.', '')}",
+             f"activations {str(b.get('activation_dtype')).replace('torch.', '')} (conv matmul; conv output "
+             f"{str(b.get('conv_output_dtype')).replace('torch.', '')})",
              f"fanouts={b['fanouts']}", f"workers={b['num_workers']} ({b.get('worker_processes')} proc)",
-             f"pin_memory={b['pin_memory']} (pinned: {b.get('batch_pinned')})",
+             f"pin_memory={b['pin_memory']} (pinned: {b.get('batch_pinned')}, "
+             f"filter_per_worker={b.get('filter_per_worker')})",
              f"checkpoint={b['checkpoint']} ({b.get('conv_forwards_per_step')} conv fwd/step)"]
     return "; ".join(parts)
 
 
 def sweep_markdown(axis: str, results: list[dict[str, Any]], data_note: str, steps: int, warmup: int) -> str:
+    first = results[0]["summary"]
+    where = first.get("device") or "?"
+    on_host = first.get("backend") == "cpu"
+    dev = "host RSS" if on_host else f"{where} allocator"
     lines = [f"## Sweep: {axis}", "", f"Data: {data_note}. {steps} measured steps per configuration "
-             f"after {warmup} warm-up steps; fresh model and loader each.", "",
-             "| setting | steps | step peak MiB median | step peak MiB max | process peak MiB median "
-             "| workers RSS / USS MiB | process + workers' USS MiB | s / step | nodes / batch | edges / batch |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             f"after {warmup} warm-up steps; fresh model and loader each. Device: {where}.", "",
+             f"| setting | steps | step peak MiB median ({dev}) | step peak MiB max | device peak MiB median "
+             "| host process peak MiB | workers RSS / USS MiB | host process + workers' USS MiB | h2d ms "
+             "| s / step | nodes / batch | edges / batch |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         s = r["summary"]
         uss = r["readback"].get("workers_uss_mib")
         workers = f"{s['children_peak_mib_median']:.0f} / {uss:.0f}" if uss is not None else "–"
+        h2d = "–" if s.get("h2d_ms_median") is None else f"{s['h2d_ms_median']:.2f}"
         lines.append(
             f"| {r['name']} | {s['steps']} | {s['step_peak_mib_median']:.1f} | {s['step_peak_mib_max']:.1f} | "
-            f"{s['own_peak_mib_median']:.0f} | {workers} | {s['with_workers_mib']:.0f} | "
-            f"{s['step_s_median']:.3f} | {s['nodes_median']:,.0f} | {s['edges_median']:,.0f} |")
-    lines += ["", "Step peak: the highest memory inside the train step above its start "
-              "(`mem_peak_delta_bytes`). Process peak: the main process's highest absolute figure "
-              f"(`mem_peak_bytes`, {results[0]['summary'].get('peak_source')}, less its workers). Workers: "
+            f"{s['device_peak_mib_median']:.0f} | {s['own_peak_mib_median']:.0f} | {workers} | "
+            f"{s['with_workers_mib']:.0f} | {h2d} | {s['step_s_median']:.3f} | {s['nodes_median']:,.0f} | "
+            f"{s['edges_median']:,.0f} |")
+    lines += ["", f"Step peak: the highest memory of the step's device ({dev}) inside the train step above "
+              "its start (`mem_peak_delta_bytes`). Device peak: that device's highest absolute figure "
+              f"(`mem_peak_bytes`, {first.get('peak_source')}). Host process peak: the main process's own "
+              f"RSS peak (`rss_peak_bytes` less its workers, {first.get('host_source')}). Workers: "
               "their summed RSS sampled during the steps (`rss_children_peak_bytes`: every worker counts "
               "the parent's pages it shares) and their USS read once after the steps (the memory they "
-              "alone hold).", "", "Read back from the loader and the model:", ""]
+              "alone hold). h2d: the `h2d` phase, the batch's copy to the device.", "",
+              "Read back from the loader and the model:", ""]
     lines += [f"- {r['name']}: {_effect(r)}" + (f" — {r['readback']['note']}" if r['readback'].get('note') else "")
               for r in results]
     return "\n".join(lines) + "\n"
@@ -336,7 +372,7 @@ def plot_sweep(axis: str, results: list[dict[str, Any]], path: Path) -> None:
 
 def comparison(all_results: dict[str, list[dict[str, Any]]]) -> str:
     def by(axis: str, key: str = "step_peak_mib_median") -> dict[str, float]:
-        return {r["name"]: r["summary"][key] for r in all_results.get(axis, [])}
+        return {r["name"]: r["summary"].get(key) for r in all_results.get(axis, [])}
 
     lines = ["## Our figures next to the article's claims", "",
              "| claim (article) | article | ours | agree? |", "| --- | --- | --- | --- |"]
@@ -360,6 +396,10 @@ def comparison(all_results: dict[str, list[dict[str, Any]]]) -> str:
     if {"off", "on"} <= set(pin):
         d = 100 * (pin["on"] / pin["off"] - 1)
         lines.append(f"| pin_memory marginal | small | {d:+.1f} % (on vs off) | {'yes' if abs(d) < 10 else 'no'} |")
+        h2d = by("pin_memory", "h2d_ms_median")
+        if h2d.get("off") and h2d.get("on") is not None:
+            lines.append(f"| (not in the article) pinning speeds the copy to the device | – | h2d "
+                         f"{h2d['off']:.2f} -> {h2d['on']:.2f} ms ({100 * (h2d['on'] / h2d['off'] - 1):+.1f} %) | – |")
     w = by("workers", "with_workers_mib")
     if {"0", "6"} <= set(w):
         d = 100 * (w["6"] / w["0"] - 1)

@@ -31,7 +31,8 @@ def sweep(axis, tiny, tmp_path, steps=2):
     for r in results:
         s = r["summary"]
         assert s["steps"] == steps
-        assert s["step_peak_mib_median"] is not None and s["process_peak_mib_median"] > 10
+        assert s["step_peak_mib_median"] is not None and s["device_peak_mib_median"] > 10
+        assert s["own_peak_mib_median"] > 10 and s["h2d_ms_median"] is not None
         rows = [x for x in run.records if x.get("config") == r["name"] and x["label"] == "train_step"]
         assert len(rows) == steps + 1  # warm-up kept in the file, marked
         assert [x["stage"] for x in rows] == ["warm-up"] + ["measured"] * steps
@@ -49,8 +50,13 @@ def test_hidden(tiny, tmp_path):
 def test_pin_memory(tiny, tmp_path):
     r = sweep("pin_memory", tiny, tmp_path)
     assert r["off"]["readback"]["pin_memory"] is False and r["on"]["readback"]["pin_memory"] is True
-    if not torch.cuda.is_available():  # nothing to pin for: said, not hidden
-        assert r["on"]["readback"]["batch_pinned"] is False and "not pinned" in r["on"]["readback"]["note"]
+    # the features are gathered in collate, before the DataLoader pins what collate returns
+    assert r["on"]["readback"]["filter_per_worker"] is True
+    if not (torch.cuda.is_available() or torch.backends.mps.is_available()):  # nothing to pin for
+        assert r["on"]["readback"]["batch_pinned"] is False
+        assert r["on"]["readback"]["note"] == "pin_memory asked but batches are not pinned: no accelerator here"
+    else:
+        assert r["on"]["readback"]["batch_pinned"] is True
 
 
 def test_precision(tiny, tmp_path):
@@ -61,6 +67,9 @@ def test_precision(tiny, tmp_path):
     assert b["float32"]["param_dtype"] == "torch.float32"
     assert b["bfloat16-autocast"]["param_dtype"] == "torch.float32"
     assert b["bfloat16-autocast"]["autocast"] == "torch.bfloat16"
+    # autocast lowers the convolution's matmul; GCNConv's float32 bias add promotes its output back
+    assert b["bfloat16-autocast"]["activation_dtype"] == "torch.bfloat16"
+    assert b["bfloat16-autocast"]["conv_output_dtype"] == "torch.float32"
 
 
 def test_workers(tiny, tmp_path):
@@ -105,6 +114,25 @@ def test_comparison_table_names_every_claim():
     assert "| 64 -> 16 bit | -63.6 % | -63.6 % | yes |" in text
     assert "neighbour sampling dominates" in text and "| yes |" in text
     assert "activation checkpointing" in text and "-2.0 %" in text
+
+
+def test_the_summary_keeps_each_devices_memory_apart():
+    """Planted CUDA rows: the GPU's allocator figures (mem_*), the host process's RSS including its
+    workers (rss_*) and the workers' (rss_children_*). No figure mixes two devices: the host
+    process's own peak is its RSS less its workers, never the GPU's figure less host memory (which
+    printed -3,094 MiB on an H100)."""
+    from play.flickr_memory import summarise
+
+    GiB = 2**30
+    rows = [{"label": "train_step", "config": "4", "stage": "measured", "backend": "cuda", "device": "cuda:0",
+             "mem_peak_bytes": 3 * GiB, "mem_peak_delta_bytes": GiB // 2, "rss_peak_bytes": 5 * GiB + k,
+             "rss_children_peak_bytes": 3 * GiB, "device_s": 0.004, "phase_h2d_s": 0.0005,
+             "num_nodes": 100, "num_edges": 200} for k in range(3)]
+    s = summarise(rows, "4")
+    assert s["device_peak_mib_median"] == 3 * 1024 and s["step_peak_mib_median"] == 512
+    assert s["own_peak_mib_median"] == pytest.approx(2 * 1024, abs=0.01)  # host: 5 GiB less 3 GiB of workers
+    assert s["children_peak_mib_median"] == 3 * 1024 and s["h2d_ms_median"] == 0.5
+    assert s["backend"] == "cuda"
 
 
 def test_settings_are_frozen():
