@@ -424,7 +424,7 @@ def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any
         import pynvml
 
         pynvml.nvmlInit()
-        uuids = cuda_uuids() or []
+        uuids = cuda_uuids()[0] or []
         index = device.index or 0
         handle = (pynvml.nvmlDeviceGetHandleByUUID(uuids[index]) if uuids
                   else pynvml.nvmlDeviceGetHandleByIndex(index))

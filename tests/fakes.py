@@ -291,7 +291,13 @@ class FakeCuda(_Timeline):
             monkeypatch.setattr(torch.cuda, name, getattr(self, name))
         monkeypatch.setattr(torch._C, "_cuda_memoryStats", self.raw_memory_stats, raising=False)
         monkeypatch.setattr(torch._C, "_cuda_getCurrentStream", self.get_current_stream_data, raising=False)
+        monkeypatch.setattr(torch.cuda, "_raw_device_uuid_nvml", self.raw_device_uuid_nvml, raising=False)
         return self
+
+    def raw_device_uuid_nvml(self) -> list[str]:
+        """``torch.cuda._raw_device_uuid_nvml()``: NVML's UUIDs in NVML's order (the reverse of
+        CUDA's here, as ``CUDA_DEVICE_ORDER=FASTEST_FIRST`` can make it), without starting CUDA."""
+        return [f"GPU-{u}" for u in sorted(self.uuids, key=lambda u: u.int)]
 
 
 class FakeMps(_Timeline):

@@ -32,6 +32,7 @@ def test_fake_nvml_counter_ramping_at_a_known_power_gives_the_row_energy(fake_cu
     sends, interpolated to the row's ends. The training process itself never calls NVML."""
     nv = FakeNvml(n=2, ramp_w=150.0, calls_log=str(tmp_path / "calls")).install(monkeypatch, tmp_path)
     nv.ramp_w[1] = 900.0  # CUDA 0: not this row's GPU (in this process only: never read here)
+    fake_cuda.current_device()  # the model is on the GPU: CUDA in use, UUIDs from torch
 
     @cuda_timed(device="cuda:1")
     def step():
@@ -138,7 +139,10 @@ def test_steps_are_found_where_they_happened_on_a_simulated_clock():
 
 def test_fake_nvml_samples(fake_cuda, monkeypatch):
     FakeNvml(n=2, power_w=150).install(monkeypatch)
-    nvml = Nvml(cuda_uuids())
+    fake_cuda.current_device()  # CUDA in use: torch's own UUIDs give the exact mapping
+    uuids, how = cuda_uuids()
+    assert how == "torch device properties"
+    nvml = Nvml(uuids)
     assert nvml.open()
     s = nvml.sample()
     # CUDA 0 is NVML 1: util 47 %, 2 GiB used
@@ -150,6 +154,7 @@ def test_fake_nvml_samples(fake_cuda, monkeypatch):
 
 def test_without_energy_counter_power_is_integrated_over_samples(fake_cuda, monkeypatch):
     FakeNvml(n=2, energy=False, power_w=200).install(monkeypatch)
+    fake_cuda.current_device()  # CUDA in use: CUDA 0 is NVML's GPU 1 (util 47 %)
 
     @cuda_timed(device="cuda:0")
     def step():
@@ -172,6 +177,26 @@ def test_no_counter_and_no_power_reading_says_why(fake_cuda, monkeypatch):
     (row,) = run.records
     assert row["energy_gpu_j"] is None
     assert any("no energy counter and no power sample" in n for n in row["notes"])
+
+
+def test_gpus_are_mapped_without_starting_cuda(fake_cuda, monkeypatch):
+    """CUDA not started yet when the run starts: gnnmon does not start it (a run that samples must
+    not change what the process does), and maps CUDA indices to NVML's GPUs through NVML's UUIDs
+    and CUDA_VISIBLE_DEVICES, as torch's own device count does; the manifest says how."""
+    nvml_order = fake_cuda.raw_device_uuid_nvml()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    uuids, how = cuda_uuids()
+    assert uuids == [nvml_order[1]] and "CUDA_VISIBLE_DEVICES" in how
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", nvml_order[0][4:12])  # a UUID prefix, as CUDA accepts
+    assert cuda_uuids()[0] == [nvml_order[0]]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert cuda_uuids()[0] == nvml_order
+    with gnnmon.collect(sample=0.05) as run:
+        pass
+    assert not fake_cuda.is_initialized()
+    assert "CUDA not started by gnnmon" in run.manifest["options"]["sampler"]["gpus_mapped_by"]
+    fake_cuda.current_device()
+    assert cuda_uuids() == ([f"GPU-{u}" for u in fake_cuda.uuids], "torch device properties")
 
 
 def test_pynvml_missing_or_no_library(monkeypatch):

@@ -47,15 +47,41 @@ def check_cuda_index(device: torch.device) -> int:
     return index
 
 
-def cuda_uuids() -> list[str] | None:
-    """``"GPU-<uuid>"`` per CUDA index, as NVML names them (None without CUDA or UUIDs), so that the
-    sampler reads the GPU a row ran on even where ``CUDA_VISIBLE_DEVICES`` reorders them."""
+def cuda_uuids() -> tuple[list[str] | None, str]:
+    """``"GPU-<uuid>"`` per CUDA index, as NVML names them, so that the sampler reads the GPU a row
+    ran on even where ``CUDA_VISIBLE_DEVICES`` reorders them; and how the list was made.
+
+    Never starts CUDA: where it is initialised, torch's device properties give the exact list;
+    where it is not, NVML's UUIDs filtered by ``CUDA_VISIBLE_DEVICES`` (what torch's own device
+    count does without starting CUDA), in NVML's order — CUDA's order where
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` or the GPUs are alike. None where neither can be had."""
     if not torch.cuda.is_available():
-        return None
+        return None, "no CUDA"
+    if torch.cuda.is_initialized():
+        try:
+            return ([f"GPU-{torch.cuda.get_device_properties(i).uuid}" for i in range(torch.cuda.device_count())],
+                    "torch device properties")
+        except Exception:  # noqa: BLE001 - an older torch without .uuid: NVML's own order
+            return None, "NVML order (torch gives no UUID)"
     try:
-        return [f"GPU-{torch.cuda.get_device_properties(i).uuid}" for i in range(torch.cuda.device_count())]
-    except Exception:  # noqa: BLE001 - an older torch without .uuid: NVML's own order
-        return None
+        visible = torch.cuda._parse_visible_devices()
+        known = torch.cuda._raw_device_uuid_nvml()
+    except Exception as exc:  # noqa: BLE001 - no NVML library, an older torch: NVML's own order
+        return None, f"NVML order ({type(exc).__name__})"
+    if not known:
+        return None, "NVML order (NVML gave no UUID)"
+    if visible and isinstance(visible[0], str):
+        if visible[0].startswith("MIG-"):
+            return None, "NVML order (MIG devices)"
+        ordinals = torch.cuda._transform_uuid_to_ordinals([str(v) for v in visible], known)
+    else:
+        ordinals = [int(i) for i in visible]
+    uuids = []
+    for i in ordinals:
+        if not 0 <= i < len(known):
+            break  # CUDA stops at the first invalid entry
+        uuids.append(known[i])
+    return uuids, "NVML UUIDs and CUDA_VISIBLE_DEVICES (CUDA not started by gnnmon)"
 
 
 def nested_stats_reader() -> Callable[[int], dict[str, Any]]:

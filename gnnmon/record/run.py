@@ -190,11 +190,12 @@ class Run:
                                    "flush_interval": self.flush_interval}
         sampler = None
         if self.sample_interval is not None:
-            settings = {"interval": self.sample_interval, "uuids": cuda_uuids(),
+            uuids, mapped_by = cuda_uuids()
+            settings = {"interval": self.sample_interval, "uuids": uuids,
                         "energy": self._energy_options is not None}
             sampler = start_sampler(settings, self._take_timeline, self._sampler_mode)
             options["sampler"] = {"mode": sampler.mode, "why": sampler.why, "pid": sampler.hello.get("pid"),
-                                  "startup_s": sampler.hello.get("startup_s")}
+                                  "startup_s": sampler.hello.get("startup_s"), "gpus_mapped_by": mapped_by}
             options["nvml"] = sampler.hello.get("nvml")
         energy_join = None
         try:  # a bad option or an unwritable file: the sampler must not outlive the failed start

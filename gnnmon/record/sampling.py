@@ -32,7 +32,7 @@ class sample_utilisation:
         self._previous = (run.sample_interval, run.join)
         if run.join is not None:
             return self
-        settings = {"interval": self.interval, "uuids": cuda_uuids(), "energy": False,
+        settings = {"interval": self.interval, "uuids": cuda_uuids()[0], "energy": False,
                     "include_children": self.include_children}
         self._sampler = sampler = start_sampler(settings, run._take_timeline, self.mode)
         run.sample_interval = sampler.interval
