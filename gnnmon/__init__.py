@@ -10,6 +10,7 @@ holds the raw counters under all of them. Imports point down that flow (tests/te
 from gnnmon._version import __version__
 from gnnmon.devices.malloc import exact_host_memory
 from gnnmon.errors import DeviceError, GnnmonError, ReportFileError
+from gnnmon.measure.compile import track_compile
 from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
 from gnnmon.measure.graph import graph_shape, record_graph
 from gnnmon.measure.memory import memory_scope, monitor_memory_device
@@ -46,4 +47,5 @@ __all__ = [
     "record_graph",
     "sample_utilisation",
     "timed",
+    "track_compile",
 ]

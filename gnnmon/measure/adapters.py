@@ -20,9 +20,16 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, ClassVar
 
+import torch
+
 from gnnmon.devices.resolve import parse_device, scan_arguments
 from gnnmon.measure.graph import graph_shape
 from gnnmon.record.row import Row
+
+is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+"""True while ``torch.compile`` traces the code that calls it (Dynamo folds it to a constant): a
+gnnmon decorator or phase inside a compiled function then adds nothing to the graph (no graph
+break, no row); measure around the compiled call instead (docs/timing-and-gc.md)."""
 
 # (wrapper expected next, row it should join), set by an outer wrapper just before it calls down.
 _JOIN: ContextVar[tuple[Any, Row] | None] = ContextVar("gnnmon_join", default=None)
@@ -150,6 +157,8 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if is_compiling():  # traced by torch.compile: the call alone goes into the graph (no row)
+            return target(*args, **kwargs)
         joined = _JOIN.get()
         if joined is None:
             own = True

@@ -22,7 +22,7 @@ from typing import Any
 
 from gnnmon.devices import Backend
 from gnnmon.devices.resolve import parse_device
-from gnnmon.measure.adapters import Measurement, make_decorator, make_scope
+from gnnmon.measure.adapters import Measurement, is_compiling, make_decorator, make_scope
 from gnnmon.record import state
 from gnnmon.record.row import Row
 
@@ -184,6 +184,9 @@ class phase:
         self.device = None if device is None else parse_device(device)
 
     def __enter__(self) -> phase:
+        if is_compiling():  # traced by torch.compile: nothing of gnnmon goes into the graph
+            self._row = None
+            return self
         row = state.CURRENT_ROW.get()
         self._own = row is None
         if row is None:
@@ -201,8 +204,10 @@ class phase:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        state.CURRENT_PHASE.reset(self._token)
         row = self._row
+        if row is None:  # entered while traced by torch.compile
+            return
+        state.CURRENT_PHASE.reset(self._token)
         wall, device = self._watch.stop()
         field = f"phase_{self.name}_s"
         if isinstance(device, EventSpan):

@@ -6,6 +6,8 @@ A row's *time* is ``device_s`` if measured, else ``wall_s``, else its window (``
 ``t_start_ns``). Spikes are rows whose time exceeds, per label, ``max(median + k·1.4826·MAD,
 min_ratio·median)`` (defaults k = 5, min_ratio = 1.5) over the rows after warm-up. Each spike gets one cause, checked in order:
 
+* ``recompile`` — ``torch.compile`` compiled something during it (``@track_compile`` rows:
+  ``compile_frames`` > 0; the detail says how many were recompilations and how long it took);
 * ``warm-up`` — one of the first ``warmup`` calls of its label, or a row of the first epoch
   (rows carry ``epoch`` after ``run.mark("epoch", n)``) when that whole epoch is slow for the
   label (its median above the threshold: a first pass filling caches, e.g. PyG's
@@ -113,7 +115,13 @@ def spikes(
             pause = float(row["gc_pause_s"]) if _num(row.get("gc_pause_s")) else 0.0
             cause, detail = "unexplained", ""
             odd_shape = _odd_shape(row, shapes, shape_tol)
-            if row.get("index", 0) < warmup:
+            frames = int(row["compile_frames"]) if _num(row.get("compile_frames")) else 0
+            if frames > 0:
+                cause = "recompile"
+                detail = (f"{frames} frame(s) compiled ({row.get('compile_recompiles')} recompiled), "
+                          f"{float(row.get('compile_s') or 0.0) * 1e3:.0f} ms compiling, "
+                          f"{row.get('compile_graph_breaks')} graph break(s)")
+            elif row.get("index", 0) < warmup:
                 cause, detail = "warm-up", f"call {row.get('index')} of {label}"
             elif slow_epoch is not None and row.get("epoch") == slow_epoch[0] and pause < gc_share * excess:
                 cause = "warm-up"

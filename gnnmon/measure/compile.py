@@ -1,0 +1,119 @@
+"""What ``torch.compile`` did during a call: ``@track_compile`` (alone or stacked with the others).
+
+Read from what torch exposes, the difference between the call's start and end:
+
+* ``compile_frames`` — Python frames Dynamo compiled (``torch._dynamo.utils.counters["frames"]
+  ["total"]``); ``compile_recompiles`` — those that were a frame compiled again (a guard failed:
+  a new shape, dtype or Python value), from the compilation records
+  (``torch._dynamo.utils.get_compilation_metrics()``, ``compile_id.frame_compile_id > 0``; the
+  records keep the newest 64);
+* ``compile_graphs`` — graphs produced (``counters["stats"]["unique_graphs"]``);
+* ``compile_graph_breaks`` — graph breaks met while compiling (``counters["graph_break"]``, a
+  count per reason; the first line of each new reason goes to ``notes``);
+* ``compile_s`` — seconds spent compiling frames (``torch._dynamo.utils.compilation_time_metrics
+  ["_compile.compile_inner"]``).
+
+These are internal to torch (``torch._dynamo``), present and of this shape from torch 2.1 through
+2.13 (checked on 2.11 and 2.13). Where one is missing the figure is None and ``notes`` says why.
+Nothing is imported: while ``torch._dynamo`` has not been loaded nothing can have been compiled,
+and the figures are 0 at a cost of one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from gnnmon.measure.adapters import Measurement, make_decorator
+
+Snapshot = tuple[int, int, dict[str, int], int] | None
+"""(frames compiled, graphs, graph breaks per reason, compile-time entries) so far; None while
+Dynamo is not loaded."""
+
+_COMPILE_INNER = "_compile.compile_inner"
+_ZERO = {"compile_frames": 0, "compile_recompiles": 0, "compile_graphs": 0,
+         "compile_graph_breaks": 0, "compile_s": 0.0}
+
+
+def _dynamo_utils() -> Any:
+    """``torch._dynamo.utils`` if torch has loaded it (never imported here: 2.5 s)."""
+    return sys.modules.get("torch._dynamo.utils")
+
+
+def _compile_times(utils: Any) -> list[float]:
+    return list(getattr(utils, "compilation_time_metrics", {}).get(_COMPILE_INNER, []))
+
+
+def snapshot() -> Snapshot:
+    """Dynamo's counters now, or None while it is not loaded."""
+    utils = _dynamo_utils()
+    if utils is None:
+        return None
+    counters = utils.counters
+    return (int(counters["frames"].get("total", 0)), int(counters["stats"].get("unique_graphs", 0)),
+            dict(counters["graph_break"]), len(_compile_times(utils)))
+
+
+def compile_fields(start: Snapshot, end: Snapshot, notes: list[str]) -> dict[str, Any]:
+    """The ``compile_*`` fields between two snapshots (the first line of each new graph-break
+    reason into ``notes``, at most three)."""
+    if end is None:
+        return dict(_ZERO)
+    s = start or (0, 0, {}, 0)
+    utils = _dynamo_utils()
+    frames = end[0] - s[0]
+    breaks = {reason: n - s[2].get(reason, 0) for reason, n in end[2].items() if n > s[2].get(reason, 0)}
+    fields: dict[str, Any] = {
+        "compile_frames": frames,
+        "compile_graphs": end[1] - s[1],
+        "compile_graph_breaks": sum(breaks.values()),
+        "compile_s": float(sum(_compile_times(utils)[s[3]:end[3]])),
+        "compile_recompiles": 0,
+    }
+    if frames:
+        if hasattr(utils, "get_compilation_metrics"):
+            records = list(utils.get_compilation_metrics())[-frames:]
+            fields["compile_recompiles"] = sum(1 for r in records if _frame_compile_id(r) > 0)
+        else:
+            fields["compile_recompiles"] = None
+            notes.append("compile_recompiles: this torch keeps no compilation records")
+    for reason in list(breaks)[:3]:
+        text = f"graph break: {str(reason).strip().splitlines()[0][:160]}"
+        if text not in notes:
+            notes.append(text)
+    return fields
+
+
+def _frame_compile_id(record: Any) -> int:
+    """0 for a frame's first compilation, n for its n-th recompilation."""
+    compile_id = getattr(record, "compile_id", None)
+    value = getattr(compile_id, "frame_compile_id", None)
+    if value is None and isinstance(compile_id, str):  # records that keep it as text: "0/1"
+        try:
+            return int(compile_id.strip("[]").split("/")[1].split("_")[0])
+        except (IndexError, ValueError):
+            return 0
+    return int(value or 0)
+
+
+class CompileMeasurement(Measurement):
+    """The ``compile_*`` figures of a call (see the module doc)."""
+
+    __slots__ = ("_start",)
+    name = "compile"
+
+    def __enter__(self) -> CompileMeasurement:
+        self._start = snapshot()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.row.fields.update(compile_fields(self._start, snapshot(), self.row.fields["notes"]))
+
+
+track_compile = make_decorator(CompileMeasurement, "track_compile")
+track_compile.__doc__ = """What ``torch.compile`` did during each call: ``@track_compile``.
+
+Adds ``compile_frames``, ``compile_recompiles``, ``compile_graphs``, ``compile_graph_breaks`` and
+``compile_s`` (seconds compiling) to the row, from ``torch._dynamo``'s own counters; a slow row
+with a compilation in it is a ``recompile`` spike in ``report.spikes()``. Put it on the step that
+calls a compiled model (``model = torch.compile(model)``), stacked with the other decorators."""
