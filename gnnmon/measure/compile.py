@@ -13,10 +13,10 @@ Read from what torch exposes, the difference between the call's start and end:
 * ``compile_s`` — seconds spent compiling frames (``torch._dynamo.utils.compilation_time_metrics
   ["_compile.compile_inner"]``).
 
-These are internal to torch (``torch._dynamo``), present and of this shape from torch 2.1 through
-2.13 (checked on 2.11 and 2.13). Where one is missing the figure is None and ``notes`` says why.
-Nothing is imported: while ``torch._dynamo`` has not been loaded nothing can have been compiled,
-and the figures are 0 at a cost of one dictionary lookup.
+These are internal to torch (``torch._dynamo``), not a public API: checked on torch 2.13. A counter
+torch does not keep reads 0; without the compilation records ``compile_recompiles`` is None and
+``notes`` says why. Nothing is imported: while ``torch._dynamo`` has not been loaded nothing can
+have been compiled, and the figures are 0 at a cost of one dictionary lookup.
 """
 
 from __future__ import annotations
