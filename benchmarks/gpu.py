@@ -459,7 +459,9 @@ def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any
     window = run.counters.delta(key, t_a, t_b)
     direct = e_b - e_a
     rows_j = sum(r["energy_gpu_j"] for r in records if isinstance(r.get("energy_gpu_j"), float))
-    return {"rows": len(records), "row_s": row_s, "rows_j": rows_j, "gaps_j": balance.get("gaps_j"),
+    rows_s = sum((r["t_end_ns"] - r["t_start_ns"]) / 1e9 for r in records)
+    return {"rows": len(records), "row_s": row_s, "rows_s": rows_s, "rows_j": rows_j,
+            "gaps_j": balance.get("gaps_j"),
             "period_s": balance.get("period_s"), "direct_j": direct,
             "gnnmon_window_j": None if window is None else window / 1e3,
             "window_error_pct": None if window is None or not direct else 100 * (window / 1e3 / direct - 1),

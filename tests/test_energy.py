@@ -137,6 +137,33 @@ def test_steps_are_found_where_they_happened_on_a_simulated_clock():
     assert counter.reads < 40 * 60, counter.reads  # vs 40 × 143 reading every 0.7 ms throughout
 
 
+def test_an_energy_counter_that_starts_failing_mid_run_is_given_up_not_fatal(fake_cuda, monkeypatch, tmp_path):
+    """NVML's energy read raises from some point on: the sampler retries, gives the counter up after
+    three failures in a row (about a second), and keeps sampling; rows still get utilisation, and
+    those the counter cannot cover say so instead of waiting for it."""
+    carbon.codecarbon_model()  # imported once: the run starts at once
+    nv = FakeNvml(n=2, ramp_w=100.0, period=0.1, energy_fails_after=0.8).install(monkeypatch, tmp_path)
+    fake_cuda.current_device()
+
+    @cuda_timed(device="cuda:0")
+    def step():
+        time.sleep(0.05)
+
+    with gnnmon.collect(energy=True, sample=0.05) as run:
+        for _ in range(4):
+            step()
+        assert time.time() < nv.t0 + 0.8, "the first steps came too late"
+        time.sleep(max(0.0, nv.t0 + 2.2 - time.time()))  # the counter fails, is retried, given up
+        step()
+    rows = run.records
+    assert rows[0]["energy_gpu_j"] is not None  # before the failures
+    last = rows[-1]
+    assert last["energy_gpu_j"] is None and any("gpu0_energy_mj" in n for n in last["notes"])
+    assert last["gpu_util_pct"] == 47.0  # the rest of the sampling went on
+    counter = run.sampler_stats["counters"]["gpu0_energy_mj"]
+    assert counter["given_up"] is True and "Unknown Error" in counter["error"]
+
+
 def test_fake_nvml_samples(fake_cuda, monkeypatch):
     FakeNvml(n=2, power_w=150).install(monkeypatch)
     fake_cuda.current_device()  # CUDA in use: torch's own UUIDs give the exact mapping

@@ -145,10 +145,18 @@ class Agent:
         now = time.time_ns()
         late = max(0.0, (now - due_ns) / 1e9)
         self.max_late_s = max(self.max_late_s, late)
-        out: list[dict[str, Any]] = [c.read_now() | {"m": "point"} for c in self.counters if c.continuous]
+        out: list[dict[str, Any]] = []
+        for counter in self.counters:
+            if counter.continuous and (point := counter.read_now()) is not None:
+                out.append(point | {"m": "point"})
         sample: dict[str, Any] = {"m": "sample", "t_ns": now, "late_s": late,
                                   "interval_s": self.interval_ns / 1e9}
-        sample.update(self.probe.sample())
+        try:
+            sample.update(self.probe.sample())
+        except self.probe.psutil.NoSuchProcess:
+            raise  # the training process is gone: the loop ends
+        except Exception as exc:  # noqa: BLE001 - say what failed in the sample, keep sampling
+            sample["probe_error"] = f"{type(exc).__name__}: {exc}"
         if self.nvml.ok:
             sample.update(self.nvml.sample())
         sample["sampler_cpu_s"] = self._cpu()
@@ -294,8 +302,10 @@ def main(settings_json: str) -> None:
             return
         try:
             agent.serve(emit, sys.stdin.fileno(), parent)
-        except (BrokenPipeError, KeyboardInterrupt):
-            pass
+        except (BrokenPipeError, KeyboardInterrupt, agent.probe.psutil.NoSuchProcess):
+            pass  # nobody reads any more, or the training process is gone
+        except Exception as exc:  # noqa: BLE001 - tell the training process, which keeps its rows
+            emit([{"m": "failed", "error": f"{type(exc).__name__}: {exc}"}])
         finally:
             agent.nvml.close()
     finally:

@@ -31,6 +31,13 @@ FINE_S = 0.0005
 """Seconds between two reads while a step is due (about one read after another where a read is
 slower, as NVML's 3.5 ms energy read is)."""
 
+MAX_FAILURES = 3
+"""Reads in a row that may raise before a counter is given up."""
+
+RETRY_NS = 500_000_000
+"""Nanoseconds before a read that raised is tried again (a counter is given up ~1 s after its
+first failure)."""
+
 CONTINUOUS_S = 0.005
 """A counter whose steps come faster than this is treated as continuous (read, not hunted)."""
 
@@ -53,10 +60,18 @@ class SteppedCounter:
         self._step_ns: int | None = None  # when the last step happened (an estimate)
         self._spacings: list[int] = []
         self._read_ns = 0  # how long a read takes (the longest seen)
+        self.failures = 0  # reads that raised, in a row
+        self.dead = False  # given up after MAX_FAILURES reads in a row raised
+        self.error = ""
+        self._retry_ns = 0
 
     # -- schedule -----------------------------------------------------------------------------
     def due_ns(self, now_ns: int) -> int:
         """When the next read should be made (epoch ns)."""
+        if self.dead:
+            return 2**62
+        if self.failures:
+            return self._retry_ns
         if self.continuous or self._value is None:
             return now_ns if self._value is None else 2**62  # continuous: read with the samples
         if self.period_ns is None or self._step_ns is None:
@@ -68,10 +83,24 @@ class SteppedCounter:
         return max(expected - guard, self._t_ns + self.fine_ns)
 
     # -- reading ------------------------------------------------------------------------------
+    def _failed(self, exc: Exception) -> None:
+        self.failures += 1
+        self.error = f"{type(exc).__name__}: {exc}"
+        self._retry_ns = time.time_ns() + RETRY_NS
+        if self.failures >= MAX_FAILURES:
+            self.dead = True
+
     def poll(self) -> Point | None:
-        """Read once; the point of a step if one is seen (a continuous counter: every read)."""
+        """Read once; the point of a step if one is seen (a continuous counter: every read). A
+        read that raises is retried half a second later; after :data:`MAX_FAILURES` in a row the
+        counter is given up (``dead``: nothing waits for it any more)."""
         a = time.time_ns()
-        value, t_ns = self.read()
+        try:
+            value, t_ns = self.read()
+        except Exception as exc:  # noqa: BLE001 - an NVML error mid-run must not end the sampler
+            self._failed(exc)
+            return None
+        self.failures = 0
         self._read_ns = max(self._read_ns, time.time_ns() - a)
         self.reads += 1
         previous, previous_t = self._value, self._t_ns
@@ -92,18 +121,26 @@ class SteppedCounter:
         self._step_ns = step
         return self._point(step, value, gap // 2)
 
-    def read_now(self) -> Point:
-        """A continuous counter's point now (what a sample or a request takes)."""
+    def read_now(self) -> Point | None:
+        """A continuous counter's point now (what a sample or a request takes); None if the read
+        raised."""
+        if self.dead:
+            return None
         a = time.time_ns()
-        value, t_ns = self.read()
+        try:
+            value, t_ns = self.read()
+        except Exception as exc:  # noqa: BLE001 - as in poll
+            self._failed(exc)
+            return None
+        self.failures = 0
         self._read_ns = max(self._read_ns, time.time_ns() - a)
         self.reads += 1
         self._value, self._t_ns = value, t_ns
         return self._point(t_ns, value, self._read_ns // 2, read=True)
 
     def covers(self, t_ns: int) -> bool:
-        """True once a point at or after ``t_ns`` has been given out."""
-        return self.last is not None and self.last["t_ns"] >= t_ns
+        """True once a point at or after ``t_ns`` has been given out (or the counter is given up)."""
+        return self.dead or (self.last is not None and self.last["t_ns"] >= t_ns)
 
     def _guard_ns(self) -> int:
         """How early before the expected step the reads begin: a tenth of the period, twice the
@@ -130,7 +167,7 @@ class SteppedCounter:
         ``continuous``, ``reads``, ``steps``, ``read_s`` (the slowest read)."""
         return {"period_s": self.period_ns / 1e9 if self.period_ns else None,
                 "continuous": self.continuous, "reads": self.reads, "steps": self.steps,
-                "read_s": self._read_ns / 1e9}
+                "read_s": self._read_ns / 1e9, "given_up": self.dead, "error": self.error or None}
 
 
 class ReadCounter:
@@ -142,6 +179,9 @@ class ReadCounter:
         self.key = key
         self.read = read
         self.reads = 0
+        self.failures = 0
+        self.dead = False
+        self.error = ""
         self.last: Point | None = None
 
     def due_ns(self, now_ns: int) -> int:
@@ -150,15 +190,24 @@ class ReadCounter:
     def poll(self) -> Point | None:
         return self.read_now()
 
-    def read_now(self) -> Point:
-        value, t_ns = self.read()
+    def read_now(self) -> Point | None:
+        if self.dead:
+            return None
+        try:
+            value, t_ns = self.read()
+        except Exception as exc:  # noqa: BLE001 - an unreadable counter must not end the sampler
+            self.failures += 1
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.dead = self.failures >= MAX_FAILURES
+            return None
+        self.failures = 0
         self.reads += 1
         self.last = {"key": self.key, "t_ns": t_ns, "value": value, "err_ns": 0, "step": False}
         return self.last
 
     def covers(self, t_ns: int) -> bool:
-        return self.last is not None and self.last["t_ns"] >= t_ns
+        return self.dead or (self.last is not None and self.last["t_ns"] >= t_ns)
 
     def describe(self) -> dict[str, Any]:
         return {"period_s": None, "continuous": True, "reads": self.reads, "steps": self.reads,
-                "read_s": None}
+                "read_s": None, "given_up": self.dead, "error": self.error or None}
