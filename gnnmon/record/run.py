@@ -236,6 +236,8 @@ class Run:
             self._sampler.stop()
             self.sampler_stats = dict(self._sampler.bye)
             self.sampler_stats.pop("m", None)
+            if self._sampler.errors:  # a sink that raised, a sampler that failed mid-run
+                self.sampler_stats["errors"] = list(self._sampler.errors)
         _pop(self)
         GC_LOG.release()
         self.holds_gc_hook = False
