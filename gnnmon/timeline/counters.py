@@ -42,28 +42,65 @@ CONTINUOUS_S = 0.005
 """A counter whose steps come faster than this is treated as continuous (read, not hunted)."""
 
 
-class SteppedCounter:
+class _Counter:
+    """What both kinds share: the read (timed, its failures counted: retried after
+    :data:`RETRY_NS`, given up after :data:`MAX_FAILURES` in a row), the newest point, ``covers``."""
+
+    continuous = True
+
+    def __init__(self, key: str, read: Callable[[], tuple[float, int]]) -> None:
+        self.key = key
+        self.read = read  # () -> (value, t_ns at the middle of the read)
+        self.reads = 0
+        self.failures = 0  # reads that raised, in a row
+        self.dead = False  # given up: nothing waits for this counter any more
+        self.error = ""
+        self.last: Point | None = None  # the newest point given out
+        self._retry_ns = 0
+        self._read_ns = 0  # how long a read takes (the longest seen)
+
+    def _take(self) -> tuple[float, int] | None:
+        """One read: ``(value, t_ns)``, or None if the counter is given up or the read raised."""
+        if self.dead:
+            return None
+        a = time.time_ns()
+        try:
+            value, t_ns = self.read()
+        except Exception as exc:  # noqa: BLE001 - an NVML error mid-run must not end the sampler
+            self.failures += 1
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._retry_ns = time.time_ns() + RETRY_NS
+            self.dead = self.failures >= MAX_FAILURES
+            return None
+        self.failures = 0
+        self._read_ns = max(self._read_ns, time.time_ns() - a)
+        self.reads += 1
+        return value, t_ns
+
+    def _point(self, t_ns: int, value: float, err_ns: int, step: bool) -> Point:
+        point = {"key": self.key, "t_ns": t_ns, "value": value, "err_ns": err_ns, "step": step}
+        self.last = point
+        return point
+
+    def covers(self, t_ns: int) -> bool:
+        """True once a point at or after ``t_ns`` has been given out (or the counter is given up)."""
+        return self.dead or (self.last is not None and self.last["t_ns"] >= t_ns)
+
+
+class SteppedCounter(_Counter):
     """Finds the steps of a counter that moves every ``period_s`` (learned). :meth:`due_ns` says when
     to call :meth:`poll` next; :meth:`poll` returns the point of a step it found, else None."""
 
     def __init__(self, key: str, read: Callable[[], tuple[float, int]], fine_s: float = FINE_S) -> None:
-        self.key = key
-        self.read = read  # () -> (value, t_ns at the middle of the read)
+        super().__init__(key, read)
         self.fine_ns = int(fine_s * 1e9)
-        self.reads = 0
         self.steps = 0
         self.period_ns: int | None = None
         self.continuous = False
-        self.last: Point | None = None  # the newest point given out
         self._value: float | None = None  # the value the last read showed
         self._t_ns = 0  # when that read was made
         self._step_ns: int | None = None  # when the last step happened (an estimate)
         self._spacings: list[int] = []
-        self._read_ns = 0  # how long a read takes (the longest seen)
-        self.failures = 0  # reads that raised, in a row
-        self.dead = False  # given up after MAX_FAILURES reads in a row raised
-        self.error = ""
-        self._retry_ns = 0
 
     # -- schedule -----------------------------------------------------------------------------
     def due_ns(self, now_ns: int) -> int:
@@ -83,30 +120,18 @@ class SteppedCounter:
         return max(expected - guard, self._t_ns + self.fine_ns)
 
     # -- reading ------------------------------------------------------------------------------
-    def _failed(self, exc: Exception) -> None:
-        self.failures += 1
-        self.error = f"{type(exc).__name__}: {exc}"
-        self._retry_ns = time.time_ns() + RETRY_NS
-        if self.failures >= MAX_FAILURES:
-            self.dead = True
-
     def poll(self) -> Point | None:
         """Read once; the point of a step if one is seen (a continuous counter: every read). A
         read that raises is retried half a second later; after :data:`MAX_FAILURES` in a row the
         counter is given up (``dead``: nothing waits for it any more)."""
-        a = time.time_ns()
-        try:
-            value, t_ns = self.read()
-        except Exception as exc:  # noqa: BLE001 - an NVML error mid-run must not end the sampler
-            self._failed(exc)
+        taken = self._take()
+        if taken is None:
             return None
-        self.failures = 0
-        self._read_ns = max(self._read_ns, time.time_ns() - a)
-        self.reads += 1
+        value, t_ns = taken
         previous, previous_t = self._value, self._t_ns
         self._value, self._t_ns = value, t_ns
         if self.continuous:
-            return self._point(t_ns, value, self._read_ns // 2, read=True)
+            return self._point(t_ns, value, self._read_ns // 2, step=False)
         if previous is None or value == previous:
             return None
         gap = t_ns - previous_t
@@ -119,28 +144,16 @@ class SteppedCounter:
             # seen late (it came before the reads began): where the period says, within the gap
             step = min(max(self._step_ns + self.period_ns, previous_t), t_ns)
         self._step_ns = step
-        return self._point(step, value, gap // 2)
+        return self._point(step, value, gap // 2, step=True)
 
     def read_now(self) -> Point | None:
         """A continuous counter's point now (what a sample or a request takes); None if the read
         raised."""
-        if self.dead:
+        taken = self._take()
+        if taken is None:
             return None
-        a = time.time_ns()
-        try:
-            value, t_ns = self.read()
-        except Exception as exc:  # noqa: BLE001 - as in poll
-            self._failed(exc)
-            return None
-        self.failures = 0
-        self._read_ns = max(self._read_ns, time.time_ns() - a)
-        self.reads += 1
-        self._value, self._t_ns = value, t_ns
-        return self._point(t_ns, value, self._read_ns // 2, read=True)
-
-    def covers(self, t_ns: int) -> bool:
-        """True once a point at or after ``t_ns`` has been given out (or the counter is given up)."""
-        return self.dead or (self.last is not None and self.last["t_ns"] >= t_ns)
+        self._value, self._t_ns = taken
+        return self._point(taken[1], taken[0], self._read_ns // 2, step=False)
 
     def _guard_ns(self) -> int:
         """How early before the expected step the reads begin: a tenth of the period, twice the
@@ -157,32 +170,16 @@ class SteppedCounter:
         if len(spacings) >= 3 and self.period_ns < CONTINUOUS_S * 1e9:
             self.continuous = True
 
-    def _point(self, t_ns: int, value: float, err_ns: int, read: bool = False) -> Point:
-        point = {"key": self.key, "t_ns": t_ns, "value": value, "err_ns": err_ns, "step": not read}
-        self.last = point
-        return point
-
     def describe(self) -> dict[str, Any]:
         """What was learned: ``period_s`` (None if no two steps were seen close enough),
-        ``continuous``, ``reads``, ``steps``, ``read_s`` (the slowest read)."""
+        ``continuous``, ``reads``, ``steps``, ``read_s`` (the slowest read), ``given_up``, ``error``."""
         return {"period_s": self.period_ns / 1e9 if self.period_ns else None,
                 "continuous": self.continuous, "reads": self.reads, "steps": self.steps,
                 "read_s": self._read_ns / 1e9, "given_up": self.dead, "error": self.error or None}
 
 
-class ReadCounter:
+class ReadCounter(_Counter):
     """A counter that is current when read: every read is a point (RAPL)."""
-
-    continuous = True
-
-    def __init__(self, key: str, read: Callable[[], tuple[float, int]]) -> None:
-        self.key = key
-        self.read = read
-        self.reads = 0
-        self.failures = 0
-        self.dead = False
-        self.error = ""
-        self.last: Point | None = None
 
     def due_ns(self, now_ns: int) -> int:
         return 2**62  # read with the samples
@@ -191,22 +188,8 @@ class ReadCounter:
         return self.read_now()
 
     def read_now(self) -> Point | None:
-        if self.dead:
-            return None
-        try:
-            value, t_ns = self.read()
-        except Exception as exc:  # noqa: BLE001 - an unreadable counter must not end the sampler
-            self.failures += 1
-            self.error = f"{type(exc).__name__}: {exc}"
-            self.dead = self.failures >= MAX_FAILURES
-            return None
-        self.failures = 0
-        self.reads += 1
-        self.last = {"key": self.key, "t_ns": t_ns, "value": value, "err_ns": 0, "step": False}
-        return self.last
-
-    def covers(self, t_ns: int) -> bool:
-        return self.dead or (self.last is not None and self.last["t_ns"] >= t_ns)
+        taken = self._take()
+        return None if taken is None else self._point(taken[1], taken[0], 0, step=False)
 
     def describe(self) -> dict[str, Any]:
         return {"period_s": None, "continuous": True, "reads": self.reads, "steps": self.reads,
