@@ -102,13 +102,6 @@ class Nvml:
             out[p + "temp_c"] = _try(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)
         return out
 
-    def energy_mj(self, index: int) -> int | None:
-        """The total-energy counter of a CUDA device, in millijoules (None if unsupported)."""
-        if not self.energy_supported.get(index):
-            return None
-        self.energy_reads += 1
-        return _try(self.nv.nvmlDeviceGetTotalEnergyConsumption, self.handles[index])
-
     def energy_reader(self, index: int) -> Any:
         """A function of no argument returning ``(value_mj, t_ns)`` for one CUDA device: the
         counter and the middle of the call (``time.time_ns``), which on an H100 takes ~3.5 ms."""

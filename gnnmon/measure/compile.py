@@ -41,7 +41,9 @@ def _dynamo_utils() -> Any:
 
 
 def _compile_times(utils: Any) -> list[float]:
-    return list(getattr(utils, "compilation_time_metrics", {}).get(_COMPILE_INNER, []))
+    """Seconds of each frame compiled so far (torch's own list: read, never changed)."""
+    times: list[float] = getattr(utils, "compilation_time_metrics", {}).get(_COMPILE_INNER, [])
+    return times
 
 
 def snapshot() -> Snapshot:

@@ -26,8 +26,6 @@ class GcLog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._users = 0
-        self.counts = [0, 0, 0]  # collections seen per generation, process-wide
-        self.pause_ns = 0
         self._t0 = 0
         self._wall0 = 0
         self.requested = 0  # >0 while gnnmon itself runs gc.collect
@@ -74,8 +72,6 @@ class GcLog:
             return
         pause = time.perf_counter_ns() - self._t0
         gen = info.get("generation", 2)
-        self.counts[gen] += 1
-        self.pause_ns += pause
         # Read the row and phase through a copy of the context, never ContextVar.get(): this
         # callback can run inside ContextVar.reset() (a collection triggered by the HAMT node it
         # allocates), and get() would then cache a borrowed reference to the value being removed,

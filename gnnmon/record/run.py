@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import operator
 import os
 import threading
 import time
@@ -37,7 +36,7 @@ from gnnmon.record.storage import JsonlWriter, dumps, typed_line
 from gnnmon.record.writer import DEFAULT_INTERVAL, Flusher
 from gnnmon.report import Report
 from gnnmon.timeline.energy import EnergyJoin, EnergySources
-from gnnmon.timeline.join import Counters, RowJoin, energy_balance
+from gnnmon.timeline.join import Counters, RowJoin, energy_balance, sample_time
 from gnnmon.timeline.sampler import DEFAULT_INTERVAL as DEFAULT_SAMPLE_INTERVAL
 from gnnmon.timeline.sampler import Sampler, start_sampler
 
@@ -63,8 +62,6 @@ BACKLOG = 4096
 """Rows a run with a file lets wait for its writer thread before the closing thread does the
 writing itself (backpressure: rows made faster than they can be written, as in a loop of
 microsecond steps, must not pile up in memory)."""
-
-_sample_time = operator.itemgetter("t_ns")
 
 Inbox = deque[tuple[dict[str, Any], "list[Deferred] | None", "RowJoin | None"]]
 
@@ -202,7 +199,7 @@ class Run:
             if self._energy_options is not None and sampler is not None:
                 self.energy = EnergySources(sampler.hello, **self._energy_options)
                 options["energy"] = self.energy.describe()
-                energy_join = EnergyJoin(options["energy"], self.sample_interval or DEFAULT_SAMPLE_INTERVAL)
+                energy_join = EnergyJoin(options["energy"], sampler.interval)
             self.manifest = build_manifest(self.config, options)
             if self.path is not None:
                 self._file = JsonlWriter(self.path, self._mode)
@@ -373,7 +370,7 @@ class Run:
         cut = len(samples) - self.max_records if self.max_records is not None else 0
         if self._inbox:
             oldest = self._inbox[0][0]["t_start_ns"]
-            cut = min(cut, bisect.bisect_left(samples, oldest, key=_sample_time) - 1)
+            cut = min(cut, bisect.bisect_left(samples, oldest, key=sample_time) - 1)
         if cut > 0:
             del samples[:cut]
 

@@ -35,7 +35,8 @@ workers' CPU % (100 = one core), the row's GPU's utilisation (% of time a kernel
 (W), the DataLoader workers' RSS (bytes) and the machine's used RAM (bytes)."""
 
 
-_t: Callable[[Mapping[str, Any]], int] = operator.itemgetter("t_ns")  # a sample's time (C, no frame)
+sample_time: Callable[[Mapping[str, Any]], int] = operator.itemgetter("t_ns")
+"""A sample's time (a C getter: no Python frame per bisection step)."""
 
 
 def _number(v: Any) -> TypeGuard[int | float]:
@@ -44,15 +45,16 @@ def _number(v: Any) -> TypeGuard[int | float]:
 
 def samples_in(samples: Samples, a_ns: int, b_ns: int) -> Samples:
     """The samples with ``a_ns <= t_ns <= b_ns`` (samples are in time order)."""
-    lo = bisect.bisect_left(samples, a_ns, key=_t)
-    hi = bisect.bisect_right(samples, b_ns, key=_t)
+    lo = bisect.bisect_left(samples, a_ns, key=sample_time)
+    hi = bisect.bisect_right(samples, b_ns, key=sample_time)
     return samples[lo:hi]
 
 
-def gauge_at(samples: Samples, key: str, t_ns: int) -> float | None:
+def gauge_at(samples: Samples, key: str, t_ns: int, i: int | None = None) -> float | None:
     """``key`` at ``t_ns``, interpolated linearly between the nearest samples on each side that
-    have it (None if one side has none)."""
-    i = bisect.bisect_left(samples, t_ns, key=_t)
+    have it (None if one side has none). ``i``: where ``t_ns`` falls in ``samples``, if known."""
+    if i is None:
+        i = bisect.bisect_left(samples, t_ns, key=sample_time)
     after = i
     while after < len(samples) and not _number(samples[after].get(key)):
         after += 1
@@ -62,7 +64,7 @@ def gauge_at(samples: Samples, key: str, t_ns: int) -> float | None:
     if after == len(samples) or before < 0:
         return None
     s0, s1 = samples[before], samples[after]
-    t0, t1 = _t(s0), _t(s1)
+    t0, t1 = sample_time(s0), sample_time(s1)
     v0, v1 = float(s0[key]), float(s1[key])
     return v0 + (v1 - v0) * (t_ns - t0) / (t1 - t0) if t1 > t0 else v1
 
@@ -96,16 +98,13 @@ def _gauge_keys(index: int | None) -> list[tuple[str, str | None, str]]:
 def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> None:
     """Add every :data:`GAUGES` figure, its source and ``util_samples`` (samples in the window)."""
     a, b = fields["t_start_ns"], fields["t_end_ns"]
-    lo = bisect.bisect_left(samples, a, key=_t)
-    hi = bisect.bisect_right(samples, b, key=_t)
+    lo = bisect.bisect_left(samples, a, key=sample_time)
+    hi = bisect.bisect_right(samples, b, key=sample_time)
     fields["util_samples"] = hi - lo
     every = f"@{interval * 1000:g}ms"
     index = cuda_index(fields.get("device"))
     window = samples[lo:hi]
-    # no sample inside: the two around the row, where both have the figure (else a wider search)
-    before = samples[lo - 1] if lo > 0 else None
-    after = samples[lo] if lo < len(samples) else None
-    mid = (a + b) // 2
+    mid = (a + b) // 2  # with no sample in [a, b], it falls where a does: at lo
     for name, key, how in _gauge_keys(index):
         if key is None:
             fields[name] = fields[f"{name}_source"] = None
@@ -116,14 +115,7 @@ def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> No
                 fields[name] = sum(values) / len(values)
                 fields[f"{name}_source"] = f"measured:{how}{every}"
                 continue
-        v0 = before.get(key) if before is not None else None
-        v1 = after.get(key) if after is not None else None
-        value: float | None
-        if before is not None and after is not None and _number(v0) and _number(v1):
-            t0, t1 = _t(before), _t(after)
-            value = v0 + (v1 - v0) * (mid - t0) / (t1 - t0) if t1 > t0 else float(v1)
-        else:
-            value = gauge_at(samples, key, mid)
+        value = gauge_at(samples, key, mid, lo)
         fields[name] = value
         if value is None:
             fields[f"{name}_source"] = None
@@ -224,7 +216,7 @@ class RowJoin:
         """True once nothing the row needs is still to come."""
         samples = self.samples
         end = fields["t_end_ns"]
-        return bool(samples) and _t(samples[-1]) >= end and self.counters.covers(end)
+        return bool(samples) and sample_time(samples[-1]) >= end and self.counters.covers(end)
 
     def join(self, fields: dict[str, Any]) -> None:
         join_gauges(fields, self.samples, self.interval)

@@ -149,7 +149,6 @@ class ProcessSampler(Sampler):
             why = "; ".join(self.errors) or f"no answer in {STARTUP_TIMEOUT_S:g} s"
             self.stop()
             raise RuntimeError(f"the sampler process did not start: {why}")
-        self.pid = self.proc.pid
 
     def _read(self) -> None:
         stdout = self.proc.stdout
