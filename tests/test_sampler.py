@@ -276,7 +276,7 @@ def test_bad_intervals_and_modes():
 def planted_samples():
     # one sample every 100 ms from t = 1 s; CPU % = 10 × k; GPU 0 util = k, GPU 1 util = 100 - k
     return [{"t_ns": 1_000_000_000 + k * 100_000_000, "cpu_util_pct": 10.0 * k, "ram_used_bytes": 1000 * k,
-             "children_rss_bytes": 0, "gpu0_util_pct": float(k), "gpu1_util_pct": 100.0 - k,
+             "children_rss_bytes": 100 * k, "gpu0_util_pct": float(k), "gpu1_util_pct": 100.0 - k,
              "gpu1_power_w": 200.0 + k} for k in range(10)]
 
 
@@ -288,6 +288,7 @@ def test_join_planted_timestamps():
     assert row["util_samples"] == 3 and row["cpu_util_pct"] == 30.0
     assert row["gpu_util_pct"] == 97.0 and row["gpu_util_pct_source"] == "measured:nvml@100ms"
     assert row["gpu_power_w"] == 203.0 and row["ram_used_bytes"] == 3000.0
+    assert row["workers_rss_bytes"] == 300.0 and row["workers_rss_bytes_source"] == "measured:psutil@100ms"
     cpu_row = {"t_start_ns": 1_000_000_000, "t_end_ns": 1_000_000_000, "device": "cpu", "notes": []}
     join_gauges(cpu_row, samples, 0.1)
     assert cpu_row["cpu_util_pct"] == 0.0 and cpu_row["gpu_util_pct"] is None
