@@ -39,6 +39,30 @@ def test_a_planted_recompilation_is_seen_in_its_row():
     assert reused["compile_frames"] == 0 and reused["compile_recompiles"] == 0
 
 
+def test_the_lazily_compiled_backward_is_in_compile_s():
+    """AOTAutograd compiles a training step's backward at its first ``backward()``, outside the
+    frame's compile timer: ``compile_s`` holds it, ``compile_backward_s`` names it, and a step that
+    reuses both graphs says 0."""
+    torch._dynamo.reset()
+    model = torch.nn.Linear(8, 1)
+    compiled = torch.compile(model, backend="aot_eager", dynamic=False)
+    from torch._dynamo.utils import compilation_time_metrics
+
+    @track_compile(label="step")
+    def step(x):
+        compiled(x).sum().backward()
+
+    with gnnmon.collect() as run:
+        before = len(compilation_time_metrics.get("backward._backward_impl", []))
+        step(torch.ones(4, 8))
+        planted = compilation_time_metrics["backward._backward_impl"][before:]
+        step(torch.ones(4, 8))
+    first, again = run.records
+    assert len(planted) == 1 and first["compile_backward_s"] == pytest.approx(planted[0])
+    assert first["compile_s"] > first["compile_backward_s"] > 0
+    assert again["compile_s"] == again["compile_backward_s"] == 0.0
+
+
 def test_a_planted_graph_break_is_counted_and_named():
     def body(x):
         y = x + 1

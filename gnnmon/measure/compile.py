@@ -10,8 +10,11 @@ Read from what torch exposes, the difference between the call's start and end:
 * ``compile_graphs`` — graphs produced (``counters["stats"]["unique_graphs"]``);
 * ``compile_graph_breaks`` — graph breaks met while compiling (``counters["graph_break"]``, a
   count per reason; the first line of each new reason goes to ``notes``);
-* ``compile_s`` — seconds spent compiling frames (``torch._dynamo.utils.compilation_time_metrics
-  ["_compile.compile_inner"]``).
+* ``compile_s`` — seconds spent compiling: the frames (``torch._dynamo.utils.
+  compilation_time_metrics["_compile.compile_inner"]``) plus the backward graphs, which AOTAutograd
+  compiles lazily at the first ``backward()`` after a compilation, outside the frame's timer
+  (``["backward._backward_impl"]``; also ``compile_backward_s`` on its own). On a training step with
+  inductor the backward is about a third of it.
 
 These are internal to torch (``torch._dynamo``), not a public API: checked on torch 2.13. A counter
 torch does not keep reads 0; without the compilation records ``compile_recompiles`` is None and
@@ -26,13 +29,14 @@ from typing import Any
 
 from gnnmon.measure.adapters import Measurement, make_decorator
 
-Snapshot = tuple[int, int, dict[str, int], int] | None
-"""(frames compiled, graphs, graph breaks per reason, compile-time entries) so far; None while
-Dynamo is not loaded."""
+Snapshot = tuple[int, int, dict[str, int], int, int] | None
+"""(frames compiled, graphs, graph breaks per reason, frame compile-time entries, backward
+compile-time entries) so far; None while Dynamo is not loaded."""
 
 _COMPILE_INNER = "_compile.compile_inner"
+_BACKWARD = "backward._backward_impl"
 _ZERO = {"compile_frames": 0, "compile_recompiles": 0, "compile_graphs": 0,
-         "compile_graph_breaks": 0, "compile_s": 0.0}
+         "compile_graph_breaks": 0, "compile_s": 0.0, "compile_backward_s": 0.0}
 
 
 def _dynamo_utils() -> Any:
@@ -40,9 +44,10 @@ def _dynamo_utils() -> Any:
     return sys.modules.get("torch._dynamo.utils")
 
 
-def _compile_times(utils: Any) -> list[float]:
-    """Seconds of each frame compiled so far (torch's own list: read, never changed)."""
-    times: list[float] = getattr(utils, "compilation_time_metrics", {}).get(_COMPILE_INNER, [])
+def _compile_times(utils: Any, key: str = _COMPILE_INNER) -> list[float]:
+    """Seconds of each compilation timed under ``key`` so far (torch's own list: read, never
+    changed)."""
+    times: list[float] = getattr(utils, "compilation_time_metrics", {}).get(key, [])
     return times
 
 
@@ -53,7 +58,7 @@ def snapshot() -> Snapshot:
         return None
     counters = utils.counters
     return (int(counters["frames"].get("total", 0)), int(counters["stats"].get("unique_graphs", 0)),
-            dict(counters["graph_break"]), len(_compile_times(utils)))
+            dict(counters["graph_break"]), len(_compile_times(utils)), len(_compile_times(utils, _BACKWARD)))
 
 
 def compile_fields(start: Snapshot, end: Snapshot, notes: list[str]) -> dict[str, Any]:
@@ -61,15 +66,17 @@ def compile_fields(start: Snapshot, end: Snapshot, notes: list[str]) -> dict[str
     reason into ``notes``, at most three)."""
     if end is None:
         return dict(_ZERO)
-    s = start or (0, 0, {}, 0)
+    s = start or (0, 0, {}, 0, 0)
     utils = _dynamo_utils()
     frames = end[0] - s[0]
     breaks = {reason: n - s[2].get(reason, 0) for reason, n in end[2].items() if n > s[2].get(reason, 0)}
+    backward = float(sum(_compile_times(utils, _BACKWARD)[s[4]:end[4]]))
     fields: dict[str, Any] = {
         "compile_frames": frames,
         "compile_graphs": end[1] - s[1],
         "compile_graph_breaks": sum(breaks.values()),
-        "compile_s": float(sum(_compile_times(utils)[s[3]:end[3]])),
+        "compile_s": float(sum(_compile_times(utils)[s[3]:end[3]])) + backward,
+        "compile_backward_s": backward,
         "compile_recompiles": 0,
     }
     if frames:
@@ -115,7 +122,8 @@ class CompileMeasurement(Measurement):
 track_compile = make_decorator(CompileMeasurement, "track_compile")
 track_compile.__doc__ = """What ``torch.compile`` did during each call: ``@track_compile``.
 
-Adds ``compile_frames``, ``compile_recompiles``, ``compile_graphs``, ``compile_graph_breaks`` and
-``compile_s`` (seconds compiling) to the row, from ``torch._dynamo``'s own counters; a slow row
+Adds ``compile_frames``, ``compile_recompiles``, ``compile_graphs``, ``compile_graph_breaks``,
+``compile_s`` (seconds compiling, the lazily compiled backward included) and
+``compile_backward_s`` to the row, from ``torch._dynamo``'s own counters; a slow row
 with a compilation in it is a ``recompile`` spike in ``report.spikes()``. Put it on the step that
 calls a compiled model (``model = torch.compile(model)``), stacked with the other decorators."""
