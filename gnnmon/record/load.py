@@ -6,16 +6,58 @@ package that wrote it); a cut-off last line is skipped with a warning.
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from gnnmon.devices.ranks import RANK_FIELD, job_files
 from gnnmon.record.run import Run
 from gnnmon.record.storage import read_lines
 
 
 def load(path: str | os.PathLike[str], *, strict: bool = True) -> Run:
-    """Read a run back from its JSON Lines file (a cut-off last line is skipped with a warning)."""
+    """Read a run back from its JSON Lines file (a cut-off last line is skipped with a warning).
+
+    A distributed job (one file per rank, see :func:`gnnmon.collect`) loads as one run whose rows,
+    GC events and samples carry ``rank``: give the path its ranks were given (``runs/job.jsonl``
+    or ``runs/job.{rank}.jsonl``) or a glob (``runs/job.rank*.jsonl``). Its manifest is rank 0's,
+    with ``ranks``: each rank's ``distributed`` entry, file and whether it ended cleanly."""
+    text = os.fspath(path)
+    files = [Path(f) for f in sorted(glob.glob(text))] if glob.has_magic(text.replace(RANK_FIELD, "")) else []
+    if not files and not Path(text).exists():
+        files = job_files(text)
+    if files:
+        return _load_job(files, strict)
+    return _load_one(path, strict)
+
+
+def _load_job(files: list[Path], strict: bool) -> Run:
+    runs = [_load_one(f, strict) for f in files]
+    ranked = []
+    for i, run in enumerate(runs):
+        dist = (run.manifest or {}).get("distributed") or {}
+        ranked.append((int(dist.get("rank", i)), run))
+    ranked.sort(key=lambda t: t[0])
+
+    def tagged(items: Any, rank: int) -> list[dict[str, Any]]:
+        return [{**item, "rank": rank} for item in items]
+
+    first = ranked[0][1]
+    manifest = dict(first.manifest or {})
+    manifest["ranks"] = [{**((run.manifest or {}).get("distributed") or {"rank": rank}), "file": str(run.path),
+                          "complete": run.complete} for rank, run in ranked]
+    merged = Run.from_file(first.path or files[0], manifest=manifest,
+                           rows=[r for rank, run in ranked for r in tagged(run.records, rank)],
+                           gc_events=[e for rank, run in ranked for e in tagged(run.gc_events, rank)],
+                           samples=[e for rank, run in ranked for e in tagged(run.samples, rank)],
+                           markers=[e for rank, run in ranked for e in tagged(run.markers, rank)],
+                           complete=all(run.complete for _, run in ranked))
+    return merged
+
+
+def _load_one(path: str | os.PathLike[str], strict: bool) -> Run:
     manifest: dict[str, Any] | None = None
     rows: list[dict[str, Any]] = []
     parts: dict[str, list[dict[str, Any]]] = {"gc": [], "sample": [], "marker": [], "point": []}

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.peaks import hold_pollers, release_pollers
+from gnnmon.devices.ranks import current_rank, rank_path
 from gnnmon.fields import IDENTITY_FIELDS, ROW_FIELD_PREFIXES
 from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG
@@ -106,7 +107,8 @@ class Run:
             raise ValueError(f"sampler must be 'process' (its own process) or 'thread', got {sampler!r}")
         if isinstance(flush_interval, bool) or not isinstance(flush_interval, (int, float)) or flush_interval <= 0:
             raise ValueError(f"flush_interval must be a number of seconds > 0, got {flush_interval!r}")
-        self.path = Path(path) if path is not None else None
+        self.rank = current_rank()  # in a distributed job: each rank writes a file of its own
+        self.path = rank_path(path, self.rank) if path is not None else None
         self.config = dict(config or {})
         if energy and sample is None:
             sample = DEFAULT_SAMPLE_INTERVAL  # energy comes from counters read on the timeline
@@ -201,6 +203,7 @@ class Run:
                 options["energy"] = self.energy.describe()
                 energy_join = EnergyJoin(options["energy"], sampler.interval)
             self.manifest = build_manifest(self.config, options)
+            self.manifest["distributed"] = self.rank.describe() if self.rank is not None else None
             if self.path is not None:
                 self._file = JsonlWriter(self.path, self._mode)
                 self._file.write(self.manifest)
@@ -515,7 +518,12 @@ def collect(
 ) -> Run:
     """A new :class:`Run`; use it as ``with gnnmon.collect(path) as run:``.
 
-    ``path``: JSON Lines file the rows stream to (None keeps them in memory only). ``config``: your
+    ``path``: JSON Lines file the rows stream to (None keeps them in memory only). In a distributed
+    job (an initialised process group of more than one rank, or torchrun's ``RANK`` / ``WORLD_SIZE``)
+    each rank writes its own file: ``{rank}`` in ``path`` is replaced by the rank, otherwise
+    ``.rank<N>`` goes before the suffix (``job.jsonl`` -> ``job.rank0.jsonl``, ``job.rank1.jsonl``);
+    the manifest's ``distributed`` says which rank wrote it, and ``gnnmon.load(path)`` reads the
+    job back as one run whose rows carry ``rank``. ``config``: your
     settings, stored in the manifest. ``mode``: ``"w"`` overwrites, ``"x"`` refuses an existing file.
     ``sample``: seconds between utilisation samples (e.g. 0.5; None: no sampler).
     ``energy``: add ``energy_gpu_j``, ``energy_cpu_j``, ``energy_ram_j`` and ``co2_kg`` to every row,

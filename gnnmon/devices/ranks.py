@@ -1,0 +1,93 @@
+"""Which rank of a distributed job this process is (``torch.distributed`` or torchrun's
+environment), and where its run file goes.
+
+Read from an initialised default process group when there is one (rank, world size, backend),
+else from the variables ``torchrun`` / ``torch.distributed.launch`` set (``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``); ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` from the environment in both cases (the
+process group does not know them). A process that is neither is not a rank: ``None``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+RANK_FIELD = "{rank}"
+_SUFFIX = re.compile(r"\.rank(\d+)$")
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """This process's place in a distributed job."""
+
+    rank: int
+    world_size: int
+    local_rank: int | None
+    backend: str | None  # the process group's backend; None before it is initialised
+    source: str  # "process group" or "environment"
+    host: str
+
+    def describe(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def current_rank() -> RankInfo | None:
+    """This process's rank, or None outside a distributed job (or in a job of one)."""
+    local = _env_int("LOCAL_RANK")
+    dist = sys.modules.get("torch.distributed")  # loaded with torch; never imported here
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        world = int(dist.get_world_size())
+        if world <= 1:
+            return None
+        return RankInfo(int(dist.get_rank()), world, local, str(dist.get_backend()), "process group",
+                        socket.gethostname())
+    env_rank, env_world = _env_int("RANK"), _env_int("WORLD_SIZE")
+    if env_rank is None or env_world is None or env_world <= 1:
+        return None
+    return RankInfo(env_rank, env_world, local, None, "environment", socket.gethostname())
+
+
+def rank_path(path: str | os.PathLike[str], info: RankInfo | None) -> Path:
+    """Where this rank writes: ``{rank}`` in ``path`` is replaced by the rank; otherwise
+    ``.rank<N>`` goes before the suffix (``runs/job.jsonl`` -> ``runs/job.rank1.jsonl``), on every
+    rank, rank 0 included. Outside a job the path is left as it is (``{rank}`` becomes 0)."""
+    text = os.fspath(path)
+    rank = info.rank if info is not None else 0
+    if RANK_FIELD in text:
+        return Path(text.replace(RANK_FIELD, str(rank)))
+    p = Path(text)
+    if info is None:
+        return p
+    return p.with_name(f"{p.stem}.rank{rank}{p.suffix}")
+
+
+def job_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The per-rank files of the job written to ``path`` (the path given to ``collect``, with or
+    without ``{rank}``), in rank order; [] when there are none."""
+    text = os.fspath(path)
+    if RANK_FIELD in text:
+        p = Path(text)
+        pattern = re.compile(re.escape(p.name).replace(re.escape(RANK_FIELD), r"(\d+)") + "$")
+        found = [(int(m.group(1)), f) for f in p.parent.glob(p.name.replace(RANK_FIELD, "*"))
+                 if (m := pattern.match(f.name))]
+    else:
+        p = Path(text)
+        found = []
+        for f in p.parent.glob(f"{p.stem}.rank*{p.suffix}"):
+            m = _SUFFIX.search(f.name[: len(f.name) - len(p.suffix)] if p.suffix else f.name)
+            if m and f.name == f"{p.stem}.rank{m.group(1)}{p.suffix}":
+                found.append((int(m.group(1)), f))
+    return [f for _, f in sorted(found)]
