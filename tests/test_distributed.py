@@ -103,3 +103,12 @@ def test_a_two_process_gloo_job_writes_a_file_per_rank_and_loads_as_one(tmp_path
         planted = next(r for r in rows if (r["rank"], r["index"]) == (1, 5))
         assert planted["wall_s"] >= 0.05  # the planted sleep on rank 1, read back from its own file
         assert all(r["wall_s"] < 0.05 for r in rows if r["rank"] == 0)
+
+
+def test_a_file_whose_name_looks_like_a_glob_loads_as_itself(tmp_path):
+    with gnnmon.collect(tmp_path / "run[1].jsonl") as run:
+        gnnmon.cuda_timed(label="step")(lambda: None)()
+    with gnnmon.collect(tmp_path / "run1.jsonl"):
+        pass
+    loaded = gnnmon.load(tmp_path / "run[1].jsonl")
+    assert len(loaded.records) == len(run.records) == 1 and "rank" not in loaded.records[0]

@@ -25,9 +25,10 @@ def load(path: str | os.PathLike[str], *, strict: bool = True) -> Run:
     or ``runs/job.{rank}.jsonl``) or a glob (``runs/job.rank*.jsonl``). Its manifest is rank 0's,
     with ``ranks``: each rank's ``distributed`` entry, file and whether it ended cleanly."""
     text = os.fspath(path)
+    if Path(text).exists():  # a file's own name wins, even one with glob characters in it
+        return _load_one(path, strict)
     files = [Path(f) for f in sorted(glob.glob(text))] if glob.has_magic(text.replace(RANK_FIELD, "")) else []
-    if not files and not Path(text).exists():
-        files = job_files(text)
+    files = files or job_files(text)
     if files:
         return _load_job(files, strict)
     return _load_one(path, strict)
