@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import gnnmon
 from gnnmon.devices.ranks import current_rank, job_files, rank_path
 
@@ -112,3 +114,70 @@ def test_a_file_whose_name_looks_like_a_glob_loads_as_itself(tmp_path):
         pass
     loaded = gnnmon.load(tmp_path / "run[1].jsonl")
     assert len(loaded.records) == len(run.records) == 1 and "rank" not in loaded.records[0]
+
+
+def run_job(tmp_path, scenario: str, world: int = 2) -> list[subprocess.CompletedProcess]:
+    """The job of tests/ddp_job.py, one process per rank as torchrun starts them."""
+    import os
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    procs = []
+    for rank in range(world):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+        procs.append(subprocess.Popen([sys.executable, str(ROOT / "tests" / "ddp_job.py"),
+                                       str(tmp_path / "job.jsonl"), scenario],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    done = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    return done
+
+
+def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pause(tmp_path):
+    """Rank 1 sleeps 50 ms in step 5's forward pass; rank 0 collects a large heap in step 12's.
+    Under DDP both ranks' step 5 and 12 rows are long (the other waits in the all-reduce); the
+    report names the rank that held each up, and why."""
+    for p in run_job(tmp_path, "plant"):
+        assert p.returncode == 0, p.stderr[-3000:]
+    run = gnnmon.load(tmp_path / "job.jsonl")
+    assert run.complete and sorted({r["rank"] for r in run.records}) == [0, 1]
+    for rank in (0, 1):  # each rank's rows, from its own file
+        own = gnnmon.load(tmp_path / f"job.rank{rank}.jsonl").records
+        assert [r["index"] for r in own] == list(range(20))
+        assert [r["index"] for r in run.records if r["rank"] == rank] == list(range(20))
+    offsets = [m["clock_offset_ns"] for m in run.manifest["ranks"]]
+    assert offsets[0] == 0 and abs(offsets[1]) < 5e6  # one host, one clock: the estimate is the skew
+    job = run.report().cross_rank()
+    steps = {s["index"]: s for s in job["steps"]}
+    assert len(steps) == 20
+    straggler, paused = steps[5], steps[12]
+    assert straggler["slowest_rank"] == 1 and straggler["via"] == "forward"
+    assert 0.045 <= straggler["delay_s"] <= 0.2 and straggler["cause"] == "unexplained (rank 1)"
+    planted_gc = next(r for r in run.records if (r["rank"], r["index"]) == (0, 12))["gc_pause_s"]
+    assert paused["slowest_rank"] == 0 and paused["cause"] == "gc (rank 0)"
+    assert paused["delay_s"] == pytest.approx(planted_gc) and planted_gc > 0.005
+    # the waiting rank's row is as long as the one that held it up: its wait was in backward
+    waiting = next(r for r in run.records if (r["rank"], r["index"]) == (0, 5))
+    assert waiting["phase_backward_s"] >= 0.04
+    assert {s["index"] for s in job["spikes"]} >= {5, 12}
+    text = run.report().markdown()
+    assert "### Across ranks — 2 ranks, 20 matched step(s)" in text and "| step | 12 | 0 |" in text
+
+
+def test_a_killed_rank_leaves_the_other_ranks_file_readable(tmp_path):
+    survivor, killed = run_job(tmp_path, "kill")
+    assert killed.returncode == -9
+    assert survivor.returncode != 0  # its next all-reduce failed: the error reached the user
+    rows0 = gnnmon.load(tmp_path / "job.rank0.jsonl").records
+    assert [r["index"] for r in rows0][:8] == list(range(8))
+    assert rows0[-1]["error"]  # the failed step is recorded with its error
+    run = gnnmon.load(tmp_path / "job.jsonl")  # the killed rank's file: what it had written (a prefix)
+    assert not run.complete and [m["rank"] for m in run.manifest["ranks"]] == [0, 1]
+    assert [m["complete"] for m in run.manifest["ranks"]] == [True, False]
+    lost = [r["index"] for r in run.records if r["rank"] == 1]
+    assert lost == list(range(len(lost))) and len(lost) <= 8

@@ -13,6 +13,7 @@ import os
 import re
 import socket
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -91,3 +92,31 @@ def job_files(path: str | os.PathLike[str]) -> list[Path]:
             if m and f.name == f"{p.stem}.rank{m.group(1)}{p.suffix}":
                 found.append((int(m.group(1)), f))
     return [f for _, f in sorted(found)]
+
+
+def clock_offset(rounds: int = 9) -> dict[str, Any]:
+    """This rank's wall clock (``time.time_ns``) minus rank 0's, measured through the default
+    process group: ``rounds`` all-gathers, each rank reading its clock as soon as one completes
+    and sending that reading in the next; the offset is the median of the ``rounds - 1``
+    differences to rank 0, and ``clock_offset_spread_ns`` their range — the collective's release
+    skew bounds the error (tens of µs between processes of one host). A collective: every rank
+    must call it. Tensors live where the backend wants them (the current CUDA device for NCCL)."""
+    import torch  # a rank has torch loaded already; imported here to keep this module light
+
+    dist = sys.modules["torch.distributed"]
+    backend = str(dist.get_backend())
+    device = torch.device("cuda", torch.cuda.current_device()) if "nccl" in backend else torch.device("cpu")
+    world, rank = int(dist.get_world_size()), int(dist.get_rank())
+    mine = torch.zeros(1, dtype=torch.int64, device=device)
+    gathered = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(world)]
+    differences = []
+    for k in range(rounds):
+        dist.all_gather(gathered, mine)
+        values = [int(t.item()) for t in gathered]  # .item() waits for the collective (NCCL: async)
+        now = time.time_ns()
+        if k:
+            differences.append(values[rank] - values[0])
+        mine.fill_(now)
+    differences.sort()
+    return {"clock_offset_ns": differences[len(differences) // 2],
+            "clock_offset_spread_ns": differences[-1] - differences[0], "clock_offset_rounds": len(differences)}

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.peaks import hold_pollers, release_pollers
-from gnnmon.devices.ranks import current_rank, rank_path
+from gnnmon.devices.ranks import clock_offset, current_rank, rank_path
 from gnnmon.fields import IDENTITY_FIELDS, ROW_FIELD_PREFIXES
 from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG
@@ -90,6 +90,7 @@ class Run:
         carbon_intensity: float | None = None,
         flush_interval: float = DEFAULT_INTERVAL,
         sampler: str = "process",
+        distributed: bool = True,
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
@@ -107,7 +108,10 @@ class Run:
             raise ValueError(f"sampler must be 'process' (its own process) or 'thread', got {sampler!r}")
         if isinstance(flush_interval, bool) or not isinstance(flush_interval, (int, float)) or flush_interval <= 0:
             raise ValueError(f"flush_interval must be a number of seconds > 0, got {flush_interval!r}")
+        if not isinstance(distributed, bool):
+            raise TypeError(f"distributed must be True or False, not {type(distributed).__name__}")
         self.rank = current_rank()  # in a distributed job: each rank writes a file of its own
+        self._collectives = distributed
         self.path = rank_path(path, self.rank) if path is not None else None
         self.config = dict(config or {})
         if energy and sample is None:
@@ -181,6 +185,17 @@ class Run:
         return run
 
     # -- life cycle -------------------------------------------------------------------------
+    def _distributed_entry(self) -> dict[str, Any] | None:
+        """The manifest's ``distributed``: this rank, and its clock's offset to rank 0 where a
+        process group can measure it (a collective: every rank entering ``collect`` takes part)."""
+        if self.rank is None:
+            return None
+        entry = self.rank.describe()
+        entry["collectives"] = self._collectives
+        if self._collectives and self.rank.source == "process group":
+            entry.update(clock_offset())
+        return entry
+
     def start(self) -> Run:
         """Write the manifest and make this the active run (what ``with`` does)."""
         if self._state != "new":
@@ -203,7 +218,7 @@ class Run:
                 options["energy"] = self.energy.describe()
                 energy_join = EnergyJoin(options["energy"], sampler.interval)
             self.manifest = build_manifest(self.config, options)
-            self.manifest["distributed"] = self.rank.describe() if self.rank is not None else None
+            self.manifest["distributed"] = self._distributed_entry()
             if self.path is not None:
                 self._file = JsonlWriter(self.path, self._mode)
                 self._file.write(self.manifest)
@@ -515,6 +530,7 @@ def collect(
     carbon_intensity: float | None = None,
     flush_interval: float = DEFAULT_INTERVAL,
     sampler: str = "process",
+    distributed: bool = True,
 ) -> Run:
     """A new :class:`Run`; use it as ``with gnnmon.collect(path) as run:``.
 
@@ -522,8 +538,10 @@ def collect(
     job (an initialised process group of more than one rank, or torchrun's ``RANK`` / ``WORLD_SIZE``)
     each rank writes its own file: ``{rank}`` in ``path`` is replaced by the rank, otherwise
     ``.rank<N>`` goes before the suffix (``job.jsonl`` -> ``job.rank0.jsonl``, ``job.rank1.jsonl``);
-    the manifest's ``distributed`` says which rank wrote it, and ``gnnmon.load(path)`` reads the
-    job back as one run whose rows carry ``rank``. ``config``: your
+    the manifest's ``distributed`` says which rank wrote it and, inside a process group, its
+    clock's offset to rank 0 (measured at start by all-gathers: every rank must enter ``collect``,
+    as with any collective; ``distributed=False`` records this rank alone, with no collective),
+    and ``gnnmon.load(path)`` reads the job back as one run whose rows carry ``rank``. ``config``: your
     settings, stored in the manifest. ``mode``: ``"w"`` overwrites, ``"x"`` refuses an existing file.
     ``sample``: seconds between utilisation samples (e.g. 0.5; None: no sampler).
     ``energy``: add ``energy_gpu_j``, ``energy_cpu_j``, ``energy_ram_j`` and ``co2_kg`` to every row,
@@ -540,4 +558,4 @@ def collect(
         raise ValueError(f"mode must be 'w' (overwrite) or 'x' (refuse an existing file), got {mode!r}")
     return Run(path, config=config, max_records=max_records, mode=mode, sample=sample, energy=energy,
                country=country, region=region, carbon_intensity=carbon_intensity,
-               flush_interval=flush_interval, sampler=sampler)
+               flush_interval=flush_interval, sampler=sampler, distributed=distributed)

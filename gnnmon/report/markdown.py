@@ -35,6 +35,8 @@ class Explained(Protocol):
 
     def energy(self) -> dict[str, Any]: ...
 
+    def cross_rank(self) -> dict[str, Any]: ...
+
 
 def render_markdown(report: Explained) -> str:
     """The report as markdown: one table of figures per label (bytes in MiB, seconds in ms), then
@@ -71,8 +73,40 @@ def render_markdown(report: Explained) -> str:
             lines.extend(f"- note: {n}" for n in notes)
         lines.append("")
     lines.extend(_analysis_lines(report))
+    lines.extend(cross_rank_lines(report.cross_rank()))
     lines.extend(energy_lines(report.energy()))
     return "\n".join(lines)
+
+
+def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:
+    """The cross-rank section of a distributed job (nothing for a single process)."""
+    if not job:
+        return []
+    steps = job["steps"]
+    lines = [f"### Across ranks — {len(job['per_rank'])} ranks, {len(steps)} matched step(s)", ""]
+    offsets = job.get("clock_offsets_ns") or {}
+    if offsets:
+        lines += ["Clock offsets to rank 0: " + ", ".join(f"rank {k} {v / 1e6:+.3f} ms"
+                                                       for k, v in sorted(offsets.items())), ""]
+    if job["stragglers"]:
+        lines += ["Stragglers (slowest in many steps):", ""]
+        lines += [f"- rank {s['rank']}: slowest in {s['steps']} of {s['of']} steps, "
+                  f"{s['delay_s'] * 1e3:.1f} ms held up in all, mostly {s['cause']}" for s in job["stragglers"]]
+        lines.append("")
+    spikes = job["spikes"]
+    if spikes:
+        lines += [f"Steps one rank held up: {len(spikes)}", "",
+                  "| label | index | slowest rank | delay ms | others waited ms | seen in | spread ms | cause |",
+                  "| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |"]
+        for s in spikes[:MAX_TABLE]:
+            lines.append(f"| {s['label']} | {s['index']} | {s['slowest_rank']} | {s['delay_s'] * 1e3:.2f} | "
+                         f"{s['waited_s'] * 1e3:.2f} | {s['via']} | {s['spread_s'] * 1e3:.2f} | {s['cause']} |")
+        if len(spikes) > MAX_TABLE:
+            lines.append(f"| … {len(spikes) - MAX_TABLE} more | | | | | | | |")
+    else:
+        lines.append("No step was held up by one rank.")
+    lines.append("")
+    return lines
 
 
 def _analysis_lines(report: Explained) -> list[str]:

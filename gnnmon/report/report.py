@@ -10,6 +10,7 @@ from gnnmon.report import analysis  # the module: Report calls its functions by 
 from gnnmon.report.energy import energy_summary
 from gnnmon.report.frames import rows_frame, summary_frame
 from gnnmon.report.markdown import MAX_TABLE, render_markdown
+from gnnmon.report.ranks import cross_rank
 from gnnmon.report.stats import describe
 from gnnmon.report.timeline_plot import plot_timeline
 
@@ -102,6 +103,12 @@ class Report:
         if out and self.energy_balance:
             out["balance"] = self.energy_balance
         return out
+
+    def cross_rank(self, **options: Any) -> dict[str, Any]:
+        """For a distributed job's rows (``gnnmon.load`` of its files): per step the slowest rank,
+        its delay, the time the others waited and why; stragglers; per-rank summaries (see
+        :func:`gnnmon.report.ranks.cross_rank`). ``{}`` for a single process."""
+        return cross_rank(self.records, self.manifest, **options)
 
     def plot_timeline(self, path: Any = None, **options: Any) -> Any:
         """Utilisation samples over time with rows and GC events under them (a matplotlib

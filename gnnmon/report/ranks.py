@@ -1,0 +1,153 @@
+"""Across the ranks of a distributed job: which rank held each step up, by how much, and why.
+
+Rows are matched across ranks by ``(label, index)`` (the n-th call of a label on every rank), top-
+level rows only. Times are put on rank 0's clock with each rank's measured offset (manifest
+``ranks[*].clock_offset_ns``; 0 where none was measured). Under DDP a slow rank does not show as a
+long row of its own: every rank waits for it in the next all-reduce, so the ranks' rows end
+together and look alike. What tells them apart is *where* the time went, in the order it was
+spent: a rank that arrived late (its row started later), or, within the row, the first phase in
+which one rank took longer than the others (the others then wait in a later phase, e.g. backward).
+So, per step, in that order — arrival, each phase the rows share, then the whole row — the first
+of these whose spread across ranks exceeds ``min_delay_s`` and ``min_share`` of the step names the
+slowest rank; the others waited that long each.
+
+Causes, for the slowest rank: ``gc`` where its GC pauses (in the row, or in its rows since its
+previous step) cover at least half the delay; ``larger batch`` where its batch had more nodes or
+edges (``record_graph``) than the others' by more than 10 %; ``data loading`` where the delay was
+in a ``data`` phase or before the row started while its ``data`` rows took longer; else
+``unexplained``. Each names the rank: ``gc (rank 0)``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+PHASE = "phase_"
+
+
+def _offsets(manifest: Mapping[str, Any] | None) -> dict[int, int]:
+    ranks = (manifest or {}).get("ranks") or []
+    return {int(r.get("rank", i)): int(r.get("clock_offset_ns") or 0) for i, r in enumerate(ranks)}
+
+
+def _time_s(row: Mapping[str, Any]) -> float | None:
+    v = row.get("device_s", row.get("wall_s"))
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None = None, *,
+               min_delay_s: float = 0.005, min_share: float = 0.1, straggler_share: float = 0.2,
+               ) -> dict[str, Any]:
+    """The cross-rank report of a job's rows (see the module doc): ``steps`` (one per matched
+    step: label, index, ranks, spread_s, slowest_rank, delay_s, waited_s, via, cause),
+    ``spikes`` (steps whose delay was at least ``min_share`` of the step, with their cause),
+    ``stragglers`` (ranks slowest in at least ``straggler_share`` of the steps, and 3), and
+    ``per_rank`` (steps, total and median time per label). ``{}`` when the rows carry no rank."""
+    ranked = [r for r in records if "rank" in r and r.get("parent") is None]
+    if not ranked or len({r["rank"] for r in ranked}) < 2:
+        return {}
+    offsets = _offsets(manifest)
+    by_step: dict[tuple[str, int], dict[int, dict[str, Any]]] = defaultdict(dict)
+    by_rank: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in ranked:
+        by_step[(r["label"], int(r["index"]))][int(r["rank"])] = r
+        by_rank[int(r["rank"])].append(r)
+    for history in by_rank.values():
+        history.sort(key=lambda r: int(r.get("t_start_ns") or 0))
+
+    def start(rank: int, row: Mapping[str, Any]) -> float:
+        return (int(row.get("t_start_ns") or 0) - offsets.get(rank, 0)) / 1e9
+
+    steps = []
+    for (label, index), rows in by_step.items():
+        if len(rows) < 2 or any(_time_s(r) is None for r in rows.values()):
+            continue
+        times = {k: float(_time_s(r) or 0.0) for k, r in rows.items()}
+        total = max(times.values())
+        measures: list[tuple[str, dict[int, float]]] = []
+        starts = {k: start(k, r) for k, r in rows.items()}
+        measures.append(("arrival", {k: s - min(starts.values()) for k, s in starts.items()}))
+        shared = [f for f in next(iter(rows.values())) if f.startswith(PHASE) and f.endswith("_s")
+                  and all(isinstance(r.get(f), (int, float)) for r in rows.values())]
+        measures += [(f[len(PHASE):-2], {k: float(r[f]) for k, r in rows.items()}) for f in shared]
+        measures.append(("row", times))
+        slowest, delay, via = None, 0.0, None
+        # A GC pause is recorded, not inferred: the rank that paused longest, by enough, held the
+        # step up wherever in the step (or before it) the pause fell.
+        pauses = {k: _gc_since(k, r, by_rank[k]) for k, r in rows.items()}
+        gc_rank = max(pauses, key=lambda k: pauses[k])
+        gc_excess = pauses[gc_rank] - min(pauses.values())
+        if gc_excess >= min_delay_s and gc_excess >= min_share * total:
+            measures = [("gc", pauses)]
+        for name, values in measures:
+            spread = max(values.values()) - min(values.values())
+            if spread >= min_delay_s and spread >= min_share * total:
+                slowest = max(values, key=lambda k: values[k])
+                delay, via = spread, name
+                break
+        entry: dict[str, Any] = {
+            "label": label, "index": index, "ranks": sorted(rows), "time_s": total,
+            "spread_s": max(times.values()) - min(times.values()), "slowest_rank": slowest,
+            "delay_s": delay, "waited_s": delay * (len(rows) - 1) if slowest is not None else 0.0,
+            "via": via, "cause": None,
+        }
+        if slowest is not None:
+            entry["cause"] = _cause(slowest, rows, via or "", delay, by_rank[slowest])
+        steps.append(entry)
+    steps.sort(key=lambda s: (min(start(k, by_step[(s["label"], s["index"])][k]) for k in s["ranks"])))
+    spikes = [dict(s) for s in steps if s["slowest_rank"] is not None]
+    counts: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for s in spikes:
+        counts[s["slowest_rank"]].append(s)
+    stragglers = []
+    for rank, held in sorted(counts.items()):
+        if len(held) >= 3 and len(held) >= straggler_share * len(steps):
+            causes = [s["cause"].split(" (")[0] for s in held]
+            stragglers.append({"rank": rank, "steps": len(held), "of": len(steps),
+                               "delay_s": sum(s["delay_s"] for s in held),
+                               "cause": max(set(causes), key=causes.count)})
+    per_rank = {}
+    for rank, history in sorted(by_rank.items()):
+        labels: dict[str, list[float]] = defaultdict(list)
+        for r in history:
+            t = _time_s(r)
+            if t is not None:
+                labels[r["label"]].append(t)
+        per_rank[rank] = {label: {"count": len(v), "total_s": sum(v), "median_s": statistics.median(v)}
+                          for label, v in labels.items()}
+    return {"steps": steps, "spikes": spikes, "stragglers": stragglers, "per_rank": per_rank,
+            "clock_offsets_ns": offsets}
+
+
+def _between(row: Mapping[str, Any], history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This rank's top-level rows since its previous row of the same label, up to ``row``."""
+    previous = [r for r in history if r["label"] == row["label"] and r["index"] == row["index"] - 1]
+    since = int(previous[0].get("t_end_ns") or 0) if previous else 0
+    return [r for r in history if since <= int(r.get("t_start_ns") or 0) < int(row.get("t_start_ns") or 0)]
+
+
+def _gc_since(rank: int, row: Mapping[str, Any], history: list[dict[str, Any]]) -> float:
+    """Seconds of GC pauses on ``rank`` in ``row`` and in its rows since its previous step."""
+    return float(row.get("gc_pause_s") or 0.0) + sum(float(r.get("gc_pause_s") or 0.0)
+                                                     for r in _between(row, history))
+
+
+def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: float,
+           history: list[dict[str, Any]]) -> str:
+    """Why ``rank`` held the step up (see the module doc)."""
+    row = rows[rank]
+    if via == "gc" or _gc_since(rank, row, history) >= 0.5 * delay:
+        return f"gc (rank {rank})"
+    if via == "arrival" and any(r["label"] == "data" or r.get("phase_data_s") for r in _between(row, history)):
+        return f"data loading (rank {rank})"
+    for key in ("num_nodes", "num_edges"):
+        mine = row.get(key)
+        others = [float(r[key]) for k, r in rows.items() if k != rank and isinstance(r.get(key), (int, float))]
+        if isinstance(mine, (int, float)) and len(others) == len(rows) - 1 and mine > 1.1 * max(others):
+            return f"larger batch (rank {rank})"
+    if via == "data":
+        return f"data loading (rank {rank})"
+    return f"unexplained (rank {rank})"

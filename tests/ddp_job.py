@@ -1,0 +1,86 @@
+"""A small DDP job for tests/test_distributed.py, one process per rank as torchrun starts them
+(``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` in the environment), gloo on the CPU.
+
+    python tests/ddp_job.py OUT.jsonl plant|kill
+
+A GCN on a random graph, 20 steps, each ``@cuda_timed`` with forward/backward/optimizer phases.
+``plant``: rank 1 sleeps 50 ms in step 5's forward pass (a straggler: rank 0 waits for it in the
+backward all-reduce); rank 0 collects a heap of 1,000,000 lists in step 12's forward pass.
+``kill``: rank 1 kills itself (SIGKILL) in step 8; the others fail at their next all-reduce.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from torch_geometric.nn import GCNConv
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gnnmon
+from gnnmon import cuda_timed, phase
+
+SLEEP_STEP, GC_STEP, KILL_STEP = 5, 12, 8
+
+
+class GCN(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = GCNConv(16, 32), GCNConv(32, 4)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.conv2(F.relu(self.conv1(x, edge_index)), edge_index)
+
+
+def main() -> None:
+    path, scenario = sys.argv[1], sys.argv[2]
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=20))
+    rank = dist.get_rank()
+    torch.manual_seed(rank)
+    x, edge_index = torch.randn(300, 16), torch.randint(0, 300, (2, 1200))
+    y = torch.randint(0, 4, (300,))
+    torch.manual_seed(0)
+    model = DistributedDataParallel(GCN())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    heap = [[i] for i in range(1_000_000)] if scenario == "plant" and rank == 0 else None
+
+    @cuda_timed(label="step")
+    def step(s: int) -> None:
+        with phase("forward"):
+            if scenario == "plant" and rank == 1 and s == SLEEP_STEP:
+                time.sleep(0.05)
+            if scenario == "plant" and rank == 0 and s == GC_STEP:
+                gc.collect()
+            loss = F.cross_entropy(model(x, edge_index), y)
+        with phase("backward"):
+            loss.backward()
+        with phase("optimizer"):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    gc.disable()  # automatic collections off: only the planted one may pause a rank
+    try:
+        with gnnmon.collect(path):
+            for s in range(20):
+                if scenario == "kill" and rank == 1 and s == KILL_STEP:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                step(s)
+    finally:
+        gc.enable()
+        del heap
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
