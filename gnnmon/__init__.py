@@ -15,6 +15,7 @@ from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled,
 from gnnmon.measure.graph import graph_shape, record_graph
 from gnnmon.measure.memory import memory_scope, monitor_memory_device
 from gnnmon.measure.timing import cuda_timed, phase, timed
+from gnnmon.record.job import gather
 from gnnmon.record.load import iter_rows, load
 from gnnmon.record.run import Run, active_run, collect, default_run
 from gnnmon.record.sampling import sample_utilisation
@@ -38,6 +39,7 @@ __all__ = [
     "freeze_gc",
     "gc_controlled",
     "gc_paused",
+    "gather",
     "graph_shape",
     "iter_rows",
     "load",

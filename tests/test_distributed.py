@@ -117,7 +117,7 @@ def test_a_file_whose_name_looks_like_a_glob_loads_as_itself(tmp_path):
 
 
 def run_job(tmp_path, scenario: str, world: int = 2) -> list[subprocess.CompletedProcess]:
-    """The job of tests/ddp_job.py, one process per rank as torchrun starts them."""
+    """The job of play/ddp_gcn.py, one process per rank as torchrun starts them."""
     import os
     import socket
 
@@ -128,7 +128,7 @@ def run_job(tmp_path, scenario: str, world: int = 2) -> list[subprocess.Complete
     for rank in range(world):
         env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-        procs.append(subprocess.Popen([sys.executable, str(ROOT / "tests" / "ddp_job.py"),
+        procs.append(subprocess.Popen([sys.executable, str(ROOT / "play" / "ddp_gcn.py"),
                                        str(tmp_path / "job.jsonl"), scenario],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     done = []
@@ -142,7 +142,8 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
     """Rank 1 sleeps 50 ms in step 5's forward pass; rank 0 collects a large heap in step 12's.
     Under DDP both ranks' step 5 and 12 rows are long (the other waits in the all-reduce); the
     report names the rank that held each up, and why."""
-    for p in run_job(tmp_path, "plant"):
+    procs = run_job(tmp_path, "plant")
+    for p in procs:
         assert p.returncode == 0, p.stderr[-3000:]
     run = gnnmon.load(tmp_path / "job.jsonl")
     assert run.complete and sorted({r["rank"] for r in run.records}) == [0, 1]
@@ -165,6 +166,9 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
     waiting = next(r for r in run.records if (r["rank"], r["index"]) == (0, 5))
     assert waiting["phase_backward_s"] >= 0.04
     assert {s["index"] for s in job["spikes"]} >= {5, 12}
+    gathered = json.loads(procs[0].stdout.strip().splitlines()[-1])  # over the process group, no files
+    assert gathered == [[s["index"], s["slowest_rank"], s["cause"]] for s in job["spikes"]]
+    assert procs[1].stdout.strip() == ""  # only rank 0 gets the gathered job
     text = run.report().markdown()
     assert "### Across ranks — 2 ranks, 20 matched step(s)" in text and "| step | 12 | 0 |" in text
 
@@ -181,3 +185,22 @@ def test_a_killed_rank_leaves_the_other_ranks_file_readable(tmp_path):
     assert [m["complete"] for m in run.manifest["ranks"]] == [True, False]
     lost = [r["index"] for r in run.records if r["rank"] == 1]
     assert lost == list(range(len(lost))) and len(lost) <= 8
+
+
+def test_gc_controlled_collects_after_the_same_step_on_every_rank(tmp_path):
+    """Automatic GC off for the loop (``gc_paused``), ``@gc_controlled(collect=5)`` on the step:
+    every rank collects after steps 4, 9, 14 and 19 and at no other time, so no rank pauses alone
+    and the report finds no step held up by GC."""
+    for p in run_job(tmp_path, "gc"):
+        assert p.returncode == 0, p.stderr[-3000:]
+    run = gnnmon.load(tmp_path / "job.jsonl")
+    for rank in (0, 1):
+        rows = {r["index"]: r for r in run.records if r["rank"] == rank}
+        asked = [e for e in run.gc_events if e["rank"] == rank and e["reason"] == "gc_controlled"]
+        automatic = [e for e in run.gc_events if e["rank"] == rank and not e["requested"]]
+        assert automatic == []
+        after = [max(i for i, r in rows.items() if r["t_end_ns"] <= e["t_start_ns"]) for e in asked]
+        assert after == [4, 9, 14, 19]
+        for e, i in zip(asked, after, strict=True):
+            assert i == 19 or e["t_start_ns"] + e["duration_s"] * 1e9 <= rows[i + 1]["t_start_ns"]
+    assert not any(s["cause"].startswith("gc") for s in run.report().cross_rank()["spikes"])

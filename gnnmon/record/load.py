@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnmon.devices.ranks import RANK_FIELD, job_files
+from gnnmon.record.job import merge_ranks
 from gnnmon.record.run import Run
 from gnnmon.record.storage import read_lines
 
@@ -35,27 +36,7 @@ def load(path: str | os.PathLike[str], *, strict: bool = True) -> Run:
 
 
 def _load_job(files: list[Path], strict: bool) -> Run:
-    runs = [_load_one(f, strict) for f in files]
-    ranked = []
-    for i, run in enumerate(runs):
-        dist = (run.manifest or {}).get("distributed") or {}
-        ranked.append((int(dist.get("rank", i)), run))
-    ranked.sort(key=lambda t: t[0])
-
-    def tagged(items: Any, rank: int) -> list[dict[str, Any]]:
-        return [{**item, "rank": rank} for item in items]
-
-    first = ranked[0][1]
-    manifest = dict(first.manifest or {})
-    manifest["ranks"] = [{**((run.manifest or {}).get("distributed") or {"rank": rank}), "file": str(run.path),
-                          "complete": run.complete} for rank, run in ranked]
-    merged = Run.from_file(first.path or files[0], manifest=manifest,
-                           rows=[r for rank, run in ranked for r in tagged(run.records, rank)],
-                           gc_events=[e for rank, run in ranked for e in tagged(run.gc_events, rank)],
-                           samples=[e for rank, run in ranked for e in tagged(run.samples, rank)],
-                           markers=[e for rank, run in ranked for e in tagged(run.markers, rank)],
-                           complete=all(run.complete for _, run in ranked))
-    return merged
+    return merge_ranks([_load_one(f, strict) for f in files])
 
 
 def _load_one(path: str | os.PathLike[str], strict: bool) -> Run:

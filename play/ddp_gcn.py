@@ -1,18 +1,27 @@
-"""A small DDP job for tests/test_distributed.py, one process per rank as torchrun starts them
-(``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` in the environment), gloo on the CPU.
+"""A small DDP job, one process per rank as ``torchrun`` starts them, gloo on the CPU (NCCL
+where each rank has a GPU is the same code path in gnnmon; this script stays on the CPU):
 
-    python tests/ddp_job.py OUT.jsonl plant|kill
+    torchrun --nproc_per_node 2 play/ddp_gcn.py runs/ddp.jsonl plant
 
-A GCN on a random graph, 20 steps, each ``@cuda_timed`` with forward/backward/optimizer phases.
-``plant``: rank 1 sleeps 50 ms in step 5's forward pass (a straggler: rank 0 waits for it in the
-backward all-reduce); rank 0 collects a heap of 1,000,000 lists in step 12's forward pass.
-``kill``: rank 1 kills itself (SIGKILL) in step 8; the others fail at their next all-reduce.
+writes ``runs/ddp.rank0.jsonl`` and ``runs/ddp.rank1.jsonl``; ``gnnmon report runs/ddp.jsonl``
+reads both. A GCN on a random graph, 20 steps, each ``@cuda_timed`` with forward/backward/
+optimizer phases. Scenarios (``tests/test_distributed.py`` runs each):
+
+* ``plant``: rank 1 sleeps 50 ms in step 5's forward pass (a straggler: rank 0 waits for it in
+  the backward all-reduce); rank 0 collects a heap of 1,000,000 lists in step 12's forward pass;
+* ``kill``: rank 1 kills itself (SIGKILL) in step 8; the others fail at their next all-reduce;
+* ``gc``: no plant; the loop runs under ``gc_paused()`` and the step is
+  ``@gc_controlled(collect=5)``: every rank collects after the same steps.
+
+After the run, rank 0 prints the cross-rank spikes of the job gathered over the process group
+(``gnnmon.gather``) as one JSON line.
 """
 
 from __future__ import annotations
 
 import datetime
 import gc
+import json
 import os
 import signal
 import sys
@@ -28,7 +37,7 @@ from torch_geometric.nn import GCNConv
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
-from gnnmon import cuda_timed, phase
+from gnnmon import cuda_timed, gc_controlled, gc_paused, phase
 
 SLEEP_STEP, GC_STEP, KILL_STEP = 5, 12, 8
 
@@ -55,7 +64,6 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     heap = [[i] for i in range(1_000_000)] if scenario == "plant" and rank == 0 else None
 
-    @cuda_timed(label="step")
     def step(s: int) -> None:
         with phase("forward"):
             if scenario == "plant" and rank == 1 and s == SLEEP_STEP:
@@ -69,9 +77,11 @@ def main() -> None:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
-    gc.disable()  # automatic collections off: only the planted one may pause a rank
+    step = cuda_timed(label="step")(gc_controlled(collect=5)(step) if scenario == "gc" else step)
+    if scenario != "gc":
+        gc.disable()  # automatic collections off: only the planted one may pause a rank
     try:
-        with gnnmon.collect(path):
+        with gnnmon.collect(path) as run, gc_paused() if scenario == "gc" else _nothing():
             for s in range(20):
                 if scenario == "kill" and rank == 1 and s == KILL_STEP:
                     os.kill(os.getpid(), signal.SIGKILL)
@@ -79,7 +89,19 @@ def main() -> None:
     finally:
         gc.enable()
         del heap
+    job = gnnmon.gather(run)
+    if job is not None:
+        spikes = job.report().cross_rank()["spikes"]
+        print(json.dumps([[s["index"], s["slowest_rank"], s["cause"]] for s in spikes]))
     dist.destroy_process_group()
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 if __name__ == "__main__":
