@@ -97,7 +97,8 @@ def test_a_two_process_gloo_job_writes_a_file_per_rank_and_loads_as_one(tmp_path
         manifest = json.loads((tmp_path / f"job.rank{rank}.jsonl").read_text().splitlines()[0])
         d = manifest["distributed"]
         assert (d["rank"], d["world_size"], d["backend"], d["source"]) == (rank, 2, "gloo", "process group")
-    for given in (tmp_path / "job.jsonl", str(tmp_path / "job.rank*.jsonl")):
+    for given in (tmp_path / "job.jsonl", str(tmp_path / "job.rank*.jsonl"), tmp_path / "job.rank0.jsonl",
+                  tmp_path / "job.rank1.jsonl", tmp_path):
         run = gnnmon.load(given)
         assert run.complete and [m["rank"] for m in run.manifest["ranks"]] == [0, 1]
         rows = run.records
@@ -148,7 +149,7 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
     run = gnnmon.load(tmp_path / "job.jsonl")
     assert run.complete and sorted({r["rank"] for r in run.records}) == [0, 1]
     for rank in (0, 1):  # each rank's rows, from its own file
-        own = gnnmon.load(tmp_path / f"job.rank{rank}.jsonl").records
+        own = gnnmon.load(tmp_path / f"job.rank{rank}.jsonl", job=False).records
         assert [r["index"] for r in own] == list(range(20))
         assert [r["index"] for r in run.records if r["rank"] == rank] == list(range(20))
     offsets = [m["clock_offset_ns"] for m in run.manifest["ranks"]]
@@ -177,7 +178,7 @@ def test_a_killed_rank_leaves_the_other_ranks_file_readable(tmp_path):
     survivor, killed = run_job(tmp_path, "kill")
     assert killed.returncode == -9
     assert survivor.returncode != 0  # its next all-reduce failed: the error reached the user
-    rows0 = gnnmon.load(tmp_path / "job.rank0.jsonl").records
+    rows0 = gnnmon.load(tmp_path / "job.rank0.jsonl", job=False).records
     assert [r["index"] for r in rows0][:8] == list(range(8))
     assert rows0[-1]["error"]  # the failed step is recorded with its error
     run = gnnmon.load(tmp_path / "job.jsonl")  # the killed rank's file: what it had written (a prefix)
@@ -204,3 +205,72 @@ def test_gc_controlled_collects_after_the_same_step_on_every_rank(tmp_path):
         for e, i in zip(asked, after, strict=True):
             assert i == 19 or e["t_start_ns"] + e["duration_s"] * 1e9 <= rows[i + 1]["t_start_ns"]
     assert not any(s["cause"].startswith("gc") for s in run.report().cross_rank()["spikes"])
+
+
+def test_a_folder_that_is_not_one_job_is_refused_by_name(tmp_path):
+    from gnnmon.errors import ReportFileError
+
+    with pytest.raises(ReportFileError, match="no .jsonl file"):
+        gnnmon.load(tmp_path)
+    with gnnmon.collect(tmp_path / "alone.jsonl"):
+        pass
+    with pytest.raises(ReportFileError, match="not one distributed job's files .*alone.jsonl"):
+        gnnmon.load(tmp_path)
+
+
+def planted_job(late: set[int], big: set[int], offset_ns: int = 3_000_000) -> tuple[list[dict], dict]:
+    """Two ranks, 20 steps of 30 ms each, synchronised at each step's end as DDP does. Rank 1's
+    clock runs ``offset_ns`` ahead. On the ``late`` steps rank 1 spends 20 ms more in a data row
+    before the step (it arrives late, rank 0's step is 20 ms longer: it waited); on the ``big``
+    steps rank 1's batch has twice the nodes and its forward phase takes 15 ms more."""
+    rows, t = [], 0
+    for i in range(20):
+        for rank in (0, 1):
+            skew = offset_ns if rank == 1 else 0
+            load = 20_000_000 if (rank == 1 and i in late) else 1_000_000
+            rows.append({"label": "data", "index": i, "rank": rank, "parent": None, "t_start_ns": t + skew,
+                         "t_end_ns": t + skew + load, "device_s": load / 1e9})
+        start0, start1 = t + 1_000_000, t + (20_000_000 if i in late else 1_000_000)
+        fwd1 = 0.025 if i in big else 0.010
+        end = max(start0, start1) + int((fwd1 + 0.02) * 1e9)
+        for rank, start in ((0, start0), (1, start1)):
+            skew = offset_ns if rank == 1 else 0
+            fwd = fwd1 if rank == 1 else 0.010
+            rows.append({"label": "step", "index": i, "rank": rank, "parent": None, "t_start_ns": start + skew,
+                         "t_end_ns": end + skew, "device_s": (end - start) / 1e9, "phase_forward_s": fwd,
+                         "phase_backward_s": (end - start) / 1e9 - fwd, "num_nodes": 200 if (rank, i in big) == (1, True)
+                         else 100, "gc_pause_s": 0.0})
+        t = end + 1_000_000
+    manifest = {"ranks": [{"rank": 0, "clock_offset_ns": 0}, {"rank": 1, "clock_offset_ns": offset_ns}]}
+    return rows, manifest
+
+
+def test_a_rank_late_on_many_steps_is_a_straggler_of_data_loading():
+    from gnnmon.report.ranks import cross_rank
+
+    rows, manifest = planted_job(late={2, 5, 8, 11, 14, 17}, big=set())
+    job = cross_rank(rows, manifest)
+    held = {s["index"]: s for s in job["spikes"] if s["label"] == "step"}
+    assert set(held) == {2, 5, 8, 11, 14, 17}
+    assert all(s["slowest_rank"] == 1 and s["via"] == "arrival" and s["cause"] == "data loading (rank 1)"
+               for s in held.values())
+    assert all(abs(s["delay_s"] - 0.019) < 1e-6 for s in held.values())  # on rank 0's clock: offset removed
+    loads = [s for s in job["spikes"] if s["label"] == "data"]  # the slow loads themselves
+    assert {s["index"] for s in loads} == set(held) and all(s["cause"] == "data loading (rank 1)" for s in loads)
+    (straggler,) = job["stragglers"]
+    assert (straggler["rank"], straggler["steps"], straggler["of"], straggler["cause"]) == (1, 12, 40, "data loading")
+    assert abs(straggler["delay_s"] - 6 * (0.019 + 0.019)) < 1e-6
+    # without the offsets, rank 1's clock (3 ms ahead) adds 3 ms to each late arrival
+    unaligned = [s for s in cross_rank(rows, {})["spikes"] if s["label"] == "step"]
+    assert len(unaligned) == 6 and all(abs(s["delay_s"] - 0.022) < 1e-6 for s in unaligned)
+
+
+def test_a_larger_batch_is_named_as_the_cause():
+    from gnnmon.report.ranks import cross_rank
+
+    rows, manifest = planted_job(late=set(), big={7})
+    job = cross_rank(rows, manifest)
+    (spike,) = [s for s in job["spikes"] if s["label"] == "step"]
+    assert (spike["index"], spike["slowest_rank"], spike["via"]) == (7, 1, "forward")
+    assert spike["cause"] == "larger batch (rank 1)" and abs(spike["delay_s"] - 0.015) < 1e-9
+    assert job["stragglers"] == []  # one step is not many

@@ -13,30 +13,46 @@ from pathlib import Path
 from typing import Any
 
 from gnnmon.devices.ranks import RANK_FIELD, job_files
+from gnnmon.errors import ReportFileError
 from gnnmon.record.job import merge_ranks
 from gnnmon.record.run import Run
 from gnnmon.record.storage import read_lines
 
 
-def load(path: str | os.PathLike[str], *, strict: bool = True) -> Run:
+def load(path: str | os.PathLike[str], *, strict: bool = True, job: bool = True) -> Run:
     """Read a run back from its JSON Lines file (a cut-off last line is skipped with a warning).
 
     A distributed job (one file per rank, see :func:`gnnmon.collect`) loads as one run whose rows,
     GC events and samples carry ``rank``: give the path its ranks were given (``runs/job.jsonl``
-    or ``runs/job.{rank}.jsonl``) or a glob (``runs/job.rank*.jsonl``). Its manifest is rank 0's,
-    with ``ranks``: each rank's ``distributed`` entry, file and whether it ended cleanly."""
+    or ``runs/job.{rank}.jsonl``), any rank's file (``runs/job.rank0.jsonl``), a glob
+    (``runs/job.rank*.jsonl``) or a folder holding one job's files. Its manifest is rank 0's, with
+    ``ranks``: each rank's ``distributed`` entry, file and whether it ended cleanly. ``job=False``
+    reads a rank's file alone."""
     text = os.fspath(path)
-    if Path(text).exists():  # a file's own name wins, even one with glob characters in it
-        return _load_one(path, strict)
+    p = Path(text)
+    if p.is_dir():
+        files = sorted(p.glob("*.jsonl"))
+        if not files:
+            raise ReportFileError(f"{p} is a folder with no .jsonl file in it: give a run's file")
+        runs = [_load_one(f, strict) for f in files]
+        alone = [str(r.path) for r in runs if not (r.manifest or {}).get("distributed")]
+        if alone or len({(r.manifest or {})["distributed"]["rank"] for r in runs}) != len(runs):
+            raise ReportFileError(f"{p} is a folder, not one distributed job's files "
+                                  f"({', '.join(alone[:3]) or 'two files of one rank'}): give a run's file")
+        return merge_ranks(runs)
+    if p.exists():  # a file's own name wins, even one with glob characters in it
+        run = _load_one(p, strict)
+        dist = (run.manifest or {}).get("distributed") or {}
+        if job and dist.get("job_path"):
+            files = job_files(p.parent / dist["job_path"])
+            if len(files) > 1 and p.resolve() in {f.resolve() for f in files}:
+                return merge_ranks([run if f.resolve() == p.resolve() else _load_one(f, strict) for f in files])
+        return run
     files = [Path(f) for f in sorted(glob.glob(text))] if glob.has_magic(text.replace(RANK_FIELD, "")) else []
     files = files or job_files(text)
     if files:
-        return _load_job(files, strict)
+        return merge_ranks([_load_one(f, strict) for f in files])
     return _load_one(path, strict)
-
-
-def _load_job(files: list[Path], strict: bool) -> Run:
-    return merge_ranks([_load_one(f, strict) for f in files])
 
 
 def _load_one(path: str | os.PathLike[str], strict: bool) -> Run:

@@ -112,6 +112,7 @@ class Run:
             raise TypeError(f"distributed must be True or False, not {type(distributed).__name__}")
         self.rank = current_rank()  # in a distributed job: each rank writes a file of its own
         self._collectives = distributed
+        self._job_path = Path(os.fspath(path)).name if path is not None else None  # as given: names the job
         self.path = rank_path(path, self.rank) if path is not None else None
         self.config = dict(config or {})
         if energy and sample is None:
@@ -192,6 +193,7 @@ class Run:
             return None
         entry = self.rank.describe()
         entry["collectives"] = self._collectives
+        entry["job_path"] = self._job_path  # the file name every rank was given: finds the others
         if self._collectives and self.rank.source == "process group":
             entry.update(clock_offset())
         return entry

@@ -14,7 +14,7 @@ slowest rank; the others waited that long each.
 Causes, for the slowest rank: ``gc`` where its GC pauses (in the row, or in its rows since its
 previous step) cover at least half the delay; ``larger batch`` where its batch had more nodes or
 edges (``record_graph``) than the others' by more than 10 %; ``data loading`` where the delay was
-in a ``data`` phase or before the row started while its ``data`` rows took longer; else
+in a ``data`` phase or row, or before the row started with a ``data`` row in between; else
 ``unexplained``. Each names the rank: ``gc (rank 0)``.
 """
 
@@ -148,6 +148,6 @@ def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: fl
         others = [float(r[key]) for k, r in rows.items() if k != rank and isinstance(r.get(key), (int, float))]
         if isinstance(mine, (int, float)) and len(others) == len(rows) - 1 and mine > 1.1 * max(others):
             return f"larger batch (rank {rank})"
-    if via == "data":
+    if via == "data" or row["label"] == "data":
         return f"data loading (rank {rank})"
     return f"unexplained (rank {rank})"
