@@ -20,6 +20,7 @@ in a ``data`` phase or row, or before the row started with a ``data`` row in bet
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
@@ -55,8 +56,10 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
     for r in ranked:
         by_step[(r["label"], int(r["index"]))][int(r["rank"])] = r
         by_rank[int(r["rank"])].append(r)
-    for history in by_rank.values():
-        history.sort(key=lambda r: int(r.get("t_start_ns") or 0))
+    histories = {}
+    for rank, rows_of_rank in by_rank.items():
+        rows_of_rank.sort(key=lambda r: int(r.get("t_start_ns") or 0))
+        histories[rank] = _History(rows_of_rank)
 
     def start(rank: int, row: Mapping[str, Any]) -> float:
         return (int(row.get("t_start_ns") or 0) - offsets.get(rank, 0)) / 1e9
@@ -77,7 +80,7 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
         slowest, delay, via = None, 0.0, None
         # A GC pause is recorded, not inferred: the rank that paused longest, by enough, held the
         # step up wherever in the step (or before it) the pause fell.
-        pauses = {k: _gc_since(k, r, by_rank[k]) for k, r in rows.items()}
+        pauses = {k: histories[k].gc_since(r) for k, r in rows.items()}
         gc_rank = max(pauses, key=lambda k: pauses[k])
         gc_excess = pauses[gc_rank] - min(pauses.values())
         if gc_excess >= min_delay_s and gc_excess >= min_share * total:
@@ -95,7 +98,7 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
             "via": via, "cause": None,
         }
         if slowest is not None:
-            entry["cause"] = _cause(slowest, rows, via or "", delay, by_rank[slowest])
+            entry["cause"] = _cause(slowest, rows, via or "", delay, histories[slowest])
         steps.append(entry)
     steps.sort(key=lambda s: (min(start(k, by_step[(s["label"], s["index"])][k]) for k in s["ranks"])))
     spikes = [dict(s) for s in steps if s["slowest_rank"] is not None]
@@ -108,11 +111,11 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
             causes = [s["cause"].split(" (")[0] for s in held]
             stragglers.append({"rank": rank, "steps": len(held), "of": len(steps),
                                "delay_s": sum(s["delay_s"] for s in held),
-                               "cause": max(set(causes), key=causes.count)})
+                               "cause": max(dict.fromkeys(causes), key=causes.count)})
     per_rank = {}
-    for rank, history in sorted(by_rank.items()):
+    for rank, rows_of_rank in sorted(by_rank.items()):
         labels: dict[str, list[float]] = defaultdict(list)
-        for r in history:
+        for r in rows_of_rank:
             t = _time_s(r)
             if t is not None:
                 labels[r["label"]].append(t)
@@ -122,26 +125,33 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
             "clock_offsets_ns": offsets}
 
 
-def _between(row: Mapping[str, Any], history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """This rank's top-level rows since its previous row of the same label, up to ``row``."""
-    previous = [r for r in history if r["label"] == row["label"] and r["index"] == row["index"] - 1]
-    since = int(previous[0].get("t_end_ns") or 0) if previous else 0
-    return [r for r in history if since <= int(r.get("t_start_ns") or 0) < int(row.get("t_start_ns") or 0)]
+class _History:
+    """One rank's top-level rows in start order, indexed for "what ran since its previous step"."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+        self.starts = [int(r.get("t_start_ns") or 0) for r in rows]
+        self.by_key = {(r["label"], int(r["index"])): r for r in rows}
+
+    def between(self, row: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The rows since this rank's previous row of ``row``'s label, up to ``row``."""
+        previous = self.by_key.get((row["label"], int(row["index"]) - 1))
+        since = int(previous.get("t_end_ns") or 0) if previous else 0
+        start = int(row.get("t_start_ns") or 0)
+        return self.rows[bisect.bisect_left(self.starts, since):bisect.bisect_left(self.starts, start)]
+
+    def gc_since(self, row: Mapping[str, Any]) -> float:
+        """Seconds of GC pauses in ``row`` and in this rank's rows since its previous step."""
+        return float(row.get("gc_pause_s") or 0.0) + sum(float(r.get("gc_pause_s") or 0.0)
+                                                         for r in self.between(row))
 
 
-def _gc_since(rank: int, row: Mapping[str, Any], history: list[dict[str, Any]]) -> float:
-    """Seconds of GC pauses on ``rank`` in ``row`` and in its rows since its previous step."""
-    return float(row.get("gc_pause_s") or 0.0) + sum(float(r.get("gc_pause_s") or 0.0)
-                                                     for r in _between(row, history))
-
-
-def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: float,
-           history: list[dict[str, Any]]) -> str:
+def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: float, history: _History) -> str:
     """Why ``rank`` held the step up (see the module doc)."""
     row = rows[rank]
-    if via == "gc" or _gc_since(rank, row, history) >= 0.5 * delay:
+    if via == "gc" or history.gc_since(row) >= 0.5 * delay:
         return f"gc (rank {rank})"
-    if via == "arrival" and any(r["label"] == "data" or r.get("phase_data_s") for r in _between(row, history)):
+    if via == "arrival" and any(r["label"] == "data" or r.get("phase_data_s") for r in history.between(row)):
         return f"data loading (rank {rank})"
     for key in ("num_nodes", "num_edges"):
         mine = row.get(key)
