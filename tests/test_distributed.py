@@ -172,6 +172,10 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
     assert procs[1].stdout.strip() == ""  # only rank 0 gets the gathered job
     text = run.report().markdown()
     assert "### Across ranks — 2 ranks, 20 matched step(s)" in text and "| step | 12 | 0 |" in text
+    assert "| 0 | step | 20 |" in text and "| 1 | step | 20 |" in text  # per-rank summaries
+    cli = subprocess.run([sys.executable, "-m", "gnnmon", "report", str(tmp_path / "job.jsonl")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert cli.returncode == 0 and "| step | 5 | 1 |" in cli.stdout and "gc (rank 0)" in cli.stdout
 
 
 def test_a_killed_rank_leaves_the_other_ranks_file_readable(tmp_path):

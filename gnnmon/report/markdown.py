@@ -105,6 +105,10 @@ def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:
             lines.append(f"| … {len(spikes) - MAX_TABLE} more | | | | | | | |")
     else:
         lines.append("No step was held up by one rank.")
+    lines += ["", "Per rank:", "", "| rank | label | calls | median ms | total s |", "| ---: | --- | ---: | ---: | ---: |"]
+    for rank, labels in job["per_rank"].items():
+        lines += [f"| {rank} | {label} | {v['count']} | {v['median_s'] * 1e3:.2f} | {v['total_s']:.3f} |"
+                  for label, v in labels.items()]
     lines.append("")
     return lines
 
