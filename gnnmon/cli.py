@@ -1,33 +1,63 @@
-"""``gnnmon report FILE``: print a run's report; exit 2 with a clear message on a bad file."""
+"""The command line: ``gnnmon report FILE``. Behaves like a Unix tool: the report on stdout,
+errors on stderr with exit status 2, quiet when its reader goes away (``| head``)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
+from gnnmon._version import __version__
 from gnnmon.errors import ReportFileError
 from gnnmon.record.load import load
 
+SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
+
+DESCRIPTION = "Read a gnnmon run (a JSON Lines file, or a distributed job's files) and print its report."
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: lists and dicts (``notes``, ``gc_gen``) as JSON, not a Python repr."""
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gnnmon", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="print the summary of a run's JSON Lines file")
-    rep.add_argument("path")
-    rep.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    parser = argparse.ArgumentParser(prog="gnnmon", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"gnnmon {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    rep = sub.add_parser("report", help="print the report of a run", description=(
+        "Print the report of a run: per-label figures, step analysis, GC, spikes, energy, and for a "
+        "distributed job the cross-rank section."))
+    rep.add_argument("path", metavar="RUN", help="a run's .jsonl file; for a distributed job the path its "
+                     "ranks were given, any rank's file, a glob of them or their folder")
+    rep.add_argument("--format", choices=("markdown", "csv"), default="markdown",
+                     help="markdown: the report (default); csv: one line per row, lists and dicts as JSON")
     rep.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     args = parser.parse_args(argv)
     try:
         run = load(args.path, strict=not args.lenient)
-    except (ReportFileError, FileNotFoundError) as exc:
+    except (ReportFileError, OSError) as exc:
         print(f"gnnmon: {exc}", file=sys.stderr)
         return 2
     report = run.report()
-    if args.format == "csv":
-        report.to_frame().to_csv(sys.stdout, index=False)
-    else:
-        sys.stdout.write(report.markdown())
+    try:
+        if args.format == "csv":
+            frame = report.to_frame()
+            for column in frame.columns:
+                if frame[column].dtype == object:
+                    frame[column] = frame[column].map(_cell)
+            frame.to_csv(sys.stdout, index=False)
+        else:
+            sys.stdout.write(report.markdown())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left (``| head``): no traceback, and none at exit when Python flushes stdout.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return SIGPIPE_EXIT
     return 0
 
 

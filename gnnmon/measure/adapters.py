@@ -75,6 +75,19 @@ class Measurement:
         return None
 
 
+
+def default_label(func: Any) -> str:
+    """A row's label when none is given: the function's qualified name without the enclosing
+    functions (``main.<locals>.train_step`` -> ``train_step``; ``Trainer.step`` stays), or the
+    class name of a callable object (a module instance: ``GCN``), never its repr."""
+    qualname = getattr(func, "__qualname__", None)
+    if isinstance(qualname, str) and qualname:
+        return qualname.rsplit("<locals>.", 1)[-1]
+    inner = getattr(func, "func", None)  # functools.partial
+    if inner is not None and inner is not func:
+        return default_label(inner)
+    return type(func).__qualname__.rsplit("<locals>.", 1)[-1]
+
 def _check_label(label: Any, where: str) -> str | None:
     if label is not None and not isinstance(label, str):
         raise TypeError(f"{where}: label must be a string, not {type(label).__name__}")
@@ -153,7 +166,7 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
         inner = below
     if label is None:
         label = getattr(func, "__gnnmon_label__", None)
-    row_label = label or getattr(func, "__qualname__", None) or repr(func)
+    row_label = label or default_label(func)
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

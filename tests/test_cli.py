@@ -1,0 +1,77 @@
+"""The command line behaves like a Unix tool: quiet when its reader leaves, CSV cells a program
+can parse, help without markup, a version."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import gnnmon
+from gnnmon import cuda_timed
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gnnmon_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gnnmon", *args], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+
+
+def planted_run(path: Path, rows: int) -> None:
+    @cuda_timed(label="step")
+    def step(i: int) -> None:
+        if i == 1:
+            gnnmon.current_row().note('planted, with a comma and "quotes"')
+
+    with gnnmon.collect(path):
+        for i in range(rows):
+            step(i)
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
+    planted_run(tmp_path / "run.jsonl", 3000)  # CSV far larger than a pipe's buffer
+    proc = subprocess.Popen([sys.executable, "-m", "gnnmon", "report", "--format", "csv", str(tmp_path / "run.jsonl")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()  # like `| head -1`
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and first.startswith(b"label,")
+    assert "Traceback" not in err and "BrokenPipeError" not in err and err == ""
+
+
+def test_csv_cells_hold_json_not_python_reprs(tmp_path):
+    planted_run(tmp_path / "run.jsonl", 3)
+    proc = gnnmon_cli("report", "--format", "csv", str(tmp_path / "run.jsonl"))
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert len(rows) == 3
+    assert json.loads(rows[0]["notes"]) == [] and json.loads(rows[1]["notes"]) == ['planted, with a comma and "quotes"']
+
+
+def test_help_is_plain_and_every_argument_says_what_it_is():
+    top = gnnmon_cli("--help")
+    report = gnnmon_cli("report", "--help")
+    assert top.returncode == report.returncode == 0
+    for text in (top.stdout, report.stdout):
+        assert "``" not in text and ":func:" not in text
+    for argument in ("RUN", "--format", "--lenient"):
+        line = next(line for line in report.stdout.splitlines() if line.strip().startswith(argument))
+        assert len(line.split()) > 1 or argument == "RUN"  # help text beside (RUN's wraps below)
+    assert "a run's .jsonl file" in report.stdout
+
+
+def test_version():
+    proc = gnnmon_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"gnnmon {gnnmon.__version__}"
+
+
+def test_a_missing_file_is_one_line_on_stderr_and_exit_2(tmp_path):
+    proc = gnnmon_cli("report", str(tmp_path / "nothing.jsonl"))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("gnnmon: ") and len(proc.stderr.strip().splitlines()) == 1
+
