@@ -444,3 +444,26 @@ def test_rows_read_mid_run_are_already_joined(fake_cuda, monkeypatch, tmp_path):
         step()
         (row,) = run.records
         assert row["energy_gpu_j"] == pytest.approx(120.0 * row["wall_s"], rel=0.02)
+
+
+def test_a_carbon_option_without_energy_is_refused_by_name(tmp_path):
+    """``country=`` alone used to be accepted and ignored: no energy, so no CO2 either."""
+    for kwargs, named in (({"country": "FRA"}, "country"), ({"carbon_intensity": 56.0}, "carbon_intensity"),
+                          ({"country": "FRA", "region": "x"}, "country, region")):
+        with pytest.raises(ValueError, match=f"^{named} only pick the carbon intensity"):
+            gnnmon.collect(tmp_path / "r.jsonl", **kwargs)
+        assert not (tmp_path / "r.jsonl").exists()  # refused before any file was opened
+
+
+def test_the_all_extra_is_what_gnnmon_uses_and_the_peers_are_in_bench():
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]
+    names = {spec.split(">")[0].split("=")[0] for spec in extras["all"]}
+    assert not names & {"memory-profiler", "pytorch-memlab"}
+    assert {spec.split(">")[0] for spec in extras["bench"]} == {"memory-profiler", "pytorch-memlab"}
+    for extra in ("pyg", "nvml", "energy", "report"):  # every extra gnnmon itself uses is in all
+        assert {spec.split(">")[0] for spec in extras[extra]} <= names

@@ -102,6 +102,12 @@ class Run:
             raise ValueError(f"sample must be an interval in seconds > 0 (e.g. 0.5) or None, got {sample!r}")
         if not isinstance(energy, bool):
             raise TypeError(f"energy must be True or False, not {type(energy).__name__}")
+        given = [n for n, v in (("country", country), ("region", region), ("carbon_intensity", carbon_intensity))
+                 if v is not None]
+        if given and not energy:
+            raise ValueError(f"{', '.join(given)} only pick the carbon intensity of energy figures: pass "
+                             f"energy=True with {'it' if len(given) == 1 else 'them'}, or leave "
+                             f"{'it' if len(given) == 1 else 'them'} out")
         if country is not None and (not isinstance(country, str) or len(country) != 3 or not country.isalpha()):
             raise ValueError(f"country must be an ISO 3166 alpha-3 code such as 'FRA', got {country!r}")
         if sampler not in ("process", "thread"):
