@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gnnmon.fields import ENERGY_FIELDS
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.energy import energy_summary
-from gnnmon.report.frames import rows_frame, summary_frame
+from gnnmon.report.frames import rows_frame, summary_frame, table_frame
 from gnnmon.report.markdown import MAX_TABLE, render_markdown
 from gnnmon.report.ranks import cross_rank
 from gnnmon.report.stats import describe
@@ -127,6 +128,55 @@ class Report:
     def to_frame(self) -> Any:
         """The rows as a pandas DataFrame (one row per call)."""
         return rows_frame(self.records)
+
+    def frame(self, table: str = "rows") -> Any:
+        """Any table of the report as a pandas DataFrame: ``rows`` (:meth:`to_frame`),
+        ``summary``, ``spikes``, ``dips``, ``analysis`` (one row per label; percentiles as
+        ``raw_p50`` …), ``energy`` (one row per figure: total, share, sources),
+        ``energy_by_label``, ``energy_by_epoch``, ``gc`` (one row per collection) or
+        ``cross_rank`` (one row per step matched across ranks)."""
+        if table == "rows":
+            return self.to_frame()
+        if table == "summary":
+            return self.summary_frame()
+        if table in ("spikes", "dips"):
+            return table_frame(getattr(self, table)(), ["label", "index"])
+        if table == "analysis":
+            flat = []
+            for label, a in self.analysis().items():
+                row: dict[str, Any] = {"label": label}
+                for key, value in a.items():
+                    if isinstance(value, dict):
+                        row.update({f"{key}_{k}": v for k, v in value.items()})
+                    else:
+                        row[key] = value
+                flat.append(row)
+            return table_frame(flat, ["label"])
+        if table == "energy":  # one row per figure: its total, share and sources
+            e = self.energy() or {}
+            total, share, sources = e.get("total", {}), e.get("share", {}), e.get("sources", {})
+            return table_frame([{"figure": k, "total": total.get(k), "share": share.get(k),
+                                 "sources": "; ".join(sources.get(k, []))}
+                                for k in (*ENERGY_FIELDS, "co2_kg") if k in total], ["figure"])
+        if table in ("energy_by_label", "energy_by_epoch"):
+            by = (self.energy() or {}).get(table[len("energy_"):]) or {}
+            key = table[len("energy_by_"):]
+            return table_frame([{key: k, **v} for k, v in by.items()], [key])
+        if table == "gc":
+            return table_frame(self.gc_events)
+        if table == "cross_rank":
+            return table_frame((self.cross_rank() or {}).get("steps", []), ["label", "index"])
+        raise ValueError(f"table must be one of rows, summary, spikes, dips, analysis, energy, "
+                         f"energy_by_label, energy_by_epoch, gc, cross_rank; got {table!r}")
+
+    def _repr_markdown_(self) -> str:
+        """How a notebook shows a report: its markdown."""
+        return self.markdown()
+
+    def __repr__(self) -> str:
+        labels = self.labels()
+        return (f"<gnnmon Report: {len(self.records)} rows, labels {labels[:5]}"
+                f"{' …' if len(labels) > 5 else ''}>")
 
     def summary_frame(self) -> Any:
         """The summary as a pandas DataFrame indexed by (label, figure), columns count … max."""
