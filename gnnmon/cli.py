@@ -36,6 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument("--format", choices=("markdown", "csv"), default="markdown",
                      help="markdown: the report (default); csv: one line per row, lists and dicts as JSON")
     rep.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
+    rep.add_argument("--by", metavar="MARKER", help="one report per value of a marker the rows carry (e.g. "
+                     "config), in natural order; spikes judged within each")
     args = parser.parse_args(argv)
     try:
         run = load(args.path, strict=not args.lenient)
@@ -44,6 +46,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     report = run.report()
     try:
+        if args.by is not None:
+            report.groups(args.by)  # a marker no row carries: a clear error before any output
+    except ValueError as exc:
+        print(f"gnnmon: {exc}", file=sys.stderr)
+        return 2
+    try:
         if args.format == "csv":
             frame = report.to_frame()
             for column in frame.columns:
@@ -51,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     frame[column] = frame[column].map(_cell)
             frame.to_csv(sys.stdout, index=False)
         else:
-            sys.stdout.write(report.markdown())
+            sys.stdout.write(report.markdown(by=args.by))
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader left (``| head``): no traceback, and none at exit when Python flushes stdout.

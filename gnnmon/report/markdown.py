@@ -38,17 +38,19 @@ class Explained(Protocol):
     def cross_rank(self) -> dict[str, Any]: ...
 
 
-def render_markdown(report: Explained) -> str:
+def header_lines(m: Mapping[str, Any]) -> list[str]:
+    """The versions line a report starts with (nothing without a manifest)."""
+    if not m:
+        return []
+    return [f"gnnmon {m.get('gnnmon')} · torch {m.get('torch')} · PyG {m.get('torch_geometric')} · "
+            f"host {m.get('host')} · {m.get('start_time')}", ""]
+
+
+def render_markdown(report: Explained, header: bool = True) -> str:
     """The report as markdown: one table of figures per label (bytes in MiB, seconds in ms), then
-    the step analysis, GC, spikes and short steps where the rows have times, then energy."""
-    lines: list[str] = []
-    m = report.manifest
-    if m:
-        lines.append(
-            f"gnnmon {m.get('gnnmon')} · torch {m.get('torch')} · "
-            f"PyG {m.get('torch_geometric')} · host {m.get('host')} · {m.get('start_time')}"
-        )
-        lines.append("")
+    the step analysis, GC, spikes and short steps where the rows have times, then energy
+    (``header``: the versions line first)."""
+    lines: list[str] = header_lines(report.manifest) if header else []
     summary = report.summary()
     if not summary:
         return "\n".join(lines + ["(no rows recorded)"]) + "\n"

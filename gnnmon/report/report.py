@@ -10,7 +10,7 @@ from gnnmon.fields import ENERGY_FIELDS
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.energy import energy_summary
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
-from gnnmon.report.markdown import MAX_TABLE, render_markdown
+from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
 from gnnmon.report.ranks import cross_rank
 from gnnmon.report.stats import describe
 from gnnmon.report.timeline_plot import plot_timeline
@@ -34,6 +34,13 @@ def figure_names(records: Iterable[Mapping[str, Any]], skip: Iterable[str] = ())
             if k not in seen and k not in skipped and _is_number(v):
                 seen[k] = None
     return list(seen)
+
+
+def _natural(value: Any) -> tuple[int, float, str]:
+    """Sort key: numbers by value, then text, then None."""
+    if _is_number(value):
+        return (0, float(value), "")
+    return (2, 0.0, "") if value is None else (1, 0.0, str(value))
 
 
 class Report:
@@ -60,11 +67,35 @@ class Report:
         """Row labels in first-seen order."""
         return list(dict.fromkeys(r["label"] for r in self.records))
 
-    def summary(self) -> dict[str, dict[str, dict[str, float]]]:
-        """``{label: {field: {count, mean, p50, p90, p99, max}}}`` over every numeric field.
+    def groups(self, by: str) -> dict[Any, Report]:
+        """The report split by the value of marker ``by`` on each row (e.g. ``"config"``, set by
+        ``run.mark("config", 128)``), in natural order (numbers by value: 32, 64, 128; rows
+        without it last, under None). Each part keeps the GC events of its own rows."""
+        if not isinstance(by, str) or not by:
+            raise ValueError(f"by must be a marker's name, e.g. 'config'; got {by!r}")
+        if not any(by in r for r in self.records):
+            kinds = sorted({m["kind"] for m in self.markers}) or sorted({k for r in self.records for k in r
+                                                                        if k in {"epoch", "stage", "config"}})
+            raise ValueError(f"no row carries {by!r}; the markers here: {', '.join(kinds) or 'none'}")
+        parts: dict[Any, list[dict[str, Any]]] = {}
+        for r in self.records:
+            parts.setdefault(r.get(by), []).append(r)
+        out = {}
+        for value in sorted(parts, key=_natural):
+            rows = parts[value]
+            keys = {f"{r['label']}#{r['index']}" for r in rows}
+            out[value] = Report(rows, manifest=self.manifest, samples=self.samples, markers=self.markers,
+                                gc_events=[e for e in self.gc_events if e.get("row") in keys])
+        return out
+
+    def summary(self, by: str | None = None) -> dict[Any, Any]:
+        """``{label: {field: {count, mean, p50, p90, p99, max}}}`` over every numeric field;
+        with ``by`` (a marker), ``{value: that}`` per value of the marker (see :meth:`groups`).
 
         ``count`` is the number of rows where the figure was measured (not None).
         """
+        if by is not None:
+            return {value: part.summary() for value, part in self.groups(by).items()}
         by_label: dict[str, list[Mapping[str, Any]]] = {}
         for row in self.records:
             by_label.setdefault(row["label"], []).append(row)
@@ -80,11 +111,15 @@ class Report:
             }
         return out
 
-    def spikes(self, **options: Any) -> list[dict[str, Any]]:
-        """Slow rows, each with ``label``, ``index``, ``cause``, ``excess_s`` and ``detail``.
+    def spikes(self, by: str | None = None, **options: Any) -> list[dict[str, Any]]:
+        """Slow rows, each with ``label``, ``index``, ``cause``, ``excess_s`` and ``detail``;
+        with ``by`` (a marker), judged within each value's rows (a slower configuration is not a
+        spike of a faster one's) and each carrying ``by``'s value.
 
         Options (``k``, ``min_ratio``, ``warmup``, ``gc_share``, ``shape_tol``, ``min_rows``):
         see :func:`gnnmon.report.analysis.spikes`."""
+        if by is not None:
+            return [{**s, by: value} for value, part in self.groups(by).items() for s in part.spikes(**options)]
         return analysis.spikes(self.records, **options)
 
     def dips(self, **options: Any) -> list[dict[str, Any]]:
@@ -120,10 +155,16 @@ class Report:
         """Collections per generation and reason, total and longest pause."""
         return analysis.gc_summary(self.gc_events)
 
-    def markdown(self) -> str:
+    def markdown(self, by: str | None = None) -> str:
         """The report as markdown: one table of figures per label (bytes in MiB, seconds in ms),
-        then the step analysis, GC and spikes where the rows have times, then energy."""
-        return render_markdown(self)
+        then the step analysis, GC and spikes where the rows have times, then energy; with ``by``
+        (a marker), all of it once per value of the marker, in natural order."""
+        if by is None:
+            return render_markdown(self)
+        text = header_lines(self.manifest)
+        for value, part in self.groups(by).items():
+            text += [f"## {by} = {value} ({len(part.records)} rows)", "", render_markdown(part, header=False)]
+        return "\n".join(text)
 
     def to_frame(self) -> Any:
         """The rows as a pandas DataFrame (one row per call)."""
