@@ -40,7 +40,8 @@ def merge_ranks(runs: list[Run]) -> Run:
 def gather(run: Run, dst: int = 0) -> Run | None:
     """The job's runs gathered to rank ``dst`` over the default process group and merged (see
     :func:`merge_ranks`): the merged run on ``dst``, None on the other ranks. A collective: call it
-    on every rank, after ``collect`` has ended. Only top-level rows travel (what the cross-rank
+    on every rank, after ``collect`` has ended; it returns on every rank once ``dst`` has
+    everything. Only top-level rows travel (what the cross-rank
     report reads), with the GC events and markers; outside a process group: ``run`` alone."""
     dist = sys.modules.get("torch.distributed")
     if dist is None or not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
@@ -51,6 +52,10 @@ def gather(run: Run, dst: int = 0) -> Run | None:
             "gc_events": list(run.gc_events), "markers": list(run.markers)}
     parts: list[Any] | None = [None] * dist.get_world_size() if dist.get_rank() == dst else None
     dist.gather_object(mine, parts, dst=dst)
+    # A sending rank may return before ``dst`` has read what it sent; one that then destroys the
+    # process group and exits pulls the connection from under ``dst`` (gloo aborts it:
+    # "terminate called without an active exception"). Everyone leaves together.
+    dist.barrier()
     if parts is None:
         return None
     return merge_ranks([Run.from_file(p["path"] or f"rank{i}", manifest=p["manifest"], rows=p["rows"],
