@@ -1,0 +1,34 @@
+"""The README's Quick start runs as printed, in a process of its own, and records what it says."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def quick_start() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Quick start"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_quick_start_runs_as_printed(tmp_path):
+    (tmp_path / "quickstart.py").write_text(quick_start())
+    proc = subprocess.run([sys.executable, "quickstart.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
+                                            "HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "### train_step — 24 call(s)" in proc.stdout  # 3 epochs of 256 graphs in batches of 32
+    lines = [json.loads(line) for line in (tmp_path / "runs" / "quickstart.jsonl").read_text().splitlines()]
+    steps = [r for r in lines if r.get("type") == "row" and r["label"] == "train_step"]
+    assert len(steps) == 24 and sum(r["num_graphs"] for r in steps) == 3 * 256
+    assert [r["epoch"] for r in steps] == [e for e in range(3) for _ in range(8)]
+    assert all(r["energy_cpu_j"] is not None or r["energy_cpu_j_source"] for r in steps)
+    asked = [r for r in lines if r.get("type") == "gc" and r.get("requested")]
+    assert len(asked) == 3 and all(r["reason"] == "collect_garbage" for r in asked)  # one per epoch
+    assert (tmp_path / "runs" / "timeline.png").stat().st_size > 5000
