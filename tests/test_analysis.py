@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import time
 
+import pytest
 import torch
 from torch_geometric.data import Batch, Data
 
@@ -132,7 +133,7 @@ def test_a_slow_first_epoch_is_warm_up_and_a_gc_spike_in_it_is_still_gc():
     assert set(found) == set(range(10))
     assert found[5]["cause"] == "gc"
     assert all(found[i]["cause"] == "warm-up" for i in range(10) if i != 5)
-    assert "all of epoch 0 is slow" in found[7]["detail"]
+    assert "epoch 0 is slow" in found[7]["detail"]
 
 
 def test_markdown_caps_long_spike_tables():
@@ -146,3 +147,29 @@ def test_markdown_caps_long_spike_tables():
     spikes_part = text.split("### Spikes")[1]
     table = [line for line in spikes_part.splitlines() if line.startswith("| s | ")]
     assert len(table) == MAX_TABLE
+
+
+def test_a_first_epoch_a_little_less_slow_is_still_warm_up():
+    """The first epoch 40 % slower than the later ones, its median under the spike threshold
+    (1.5 x): its spikes are warm-up, as when it was 2.8 x slower (a rerun must not flip them all to
+    unexplained)."""
+    from gnnmon.report.analysis import spikes
+
+    rows = []
+    for i in range(80):
+        epoch = i // 20
+        t = (0.014 if i % 3 else 0.017) if epoch == 0 else 0.010  # epoch 0: median 14 ms, some 17 ms
+        rows.append({"label": "data", "index": i, "epoch": epoch, "device_s": t})
+    found = spikes(rows)
+    assert found and all(s["cause"] == "warm-up" and s["index"] < 20 for s in found)
+    assert "epoch 0 is slow for data" in found[-1]["detail"]
+
+
+def test_a_compiled_first_call_is_a_spike_even_in_a_label_of_six_rows():
+    from gnnmon.report.analysis import spikes
+
+    rows = [{"label": "step", "index": i, "device_s": 13.0 if i == 0 else 0.01,
+             "compile_frames": 3 if i == 0 else 0, "compile_s": 12.5 if i == 0 else 0.0} for i in range(6)]
+    (spike,) = spikes(rows)
+    assert (spike["index"], spike["cause"]) == (0, "recompile") and spike["excess_s"] == pytest.approx(12.99)
+    assert spikes(rows[1:]) == []  # nothing compiled: a label this small is still not judged
