@@ -19,6 +19,7 @@ After the run, rank 0 prints the cross-rank spikes of the job gathered over the 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import gc
 import json
@@ -81,7 +82,7 @@ def main() -> None:
     if scenario != "gc":
         gc.disable()  # automatic collections off: only the planted one may pause a rank
     try:
-        with gnnmon.collect(path) as run, gc_paused() if scenario == "gc" else _nothing():
+        with gnnmon.collect(path) as run, gc_paused() if scenario == "gc" else contextlib.nullcontext():
             for s in range(20):
                 if scenario == "kill" and rank == 1 and s == KILL_STEP:
                     os.kill(os.getpid(), signal.SIGKILL)
@@ -94,14 +95,6 @@ def main() -> None:
         spikes = job.report().cross_rank()["spikes"]
         print(json.dumps([[s["index"], s["slowest_rank"], s["cause"]] for s in spikes]))
     dist.destroy_process_group()
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ Writes ``runs/pna_<preset>_bs<B>_w<W>_<mode>.jsonl`` per run and, for a sweep,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -110,14 +111,6 @@ def degree_histogram(graphs) -> torch.Tensor:
     return hist
 
 
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-
 def train(mode: str, batch_size: int, workers: int, graphs, args, device: torch.device, out: Path
           ) -> tuple[gnnmon.Run, list[float]]:
     """One run; (the run, each epoch's wall time in s, the between-epoch collection left out)."""
@@ -148,7 +141,7 @@ def train(mode: str, batch_size: int, workers: int, graphs, args, device: torch.
         for epoch in range(args.epochs):
             run.mark("epoch", epoch)
             t0 = time.perf_counter()
-            with gc_paused() if mode == "controlled" else _nothing():
+            with gc_paused() if mode == "controlled" else contextlib.nullcontext():
                 batches = iter(loader)
                 for _ in range(len(loader)):
                     with phase("data"):

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 RANK_FIELD = "{rank}"
-_SUFFIX = re.compile(r"\.rank(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -61,36 +60,33 @@ def current_rank() -> RankInfo | None:
     return RankInfo(env_rank, env_world, local, None, "environment", socket.gethostname())
 
 
+def _template(path: str | os.PathLike[str]) -> str:
+    """``path`` with ``{rank}`` where each rank's number goes: as given if it has one, else
+    ``.rank{rank}`` before the suffix."""
+    text = os.fspath(path)
+    if RANK_FIELD in text:
+        return text
+    p = Path(text)
+    return os.fspath(p.with_name(f"{p.stem}.rank{RANK_FIELD}{p.suffix}"))
+
+
 def rank_path(path: str | os.PathLike[str], info: RankInfo | None) -> Path:
     """Where this rank writes: ``{rank}`` in ``path`` is replaced by the rank; otherwise
     ``.rank<N>`` goes before the suffix (``runs/job.jsonl`` -> ``runs/job.rank1.jsonl``), on every
     rank, rank 0 included. Outside a job the path is left as it is (``{rank}`` becomes 0)."""
     text = os.fspath(path)
-    rank = info.rank if info is not None else 0
-    if RANK_FIELD in text:
-        return Path(text.replace(RANK_FIELD, str(rank)))
-    p = Path(text)
-    if info is None:
-        return p
-    return p.with_name(f"{p.stem}.rank{rank}{p.suffix}")
+    if info is None and RANK_FIELD not in text:
+        return Path(text)
+    return Path(_template(text).replace(RANK_FIELD, str(info.rank if info is not None else 0)))
 
 
 def job_files(path: str | os.PathLike[str]) -> list[Path]:
     """The per-rank files of the job written to ``path`` (the path given to ``collect``, with or
     without ``{rank}``), in rank order; [] when there are none."""
-    text = os.fspath(path)
-    if RANK_FIELD in text:
-        p = Path(text)
-        pattern = re.compile(re.escape(p.name).replace(re.escape(RANK_FIELD), r"(\d+)") + "$")
-        found = [(int(m.group(1)), f) for f in p.parent.glob(p.name.replace(RANK_FIELD, "*"))
-                 if (m := pattern.match(f.name))]
-    else:
-        p = Path(text)
-        found = []
-        for f in p.parent.glob(f"{p.stem}.rank*{p.suffix}"):
-            m = _SUFFIX.search(f.name[: len(f.name) - len(p.suffix)] if p.suffix else f.name)
-            if m and f.name == f"{p.stem}.rank{m.group(1)}{p.suffix}":
-                found.append((int(m.group(1)), f))
+    p = Path(_template(path))
+    pattern = re.compile(re.escape(p.name).replace(re.escape(RANK_FIELD), r"(\d+)") + "$")
+    found = [(int(m.group(1)), f) for f in p.parent.glob(p.name.replace(RANK_FIELD, "*"))
+             if (m := pattern.match(f.name))]
     return [f for _, f in sorted(found)]
 
 
