@@ -19,6 +19,7 @@ API_MODULES = {"__init__", "__main__", "cli"}
 
 ALLOWED: dict[str, set[str]] = {
     "api": {"measure", "record", "timeline", "report", "devices", "root"},
+    "integrations": {"measure", "record", "devices", "root"},
     "measure": {"record", "devices", "root"},
     "record": {"timeline", "report", "devices", "root"},
     "timeline": {"devices", "root"},

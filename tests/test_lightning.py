@@ -1,0 +1,197 @@
+"""The Lightning callback, with a real ``lightning.Trainer`` on a small PyG model: one row per
+training batch covering forward, backward and the optimizer (each a planted sleep), the batch's
+graph shape, epochs marked, the figures sent to the Trainer's logger, failures closed cleanly."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("torch_geometric")
+lightning = pytest.importorskip("lightning")
+
+from lightning.pytorch.loggers.logger import Logger  # noqa: E402
+from torch_geometric.data import Data  # noqa: E402
+from torch_geometric.loader import DataLoader  # noqa: E402
+from torch_geometric.nn import GCNConv, global_mean_pool  # noqa: E402
+
+import gnnmon  # noqa: E402
+from gnnmon.integrations.lightning import GnnmonCallback  # noqa: E402
+from gnnmon.record import state  # noqa: E402
+
+FORWARD_S, BACKWARD_S, OPTIMIZER_S = 0.03, 0.02, 0.04
+NODES, EDGES, GRAPHS_PER_BATCH, BATCHES = 5, 8, 2, 3
+
+
+def graphs(n: int) -> list[Data]:
+    """``n`` graphs of NODES nodes and EDGES edges each (a ring plus three chords)."""
+    src = torch.tensor([0, 1, 2, 3, 4, 0, 1, 2])
+    dst = torch.tensor([1, 2, 3, 4, 0, 2, 3, 4])
+    return [Data(x=torch.randn(NODES, 4), edge_index=torch.stack([src, dst]), y=torch.randn(1)) for _ in range(n)]
+
+
+class SlowBackward(torch.autograd.Function):
+    """Identity whose backward sleeps BACKWARD_S."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        time.sleep(BACKWARD_S)
+        return grad
+
+
+class SlowSGD(torch.optim.SGD):
+    """SGD whose step (after Lightning's closure: forward and backward) sleeps OPTIMIZER_S."""
+
+    def step(self, closure: Any = None) -> Any:
+        loss = closure() if closure is not None else None
+        time.sleep(OPTIMIZER_S)
+        super().step()
+        return loss
+
+
+class GCN(lightning.LightningModule):
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__()
+        self.conv = GCNConv(4, 8)
+        self.head = torch.nn.Linear(8, 1)
+        self.fail_at = fail_at
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        if self.fail_at is not None and batch_idx == self.fail_at:
+            raise RuntimeError("planted failure")
+        time.sleep(FORWARD_S)
+        h = self.conv(batch.x, batch.edge_index).relu()
+        out = self.head(global_mean_pool(SlowBackward.apply(h), batch.batch)).squeeze(-1)
+        return torch.nn.functional.mse_loss(out, batch.y)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.conv(batch.x, batch.edge_index)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return SlowSGD(self.parameters(), lr=0.01)
+
+
+class ListLogger(Logger):
+    """A Trainer logger that keeps what it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.logged: list[tuple[int, dict[str, float]]] = []
+
+    @property
+    def name(self) -> str:
+        return "list"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        self.logged.append((int(step or 0), dict(metrics)))
+
+
+def fit(callback: GnnmonCallback, model: GCN, epochs: int = 2, **trainer_options: Any) -> ListLogger:
+    logger = ListLogger()
+    trainer = lightning.Trainer(
+        accelerator="cpu", max_epochs=epochs, logger=logger, callbacks=[callback], log_every_n_steps=1,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        num_sanity_val_steps=1, **trainer_options,
+    )
+    data = graphs(GRAPHS_PER_BATCH * BATCHES)
+    trainer.fit(model, DataLoader(data, batch_size=GRAPHS_PER_BATCH),
+                DataLoader(data[:GRAPHS_PER_BATCH], batch_size=GRAPHS_PER_BATCH))
+    return logger
+
+
+def test_one_row_per_training_batch_covers_forward_backward_and_the_optimizer(tmp_path):
+    path = tmp_path / "fit.jsonl"
+    logger = fit(GnnmonCallback(str(path)), GCN())
+    run = gnnmon.load(path)
+    train = [r for r in run.records if r["label"] == "training_step"]
+    assert len(train) == 2 * BATCHES
+    assert [r["epoch"] for r in train] == [0] * BATCHES + [1] * BATCHES
+    for r in train:
+        # the planted sleeps, each in its own phase, all inside the row
+        assert FORWARD_S <= r["phase_forward_s"] < FORWARD_S + 0.5
+        assert BACKWARD_S <= r["phase_backward_s"] < BACKWARD_S + 0.5
+        assert OPTIMIZER_S <= r["phase_optimizer_s"] < OPTIMIZER_S + 0.5
+        assert r["wall_s"] >= r["phase_forward_s"] + r["phase_backward_s"] + r["phase_optimizer_s"]
+        # the batch's graph shape, read from the batch Lightning hands the hooks
+        assert (r["num_nodes"], r["num_edges"], r["num_graphs"]) == (
+            NODES * GRAPHS_PER_BATCH, EDGES * GRAPHS_PER_BATCH, GRAPHS_PER_BATCH)
+        assert r["device"] == "cpu" and r["error"] is None and "mem_peak_bytes" in r
+    # validation batches get rows of their own (2 epochs x 1 batch; the sanity check none)
+    assert [r["epoch"] for r in run.records if r["label"] == "validation_step"] == [0, 1]
+    # the figures went to the Trainer's logger, one entry per step, at Lightning's steps
+    steps = [s for s, m in logger.logged if "gnnmon/wall_ms" in m]
+    assert steps == list(range(2 * BATCHES))
+    by_step = {s: m for s, m in logger.logged if "gnnmon/wall_ms" in m}
+    for row, step in zip(train, steps, strict=True):
+        m = by_step[step]
+        assert m["gnnmon/wall_ms"] == pytest.approx(row["wall_s"] * 1e3)
+        assert m["gnnmon/forward_ms"] == pytest.approx(row["phase_forward_s"] * 1e3)
+        assert m["gnnmon/optimizer_ms"] == pytest.approx(row["phase_optimizer_s"] * 1e3)
+        assert m["gnnmon/num_nodes"] == NODES * GRAPHS_PER_BATCH
+    assert state.CURRENT_ROW.get() is None and state.CURRENT_PHASE.get() is None
+    assert not state.RUNS  # the callback's run is closed
+
+
+def test_log_every_n_steps_is_kept_and_accumulating_batches_have_no_optimizer_phase():
+    with gnnmon.collect() as run:
+        logger = fit(GnnmonCallback(validation=False), GCN(), epochs=1, accumulate_grad_batches=3)
+    rows = [r for r in run.records if r["label"] == "training_step"]
+    assert len(rows) == BATCHES and not [r for r in run.records if r["label"] == "validation_step"]
+    assert [r.get("phase_optimizer_s") is not None for r in rows] == [False, False, True]
+    assert all(r["phase_backward_s"] >= BACKWARD_S for r in rows)
+    # one optimizer step, logged once with its three batches together
+    logged = [(s, m) for s, m in logger.logged if "gnnmon/wall_ms" in m]
+    assert [s for s, _ in logged] == [0]
+    assert logged[0][1]["gnnmon/wall_ms"] == pytest.approx(sum(r["wall_s"] for r in rows) * 1e3)
+    assert logged[0][1]["gnnmon/num_nodes"] == BATCHES * NODES * GRAPHS_PER_BATCH
+
+
+def test_a_failing_training_step_closes_its_row_and_the_run(tmp_path):
+    path = tmp_path / "fail.jsonl"
+    with pytest.raises(RuntimeError, match="planted failure"):
+        fit(GnnmonCallback(str(path)), GCN(fail_at=1), epochs=1)
+    run = gnnmon.load(path)  # the end line was written: the file is whole
+    rows = [r for r in run.records if r["label"] == "training_step"]
+    assert [r["error"] for r in rows] == [None, "RuntimeError"]
+    assert state.CURRENT_ROW.get() is None and state.CURRENT_PHASE.get() is None and not state.RUNS
+
+
+def test_bad_options_fail_when_the_callback_is_made():
+    with pytest.raises(ValueError, match="sync"):
+        GnnmonCallback(sync="always")
+    with pytest.raises(ValueError, match="label"):
+        GnnmonCallback(label="a#b")
+    with pytest.raises(TypeError):
+        GnnmonCallback("x.jsonl", sampel=0.5)
+
+
+def test_a_step_waits_for_its_device_time_and_is_never_synced_for_it():
+    """On CUDA the device time is read by the run once its events complete: the callback logs a
+    step only then, in order, and never forces it."""
+    from types import SimpleNamespace
+
+    logger = ListLogger()
+    trainer = SimpleNamespace(loggers=[logger])
+    callback = GnnmonCallback()
+    pending = {"wall_s": 0.010, "device_s": None, "device_s_source": "events"}
+    later = {"wall_s": 0.020, "device_s": 0.015, "device_s_source": "events"}
+    callback._waiting.extend([(0, [pending]), (1, [later])])
+    callback._log_settled(trainer)
+    assert logger.logged == []  # step 1 is ready, but step 0 comes first
+    pending["device_s"] = 0.008  # what the run's drain does when the events complete
+    callback._log_settled(trainer)
+    assert [(s, m["gnnmon/device_ms"]) for s, m in logger.logged] == [(0, pytest.approx(8.0)), (1, pytest.approx(15.0))]
