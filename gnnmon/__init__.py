@@ -9,6 +9,7 @@ holds the raw counters under all of them. Imports point down that flow (tests/te
 
 from gnnmon._version import __version__
 from gnnmon.devices.malloc import exact_host_memory
+from gnnmon.devices.ranges import emit_ranges
 from gnnmon.errors import DeviceError, GnnmonError, ReportFileError
 from gnnmon.measure.compile import track_compile
 from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
@@ -35,6 +36,7 @@ __all__ = [
     "cuda_timed",
     "current_row",
     "default_run",
+    "emit_ranges",
     "exact_host_memory",
     "freeze_gc",
     "gc_controlled",

@@ -1,4 +1,4 @@
-"""The command line: ``gnnmon report FILE``. Behaves like a Unix tool: the report on stdout,
+"""The command line: ``gnnmon report RUN``, ``gnnmon export trace|tensorboard RUN -o OUT``. Behaves like a Unix tool: the report on stdout,
 errors on stderr with exit status 2, quiet when its reader goes away (``| head``)."""
 
 from __future__ import annotations
@@ -38,6 +38,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     rep.add_argument("--by", metavar="MARKER", help="one report per value of a marker the rows carry (e.g. "
                      "config), in natural order; spikes judged within each")
+    exp = sub.add_parser("export", help="write a run as a Chrome/Perfetto trace or as TensorBoard scalars",
+                         description=(
+        "Write a run for another viewer. trace: a Chrome trace JSON (rows, phases, GC pauses, markers "
+        "and samples on one timeline; open it in ui.perfetto.dev or chrome://tracing). tensorboard: "
+        "event files of each label's figures per call and of the sampled timeline (tensorboard --logdir DIR)."))
+    exp.add_argument("kind", choices=("trace", "tensorboard"), help="what to write")
+    exp.add_argument("path", metavar="RUN", help="a run's .jsonl file, or a distributed job's files as for report")
+    exp.add_argument("-o", "--output", required=True, metavar="OUT",
+                     help="the trace's .json file, or the TensorBoard log folder")
+    exp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     args = parser.parse_args(argv)
     try:
         run = load(args.path, strict=not args.lenient)
@@ -45,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gnnmon: {exc}", file=sys.stderr)
         return 2
     report = run.report()
+    if args.command == "export":
+        return _export(report, args.kind, args.output)
     try:
         if args.by is not None:
             report.groups(args.by)  # a marker no row carries: a clear error before any output
@@ -66,6 +78,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return SIGPIPE_EXIT
+    return 0
+
+
+def _export(report: Any, kind: str, output: str) -> int:
+    try:
+        if kind == "trace":
+            trace = report.to_trace(output)
+            what = f"{len(trace['traceEvents'])} trace events"
+        else:
+            what = f"{report.to_tensorboard(output)} scalars"
+    except (OSError, ImportError) as exc:
+        print(f"gnnmon: cannot write {output}: {exc}", file=sys.stderr)
+        return 2
+    print(f"gnnmon: wrote {what} to {output}", file=sys.stderr)
     return 0
 
 

@@ -195,3 +195,22 @@ def test_a_step_waits_for_its_device_time_and_is_never_synced_for_it():
     pending["device_s"] = 0.008  # what the run's drain does when the events complete
     callback._log_settled(trainer)
     assert [(s, m["gnnmon/device_ms"]) for s, m in logger.logged] == [(0, pytest.approx(8.0)), (1, pytest.approx(15.0))]
+
+
+def test_the_play_script_runs_and_writes_every_view(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "play" / "lightning_gcn.py"), "--epochs", "2", "--graphs", "80",
+                           "--batch-size", "32", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "### training_step — 4 call(s)" in proc.stdout  # 64 training graphs in batches of 32, 2 epochs
+    run = gnnmon.load(tmp_path / "lightning.jsonl")
+    assert sum(r["num_graphs"] for r in run.records if r["label"] == "training_step") == 2 * 64
+    assert json.loads((tmp_path / "lightning.trace.json").read_text())["traceEvents"]
+    header = (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").read_text().splitlines()[0]
+    assert "gnnmon/wall_ms" in header and "gnnmon/forward_ms" in header
+    assert list((tmp_path / "lightning_tb").glob("events.out.tfevents.*"))

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from gnnmon.fields import STEP_FIGURES
 from gnnmon.measure.adapters import Measurement, open_row
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
@@ -49,22 +50,11 @@ except ImportError:  # pragma: no cover - the older package name
 
 __all__ = ["GnnmonCallback"]
 
-Combine = Callable[[list[float]], float]
-
-LOGGED: dict[str, tuple[str, float, Combine]] = {
-    "wall_s": ("wall_ms", 1e3, sum),
-    "device_s": ("device_ms", 1e3, sum),
-    "phase_forward_s": ("forward_ms", 1e3, sum),
-    "phase_backward_s": ("backward_ms", 1e3, sum),
-    "phase_optimizer_s": ("optimizer_ms", 1e3, sum),
-    "mem_peak_bytes": ("mem_peak_mib", 1 / 2**20, max),
-    "mem_peak_delta_bytes": ("mem_peak_delta_mib", 1 / 2**20, max),
-    "gc_pause_s": ("gc_ms", 1e3, sum),
-    "num_nodes": ("num_nodes", 1, sum),
-    "num_edges": ("num_edges", 1, sum),
+LOGGED: dict[str, tuple[str, float, Callable[[list[float]], float]]] = {
+    field: (name, factor, max if "peak" in field else sum) for field, (name, factor) in STEP_FIGURES.items()
 }
 """Row field -> (logged name after the prefix, factor, how the batches of one optimizer step
-combine): what goes to the Trainer's loggers."""
+combine: times and sizes summed, peaks the largest): what goes to the Trainer's loggers."""
 
 MAX_WAITING = 256
 """Optimizer steps kept waiting for their device time before they are logged; older ones are dropped."""

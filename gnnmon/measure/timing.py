@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from gnnmon.devices import Backend
+from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import parse_device
 from gnnmon.measure.adapters import Measurement, is_compiling, make_decorator, make_scope
 from gnnmon.record import state
@@ -174,7 +175,7 @@ class phase:
     one row is summed. GC events that fall inside a phase name it.
     """
 
-    __slots__ = ("name", "sync", "device", "_row", "_own", "_watch", "_token")
+    __slots__ = ("name", "sync", "device", "_row", "_own", "_watch", "_token", "_range")
 
     def __init__(self, name: str, *, sync: str | None = None, device: Any = None) -> None:
         if not isinstance(name, str) or not name.isidentifier():
@@ -201,12 +202,15 @@ class phase:
                 row.close(exc)
             raise
         self._token = state.CURRENT_PHASE.set(self.name)
+        self._range = push_range(f"{row.fields['label']}.{self.name}") if RANGES.on else None
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         row = self._row
         if row is None:  # entered while traced by torch.compile
             return
+        if self._range is not None:
+            pop_range(self._range)
         state.CURRENT_PHASE.reset(self._token)
         wall, device = self._watch.stop()
         field = f"phase_{self.name}_s"

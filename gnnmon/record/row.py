@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from gnnmon.devices import Backend, backend_for
+from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import (
     BY_ARGUMENT,
     BY_EXPLICIT,
@@ -36,7 +37,7 @@ class Row:
 
     __slots__ = (
         "fields", "run", "parent", "sync", "_found", "_backend", "_deferred", "_token",
-        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0",
+        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "_range",
     )
 
     def __init__(
@@ -82,6 +83,7 @@ class Row:
         # Process CPU-seconds, for the CPU energy model (a clock read, ~1 µs; only with energy on).
         self._cpu0 = time.process_time() if self.run.energy is not None else None
         self._token = state.CURRENT_ROW.set(self)
+        self._range = push_range(label) if RANGES.on else None  # opt-in: gnnmon.emit_ranges()
 
     @property
     def key(self) -> str:
@@ -136,6 +138,8 @@ class Row:
     def close(self, error: BaseException | None = None) -> None:
         """Finish the row (``t_end_ns``, ``error``) and hand it to the run."""
         fields = self.fields
+        if self._range is not None:
+            _pop_quietly(self._range)
         try:
             state.CURRENT_ROW.reset(self._token)
         except ValueError:  # closed in another context (a thread): just drop our marker
@@ -171,6 +175,13 @@ class Row:
             self.backend()
         except Exception as exc:  # noqa: BLE001 - identity only: a row without memory/timing must not fail
             self.note(f"device not resolved: {exc}")
+
+
+def _pop_quietly(opened: Any) -> None:
+    try:
+        pop_range(opened)
+    except Exception as exc:  # noqa: BLE001 - a profiler range must not change the user's call
+        warnings.warn(f"gnnmon could not close a profiler range: {exc!r}", RuntimeWarning, 3)
 
 
 def _run_all(actions: list[Callable[[], Any]]) -> None:

@@ -3,6 +3,7 @@ renderers (markdown, frames, the timeline figure) sit in modules of their own.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -13,7 +14,9 @@ from gnnmon.report.frames import rows_frame, summary_frame, table_frame
 from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
 from gnnmon.report.ranks import cross_rank
 from gnnmon.report.stats import describe
+from gnnmon.report.tensorboard import write_tensorboard
 from gnnmon.report.timeline_plot import plot_timeline
+from gnnmon.report.trace import chrome_trace
 
 __all__ = ["MAX_TABLE", "Report", "figure_names"]
 
@@ -150,6 +153,21 @@ class Report:
         """Utilisation samples over time with rows and GC events under them (a matplotlib
         Figure; saved as PNG if ``path`` is given)."""
         return plot_timeline(self.records, self.samples, self.gc_events, path, **options)
+
+    def to_trace(self, path: Any = None) -> dict[str, Any]:
+        """The run as a Chrome trace (rows, phases, GC pauses, markers and samples on one time
+        axis; open it in ui.perfetto.dev); written as JSON if ``path`` is given. See
+        :mod:`gnnmon.report.trace`."""
+        trace = chrome_trace(self)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as out:
+                json.dump(trace, out)
+        return trace
+
+    def to_tensorboard(self, logdir: Any) -> int:
+        """Write the rows' figures and the sampled timeline as TensorBoard scalars under
+        ``logdir`` (per label, at each call number); returns how many were written."""
+        return write_tensorboard(self, logdir)
 
     def gc_summary(self) -> dict[str, Any]:
         """Collections per generation and reason, total and longest pause."""

@@ -1,0 +1,68 @@
+"""Profiler ranges: every row and phase as a ``torch.profiler`` range (``record_function``) and, on
+CUDA, an NVTX range, so that ``torch.profiler`` traces and Nsight Systems show gnnmon's steps and
+phases beside the kernels. Off by default (each range costs a few µs on the step's path);
+:func:`emit_ranges` turns them on. Rows are named by their label (``train_step``), phases by
+the row's label and the phase (``train_step.forward``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class _Ranges:
+    """What is on (read at every row and phase: one attribute each)."""
+
+    __slots__ = ("on", "nvtx")
+
+    def __init__(self) -> None:
+        self.on = False
+        self.nvtx = False
+
+
+RANGES = _Ranges()
+
+
+class emit_ranges:
+    """Turn profiler ranges on (``gnnmon.emit_ranges()``) or off (``emit_ranges(False)``), for the
+    whole process; as ``with gnnmon.emit_ranges():`` only inside the block.
+
+    ``nvtx``: also push NVTX ranges (for Nsight Systems); default: where CUDA is available.
+    """
+
+    __slots__ = ("_before",)
+
+    def __init__(self, enabled: bool = True, *, nvtx: bool | None = None) -> None:
+        if not isinstance(enabled, bool):
+            raise TypeError(f"emit_ranges(enabled) takes True or False, got {enabled!r}")
+        if nvtx and not torch.cuda.is_available():
+            raise ValueError("emit_ranges(nvtx=True) needs CUDA: NVTX ranges are for Nsight on a GPU")
+        self._before = (RANGES.on, RANGES.nvtx)
+        RANGES.on = enabled
+        RANGES.nvtx = enabled and (torch.cuda.is_available() if nvtx is None else nvtx)
+
+    def __enter__(self) -> emit_ranges:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        RANGES.on, RANGES.nvtx = self._before
+
+
+def push_range(name: str) -> Any:
+    """Open a range named ``name``; returns what :func:`pop_range` closes."""
+    handle = torch.autograd.profiler.record_function(name)
+    handle.__enter__()
+    # A start/end range, not push/pop: Lightning's phases cross its Optimizer.step range (the step
+    # runs the forward/backward closure), so gnnmon's ranges need not nest in the thread's stack.
+    nvtx = torch.cuda.nvtx.range_start(name) if RANGES.nvtx else None
+    return handle, nvtx
+
+
+def pop_range(opened: Any) -> None:
+    """Close a range opened by :func:`push_range`."""
+    handle, nvtx = opened
+    if nvtx is not None:
+        torch.cuda.nvtx.range_end(nvtx)
+    handle.__exit__(None, None, None)

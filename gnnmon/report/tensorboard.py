@@ -1,0 +1,74 @@
+"""A run as TensorBoard scalars: per label, each row's figures at its call number; the sampled
+timeline at each sample's number; wall-clock times kept, so TensorBoard's relative and wall axes
+are true. A distributed job's ranks go to ``rank<N>/`` under the log folder.
+
+Needs ``tensorboard`` (``pip install tensorboard`` or ``gnnmon[tensorboard]``); it is imported
+when an export is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from gnnmon.fields import STEP_FIGURES
+
+if TYPE_CHECKING:  # annotations only
+    from gnnmon.report.report import Report
+
+SAMPLE_UNITS = (("_pct", "pct", 1.0), ("_bytes", "mib", 1 / 2**20), ("_w", "w", 1.0))
+SAMPLE_SKIP = {"t_ns", "late_s", "interval_s", "sampler_cpu_s", "children", "rank"}
+
+
+def _figures(row: dict[str, Any]) -> Iterator[tuple[str, tuple[str, float]]]:
+    """The step figures, then any other phase (``phase_load_s`` -> ``load_ms``)."""
+    yield from STEP_FIGURES.items()
+    for field in row:
+        if field.startswith("phase_") and field.endswith("_s") and field not in STEP_FIGURES:
+            yield field, (f"{field[6:-2]}_ms", 1e3)
+
+
+def scalars(report: Report) -> Iterator[tuple[int, str, float, int, float]]:
+    """(rank, tag, value, step, wall time s) of every scalar the export writes."""
+    for row in report.records:
+        rank = int(row.get("rank") or 0)
+        walltime = (row.get("t_end_ns") or row["t_start_ns"]) / 1e9
+        for field, (name, factor) in _figures(row):
+            value = row.get(field)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                yield rank, f"{row['label']}/{name}", value * factor, int(row["index"]), walltime
+    counts: dict[int, int] = {}
+    for sample in report.samples:
+        rank = int(sample.get("rank") or 0)
+        step = counts[rank] = counts.get(rank, -1) + 1
+        for key, value in sample.items():
+            if key in SAMPLE_SKIP or not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            for suffix, unit, factor in SAMPLE_UNITS:
+                if key.endswith(suffix):
+                    yield rank, f"timeline/{key[: -len(suffix)]}_{unit}", value * factor, step, sample["t_ns"] / 1e9
+                    break
+
+
+def write_tensorboard(report: Report, logdir: str | os.PathLike[str]) -> int:
+    """Write the run's scalars as TensorBoard event files under ``logdir``; returns how many."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as exc:  # torch's writer needs the tensorboard package
+        raise ImportError("the TensorBoard export needs tensorboard: pip install tensorboard") from exc
+    ranked = any("rank" in r for r in report.records)
+    writers: dict[int, Any] = {}
+    written = 0
+    try:
+        for rank, tag, value, step, walltime in scalars(report):
+            writer = writers.get(rank)
+            if writer is None:
+                where = os.path.join(os.fspath(logdir), f"rank{rank}") if ranked else os.fspath(logdir)
+                writer = writers[rank] = SummaryWriter(log_dir=where)
+            writer.add_scalar(tag, value, global_step=step, walltime=walltime)
+            written += 1
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return written

@@ -1,0 +1,152 @@
+"""A run as a Chrome trace (JSON object format), viewable in Perfetto (ui.perfetto.dev) or
+chrome://tracing: rows, their phases, GC pauses, markers and the sampled timeline on one time axis.
+
+Per process (one per rank of a distributed job) the tracks are:
+
+* ``rows``: one slice per row, from ``t_start_ns`` to ``t_end_ns`` (host time), children nested
+  in their parent; a row open beside another that is not its parent (a row from another
+  thread) goes on a further ``rows`` track. A slice's args hold the row's figures (ms, MiB) and markers.
+* ``phases``: each row's phases one after another from the row's start. gnnmon records a phase's
+  total duration (device time on an accelerator), not where it began, so the placement is
+  sequential; the durations are measured.
+* ``gc``: one slice per collection, where and how long it ran.
+* counters: every sampled figure, by unit (``utilisation %``, ``memory MiB``, ``power W``).
+* markers (epochs, configs) as instant events.
+
+Times are microseconds from the run's first timestamp; ``otherData`` names the run's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only
+    from gnnmon.report.report import Report
+
+ROWS_TID, PHASES_TID, GC_TID = 1, 2, 3
+EXTRA_ROWS_TID = 10  # further rows tracks: 10, 11, ...
+COUNTER_UNITS = (("_pct", "utilisation %", 1.0), ("_bytes", "memory MiB", 1 / 2**20), ("_w", "power W", 1.0))
+SAMPLE_SKIP = {"t_ns", "late_s", "interval_s", "sampler_cpu_s", "children", "rank"}
+ROW_ARGS = {
+    "wall_s": ("wall_ms", 1e3), "device_s": ("device_ms", 1e3), "mem_peak_bytes": ("mem_peak_mib", 1 / 2**20),
+    "mem_peak_delta_bytes": ("mem_peak_delta_mib", 1 / 2**20), "rss_peak_delta_bytes": ("rss_peak_delta_mib", 1 / 2**20),
+    "gc_pause_s": ("gc_ms", 1e3), "energy_gpu_j": ("energy_gpu_j", 1), "energy_cpu_j": ("energy_cpu_j", 1),
+}
+ROW_KEEP = ("index", "parent", "device", "error", "num_nodes", "num_edges", "num_graphs", "compiled", "epoch", "stage",
+            "config")
+
+
+def _us(t_ns: int, t0: int) -> float:
+    return (t_ns - t0) / 1e3
+
+
+def _row_args(row: dict[str, Any]) -> dict[str, Any]:
+    args: dict[str, Any] = {k: row[k] for k in ROW_KEEP if row.get(k) is not None}
+    for field, (name, factor) in ROW_ARGS.items():
+        value = row.get(field)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            args[name] = round(value * factor, 6)
+    if row.get("notes"):
+        args["notes"] = list(row["notes"])
+    return args
+
+
+def _phases(row: dict[str, Any]) -> list[tuple[str, float]]:
+    """(phase, seconds) in the order the row's fields name them (the order first entered)."""
+    return [(k[6:-2], v) for k, v in row.items()
+            if k.startswith("phase_") and k.endswith("_s") and isinstance(v, (int, float)) and v >= 0]
+
+
+class _Lanes:
+    """Row slices onto tracks: a row nests in a track's open slice only if that slice is its
+    parent, else it takes a track with no slice open (a new one if none is free). Rows come in
+    order of start."""
+
+    def __init__(self) -> None:
+        self.open: list[list[tuple[int, str]]] = []  # per track, its open slices (end, key), outermost first
+
+    def place(self, start: int, end: int, key: str, parent: str | None) -> int:
+        for lane, stack in enumerate(self.open):
+            while stack and stack[-1][0] <= start:
+                stack.pop()
+            if not stack or (stack[-1][1] == parent and stack[-1][0] >= end):
+                stack.append((end, key))
+                return lane
+        self.open.append([(end, key)])
+        return len(self.open) - 1
+
+
+def _tid(lane: int) -> int:
+    return ROWS_TID if lane == 0 else EXTRA_ROWS_TID + lane - 1
+
+
+def _times(report: Report) -> Iterable[int]:
+    for row in report.records:
+        yield row["t_start_ns"]
+    for event in report.gc_events:
+        yield event["t_start_ns"]
+    for sample in report.samples:
+        yield sample["t_ns"]
+    for marker in report.markers:
+        yield marker["t_ns"]
+
+
+def chrome_trace(report: Report) -> dict[str, Any]:
+    """The run as a Chrome trace object (``{"traceEvents": [...], ...}``); see the module doc."""
+    t0 = min(_times(report), default=0)
+    events: list[dict[str, Any]] = []
+    names: dict[tuple[int, int], str] = {}
+    lanes: dict[int, _Lanes] = {}
+    rows = sorted(report.records, key=lambda r: (r["t_start_ns"], -(r.get("t_end_ns") or r["t_start_ns"])))
+    for row in rows:
+        pid = int(row.get("rank") or 0)
+        start, end = row["t_start_ns"], row.get("t_end_ns") or row["t_start_ns"]
+        key = f"{row['label']}#{row['index']}"
+        tid = _tid(lanes.setdefault(pid, _Lanes()).place(start, end, key, row.get("parent")))
+        names[(pid, tid)] = "rows"
+        events.append({"name": row["label"], "cat": "row", "ph": "X", "pid": pid, "tid": tid,
+                       "ts": _us(start, t0), "dur": (end - start) / 1e3, "args": _row_args(row)})
+        at = start
+        for name, seconds in _phases(row):
+            dur_ns = min(int(seconds * 1e9), max(end - at, 0))
+            names[(pid, PHASES_TID)] = "phases (placed in order)"
+            events.append({"name": name, "cat": "phase", "ph": "X", "pid": pid, "tid": PHASES_TID,
+                           "ts": _us(at, t0), "dur": dur_ns / 1e3,
+                           "args": {"row": key, "measured_ms": round(seconds * 1e3, 6)}})
+            at += dur_ns
+    for gc_event in report.gc_events:
+        pid = int(gc_event.get("rank") or 0)
+        names[(pid, GC_TID)] = "gc"
+        args = {k: gc_event[k] for k in ("collected", "reason", "row", "phase", "thread") if gc_event.get(k) is not None}
+        events.append({"name": f"gc gen {gc_event['generation']}", "cat": "gc", "ph": "X", "pid": pid, "tid": GC_TID,
+                       "ts": _us(gc_event["t_start_ns"], t0), "dur": gc_event["duration_s"] * 1e6, "args": args})
+    for sample in report.samples:
+        pid = int(sample.get("rank") or 0)
+        by_unit: dict[str, dict[str, float]] = {}
+        for key, value in sample.items():
+            if key in SAMPLE_SKIP or not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            for suffix, unit, factor in COUNTER_UNITS:
+                if key.endswith(suffix):
+                    by_unit.setdefault(unit, {})[key[: -len(suffix)]] = round(value * factor, 4)
+                    break
+        for unit, values in by_unit.items():
+            events.append({"name": unit, "cat": "sample", "ph": "C", "pid": pid, "tid": 0,
+                           "ts": _us(sample["t_ns"], t0), "args": values})
+    for marker in report.markers:
+        pid = int(marker.get("rank") or 0)
+        events.append({"name": f"{marker['kind']}={marker.get('value')}", "cat": "marker", "ph": "i", "s": "p",
+                       "pid": pid, "tid": ROWS_TID, "ts": _us(marker["t_ns"], t0)})
+    pids = sorted({e["pid"] for e in events})
+    meta: list[dict[str, Any]] = []
+    for pid in pids:
+        label = f"rank {pid}" if any("rank" in r for r in report.records) else "gnnmon run"
+        meta.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}})
+    for (pid, tid), name in sorted(names.items()):
+        meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
+        meta.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+    manifest = report.manifest
+    other = {k: manifest[k] for k in ("start_time", "host", "gnnmon", "torch") if manifest.get(k) is not None}
+    other["t0_ns"] = t0
+    return {"traceEvents": meta + events, "displayTimeUnit": "ms", "otherData": other}
