@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
 
 import psutil
@@ -8,6 +9,12 @@ import pytest
 
 from gnnmon.devices import clear_backends
 from tests.fakes import FakeCuda, FakeMps
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache_dir(tmp_path_factory):
+    """gnnmon's per-machine cache (CodeCarbon's probed model) in a folder of the session's own."""
+    os.environ["GNNMON_CACHE_DIR"] = str(tmp_path_factory.mktemp("gnnmon-cache"))
 
 
 @pytest.fixture(autouse=True)

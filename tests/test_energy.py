@@ -449,10 +449,69 @@ def test_rows_read_mid_run_are_already_joined(fake_cuda, monkeypatch, tmp_path):
 def test_a_carbon_option_without_energy_is_refused_by_name(tmp_path):
     """``country=`` alone used to be accepted and ignored: no energy, so no CO2 either."""
     for kwargs, named in (({"country": "FRA"}, "country"), ({"carbon_intensity": 56.0}, "carbon_intensity"),
-                          ({"country": "FRA", "region": "x"}, "country, region")):
-        with pytest.raises(ValueError, match=f"^{named} only pick the carbon intensity"):
+                          ({"country": "FRA", "region": "x"}, "country, region"), ({"cpu_power_w": 65}, "cpu_power_w")):
+        with pytest.raises(ValueError, match=f"^{named} only shape the energy figures"):
             gnnmon.collect(tmp_path / "r.jsonl", **kwargs)
         assert not (tmp_path / "r.jsonl").exists()  # refused before any file was opened
+
+
+def test_user_powers_replace_codecarbons_guesses_without_its_probe(monkeypatch):
+    """cpu_power_w / ram_power_w: the CPU at full load and the RAM, in watts, as the user knows
+    them (CodeCarbon guessed 8 W for this VM's CPU); with both, CodeCarbon is not started."""
+    monkeypatch.setattr(carbon, "_CACHE", {})
+    monkeypatch.setattr(carbon, "_probe_cached", lambda: pytest.fail("probed although both powers were given"))
+    cpu_w, ram_w = 40.0, 3.0
+
+    @cuda_timed(label="sleep")
+    def sleep():
+        time.sleep(0.2)
+
+    @cuda_timed(label="busy")
+    def busy():
+        t = time.process_time()
+        while time.process_time() - t < 0.2:  # 0.2 CPU-seconds on one thread
+            pass
+
+    t0 = time.perf_counter()
+    with gnnmon.collect(energy=True, cpu_power_w=cpu_w, ram_power_w=ram_w) as run:
+        entered_s = time.perf_counter() - t0
+        sleep()
+        busy()
+    s, b = run.records
+    if "package" in run.manifest["options"]["energy"]["rapl_kinds"]:
+        pytest.skip("this machine measures its CPU with RAPL: the model is not used")
+    assert entered_s < 1.0  # no 1.5 s CodeCarbon start
+    for row in (s, b):
+        assert row["energy_cpu_j_source"] == f"estimated:user-cpu_load(TDP={cpu_w:g}W,process)"
+        assert row["energy_ram_j_source"] == f"estimated:user-ram({ram_w:g}W)"
+        assert row["energy_ram_j"] == pytest.approx(ram_w * row["wall_s"], rel=0.05)
+    cores = os.cpu_count()
+    assert s["energy_cpu_j"] < cpu_w * 0.02 / cores
+    assert b["energy_cpu_j"] == pytest.approx(cpu_w * 0.2 / cores, rel=0.15)
+    for bad in (0, -5, float("nan"), float("inf"), True, "65"):
+        with pytest.raises(ValueError, match="cpu_power_w must be a power in watts"):
+            gnnmon.collect(energy=True, cpu_power_w=bad)
+
+
+def test_the_codecarbon_probe_runs_once_per_machine(monkeypatch, tmp_path):
+    """The probe (CodeCarbon's tracker started and stopped: 1.5 s) is kept per machine: a second
+    process reads it back; another machine's (or another CodeCarbon's) answer is not used."""
+    pytest.importorskip("codecarbon")
+    monkeypatch.setenv("GNNMON_CACHE_DIR", str(tmp_path))
+    probes = []
+    planted = carbon.CodeCarbonModel(version="9.9", cpu_mode="cpu_load", cpu_model="planted", tdp_w=77.0,
+                                     cpu_count=4, tracking_mode="process", ram_w=5.0, setup_s=1.5)
+    monkeypatch.setattr(carbon, "_probe", lambda: (probes.append(1), (planted, ""))[1])
+    monkeypatch.setattr(carbon, "_CACHE", {})
+    first, _ = carbon.codecarbon_model()
+    assert first == planted and len(probes) == 1 and carbon.cache_path().parent == tmp_path
+    monkeypatch.setattr(carbon, "_CACHE", {})  # a new process
+    second, _ = carbon.codecarbon_model()
+    assert len(probes) == 1 and second.cached and second.tdp_w == 77.0 and second.cpu_label() == first.cpu_label()
+    monkeypatch.setattr(carbon, "_CACHE", {})
+    monkeypatch.setattr(carbon, "machine_key", lambda version: "another machine")
+    carbon.codecarbon_model()
+    assert len(probes) == 2
 
 
 def test_the_all_extra_is_what_gnnmon_uses_and_the_peers_are_in_bench():

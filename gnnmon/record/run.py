@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import os
 import threading
 import time
@@ -88,6 +89,8 @@ class Run:
         country: str | None = None,
         region: str | None = None,
         carbon_intensity: float | None = None,
+        cpu_power_w: float | None = None,
+        ram_power_w: float | None = None,
         flush_interval: float = DEFAULT_INTERVAL,
         sampler: str = "process",
         distributed: bool = True,
@@ -102,12 +105,16 @@ class Run:
             raise ValueError(f"sample must be an interval in seconds > 0 (e.g. 0.5) or None, got {sample!r}")
         if not isinstance(energy, bool):
             raise TypeError(f"energy must be True or False, not {type(energy).__name__}")
-        given = [n for n, v in (("country", country), ("region", region), ("carbon_intensity", carbon_intensity))
-                 if v is not None]
+        given = [n for n, v in (("country", country), ("region", region), ("carbon_intensity", carbon_intensity),
+                                ("cpu_power_w", cpu_power_w), ("ram_power_w", ram_power_w)) if v is not None]
         if given and not energy:
-            raise ValueError(f"{', '.join(given)} only pick the carbon intensity of energy figures: pass "
+            raise ValueError(f"{', '.join(given)} only shape the energy figures: pass "
                              f"energy=True with {'it' if len(given) == 1 else 'them'}, or leave "
                              f"{'it' if len(given) == 1 else 'them'} out")
+        for name, watts in (("cpu_power_w", cpu_power_w), ("ram_power_w", ram_power_w)):
+            if watts is not None and (isinstance(watts, bool) or not isinstance(watts, (int, float))
+                                      or not math.isfinite(watts) or watts <= 0):
+                raise ValueError(f"{name} must be a power in watts > 0 (e.g. 65), got {watts!r}")
         if country is not None and (not isinstance(country, str) or len(country) != 3 or not country.isalpha()):
             raise ValueError(f"country must be an ISO 3166 alpha-3 code such as 'FRA', got {country!r}")
         if sampler not in ("process", "thread"):
@@ -126,7 +133,8 @@ class Run:
         self.sample_interval = float(sample) if sample is not None else None
         self.flush_interval = float(flush_interval)
         self._energy_options: dict[str, Any] | None = (
-            {"country": country, "region": region, "carbon_intensity_g_per_kwh": carbon_intensity}
+            {"country": country, "region": region, "carbon_intensity_g_per_kwh": carbon_intensity,
+             "cpu_power_w": cpu_power_w, "ram_power_w": ram_power_w}
             if energy else None
         )
         self.energy: EnergySources | None = None  # while collecting with energy=True
@@ -536,6 +544,8 @@ def collect(
     country: str | None = None,
     region: str | None = None,
     carbon_intensity: float | None = None,
+    cpu_power_w: float | None = None,
+    ram_power_w: float | None = None,
     flush_interval: float = DEFAULT_INTERVAL,
     sampler: str = "process",
     distributed: bool = True,
@@ -555,7 +565,9 @@ def collect(
     ``energy``: add ``energy_gpu_j``, ``energy_cpu_j``, ``energy_ram_j`` and ``co2_kg`` to every row,
     from counters the sampler reads (it then samples every ``sample`` seconds, 0.5 if not given);
     ``country`` (ISO alpha-3, e.g. ``"FRA"``) and ``region`` pick CodeCarbon's offline carbon
-    intensity, or give ``carbon_intensity`` in g CO2eq/kWh. ``flush_interval``: seconds between
+    intensity, or give ``carbon_intensity`` in g CO2eq/kWh. Without RAPL the CPU and RAM energy
+    are CodeCarbon's model (its TDP guess for this CPU, probed once per machine);
+    ``cpu_power_w`` (the CPU's power at full load, W) and ``ram_power_w`` (W) replace its guesses. ``flush_interval``: seconds between
     two writes of the rows that are ready (a kill loses at most the rows of the last interval,
     plus those still waiting for their device events or for the timeline to cover them).
     ``sampler``: where the sampler runs, ``"process"`` (its own: no busy loop or GC pause here
@@ -566,4 +578,5 @@ def collect(
         raise ValueError(f"mode must be 'w' (overwrite) or 'x' (refuse an existing file), got {mode!r}")
     return Run(path, config=config, max_records=max_records, mode=mode, sample=sample, energy=energy,
                country=country, region=region, carbon_intensity=carbon_intensity,
+               cpu_power_w=cpu_power_w, ram_power_w=ram_power_w,
                flush_interval=flush_interval, sampler=sampler, distributed=distributed)

@@ -6,17 +6,23 @@ does (3.3.2 on this project's machine: ``start()`` 1.46 s once, ``start_task`` 1
 set-up, it starts an ``OfflineEmissionsTracker`` once to learn which model CodeCarbon would apply
 on this machine — its CPU mode (``cpu_load``: TDP × the process's share of the CPUs; ``constant``:
 0.5 × TDP), the TDP it assumed, its RAM wattage — stops it (its threads end), and then applies
-that model to each row's own window. Carbon intensity comes from CodeCarbon's offline
+that model to each row's own window. The probe's answer is kept per machine (:func:`cache_path`), so
+only the first run with energy on a machine waits for it; ``cpu_power_w=`` and ``ram_power_w=``
+replace CodeCarbon's guesses (both given: no probe). Carbon intensity comes from CodeCarbon's offline
 energy-mix data for a country (ISO 3166 alpha-3) and, for the USA and Canada, a region.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
+import platform
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -31,8 +37,13 @@ class CodeCarbonModel:
     tracking_mode: str
     ram_w: float | None
     setup_s: float
+    cpu_source: str = "codecarbon"  # "user": cpu_power_w= replaced CodeCarbon's TDP
+    ram_source: str = "codecarbon"  # "user": ram_power_w= replaced its RAM power
+    cached: bool = False  # read from this machine's cache (no probe this time)
 
     def cpu_label(self) -> str:
+        if self.cpu_source == "user":
+            return f"estimated:user-cpu_load(TDP={self.tdp_w:g}W,process)"
         if self.cpu_mode == "cpu_load":
             return f"estimated:codecarbon-{self.version}-cpu_load(TDP={self.tdp_w:g}W,{self.tracking_mode})"
         if self.cpu_mode == "constant":
@@ -52,6 +63,8 @@ class CodeCarbonModel:
         return None
 
     def ram_label(self) -> str:
+        if self.ram_source == "user":
+            return f"estimated:user-ram({self.ram_w:g}W)"
         return f"estimated:codecarbon-{self.version}-ram({self.ram_w:g}W)"
 
 
@@ -60,11 +73,77 @@ _LOCK = threading.Lock()
 
 
 def codecarbon_model() -> tuple[CodeCarbonModel | None, str]:
-    """CodeCarbon's model on this machine (cached per process), or (None, why not)."""
+    """CodeCarbon's model on this machine, or (None, why not): kept per process, and per machine
+    in :func:`cache_path` (the probe starts CodeCarbon's tracker: 1.5 s, once per machine)."""
     with _LOCK:
         if "model" not in _CACHE:
-            _CACHE["model"] = _probe()
+            _CACHE["model"] = _probe_cached()
         return _CACHE["model"]
+
+
+def user_model(cpu_power_w: float | None, ram_power_w: float | None,
+               base: CodeCarbonModel | None) -> CodeCarbonModel | None:
+    """The model with the user's powers in place of CodeCarbon's guesses (``cpu_power_w``: the CPU's
+    power at full load, W, applied as CodeCarbon's cpu_load mode; ``ram_power_w``: W, constant)."""
+    if cpu_power_w is None and ram_power_w is None:
+        return base
+    if base is None:
+        base = CodeCarbonModel(version="-", cpu_mode="unknown", cpu_model="unknown", tdp_w=None,
+                               cpu_count=os.cpu_count() or 1, tracking_mode="process", ram_w=None, setup_s=0.0)
+    if cpu_power_w is not None:
+        base = dataclasses.replace(base, cpu_mode="cpu_load", tdp_w=float(cpu_power_w), tracking_mode="process",
+                                   cpu_count=os.cpu_count() or 1, cpu_source="user")
+    if ram_power_w is not None:
+        base = dataclasses.replace(base, ram_w=float(ram_power_w), ram_source="user")
+    return base
+
+
+def cache_path() -> Path:
+    """Where the probed model is kept per machine: ``$GNNMON_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/gnnmon``, else ``~/.cache/gnnmon``; file ``codecarbon-model.json``."""
+    root = os.environ.get("GNNMON_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "gnnmon")
+    return Path(root) / "codecarbon-model.json"
+
+
+def machine_key(version: str) -> str:
+    """What the probe's answer depends on: CodeCarbon's version, the CPU model, core count, RAM."""
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 0
+    return f"codecarbon {version} | {cpu} | {os.cpu_count()} cpus | {ram} bytes | {platform.node()}"
+
+
+def _probe_cached() -> tuple[CodeCarbonModel | None, str]:
+    try:
+        import codecarbon
+    except ImportError:
+        return None, "codecarbon not installed (pip install 'gnnmon[energy]')"
+    key = machine_key(getattr(codecarbon, "__version__", "unknown"))
+    path = cache_path()
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if kept.get("key") == key:
+            return dataclasses.replace(CodeCarbonModel(**kept["model"]), cached=True), ""
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass  # no cache, another machine's, or unreadable: probe
+    model, why = _probe()
+    if model is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            temp.write_text(json.dumps({"key": key, "model": dataclasses.asdict(model)}), encoding="utf-8")
+            os.replace(temp, path)  # whole or not at all, even with runs starting side by side
+        except OSError:
+            pass  # a read-only home: probe again next time
+    return model, why
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

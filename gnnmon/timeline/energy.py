@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH
-from gnnmon.timeline.carbon import CodeCarbonModel, carbon_intensity, codecarbon_model
+from gnnmon.timeline.carbon import CodeCarbonModel, carbon_intensity, codecarbon_model, user_model
 from gnnmon.timeline.join import Counters, cuda_index, gauge_at, note, samples_in
 
 
@@ -46,6 +46,8 @@ class EnergySources:
         country: str | None = None,
         region: str | None = None,
         carbon_intensity_g_per_kwh: float | None = None,
+        cpu_power_w: float | None = None,
+        ram_power_w: float | None = None,
         use_codecarbon: bool = True,
     ) -> None:
         self.found = dict(found)
@@ -56,10 +58,12 @@ class EnergySources:
                 self.notes.append(str(status))
         needs_model = "dram" not in (found.get("rapl_kinds") or [])
         self.model: CodeCarbonModel | None = None
-        if needs_model and use_codecarbon:
+        if needs_model and use_codecarbon and (cpu_power_w is None or ram_power_w is None):
             self.model, why = codecarbon_model()
             if why:
                 self.notes.append(why)
+        if needs_model:
+            self.model = user_model(cpu_power_w, ram_power_w, self.model)
         self.intensity, self.intensity_source = self._intensity(country, region, carbon_intensity_g_per_kwh)
 
     def _intensity(
