@@ -292,7 +292,7 @@ def run_sweep(axis: str, data: Any, *, base: Setting, steps: int, warmup: int, d
         r["summary"]["with_workers_mib"] = (r["summary"]["own_peak_mib_median"]
                                             + r["readback"].get("workers_uss_mib", 0.0))
     (out / f"flickr_{axis}.md").write_text(sweep_markdown(axis, results, data_note, steps, warmup))
-    plot_sweep(axis, results, out / f"flickr_{axis}.png")
+    plot_sweep(axis, results, out / f"flickr_{axis}.png", data_note)
     return results
 
 
@@ -343,29 +343,52 @@ def sweep_markdown(axis: str, results: list[dict[str, Any]], data_note: str, ste
     return "\n".join(lines) + "\n"
 
 
-def plot_sweep(axis: str, results: list[dict[str, Any]], path: Path) -> None:
+AXIS_LABELS = {
+    "hidden": "hidden channels",
+    "pin_memory": "pin_memory of the loader",
+    "precision": "parameter / activation precision",
+    "workers": "DataLoader workers",
+    "sampling": "neighbour-sampling fanouts per layer",
+    "checkpoint": "activation checkpointing",
+}
+
+
+def plot_sweep(axis: str, results: list[dict[str, Any]], path: Path | None, data_note: str) -> Any:
+    """One sweep's chart: the step's peak memory per setting (bars: median, points: max), on the
+    step's device; for the workers sweep also the main process + workers' USS (right axis, from 0).
+    Titled with the data actually used (Flickr or its synthetic stand-in) and the device; the
+    legend sits above the plot, never on the bars. Returns the Figure (saved as PNG at ``path``)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7, 4), layout="constrained")
+    fig = Figure(figsize=(7.5, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
+    first = results[0]["summary"]
+    device = first.get("device") or "?"
+    measured = "host RSS" if first.get("backend") == "cpu" else "CUDA allocator" if first.get("backend") == "cuda" \
+        else f"{first.get('backend')} allocator"
+    data = "Flickr" if data_note.startswith("PyG Flickr") else "synthetic Flickr stand-in"
     names = [r["name"] for r in results]
     med = [r["summary"]["step_peak_mib_median"] for r in results]
     mx = [r["summary"]["step_peak_mib_max"] for r in results]
-    ax.bar(names, med, color="C0", label="median")
-    ax.scatter(names, mx, color="C3", zorder=3, label="max")
-    ax.set_ylabel("peak memory in the train step (MiB)")
-    ax.set_title(f"GCN on Flickr: {axis}")
-    ax.legend()
+    handles = [ax.bar(names, med, color="C0", label="step peak, median"),
+               ax.scatter(names, mx, color="C3", zorder=3, label="step peak, max")]
+    ax.set_ylim(0, max(mx + med) * 1.1 or 1)
+    ax.set_xlabel(AXIS_LABELS.get(axis, axis))
+    ax.set_ylabel(f"peak above the step's start (MiB, {measured})")
+    ax.set_title(f"GCN on {data} ({device}): peak memory of a train step by {AXIS_LABELS.get(axis, axis)}", fontsize=10)
     if axis == "workers":
         ax2 = ax.twinx()
-        ax2.plot(names, [r["summary"]["with_workers_mib"] for r in results], "k--o",
-                 label="process peak + workers' USS")
-        ax2.set_ylabel("process peak + workers' USS (MiB)")
-        ax2.legend(loc="lower right")
+        total = [r["summary"]["with_workers_mib"] for r in results]
+        handles += ax2.plot(names, total, "k--o", label="main process peak + workers' USS (right)")
+        ax2.set_ylim(0, max(total) * 1.1 or 1)  # from 0: a +10 % change must not fill the height
+        ax2.set_ylabel("main process peak + workers' USS (MiB)")
+    fig.legend(handles=handles, loc="outside upper center", ncols=len(handles), fontsize=8, frameon=False)
     ax.tick_params(axis="x", rotation=20)
-    fig.savefig(path, dpi=110)
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
 
 
 # -- comparison with the article ------------------------------------------------------------------

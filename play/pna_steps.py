@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
                 Path(args.figures).mkdir(parents=True, exist_ok=True)
                 stem = "pna" if args.preset == "example" else f"pna_{args.preset}_bs{bs}_w{workers}"
                 png = Path(args.figures) / f"{stem}_{mode}_timeline.png"
-                report.plot_timeline(png, title=f"PNA, synthetic PCQM4Mv2, batch {bs}, {workers} workers, {mode} GC")
+                report.plot_timeline(png, title=f"PNA on {device}, synthetic PCQM4Mv2, batch {bs}, {workers} workers, {mode} GC")
                 print(f"timeline: {png}")
     if len(runs) > 2:
         meta = {"command": "python play/pna_steps.py " + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -150,8 +150,10 @@ class Report:
         return cross_rank(self.records, self.manifest, **options)
 
     def plot_timeline(self, path: Any = None, **options: Any) -> Any:
-        """Utilisation samples over time with rows and GC events under them (a matplotlib
-        Figure; saved as PNG if ``path`` is given)."""
+        """Utilisation and memory samples over time with rows, GC events and markers under them
+        (a matplotlib Figure; saved as PNG if ``path`` is given; see
+        :func:`gnnmon.report.timeline_plot.plot_timeline`)."""
+        options.setdefault("markers", self.markers)
         return plot_timeline(self.records, self.samples, self.gc_events, path, **options)
 
     def to_trace(self, path: Any = None) -> dict[str, Any]:

@@ -1,12 +1,24 @@
-"""The utilisation timeline: samples over time, with rows and GC events under them.
+"""The utilisation timeline: samples over time, with rows, GC events and markers under them.
 
-Drawn with matplotlib's object API (no pyplot, no global backend change)."""
+Drawn with matplotlib's object API (no pyplot, no global backend change). A reader should
+understand it without the text: every axis says what it shows and in which unit, utilisation and
+memory start at 0 (a 2-point wobble does not fill the height), panels without data are left out,
+markers (epochs, configurations) are drawn, and on a GPU the memory panel shows the GPU's memory
+(NVML's used memory, and each row's allocator peak) beside the host's.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+MAX_MARKER_TEXTS = 40
+"""Markers beyond this many are drawn as lines without their text."""
+
+
+def _devices(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    return sorted({str(r["device"]) for r in records if r.get("device")})
 
 
 def plot_timeline(
@@ -15,10 +27,13 @@ def plot_timeline(
     gc_events: Sequence[Mapping[str, Any]],
     path: str | os.PathLike[str] | None = None,
     *,
-    title: str = "gnnmon timeline",
+    markers: Sequence[Mapping[str, Any]] = (),
+    title: str | None = None,
 ) -> Any:
-    """A matplotlib Figure: CPU (and GPU) utilisation, process RSS, then one lane per row label
-    with each row as a bar and GC pauses as red marks. Saved as PNG if ``path`` is given."""
+    """A matplotlib Figure: CPU and GPU utilisation (%), memory (MiB: host RSS, GPU used, each
+    GPU row's allocator peak), then one lane per row label with each row as a bar, GC pauses in
+    red and markers as dashed lines. Saved as PNG if ``path`` is given. ``title``: default names
+    the rows' devices."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -32,42 +47,72 @@ def plot_timeline(
     def sec(ns: int) -> float:
         return (ns - t0) / 1e9
 
-    fig = Figure(figsize=(11, 6.5), layout="constrained")
+    gpu_rows = [r for r in records if r.get("backend") in ("cuda", "mps") and r.get("mem_peak_bytes") is not None]
+    panels = (["util", "mem"] if samples else (["mem"] if gpu_rows else [])) + (["rows"] if records else [])
+    ratios = {"util": 2, "mem": 1.5, "rows": 2}
+    fig = Figure(figsize=(11, 2.2 + 1.6 * len(panels)), layout="constrained")
     FigureCanvasAgg(fig)
-    ax_util, ax_mem, ax_rows = fig.subplots(3, 1, sharex=True, height_ratios=[2, 1, 2])
+    made = fig.subplots(len(panels), 1, sharex=True, height_ratios=[ratios[p] for p in panels], squeeze=False)
+    axes = dict(zip(panels, made[:, 0], strict=True))
     ts = [sec(s["t_ns"]) for s in samples]
-    if samples:
-        ax_util.plot(ts, [s.get("cpu_util_pct") for s in samples], label="CPU % (process + children)")
-        gpu_keys = sorted({k for s in samples for k in s if k.startswith("gpu") and k.endswith("_util_pct")
-                           and "mem" not in k})
-        for k in gpu_keys:
-            ax_util.plot(ts, [s.get(k) for s in samples], label=k.replace("_util_pct", " util %"))
-        ax_util.legend(loc="upper right", fontsize=8)
-        ax_mem.plot(ts, [s.get("rss_bytes", 0) / 2**20 for s in samples], label="RSS MiB")
-        if any(s.get("children_rss_bytes") for s in samples):
-            ax_mem.plot(ts, [s.get("children_rss_bytes", 0) / 2**20 for s in samples], label="children RSS MiB")
-        ax_mem.legend(loc="upper right", fontsize=8)
-    else:
-        ax_util.text(0.5, 0.5, "no utilisation samples (collect(sample=...))", ha="center",
-                     transform=ax_util.transAxes)
-    ax_util.set_ylabel("utilisation %")
-    ax_mem.set_ylabel("MiB")
-    ax_mem.ticklabel_format(axis="y", useOffset=False, style="plain")
-    labels = list(dict.fromkeys(r["label"] for r in records))
-    for lane, label in enumerate(labels):
-        spans = [(sec(r["t_start_ns"]), (r["t_end_ns"] - r["t_start_ns"]) / 1e9)
-                 for r in records if r["label"] == label and r.get("t_end_ns")]
-        ax_rows.broken_barh(spans, (lane - 0.35, 0.7), facecolors=f"C{lane % 10}",
-                            edgecolors="none")
-    for e in gc_events:
-        x = sec(e["t_start_ns"])
-        gen = e.get("generation", 0)
-        ax_rows.axvspan(x, x + e.get("duration_s", 0), color="red", alpha=0.25 + 0.25 * gen,
-                        lw=0 if gen < 2 else 1.5)
-    ax_rows.set_yticks(range(len(labels)), labels)
-    ax_rows.set_xlabel("seconds since the first row or sample")
-    ax_rows.set_title("rows (bars) and GC collections (red; darker = older generation)", fontsize=9)
-    ax_util.set_title(title)
+    if "util" in axes:
+        ax = axes["util"]
+        highest = 100.0
+        series = [("cpu_util_pct", "CPU (process + workers)")]
+        series += [(k, f"GPU {k[3:-9]}") for k in sorted({k for s in samples for k in s})
+                   if k.startswith("gpu") and k.endswith("_util_pct") and "mem" not in k]
+        for key, name in series:
+            values = [s.get(key) for s in samples]
+            if any(v is not None for v in values):
+                ax.plot(ts, values, label=name)
+                highest = max(highest, *(v for v in values if v is not None))
+        ax.set_ylim(0, highest * 1.05)  # from 0: CPU % over cores can pass 100
+        ax.set_ylabel("utilisation (%)")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    if "mem" in axes:
+        ax = axes["mem"]
+        if samples:
+            ax.plot(ts, [s.get("rss_bytes", 0) / 2**20 for s in samples], label="host: process RSS")
+            if any(s.get("children_rss_bytes") for s in samples):
+                ax.plot(ts, [s.get("children_rss_bytes", 0) / 2**20 for s in samples], label="host: workers' RSS")
+            for key in sorted({k for s in samples for k in s if k.startswith("gpu") and k.endswith("_mem_used_bytes")}):
+                values = [None if s.get(key) is None else s[key] / 2**20 for s in samples]
+                ax.plot(ts, values, label=f"GPU {key[3:-15]}: used (NVML)")
+        for device in sorted({str(r["device"]) for r in gpu_rows}):
+            mine = [r for r in gpu_rows if str(r["device"]) == device and r.get("t_end_ns")]
+            ax.scatter([sec(r["t_end_ns"]) for r in mine], [r["mem_peak_bytes"] / 2**20 for r in mine], s=10,
+                       marker="v", label=f"{device}: allocator peak per row", zorder=3)
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("memory (MiB)")
+        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    if "rows" in axes:
+        ax = axes["rows"]
+        labels = list(dict.fromkeys(r["label"] for r in records))
+        for lane, label in enumerate(labels):
+            spans = [(sec(r["t_start_ns"]), (r["t_end_ns"] - r["t_start_ns"]) / 1e9)
+                     for r in records if r["label"] == label and r.get("t_end_ns")]
+            ax.broken_barh(spans, (lane - 0.35, 0.7), facecolors=f"C{lane % 10}", edgecolors="none")
+        for e in gc_events:
+            x = sec(e["t_start_ns"])
+            gen = e.get("generation", 0)
+            ax.axvspan(x, x + e.get("duration_s", 0), color="red", alpha=0.25 + 0.25 * gen, lw=0 if gen < 2 else 1.5)
+        ax.set_yticks(range(len(labels)), labels)
+        ax.set_ylim(-0.6, len(labels) - 0.4)
+        ax.set_ylabel("rows by label")
+        ax.set_title("rows (bars) and GC collections (red; darker = older generation)", fontsize=9)
+    carried = [m for m in markers if m.get("carry", True)]
+    for k, m in enumerate(carried):
+        x = sec(m["t_ns"])
+        for ax in axes.values():
+            ax.axvline(x, color="0.4", ls="--", lw=0.8)
+        if k < MAX_MARKER_TEXTS:
+            top = made[0, 0]
+            top.text(x, 1.0, f" {m['kind']}={m.get('value')}", transform=top.get_xaxis_transform(), fontsize=7,
+                     va="bottom", ha="left", rotation=45)
+    made[-1, 0].set_xlabel("seconds since the first row or sample")
+    devices = _devices(records)
+    fig.suptitle(title or f"gnnmon timeline — {', '.join(devices) or 'no device'}")
     if path is not None:
         fig.savefig(path, dpi=110)
     return fig
