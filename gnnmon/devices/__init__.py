@@ -20,7 +20,7 @@ __all__ = ["Backend", "CpuBackend", "CudaBackend", "MpsBackend", "backend_for", 
 
 _CACHE: dict[tuple[str, int | None], Backend] = {}
 _BY_DEVICE: dict[torch.device, Backend] = {}
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
 
 
 def backend_for(device: torch.device) -> Backend:

@@ -27,7 +27,7 @@ class HostMemory:
         self._children: dict[float, PolledPeaks] = {}
         self._mode: str | None = None
         self._why_sampled = ""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def _choose(self) -> str:
         if self._mode is not None:

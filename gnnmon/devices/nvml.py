@@ -25,7 +25,7 @@ class Nvml:
     def __init__(self, uuids: list[str] | None = None) -> None:
         self.uuids = uuids  # CUDA index -> "GPU-..." (None: NVML's own order)
         self.energy_reads = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.ok = False
         self.reason = ""
         self.nv: Any = None

@@ -57,7 +57,7 @@ class CounterPeaks:
     ) -> None:
         self._read = read
         self._reset = reset
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._open: list[PeakWindow] = []
         self.hidden_peak: list[int] | None = None
         self.resets = 0
@@ -97,7 +97,7 @@ class CounterPeaks:
         return len(self._open)
 
 
-_HOLD_LOCK = threading.Lock()
+_HOLD_LOCK = threading.RLock()
 _holds = 0
 _pollers: weakref.WeakSet[PolledPeaks] = weakref.WeakSet()
 
@@ -128,7 +128,7 @@ class PolledPeaks:
         self._read = read
         self.interval = float(interval)
         self._name = name
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._open: list[PeakWindow] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()

@@ -61,7 +61,7 @@ class RssCounter:
         self._pid = -1
         self._statm = self._clear = self._status = -1
         self._stale = True
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.floor: int | None = None  # getrusage's floor above VmHWM, known after the first reset
         self.status_reads = 0  # readings that needed /proc/self/status (the floor case)
         self._open()

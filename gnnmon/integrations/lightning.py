@@ -35,6 +35,7 @@ from gnnmon.fields import STEP_FIGURES
 from gnnmon.measure.adapters import Measurement, open_row
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
+from gnnmon.record.interrupts import held_section
 from gnnmon.record.row import Row
 from gnnmon.record.run import Run, active_run, collect
 
@@ -172,9 +173,10 @@ class GnnmonCallback(Callback):
         self._finish(trainer)
 
     def _close_open(self, error: BaseException | None = None) -> None:
-        opened, self._open = self._open, None
-        if opened is not None:
-            opened.close(error)
+        with held_section():
+            opened, self._open = self._open, None
+            if opened is not None:
+                opened.close(error)
 
     def _finish(self, trainer: Any) -> None:
         self._close_open()
@@ -216,29 +218,32 @@ class GnnmonCallback(Callback):
         return _OpenRow(row, measures)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        self._close_open()  # a batch whose end never came
-        self._open = self._open_row(self.label, batch)
-        self._open.switch("forward")
+        with held_section():  # a Ctrl-C waits until the row is whole (record/interrupts.py)
+            self._close_open()  # a batch whose end never came
+            self._open = self._open_row(self.label, batch)
+            self._open.switch("forward")
 
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
-        if self._open is not None:
-            self._open.switch("backward")
+        with held_section():  # a Ctrl-C waits until the row is whole (record/interrupts.py)
+            if self._open is not None:
+                self._open.switch("backward")
 
     def on_after_backward(self, trainer: Any, pl_module: Any) -> None:
-        if self._open is not None:
-            self._open.switch(None)
+        with held_section():  # a Ctrl-C waits until the row is whole (record/interrupts.py)
+            if self._open is not None:
+                self._open.switch(None)
 
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
-        if self._open is not None:
-            self._open.stepped = True
-            self._open.switch("optimizer")
+        with held_section():  # a Ctrl-C waits until the row is whole (record/interrupts.py)
+            if self._open is not None:
+                self._open.stepped = True
+                self._open.switch("optimizer")
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        opened, self._open = self._open, None
-        if opened is None:
-            return
-        fields = opened.close()
-        if not (self.log and trainer.loggers):
+        with held_section():
+            opened, self._open = self._open, None
+            fields = opened.close() if opened is not None else None
+        if opened is None or fields is None or not (self.log and trainer.loggers):
             return
         self._batches.append(fields)
         if opened.stepped:  # logged per optimizer step, as Lightning logs (accumulated batches together)
@@ -266,15 +271,17 @@ class GnnmonCallback(Callback):
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
         if self.validation and not trainer.sanity_checking and self._open is None:
-            self._open = self._open_row("validation_step", batch)
+            with held_section():
+                self._open = self._open_row("validation_step", batch)
 
     def on_validation_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
         opened = self._open
         if opened is not None and opened.row.fields["label"] == "validation_step":
-            self._open = None
-            opened.close()
+            with held_section():
+                self._open = None
+                opened.close()
 
 
 def _logging_step(trainer: Any) -> int:

@@ -24,6 +24,7 @@ import torch
 
 from gnnmon.devices.resolve import parse_device, scan_arguments
 from gnnmon.measure.graph import graph_shape
+from gnnmon.record.interrupts import hold, release
 from gnnmon.record.row import Row
 
 is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
@@ -104,15 +105,16 @@ def _check_target(func: Any, where: str) -> None:
             f"{where} decorates a function; got {type(func).__name__} {func!r}. "
             f"Pass options by keyword, e.g. {where}(label='train')"
         )
+    name = default_label(func)  # a functools.partial has no __qualname__
     if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
         raise TypeError(
-            f"{where} cannot decorate the generator function {func.__qualname__}: its body runs "
+            f"{where} cannot decorate the generator function {name}: its body runs "
             "after the call returns, outside the measurement. Decorate the function that "
             "consumes it, or wrap each step in a scope"
         )
     if inspect.iscoroutinefunction(func):
         raise TypeError(
-            f"{where} cannot decorate the coroutine function {func.__qualname__}: gnnmon measures "
+            f"{where} cannot decorate the coroutine function {name}: gnnmon measures "
             "synchronous calls. Use the scope form inside the coroutine instead"
         )
 
@@ -142,10 +144,31 @@ def _run_exit(measure: Measurement, row: Row, exc: BaseException | None) -> None
         _failed(measure, row, err)
 
 
-def _exit_all(entered: list[Measurement], row: Row, exc: BaseException | None) -> None:
-    """Exit measurements innermost first; failures become notes (see :func:`_run_exit`)."""
-    for measure in reversed(entered):
-        _run_exit(measure, row, exc)
+def _enter_all(measures: list[tuple[type[Measurement], dict]], row: Row, entered: list[Measurement]) -> None:
+    """Enter each measurement (outermost first) into ``entered``. One that fails for want of a
+    resource (out of file descriptors: ``OSError``) is left out with a note; the call goes on."""
+    for measure_cls, opts in measures:
+        measure = measure_cls(row, opts)
+        try:
+            measure.__enter__()
+        except OSError as err:
+            _failed(measure, row, err)
+            continue
+        entered.append(measure)
+
+
+def _finish(entered: list[Measurement], row: Row | None, exc: BaseException | None, token: Any, held: bool) -> None:
+    """Exit the measurements, close the row (None: another wrapper's), reset the join; held, and
+    a Ctrl-C that came meanwhile raised at the end."""
+    try:
+        for measure in reversed(entered):
+            _run_exit(measure, measure.row, exc)
+        if row is not None:
+            row.close(exc)
+    finally:
+        if token is not None:
+            _JOIN.reset(token)
+        release(held)
 
 
 def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, options: dict) -> Any:
@@ -172,47 +195,37 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if is_compiling():  # traced by torch.compile: the call alone goes into the graph (no row)
             return target(*args, **kwargs)
-        joined = _JOIN.get()
-        if joined is None:
-            own = True
-            row = open_row(row_label, args, kwargs)
-            token = None if inner is None else _JOIN.set((inner, row))
-        else:
-            own = joined[0] is not wrapper
-            row = open_row(row_label, args, kwargs) if own else joined[1]
-            # Tell the next gnnmon wrapper below to join; clear a stale invitation otherwise.
-            token = _JOIN.set((inner, row))
+        # gnnmon's own steps run held (a Ctrl-C waits for them: see record/interrupts.py); the
+        # user's call does not.
+        held = hold()
+        row: Row | None = None
+        own = True
+        token = None
         entered: list[Measurement] = []
         try:
-            try:
-                for measure_cls, opts in measures:
-                    measure = measure_cls(row, opts)
-                    measure.__enter__()
-                    entered.append(measure)
-            except BaseException as exc:
-                _exit_all(entered, row, exc)
-                if own:
-                    row.note(f"{measure_cls.name} did not start: {exc}")
-                    row.close(exc)
-                raise
-            try:
-                result = target(*args, **kwargs)
-            except BaseException as exc:
-                _exit_all(entered, row, exc)
-                if own:
-                    row.close(exc)
-                raise
-            for measure in reversed(entered):
-                try:
-                    measure.__exit__(None, None, None)
-                except Exception as err:  # noqa: BLE001 - a broken figure must not change the call
-                    _failed(measure, row, err)
-            if own:
-                row.close()
-            return result
-        finally:
-            if token is not None:
-                _JOIN.reset(token)
+            joined = _JOIN.get()
+            if joined is None:
+                row = open_row(row_label, args, kwargs)
+                token = None if inner is None else _JOIN.set((inner, row))
+            else:
+                own = joined[0] is not wrapper
+                row = open_row(row_label, args, kwargs) if own else joined[1]
+                # Tell the next gnnmon wrapper below to join; clear a stale invitation otherwise.
+                token = _JOIN.set((inner, row))
+            _enter_all(measures, row, entered)
+        except BaseException as exc:
+            if own and row is not None:
+                row.note(f"did not start: {type(exc).__name__}: {exc}")
+            _finish(entered, row if own else None, exc, token, held)
+            raise
+        release(held)
+        try:
+            result = target(*args, **kwargs)
+        except BaseException as exc:
+            _finish(entered, row if own else None, exc, token, hold())
+            raise
+        _finish(entered, row if own else None, None, token, hold())
+        return result
 
     wrapper.__gnnmon_self__ = wrapper  # type: ignore[attr-defined]
     wrapper.__gnnmon_label__ = label  # type: ignore[attr-defined]
@@ -239,29 +252,30 @@ def make_decorator(cls: type[Measurement], where: str) -> Callable[..., Any]:
 class _Scope:
     """``with scope(...) as fields:`` — a row of its own around a block, filled by one measurement."""
 
-    __slots__ = ("_cls", "_label", "_options", "_row", "_measure")
+    __slots__ = ("_cls", "_label", "_options", "_row", "_entered")
 
     def __init__(self, cls: type[Measurement], label: str, options: dict) -> None:
         self._cls, self._label, self._options = cls, label, options
         self._row: Row | None = None
+        self._entered: list[Measurement] = []
 
     def __enter__(self) -> dict[str, Any]:
         if self._row is not None:
             raise RuntimeError("this gnnmon scope is already open; make a new one per block")
-        self._row = row = Row(self._label)
+        held = hold()
+        row = None
         try:
-            self._measure = self._cls(row, self._options)
-            self._measure.__enter__()
+            self._row = row = Row(self._label)
+            _enter_all([(self._cls, self._options)], row, self._entered)
         except BaseException as exc:
-            row.close(exc)
+            _finish(self._entered, row, exc, None, held)
             raise
+        release(held)
         return row.fields
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        row = self._row
-        assert row is not None
-        _run_exit(self._measure, row, exc)
-        row.close(exc)
+        assert self._row is not None
+        _finish(self._entered, self._row, exc, None, hold())
         return None
 
 

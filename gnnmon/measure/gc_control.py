@@ -15,8 +15,9 @@ from typing import Any
 
 from gnnmon.measure.adapters import Measurement, make_decorator
 from gnnmon.record.gc_log import requested_collection
+from gnnmon.record.interrupts import held_section
 
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
 _depth = 0
 _was_enabled = True
 _frozen = False
@@ -26,10 +27,12 @@ def pause_gc() -> None:
     """Turn automatic GC off (reference counted); pair every call with :func:`resume_gc`."""
     global _depth, _was_enabled
     with _LOCK:
-        if _depth == 0:
+        # Counted first: a signal handler's pause/resume nested at any point in between sees a
+        # pause already in force and leaves the saved state alone.
+        _depth += 1
+        if _depth == 1:
             _was_enabled = gc.isenabled()
             gc.disable()
-        _depth += 1
 
 
 def resume_gc() -> None:
@@ -38,8 +41,9 @@ def resume_gc() -> None:
     with _LOCK:
         if _depth == 0:
             raise RuntimeError("resume_gc() without a matching pause_gc()")
+        enable = _was_enabled  # read before the count drops: a nested pause would overwrite it
         _depth -= 1
-        if _depth == 0 and _was_enabled:
+        if _depth == 0 and enable:
             gc.enable()
 
 
@@ -84,11 +88,13 @@ class gc_paused:
         self.generation = _check_generation(generation, "gc_paused()")
 
     def __enter__(self) -> gc_paused:
-        pause_gc()
+        with held_section():  # a Ctrl-C waits until the pause is counted (record/interrupts.py)
+            pause_gc()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        resume_gc()
+        with held_section():
+            resume_gc()
         if self.collect_on_exit:
             requested_collection(self.generation, "gc_paused")
 

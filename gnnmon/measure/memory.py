@@ -12,6 +12,7 @@ figures are bytes.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gnnmon.devices.cpu import host_as_device_fields
@@ -42,8 +43,9 @@ class MemoryMeasurement(Measurement):
         if not isinstance(options.get("include_children", False), bool):
             raise TypeError(f"{where}: include_children must be True or False")
         interval = options.get("sample_interval", DEFAULT_SAMPLE_INTERVAL)
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
-            raise ValueError(f"{where}: sample_interval must be a number of seconds > 0, got {interval!r}")
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval) \
+                or interval <= 0:
+            raise ValueError(f"{where}: sample_interval must be a finite number of seconds > 0, got {interval!r}")
         if not isinstance(options.get("sync", False), bool):
             raise TypeError(f"{where}: sync must be True or False")
         return options

@@ -25,6 +25,7 @@ from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import parse_device
 from gnnmon.measure.adapters import Measurement, is_compiling, make_decorator, make_scope
 from gnnmon.record import state
+from gnnmon.record.interrupts import held_section
 from gnnmon.record.row import Row
 
 SYNC_MODES = ("events", "sync", "none")
@@ -183,11 +184,17 @@ class phase:
         self.name = name
         self.sync = None if sync is None else check_sync(sync, "phase()")
         self.device = None if device is None else parse_device(device)
+        self._row: Row | None = None
 
     def __enter__(self) -> phase:
         if is_compiling():  # traced by torch.compile: nothing of gnnmon goes into the graph
             self._row = None
             return self
+        with held_section():  # a Ctrl-C waits until the phase is whole (record/interrupts.py)
+            self._open()
+        return self
+
+    def _open(self) -> None:
         row = state.CURRENT_ROW.get()
         self._own = row is None
         if row is None:
@@ -198,20 +205,26 @@ class phase:
             self._watch = Stopwatch(row.backend(self.device), mode)
             self._watch.start()
         except BaseException as exc:
+            self._row = None
             if self._own:
                 row.close(exc)
             raise
         self._token = state.CURRENT_PHASE.set(self.name)
         self._range = push_range(f"{row.fields['label']}.{self.name}") if RANGES.on else None
-        return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         row = self._row
         if row is None:  # entered while traced by torch.compile
             return
+        self._row = None
+        with held_section():
+            self._close(row, exc)
+
+    def _close(self, row: Row, exc: BaseException | None) -> None:
         if self._range is not None:
             pop_range(self._range)
-        state.CURRENT_PHASE.reset(self._token)
+        if state.CURRENT_PHASE.get() == self.name:  # phases closed out of order leave the current one
+            state.CURRENT_PHASE.reset(self._token)
         wall, device = self._watch.stop()
         field = f"phase_{self.name}_s"
         if isinstance(device, EventSpan):

@@ -24,7 +24,7 @@ class GcLog:
     """Process-wide counters and events of collections (one instance, :data:`GC_LOG`)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._users = 0
         self._t0 = 0
         self._wall0 = 0

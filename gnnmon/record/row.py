@@ -36,8 +36,8 @@ class Row:
     """One row being filled. ``fields`` is the plain dict that ends up in the run."""
 
     __slots__ = (
-        "fields", "run", "parent", "sync", "_found", "_backend", "_deferred", "_token",
-        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "_range",
+        "fields", "run", "parent", "sync", "_found", "_backend", "_deferred",
+        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "_range", "closed",
     )
 
     def __init__(
@@ -82,7 +82,8 @@ class Row:
         self.gc_gen = -1
         # Process CPU-seconds, for the CPU energy model (a clock read, ~1 µs; only with energy on).
         self._cpu0 = time.process_time() if self.run.energy is not None else None
-        self._token = state.CURRENT_ROW.set(self)
+        self.closed = False
+        state.CURRENT_ROW.set(self)
         self._range = push_range(label) if RANGES.on else None  # opt-in: gnnmon.emit_ranges()
 
     @property
@@ -140,11 +141,14 @@ class Row:
         fields = self.fields
         if self._range is not None:
             _pop_quietly(self._range)
-        try:
-            state.CURRENT_ROW.reset(self._token)
-        except ValueError:  # closed in another context (a thread): just drop our marker
-            if state.CURRENT_ROW.get() is self:
-                state.CURRENT_ROW.set(self.parent)
+        self.closed = True
+        if state.CURRENT_ROW.get() is self:
+            # The nearest enclosing row still open becomes current again: rows closed out of
+            # order (scope A, scope B, A closed first) never leave a closed row current.
+            parent = self.parent
+            while parent is not None and parent.closed:
+                parent = parent.parent
+            state.CURRENT_ROW.set(parent)
         # After the reset: a collection it triggered is the row's, and inside its window.
         fields["t_end_ns"] = time.time_ns()
         if error is not None:

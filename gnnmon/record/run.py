@@ -16,6 +16,7 @@ it.
 from __future__ import annotations
 
 import bisect
+import errno
 import itertools
 import math
 import os
@@ -33,6 +34,7 @@ from gnnmon.devices.ranks import clock_offset, current_rank, rank_path
 from gnnmon.fields import IDENTITY_FIELDS, ROW_FIELD_PREFIXES
 from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG
+from gnnmon.record.interrupts import held_section
 from gnnmon.record.manifest import build_manifest
 from gnnmon.record.storage import JsonlWriter, dumps, typed_line
 from gnnmon.record.writer import DEFAULT_INTERVAL, Flusher
@@ -99,10 +101,17 @@ class Run:
             raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
         if config is not None and not isinstance(config, Mapping):
             raise TypeError(f"config must be a mapping, not {type(config).__name__}")
+        if config is not None:
+            try:
+                dumps(dict(config))
+            except (ValueError, TypeError, RecursionError) as exc:  # e.g. a dict that holds itself
+                raise ValueError(f"config cannot be stored as JSON ({type(exc).__name__}: {exc}); give plain "
+                                 "values (numbers, strings, lists, dicts)") from None
         if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
             raise ValueError(f"max_records must be a positive int or None, got {max_records!r}")
-        if sample is not None and (isinstance(sample, bool) or not isinstance(sample, (int, float)) or sample <= 0):
-            raise ValueError(f"sample must be an interval in seconds > 0 (e.g. 0.5) or None, got {sample!r}")
+        if sample is not None and (isinstance(sample, bool) or not isinstance(sample, (int, float))
+                                   or not math.isfinite(sample) or sample <= 0):
+            raise ValueError(f"sample must be a finite interval in seconds > 0 (e.g. 0.5) or None, got {sample!r}")
         if not isinstance(energy, bool):
             raise TypeError(f"energy must be True or False, not {type(energy).__name__}")
         given = [n for n, v in (("country", country), ("region", region), ("carbon_intensity", carbon_intensity),
@@ -119,8 +128,9 @@ class Run:
             raise ValueError(f"country must be an ISO 3166 alpha-3 code such as 'FRA', got {country!r}")
         if sampler not in ("process", "thread"):
             raise ValueError(f"sampler must be 'process' (its own process) or 'thread', got {sampler!r}")
-        if isinstance(flush_interval, bool) or not isinstance(flush_interval, (int, float)) or flush_interval <= 0:
-            raise ValueError(f"flush_interval must be a number of seconds > 0, got {flush_interval!r}")
+        if (isinstance(flush_interval, bool) or not isinstance(flush_interval, (int, float))
+                or not math.isfinite(flush_interval) or flush_interval <= 0):
+            raise ValueError(f"flush_interval must be a finite number of seconds > 0, got {flush_interval!r}")
         if not isinstance(distributed, bool):
             raise TypeError(f"distributed must be True or False, not {type(distributed).__name__}")
         self.rank = current_rank()  # in a distributed job: each rank writes a file of its own
@@ -160,12 +170,15 @@ class Run:
         self._marks: dict[str, Any] = {}
         self._counters: dict[str, itertools.count] = {}
         self.holds_gc_hook = False  # True while started: rows then need not install the GC hook
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # reentrant: a signal handler's row may arrive mid-drain
+        self._draining = False  # set under the lock: only this thread can see it True
         self._file: JsonlWriter | None = None
         self._flusher: Flusher | None = None
         self._inbox: Inbox = deque()
         self._lines: deque[dict[str, Any]] = deque()  # GC events, samples, markers to write
-        self.write_errors: list[str] = []
+        self.write_errors: list[str] = []  # why writing failed (the first MAX_WRITE_ERRORS)
+        self.lines_lost = 0  # lines (rows, samples, events) a failed write kept out of the file
+        self.children_forked = 0  # forks while active (DataLoader workers): their rows are not here
         self._state = "new"
 
     @classmethod
@@ -197,6 +210,7 @@ class Run:
         for point in points:
             run.counters.add(point)
         run.sampler_stats = dict((end or {}).get("sampler") or {})
+        run.children_forked = int((end or {}).get("children_forked") or 0)
         return run
 
     # -- life cycle -------------------------------------------------------------------------
@@ -236,8 +250,8 @@ class Run:
             self.manifest = build_manifest(self.config, options)
             self.manifest["distributed"] = self._distributed_entry()
             if self.path is not None:
-                self._file = JsonlWriter(self.path, self._mode)
-                self._file.write(self.manifest)
+                self._check_not_written_by_another_run()
+                self._file = self._open_file()
         except BaseException:
             if sampler is not None:
                 sampler.stop()
@@ -256,6 +270,27 @@ class Run:
         if self._file is not None:
             self._flusher = Flusher(self._drain_ready, self.flush_interval).start()
         return self
+
+    def _check_not_written_by_another_run(self) -> None:
+        mine = os.path.realpath(self.path)  # type: ignore[arg-type]
+        for other in state.RUNS:
+            if other.path is not None and os.path.realpath(other.path) == mine:
+                raise ValueError(f"{self.path} is already being written by an active gnnmon.collect(); give the "
+                                 "nested run a path of its own (or none, to keep its rows in memory)")
+
+    def _open_file(self) -> JsonlWriter | None:
+        """The run's file with its manifest, put in place whole. Out of file descriptors or disk
+        space, the run goes on in memory (one warning; the manifest's ``write_errors`` say so in
+        ``run.write_errors``): the user's run is not stopped by its measurements."""
+        try:
+            return JsonlWriter(self.path, self._mode, header=self.manifest)  # type: ignore[arg-type]
+        except OSError as exc:
+            if exc.errno not in RESOURCE_ERRNOS:
+                raise  # a bad path, a folder, permissions: the user's to fix
+            self.write_errors.append(f"{type(exc).__name__}: {exc}")
+            warnings.warn(f"gnnmon could not open {self.path} ({exc}); this run keeps its rows in memory only "
+                          "(run.records)", RuntimeWarning, 4)
+            return None
 
     def stop(self) -> None:
         """Take the last sample, resolve and write every row, write the closing line, close the
@@ -287,10 +322,12 @@ class Run:
                     self.write_errors.append(f"{type(exc).__name__}: {exc}")
 
     def __enter__(self) -> Run:
-        return self.start()
+        with held_section():  # a Ctrl-C waits until the run is whole (record/interrupts.py)
+            return self.start()
 
     def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        with held_section():
+            self.stop()
 
     def __del__(self) -> None:  # a run dropped without stop(): never leave a thread running
         if getattr(self, "_state", None) == "active":
@@ -363,6 +400,15 @@ class Run:
         row, waiting for the device where needed, after asking the sampler for a sample now so
         the timeline covers them. Without ``force`` only rows waiting for their device events
         are forced out, the oldest first, when more than :data:`MAX_PENDING` wait."""
+        if self._draining:  # this thread is inside a drain already (a signal handler's row): later
+            return
+        self._draining = True
+        try:
+            self._drain_now(force)
+        finally:
+            self._draining = False
+
+    def _drain_now(self, force: bool) -> None:
         inbox = self._inbox
         out: list[dict[str, Any]] = []
         overflow = len(inbox) - MAX_PENDING
@@ -418,14 +464,25 @@ class Run:
         batch = [dumps(lines.popleft()) for _ in range(len(lines))]
         batch.extend([typed_line("row", fields) for fields in rows])
         if end:
-            batch.append(dumps({"type": "end", "rows": self.rows_written, "end_ns": time.time_ns(),
-                                "sampler": self.sampler_stats}))
+            batch.append(dumps(self._end_line()))
         try:
             file.write_lines(batch)
         except Exception as exc:  # noqa: BLE001 - the user's run comes first; the rows are in memory
-            self.write_errors.append(f"{type(exc).__name__}: {exc}")
-            warnings.warn(f"gnnmon could not write {len(batch)} line(s) to {self.path}: {exc!r}; "
-                          "rows stay in run.records", RuntimeWarning, 2)
+            self.lines_lost += len(batch)
+            if len(self.write_errors) < MAX_WRITE_ERRORS:
+                self.write_errors.append(f"{type(exc).__name__}: {exc}")
+            if self.lines_lost == len(batch):  # the first failure: one warning for the whole run
+                warnings.warn(f"gnnmon could not write to {self.path}: {exc!r}; this run's rows stay in "
+                              "run.records; later failures are counted in run.lines_lost, not warned again",
+                              RuntimeWarning, 2)
+
+    def _end_line(self) -> dict[str, Any]:
+        end: dict[str, Any] = {"type": "end", "rows": self.rows_written, "end_ns": time.time_ns(),
+                               "sampler": self.sampler_stats}
+        if self.children_forked:
+            end["children_forked"] = self.children_forked
+            end["notes"] = [FORKED_NOTE]
+        return end
 
     def flush(self) -> None:
         """Resolve and store every row closed so far (waits for the device where needed)."""
@@ -472,6 +529,15 @@ class Run:
 
 
 # -- the active run -----------------------------------------------------------------------------
+MAX_WRITE_ERRORS = 10
+
+FORKED_NOTE = ("processes forked during this run (DataLoader workers) kept the rows of their decorated calls "
+               "to themselves: they are not in this run")
+
+RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM}
+"""What a machine runs out of (descriptors, disk, quota, memory): it costs the run its file, never
+the user's code."""
+
 DEFAULT_MAX_RECORDS = 10_000
 CHILD_MAX_RECORDS = 1_000
 """Rows a forked child (a DataLoader worker) keeps of the runs it inherited."""
@@ -491,15 +557,22 @@ def _in_forked_child() -> None:
         run._sampler = None
         run.join = None
         run._lock = threading.RLock()
+        run._draining = False
         run._inbox.clear()
         run._lines.clear()
         run._rows = deque(list(run._rows)[-CHILD_MAX_RECORDS:], maxlen=CHILD_MAX_RECORDS)
         run.gc_events = deque(list(run.gc_events)[-CHILD_MAX_RECORDS:], maxlen=CHILD_MAX_RECORDS)
 
 
+def _forked_parent() -> None:
+    """After a fork, in the parent: each active run counts it (its end line says how many)."""
+    for run in state.RUNS:
+        run.children_forked += 1
+
+
 def _watch_forks() -> None:
     if not _fork_hook and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_in_forked_child)
+        os.register_at_fork(after_in_child=_in_forked_child, after_in_parent=_forked_parent)
         _fork_hook.append(True)
 
 

@@ -3,6 +3,7 @@ block (what ``collect(sample=0.5)`` does for a whole run)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gnnmon.devices.cuda import cuda_uuids
@@ -20,8 +21,9 @@ class sample_utilisation:
 
     def __init__(self, interval: float = DEFAULT_INTERVAL, *, include_children: bool = True,
                  sampler: str = "process") -> None:
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
-            raise ValueError(f"sample interval must be a number of seconds > 0, got {interval!r}")
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval) \
+                or interval <= 0:
+            raise ValueError(f"sample interval must be a finite number of seconds > 0, got {interval!r}")
         self.interval = float(interval)
         self.include_children = include_children
         self.mode = sampler

@@ -26,7 +26,7 @@ RUNS: list[Run] = []
 DEFAULT: list[Run] = []
 """The default run once made (at most one item): where rows go when no ``collect`` is active."""
 
-LOCK = threading.Lock()
+LOCK = threading.RLock()
 
 
 def current_row() -> Row | None:

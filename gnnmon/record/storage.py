@@ -29,20 +29,28 @@ except ImportError:  # pragma: no cover - CPython always has it
 
 FORMAT = "gnnmon.jsonl"
 FORMAT_VERSION = 1
+MANIFEST_START = b'{"type":"manifest","format":"gnnmon.jsonl"'
+"""How every manifest line gnnmon writes begins: a cut-off first line is gnnmon's only if it does."""
+
+
+MAX_TENSOR_VALUES = 1000
+"""A tensor in a config or marker is stored as its values up to this many, else as its repr."""
 
 
 def _default(obj: Any) -> Any:
     if isinstance(obj, (torch.device, torch.dtype, Path)):
         return str(obj)
-    if isinstance(obj, torch.Tensor) and obj.numel() == 1:
-        return obj.item()
+    if isinstance(obj, torch.Tensor):
+        if obj.numel() == 1:
+            return obj.item()
+        return obj.tolist() if obj.numel() <= MAX_TENSOR_VALUES else repr(obj)
     if isinstance(obj, (set, frozenset, tuple)):
         return list(obj)
     item = getattr(obj, "item", None)  # numpy scalars
     if callable(item):
         try:
             return item()
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RuntimeError):
             pass
     return repr(obj)
 
@@ -52,9 +60,11 @@ def _finite(obj: Any) -> Any:
         return None
     if isinstance(obj, dict):
         return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple, set, frozenset)):
         return [_finite(v) for v in obj]
-    return obj
+    if obj is None or isinstance(obj, (str, int, float)):
+        return obj
+    return _finite(_default(obj))  # a tensor, a numpy scalar: its values, made finite too
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=_default, allow_nan=False)
@@ -93,17 +103,48 @@ def dumps_str(text: str) -> str:
 
 class JsonlWriter:
     """Appends lines to a file with unbuffered writes (a kill leaves every line written before it
-    on disk; a line cut by the kill is skipped by the reader); safe to call from several threads."""
+    on disk; a line cut by the kill is skipped by the reader); safe to call from several threads
+    and, through a reentrant lock, from a signal handler that interrupts a write in this thread.
 
-    def __init__(self, path: str | os.PathLike[str], mode: str = "w") -> None:
+    ``header``: the first line (the manifest). It is written to a temporary file beside ``path``
+    that then takes ``path``'s place (``mode="x"``: only if none exists), so a run that cannot
+    start leaves a previous file at ``path`` untouched.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], mode: str = "w", header: dict[str, Any] | None = None) -> None:
         if mode not in ("w", "x", "a"):
             raise ValueError(f"mode must be 'w', 'x' or 'a', got {mode!r}")
         self.path = Path(path)
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, mode + "b", buffering=0)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.lines = 0
+        if header is None or mode == "a":
+            self._file = open(self.path, mode + "b", buffering=0)
+            if header is not None:
+                self.write(header)
+            return
+        first = (dumps(header) + "\n").encode("utf-8")  # a value JSON cannot hold fails here, before any file
+        if mode == "x" and self.path.exists():
+            raise FileExistsError(f"{self.path} exists (mode='x' refuses to overwrite it)")
+        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self._file = open(temp, "xb", buffering=0)
+        try:
+            view = memoryview(first)
+            while view:
+                view = view[self._file.write(view):]
+            if mode == "x":
+                _link_new(temp, self.path)
+            else:
+                os.replace(temp, self.path)
+        except BaseException:
+            self._file.close()
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            raise
+        self.lines = 1
 
     def write(self, obj: dict[str, Any]) -> None:
         """One line, one write."""
@@ -114,7 +155,7 @@ class JsonlWriter:
         if not lines:
             return
         data = ("\n".join(lines) + "\n").encode("utf-8")
-        with self._lock:
+        with self._lock:  # reentrant: a signal handler's row in this thread must not wait on itself
             if self._file.closed:
                 raise ValueError(f"report file {self.path} is already closed")
             view = memoryview(data)
@@ -130,6 +171,20 @@ class JsonlWriter:
         with self._lock:
             if not self._file.closed:
                 self._file.close()
+
+
+def _link_new(temp: Path, path: Path) -> None:
+    """Give ``temp`` the name ``path`` only if no file has it (atomically where links exist)."""
+    try:
+        os.link(temp, path)  # fails if a file appeared meanwhile: nothing overwritten
+    except FileExistsError:
+        raise FileExistsError(f"{path} exists (mode='x' refuses to overwrite it)") from None
+    except OSError:  # a filesystem without hard links
+        if path.exists():
+            raise FileExistsError(f"{path} exists (mode='x' refuses to overwrite it)") from None
+        os.replace(temp, path)
+        return
+    os.unlink(temp)
 
 
 def read_lines(path: str | os.PathLike[str], strict: bool = True) -> Iterator[dict[str, Any]]:
@@ -158,6 +213,8 @@ def read_lines(path: str | os.PathLike[str], strict: bool = True) -> Iterator[di
             if not isinstance(obj, dict):
                 raise ValueError("not a JSON object")
         except ValueError as exc:
+            if n == 1 and not raw.lstrip().startswith(MANIFEST_START):
+                raise ReportFileError(f"{path} is not a gnnmon report: line 1 is not a {FORMAT} manifest") from exc
             if last and not ends_with_newline:
                 warnings.warn(
                     f"{path}: last line {n} is cut off (the writer was interrupted); "
@@ -178,4 +235,9 @@ def read_lines(path: str | os.PathLike[str], strict: bool = True) -> Iterator[di
             raise ReportFileError(
                 f"{path} is not a gnnmon report: line 1 is not a {FORMAT} manifest"
             )
+        if obj.get("type") == "row" and not (isinstance(obj.get("label"), str) and isinstance(obj.get("index"), int)):
+            if strict:
+                raise ReportFileError(f"{path}:{n}: a row without its label and index; pass strict=False to skip it")
+            warnings.warn(f"{path}:{n}: skipped a row without its label and index", RuntimeWarning, 2)
+            continue
         yield obj

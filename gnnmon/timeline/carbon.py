@@ -69,7 +69,7 @@ class CodeCarbonModel:
 
 
 _CACHE: dict[str, tuple[CodeCarbonModel | None, str]] = {}
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
 
 
 def codecarbon_model() -> tuple[CodeCarbonModel | None, str]:

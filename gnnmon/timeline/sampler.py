@@ -72,7 +72,7 @@ class Sampler:
         self.errors: list[str] = []
         self._replies: dict[str, threading.Event] = {}
         self._ids = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._hello = threading.Event()
         self._bye = threading.Event()
         self._reader: threading.Thread | None = None
