@@ -182,16 +182,19 @@ print(*out)
 @pytest.mark.parametrize("mode", ["default", "exact"])
 def test_repeated_steps_with_and_without_exact_host_memory(mode):
     """glibc reuses freed heap pages: by default a repeated step's RSS peak under-reads (on this
-    machine 15.2, 7.6, 3.8, 0 MiB for four identical steps); with exact_host_memory() every step
-    shows its own 15.26 MiB (four 3.81 MiB tensors)."""
+    machine e.g. 16.0, 8.0, 16.0, 0 MiB for four identical steps, varying from run to run); with exact_host_memory() every
+    step shows its own 15.26 MiB (four 3.81 MiB tensors)."""
     out = subprocess.run([sys.executable, "-c", REUSE, mode], capture_output=True, text=True,
                          check=True).stdout.split()
     first, *later = (int(v) / MiB for v in out)
     planted = 4 * 1_000_000 * 4 / MiB
     if mode == "exact":
         assert all(abs(v - planted) < 1.5 for v in later), out
-    else:  # the pages are already resident: the figure shrinks to nothing as the heap settles
-        assert later[-1] < 1.5 and all(v < planted - 1.5 for v in later), out
+    else:  # pages already resident: later steps under-read, erratically (never over-read)
+        # Seen here: 15.8, 12.0, 4.0, 0 and 15.8, 0, 0, 0 MiB before issue 18's changes; 16.0, 8.0,
+        # 16.0, 0 and 16.0, 16.0, 12.0, 16.0 after them: where glibc trims and reuses depends on
+        # every small allocation around the steps, which is why exact_host_memory() exists.
+        assert all(v < planted + 1.5 for v in later) and min(later) < planted - 1.5, out
 
 
 def test_cached_memory_is_noted_on_cpu_rows():

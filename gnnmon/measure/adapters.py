@@ -158,8 +158,8 @@ def _enter_all(measures: list[tuple[type[Measurement], dict]], row: Row, entered
 
 
 def _finish(entered: list[Measurement], row: Row | None, exc: BaseException | None, token: Any, held: bool) -> None:
-    """Exit the measurements, close the row (None: another wrapper's), reset the join; held, and
-    a Ctrl-C that came meanwhile raised at the end."""
+    """Exit the measurements, close the row (None: another wrapper's), reset the join, and end
+    the held section ``held`` (a Ctrl-C that came meanwhile is raised back in the caller's code)."""
     try:
         for measure in reversed(entered):
             _run_exit(measure, measure.row, exc)

@@ -113,9 +113,13 @@ def release(held: bool) -> None:
     the main thread is back in code that is not gnnmon's step path)."""
     if not held:
         return
-    if HELD.depth == 1 and HELD.pending:
-        _again_soon()  # still held while it starts its thread
-    HELD.depth -= 1
+    while True:
+        if HELD.depth == 1 and HELD.pending:
+            _again_soon()  # still held while it starts its thread
+        HELD.depth -= 1
+        if HELD.depth or not HELD.pending:
+            return
+        HELD.depth += 1  # one came between the check and the count: send it too, held
 
 
 class held_section:
