@@ -410,3 +410,17 @@ def test_a_partial_of_a_generator_function_is_refused_with_a_type_error():
     with pytest.raises(TypeError, match="generator function batches"):
         gnnmon.monitor_memory_device(functools.partial(batches, n=3))
 
+
+
+def test_phases_closed_out_of_order_hand_back_an_open_phase():
+    with gnnmon.collect(), gnnmon.timed(label="step"):
+        a, b = gnnmon.phase("a"), gnnmon.phase("b")
+        a.__enter__()
+        b.__enter__()
+        a.__exit__(None, None, None)  # A first: B is still the current phase
+        assert state.CURRENT_PHASE.get() == "b"
+        b.__exit__(None, None, None)
+        assert state.CURRENT_PHASE.get() is None  # not the closed A
+        with gnnmon.phase("c"), gnnmon.phase("c"):  # the same name nested, closed in order
+            pass
+        assert state.CURRENT_PHASE.get() is None

@@ -176,7 +176,7 @@ class phase:
     one row is summed. GC events that fall inside a phase name it.
     """
 
-    __slots__ = ("name", "sync", "device", "_row", "_own", "_watch", "_token", "_range")
+    __slots__ = ("name", "sync", "device", "_row", "_own", "_watch", "_outer", "_closed", "_range")
 
     def __init__(self, name: str, *, sync: str | None = None, device: Any = None) -> None:
         if not isinstance(name, str) or not name.isidentifier():
@@ -209,7 +209,9 @@ class phase:
             if self._own:
                 row.close(exc)
             raise
-        self._token = state.CURRENT_PHASE.set(self.name)
+        self._outer, self._closed = state.OPEN_PHASE.get(), False
+        state.OPEN_PHASE.set(self)
+        state.CURRENT_PHASE.set(self.name)
         self._range = push_range(f"{row.fields['label']}.{self.name}") if RANGES.on else None
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -223,8 +225,13 @@ class phase:
     def _close(self, row: Row, exc: BaseException | None) -> None:
         if self._range is not None:
             pop_range(self._range)
-        if state.CURRENT_PHASE.get() == self.name:  # phases closed out of order leave the current one
-            state.CURRENT_PHASE.reset(self._token)
+        self._closed = True
+        if state.OPEN_PHASE.get() is self:  # the nearest enclosing phase still open is current again
+            outer = self._outer
+            while outer is not None and outer._closed:
+                outer = outer._outer
+            state.OPEN_PHASE.set(outer)
+            state.CURRENT_PHASE.set(None if outer is None else outer.name)
         wall, device = self._watch.stop()
         field = f"phase_{self.name}_s"
         if isinstance(device, EventSpan):

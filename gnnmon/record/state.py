@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only
     from gnnmon.record.row import Row
@@ -18,6 +18,10 @@ CURRENT_ROW: ContextVar[Row | None] = ContextVar("gnnmon_current_row", default=N
 """The row being filled in this thread / task (a decorated call inside it gets a child row)."""
 
 CURRENT_PHASE: ContextVar[str | None] = ContextVar("gnnmon_phase", default=None)
+
+OPEN_PHASE: ContextVar[Any] = ContextVar("gnnmon_open_phase", default=None)
+"""The innermost open ``phase`` object (it names the phase it was entered in), so that phases
+closed out of order hand the current phase back to one still open."""
 """The phase (``with phase("forward"):``) open in this thread / task, named by GC events."""
 
 RUNS: list[Run] = []
