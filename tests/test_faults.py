@@ -193,8 +193,9 @@ def test_ctrl_c_anywhere_in_gnnmons_own_code_leaves_nothing_behind():
     assert len(results) > 100  # every line of the scenario was a landing point
     planted = sum(r["planted"] for r in results)
     assert planted == len(results) - 1 and out["caught"] <= planted  # never raised twice
-    # Each raised, but for the odd one (seen: 0-2 of ~730 alone, 6 of ~1,000 with the suite's load
-    # beside it) that two interrupts in flight merge: the user presses Ctrl-C again.
+    # Each raised, but for a few (seen: 0-5 of ~730, 6 of ~1,000 with the suite's load beside it)
+    # that are never raised; why is not found yet (no "Exception ignored" on stderr: not a
+    # finalizer swallowing it). What the issue asks holds for every one: nothing is left behind.
     assert out["caught"] >= 0.98 * planted
     clean = {"gc_enabled": True, "row": "None", "phase": None, "pauses": 0, "gc_hook_users": 0, "held": 0,
              "next_parent": None}
