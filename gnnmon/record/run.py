@@ -178,6 +178,7 @@ class Run:
         self._lines: deque[dict[str, Any]] = deque()  # GC events, samples, markers to write
         self.write_errors: list[str] = []  # why writing failed (the first MAX_WRITE_ERRORS)
         self.lines_lost = 0  # lines (rows, samples, events) a failed write kept out of the file
+        self._write_warned = False
         self.children_forked = 0  # forks while active (DataLoader workers): their rows are not here
         self._state = "new"
 
@@ -465,13 +466,16 @@ class Run:
         batch.extend([typed_line("row", fields) for fields in rows])
         if end:
             batch.append(dumps(self._end_line()))
+        if not batch:
+            return
         try:
             file.write_lines(batch)
         except Exception as exc:  # noqa: BLE001 - the user's run comes first; the rows are in memory
             self.lines_lost += len(batch)
             if len(self.write_errors) < MAX_WRITE_ERRORS:
                 self.write_errors.append(f"{type(exc).__name__}: {exc}")
-            if self.lines_lost == len(batch):  # the first failure: one warning for the whole run
+            if not self._write_warned:  # one warning for the whole run
+                self._write_warned = True
                 warnings.warn(f"gnnmon could not write to {self.path}: {exc!r}; this run's rows stay in "
                               "run.records; later failures are counted in run.lines_lost, not warned again",
                               RuntimeWarning, 2)
