@@ -176,6 +176,14 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
     cli = subprocess.run([sys.executable, "-m", "gnnmon", "report", str(tmp_path / "job.jsonl")],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert cli.returncode == 0 and "| step | 5 | 1 |" in cli.stdout and "gc (rank 0)" in cli.stdout
+    # the job's trace: one process per rank, each rank's steps on its own rows track
+    events = run.report().to_trace()["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert names == {0: "rank 0", 1: "rank 1"}
+    slow = next(e for e in events if e.get("cat") == "row" and e["pid"] == 1 and e["args"]["index"] == 5
+                and e["name"] == "step")
+    assert slow["dur"] >= 50_000  # rank 1's planted 50 ms, in µs
+    assert len([e for e in events if e.get("cat") == "row" and e["name"] == "step"]) == 40
 
 
 def test_a_killed_rank_leaves_the_other_ranks_file_readable(tmp_path):
