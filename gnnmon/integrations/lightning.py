@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gnnmon.fields import STEP_FIGURES
-from gnnmon.measure.adapters import Measurement, open_row
+from gnnmon.measure.adapters import Measurement, enter_measurements, exit_measurements, open_row
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
 from gnnmon.record.interrupts import held_section
@@ -99,19 +99,13 @@ class _OpenRow:
 
     def close(self, error: BaseException | None = None) -> dict[str, Any]:
         """Close the phase, the measurements (innermost first) and the row; the row's fields."""
-        row = self.row
         try:
             if self.phase is not None:
                 self.phase.__exit__(None if error is None else type(error), error, None)
                 self.phase = None
         finally:
-            for measure in reversed(self.measures):
-                try:
-                    measure.__exit__(None if error is None else type(error), error, None)
-                except Exception as exc:  # noqa: BLE001 - a broken figure must not stop training
-                    row.note(f"{measure.name} failed: {type(exc).__name__}: {exc}")
-            row.close(error)
-        return row.fields
+            exit_measurements(self.measures, self.row, error)
+        return self.row.fields
 
 
 class GnnmonCallback(Callback):
@@ -145,8 +139,10 @@ class GnnmonCallback(Callback):
         self.validation = validation
         self.log = log
         self.prefix = prefix
-        self._timing = TimingMeasurement.check_options({"sync": sync}, where)
-        self._memory = MemoryMeasurement.check_options({}, where) if memory else None
+        self._measures: list[tuple[type[Measurement], dict]] = [
+            (TimingMeasurement, TimingMeasurement.check_options({"sync": sync}, where))]
+        if memory:
+            self._measures.append((MemoryMeasurement, MemoryMeasurement.check_options({}, where)))
         self._collect_args = (path, collect_options) if path is not None or collect_options else None
         if self._collect_args is not None:
             collect(path, **collect_options)  # bad options fail here, not at fit start (nothing opened)
@@ -204,16 +200,10 @@ class GnnmonCallback(Callback):
         row = open_row(label, (batch,), {})
         measures: list[Measurement] = []
         try:
-            for cls, options in ((TimingMeasurement, self._timing), (MemoryMeasurement, self._memory)):
-                if options is None:
-                    continue
-                measure = cls(row, options)
-                measure.__enter__()
-                measures.append(measure)
+            enter_measurements(self._measures, row, measures)
         except BaseException as exc:
-            opened = _OpenRow(row, measures)
             row.note(f"did not start: {exc}")
-            opened.close(exc)
+            exit_measurements(measures, row, exc)
             raise
         return _OpenRow(row, measures)
 

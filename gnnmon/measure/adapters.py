@@ -133,18 +133,18 @@ def _failed(measure: Measurement, row: Row, err: Exception) -> None:
     warnings.warn(f"gnnmon {measure.name} measurement failed: {err!r}", RuntimeWarning, 3)
 
 
-def _run_exit(measure: Measurement, row: Row, exc: BaseException | None) -> None:
-    """Exit a measurement; its own failure becomes a note, never the caller's problem."""
+def _run_exit(measure: Measurement, exc: BaseException | None) -> None:
+    """Exit a measurement; its own failure becomes a note on its row, never the caller's problem."""
     try:
         if exc is None:
             measure.__exit__(None, None, None)
         else:
             measure.__exit__(type(exc), exc, exc.__traceback__)
     except Exception as err:  # noqa: BLE001 - a broken figure must not change the user's call
-        _failed(measure, row, err)
+        _failed(measure, measure.row, err)
 
 
-def _enter_all(measures: list[tuple[type[Measurement], dict]], row: Row, entered: list[Measurement]) -> None:
+def enter_measurements(measures: list[tuple[type[Measurement], dict]], row: Row, entered: list[Measurement]) -> None:
     """Enter each measurement (outermost first) into ``entered``. One that fails for want of a
     resource (out of file descriptors: ``OSError``) is left out with a note; the call goes on."""
     for measure_cls, opts in measures:
@@ -157,14 +157,19 @@ def _enter_all(measures: list[tuple[type[Measurement], dict]], row: Row, entered
         entered.append(measure)
 
 
+def exit_measurements(entered: list[Measurement], row: Row | None, exc: BaseException | None) -> None:
+    """Exit the measurements (innermost first), then close ``row`` (None: another's to close)."""
+    for measure in reversed(entered):
+        _run_exit(measure, exc)
+    if row is not None:
+        row.close(exc)
+
+
 def _finish(entered: list[Measurement], row: Row | None, exc: BaseException | None, token: Any, held: bool) -> None:
-    """Exit the measurements, close the row (None: another wrapper's), reset the join, and end
-    the held section ``held`` (a Ctrl-C that came meanwhile is raised back in the caller's code)."""
+    """:func:`exit_measurements`, then reset the join and end the held section ``held`` (a Ctrl-C
+    that came meanwhile is raised back in the caller's code)."""
     try:
-        for measure in reversed(entered):
-            _run_exit(measure, measure.row, exc)
-        if row is not None:
-            row.close(exc)
+        exit_measurements(entered, row, exc)
     finally:
         if token is not None:
             _JOIN.reset(token)
@@ -212,7 +217,7 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
                 row = open_row(row_label, args, kwargs) if own else joined[1]
                 # Tell the next gnnmon wrapper below to join; clear a stale invitation otherwise.
                 token = _JOIN.set((inner, row))
-            _enter_all(measures, row, entered)
+            enter_measurements(measures, row, entered)
         except BaseException as exc:
             if own and row is not None:
                 row.note(f"did not start: {type(exc).__name__}: {exc}")
@@ -266,7 +271,7 @@ class _Scope:
         row = None
         try:
             self._row = row = Row(self._label)
-            _enter_all([(self._cls, self._options)], row, self._entered)
+            enter_measurements([(self._cls, self._options)], row, self._entered)
         except BaseException as exc:
             _finish(self._entered, row, exc, None, held)
             raise
