@@ -13,12 +13,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from gnnmon.fields import STEP_FIGURES
+from gnnmon.report.sampled import sampled_figures
 
 if TYPE_CHECKING:  # annotations only
     from gnnmon.report.report import Report
 
-SAMPLE_UNITS = (("_pct", "pct", 1.0), ("_bytes", "mib", 1 / 2**20), ("_w", "w", 1.0))
-SAMPLE_SKIP = {"t_ns", "late_s", "interval_s", "sampler_cpu_s", "children", "rank"}
 
 
 def _figures(row: dict[str, Any]) -> Iterator[tuple[str, tuple[str, float]]]:
@@ -42,13 +41,8 @@ def scalars(report: Report) -> Iterator[tuple[int, str, float, int, float]]:
     for sample in report.samples:
         rank = int(sample.get("rank") or 0)
         step = counts[rank] = counts.get(rank, -1) + 1
-        for key, value in sample.items():
-            if key in SAMPLE_SKIP or not isinstance(value, (int, float)) or isinstance(value, bool):
-                continue
-            for suffix, unit, factor in SAMPLE_UNITS:
-                if key.endswith(suffix):
-                    yield rank, f"timeline/{key[: -len(suffix)]}_{unit}", value * factor, step, sample["t_ns"] / 1e9
-                    break
+        for figure, unit, value in sampled_figures(sample):
+            yield rank, f"timeline/{figure}_{unit}", value, step, sample["t_ns"] / 1e9
 
 
 def write_tensorboard(report: Report, logdir: str | os.PathLike[str]) -> int:

@@ -21,13 +21,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from gnnmon.report.sampled import sampled_figures
+
 if TYPE_CHECKING:  # annotations only
     from gnnmon.report.report import Report
 
 ROWS_TID, PHASES_TID, GC_TID = 1, 2, 3
 EXTRA_ROWS_TID = 10  # further rows tracks: 10, 11, ...
-COUNTER_UNITS = (("_pct", "utilisation %", 1.0), ("_bytes", "memory MiB", 1 / 2**20), ("_w", "power W", 1.0))
-SAMPLE_SKIP = {"t_ns", "late_s", "interval_s", "sampler_cpu_s", "children", "rank"}
+COUNTERS = {"pct": "utilisation %", "mib": "memory MiB", "w": "power W"}
+"""A sampled figure's unit -> the counter track it is drawn on."""
 ROW_ARGS = {
     "wall_s": ("wall_ms", 1e3), "device_s": ("device_ms", 1e3), "mem_peak_bytes": ("mem_peak_mib", 1 / 2**20),
     "mem_peak_delta_bytes": ("mem_peak_delta_mib", 1 / 2**20), "rss_peak_delta_bytes": ("rss_peak_delta_mib", 1 / 2**20),
@@ -124,13 +126,8 @@ def chrome_trace(report: Report) -> dict[str, Any]:
     for sample in report.samples:
         pid = int(sample.get("rank") or 0)
         by_unit: dict[str, dict[str, float]] = {}
-        for key, value in sample.items():
-            if key in SAMPLE_SKIP or not isinstance(value, (int, float)) or isinstance(value, bool):
-                continue
-            for suffix, unit, factor in COUNTER_UNITS:
-                if key.endswith(suffix):
-                    by_unit.setdefault(unit, {})[key[: -len(suffix)]] = round(value * factor, 4)
-                    break
+        for figure, unit, value in sampled_figures(sample):
+            by_unit.setdefault(COUNTERS[unit], {})[figure] = round(value, 4)
         for unit, values in by_unit.items():
             events.append({"name": unit, "cat": "sample", "ph": "C", "pid": pid, "tid": 0,
                            "ts": _us(sample["t_ns"], t0), "args": values})
