@@ -1,6 +1,15 @@
-"""Exceptions gnnmon raises on bad input."""
+"""Exceptions gnnmon raises on bad input, and the one check of a number that several options share."""
 
 from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def is_positive_number(value: Any) -> bool:
+    """True for a finite int or float above 0 (not a bool, NaN or infinity): an interval in
+    seconds, a power in watts."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 class GnnmonError(Exception):

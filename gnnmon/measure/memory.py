@@ -12,12 +12,12 @@ figures are bytes.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from gnnmon.devices.cpu import host_as_device_fields
 from gnnmon.devices.host import HOST
 from gnnmon.devices.malloc import mmap_threshold
+from gnnmon.errors import is_positive_number
 from gnnmon.measure.adapters import Measurement, make_decorator, make_scope
 
 CACHED_NOTE = ("cpu: freed memory stays in the process for reuse (glibc), so a call's peak shows only "
@@ -43,8 +43,7 @@ class MemoryMeasurement(Measurement):
         if not isinstance(options.get("include_children", False), bool):
             raise TypeError(f"{where}: include_children must be True or False")
         interval = options.get("sample_interval", DEFAULT_SAMPLE_INTERVAL)
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval) \
-                or interval <= 0:
+        if not is_positive_number(interval):
             raise ValueError(f"{where}: sample_interval must be a finite number of seconds > 0, got {interval!r}")
         if not isinstance(options.get("sync", False), bool):
             raise TypeError(f"{where}: sync must be True or False")

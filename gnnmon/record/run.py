@@ -18,7 +18,6 @@ from __future__ import annotations
 import bisect
 import errno
 import itertools
-import math
 import os
 import threading
 import time
@@ -31,6 +30,7 @@ from typing import Any, Protocol
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.peaks import hold_pollers, release_pollers
 from gnnmon.devices.ranks import clock_offset, current_rank, rank_path
+from gnnmon.errors import is_positive_number
 from gnnmon.fields import IDENTITY_FIELDS, ROW_FIELD_PREFIXES
 from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG
@@ -109,8 +109,7 @@ class Run:
                                  "values (numbers, strings, lists, dicts)") from None
         if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
             raise ValueError(f"max_records must be a positive int or None, got {max_records!r}")
-        if sample is not None and (isinstance(sample, bool) or not isinstance(sample, (int, float))
-                                   or not math.isfinite(sample) or sample <= 0):
+        if sample is not None and not is_positive_number(sample):
             raise ValueError(f"sample must be a finite interval in seconds > 0 (e.g. 0.5) or None, got {sample!r}")
         if not isinstance(energy, bool):
             raise TypeError(f"energy must be True or False, not {type(energy).__name__}")
@@ -121,15 +120,13 @@ class Run:
                              f"energy=True with {'it' if len(given) == 1 else 'them'}, or leave "
                              f"{'it' if len(given) == 1 else 'them'} out")
         for name, watts in (("cpu_power_w", cpu_power_w), ("ram_power_w", ram_power_w)):
-            if watts is not None and (isinstance(watts, bool) or not isinstance(watts, (int, float))
-                                      or not math.isfinite(watts) or watts <= 0):
+            if watts is not None and not is_positive_number(watts):
                 raise ValueError(f"{name} must be a power in watts > 0 (e.g. 65), got {watts!r}")
         if country is not None and (not isinstance(country, str) or len(country) != 3 or not country.isalpha()):
             raise ValueError(f"country must be an ISO 3166 alpha-3 code such as 'FRA', got {country!r}")
         if sampler not in ("process", "thread"):
             raise ValueError(f"sampler must be 'process' (its own process) or 'thread', got {sampler!r}")
-        if (isinstance(flush_interval, bool) or not isinstance(flush_interval, (int, float))
-                or not math.isfinite(flush_interval) or flush_interval <= 0):
+        if not is_positive_number(flush_interval):
             raise ValueError(f"flush_interval must be a finite number of seconds > 0, got {flush_interval!r}")
         if not isinstance(distributed, bool):
             raise TypeError(f"distributed must be True or False, not {type(distributed).__name__}")
@@ -281,8 +278,8 @@ class Run:
 
     def _open_file(self) -> JsonlWriter | None:
         """The run's file with its manifest, put in place whole. Out of file descriptors or disk
-        space, the run goes on in memory (one warning; the manifest's ``write_errors`` say so in
-        ``run.write_errors``): the user's run is not stopped by its measurements."""
+        space, the run goes on in memory (one warning; ``run.write_errors`` says why): the user's
+        run is not stopped by its measurements."""
         try:
             return JsonlWriter(self.path, self._mode, header=self.manifest)  # type: ignore[arg-type]
         except OSError as exc:
@@ -644,7 +641,8 @@ def collect(
     ``country`` (ISO alpha-3, e.g. ``"FRA"``) and ``region`` pick CodeCarbon's offline carbon
     intensity, or give ``carbon_intensity`` in g CO2eq/kWh. Without RAPL the CPU and RAM energy
     are CodeCarbon's model (its TDP guess for this CPU, probed once per machine);
-    ``cpu_power_w`` (the CPU's power at full load, W) and ``ram_power_w`` (W) replace its guesses. ``flush_interval``: seconds between
+    ``cpu_power_w`` (the CPU's power at full load, W) and ``ram_power_w`` (W) replace its
+    guesses. ``flush_interval``: seconds between
     two writes of the rows that are ready (a kill loses at most the rows of the last interval,
     plus those still waiting for their device events or for the timeline to cover them).
     ``sampler``: where the sampler runs, ``"process"`` (its own: no busy loop or GC pause here

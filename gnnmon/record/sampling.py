@@ -3,10 +3,10 @@ block (what ``collect(sample=0.5)`` does for a whole run)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from gnnmon.devices.cuda import cuda_uuids
+from gnnmon.errors import is_positive_number
 from gnnmon.record.run import active_run
 from gnnmon.timeline.join import RowJoin
 from gnnmon.timeline.sampler import DEFAULT_INTERVAL, Sampler, start_sampler
@@ -21,8 +21,7 @@ class sample_utilisation:
 
     def __init__(self, interval: float = DEFAULT_INTERVAL, *, include_children: bool = True,
                  sampler: str = "process") -> None:
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval) \
-                or interval <= 0:
+        if not is_positive_number(interval):
             raise ValueError(f"sample interval must be a finite number of seconds > 0, got {interval!r}")
         self.interval = float(interval)
         self.include_children = include_children
