@@ -325,17 +325,25 @@ def test_codecarbon_model_is_read_and_labelled(cc_model):
     assert not [t for t in __import__("threading").enumerate() if "Timer" in type(t).__name__]
 
 
-def test_codecarbon_estimates_of_planted_sleep_and_busy_rows(cc_model):
+def sleep_and_busy(seconds: float):
+    """Two decorated calls: one that sleeps ``seconds`` (no CPU), one that spends ``seconds``
+    CPU-seconds on one thread."""
+
     @cuda_timed(label="sleep")
     def sleep():
-        time.sleep(0.3)
+        time.sleep(seconds)
 
     @cuda_timed(label="busy")
     def busy():
         t = time.process_time()
-        while time.process_time() - t < 0.3:  # 0.3 CPU-seconds on one thread
+        while time.process_time() - t < seconds:
             pass
 
+    return sleep, busy
+
+
+def test_codecarbon_estimates_of_planted_sleep_and_busy_rows(cc_model):
+    sleep, busy = sleep_and_busy(0.3)
     with gnnmon.collect(energy=True, country="FRA") as run:
         sleep()
         busy()
@@ -461,17 +469,7 @@ def test_user_powers_replace_codecarbons_guesses_without_its_probe(monkeypatch):
     monkeypatch.setattr(carbon, "_CACHE", {})
     monkeypatch.setattr(carbon, "_probe_cached", lambda: pytest.fail("probed although both powers were given"))
     cpu_w, ram_w = 40.0, 3.0
-
-    @cuda_timed(label="sleep")
-    def sleep():
-        time.sleep(0.2)
-
-    @cuda_timed(label="busy")
-    def busy():
-        t = time.process_time()
-        while time.process_time() - t < 0.2:  # 0.2 CPU-seconds on one thread
-            pass
-
+    sleep, busy = sleep_and_busy(0.2)
     t0 = time.perf_counter()
     with gnnmon.collect(energy=True, cpu_power_w=cpu_w, ram_power_w=ram_w) as run:
         entered_s = time.perf_counter() - t0
