@@ -19,12 +19,14 @@ STEP_S, FORWARD_S, BACKWARD_S, CHILD_S = 0.04, 0.02, 0.01, 0.005
 STEPS = 3
 
 
-@gnnmon.cuda_timed
+# On the CPU: the planted sleeps are host time (on a GPU machine where CUDA is in use a call with no
+# device among its arguments is timed on the GPU, whose time for a sleep is ~0).
+@gnnmon.cuda_timed(device="cpu")
 def child() -> None:
     time.sleep(CHILD_S)
 
 
-@gnnmon.cuda_timed
+@gnnmon.cuda_timed(device="cpu")
 def step() -> None:
     with gnnmon.phase("forward"):
         time.sleep(FORWARD_S)
@@ -35,7 +37,7 @@ def step() -> None:
     time.sleep(STEP_S - FORWARD_S - BACKWARD_S)
 
 
-@gnnmon.cuda_timed
+@gnnmon.cuda_timed(device="cpu")
 def side() -> None:
     time.sleep(0.03)
 
