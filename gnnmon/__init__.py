@@ -16,11 +16,13 @@ from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled,
 from gnnmon.measure.graph import graph_shape, record_graph
 from gnnmon.measure.memory import memory_scope, monitor_memory_device
 from gnnmon.measure.timing import cuda_timed, phase, timed
+from gnnmon.record.active import active_run, collect, default_run
 from gnnmon.record.job import gather
 from gnnmon.record.load import iter_rows, load
-from gnnmon.record.run import Run, active_run, collect, default_run
+from gnnmon.record.result import RunResult
+from gnnmon.record.row import current_row
+from gnnmon.record.run import Run
 from gnnmon.record.sampling import sample_utilisation
-from gnnmon.record.state import current_row
 from gnnmon.report import Report
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "Report",
     "ReportFileError",
     "Run",
+    "RunResult",
     "active_run",
     "collect",
     "collect_garbage",

@@ -3,6 +3,8 @@ needs (the full list of fields is in the README and ``docs/``). Imports nothing 
 
 from __future__ import annotations
 
+from typing import Any
+
 IDENTITY_FIELDS = (
     "label", "index", "parent", "t_start_ns", "t_end_ns", "device", "backend", "device_source", "error",
     "notes",
@@ -32,3 +34,24 @@ STEP_FIGURES = {
 }
 """Row field -> (name, factor): a step's figures in the units a dashboard shows (ms, MiB,
 counts), as the Lightning callback logs them and the TensorBoard export writes them."""
+
+
+_NOTES: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
+"""Notes tuples made so far, shared between rows: a row whose fields hold only plain values and a
+shared tuple of strings is not tracked by the garbage collector."""
+
+
+def add_note(fields: dict[str, Any], text: str) -> None:
+    """Add ``text`` to a row's ``notes`` (once): why a figure is missing or how it was made.
+    ``notes`` is a tuple while the row is being filled (shared, untracked by the GC); it reads
+    back from the file as a list."""
+    notes = fields.get("notes") or ()
+    if text in notes:
+        return
+    key = (tuple(notes), text)
+    made = _NOTES.get(key)
+    if made is None:
+        made = key[0] + (text,)
+        if len(_NOTES) < 1024:
+            _NOTES[key] = made
+    fields["notes"] = made

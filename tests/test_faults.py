@@ -64,7 +64,7 @@ def test_a_signal_handler_may_call_a_decorated_function_while_rows_stream(tmp_pa
             for _ in range(20000):
                 step()
             signal.setitimer(signal.ITIMER_REAL, 0, 0)
-        print(json.dumps({"records": len(run.records)}))
+        print(json.dumps({"records": run.rows_written}))
     """, str(path))
     run = gnnmon.load(path)
     labels = [r["label"] for r in run.records]

@@ -179,22 +179,39 @@ def test_bad_options_fail_when_the_callback_is_made():
         GnnmonCallback("x.jsonl", sampel=0.5)
 
 
-def test_a_step_waits_for_its_device_time_and_is_never_synced_for_it():
-    """On CUDA the device time is read by the run once its events complete: the callback logs a
-    step only then, in order, and never forces it."""
-    from types import SimpleNamespace
+def test_a_step_is_logged_once_its_rows_are_final_in_order_on_the_writer_thread():
+    """The callback's logging is a sink of the run: a step's figures go to the loggers once every
+    row of the step has finished (on CUDA: its events read), in step order, from the writer
+    thread; rows may finish before or after the callback says which step they make."""
+    import threading
 
-    logger = ListLogger()
-    trainer = SimpleNamespace(loggers=[logger])
-    callback = GnnmonCallback()
-    pending = {"wall_s": 0.010, "device_s": None, "device_s_source": "events"}
-    later = {"wall_s": 0.020, "device_s": 0.015, "device_s_source": "events"}
-    callback._waiting.extend([(0, [pending]), (1, [later])])
-    callback._log_settled(trainer)
+    from gnnmon.integrations.lightning import LoggerSink
+    from gnnmon.record.sinks import Batch
+
+    class ThreadLogger(ListLogger):
+        def log_metrics(self, metrics, step=None):
+            self.threads = [*getattr(self, "threads", []), threading.current_thread().name]
+            super().log_metrics(metrics, step)
+
+    logger = ThreadLogger()
+    sink = LoggerSink("gnnmon/")
+    first = {"label": "training_step", "index": 0, "wall_s": 0.010, "device_s": 0.008}
+    second = {"label": "training_step", "index": 1, "wall_s": 0.020, "device_s": 0.015}
+    sink.write(Batch([second], [], []))  # step 1's row finished first
+    sink.expect(0, ["training_step#0"], [logger])
+    sink.expect(1, ["training_step#1"], [logger])
     assert logger.logged == []  # step 1 is ready, but step 0 comes first
-    pending["device_s"] = 0.008  # what the run's drain does when the events complete
-    callback._log_settled(trainer)
+    sink.write(Batch([first], [], []))
     assert [(s, m["gnnmon/device_ms"]) for s, m in logger.logged] == [(0, pytest.approx(8.0)), (1, pytest.approx(15.0))]
+    # on a real run the sink's writes come from the writer thread
+    logger = ThreadLogger()
+    with gnnmon.collect(sinks=[live := LoggerSink("gnnmon/")], flush_interval=0.001):
+        with gnnmon.timed(label="training_step"):
+            pass
+        live.expect(0, ["training_step#0"], [logger])
+        with gnnmon.timed(label="training_step"):
+            pass
+    assert [s for s, _ in logger.logged] == [0] and logger.threads == ["gnnmon-writer"]
 
 
 def test_the_play_script_runs_and_writes_every_view(tmp_path):

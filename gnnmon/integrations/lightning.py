@@ -14,7 +14,8 @@ A batch without backward (``training_step`` returned None) has only ``forward``;
 batch has no ``optimizer``. Epochs are marked (rows carry ``epoch``); validation batches get rows
 labelled ``validation_step`` (sanity-check batches get none). The step figures go to the Trainer's
 loggers every ``log_every_n_steps`` (as Lightning's own DeviceStatsMonitor does), each at its own
-step once its device time is read: never a sync on the step's path.
+step once its rows are final: a sink of the run (:class:`LoggerSink`) logs them on the run's writer
+thread, never a sync or a logger call on the step's path.
 
 Usage::
 
@@ -26,8 +27,9 @@ Importing this module imports Lightning (``lightning``, else ``pytorch_lightning
 
 from __future__ import annotations
 
+import threading
 import warnings
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -35,9 +37,12 @@ from gnnmon.fields import STEP_FIGURES
 from gnnmon.measure.adapters import Measurement, enter_measurements, exit_measurements, open_row
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
+from gnnmon.record.active import active_run, collect
 from gnnmon.record.interrupts import held_section
+from gnnmon.record.options import Options
 from gnnmon.record.row import Row
-from gnnmon.record.run import Run, active_run, collect
+from gnnmon.record.run import Run
+from gnnmon.record.sinks import Batch
 
 try:
     from lightning.pytorch.callbacks import Callback
@@ -49,7 +54,7 @@ except ImportError:  # pragma: no cover - the older package name
             "gnnmon.integrations.lightning needs Lightning: pip install lightning (or 'gnnmon[lightning]')"
         ) from exc
 
-__all__ = ["GnnmonCallback"]
+__all__ = ["GnnmonCallback", "LoggerSink"]
 
 LOGGED: dict[str, tuple[str, float, Callable[[list[float]], float]]] = {
     field: (name, factor, max if "peak" in field else sum) for field, (name, factor) in STEP_FIGURES.items()
@@ -58,7 +63,10 @@ LOGGED: dict[str, tuple[str, float, Callable[[list[float]], float]]] = {
 combine: times and sizes summed, peaks the largest): what goes to the Trainer's loggers."""
 
 MAX_WAITING = 256
-"""Optimizer steps kept waiting for their device time before they are logged; older ones are dropped."""
+"""Optimizer steps kept waiting for their rows before they are logged; older ones are dropped."""
+
+MAX_ARRIVED = 4 * MAX_WAITING
+"""Finished rows kept until the step they belong to is known (the newest; older ones are dropped)."""
 
 
 def step_metrics(rows: list[dict[str, Any]], prefix: str) -> dict[str, float]:
@@ -72,9 +80,54 @@ def step_metrics(rows: list[dict[str, Any]], prefix: str) -> dict[str, float]:
     return out
 
 
-def _settled(fields: dict[str, Any]) -> bool:
-    """True once the run has read the row's device time (or there is none to read)."""
-    return fields.get("device_s") is not None or fields.get("device_s_source") == "none"
+class LoggerSink:
+    """A run's sink that sends each optimizer step's figures (:func:`step_metrics`) to Lightning
+    loggers, once every row of the step has finished: on the run's writer thread. The callback
+    tells it which rows make a step (:meth:`expect`); rows may finish before or after that."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._lock = threading.Lock()
+        self._arrived: OrderedDict[str, dict[str, Any]] = OrderedDict()  # row key -> finished row
+        self._waiting: deque[tuple[int, list[str], list[Any]]] = deque(maxlen=MAX_WAITING)
+        self.logged = 0
+
+    def expect(self, step: int, keys: list[str], loggers: list[Any]) -> None:
+        """The rows ``keys`` (``label#index``) make optimizer step ``step``, for ``loggers``."""
+        with self._lock:
+            self._waiting.append((step, keys, loggers))
+
+    def open(self, manifest: dict[str, Any]) -> None:
+        """Nothing to open: the loggers are the Trainer's."""
+
+    def write(self, batch: Batch) -> None:
+        with self._lock:
+            arrived = self._arrived
+            for row in batch.rows:
+                arrived[f"{row['label']}#{row['index']}"] = row
+            while len(arrived) > MAX_ARRIVED:
+                arrived.popitem(last=False)
+        self._log_ready()
+
+    def close(self, end: dict[str, Any]) -> None:
+        self._log_ready()
+
+    def _log_ready(self) -> None:
+        """Log, in order, the waiting steps whose rows have all finished."""
+        while True:
+            with self._lock:
+                waiting, arrived = self._waiting, self._arrived
+                if not waiting or not all(k in arrived for k in waiting[0][1]):
+                    return
+                step, keys, loggers = waiting.popleft()
+                rows = [arrived.pop(k) for k in keys]
+            metrics = step_metrics(rows, self.prefix)
+            for logger in loggers:
+                try:
+                    logger.log_metrics(metrics, step=step)
+                except Exception as exc:  # noqa: BLE001 - a logger's failure must not stop training
+                    warnings.warn(f"gnnmon could not log to {type(logger).__name__}: {exc!r}", RuntimeWarning, 2)
+            self.logged += 1
 
 
 class _OpenRow:
@@ -145,21 +198,25 @@ class GnnmonCallback(Callback):
             self._measures.append((MemoryMeasurement, MemoryMeasurement.check_options({}, where)))
         self._collect_args = (path, collect_options) if path is not None or collect_options else None
         if self._collect_args is not None:
-            collect(path, **collect_options)  # bad options fail here, not at fit start (nothing opened)
+            Options.of(where, collect_options)  # bad options fail here, not at fit start (nothing opened)
         self.run: Run | None = None
         self._own_run = False
         self._open: _OpenRow | None = None
-        self._waiting: deque[tuple[int, list[dict[str, Any]]]] = deque(maxlen=MAX_WAITING)
-        self._batches: list[dict[str, Any]] = []  # rows of the optimizer step under way
+        self._sink: LoggerSink | None = None
+        self._batches: list[str] = []  # keys of the rows of the optimizer step under way
 
     # -- the run ------------------------------------------------------------------------------
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        self._sink = LoggerSink(self.prefix) if self.log else None
+        sinks = [self._sink] if self._sink is not None else []
         if self._collect_args is not None:
             path, options = self._collect_args
-            self.run = collect(path, **options).start()
+            self.run = collect(path, sinks=sinks, **options).start()
             self._own_run = True
         else:
             self.run = active_run()
+            if self._sink is not None:
+                self.run.add_sink(self._sink)
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self._finish(trainer)
@@ -176,16 +233,16 @@ class GnnmonCallback(Callback):
 
     def _finish(self, trainer: Any) -> None:
         self._close_open()
-        run = self.run
+        run, sink = self.run, self._sink
         if run is None:
             return
         try:
-            run.flush()  # every row's device time read: the last steps can be logged
-            self._log_settled(trainer)
-        finally:
             if self._own_run:
-                run.stop()
-            self.run = None
+                run.stop()  # the last rows reach the sink, which logs them, then closes
+            elif sink is not None:
+                run.remove_sink(sink)  # the same, on the user's run, which goes on
+        finally:
+            self.run = self._sink = None
             self._own_run = False
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
@@ -232,29 +289,18 @@ class GnnmonCallback(Callback):
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         with held_section():
             opened, self._open = self._open, None
-            fields = opened.close() if opened is not None else None
-        if opened is None or fields is None or not (self.log and trainer.loggers):
+            if opened is not None:
+                opened.close()
+        sink = self._sink
+        if opened is None or sink is None or not trainer.loggers:
             return
-        self._batches.append(fields)
+        self._batches.append(opened.row.key)
         if opened.stepped:  # logged per optimizer step, as Lightning logs (accumulated batches together)
             step = _logging_step(trainer)
             every = int(getattr(trainer, "log_every_n_steps", 1) or 0)
             if every and (step + 1) % every == 0:
-                self._waiting.append((step, self._batches))
+                sink.expect(step, self._batches, list(trainer.loggers))
             self._batches = []
-        self._log_settled(trainer)
-
-    def _log_settled(self, trainer: Any) -> None:
-        """Log, in order, the waiting steps whose rows' device time has been read."""
-        waiting = self._waiting
-        while waiting and all(_settled(fields) for fields in waiting[0][1]):
-            step, rows = waiting.popleft()
-            metrics = step_metrics(rows, self.prefix)
-            for logger in trainer.loggers:
-                try:
-                    logger.log_metrics(metrics, step=step)
-                except Exception as exc:  # noqa: BLE001 - a logger's failure must not stop training
-                    warnings.warn(f"gnnmon could not log to {type(logger).__name__}: {exc!r}", RuntimeWarning, 2)
 
     # -- a validation batch -------------------------------------------------------------------
     def on_validation_batch_start(

@@ -2,8 +2,10 @@
 
 Read from what torch exposes, the difference between the call's start and end:
 
-* ``compile_frames`` — Python frames Dynamo compiled (``torch._dynamo.utils.counters["frames"]
-  ["total"]``); ``compile_recompiles`` — those that were a frame compiled again (a guard failed:
+* ``compile_frames`` — frame compilations Dynamo made (the entries of
+  ``torch._dynamo.utils.compilation_time_metrics["_compile.compile_inner"]``, one per compilation;
+  not ``counters["frames"]["total"]``, which also counts frames Dynamo only looked at, such as a
+  gc callback or another thread's code that ran during a compiled call); ``compile_recompiles`` — those that were a frame compiled again (a guard failed:
   a new shape, dtype or Python value), from the compilation records
   (``torch._dynamo.utils.get_compilation_metrics()``, ``compile_id.frame_compile_id > 0``; the
   records keep the newest 64);
@@ -25,6 +27,7 @@ have been compiled, and the figures are 0 at a cost of one dictionary lookup.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from gnnmon.measure.adapters import Measurement, make_decorator
@@ -61,14 +64,14 @@ def snapshot() -> Snapshot:
             dict(counters["graph_break"]), len(_compile_times(utils)), len(_compile_times(utils, _BACKWARD)))
 
 
-def compile_fields(start: Snapshot, end: Snapshot, notes: list[str]) -> dict[str, Any]:
+def compile_fields(start: Snapshot, end: Snapshot, note: Callable[[str], None]) -> dict[str, Any]:
     """The ``compile_*`` fields between two snapshots (the first line of each new graph-break
-    reason into ``notes``, at most three)."""
+    reason to ``note``, at most three)."""
     if end is None:
         return dict(_ZERO)
     s = start or (0, 0, {}, 0, 0)
     utils = _dynamo_utils()
-    frames = end[0] - s[0]
+    frames = end[3] - s[3]  # compilations (a frame dynamo only looked at and skipped is not one)
     breaks = {reason: n - s[2].get(reason, 0) for reason, n in end[2].items() if n > s[2].get(reason, 0)}
     backward = float(sum(_compile_times(utils, _BACKWARD)[s[4]:end[4]]))
     fields: dict[str, Any] = {
@@ -85,11 +88,9 @@ def compile_fields(start: Snapshot, end: Snapshot, notes: list[str]) -> dict[str
             fields["compile_recompiles"] = sum(1 for r in records if _frame_compile_id(r) > 0)
         else:
             fields["compile_recompiles"] = None
-            notes.append("compile_recompiles: this torch keeps no compilation records")
+            note("compile_recompiles: this torch keeps no compilation records")
     for reason in list(breaks)[:3]:
-        text = f"graph break: {str(reason).strip().splitlines()[0][:160]}"
-        if text not in notes:
-            notes.append(text)
+        note(f"graph break: {str(reason).strip().splitlines()[0][:160]}")
     return fields
 
 
@@ -116,7 +117,7 @@ class CompileMeasurement(Measurement):
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.row.fields.update(compile_fields(self._start, snapshot(), self.row.fields["notes"]))
+        self.row.fields.update(compile_fields(self._start, snapshot(), self.row.note))
 
 
 track_compile = make_decorator(CompileMeasurement, "track_compile")

@@ -14,15 +14,15 @@ from typing import Any
 
 from gnnmon.devices.ranks import RANK_FIELD, job_files
 from gnnmon.errors import ReportFileError
-from gnnmon.record.job import merge_ranks
-from gnnmon.record.run import Run
+from gnnmon.record.result import RunResult
 from gnnmon.record.storage import read_lines
 
 
-def load(path: str | os.PathLike[str], *, strict: bool = True, job: bool = True) -> Run:
-    """Read a run back from its JSON Lines file (a cut-off last line is skipped with a warning).
+def load(path: str | os.PathLike[str], *, strict: bool = True, job: bool = True) -> RunResult:
+    """Read a run back from its JSON Lines file as a :class:`~gnnmon.record.result.RunResult` (a
+    cut-off last line is skipped with a warning).
 
-    A distributed job (one file per rank, see :func:`gnnmon.collect`) loads as one run whose rows,
+    A distributed job (one file per rank, see :func:`gnnmon.collect`) loads as one result whose rows,
     GC events and samples carry ``rank``: give the path its ranks were given (``runs/job.jsonl``
     or ``runs/job.{rank}.jsonl``), any rank's file (``runs/job.rank0.jsonl``), a glob
     (``runs/job.rank*.jsonl``) or a folder holding one job's files. Its manifest is rank 0's, with
@@ -39,42 +39,24 @@ def load(path: str | os.PathLike[str], *, strict: bool = True, job: bool = True)
         if alone or len({(r.manifest or {})["distributed"]["rank"] for r in runs}) != len(runs):
             raise ReportFileError(f"{p} is a folder, not one distributed job's files "
                                   f"({', '.join(alone[:3]) or 'two files of one rank'}): give a run's file")
-        return merge_ranks(runs)
+        return RunResult.merge(runs)
     if p.exists():  # a file's own name wins, even one with glob characters in it
         run = _load_one(p, strict)
         dist = (run.manifest or {}).get("distributed") or {}
         if job and dist.get("job_path"):
             files = job_files(p.parent / dist["job_path"])
             if len(files) > 1 and p.resolve() in {f.resolve() for f in files}:
-                return merge_ranks([run if f.resolve() == p.resolve() else _load_one(f, strict) for f in files])
+                return RunResult.merge([run if f.resolve() == p.resolve() else _load_one(f, strict) for f in files])
         return run
     files = [Path(f) for f in sorted(glob.glob(text))] if glob.has_magic(text.replace(RANK_FIELD, "")) else []
     files = files or job_files(text)
     if files:
-        return merge_ranks([_load_one(f, strict) for f in files])
+        return RunResult.merge([_load_one(f, strict) for f in files])
     return _load_one(path, strict)
 
 
-def _load_one(path: str | os.PathLike[str], strict: bool) -> Run:
-    manifest: dict[str, Any] | None = None
-    rows: list[dict[str, Any]] = []
-    parts: dict[str, list[dict[str, Any]]] = {"gc": [], "sample": [], "marker": [], "point": []}
-    complete = False
-    end: dict[str, Any] | None = None
-    for obj in read_lines(path, strict=strict):
-        kind = obj.pop("type", None)
-        if kind == "row":
-            rows.append(obj)
-        elif kind == "manifest":
-            if manifest is None:
-                manifest = obj
-        elif kind in parts:
-            parts[kind].append(obj)
-        elif kind == "end":
-            complete, end = True, obj
-    return Run.from_file(path, manifest=manifest, rows=rows, gc_events=parts["gc"],
-                         samples=parts["sample"], markers=parts["marker"], complete=complete,
-                         points=parts["point"], end=end)
+def _load_one(path: str | os.PathLike[str], strict: bool) -> RunResult:
+    return RunResult.read(path, strict=strict)
 
 
 def iter_rows(path: str | os.PathLike[str], *, strict: bool = True) -> Iterator[dict[str, Any]]:

@@ -27,9 +27,11 @@ from gnnmon.devices.resolve import (
     parse_device,
 )
 from gnnmon.errors import DeviceError
+from gnnmon.fields import add_note
 from gnnmon.record import state
+from gnnmon.record.active import active_run
 from gnnmon.record.gc_log import GC_LOG, row_gc_fields
-from gnnmon.record.run import Deferred, Run, active_run
+from gnnmon.record.run import Deferred, Run
 
 
 class Row:
@@ -66,7 +68,7 @@ class Row:
             "device": None,
             "backend": None,
             "error": None,
-            "notes": [],
+            "notes": (),
         }
         if marks:
             self.fields.update(marks)
@@ -121,8 +123,7 @@ class Row:
 
     def note(self, text: str) -> None:
         """Say why a figure is missing or how it was made (kept in ``notes``)."""
-        if text not in self.fields["notes"]:
-            self.fields["notes"].append(text)
+        add_note(self.fields, text)
 
     def defer(self, item: Deferred) -> None:
         """Register figures to be read later (by the collector, off the hot path)."""
@@ -179,6 +180,12 @@ class Row:
             self.backend()
         except Exception as exc:  # noqa: BLE001 - identity only: a row without memory/timing must not fail
             self.note(f"device not resolved: {exc}")
+
+
+def current_row() -> Row | None:
+    """The row being filled in this thread/task, if any."""
+    row: Row | None = state.CURRENT_ROW.get()
+    return row
 
 
 def _pop_quietly(opened: Any) -> None:

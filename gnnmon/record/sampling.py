@@ -7,7 +7,7 @@ from typing import Any
 
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.errors import is_positive_number
-from gnnmon.record.run import active_run
+from gnnmon.record.active import active_run
 from gnnmon.timeline.join import RowJoin
 from gnnmon.timeline.sampler import DEFAULT_INTERVAL, Sampler, start_sampler
 
@@ -37,7 +37,7 @@ class sample_utilisation:
                     "include_children": self.include_children}
         self._sampler = sampler = start_sampler(settings, run._take_timeline, self.mode)
         run.sample_interval = sampler.interval
-        run.join = RowJoin(run.samples, run.counters, sampler.interval, refresh=sampler.now)
+        run.set_join(RowJoin(run.samples, run.counters, sampler.interval, refresh=sampler.now))
         sampler.go()
         return self
 
@@ -46,4 +46,6 @@ class sample_utilisation:
             if self._sampler is not None:
                 self._sampler.stop()  # its last sample covers the rows closed inside
         finally:
-            self._run.sample_interval, self._run.join = self._previous
+            self._run.sample_interval = self._previous[0]
+            if self._run.join is not self._previous[1]:
+                self._run.set_join(self._previous[1])  # rows closed inside are joined first

@@ -1,46 +1,73 @@
 """What is open right now: the active runs, the row being filled and the phase being timed.
 
 The one place this shared state lives, so that the row, the run, the GC log and the measurements
-all read it without importing one another. Plain holders only: no gnnmon import at run time.
+all read it without importing one another. Plain holders and the functions that change them: no
+gnnmon import, not even for annotations (the runs and rows are typed by what is read of them).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # annotations only
-    from gnnmon.record.row import Row
-    from gnnmon.record.run import Run
-
-CURRENT_ROW: ContextVar[Row | None] = ContextVar("gnnmon_current_row", default=None)
+CURRENT_ROW: ContextVar[Any] = ContextVar("gnnmon_current_row", default=None)
 """The row being filled in this thread / task (a decorated call inside it gets a child row)."""
 
 CURRENT_PHASE: ContextVar[str | None] = ContextVar("gnnmon_phase", default=None)
+"""The phase (``with phase("forward"):``) open in this thread / task, named by GC events."""
 
 OPEN_PHASE: ContextVar[Any] = ContextVar("gnnmon_open_phase", default=None)
 """The innermost open ``phase`` object (it names the phase it was entered in), so that phases
 closed out of order hand the current phase back to one still open."""
-"""The phase (``with phase("forward"):``) open in this thread / task, named by GC events."""
 
-RUNS: list[Run] = []
+RUNS: list[Any] = []
 """Active ``collect`` runs, innermost last (changed under :data:`LOCK` only)."""
 
-DEFAULT: list[Run] = []
+DEFAULT: list[Any] = []
 """The default run once made (at most one item): where rows go when no ``collect`` is active."""
 
 LOCK = threading.RLock()
 
-
-def current_row() -> Row | None:
-    """The row being filled in this thread/task, if any."""
-    return CURRENT_ROW.get()
+_fork_hook: list[bool] = []
 
 
-def open_run() -> Run | None:
+def open_run() -> Any:
     """The innermost active ``collect`` run, else the default run if one was made, else None."""
     runs = RUNS
     if runs:
         return runs[-1]
     return DEFAULT[0] if DEFAULT else None
+
+
+def push(run: Any) -> None:
+    """Make ``run`` the innermost active run."""
+    _watch_forks()
+    with LOCK:
+        RUNS.append(run)
+
+
+def pop(run: Any) -> None:
+    """``run`` is no longer active."""
+    with LOCK:
+        if run in RUNS:
+            RUNS.remove(run)
+
+
+def _in_forked_child() -> None:
+    """After a fork, in the child: every run it inherited forgets what belongs to the parent."""
+    for run in [*RUNS, *DEFAULT]:
+        run.after_fork_in_child()
+
+
+def _forked_parent() -> None:
+    """After a fork, in the parent: each active run counts it (its end line says how many)."""
+    for run in RUNS:
+        run.children_forked += 1
+
+
+def _watch_forks() -> None:
+    if not _fork_hook and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_in_forked_child, after_in_parent=_forked_parent)
+        _fork_hook.append(True)

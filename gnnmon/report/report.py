@@ -47,11 +47,13 @@ def _natural(value: Any) -> tuple[int, float, str]:
 
 
 class Report:
-    """Explains a run's rows. Built by :meth:`gnnmon.Run.report`."""
+    """Explains a run: ``Report(result)`` over a run's plain result (``run.result()``,
+    ``gnnmon.load(path)``; :meth:`gnnmon.Run.report` makes one), or ``Report(rows, manifest=...,
+    gc_events=..., samples=..., markers=...)`` over rows given as dicts."""
 
     def __init__(
         self,
-        records: list[dict[str, Any]],
+        source: Any,
         *,
         manifest: Mapping[str, Any] | None = None,
         gc_events: list[dict[str, Any]] | None = None,
@@ -59,11 +61,20 @@ class Report:
         markers: list[dict[str, Any]] | None = None,
         energy_balance: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        self.records = records
+        if hasattr(source, "records") and hasattr(source, "manifest"):  # a RunResult
+            result = source
+            source = result.records
+            manifest = manifest if manifest is not None else result.manifest
+            gc_events = gc_events if gc_events is not None else result.gc_events
+            samples = samples if samples is not None else result.samples
+            markers = markers if markers is not None else result.markers
+            if energy_balance is None and hasattr(result, "energy_balance"):
+                energy_balance = result.energy_balance()
+        self.records: list[dict[str, Any]] = source
         self.manifest = dict(manifest or {})
-        self.gc_events = gc_events or []
-        self.samples = samples or []
-        self.markers = markers or []
+        self.gc_events = list(gc_events or [])
+        self.samples = list(samples or [])
+        self.markers = list(markers or [])
         self.energy_balance = dict(energy_balance or {})
 
     def labels(self) -> list[str]:

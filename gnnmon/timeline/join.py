@@ -20,6 +20,8 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeGuard
 
+from gnnmon.fields import add_note
+
 Samples = Sequence[Mapping[str, Any]]
 
 GAUGES = (
@@ -76,10 +78,7 @@ def cuda_index(device: Any) -> int | None:
     return None
 
 
-def note(fields: dict[str, Any], text: str) -> None:
-    notes = fields.setdefault("notes", [])
-    if text not in notes:
-        notes.append(text)
+note = add_note
 
 
 _KEYS: dict[int | None, list[tuple[str, str | None, str]]] = {}

@@ -1,0 +1,209 @@
+"""Where a run's data goes: sinks. The JSON Lines file is one; a plain callable ``fn(rows)`` is
+one; so is anything with the :class:`Sink` methods (the Lightning callback's logging, a metrics
+endpoint, a tracker).
+
+The contract, which every sink can rely on:
+
+* **Thread.** After :meth:`Sink.open` (called by ``run.start()`` on the thread that starts the
+  run, so a bad path fails there), every call is made on the run's writer thread
+  (``gnnmon-writer``), one at a time, never on the step's path.
+* **What and in what order.** Each :meth:`Sink.write` gets a :class:`Batch`: the rows finished
+  since the last batch, in the order they were closed, each final (device events read, the
+  timeline joined: the same figures the file keeps), with the GC events, samples, counter points
+  and markers that arrived meanwhile, in arrival order. Treat it as read-only: every sink gets the
+  same objects.
+* **When.** Batches leave every ``flush_interval`` seconds (0.05 by default) and on
+  ``run.flush()``; ``run.stop()`` sends the last batch, then :meth:`Sink.close` with the end line.
+* **Backpressure.** A slow sink holds the writer thread; rows wait in the run's inbox meanwhile,
+  and past :data:`gnnmon.record.run.BACKLOG` waiting rows the step waits for the writer: memory
+  stays bounded and nothing is dropped.
+* **Failure.** A sink that raises is disabled with one warning (its error is kept in
+  ``run.sink_errors``); the run and the other sinks go on. The file sink instead counts the lines a
+  failed write lost (``run.lines_lost``) and tries again with the next batch (a disk that was
+  full may have room again).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from gnnmon.record.storage import JsonlWriter, encode, typed_line
+
+
+class Batch:
+    """What a sink receives: finished rows and what else arrived since the previous batch."""
+
+    __slots__ = ("rows", "others", "_encoded")
+
+    def __init__(self, rows: list[dict[str, Any]], encoded: list[bytes],
+                 others: list[tuple[str, dict[str, Any]]]) -> None:
+        self.rows = rows
+        self.others = others  # (kind, object): "gc", "sample", "point", "marker", in arrival order
+        self._encoded = encoded  # each row as its file line, made once for every sink
+
+    def _of(self, kind: str) -> list[dict[str, Any]]:
+        return [obj for k, obj in self.others if k == kind]
+
+    @property
+    def gc_events(self) -> list[dict[str, Any]]:
+        return self._of("gc")
+
+    @property
+    def samples(self) -> list[dict[str, Any]]:
+        return self._of("sample")
+
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        return self._of("point")
+
+    @property
+    def markers(self) -> list[dict[str, Any]]:
+        return self._of("marker")
+
+    def lines(self) -> list[bytes]:
+        """The batch as the file's lines: what arrived besides rows, then the rows."""
+        out = [typed_line(kind, encode(obj)) for kind, obj in self.others]
+        out.extend(self._encoded)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.rows) + len(self.others)
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Receives a run's data (see the module doc for the contract)."""
+
+    def open(self, manifest: dict[str, Any]) -> None:
+        """The run starts; ``manifest`` is its first line (versions, devices, options, config)."""
+
+    def write(self, batch: Batch) -> None:
+        """Finished rows and what else arrived since the previous batch."""
+
+    def close(self, end: dict[str, Any]) -> None:
+        """The run ended; ``end`` is its last line (rows, sampler cost, notes)."""
+
+
+class CallableSink:
+    """A plain function as a sink: ``fn(rows)`` with each batch's rows (batches without rows are
+    not passed on)."""
+
+    def __init__(self, fn: Callable[[list[dict[str, Any]]], Any]) -> None:
+        self.fn = fn
+
+    def open(self, manifest: dict[str, Any]) -> None:
+        """Nothing to open."""
+
+    def write(self, batch: Batch) -> None:
+        if batch.rows:
+            self.fn(batch.rows)
+
+    def close(self, end: dict[str, Any]) -> None:
+        """Nothing to close."""
+
+    def __repr__(self) -> str:
+        return f"CallableSink({getattr(self.fn, '__qualname__', self.fn)!r})"
+
+
+MAX_WRITE_ERRORS = 10
+
+
+class JsonlSink:
+    """The run's JSON Lines file: the manifest first (the file is put in place whole when the run
+    starts: a run that cannot start leaves a previous file untouched), then every batch in one
+    unbuffered write, then the end line. A failed write warns once and counts its lines in
+    :attr:`lines_lost`; the next batch tries again."""
+
+    def __init__(self, path: str | os.PathLike[str], mode: str = "w") -> None:
+        self.path = Path(path)
+        self.mode = mode
+        self.file: JsonlWriter | None = None
+        self.lines_lost = 0
+        self.errors: list[str] = []  # why writing failed (the first MAX_WRITE_ERRORS)
+        self._warned = False
+
+    def open(self, manifest: dict[str, Any]) -> None:
+        self.file = JsonlWriter(self.path, self.mode, header=manifest)
+
+    def write(self, batch: Batch) -> None:
+        self._write(batch.lines())
+
+    def close(self, end: dict[str, Any]) -> None:
+        file = self.file
+        if file is None:
+            return
+        self._write([encode(end)])
+        try:
+            file.close()
+        except OSError as exc:
+            self._failed(exc, 0)
+
+    def _write(self, lines: list[bytes]) -> None:
+        file = self.file
+        if file is None or file.closed or not lines:
+            return
+        try:
+            file.write_lines(lines)
+        except Exception as exc:  # noqa: BLE001 - the user's run comes first; the rows stay in memory
+            self._failed(exc, len(lines))
+
+    def _failed(self, exc: BaseException, lost: int) -> None:
+        self.lines_lost += lost
+        if len(self.errors) < MAX_WRITE_ERRORS:
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+        if not self._warned:  # one warning for the whole run
+            self._warned = True
+            warnings.warn(f"gnnmon could not write to {self.path}: {exc!r}; this run's newest rows stay in "
+                          "run.records; later failures are counted in run.lines_lost, not warned again",
+                          RuntimeWarning, 2)
+
+    def forget(self) -> None:
+        """In a forked child: the file is the parent's; never write to it (its descriptor is closed
+        here only, which leaves the parent's open)."""
+        file, self.file = self.file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"JsonlSink({str(self.path)!r})"
+
+
+SINKS: dict[str, str] = {"jsonl": "gnnmon.record.sinks:JsonlSink"}
+"""Sinks by name (``"module:attribute"`` of a factory, imported when asked for): what
+:func:`sink` makes. Integrations add theirs here."""
+
+
+def sink(name: str, /, **options: Any) -> Sink:
+    """A registered sink by name, e.g. ``sink("jsonl", path="runs/copy.jsonl")``."""
+    import importlib
+
+    where = SINKS.get(name)
+    if where is None:
+        raise ValueError(f"no sink named {name!r}; the sinks: {', '.join(sorted(SINKS))}")
+    module, _, attribute = where.partition(":")
+    factory = getattr(importlib.import_module(module), attribute)
+    made: Sink = factory(**options)
+    return made
+
+
+def as_sink(obj: Any) -> Sink:
+    """A sink from what a user passed: a :class:`Sink`, or a callable taking a list of rows."""
+    if isinstance(obj, Sink):
+        return obj
+    if callable(obj):
+        return CallableSink(obj)
+    raise TypeError(f"a sink is an object with open(manifest), write(batch) and close(end), or a function "
+                    f"fn(rows); got {type(obj).__name__}")
+
+
+def as_sinks(objs: Iterable[Any]) -> list[Sink]:
+    if isinstance(objs, (str, bytes)) or not isinstance(objs, Iterable):
+        raise TypeError(f"sinks must be a list or tuple of sinks, got {type(objs).__name__}")
+    return [as_sink(o) for o in objs]

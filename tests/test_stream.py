@@ -1,0 +1,246 @@
+"""The record as a stream: rows leave through sinks on the writer thread, a bounded window stays in
+memory without driving full collections, and a long run costs the same per call at its end as at
+its start."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+import warnings
+
+import psutil
+import pytest
+import torch
+
+import gnnmon
+from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
+from gnnmon.record import run as run_module
+from gnnmon.record.options import WINDOW
+from gnnmon.record.sinks import Batch, sink
+
+
+class RecordingSink:
+    """Keeps every call it gets: which thread, and what."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.calls: list[tuple[str, str]] = []  # (method, thread name)
+        self.rows: list[dict] = []
+        self.kinds: list[str] = []
+        self.end: dict | None = None
+        self.delay_s = delay_s
+        self.inbox_seen = 0
+
+    def open(self, manifest):
+        self.calls.append(("open", threading.current_thread().name))
+        self.manifest = manifest
+
+    def write(self, batch: Batch):
+        self.calls.append(("write", threading.current_thread().name))
+        self.rows.extend(batch.rows)
+        self.kinds.extend(k for k, _ in batch.others)
+        run = gnnmon.active_run()
+        self.inbox_seen = max(self.inbox_seen, len(run._inbox))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+
+    def close(self, end):
+        self.calls.append(("close", threading.current_thread().name))
+        self.end = end
+
+
+@cuda_timed(label="step")
+def step(i):
+    return i
+
+
+def test_a_sink_gets_every_row_final_in_order_on_the_writer_thread(tmp_path):
+    seen = RecordingSink()
+    with gnnmon.collect(tmp_path / "run.jsonl", sinks=[seen], flush_interval=0.005) as run:
+        run.mark("epoch", 0)
+        for i in range(500):
+            step(i)
+        gnnmon.collect_garbage()
+    assert [r["index"] for r in seen.rows] == list(range(500))
+    assert all(r["wall_s"] is not None and r["epoch"] == 0 for r in seen.rows)
+    assert seen.calls[0] == ("open", threading.main_thread().name)
+    assert {name for method, name in seen.calls[1:]} == {"gnnmon-writer"}
+    assert seen.calls[-1][0] == "close" and seen.end["rows"] == 500
+    assert "marker" in seen.kinds and "gc" in seen.kinds
+    assert seen.manifest["format"] == "gnnmon.jsonl"
+    # the file sink wrote the same rows
+    assert [r["index"] for r in gnnmon.load(tmp_path / "run.jsonl").records] == list(range(500))
+
+
+def test_a_plain_function_is_a_sink_and_runs_without_a_file():
+    got: list[tuple[str, list[int]]] = []
+
+    def keep(rows):
+        got.append((threading.current_thread().name, [r["index"] for r in rows]))
+
+    with gnnmon.collect(sinks=[keep], flush_interval=0.005) as run:
+        for i in range(300):
+            step(i)
+    assert [i for _, batch in got for i in batch] == list(range(300))
+    assert {name for name, _ in got} == {"gnnmon-writer"}
+    assert len(run.records) == 300  # a window of 10,000 rows by default: all of these
+
+
+def test_a_sink_that_raises_is_disabled_once_and_the_run_goes_on(tmp_path):
+    class Broken:
+        def open(self, manifest):
+            pass
+
+        def write(self, batch):
+            raise RuntimeError("tracker down")
+
+        def close(self, end):
+            pass
+
+    kept = RecordingSink()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gnnmon.collect(tmp_path / "r.jsonl", sinks=[Broken(), kept], flush_interval=0.002) as run:
+            for i in range(200):
+                step(i)
+                if i % 50 == 0:
+                    time.sleep(0.005)
+    mine = [w for w in caught if "disabled the sink" in str(w.message)]
+    assert len(mine) == 1 and "tracker down" in str(mine[0].message)
+    assert len(kept.rows) == 200 and len(gnnmon.load(tmp_path / "r.jsonl").records) == 200
+    assert run.sink_errors and "tracker down" in run.sink_errors[0]
+    assert "tracker down" in gnnmon.load(tmp_path / "r.jsonl").end["sink_errors"][0]
+
+
+def test_a_slow_sink_holds_the_steps_back_not_the_memory(tmp_path):
+    slow = RecordingSink(delay_s=0.02)
+    n = 3 * run_module.BACKLOG
+    with gnnmon.collect(sinks=[slow], flush_interval=0.001):
+        for i in range(n):
+            step(i)
+    assert [r["index"] for r in slow.rows] == list(range(n))  # nothing lost
+    # the inbox never held much more than the backlog: the steps waited for the writer instead
+    assert slow.inbox_seen <= run_module.BACKLOG + run_module.DRAIN_EVERY
+
+
+def test_sinks_by_name_and_added_to_a_running_run(tmp_path):
+    copy = sink("jsonl", path=tmp_path / "copy.jsonl")
+    with pytest.raises(ValueError, match="no sink named 'nope'; the sinks: jsonl"):
+        sink("nope")
+    with pytest.raises(TypeError, match="a sink is an object with open"):
+        gnnmon.collect(sinks=[42])
+    with gnnmon.collect(tmp_path / "main.jsonl") as run:
+        step(0)
+        run.add_sink(copy)  # from the next batch on
+        step(1)
+        late = run.add_sink(RecordingSink())
+        step(2)
+        run.remove_sink(late)
+        step(3)
+    assert [r["index"] for r in gnnmon.load(tmp_path / "copy.jsonl").records] == [1, 2, 3]
+    assert [r["index"] for r in late.rows] == [2] and late.end is not None
+    assert gnnmon.load(tmp_path / "copy.jsonl").complete
+
+
+def test_the_window_is_bounded_when_rows_leave_and_whole_when_they_do_not(tmp_path):
+    with gnnmon.collect(tmp_path / "a.jsonl", max_records=50) as run:
+        for i in range(120):
+            step(i)
+    assert [r["index"] for r in run.records] == list(range(70, 120))
+    assert len(gnnmon.load(tmp_path / "a.jsonl").records) == 120
+    with gnnmon.collect(tmp_path / "b.jsonl", max_records=None) as run:
+        for i in range(120):
+            step(i)
+    assert len(run.records) == 120
+    assert gnnmon.collect(tmp_path / "c.jsonl").max_records == WINDOW
+    assert gnnmon.collect().max_records is None  # no file, no sink: the rows are only here
+    with pytest.raises(ValueError, match="max_records must be a positive int, None"):
+        gnnmon.collect(max_records=0)
+    with pytest.raises(TypeError, match="unknown option.*'samples'.*the options: carbon_intensity"):
+        gnnmon.collect(samples=0.5)
+
+
+def test_a_row_in_flight_is_not_tracked_by_the_garbage_collector():
+    """A closed CPU row is a dict of plain values (notes a shared tuple): while it waits for the
+    writer it never reaches the collector's generations, so it cannot drive a full collection."""
+    with gnnmon.memory_scope(label="x"):  # the note's tuple is made once, then shared ...
+        pass
+    gc.collect(0)  # ... and untracked by the collector's first pass over it
+    with gnnmon.collect() as run:
+        with gnnmon.memory_scope(label="x") as fields:
+            pass
+        assert fields["notes"] and isinstance(fields["notes"], tuple)  # the CPU's glibc note
+        assert not gc.is_tracked(fields)
+        with gnnmon.timed(label="y") as fields:
+            pass
+        assert not gc.is_tracked(fields)
+    assert all(isinstance(r["notes"], list) for r in run.records)  # read back as lists
+
+
+@monitor_memory_device(label="long")
+@cuda_timed
+@gc_controlled
+def long_step(x):
+    with phase("forward"):
+        pass
+    return x
+
+
+@pytest.mark.slow
+def test_300k_calls_flat_memory_flat_time_no_full_collection(tmp_path):
+    n, quarter = 300_000, 75_000
+    path = tmp_path / "long.jsonl"
+    x = torch.ones(8)
+    full = [0]
+
+    def count(phase_name, info):
+        if phase_name == "start" and info["generation"] == 2:
+            full[0] += 1
+
+    for _ in range(2000):  # warm up outside the run: the first calls build caches
+        long_step(x)
+    gc.collect()
+    process = psutil.Process()
+    rss0 = process.memory_info().rss
+    times = []
+    gc.callbacks.append(count)
+    try:
+        with gnnmon.collect(path) as run:
+            t = time.perf_counter()
+            for i in range(n):
+                if i % 1000 == 0:
+                    run.mark("block", i // 1000)
+                long_step(x)
+                if i % quarter == quarter - 1:
+                    times.append(time.perf_counter() - t)
+                    t = time.perf_counter()
+            rss_peak = process.memory_info().rss
+    finally:
+        gc.callbacks.remove(count)
+    growth = (max(rss_peak, process.memory_info().rss) - rss0) / 2**20
+    assert growth <= 64, f"RSS grew {growth:.1f} MiB over {n} calls"
+    assert full[0] <= 1, f"{full[0]} full collections during {n} calls"
+    assert times[-1] <= 1.3 * times[0], f"last quarter {times[-1]:.2f} s vs first {times[0]:.2f} s"
+    assert len(run.records) == WINDOW
+    rows = 0
+    for i, row in enumerate(gnnmon.iter_rows(path)):
+        assert row["index"] == i and row["phase_forward_s"] is not None
+        rows += 1
+    assert rows == n
+
+
+def test_the_report_of_a_file_equals_the_report_of_every_row_in_memory(tmp_path):
+    path = tmp_path / "same.jsonl"
+    x = torch.ones(8)
+    with gnnmon.collect(path, max_records=None) as run:
+        for epoch in range(3):
+            run.mark("epoch", epoch)
+            for _ in range(400):
+                long_step(x)
+            gnnmon.collect_garbage()
+    loaded = gnnmon.load(path).report()
+    live = run.report()
+    assert loaded.summary() == live.summary()
+    assert loaded.spikes() == live.spikes() and loaded.analysis() == live.analysis()
+    assert loaded.markdown() == live.markdown()
+    assert loaded.summary(by="epoch") == live.summary(by="epoch")
