@@ -13,6 +13,7 @@ from typing import Any
 from gnnmon._version import __version__
 from gnnmon.errors import ReportFileError
 from gnnmon.record.load import load
+from gnnmon.report.exports import EXPORTS
 
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
 
@@ -43,7 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Write a run for another viewer. trace: a Chrome trace JSON (rows, phases, GC pauses, markers "
         "and samples on one timeline; open it in ui.perfetto.dev or chrome://tracing). tensorboard: "
         "event files of each label's figures per call and of the sampled timeline (tensorboard --logdir DIR)."))
-    exp.add_argument("kind", choices=("trace", "tensorboard"), help="what to write")
+    exp.add_argument("kind", choices=tuple(EXPORTS), help="what to write: " + "; ".join(
+        f"{name}: {what}" for name, (_, what) in EXPORTS.items()))
     exp.add_argument("path", metavar="RUN", help="a run's .jsonl file, or a distributed job's files as for report")
     exp.add_argument("-o", "--output", required=True, metavar="OUT",
                      help="the trace's .json file, or the TensorBoard log folder")
@@ -83,11 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _export(report: Any, kind: str, output: str) -> int:
     try:
-        if kind == "trace":
-            trace = report.to_trace(output)
-            what = f"{len(trace['traceEvents'])} trace events"
-        else:
-            what = f"{report.to_tensorboard(output)} scalars"
+        what = report.export(kind, output)
     except (OSError, ImportError) as exc:
         print(f"gnnmon: cannot write {output}: {exc}", file=sys.stderr)
         return 2

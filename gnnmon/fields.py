@@ -55,3 +55,13 @@ def add_note(fields: dict[str, Any], text: str) -> None:
         if len(_NOTES) < 1024:
             _NOTES[key] = made
     fields["notes"] = made
+
+
+def is_number(value: Any) -> bool:
+    """True for an int or float figure (not a bool, not None)."""
+    return type(value) in (int, float) or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def row_key(row: Any) -> str:
+    """``label#index``: how a row is named by its children's ``parent`` and by GC events."""
+    return f"{row['label']}#{row['index']}"

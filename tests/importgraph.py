@@ -126,12 +126,28 @@ def stage(module: str) -> str:
     return parts[0]
 
 
-def cycles(imports: list[Import]) -> list[list[str]]:
-    """Import cycles among run-time imports (typing-only ones never execute), each as a path that
-    ends where it starts. Strongly connected components, one cycle shown per component."""
+MAX_LINES = 450
+"""A module longer than this holds more than one concern: split it."""
+
+
+def long_modules(package_dir: Path, limit: int = MAX_LINES) -> list[tuple[str, int]]:
+    """Modules over ``limit`` lines, with their length."""
+    out = []
+    for path in sorted(package_dir.rglob("*.py")):
+        n = len(path.read_text().splitlines())
+        if n > limit:
+            out.append((module_name(package_dir, path), n))
+    return out
+
+
+def cycles(imports: list[Import], typing: bool = False) -> list[list[str]]:
+    """Import cycles, each as a path that ends where it starts: among run-time imports, or with
+    ``typing`` among all of them (an annotation that names a module which imports this one is
+    coupling too, though it never executes). Strongly connected components, one cycle shown per
+    component."""
     graph: dict[str, set[str]] = {}
     for imp in imports:
-        if not imp.typing_only:
+        if typing or not imp.typing_only:
             graph.setdefault(imp.source, set()).add(imp.target)
             graph.setdefault(imp.target, set())
     index: dict[str, int] = {}
@@ -218,9 +234,13 @@ def main() -> int:
     for source in sorted(by_source):
         print(f"{source} [{stage(source)}] -> {', '.join(sorted(set(by_source[source])))}")
     problems = [f"cycle: {' -> '.join(c)}" for c in cycles(imports)]
+    problems += [f"cycle through annotations: {' -> '.join(c)}" for c in cycles(imports, typing=True)
+                 if c not in cycles(imports)]
+    problems += [f"over {MAX_LINES} lines: {name} ({n})" for name, n in long_modules(package_dir)]
     problems += [f"up the flow: {i.source}:{i.line} imports {i.target}" for i in upward(imports)]
     problems += [f"late import: {i.source}:{i.line} imports {i.target}" for i in late(imports)]
-    print("\n".join(problems) or "no cycle, nothing up the flow, no late import")
+    print("\n".join(problems) or f"no cycle (annotations included), nothing up the flow, no late import, "
+                                 f"no module over {MAX_LINES} lines")
     return 1 if problems else 0
 
 

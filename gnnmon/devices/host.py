@@ -13,15 +13,18 @@ import threading
 from typing import Any
 
 from gnnmon.devices.children import children_rss
-from gnnmon.devices.peaks import CounterPeaks, PolledPeaks
+from gnnmon.devices.peaks import PolledPeaks, ScalarPeaks
 from gnnmon.devices.rss import RssCounter, psutil_rss
+
+EXACT_SOURCE = "measured:VmHWM"
+"""How an exact host peak is measured: the kernel's high-water mark, read through getrusage."""
 
 
 class HostMemory:
     """Peak windows over this process's RSS, exact (VmHWM) where possible, else sampled."""
 
     def __init__(self) -> None:
-        self._exact: CounterPeaks | None = None
+        self._exact: ScalarPeaks | None = None
         self.counter: RssCounter | None = None
         self._polled: dict[float, PolledPeaks] = {}
         self._children: dict[float, PolledPeaks] = {}
@@ -38,7 +41,7 @@ class HostMemory:
             if sys.platform.startswith("linux"):
                 try:
                     counter = self.counter = RssCounter()
-                    self._exact = CounterPeaks(counter.read, counter.reset)
+                    self._exact = ScalarPeaks(counter.now, counter.reset)
                     self._mode = "exact"
                     return self._mode
                 except OSError as exc:
@@ -79,9 +82,9 @@ class HostMemory:
         """End a window: ``rss_start_bytes``, ``rss_peak_bytes``, ``rss_end_bytes`` and their source."""
         own, kids, interval = token
         if own[0] == "exact" and self._exact is not None:
-            (end,), (peak,) = self._exact.close(own[1])
-            (start,) = own[1].start
-            source = "measured:VmHWM"  # the kernel's mark, read through getrusage
+            end = self._exact.close(own[1])
+            start, peak = own[1]
+            source = EXACT_SOURCE
         else:
             (end,), (peak,) = own[1].close(own[2])
             (start,) = own[2].start
@@ -105,6 +108,13 @@ class HostMemory:
             rss_peak_bytes_source=source,
         )
         return fields
+
+    def exact_windows(self) -> ScalarPeaks | None:
+        """The exact windows over RSS where this machine has them (Linux), else None: what a
+        row's memory measurement opens directly, on the step's path."""
+        if self._mode is None:
+            self._choose()
+        return self._exact
 
     @property
     def why_sampled(self) -> str:

@@ -7,8 +7,7 @@ Two ways to know the highest value a memory figure reached inside a window:
   keeps its own running peak; before any reset the counter's value is folded into every open window,
   so an inner window's reset never hides an outer window's peak. A reset is done only when needed
   (the counter is above the current value), so an un-nested window leaves a counter that has seen
-  no higher value than now untouched; the highest value a reset discarded is kept in
-  :attr:`CounterPeaks.hidden_peak`.
+  no higher value than now untouched. :class:`ScalarPeaks` is the same for one figure.
 * :class:`PolledPeaks` — sampled, for figures with no peak counter (MPS, RSS without procfs, child
   processes). A daemon thread reads the figure every ``interval`` seconds while any window is open
   and is stopped and joined when the last window closes — or, while :func:`hold_pollers` is in
@@ -59,8 +58,6 @@ class CounterPeaks:
         self._reset = reset
         self._lock = threading.RLock()
         self._open: list[PeakWindow] = []
-        self.hidden_peak: list[int] | None = None
-        self.resets = 0
 
     def open(self) -> PeakWindow:
         """Start a window at the current figures; resets the counter only if it is above them."""
@@ -69,12 +66,7 @@ class CounterPeaks:
             for w in self._open:
                 w.fold(peak)
             if peak != current:  # a peak is never below current: some figure is above it
-                if self.hidden_peak is None:
-                    self.hidden_peak = list(peak)
-                else:
-                    self.hidden_peak = [max(a, b) for a, b in zip(self.hidden_peak, peak, strict=True)]
                 self._reset()
-                self.resets += 1
                 # a reset sets the counter to current: the new window starts there (no second read)
             window = PeakWindow(tuple(current))
             self._open.append(window)
@@ -91,6 +83,54 @@ class CounterPeaks:
             except ValueError:
                 raise RuntimeError("peak window closed twice or never opened") from None
             return tuple(current), tuple(window.peak)
+
+    @property
+    def depth(self) -> int:
+        return len(self._open)
+
+
+class ScalarPeaks:
+    """:class:`CounterPeaks` for one figure read as ``(current, peak)`` ints (the host's RSS and its
+    high-water mark): the same nesting rule, with windows as ``[start, peak]`` lists, for the step's
+    path (no tuples to build and fold)."""
+
+    def __init__(self, read: Callable[[], tuple[int, int]], reset: Callable[[], None]) -> None:
+        self._read = read
+        self._reset = reset
+        self._lock = threading.RLock()
+        self._open: list[list[int]] = []
+
+    def open(self) -> list[int]:
+        """Start a window at the current figure; resets the counter only if it is above it."""
+        with self._lock:
+            current, peak = self._read()
+            for w in self._open:
+                if peak > w[1]:
+                    w[1] = peak
+            if peak > current:
+                self._reset()  # the counter now reads current: the new window starts there
+            window = [current, current]
+            self._open.append(window)
+            return window
+
+    def close(self, window: list[int]) -> int:
+        """End a window: returns the figure now (the window's peak is ``window[1]``)."""
+        with self._lock:
+            current, peak = self._read()
+            opened = self._open
+            for w in opened:
+                if peak > w[1]:
+                    w[1] = peak
+            if opened and opened[-1] is window:
+                opened.pop()
+            else:
+                for i, w in enumerate(opened):
+                    if w is window:
+                        del opened[i]
+                        break
+                else:
+                    raise RuntimeError("peak window closed twice or never opened")
+            return current
 
     @property
     def depth(self) -> int:

@@ -87,6 +87,11 @@ class RssCounter:
 
     def read(self) -> tuple[tuple[int], tuple[int]]:
         """``((rss,), (high-water mark,))`` in bytes."""
+        rss, hwm = self.now()
+        return (rss,), (hwm,)
+
+    def now(self) -> tuple[int, int]:
+        """``(rss, high-water mark)`` in bytes: one read of ``statm`` and one ``getrusage``."""
         if self._stale:
             self._open()
         rss = int(os.pread(self._statm, 64, 0).split()[1]) * self._page
@@ -95,7 +100,7 @@ class RssCounter:
         if floor and hwm <= floor:  # getrusage cannot see below its floor: ask the kernel's VmHWM
             self.status_reads += 1
             hwm = status_figures(self._status)[1]
-        return (rss,), (max(hwm, rss),)
+        return rss, hwm if hwm > rss else rss
 
     def reset(self) -> None:
         """Set the high-water mark to the current RSS."""

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gnnmon.devices.cpu import host_as_device_fields
-from gnnmon.devices.host import HOST
+from gnnmon.devices.host import EXACT_SOURCE, HOST
 from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.errors import is_positive_number
 from gnnmon.measure.adapters import Measurement, make_decorator, make_scope
@@ -55,29 +54,45 @@ class MemoryMeasurement(Measurement):
         if o["sync"]:
             backend.synchronize()
         interval = o["sample_interval"]
-        self._host = HOST.open(o["include_children"], interval)
+        exact = None if o["include_children"] else HOST.exact_windows()
+        # the common case, on the step's path: the exact RSS window alone, no token to build
+        self._host = exact.open() if exact is not None else HOST.open(o["include_children"], interval)
         self._device = None if backend.memory_is_host else backend.open_window(interval)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         backend = self.backend
         fields = self.row.fields
+        host = self._host
         try:
             if self.options["sync"]:
                 backend.synchronize()
         finally:
             # Close windows even if the sync failed (a device error): the peak stacks stay sound.
             device = None if self._device is None else backend.close_window(self._device)
-            host = HOST.close(self._host)
-        fields.update(host)
+            if type(host) is list:  # an exact RSS window: [start, peak]
+                end = HOST.exact_windows().close(host)  # type: ignore[union-attr]
+                start, peak = host
+                fields["rss_start_bytes"] = start
+                fields["rss_peak_bytes"] = peak
+                fields["rss_end_bytes"] = end
+                fields["rss_peak_bytes_source"] = EXACT_SOURCE
+            else:
+                fields.update(HOST.close(host))  # type: ignore[arg-type]
         if device is None:
-            device = host_as_device_fields(host)
+            fields["mem_start_bytes"] = start = fields["rss_start_bytes"]
+            fields["mem_end_bytes"] = end = fields["rss_end_bytes"]
+            fields["mem_peak_bytes"] = peak = fields["rss_peak_bytes"]
+            fields["mem_peak_delta_bytes"] = peak - start
+            fields["mem_peak_bytes_source"] = fields["rss_peak_bytes_source"]
+            fields["mem_end_delta_bytes"] = end - start
             if self.options["include_children"]:
                 self.row.note("cpu mem_* include child processes (sampled)")
             if mmap_threshold() is None:
                 self.row.note(CACHED_NOTE)
+            return None
         fields.update(device)
-        if fields.get("mem_peak_delta_bytes") is not None:
+        if device.get("mem_peak_delta_bytes") is not None:
             fields["mem_end_delta_bytes"] = fields["mem_end_bytes"] - fields["mem_start_bytes"]
         return None
 

@@ -25,7 +25,7 @@ from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import parse_device
 from gnnmon.measure.adapters import Measurement, is_compiling, make_decorator, make_scope
 from gnnmon.record import state
-from gnnmon.record.interrupts import held_section
+from gnnmon.record.interrupts import hold, release
 from gnnmon.record.row import Row
 
 SYNC_MODES = ("events", "sync", "none")
@@ -176,12 +176,17 @@ class phase:
     one row is summed. GC events that fall inside a phase name it.
     """
 
-    __slots__ = ("name", "sync", "device", "_row", "_own", "_watch", "_outer", "_closed", "_range")
+    __slots__ = ("name", "field", "sync", "device", "_row", "_own", "_watch", "_t0", "_outer", "_closed",
+                 "_range")
 
     def __init__(self, name: str, *, sync: str | None = None, device: Any = None) -> None:
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(f"phase name must be an identifier such as 'forward', got {name!r}")
+        field = _PHASE_FIELDS.get(name) if type(name) is str else None
+        if field is None:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"phase name must be an identifier such as 'forward', got {name!r}")
+            field = _PHASE_FIELDS[name] = f"phase_{name}_s"
         self.name = name
+        self.field = field
         self.sync = None if sync is None else check_sync(sync, "phase()")
         self.device = None if device is None else parse_device(device)
         self._row: Row | None = None
@@ -190,8 +195,11 @@ class phase:
         if is_compiling():  # traced by torch.compile: nothing of gnnmon goes into the graph
             self._row = None
             return self
-        with held_section():  # a Ctrl-C waits until the phase is whole (record/interrupts.py)
+        held = hold()  # a Ctrl-C waits until the phase is whole (record/interrupts.py)
+        try:
             self._open()
+        finally:
+            release(held)
         return self
 
     def _open(self) -> None:
@@ -200,10 +208,13 @@ class phase:
         if row is None:
             row = Row(self.name)
         self._row = row
-        mode = self.sync or row.sync
         try:
-            self._watch = Stopwatch(row.backend(self.device), mode)
-            self._watch.start()
+            backend = row.backend(self.device)
+            if backend.memory_is_host and not self._own:  # the CPU: device time is wall time
+                self._watch = None
+            else:
+                self._watch = Stopwatch(backend, self.sync or row.sync)
+                self._watch.start()
         except BaseException as exc:
             self._row = None
             if self._own:
@@ -213,16 +224,21 @@ class phase:
         state.OPEN_PHASE.set(self)
         state.CURRENT_PHASE.set(self.name)
         self._range = push_range(f"{row.fields['label']}.{self.name}") if RANGES.on else None
+        self._t0 = time.perf_counter_ns()
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         row = self._row
-        if row is None:  # entered while traced by torch.compile
+        if row is None:  # entered while traced by torch.compile: nothing to read (no clock in the graph)
             return
+        t1 = time.perf_counter_ns()
         self._row = None
-        with held_section():
-            self._close(row, exc)
+        held = hold()
+        try:
+            self._close(row, exc, t1)
+        finally:
+            release(held)
 
-    def _close(self, row: Row, exc: BaseException | None) -> None:
+    def _close(self, row: Row, exc: BaseException | None, t1: int) -> None:
         if self._range is not None:
             pop_range(self._range)
         self._closed = True
@@ -232,14 +248,22 @@ class phase:
                 outer = outer._outer
             state.OPEN_PHASE.set(outer)
             state.CURRENT_PHASE.set(None if outer is None else outer.name)
-        wall, device = self._watch.stop()
-        field = f"phase_{self.name}_s"
+        fields = row.fields
+        watch = self._watch
+        if watch is None:
+            fields[self.field] = (fields.get(self.field) or 0.0) + (t1 - self._t0) / 1e9
+            return
+        wall, device = watch.stop()
         if isinstance(device, EventSpan):
-            device.field, device.accumulate = field, True
+            device.field, device.accumulate = self.field, True
             row.defer(device)
         else:
             value = wall if device is None else device
-            row.fields[field] = (row.fields.get(field) or 0.0) + value
+            fields[self.field] = (fields.get(self.field) or 0.0) + value
         if self._own:
-            _fill_time(row, self._watch, wall, device)
+            _fill_time(row, watch, wall, device)
             row.close(exc)
+
+
+_PHASE_FIELDS: dict[str, str] = {}
+"""Phase name -> its row field (``forward`` -> ``phase_forward_s``), checked and made once."""

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from gnnmon._version import __version__
+from gnnmon.devices.ranks import RankInfo, clock_offset
 from gnnmon.record.storage import FORMAT, FORMAT_VERSION
 
 
@@ -57,3 +58,16 @@ def build_manifest(config: dict[str, Any] | None, options: dict[str, Any]) -> di
         "options": options,
         "config": dict(config or {}),
     }
+
+
+def distributed_entry(rank: RankInfo | None, collectives: bool, job_path: str | None) -> dict[str, Any] | None:
+    """The manifest's ``distributed``: this rank, and its clock's offset to rank 0 where a process
+    group can measure it (a collective: every rank entering ``collect`` takes part)."""
+    if rank is None:
+        return None
+    entry = rank.describe()
+    entry["collectives"] = collectives
+    entry["job_path"] = job_path  # the file name every rank was given: finds the others
+    if collectives and rank.source == "process group":
+        entry.update(clock_offset())
+    return entry

@@ -31,7 +31,8 @@ from gnnmon.fields import add_note
 from gnnmon.record import state
 from gnnmon.record.active import active_run
 from gnnmon.record.gc_log import GC_LOG, row_gc_fields
-from gnnmon.record.run import Deferred, Run
+from gnnmon.record.inbox import Deferred
+from gnnmon.record.run import Run
 
 
 class Row:

@@ -22,41 +22,30 @@ import itertools
 import os
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.peaks import hold_pollers, release_pollers
-from gnnmon.devices.ranks import clock_offset, current_rank, rank_path
-from gnnmon.fields import IDENTITY_FIELDS, ROW_FIELD_PREFIXES, add_note
+from gnnmon.devices.ranks import current_rank, rank_path
+from gnnmon.fields import IDENTITY_FIELDS, ROW_FIELD_PREFIXES
 from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG
+from gnnmon.record.inbox import Deferred, Inbox
 from gnnmon.record.interrupts import held_section
-from gnnmon.record.manifest import build_manifest
+from gnnmon.record.manifest import build_manifest, distributed_entry
 from gnnmon.record.options import Options
+from gnnmon.record.outlets import Outlets
 from gnnmon.record.result import RunResult
-from gnnmon.record.sinks import Batch, JsonlSink, Sink, as_sink, as_sinks
+from gnnmon.record.sinks import Batch, JsonlSink, Sink, as_sinks, close_quietly
 from gnnmon.record.storage import encode, parse, typed_line
 from gnnmon.record.writer import Writer
 from gnnmon.report import Report
 from gnnmon.timeline.energy import EnergyJoin, EnergySources
 from gnnmon.timeline.join import Counters, RowJoin, sample_time
 from gnnmon.timeline.sampler import Sampler, start_sampler
-
-
-class Deferred(Protocol):
-    """Figures read later: ``ready()`` must not block; ``resolve(fields)`` may (it adds fields)."""
-
-    def ready(self) -> bool: ...
-
-    def resolve(self, fields: dict[str, Any]) -> None: ...
-
-
-MAX_PENDING = 1024
-"""Rows waiting for their device events before the oldest is forced out (its events waited for)."""
 
 DRAIN_EVERY = 256
 """Rows a run without sinks lets gather in its inbox before it drains them on the closing thread."""
@@ -75,10 +64,7 @@ CHILD_MAX_RECORDS = 1_000
 FORKED_NOTE = ("processes forked during this run (DataLoader workers) kept the rows of their decorated calls "
                "to themselves: they are not in this run")
 
-Pending = dict[str, Any] | tuple[dict[str, Any], list[Deferred]]
-
-
-class Run:
+class Run(Outlets):
     """One collection of rows: ``Run(path=None, *, sinks=(), **options)``, made by
     :func:`collect` (see it, and :class:`~gnnmon.record.options.Options`, for the options).
 
@@ -123,25 +109,13 @@ class Run:
         self._lock = threading.RLock()  # reentrant: a signal handler's row may arrive mid-drain
         self._draining = False  # set under the lock: only this thread can see it True
         self._writer: Writer | None = None
-        self._inbox: deque[Pending] = deque()
+        self._inbox = Inbox()
         self._others: deque[tuple[str, dict[str, Any]]] = deque()  # GC events, samples, ... for sinks
         self.sink_errors: list[str] = []  # sinks disabled after they raised
         self.children_forked = 0  # forks while active (DataLoader workers): their rows are not here
         self._state = "new"
 
     # -- life cycle -------------------------------------------------------------------------
-    def _distributed_entry(self) -> dict[str, Any] | None:
-        """The manifest's ``distributed``: this rank, and its clock's offset to rank 0 where a
-        process group can measure it (a collective: every rank entering ``collect`` takes part)."""
-        if self.rank is None:
-            return None
-        entry = self.rank.describe()
-        entry["collectives"] = self.options.distributed
-        entry["job_path"] = self._job_path  # the file name every rank was given: finds the others
-        if self.options.distributed and self.rank.source == "process group":
-            entry.update(clock_offset())
-        return entry
-
     def start(self) -> Run:
         """Write the manifest, open the sinks and make this the active run (what ``with`` does)."""
         if self._state != "new":
@@ -167,16 +141,18 @@ class Run:
                 options["energy"] = self.energy.describe()
                 energy_join = EnergyJoin(options["energy"], sampler.interval)
             self.manifest = build_manifest(self.config, options)
-            self.manifest["distributed"] = self._distributed_entry()
+            self.manifest["distributed"] = distributed_entry(self.rank, self.options.distributed, self._job_path)
             if self.path is not None:
                 self._check_not_written_by_another_run()
             # the file last: a run whose other sinks cannot start leaves a previous file untouched
             for sink in sorted(self._sinks, key=lambda s: s is self._file_sink):
-                self._open_sink(sink)
+                sink.open(dict(self.manifest))
                 opened.append(sink)
+            if self._file_sink is not None and self._file_sink.file is None:
+                self._sinks.remove(self._file_sink)  # out of descriptors or disk: rows in memory only
         except BaseException:
             for sink in opened:
-                _close_quietly(sink)
+                close_quietly(sink)
             if sampler is not None:
                 sampler.stop()
             raise
@@ -194,19 +170,6 @@ class Run:
         if writer is not None:
             writer.start()
         return self
-
-    def _open_sink(self, sink: Sink) -> None:
-        """Open a sink with the manifest. The file: out of descriptors or disk space, the run goes
-        on in memory (one warning; ``write_errors`` says why); a bad path raises (the user's to fix)."""
-        try:
-            sink.open(dict(self.manifest or {}))
-        except OSError as exc:
-            if sink is not self._file_sink or exc.errno not in RESOURCE_ERRNOS:
-                raise
-            self._sinks.remove(sink)
-            self._file_sink.errors.append(f"{type(exc).__name__}: {exc}")
-            warnings.warn(f"gnnmon could not open {self.path} ({exc}); this run keeps its rows in memory only "
-                          "(run.records)", RuntimeWarning, 4)
 
     def _check_not_written_by_another_run(self) -> None:
         mine = os.path.realpath(self.path)  # type: ignore[arg-type]
@@ -290,71 +253,6 @@ class Run:
         self._window = deque(list(self._window)[-CHILD_MAX_RECORDS:], maxlen=CHILD_MAX_RECORDS)
         self.gc_events = deque(list(self.gc_events)[-CHILD_MAX_RECORDS:], maxlen=CHILD_MAX_RECORDS)
 
-    # -- sinks ------------------------------------------------------------------------------
-    def add_sink(self, sink: Any) -> Sink:
-        """Send this run's data to ``sink`` too (a :class:`~gnnmon.record.sinks.Sink` or a function
-        ``fn(rows)``), from the next batch on; returns the sink. On a run that has started the
-        sink is opened here with the manifest and a writer thread is started if none runs."""
-        made = as_sink(sink)
-        if self._state in ("stopping", "stopped"):
-            raise RuntimeError("this run has stopped; add sinks before or while it runs")
-        if self._state == "active":
-            if self._writer is not None:
-                self._writer.flush()  # rows closed before now are not the new sink's
-            else:
-                self._drain(True)
-            made.open(dict(self.manifest or {}))
-            self._sinks.append(made)
-            if self._writer is None:
-                self._writer = Writer(self._drain, self.flush_interval).start()
-        else:
-            self._sinks.append(made)
-        return made
-
-    def remove_sink(self, sink: Sink) -> None:
-        """Send ``sink`` every row closed so far, close it (on the writer thread) and stop sending
-        it anything. A run left with no sink stops its writer thread."""
-        if sink not in self._sinks:
-            return
-
-        def close() -> None:
-            if sink in self._sinks:
-                self._sinks.remove(sink)
-                try:
-                    sink.close(self._end_line())
-                except Exception as exc:  # noqa: BLE001 - removing it is what was asked
-                    self._disable(sink, exc)
-
-        writer = self._writer
-        if writer is None:
-            close()
-            return
-        writer.flush(then=close)
-        if not self._sinks and self._state == "active":
-            self._writer = None
-            writer.stop()
-
-    def _disable(self, sink: Sink, exc: BaseException) -> None:
-        if sink in self._sinks:
-            self._sinks.remove(sink)
-        self.sink_errors.append(f"{sink!r}: {type(exc).__name__}: {exc}")
-        warnings.warn(f"gnnmon disabled the sink {sink!r}, which raised {exc!r}; the run goes on without it",
-                      RuntimeWarning, 2)
-
-    @property
-    def lines_lost(self) -> int:
-        """Lines (rows, samples, events) a failed write kept out of the file."""
-        return self._file_sink.lines_lost if self._file_sink is not None else 0
-
-    @property
-    def write_errors(self) -> list[str]:
-        """Why writing the file failed (the first ten)."""
-        return self._file_sink.errors if self._file_sink is not None else []
-
-    @property
-    def _file(self) -> Any:
-        return self._file_sink.file if self._file_sink is not None else None
-
     # -- rows -------------------------------------------------------------------------------
     def next_index(self, label: str) -> tuple[int, dict[str, Any]]:
         """Call number for ``label`` (0-based) and the current marker values for a new row (a
@@ -434,43 +332,9 @@ class Run:
                     self._disable(sink, exc)
 
     def _take_ready(self, force: bool) -> tuple[list[dict[str, Any]], list[bytes]]:
-        """Move rows from the inbox to the window, in order. A row is ready when its deferred
-        figures are (checked without blocking) and the timeline covers it. ``force`` (flush,
-        stop): every row, waiting for the device where needed, after asking the sampler for a
-        sample now so the timeline covers them. Without ``force`` only rows waiting for their
-        device events are forced out, the oldest first, when more than :data:`MAX_PENDING` wait."""
-        inbox = self._inbox
-        join = self.join
-        out: list[dict[str, Any]] = []
-        overflow = len(inbox) - MAX_PENDING
-        refreshed = False
-        while inbox:
-            item = inbox[0]
-            fields: dict[str, Any]
-            deferred: list[Deferred] | None
-            if isinstance(item, dict):
-                fields, deferred = item, None
-            else:
-                fields, deferred = item
-            if not force and overflow <= 0 and deferred and not all(d.ready() for d in deferred):
-                break
-            if join is not None and not join.covers(fields):
-                if not force:
-                    break
-                if not refreshed:
-                    refreshed = True
-                    join.refresh()  # a sample now: it covers every row closed before it
-            inbox.popleft()
-            overflow -= 1
-            if deferred:
-                for d in deferred:
-                    try:
-                        d.resolve(fields)
-                    except Exception as exc:  # noqa: BLE001 - keep the row, say what failed
-                        add_note(fields, f"deferred figure failed: {exc}")
-            if join is not None:
-                join.join(fields)
-            out.append(fields)
+        """Finish the rows that are ready (:meth:`Inbox.take_ready`), keep their lines in the
+        window; returns them and their lines."""
+        out = self._inbox.take_ready(self.join, force)
         # the rows' file lines (exact-size bytes: orjson's own buffers are over-allocated)
         encoded = [typed_line("row", encode(fields)) for fields in out]
         self._window.extend(encoded)
@@ -485,9 +349,8 @@ class Run:
         rows are joined; the sampler's thread only appends)."""
         samples = self.samples
         cut = len(samples) - self.max_records if self.max_records is not None else 0
-        if self._inbox:
-            first = self._inbox[0]
-            oldest = (first if isinstance(first, dict) else first[0])["t_start_ns"]
+        oldest = self._inbox.oldest_start()
+        if oldest is not None:
             cut = min(cut, bisect.bisect_left(samples, oldest, key=sample_time) - 1)
         if cut > 0:
             del samples[:cut]
@@ -558,15 +421,3 @@ class Run:
     def __repr__(self) -> str:
         where = str(self.path) if self.path else "memory"
         return f"<gnnmon.Run {where} {self._state} rows={self.rows_written}>"
-
-
-def _close_quietly(sink: Sink) -> None:
-    try:
-        sink.close({"type": "end", "rows": 0, "notes": ["the run did not start"]})
-    except Exception:  # noqa: BLE001 - a failed start is what the caller hears about
-        pass
-
-
-RESOURCE_ERRNOS = frozenset({24, 23, 28, 122, 12})  # EMFILE, ENFILE, ENOSPC, EDQUOT, ENOMEM
-"""What a machine runs out of (descriptors, disk, quota, memory): it costs the run its file, never
-the user's code."""

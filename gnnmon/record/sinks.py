@@ -25,6 +25,8 @@ The contract, which every sink can rely on:
 
 from __future__ import annotations
 
+import errno
+import importlib
 import os
 import warnings
 from collections.abc import Callable, Iterable
@@ -111,6 +113,10 @@ class CallableSink:
 
 MAX_WRITE_ERRORS = 10
 
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM})
+"""What a machine runs out of (descriptors, disk, quota, memory): it costs the run its file, never
+the user's code."""
+
 
 class JsonlSink:
     """The run's JSON Lines file: the manifest first (the file is put in place whole when the run
@@ -127,7 +133,17 @@ class JsonlSink:
         self._warned = False
 
     def open(self, manifest: dict[str, Any]) -> None:
-        self.file = JsonlWriter(self.path, self.mode, header=manifest)
+        """Put the file in place with its manifest. Out of file descriptors or disk space, the run
+        goes on without its file (one warning; ``errors`` says why); any other failure (a bad
+        path, a folder, permissions) raises: the user's to fix."""
+        try:
+            self.file = JsonlWriter(self.path, self.mode, header=manifest)
+        except OSError as exc:
+            if exc.errno not in RESOURCE_ERRNOS:
+                raise
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            warnings.warn(f"gnnmon could not open {self.path} ({exc}); this run keeps its rows in memory only "
+                          "(run.records)", RuntimeWarning, 5)
 
     def write(self, batch: Batch) -> None:
         self._write(batch.lines())
@@ -182,8 +198,6 @@ SINKS: dict[str, str] = {"jsonl": "gnnmon.record.sinks:JsonlSink"}
 
 def sink(name: str, /, **options: Any) -> Sink:
     """A registered sink by name, e.g. ``sink("jsonl", path="runs/copy.jsonl")``."""
-    import importlib
-
     where = SINKS.get(name)
     if where is None:
         raise ValueError(f"no sink named {name!r}; the sinks: {', '.join(sorted(SINKS))}")
@@ -207,3 +221,11 @@ def as_sinks(objs: Iterable[Any]) -> list[Sink]:
     if isinstance(objs, (str, bytes)) or not isinstance(objs, Iterable):
         raise TypeError(f"sinks must be a list or tuple of sinks, got {type(objs).__name__}")
     return [as_sink(o) for o in objs]
+
+
+def close_quietly(sink: Sink) -> None:
+    """Close a sink of a run that did not start (what the caller hears about is why it did not)."""
+    try:
+        sink.close({"type": "end", "rows": 0, "notes": ["the run did not start"]})
+    except Exception:  # noqa: BLE001 - the failed start is what matters
+        pass

@@ -3,20 +3,20 @@ renderers (markdown, frames, the timeline figure) sit in modules of their own.""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gnnmon.fields import ENERGY_FIELDS
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.energy import energy_summary
+from gnnmon.report.exports import export
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
 from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
 from gnnmon.report.ranks import cross_rank
 from gnnmon.report.stats import describe
 from gnnmon.report.tensorboard import write_tensorboard
 from gnnmon.report.timeline_plot import plot_timeline
-from gnnmon.report.trace import chrome_trace
+from gnnmon.report.trace import chrome_trace, write_trace
 
 __all__ = ["MAX_TABLE", "Report", "figure_names"]
 
@@ -171,16 +171,19 @@ class Report:
         """The run as a Chrome trace (rows, phases, GC pauses, markers and samples on one time
         axis; open it in ui.perfetto.dev); written as JSON if ``path`` is given. See
         :mod:`gnnmon.report.trace`."""
-        trace = chrome_trace(self)
         if path is not None:
-            with open(path, "w", encoding="utf-8") as out:
-                json.dump(trace, out)
-        return trace
+            write_trace(self, path)
+        return chrome_trace(self)
 
     def to_tensorboard(self, logdir: Any) -> int:
         """Write the rows' figures and the sampled timeline as TensorBoard scalars under
         ``logdir`` (per label, at each call number); returns how many were written."""
         return write_tensorboard(self, logdir)
+
+    def export(self, name: str, out: Any, **options: Any) -> str:
+        """Write the run with the export ``name`` (``trace``, ``tensorboard``; see
+        :data:`gnnmon.report.exports.EXPORTS`) to ``out``; returns what was written."""
+        return export(name, self, out, **options)
 
     def gc_summary(self) -> dict[str, Any]:
         """Collections per generation and reason, total and longest pause."""

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gnnmon.fields import STEP_FIGURES
 from gnnmon.report.sampled import sampled_figures
-
-if TYPE_CHECKING:  # annotations only
-    from gnnmon.report.report import Report
-
+from gnnmon.report.source import Source
 
 
 def _figures(row: dict[str, Any]) -> Iterator[tuple[str, tuple[str, float]]]:
@@ -28,7 +25,7 @@ def _figures(row: dict[str, Any]) -> Iterator[tuple[str, tuple[str, float]]]:
             yield field, (f"{field[6:-2]}_ms", 1e3)
 
 
-def scalars(report: Report) -> Iterator[tuple[int, str, float, int, float]]:
+def scalars(report: Source) -> Iterator[tuple[int, str, float, int, float]]:
     """(rank, tag, value, step, wall time s) of every scalar the export writes."""
     for row in report.records:
         rank = int(row.get("rank") or 0)
@@ -45,7 +42,12 @@ def scalars(report: Report) -> Iterator[tuple[int, str, float, int, float]]:
             yield rank, f"timeline/{figure}_{unit}", value, step, sample["t_ns"] / 1e9
 
 
-def write_tensorboard(report: Report, logdir: str | os.PathLike[str]) -> int:
+def export_tensorboard(result: Source, out: str | os.PathLike[str]) -> str:
+    """Write ``result``'s scalars under the log folder ``out``; says what was written."""
+    return f"{write_tensorboard(result, out)} scalars"
+
+
+def write_tensorboard(report: Source, logdir: str | os.PathLike[str]) -> int:
     """Write the run's scalars as TensorBoard event files under ``logdir``; returns how many."""
     try:
         from torch.utils.tensorboard import SummaryWriter

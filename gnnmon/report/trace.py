@@ -18,13 +18,13 @@ Times are microseconds from the run's first timestamp; ``otherData`` names the r
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gnnmon.report.sampled import sampled_figures
-
-if TYPE_CHECKING:  # annotations only
-    from gnnmon.report.report import Report
+from gnnmon.report.source import Source
 
 ROWS_TID, PHASES_TID, GC_TID = 1, 2, 3
 EXTRA_ROWS_TID = 10  # further rows tracks: 10, 11, ...
@@ -83,7 +83,7 @@ def _tid(lane: int) -> int:
     return ROWS_TID if lane == 0 else EXTRA_ROWS_TID + lane - 1
 
 
-def _times(report: Report) -> Iterable[int]:
+def _times(report: Source) -> Iterable[int]:
     for row in report.records:
         yield row["t_start_ns"]
     for event in report.gc_events:
@@ -94,7 +94,15 @@ def _times(report: Report) -> Iterable[int]:
         yield marker["t_ns"]
 
 
-def chrome_trace(report: Report) -> dict[str, Any]:
+def write_trace(result: Source, out: str | os.PathLike[str]) -> str:
+    """Write ``result`` as a Chrome trace JSON file at ``out``; says what was written."""
+    trace = chrome_trace(result)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(trace, f)
+    return f"{len(trace['traceEvents'])} trace events"
+
+
+def chrome_trace(report: Source) -> dict[str, Any]:
     """The run as a Chrome trace object (``{"traceEvents": [...], ...}``); see the module doc."""
     t0 = min(_times(report), default=0)
     events: list[dict[str, Any]] = []

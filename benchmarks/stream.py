@@ -1,0 +1,236 @@
+"""The record as a stream, measured: what a decorated call costs on the step's path and with its
+row encoded and written, and what reporting a long run's file costs against reading it.
+
+Run: ``.venv/bin/python benchmarks/stream.py`` (about 4 minutes on 2 CPU cores; ``--quick``: a
+few seconds, what the test runs). ``--rows-10m`` adds a 10,000,000-row file (made by repeating a
+real run's rows; about 8 GB on disk, 10 more minutes). ``GNNMON_BENCH_PACKAGE=/folder/holding/gnnmon``
+measures another gnnmon (an earlier commit) the same way, for before/after.
+
+* Step path: bare and decorated calls of an identity function alternate; the figure is the
+  median of (decorated - bare) over the pairs, inside ``collect(path)`` (the writer thread runs
+  beside them). "With writing": a loop of decorated calls inside ``collect(path)`` until
+  ``stop()`` has written every row, minus a loop of bare calls, per call.
+* Report: each in a fresh process, time and peak RSS above the process's start: a ``json.loads``
+  of every line of the file (the floor: reading it), then ``gnnmon.load(path).report().markdown()``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = os.environ.get("GNNMON_BENCH_PACKAGE") or str(ROOT)
+
+STEP = r"""
+import json, sys, time, statistics, tempfile, os
+sys.path.insert(0, sys.argv[1])
+import torch, gnnmon
+from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
+
+def identity(x):
+    return x
+
+@cuda_timed
+@gc_controlled
+def timing_gc(x):
+    return x
+
+@monitor_memory_device
+@cuda_timed
+@gc_controlled
+def full(x):
+    return x
+
+@monitor_memory_device
+@cuda_timed
+@gc_controlled
+def full_phase(x):
+    with phase("forward"):
+        pass
+    return x
+
+x = torch.ones(8)
+n, rounds = int(sys.argv[2]), int(sys.argv[3])
+pc = time.perf_counter_ns
+out = {}
+with tempfile.TemporaryDirectory() as d:
+    for name, fn in (("timing + GC", timing_gc), ("full stack", full), ("full stack + one phase", full_phase)):
+        for _ in range(2000):
+            fn(x)
+        paired, written = [], []
+        for r in range(rounds):
+            diffs = []
+            with gnnmon.collect(os.path.join(d, f"p{r}.jsonl")):
+                for _ in range(n):
+                    t0 = pc(); identity(x); t1 = pc(); fn(x); t2 = pc()
+                    diffs.append((t2 - t1) - (t1 - t0))
+            paired.append(statistics.median(diffs) / 1e3)
+            t0 = pc()
+            for _ in range(n):
+                identity(x)
+            bare = pc() - t0
+            t0 = pc()
+            with gnnmon.collect(os.path.join(d, f"w{r}.jsonl")):
+                for _ in range(n):
+                    fn(x)
+            written.append(((pc() - t0) - bare) / n / 1e3)
+        out[name] = {"step_path_us": statistics.median(paired), "with_writing_us": statistics.median(written)}
+print(json.dumps(out))
+"""
+
+MAKE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch, gnnmon
+from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
+
+@monitor_memory_device
+@cuda_timed
+@gc_controlled
+def step(x):
+    with phase("forward"):
+        pass
+    return x
+
+x = torch.ones(8)
+with gnnmon.collect(sys.argv[2]) as run:
+    for i in range(int(sys.argv[3])):
+        if i % 1000 == 0:
+            run.mark("block", i // 1000)
+        step(x)
+"""
+
+READ = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+kind, path = sys.argv[2], sys.argv[3]
+if kind == "gnnmon":
+    import gnnmon  # imported before the clock and the memory baseline: only the work counts
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+if kind == "json":
+    n = 0
+    with open(path, "rb") as f:
+        for line in f:
+            json.loads(line)
+            n += 1
+    what = f"{n} lines"
+else:
+    text = gnnmon.load(path).report().markdown()
+    what = f"{len(text)} characters of markdown"
+seconds = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": seconds, "peak_mib": (peak - base) / 1024, "what": what}))
+"""
+
+
+def _run(code: str, *args: str, timeout: float = 3600) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-3000:])
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def step_costs(quick: bool) -> dict[str, Any]:
+    return _run(STEP, PACKAGE, "2000" if quick else "20000", "1" if quick else "5")
+
+
+def report_costs(path: Path) -> dict[str, Any]:
+    return {"json.loads of every line": _run(READ, PACKAGE, "json", str(path)),
+            "gnnmon.load(path).report().markdown()": _run(READ, PACKAGE, "gnnmon", str(path))}
+
+
+def repeat_file(source: Path, target: Path, rows: int) -> None:
+    """A file of ``rows`` rows: ``source``'s manifest, then its rows again and again, each with the
+    next index and times moved on (what a run that long writes, as far as the report can tell)."""
+    lines = source.read_bytes().splitlines()
+    manifest, body = lines[0], [json.loads(x) for x in lines[1:]]
+    rows_in = [r for r in body if r.get("type") == "row"]
+    span = rows_in[-1]["t_end_ns"] - rows_in[0]["t_start_ns"] + 1000
+    written = 0
+    with open(target, "wb") as out:
+        out.write(manifest + b"\n")
+        k = 0
+        while written < rows:
+            shift = k * span
+            chunk = []
+            for obj in body:
+                if obj.get("type") == "row":
+                    if written >= rows:
+                        break
+                    row = dict(obj, index=written, t_start_ns=obj["t_start_ns"] + shift,
+                               t_end_ns=obj["t_end_ns"] + shift)
+                    written += 1
+                    chunk.append(json.dumps(row, separators=(",", ":")).encode())
+                elif obj.get("type") == "marker":
+                    chunk.append(json.dumps(dict(obj, t_ns=obj["t_ns"] + shift), separators=(",", ":")).encode())
+            out.write(b"\n".join(chunk) + b"\n")
+            k += 1
+
+
+def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
+    out = [f"Command: `{meta['command']}` · {meta['machine']} · {meta['when']} · gnnmon from {meta['package']}", "",
+           "| decorated identity call | on the step's path µs (median of paired differences) | "
+           "with its row encoded and written µs |", "| --- | ---: | ---: |"]
+    for name, r in results["step"].items():
+        out.append(f"| {name} | {r['step_path_us']:.1f} | {r['with_writing_us']:.1f} |")
+    for size, rep in results["report"].items():
+        out += ["", f"Report of a {size} file:", "", "| what | seconds | peak RSS above start MiB |",
+                "| --- | ---: | ---: |"]
+        for what, r in rep["costs"].items():
+            out.append(f"| {what} | {r['seconds']:.2f} | {r['peak_mib']:.0f} |")
+        floor, ours = rep["costs"]["json.loads of every line"], rep["costs"]["gnnmon.load(path).report().markdown()"]
+        out.append(f"| ratio | {ours['seconds'] / floor['seconds']:.2f}x | |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (what the test runs)")
+    parser.add_argument("--rows", type=int, default=300_000, help="rows of the run file the report reads")
+    parser.add_argument("--rows-10m", action="store_true", help="also a 10,000,000-row file (8 GB, slow)")
+    parser.add_argument("--out", default="runs/stream.md", help="the markdown file to write (and its .json)")
+    args = parser.parse_args(argv)
+    rows = 2000 if args.quick else args.rows
+    results: dict[str, Any] = {"report": {}}
+    print("step path: paired calls ...", flush=True)
+    results["step"] = step_costs(args.quick)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.jsonl"
+        print(f"report: a {rows:,}-row run ...", flush=True)
+        _run(MAKE, str(ROOT), str(path), str(rows))  # always written by this checkout: the same file
+        size = f"{rows:,}-row ({path.stat().st_size / 2**20:.0f} MiB)"
+        results["report"][size] = {"costs": report_costs(path)}
+        if args.rows_10m:
+            big = Path(tmp) / "run10m.jsonl"
+            print("report: a 10,000,000-row run ...", flush=True)
+            repeat_file(path, big, 10_000_000)
+            size = f"10,000,000-row ({big.stat().st_size / 2**30:.1f} GiB)"
+            results["report"][size] = {"costs": report_costs(big)}
+    meta = {"command": "python benchmarks/stream.py" + (" --quick" if args.quick else "")
+                       + (" --rows-10m" if args.rows_10m else ""),
+            "machine": f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "package": PACKAGE,
+            "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    text = markdown(results, meta)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, **results}, indent=1))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

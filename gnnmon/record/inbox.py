@@ -1,0 +1,76 @@
+"""A run's inbox: rows closed on the step's path, waiting to be finished off it (device events
+read, the timeline joined), in the order they closed."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Protocol
+
+from gnnmon.fields import add_note
+from gnnmon.timeline.join import RowJoin
+
+
+class Deferred(Protocol):
+    """Figures read later: ``ready()`` must not block; ``resolve(fields)`` may (it adds fields)."""
+
+    def ready(self) -> bool: ...
+
+    def resolve(self, fields: dict[str, Any]) -> None: ...
+
+
+MAX_PENDING = 1024
+"""Rows waiting for their device events before the oldest is forced out (its events waited for)."""
+
+Pending = dict[str, Any] | tuple[dict[str, Any], list[Deferred]]
+"""A closed row: its fields, with the figures still to read where it has some."""
+
+
+class Inbox(deque[Pending]):
+    """Closed rows in order; appended on the step's path (``deque.append`` is atomic: no lock),
+    taken off it by :meth:`take_ready`."""
+
+    def take_ready(self, join: RowJoin | None, force: bool) -> list[dict[str, Any]]:
+        """The rows that are ready, finished, in order. A row is ready when its deferred figures
+        are (checked without blocking) and ``join``'s timeline covers it. ``force`` (flush,
+        stop): every row, waiting for the device where needed, after asking the sampler for a
+        sample now so the timeline covers them. Without ``force`` only rows waiting for their
+        device events are forced out, the oldest first, when more than :data:`MAX_PENDING` wait."""
+        out: list[dict[str, Any]] = []
+        overflow = len(self) - MAX_PENDING
+        refreshed = False
+        while self:
+            item = self[0]
+            fields: dict[str, Any]
+            deferred: list[Deferred] | None
+            if isinstance(item, dict):
+                fields, deferred = item, None
+            else:
+                fields, deferred = item
+            if not force and overflow <= 0 and deferred and not all(d.ready() for d in deferred):
+                break
+            if join is not None and not join.covers(fields):
+                if not force:
+                    break
+                if not refreshed:
+                    refreshed = True
+                    join.refresh()  # a sample now: it covers every row closed before it
+            self.popleft()
+            overflow -= 1
+            if deferred:
+                for d in deferred:
+                    try:
+                        d.resolve(fields)
+                    except Exception as exc:  # noqa: BLE001 - keep the row, say what failed
+                        add_note(fields, f"deferred figure failed: {exc}")
+            if join is not None:
+                join.join(fields)
+            out.append(fields)
+        return out
+
+    def oldest_start(self) -> int | None:
+        """``t_start_ns`` of the oldest row waiting, or None."""
+        if not self:
+            return None
+        first = self[0]
+        start: int = (first if isinstance(first, dict) else first[0])["t_start_ns"]
+        return start
