@@ -108,6 +108,7 @@ with gnnmon.collect(sys.argv[2]) as run:
         if i % 1000 == 0:
             run.mark("block", i // 1000)
         step(x)
+print("{}")
 """
 
 READ = r"""

@@ -51,11 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="the trace's .json file, or the TensorBoard log folder")
     exp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     args = parser.parse_args(argv)
+    bar = _progress_bar(args.path)
     try:
-        run = load(args.path, strict=not args.lenient)
+        run = load(args.path, strict=not args.lenient, progress=bar.update if bar is not None else None)
     except (ReportFileError, OSError) as exc:
         print(f"gnnmon: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if bar is not None:
+            bar.close()
     report = run.report()
     if args.command == "export":
         return _export(report, args.kind, args.output)
@@ -81,6 +85,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return SIGPIPE_EXIT
     return 0
+
+
+def _progress_bar(path: str) -> Any:
+    """A progress bar on stderr for reading ``path``, shown once reading has taken a second and
+    only on a terminal (tqdm's ``delay``; None without tqdm)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    total = os.path.getsize(path) if os.path.isfile(path) else None
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="gnnmon: reading", delay=1.0,
+                file=sys.stderr, leave=False, disable=None)
 
 
 def _export(report: Any, kind: str, output: str) -> int:

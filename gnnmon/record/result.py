@@ -5,12 +5,13 @@ what ``gnnmon.load`` uses) or merged from a distributed job's ranks (:meth:`RunR
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from gnnmon.record.storage import read_lines
 from gnnmon.report import Report
+from gnnmon.report.table import Table
 from gnnmon.timeline.join import Counters, energy_balance
 
 
@@ -22,7 +23,7 @@ class RunResult:
 
     def __init__(
         self,
-        records: Iterable[dict[str, Any]],
+        records: Iterable[dict[str, Any]] | Table,
         *,
         manifest: dict[str, Any] | None = None,
         gc_events: Iterable[dict[str, Any]] = (),
@@ -33,7 +34,8 @@ class RunResult:
         path: str | os.PathLike[str] | None = None,
         complete: bool | None = None,
     ) -> None:
-        self.records: list[dict[str, Any]] = list(records)
+        self.table = records if isinstance(records, Table) else Table(records)
+        self._records: list[dict[str, Any]] | None = None
         self.manifest = manifest
         self.gc_events: list[dict[str, Any]] = list(gc_events)
         self.samples: list[dict[str, Any]] = list(samples)
@@ -44,13 +46,21 @@ class RunResult:
         self.complete = complete
 
     @property
+    def records(self) -> list[dict[str, Any]]:
+        """The rows as dicts, in the order they finished (made once, when first read: for a long
+        run, iterate ``table.rows()`` or read the report instead)."""
+        if self._records is None:
+            self._records = list(self.table.rows())
+        return self._records
+
+    @property
     def config(self) -> dict[str, Any]:
         """The user's settings from the manifest."""
         return dict((self.manifest or {}).get("config") or {})
 
     @property
     def rows_written(self) -> int:
-        return len(self.records)
+        return len(self.table)
 
     @property
     def sampler_stats(self) -> dict[str, Any]:
@@ -75,24 +85,26 @@ class RunResult:
         """Per energy counter: rows + gaps + before/after against the counter's own delta (see
         :func:`gnnmon.timeline.join.energy_balance`); {} without counters."""
         counters = self.counters
-        return energy_balance(self.records, counters) if counters.keys() else {}
+        return energy_balance(self.table.rows(), counters) if counters.keys() else {}
 
     def report(self) -> Report:
         """A :class:`gnnmon.report.Report` over this result."""
         return Report(self)
 
     @classmethod
-    def read(cls, path: str | os.PathLike[str], *, strict: bool = True) -> RunResult:
-        """One run file (a cut-off last line is skipped with a warning; see
-        :func:`gnnmon.record.storage.read_lines`)."""
+    def read(cls, path: str | os.PathLike[str], *, strict: bool = True,
+             progress: Callable[[int], Any] | None = None) -> RunResult:
+        """One run file, a line at a time, its rows straight into a columnar table (a cut-off last
+        line is skipped with a warning; see :func:`gnnmon.record.storage.read_lines`)."""
         manifest: dict[str, Any] | None = None
-        rows: list[dict[str, Any]] = []
+        rows = Table()
         parts: dict[str, list[dict[str, Any]]] = {"gc": [], "sample": [], "marker": [], "point": []}
         end: dict[str, Any] | None = None
-        for obj in read_lines(path, strict=strict):
+        add = rows.add
+        for obj in read_lines(path, strict=strict, progress=progress):
             kind = obj.pop("type", None)
             if kind == "row":
-                rows.append(obj)
+                add(obj)
             elif kind == "manifest":
                 if manifest is None:
                     manifest = obj
@@ -119,12 +131,18 @@ class RunResult:
         def tagged(items: Iterable[dict[str, Any]], rank: int) -> list[dict[str, Any]]:
             return [{**item, "rank": rank} for item in items]
 
+        rows = Table()
+        for rank, r in ranked:
+            for row in r.table.rows():
+                row["rank"] = rank
+                rows.add(row)
+
         first = ranked[0][1]
         manifest = dict(first.manifest or {})
         manifest["ranks"] = [{**((r.manifest or {}).get("distributed") or {"rank": rank}),
                               "file": str(r.path) if r.path else None, "complete": r.complete}
                              for rank, r in ranked]
-        return cls([row for rank, r in ranked for row in tagged(r.records, rank)],
+        return cls(rows,
                    manifest=manifest,
                    gc_events=[e for rank, r in ranked for e in tagged(r.gc_events, rank)],
                    samples=[e for rank, r in ranked for e in tagged(r.samples, rank)],
@@ -133,4 +151,4 @@ class RunResult:
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path else "memory"
-        return f"<gnnmon.RunResult {where} rows={len(self.records)}{'' if self.complete else ' incomplete'}>"
+        return f"<gnnmon.RunResult {where} rows={len(self.table)}{'' if self.complete else ' incomplete'}>"

@@ -11,7 +11,7 @@ import math
 import os
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
@@ -214,8 +214,11 @@ def _link_new(temp: Path, path: Path) -> None:
     os.unlink(temp)
 
 
-def read_lines(path: str | os.PathLike[str], strict: bool = True) -> Iterator[dict[str, Any]]:
-    """Yield the objects of a gnnmon JSON Lines file, the manifest first.
+def read_lines(path: str | os.PathLike[str], strict: bool = True,
+               progress: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the objects of a gnnmon JSON Lines file, the manifest first, reading it a line at a
+    time (a file of any size, in bounded memory). ``progress(n)``: called with the bytes read
+    since its previous call, every few MB.
 
     A cut-off last line (a killed writer) is skipped with a warning. A corrupt line before it raises
     :class:`ReportFileError` naming the line, unless ``strict=False`` (then it is skipped, warned).
@@ -223,48 +226,58 @@ def read_lines(path: str | os.PathLike[str], strict: bool = True) -> Iterator[di
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no gnnmon report at {path}")
-    with open(path, "rb") as f:
-        data = f.read()
-    lines = data.split(b"\n")
-    ends_with_newline = data.endswith(b"\n")
-    if ends_with_newline:
-        lines.pop()
-    if not lines or not lines[0].strip():
-        raise ReportFileError(f"{path} is empty: no gnnmon manifest line")
-    for n, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        last = n == len(lines)
-        try:
-            obj = parse(raw)
-            if not isinstance(obj, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as exc:
-            if n == 1 and not raw.lstrip().startswith(MANIFEST_START):
-                raise ReportFileError(f"{path} is not a gnnmon report: line 1 is not a {FORMAT} manifest") from exc
-            if last and not ends_with_newline:
-                warnings.warn(
-                    f"{path}: last line {n} is cut off (the writer was interrupted); "
-                    f"read the {n - 1} complete line(s) before it",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                return
-            if n == 1:
-                raise ReportFileError(f"{path} is not a gnnmon report: line 1 is not JSON") from exc
-            if strict:
+    with open(path, "rb", buffering=1 << 20) as f:
+        done = 0
+        n = 0
+        for n, raw in enumerate(f, start=1):
+            if progress is not None:
+                done += len(raw)
+                if done >= PROGRESS_EVERY:
+                    progress(done)
+                    done = 0
+            if n == 1 and not raw.strip():
+                raise ReportFileError(f"{path} is empty: no gnnmon manifest line")
+            if not raw.strip():
+                continue
+            complete = raw.endswith(b"\n")  # only the last line of a cut file lacks it
+            try:
+                obj = parse(raw)
+                if not isinstance(obj, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as exc:
+                if n == 1 and not raw.lstrip().startswith(MANIFEST_START):
+                    raise ReportFileError(f"{path} is not a gnnmon report: line 1 is not a {FORMAT} manifest") from exc
+                if not complete:
+                    warnings.warn(
+                        f"{path}: last line {n} is cut off (the writer was interrupted); "
+                        f"read the {n - 1} complete line(s) before it",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+                    return
+                if n == 1:
+                    raise ReportFileError(f"{path} is not a gnnmon report: line 1 is not JSON") from exc
+                if strict:
+                    raise ReportFileError(
+                        f"{path}:{n}: corrupt line ({exc}); pass strict=False to skip corrupt lines"
+                    ) from exc
+                warnings.warn(f"{path}:{n}: skipped a corrupt line ({exc})", RuntimeWarning, 2)
+                continue
+            if n == 1 and (obj.get("type") != "manifest" or obj.get("format") != FORMAT):
                 raise ReportFileError(
-                    f"{path}:{n}: corrupt line ({exc}); pass strict=False to skip corrupt lines"
-                ) from exc
-            warnings.warn(f"{path}:{n}: skipped a corrupt line ({exc})", RuntimeWarning, 2)
-            continue
-        if n == 1 and (obj.get("type") != "manifest" or obj.get("format") != FORMAT):
-            raise ReportFileError(
-                f"{path} is not a gnnmon report: line 1 is not a {FORMAT} manifest"
-            )
-        if obj.get("type") == "row" and not (isinstance(obj.get("label"), str) and isinstance(obj.get("index"), int)):
-            if strict:
-                raise ReportFileError(f"{path}:{n}: a row without its label and index; pass strict=False to skip it")
-            warnings.warn(f"{path}:{n}: skipped a row without its label and index", RuntimeWarning, 2)
-            continue
-        yield obj
+                    f"{path} is not a gnnmon report: line 1 is not a {FORMAT} manifest"
+                )
+            if obj.get("type") == "row" and not (isinstance(obj.get("label"), str) and isinstance(obj.get("index"), int)):
+                if strict:
+                    raise ReportFileError(f"{path}:{n}: a row without its label and index; pass strict=False to skip it")
+                warnings.warn(f"{path}:{n}: skipped a row without its label and index", RuntimeWarning, 2)
+                continue
+            yield obj
+        if progress is not None and done:
+            progress(done)
+        if n == 0:
+            raise ReportFileError(f"{path} is empty: no gnnmon manifest line")
+
+
+PROGRESS_EVERY = 4 << 20
+"""Bytes read between two calls of :func:`read_lines`'s ``progress``."""

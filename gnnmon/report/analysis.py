@@ -31,72 +31,76 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gnnmon.report.stats import describe, mad, median, percentile
+import numpy as np
+
+from gnnmon.fields import is_number
+from gnnmon.report.stats import describe, percentile
+from gnnmon.report.table import Part, Table, as_table
 
 SHAPE_FIELDS = ("num_nodes", "num_edges", "batch_size")
 
-
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+Rows = Table | Iterable[Mapping[str, Any]]
 
 
 def row_time(row: Mapping[str, Any]) -> float | None:
     """Seconds: ``device_s``, else ``wall_s``, else the row's window."""
     for key in ("device_s", "wall_s"):
-        if _num(row.get(key)):
+        if is_number(row.get(key)):
             return float(row[key])
-    if _num(row.get("t_end_ns")) and _num(row.get("t_start_ns")):
+    if is_number(row.get("t_end_ns")) and is_number(row.get("t_start_ns")):
         return (row["t_end_ns"] - row["t_start_ns"]) / 1e9
     return None
 
 
-def timed_rows(rows: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], float]]:
-    """The rows that have a time (see :func:`row_time`), each with it."""
-    out = []
-    for r in rows:
-        t = row_time(r)
-        if t is not None:
-            out.append((r, t))
-    return out
+def _median(values: np.ndarray) -> float:
+    return percentile(np.sort(values).tolist(), 50)
 
 
-def by_label(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for row in records:
-        out.setdefault(row["label"], []).append(row)
-    return out
+def _mad(values: np.ndarray) -> float:
+    return _median(np.abs(values - _median(values)))
 
 
-def _shape_medians(rows: list[Mapping[str, Any]]) -> dict[str, float]:
-    meds = {}
-    for f in SHAPE_FIELDS:
-        vals = [r[f] for r in rows if _num(r.get(f))]
-        if vals:
-            meds[f] = median(vals)
-    return meds
+class _Timed:
+    """A label's rows that have a time: positions in the part, times, and the steady ones."""
+
+    def __init__(self, part: Part, warmup: int) -> None:
+        self.part = part
+        times = part.time()
+        index = part.numbers("index")
+        keep = ~np.isnan(times)
+        self.at = np.flatnonzero(keep)
+        self.t = times[keep]
+        self.index = np.nan_to_num(index[keep], nan=0.0)
+        self.steady = self.index >= warmup
+
+    def column(self, name: str) -> np.ndarray:
+        return self.part.numbers(name)[self.at]
 
 
-def _labels_timed(
-    records: Iterable[Mapping[str, Any]], warmup: int, min_rows: int
-) -> Iterable[tuple[str, list[tuple[Mapping[str, Any], float]], float, float, dict[str, float]]]:
+def _labels_timed(table: Table, warmup: int, min_rows: int) -> Iterable[tuple[str, _Timed, float, float, dict[str, float]]]:
     """Per label: timed rows, median and scaled MAD of the steady rows, median shapes."""
-    for label, rows in by_label(records).items():
-        timed = timed_rows(rows)
-        steady = [(r, t) for r, t in timed if r.get("index", 0) >= warmup]
-        if len(steady) < min_rows:
+    for label, part in table.parts.items():
+        timed = _Timed(part, warmup)
+        base = timed.t[timed.steady]
+        if base.size < min_rows:
             continue
-        base = [t for _, t in steady]
-        yield label, timed, median(base), 1.4826 * mad(base), _shape_medians([r for r, _ in steady])
+        shapes = {}
+        for f in SHAPE_FIELDS:
+            vals = timed.column(f)[timed.steady]
+            vals = vals[~np.isnan(vals)]
+            if vals.size:
+                shapes[f] = _median(vals)
+        yield label, timed, _median(base), 1.4826 * _mad(base), shapes
 
 
 def _odd_shape(row: Mapping[str, Any], shapes: dict[str, float], tol: float) -> str:
     odd = [(f, row[f], m) for f, m in shapes.items()
-           if _num(row.get(f)) and m > 0 and abs(row[f] / m - 1) > tol]
+           if is_number(row.get(f)) and m > 0 and abs(row[f] / m - 1) > tol]
     return ", ".join(f"{f} {v:g} vs usual {m:g}" for f, v, m in odd)
 
 
 def spikes(
-    records: Iterable[Mapping[str, Any]],
+    records: Rows,
     *,
     k: float = 5.0,
     min_ratio: float = 1.5,
@@ -107,18 +111,19 @@ def spikes(
 ) -> list[dict[str, Any]]:
     """Slow rows with a cause each (see the module doc). Labels with fewer than ``min_rows``
     timed rows after warm-up are not judged, except for calls that compiled."""
-    found: list[dict[str, Any]] = _compiles_in_small_labels(records, warmup, min_rows, min_ratio)
-    for label, timed, med, spread, shapes in _labels_timed(records, warmup, min_rows):
+    table = as_table(records)
+    found: list[dict[str, Any]] = _compiles_in_small_labels(table, warmup, min_rows, min_ratio)
+    for label, timed, med, spread, shapes in _labels_timed(table, warmup, min_rows):
         threshold = max(med + k * spread, min_ratio * med)
         slow_epoch = _slow_first_epoch(timed, spread)
-        for row, t in timed:
-            if t <= threshold:
-                continue
+        for j in np.flatnonzero(timed.t > threshold).tolist():
+            row = timed.part.row(int(timed.at[j]))
+            t = float(timed.t[j])
             excess = t - med
-            pause = float(row["gc_pause_s"]) if _num(row.get("gc_pause_s")) else 0.0
+            pause = float(row["gc_pause_s"]) if is_number(row.get("gc_pause_s")) else 0.0
             cause, detail = "unexplained", ""
             odd_shape = _odd_shape(row, shapes, shape_tol)
-            frames = int(row["compile_frames"]) if _num(row.get("compile_frames")) else 0
+            frames = int(row["compile_frames"]) if is_number(row.get("compile_frames")) else 0
             if frames > 0:
                 cause = "recompile"
                 detail = (f"{frames} frame(s) compiled ({row.get('compile_recompiles')} recompiled), "
@@ -152,52 +157,57 @@ def spikes(
     return found
 
 
-def _compiles_in_small_labels(records: Iterable[Mapping[str, Any]], warmup: int, min_rows: int,
-                              min_ratio: float) -> list[dict[str, Any]]:
+def _compiles_in_small_labels(table: Table, warmup: int, min_rows: int, min_ratio: float) -> list[dict[str, Any]]:
     """In a label with too few rows to judge, a call that compiled (``compile_frames`` > 0) and
     took over ``min_ratio`` times the median of the calls that did not is still a ``recompile``
     spike: a compiled model's first call of 13 s must not vanish because the label has 6 rows."""
     out = []
-    for label, rows in by_label(records).items():
-        timed = timed_rows(rows)
-        if len([r for r, _ in timed if r.get("index", 0) >= warmup]) >= min_rows:
-            continue  # judged in full by spikes()
-        plain = [t for r, t in timed if not (_num(r.get("compile_frames")) and r["compile_frames"] > 0)]
-        if not plain:
+    for label, part in table.parts.items():
+        timed = _Timed(part, warmup)
+        if int(timed.steady.sum()) >= min_rows or "compile_frames" not in part.cols:
+            continue  # judged in full by spikes(), or nothing compiled
+        frames = np.nan_to_num(timed.column("compile_frames"), nan=0.0)
+        plain = timed.t[frames <= 0]
+        if not plain.size:
             continue
-        med = median(plain)
-        for row, t in timed:
-            frames = int(row["compile_frames"]) if _num(row.get("compile_frames")) else 0
-            if frames > 0 and t > min_ratio * med:
-                out.append({"label": label, "index": row.get("index"), "time_s": t, "median_s": med,
-                            "threshold_s": min_ratio * med, "excess_s": t - med,
-                            "gc_pause_s": float(row.get("gc_pause_s") or 0.0), "cause": "recompile",
-                            "detail": f"{frames} frame(s) compiled, {float(row.get('compile_s') or 0.0) * 1e3:.0f} "
-                                      f"ms compiling ({len(timed)} rows: too few to judge the others)"})
+        med = _median(plain)
+        for j in np.flatnonzero((frames > 0) & (timed.t > min_ratio * med)).tolist():
+            row = part.row(int(timed.at[j]))
+            t = float(timed.t[j])
+            n = int(row["compile_frames"])
+            out.append({"label": label, "index": row.get("index"), "time_s": t, "median_s": med,
+                        "threshold_s": min_ratio * med, "excess_s": t - med,
+                        "gc_pause_s": float(row.get("gc_pause_s") or 0.0), "cause": "recompile",
+                        "detail": f"{n} frame(s) compiled, {float(row.get('compile_s') or 0.0) * 1e3:.0f} "
+                                  f"ms compiling ({timed.t.size} rows: too few to judge the others)"})
     return out
 
 
-def _slow_first_epoch(
-    timed: list[tuple[Mapping[str, Any], float]], spread: float
-) -> tuple[Any, float] | None:
+def _slow_first_epoch(timed: _Timed, spread: float) -> tuple[Any, float] | None:
     """(first epoch, its median time) if rows carry epochs and the first epoch is clearly slower
     than the later ones — its median above theirs by more than 20 % and 3 spreads — else None.
 
     The bar is the later epochs' own level, not the spike threshold: it decides why a spike in the
     first epoch was slow, not whether it was, so a rerun whose first epoch is a little faster does
     not turn every first-epoch spike from ``warm-up`` into ``unexplained``."""
-    epochs = [r["epoch"] for r, _ in timed if _num(r.get("epoch"))]
-    if len(set(epochs)) < 2:
+    if "epoch" not in timed.part.cols:
         return None
-    first = min(epochs)
-    times = [t for r, t in timed if r.get("epoch") == first]
-    later = [t for r, t in timed if _num(r.get("epoch")) and r["epoch"] != first]
-    m, base = median(times), median(later)
-    return (first, m) if m > max(1.2 * base, base + 3 * spread) else None
+    epochs = timed.column("epoch")
+    known = ~np.isnan(epochs)
+    values = np.unique(epochs[known])
+    if values.size < 2:
+        return None
+    first = values[0]
+    m = _median(timed.t[epochs == first])
+    base = _median(timed.t[known & (epochs != first)])
+    if m > max(1.2 * base, base + 3 * spread):
+        value = first.item()
+        return (int(value) if value == int(value) else value), m
+    return None
 
 
 def dips(
-    records: Iterable[Mapping[str, Any]],
+    records: Rows,
     *,
     k: float = 5.0,
     min_ratio: float = 1.5,
@@ -207,11 +217,11 @@ def dips(
 ) -> list[dict[str, Any]]:
     """Rows far faster than their label's median, with cause ``shape`` or ``unexplained``."""
     found: list[dict[str, Any]] = []
-    for label, timed, med, spread, shapes in _labels_timed(records, warmup, min_rows):
+    for label, timed, med, spread, shapes in _labels_timed(as_table(records), warmup, min_rows):
         threshold = min(med - k * spread, med / min_ratio)
-        for row, t in timed:
-            if t >= threshold or row.get("index", 0) < warmup:
-                continue
+        for j in np.flatnonzero((timed.t < threshold) & timed.steady).tolist():
+            row = timed.part.row(int(timed.at[j]))
+            t = float(timed.t[j])
             odd_shape = _odd_shape(row, shapes, shape_tol)
             found.append({
                 "label": label,
@@ -226,33 +236,34 @@ def dips(
     return found
 
 
-def step_analysis(records: Iterable[Mapping[str, Any]], *, warmup: int = 2) -> dict[str, dict[str, Any]]:
+def step_analysis(records: Rows, *, warmup: int = 2) -> dict[str, dict[str, Any]]:
     """Per label: time per node and per edge, each phase's share of the time and the residual
     no phase covered, GC's cost, and p50/p90/p99 raw versus with GC pauses removed. Rows before
     ``warmup`` are left out (all rows are used if that would leave none)."""
     out: dict[str, dict[str, Any]] = {}
-    for label, rows in by_label(records).items():
-        timed = timed_rows(rows)
-        steady = [(r, t) for r, t in timed if r.get("index", 0) >= warmup] or timed
-        if not steady:
+    for label, part in as_table(records).parts.items():
+        timed = _Timed(part, warmup)
+        use = timed.steady if timed.steady.any() else np.ones(timed.t.size, dtype=bool)
+        t = timed.t[use]
+        if not t.size:
             continue
-        total = sum(t for _, t in steady)
-        info: dict[str, Any] = {"rows": len(steady), "time_s": describe([t for _, t in steady])}
-        per_node = [t / r["num_nodes"] for r, t in steady if _num(r.get("num_nodes")) and r["num_nodes"] > 0]
-        per_edge = [t / r["num_edges"] for r, t in steady if _num(r.get("num_edges")) and r["num_edges"] > 0]
-        info["per_node_s"] = median(per_node) if per_node else None
-        info["per_edge_s"] = median(per_edge) if per_edge else None
-        phases = sorted({k for r, _ in steady for k in r if k.startswith("phase_") and k.endswith("_s")})
+        total = float(np.sum(t))
+        info: dict[str, Any] = {"rows": int(t.size), "time_s": describe(t.tolist())}
+        for name, key in (("per_node_s", "num_nodes"), ("per_edge_s", "num_edges")):
+            size = timed.column(key)[use]
+            ok = ~np.isnan(size) & (size > 0)
+            info[name] = _median(t[ok] / size[ok]) if ok.any() else None
+        phases = [k for k in part.cols if k.startswith("phase_") and k.endswith("_s")]
         if phases and total > 0:
-            share = {p[6:-2]: sum(r.get(p) or 0.0 for r, _ in steady) / total for p in phases}
+            share = {p[6:-2]: float(np.nansum(timed.column(p)[use])) / total for p in sorted(phases)}
             share["residual"] = 1.0 - sum(share.values())
             info["phase_share"] = share
-        pauses = [float(r.get("gc_pause_s") or 0.0) for r, _ in steady]
-        info["gc_rows"] = sum(1 for p in pauses if p > 0)
-        info["gc_pause_total_s"] = sum(pauses)
-        info["gc_share"] = sum(pauses) / total if total > 0 else None
-        raw = sorted(t for _, t in steady)
-        clean = sorted(max(0.0, t - p) for (_, t), p in zip(steady, pauses, strict=True))
+        pauses = np.nan_to_num(timed.column("gc_pause_s")[use], nan=0.0)
+        info["gc_rows"] = int(np.count_nonzero(pauses > 0))
+        info["gc_pause_total_s"] = float(np.sum(pauses))
+        info["gc_share"] = info["gc_pause_total_s"] / total if total > 0 else None
+        raw = np.sort(t).tolist()
+        clean = np.sort(np.maximum(0.0, t - pauses)).tolist()
         info["raw"] = {q: percentile(raw, n) for q, n in (("p50", 50), ("p90", 90), ("p99", 99))}
         info["clean"] = {q: percentile(clean, n) for q, n in (("p50", 50), ("p90", 90), ("p99", 99))}
         out[label] = info

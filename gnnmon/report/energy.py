@@ -7,19 +7,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH
-
-
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH, is_number
 
 
 def _add(acc: dict[str, Any], row: Mapping[str, Any]) -> None:
     acc["rows"] += 1
     for k in ENERGY_FIELDS + ("co2_kg",):
-        if _num(row.get(k)):
+        if is_number(row.get(k)):
             acc[k] = acc.get(k, 0.0) + row[k]
-    if _num(row.get("num_graphs")):
+    if is_number(row.get("num_graphs")):
         per_label = acc.setdefault("_graphs", {})
         per_label[row["label"]] = per_label.get(row["label"], 0) + row["num_graphs"]
 
@@ -39,14 +35,13 @@ def _finish(acc: dict[str, Any]) -> dict[str, Any]:
 
 def energy_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """``{"total", "share", "sources", "by_label", "by_epoch"}`` — {} if no row has energy fields."""
-    top = [r for r in records if r.get("parent") is None and any(k in r for k in ENERGY_FIELDS)]
-    if not top:
-        return {}
     total: dict[str, Any] = {"rows": 0}
     by_label: dict[str, dict[str, Any]] = {}
     by_epoch: dict[Any, dict[str, Any]] = {}
     sources: dict[str, set[str]] = {}
-    for r in top:
+    for r in records:  # one pass, nothing kept: rows may stream from a table or a file
+        if r.get("parent") is not None or not any(k in r for k in ENERGY_FIELDS):
+            continue
         _add(total, r)
         _add(by_label.setdefault(r["label"], {"rows": 0}), r)
         if "epoch" in r:
@@ -54,6 +49,8 @@ def energy_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         for k in ENERGY_FIELDS + ("co2_kg",):
             if r.get(f"{k}_source"):
                 sources.setdefault(k, set()).add(r[f"{k}_source"])
+    if not total["rows"]:
+        return {}
     _finish(total)
     share = {k: (total.get(k, 0.0) / total["energy_j"] if total["energy_j"] else None) for k in ENERGY_FIELDS}
     return {

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH
 from gnnmon.report.stats import STATS
+from gnnmon.report.table import Table
 
 MAX_TABLE = 20
 """Rows shown in the markdown spike and short-step tables (all are in ``spikes()`` / ``dips()``)."""
@@ -19,7 +20,7 @@ MAX_TABLE = 20
 class Explained(Protocol):
     """What the markdown renderer reads (:class:`gnnmon.report.Report` has all of it)."""
 
-    records: list[dict[str, Any]]
+    table: Table
     manifest: dict[str, Any]
     gc_events: list[dict[str, Any]]
 
@@ -55,10 +56,10 @@ def render_markdown(report: Explained, header: bool = True) -> str:
     if not summary:
         return "\n".join(lines + ["(no rows recorded)"]) + "\n"
     for label, figures in summary.items():
-        rows = [r for r in report.records if r["label"] == label]
-        errors = sum(1 for r in rows if r.get("error"))
-        backends = sorted({str(r.get("device")) for r in rows})
-        lines.append(f"### {label} — {len(rows)} call(s) on {', '.join(backends)}"
+        part = report.table.parts[label]
+        errors = sum(1 for e in part.objects("error") if e)
+        backends = sorted({str(d) for d in part.objects("device")})
+        lines.append(f"### {label} — {part.n} call(s) on {', '.join(backends)}"
                      + (f", {errors} raised" if errors else ""))
         lines.append("")
         lines.append("| figure | unit | " + " | ".join(STATS) + " |")
@@ -69,7 +70,7 @@ def render_markdown(report: Explained, header: bool = True) -> str:
                 _fmt(stats.get(s), scale) for s in STATS[1:]
             ]
             lines.append(f"| {name} | {unit} | " + " | ".join(cells) + " |")
-        notes = sorted({n for r in rows for n in (r.get("notes") or [])})
+        notes = sorted({n for notes in part.objects("notes") for n in (notes or ())})
         if notes:
             lines.append("")
             lines.extend(f"- note: {n}" for n in notes)

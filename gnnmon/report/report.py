@@ -3,10 +3,10 @@ renderers (markdown, frames, the timeline figure) sit in modules of their own.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from gnnmon.fields import ENERGY_FIELDS
+from gnnmon.fields import ENERGY_FIELDS, is_number, row_key
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.energy import energy_summary
 from gnnmon.report.exports import export
@@ -14,34 +14,16 @@ from gnnmon.report.frames import rows_frame, summary_frame, table_frame
 from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
 from gnnmon.report.ranks import cross_rank
 from gnnmon.report.stats import describe
+from gnnmon.report.table import as_table, sorted_numbers
 from gnnmon.report.tensorboard import write_tensorboard
 from gnnmon.report.timeline_plot import plot_timeline
 from gnnmon.report.trace import chrome_trace, write_trace
 
-__all__ = ["MAX_TABLE", "Report", "figure_names"]
-
-# Numeric fields that identify a row rather than measure it: never summarised.
-NOT_FIGURES = frozenset({"index", "t_start_ns", "t_end_ns"})
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def figure_names(records: Iterable[Mapping[str, Any]], skip: Iterable[str] = ()) -> list[str]:
-    """Numeric field names across rows, in first-seen order (identity fields and ``skip`` left out)."""
-    skipped = NOT_FIGURES.union(skip)
-    seen: dict[str, None] = {}
-    for row in records:
-        for k, v in row.items():
-            if k not in seen and k not in skipped and _is_number(v):
-                seen[k] = None
-    return list(seen)
-
+__all__ = ["MAX_TABLE", "Report"]
 
 def _natural(value: Any) -> tuple[int, float, str]:
     """Sort key: numbers by value, then text, then None."""
-    if _is_number(value):
+    if is_number(value):
         return (0, float(value), "")
     return (2, 0.0, "") if value is None else (1, 0.0, str(value))
 
@@ -61,25 +43,31 @@ class Report:
         markers: list[dict[str, Any]] | None = None,
         energy_balance: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        if hasattr(source, "records") and hasattr(source, "manifest"):  # a RunResult
+        if hasattr(source, "table") and hasattr(source, "manifest"):  # a RunResult
             result = source
-            source = result.records
+            source = result.table
             manifest = manifest if manifest is not None else result.manifest
             gc_events = gc_events if gc_events is not None else result.gc_events
             samples = samples if samples is not None else result.samples
             markers = markers if markers is not None else result.markers
             if energy_balance is None and hasattr(result, "energy_balance"):
                 energy_balance = result.energy_balance()
-        self.records: list[dict[str, Any]] = source
+        self.table = as_table(source)
         self.manifest = dict(manifest or {})
         self.gc_events = list(gc_events or [])
         self.samples = list(samples or [])
         self.markers = list(markers or [])
         self.energy_balance = dict(energy_balance or {})
 
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The rows as dicts, in the order they finished (made on each read: for a long run,
+        iterate :meth:`Table.rows` or use the report's tables instead)."""
+        return list(self.table.rows())
+
     def labels(self) -> list[str]:
         """Row labels in first-seen order."""
-        return list(dict.fromkeys(r["label"] for r in self.records))
+        return self.table.labels()
 
     def groups(self, by: str) -> dict[Any, Report]:
         """The report split by the value of marker ``by`` on each row (e.g. ``"config"``, set by
@@ -87,18 +75,16 @@ class Report:
         without it last, under None). Each part keeps the GC events of its own rows."""
         if not isinstance(by, str) or not by:
             raise ValueError(f"by must be a marker's name, e.g. 'config'; got {by!r}")
-        if not any(by in r for r in self.records):
-            kinds = sorted({m["kind"] for m in self.markers}) or sorted({k for r in self.records for k in r
-                                                                        if k in {"epoch", "stage", "config"}})
+        if not any(by in part.cols for part in self.table.parts.values()):
+            kinds = sorted({m["kind"] for m in self.markers}) or sorted(
+                {k for part in self.table.parts.values() for k in part.cols if k in {"epoch", "stage", "config"}})
             raise ValueError(f"no row carries {by!r}; the markers here: {', '.join(kinds) or 'none'}")
-        parts: dict[Any, list[dict[str, Any]]] = {}
-        for r in self.records:
-            parts.setdefault(r.get(by), []).append(r)
+        parts = self.table.where(by)
         out = {}
         for value in sorted(parts, key=_natural):
-            rows = parts[value]
-            keys = {f"{r['label']}#{r['index']}" for r in rows}
-            out[value] = Report(rows, manifest=self.manifest, samples=self.samples, markers=self.markers,
+            table = parts[value]
+            keys = {row_key(r) for r in table.rows()}
+            out[value] = Report(table, manifest=self.manifest, samples=self.samples, markers=self.markers,
                                 gc_events=[e for e in self.gc_events if e.get("row") in keys])
         return out
 
@@ -110,19 +96,12 @@ class Report:
         """
         if by is not None:
             return {value: part.summary() for value, part in self.groups(by).items()}
-        by_label: dict[str, list[Mapping[str, Any]]] = {}
-        for row in self.records:
-            by_label.setdefault(row["label"], []).append(row)
         # A figure None in one label still shows there, count 0; marker values are not figures.
-        names = figure_names(self.records, skip={m["kind"] for m in self.markers if m.get("carry", True)})
+        names = self.table.figures(skip={m["kind"] for m in self.markers if m.get("carry", True)})
         out: dict[str, dict[str, dict[str, float]]] = {}
-        for label, rows in by_label.items():
-            present = {k for r in rows for k in r}
-            out[label] = {
-                name: describe([r[name] for r in rows if _is_number(r.get(name))])
-                for name in names
-                if name in present
-            }
+        for label, part in self.table.parts.items():
+            cols = part.cols
+            out[label] = {name: describe(sorted_numbers(cols[name])) for name in names if name in cols}
         return out
 
     def spikes(self, by: str | None = None, **options: Any) -> list[dict[str, Any]]:
@@ -134,22 +113,24 @@ class Report:
         see :func:`gnnmon.report.analysis.spikes`."""
         if by is not None:
             return [{**s, by: value} for value, part in self.groups(by).items() for s in part.spikes(**options)]
-        return analysis.spikes(self.records, **options)
+        return analysis.spikes(self.table, **options)
 
     def dips(self, **options: Any) -> list[dict[str, Any]]:
         """Rows far faster than usual (e.g. partial last batches), with a cause each."""
-        return analysis.dips(self.records, **options)
+        return analysis.dips(self.table, **options)
 
     def analysis(self, warmup: int = 2) -> dict[str, dict[str, Any]]:
         """Per label: time per node/edge, phase shares and residual, GC cost, raw vs clean
         percentiles (see :func:`gnnmon.report.analysis.step_analysis`)."""
-        return analysis.step_analysis(self.records, warmup=warmup)
+        return analysis.step_analysis(self.table, warmup=warmup)
 
     def energy(self) -> dict[str, Any]:
         """Energy totals per source (J, kWh, share, source labels), per label, per epoch and per
         graph, over top-level rows ({} without ``collect(energy=True)``); ``balance``: per energy
         counter, rows + gaps between them + before/after them against the counter's own delta."""
-        out = energy_summary(self.records)
+        if not any(k in part.cols for part in self.table.parts.values() for k in ENERGY_FIELDS):
+            return {}
+        out = energy_summary(self.table.rows())
         if out and self.energy_balance:
             out["balance"] = self.energy_balance
         return out
@@ -158,6 +139,8 @@ class Report:
         """For a distributed job's rows (``gnnmon.load`` of its files): per step the slowest rank,
         its delay, the time the others waited and why; stragglers; per-rank summaries (see
         :func:`gnnmon.report.ranks.cross_rank`). ``{}`` for a single process."""
+        if not any("rank" in part.cols for part in self.table.parts.values()):
+            return {}
         return cross_rank(self.records, self.manifest, **options)
 
     def plot_timeline(self, path: Any = None, **options: Any) -> Any:
@@ -197,7 +180,7 @@ class Report:
             return render_markdown(self)
         text = header_lines(self.manifest)
         for value, part in self.groups(by).items():
-            text += [f"## {by} = {value} ({len(part.records)} rows)", "", render_markdown(part, header=False)]
+            text += [f"## {by} = {value} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
         return "\n".join(text)
 
     def to_frame(self) -> Any:
@@ -250,7 +233,7 @@ class Report:
 
     def __repr__(self) -> str:
         labels = self.labels()
-        return (f"<gnnmon Report: {len(self.records)} rows, labels {labels[:5]}"
+        return (f"<gnnmon Report: {len(self.table)} rows, labels {labels[:5]}"
                 f"{' …' if len(labels) > 5 else ''}>")
 
     def summary_frame(self) -> Any:

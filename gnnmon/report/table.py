@@ -27,12 +27,13 @@ _ABSENT: Any = object()
 class Column:
     """One field of one label's rows."""
 
-    __slots__ = ("values", "kind", "absent", "_last")
+    __slots__ = ("values", "kind", "first", "absent", "_last")
 
     def __init__(self, kind: str, absent_before: int) -> None:
         self.kind = kind  # "q", "d" or "o"
         self.values: Any = array(kind) if kind != "o" else []
-        self.absent: set[int] = set(range(absent_before))
+        self.first = absent_before  # rows before the first that had this field
+        self.absent: set[int] = set()  # later rows without it
         self._last: Any = _ABSENT
         if absent_before:
             pad = NO_INT if kind == "q" else math.nan if kind == "d" else _ABSENT
@@ -85,12 +86,11 @@ class Column:
         """Ints to floats, or numbers to objects (a field that changed type between rows)."""
         old = self.get_all()
         self.kind = kind
-        self.values = array("d", [math.nan if v is None or v is _ABSENT else v for v in old]) if kind == "d" else [
-            _ABSENT if i in self.absent else v for i, v in enumerate(old)]
+        self.values = array("d", [math.nan if v is None or v is _ABSENT else v for v in old]) if kind == "d" else old
 
     def get(self, i: int) -> Any:
         """Row ``i``'s value (None for None; :data:`_ABSENT` for a field the row did not have)."""
-        if i in self.absent:
+        if i < self.first or i in self.absent:
             return _ABSENT
         v = self.values[i]
         if self.kind == "q":
@@ -238,9 +238,10 @@ class Table:
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every row as a dict, in the order added (one at a time: bounded memory)."""
-        iters = [((s, i, part) for i, s in enumerate(part.seq)) for part in self.parts.values()]
-        for _, i, part in heapq.merge(*iters, key=lambda t: t[0]):
-            yield part.row(i)
+        parts = list(self.parts.values())
+        iters = [zip(part.seq, range(part.n), [k] * part.n) for k, part in enumerate(parts)]
+        for _, i, k in heapq.merge(*iters):
+            yield parts[k].row(i)
 
     def figures(self, skip: Iterable[str] = ()) -> list[str]:
         """Numeric field names, in the order they first carry a number (identity fields and
