@@ -239,7 +239,7 @@ class Table:
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every row as a dict, in the order added (one at a time: bounded memory)."""
         parts = list(self.parts.values())
-        iters = [zip(part.seq, range(part.n), [k] * part.n) for k, part in enumerate(parts)]
+        iters = [zip(part.seq, range(part.n), [k] * part.n, strict=True) for k, part in enumerate(parts)]
         for _, i, k in heapq.merge(*iters):
             yield parts[k].row(i)
 
