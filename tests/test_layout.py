@@ -136,6 +136,7 @@ def test_every_name_the_readme_uses_exists():
     names = _readme_api_names()
     assert {"monitor_memory_device", "Run.records", "Report.spikes", "load", "phase"} <= names
     run = gnnmon.Run()  # instance attributes (records, gc_events, ...) count too
+    result = gnnmon.RunResult([])
     missing = []
     for name in sorted(names):
         if name.startswith("gnnmon "):  # a command: its subcommand's help must exist
@@ -153,7 +154,8 @@ def test_every_name_the_readme_uses_exists():
             continue
         owner, _, attr = name.partition(".")
         obj = getattr(gnnmon, owner, None)
-        if obj is None or (attr and not (hasattr(obj, attr) or (owner == "Run" and hasattr(run, attr)))):
+        instance = {"Run": run, "RunResult": result}.get(owner)
+        if obj is None or (attr and not (hasattr(obj, attr) or (instance is not None and hasattr(instance, attr)))):
             missing.append(name)
     assert not missing, f"README names missing from gnnmon: {missing}"
 
