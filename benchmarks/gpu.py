@@ -38,7 +38,7 @@ import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
 from gnnmon.devices.cuda import cuda_uuids
 from play.models import GCN
-from play.sampler import make_loader
+from play.neighbor_sampler import make_loader
 from play.synthetic import FLICKR, planted_partition
 
 

@@ -42,7 +42,7 @@ import gnnmon
 from benchmarks.gpu import plain_step
 from gnnmon import cuda_timed, gc_controlled, memory_scope, monitor_memory_device
 from play.models import GCN
-from play.sampler import make_loader
+from play.neighbor_sampler import make_loader
 from play.synthetic import FLICKR, planted_partition
 
 MiB = 2**20

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device, track_compile
-from play.sampler import make_loader
+from play.neighbor_sampler import make_loader
 from play.synthetic import CORA, GraphSpec, planted_partition
 
 MiB = 2**20

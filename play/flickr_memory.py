@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
 from play.models import GCN
-from play.sampler import make_loader
+from play.neighbor_sampler import make_loader
 from play.synthetic import FLICKR, GraphSpec, planted_partition
 
 MiB = 2**20

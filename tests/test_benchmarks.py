@@ -58,10 +58,10 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
 
 
 def test_sampler_benchmark_quick(tmp_path):
-    """``benchmarks/sampler.py --quick``: every table is written (figures printed, not asserted,
+    """``benchmarks/sampler_cost.py --quick``: every table is written (figures printed, not asserted,
     except what cannot be noise: the process sampler keeps its grid through the planted loads)."""
     out = tmp_path / "sampler.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sampler.py"), "--quick", "--out", str(out)],
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sampler_cost.py"), "--quick", "--out", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = out.read_text()

@@ -8,7 +8,7 @@ from torch_geometric.data import Batch, Data, HeteroData
 
 import gnnmon
 from gnnmon import DeviceError, monitor_memory_device
-from gnnmon.devices.resolve import device_from_arguments, parse_device, resolve_device
+from gnnmon.devices.resolve import device_from_arguments, parse_device
 
 META = torch.device("meta")
 
@@ -47,13 +47,28 @@ def test_an_accelerator_wins_over_the_cpu():
 
 def test_nothing_with_a_device_means_the_default():
     assert device_from_arguments((1, "a", None), {}) is None
-    assert resolve_device(None, (1,), {}) == torch.device("cpu")
-    assert resolve_device("cpu", (torch.ones(1, device=META),), {}) == torch.device("cpu")
+
+    @gnnmon.cuda_timed(label="plain")
+    def plain(*args):
+        return args
+
+    @gnnmon.cuda_timed(label="explicit", device="cpu")
+    def explicit(*args):
+        return args
+
+    with gnnmon.collect() as run:
+        plain(1)
+        explicit(torch.ones(1, device=META))
+    assert [(r["label"], r["device"]) for r in run.records] == [("plain", "cpu"), ("explicit", "cpu")]
 
 
 def test_unsupported_device_in_arguments_is_a_clear_error():
+    @gnnmon.cuda_timed
+    def step(x):
+        return x
+
     with pytest.raises(DeviceError, match="live on 'meta'.*pass device= explicitly"):
-        resolve_device(None, (torch.ones(1, device=META),), {})
+        step(torch.ones(1, device=META))
 
 
 def test_decorated_call_records_the_resolved_device(fake_cuda):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce
 
-from play.sampler import TorchNeighborSampler, make_loader
+from play.neighbor_sampler import TorchNeighborSampler, make_loader
 
 
 @st.composite

@@ -2,7 +2,7 @@
 (a process of its own against the thread it replaced), its own CPU cost, and how well it splits a
 planted energy profile across rows.
 
-    python benchmarks/sampler.py [--quick] [--out docs/results/sampler-cpu.md]
+    python benchmarks/sampler_cost.py [--quick] [--out docs/results/sampler-cpu.md]
 
 NVML is the tests' fake (``tests/fake_nvml.py``) where no GPU exists: its energy counter steps every
 100 ms, as an H100's does, and each read of it can be made to take 3.5 ms, as one does there
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         for interval, read_ms in ((0.5, 0.0), (0.5, args.read_ms), (0.1, args.read_ms)):
             print(f"attribution: {interval} s, read {read_ms} ms ...", flush=True)
             results["attribution"].append(attribution(interval, read_ms, tmp))
-    meta = {"command": "python benchmarks/sampler.py" + (" --quick" if args.quick else ""),
+    meta = {"command": "python benchmarks/sampler_cost.py" + (" --quick" if args.quick else ""),
             "machine": f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
                        "NVML: the tests' fake",
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
