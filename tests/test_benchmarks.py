@@ -71,3 +71,18 @@ def test_sampler_benchmark_quick(tmp_path):
     process = [c for c in data["cadence"] if c["mode"] == "process"]
     assert len(process) == 2 and all(c["samples_in_load"] >= c["expected"] - 1 for c in process)
     assert all(a["rows"] == 10 for a in data["attribution"])
+
+
+def test_stream_benchmark_quick(tmp_path):
+    """``benchmarks/stream.py --quick``: the step-path table and the report of a file against a
+    json.loads pass are written (figures printed, not asserted: they are timings)."""
+    out = tmp_path / "stream.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stream.py"), "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert set(data["step"]) == {"timing + GC", "full stack", "full stack + one phase"}
+    (report,) = data["report"].values()
+    lines = int(report["costs"]["json.loads of every line"]["what"].split()[0])
+    assert lines >= 2004  # the manifest, 2,000 rows, 2 markers, the end line (and any GC events)
+    assert "markdown" in report["costs"]["gnnmon.load(path).report().markdown()"]["what"]

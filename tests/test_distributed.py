@@ -258,7 +258,7 @@ def planted_job(late: set[int], big: set[int], offset_ns: int = 3_000_000) -> tu
 
 
 def test_a_rank_late_on_many_steps_is_a_straggler_of_data_loading():
-    from gnnmon.report.ranks import cross_rank
+    from gnnmon.report.cross_rank import cross_rank
 
     rows, manifest = planted_job(late={2, 5, 8, 11, 14, 17}, big=set())
     job = cross_rank(rows, manifest)
@@ -278,7 +278,7 @@ def test_a_rank_late_on_many_steps_is_a_straggler_of_data_loading():
 
 
 def test_a_larger_batch_is_named_as_the_cause():
-    from gnnmon.report.ranks import cross_rank
+    from gnnmon.report.cross_rank import cross_rank
 
     rows, manifest = planted_job(late=set(), big={7})
     job = cross_rank(rows, manifest)

@@ -5,6 +5,7 @@ its start."""
 from __future__ import annotations
 
 import gc
+import statistics
 import threading
 import time
 import warnings
@@ -202,7 +203,7 @@ def test_300k_calls_flat_memory_flat_time_no_full_collection(tmp_path):
     gc.collect()
     process = psutil.Process()
     rss0 = process.memory_info().rss
-    times = []
+    blocks = []  # seconds per block of 1,000 calls
     gc.callbacks.append(count)
     try:
         with gnnmon.collect(path) as run:
@@ -211,16 +212,21 @@ def test_300k_calls_flat_memory_flat_time_no_full_collection(tmp_path):
                 if i % 1000 == 0:
                     run.mark("block", i // 1000)
                 long_step(x)
-                if i % quarter == quarter - 1:
-                    times.append(time.perf_counter() - t)
-                    t = time.perf_counter()
+                if i % 1000 == 999:
+                    now = time.perf_counter()
+                    blocks.append(now - t)
+                    t = now
             rss_peak = process.memory_info().rss
     finally:
         gc.callbacks.remove(count)
     growth = (max(rss_peak, process.memory_info().rss) - rss0) / 2**20
     assert growth <= 64, f"RSS grew {growth:.1f} MiB over {n} calls"
     assert full[0] <= 1, f"{full[0]} full collections during {n} calls"
-    assert times[-1] <= 1.3 * times[0], f"last quarter {times[-1]:.2f} s vs first {times[0]:.2f} s"
+    # the median block of each quarter: a burst of noise on a shared VM moves a quarter's total,
+    # a cost that grows with the run moves every block
+    per = quarter // 1000
+    first, last = statistics.median(blocks[:per]), statistics.median(blocks[-per:])
+    assert last <= 1.3 * first, f"last quarter {last * 1e3:.1f} ms per 1,000 calls vs first {first * 1e3:.1f} ms"
     assert len(run.records) == WINDOW
     rows = 0
     for i, row in enumerate(gnnmon.iter_rows(path)):

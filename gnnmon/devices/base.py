@@ -1,4 +1,4 @@
-"""The protocol every device backend follows, and the cache that picks one per device."""
+"""The protocol every device backend follows (``gnnmon.devices`` picks one per device and caches it)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,6 @@ class Backend(Protocol):
 
     def release_event(self, event: Any) -> None:
         """Return a read event to the pool."""
-
-    def snapshot(self) -> dict[str, int | None]:
-        """Current memory figures in bytes, keyed by row field stems (``mem_bytes``, ...)."""
 
     def open_window(self, sample_interval: float) -> Any:
         """Start a nesting-safe peak window; returns a token for :meth:`close_window`."""

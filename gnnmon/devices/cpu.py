@@ -7,7 +7,6 @@ from typing import Any
 import torch
 
 from gnnmon.devices.host import HOST
-from gnnmon.devices.rss import psutil_rss
 
 
 class CpuBackend:
@@ -28,9 +27,6 @@ class CpuBackend:
 
     def release_event(self, event: Any) -> None:
         """The CPU has no events."""
-
-    def snapshot(self) -> dict[str, int | None]:
-        return {"mem_bytes": psutil_rss()[0]}
 
     def open_window(self, sample_interval: float) -> Any:
         return HOST.open(False, sample_interval)

@@ -136,10 +136,6 @@ class CudaBackend:
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.index)
 
-    def snapshot(self) -> dict[str, int | None]:
-        (alloc, reserved), _ = self._read()
-        return {"mem_bytes": alloc, "mem_reserved_bytes": reserved}
-
     def open_window(self, sample_interval: float) -> Any:
         window = self.peaks.open()
         last = self._last

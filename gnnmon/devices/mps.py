@@ -61,10 +61,6 @@ class MpsBackend:
         if len(self._pool) < EVENT_POOL_MAX:
             self._pool.append(event)
 
-    def snapshot(self) -> dict[str, int | None]:
-        allocated, driver = _read()
-        return {"mem_bytes": allocated, "mem_driver_bytes": driver}
-
     def _peaks(self, interval: float) -> PolledPeaks:
         peaks = self._polled.get(interval)
         if peaks is None:

@@ -180,14 +180,3 @@ def cuda_started_since(source: str) -> bool:
     """True when a row measured on the CPU for want of an accelerator in use sees CUDA in use now
     (the call itself started it)."""
     return source == BY_NOTHING and torch.cuda.is_initialized()
-
-
-def resolve_device(
-    explicit: Any = None, args: Iterable[Any] = (), kwargs: Mapping[str, Any] | None = None
-) -> torch.device:
-    """The device a call is measured on: ``explicit`` if given, else its arguments', else
-    :func:`infer_device`'s."""
-    if explicit is not None:
-        return parse_device(explicit)
-    dev = device_from_arguments(args, kwargs or {})
-    return check_supported(dev if dev is not None else infer_device()[0])

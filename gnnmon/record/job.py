@@ -15,7 +15,9 @@ def gather(run: Run, dst: int = 0) -> RunResult | None:
     :meth:`RunResult.merge`): the merged result on ``dst``, None on the other ranks. A collective: call it
     on every rank, after ``collect`` has ended; it returns on every rank once ``dst`` has
     everything. Only top-level rows travel (what the cross-rank
-    report reads), with the GC events and markers; outside a process group: ``run`` alone."""
+    report reads), with the GC events and markers, from the rows each rank keeps in memory (the
+    newest 10,000 of a run with a file unless ``collect(max_records=None)``); outside a process
+    group: ``run``'s result alone."""
     dist = sys.modules.get("torch.distributed")
     if dist is None or not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
         return run.result()

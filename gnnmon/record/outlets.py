@@ -43,7 +43,7 @@ class Outlets:
             made.open(dict(self.manifest or {}))
             self._sinks.append(made)
             if self._writer is None:
-                self._writer = Writer(self._drain, self.flush_interval).start()
+                self._writer = Writer(self._drain, self.flush_interval, errors=self.sink_errors).start()
         else:
             self._sinks.append(made)
         return made

@@ -17,7 +17,8 @@ class Writer:
     """Calls ``drain(force)`` on a daemon thread every ``interval`` seconds (``force`` False), on
     :meth:`flush` (True, the caller waits) and once more at :meth:`stop` (then ``last()``)."""
 
-    def __init__(self, drain: Callable[[bool], None], interval: float, name: str = "gnnmon-writer") -> None:
+    def __init__(self, drain: Callable[[bool], None], interval: float, name: str = "gnnmon-writer",
+                 errors: list[str] | None = None) -> None:
         self._drain = drain
         self.interval = interval
         self._name = name
@@ -29,7 +30,7 @@ class Writer:
         self._then: list[Callable[[], None]] = []  # what flushes asked to run after their drain
         self._last: Callable[[], None] | None = None
         self._thread: threading.Thread | None = None
-        self.errors: list[str] = []
+        self.errors: list[str] = errors if errors is not None else []  # the run's, where it gives one
 
     def start(self) -> Writer:
         self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)

@@ -8,11 +8,11 @@ from typing import Any
 
 from gnnmon.fields import ENERGY_FIELDS, is_number, row_key
 from gnnmon.report import analysis  # the module: Report calls its functions by name
-from gnnmon.report.energy import energy_summary
+from gnnmon.report.cross_rank import cross_rank
+from gnnmon.report.energy_summary import energy_summary
 from gnnmon.report.exports import export
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
 from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
-from gnnmon.report.ranks import cross_rank
 from gnnmon.report.stats import describe
 from gnnmon.report.table import as_table, sorted_numbers
 from gnnmon.report.tensorboard import write_tensorboard
@@ -138,7 +138,7 @@ class Report:
     def cross_rank(self, **options: Any) -> dict[str, Any]:
         """For a distributed job's rows (``gnnmon.load`` of its files): per step the slowest rank,
         its delay, the time the others waited and why; stragglers; per-rank summaries (see
-        :func:`gnnmon.report.ranks.cross_rank`). ``{}`` for a single process."""
+        :func:`gnnmon.report.cross_rank.cross_rank`). ``{}`` for a single process."""
         if not any("rank" in part.cols for part in self.table.parts.values()):
             return {}
         return cross_rank(self.records, self.manifest, **options)
