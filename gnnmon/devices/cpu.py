@@ -38,13 +38,14 @@ class CpuBackend:
         return "CpuBackend()"
 
 
-def host_as_device_fields(rss: dict[str, Any]) -> dict[str, Any]:
-    """On the CPU the ``mem_*`` figures are the ``rss_*`` ones."""
+def host_as_device_fields(rss: dict[str, Any], into: dict[str, Any] | None = None) -> dict[str, Any]:
+    """On the CPU the ``mem_*`` figures are the ``rss_*`` ones: written into ``into`` (a row's
+    fields, on the step's path: no dict made) or a new dict, which is returned."""
+    out: dict[str, Any] = {} if into is None else into
     start, peak, end = rss["rss_start_bytes"], rss["rss_peak_bytes"], rss["rss_end_bytes"]
-    return {
-        "mem_start_bytes": start,
-        "mem_end_bytes": end,
-        "mem_peak_bytes": peak,
-        "mem_peak_delta_bytes": peak - start,
-        "mem_peak_bytes_source": rss["rss_peak_bytes_source"],
-    }
+    out["mem_start_bytes"] = start
+    out["mem_end_bytes"] = end
+    out["mem_peak_bytes"] = peak
+    out["mem_peak_delta_bytes"] = peak - start
+    out["mem_peak_bytes_source"] = rss["rss_peak_bytes_source"]
+    return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gnnmon.devices.cpu import host_as_device_fields
 from gnnmon.devices.host import EXACT_SOURCE, HOST
 from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.errors import is_positive_number
@@ -80,12 +81,8 @@ class MemoryMeasurement(Measurement):
             else:
                 fields.update(HOST.close(host))  # type: ignore[arg-type]
         if device is None:
-            fields["mem_start_bytes"] = start = fields["rss_start_bytes"]
-            fields["mem_end_bytes"] = end = fields["rss_end_bytes"]
-            fields["mem_peak_bytes"] = peak = fields["rss_peak_bytes"]
-            fields["mem_peak_delta_bytes"] = peak - start
-            fields["mem_peak_bytes_source"] = fields["rss_peak_bytes_source"]
-            fields["mem_end_delta_bytes"] = end - start
+            host_as_device_fields(fields, fields)
+            fields["mem_end_delta_bytes"] = fields["mem_end_bytes"] - fields["mem_start_bytes"]
             if self.options["include_children"]:
                 self.row.note("cpu mem_* include child processes (sampled)")
             if mmap_threshold() is None:

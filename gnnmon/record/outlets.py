@@ -27,6 +27,10 @@ class Outlets:
     def _end_line(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    def _new_writer(self) -> Writer:
+        """The thread that feeds the sinks (its failures go to ``sink_errors``)."""
+        return Writer(self._drain, self.flush_interval, errors=self.sink_errors)
+
     # -- sinks ------------------------------------------------------------------------------
     def add_sink(self, sink: Any) -> Sink:
         """Send this run's data to ``sink`` too (a :class:`~gnnmon.record.sinks.Sink` or a function
@@ -43,7 +47,7 @@ class Outlets:
             made.open(dict(self.manifest or {}))
             self._sinks.append(made)
             if self._writer is None:
-                self._writer = Writer(self._drain, self.flush_interval, errors=self.sink_errors).start()
+                self._writer = self._new_writer().start()
         else:
             self._sinks.append(made)
         return made

@@ -161,7 +161,7 @@ class Run(Outlets):
         self.holds_gc_hook = True
         hold_pollers()
         state.push(self)
-        writer = self._writer = Writer(self._drain, self.flush_interval, errors=self.sink_errors) if self._sinks else None
+        writer = self._writer = self._new_writer() if self._sinks else None
         if sampler is not None:  # its first sample and points go to the sinks: the writer exists
             self._sampler = sampler
             self.join = RowJoin(self.samples, self.counters, sampler.interval, energy_join, refresh=sampler.now)

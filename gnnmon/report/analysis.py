@@ -42,16 +42,6 @@ SHAPE_FIELDS = ("num_nodes", "num_edges", "batch_size")
 Rows = Table | Iterable[Mapping[str, Any]]
 
 
-def row_time(row: Mapping[str, Any]) -> float | None:
-    """Seconds: ``device_s``, else ``wall_s``, else the row's window."""
-    for key in ("device_s", "wall_s"):
-        if is_number(row.get(key)):
-            return float(row[key])
-    if is_number(row.get("t_end_ns")) and is_number(row.get("t_start_ns")):
-        return (row["t_end_ns"] - row["t_start_ns"]) / 1e9
-    return None
-
-
 def _median(values: np.ndarray) -> float:
     return percentile(np.sort(values).tolist(), 50)
 

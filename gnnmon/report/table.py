@@ -113,22 +113,6 @@ class Column:
             return out
         return np.array([v if type(v) in (int, float) else math.nan for v in self.values], dtype=np.float64)
 
-    def measured(self) -> list[Any]:
-        """The numbers of the column as Python numbers (ints stay ints), None and text left out."""
-        if self.kind == "d":
-            a = np.frombuffer(self.values, dtype=np.float64) if len(self.values) else np.empty(0)
-            values: list[Any] = a[~np.isnan(a)].tolist()
-            return values
-        if self.kind == "q":
-            i = np.frombuffer(self.values, dtype=np.int64) if len(self.values) else np.empty(0, np.int64)
-            ints: list[Any] = i[i != NO_INT].tolist()
-            return ints
-        return [v for v in self.values if type(v) in (int, float)]
-
-    @property
-    def numeric(self) -> bool:
-        return self.kind != "o" or any(type(v) in (int, float) for v in self.values)
-
 
 class Part:
     """One label's rows as columns."""
@@ -188,9 +172,6 @@ class Part:
             if v is not _ABSENT:
                 out[key] = v
         return out
-
-    def rows(self, where: Iterable[int] | None = None) -> list[dict[str, Any]]:
-        return [self.row(i) for i in (range(self.n) if where is None else where)]
 
     def numbers(self, name: str) -> np.ndarray:
         """Field ``name`` as float64 (NaN where missing); all NaN for a field the label lacks."""
