@@ -164,11 +164,11 @@ def test_the_window_is_bounded_when_rows_leave_and_whole_when_they_do_not(tmp_pa
 def test_a_row_in_flight_is_not_tracked_by_the_garbage_collector():
     """A closed CPU row is a dict of plain values (notes a shared tuple): while it waits for the
     writer it never reaches the collector's generations, so it cannot drive a full collection."""
-    with gnnmon.memory_scope(label="x"):  # the note's tuple is made once, then shared ...
+    with gnnmon.memory_scope(label="x", device="cpu"):  # the note's tuple is made once, then shared ...
         pass
     gc.collect(0)  # ... and untracked by the collector's first pass over it
     with gnnmon.collect() as run:
-        with gnnmon.memory_scope(label="x") as fields:
+        with gnnmon.memory_scope(label="x", device="cpu") as fields:
             pass
         assert fields["notes"] and isinstance(fields["notes"], tuple)  # the CPU's glibc note
         assert not gc.is_tracked(fields)
