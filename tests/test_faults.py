@@ -148,7 +148,7 @@ def test_ctrl_c_anywhere_in_gnnmons_own_code_leaves_nothing_behind():
             with probe as fields:
                 pass
             return {"gc_enabled": gc.isenabled(), "row": repr(state.CURRENT_ROW.get()),
-                    "phase": state.CURRENT_PHASE.get(), "pauses": gc_control._depth,
+                    "phase": state.current_phase(), "pauses": gc_control._depth,
                     "gc_hook_users": GC_LOG._users - baseline_users, "held": HELD.depth,
                     "next_parent": fields["parent"]}
 
@@ -422,9 +422,9 @@ def test_phases_closed_out_of_order_hand_back_an_open_phase():
         a.__enter__()
         b.__enter__()
         a.__exit__(None, None, None)  # A first: B is still the current phase
-        assert state.CURRENT_PHASE.get() == "b"
+        assert state.current_phase() == "b"
         b.__exit__(None, None, None)
-        assert state.CURRENT_PHASE.get() is None  # not the closed A
+        assert state.current_phase() is None  # not the closed A
         with gnnmon.phase("c"), gnnmon.phase("c"):  # the same name nested, closed in order
             pass
-        assert state.CURRENT_PHASE.get() is None
+        assert state.current_phase() is None

@@ -287,3 +287,37 @@ def test_the_counter_reopens_its_files_in_a_forked_child():
     os.waitpid(pid, 0)
     assert rss == pytest.approx(vm, abs=2 * MiB)  # the child's own memory, not the parent's
     assert rss - before == pytest.approx(150 * MiB, abs=4 * MiB)
+
+
+@linux_exact
+def test_the_rss_reads_keep_the_gil_while_another_thread_is_busy():
+    """A read that released the GIL would wait for a thread busy in Python (gnnmon's writer
+    encoding rows, a loader thread) to give it back: up to the switch interval (5 ms) for a
+    2 µs read. The counter's reads and its reset keep the GIL, so they stay in microseconds."""
+    import statistics
+    import threading
+
+    counter = HOST.counter
+    assert counter is not None
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            pass
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.05)  # a GIL given away would cost 50 ms: far from a read's microseconds
+    thread = threading.Thread(target=busy, daemon=True)
+    thread.start()
+    try:
+        took = []
+        for _ in range(100):
+            t0 = time.perf_counter()
+            counter.now()
+            counter.reset()
+            took.append(time.perf_counter() - t0)
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(old)
+    assert statistics.median(took) < 0.01, f"median {statistics.median(took) * 1e3:.1f} ms a read and reset"

@@ -13,18 +13,59 @@
 Descriptors are reopened in a forked child (``/proc/self`` is resolved when a file is opened, so
 the parent's descriptors would describe the parent): ``os.register_at_fork`` marks them stale,
 so no read has to ask for the pid.
-Reading ``/proc/self/status`` and parsing it for every window cost about 30 µs a read before.
+
+The reads and the reset keep the GIL (libc's ``pread``/``write`` called through ``ctypes.PyDLL``,
+where ``os.pread`` releases it): a call that releases the GIL on the step's path waits, when
+another thread is busy in Python (gnnmon's writer encoding rows, a loader thread), until that
+thread gives the GIL back — up to ``sys.getswitchinterval()`` (5 ms) for a 2 µs read.
 """
+
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import threading
 import weakref
+from collections.abc import Callable
 
 _getrusage = resource.getrusage
 _SELF = resource.RUSAGE_SELF
+
+
+def _gil_holding_io() -> tuple[Callable[[int, int], bytes], Callable[[int, bytes], int]]:
+    """``pread(fd, n)`` (at offset 0) and ``write(fd, data)`` that keep the GIL: libc's through
+    ``ctypes.PyDLL``; ``os.pread``/``os.write`` where libc cannot be loaded that way."""
+    try:
+        libc = ctypes.PyDLL(None, use_errno=True)
+        c_pread, c_write = libc.pread, libc.write
+    except (OSError, AttributeError):
+        return (lambda fd, n: os.pread(fd, n, 0)), os.write
+    c_pread.restype = c_write.restype = ctypes.c_ssize_t
+    c_pread.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long]
+    c_write.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    make_buffer = ctypes.create_string_buffer
+
+    def pread(fd: int, n: int) -> bytes:
+        buf = make_buffer(n)  # one per call: a signal handler may read in between (reentrant)
+        got = c_pread(fd, buf, n, 0)
+        if got < 0:
+            err = ctypes.get_errno() or 5  # EIO when libc left no errno
+            raise OSError(err, os.strerror(err))
+        return buf.raw[:got]
+
+    def write(fd: int, data: bytes) -> int:
+        got = c_write(fd, data, len(data))
+        if got < 0:
+            err = ctypes.get_errno() or 5
+            raise OSError(err, os.strerror(err))
+        return int(got)
+
+    return pread, write
+
+
+pread_holding_gil, write_holding_gil = _gil_holding_io()
 
 
 def _mark_stale(ref: weakref.ref[RssCounter]) -> None:
@@ -40,7 +81,7 @@ CLEAR_REFS = "/proc/self/clear_refs"
 def status_figures(fd: int) -> tuple[int, int]:
     """(VmRSS, VmHWM) in bytes from an open ``/proc/self/status`` descriptor."""
     rss = hwm = -1
-    for line in os.pread(fd, 8192, 0).split(b"\n"):
+    for line in pread_holding_gil(fd, 8192).split(b"\n"):
         if line.startswith(b"VmHWM:"):
             hwm = int(line.split()[1]) * 1024
         elif line.startswith(b"VmRSS:"):
@@ -94,7 +135,7 @@ class RssCounter:
         """``(rss, high-water mark)`` in bytes: one read of ``statm`` and one ``getrusage``."""
         if self._stale:
             self._open()
-        rss = int(os.pread(self._statm, 64, 0).split()[1]) * self._page
+        rss = int(pread_holding_gil(self._statm, 64).split()[1]) * self._page
         hwm = _getrusage(_SELF).ru_maxrss * 1024
         floor = self.floor
         if floor and hwm <= floor:  # getrusage cannot see below its floor: ask the kernel's VmHWM
@@ -106,7 +147,7 @@ class RssCounter:
         """Set the high-water mark to the current RSS."""
         if self._stale:
             self._open()
-        os.write(self._clear, b"5")
+        write_holding_gil(self._clear, b"5")
         if self.floor is None:
             ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             vm = status_figures(self._status)[1]

@@ -133,17 +133,6 @@ def _failed(measure: Measurement, row: Row, err: Exception) -> None:
     warnings.warn(f"gnnmon {measure.name} measurement failed: {err!r}", RuntimeWarning, 3)
 
 
-def _run_exit(measure: Measurement, exc: BaseException | None) -> None:
-    """Exit a measurement; its own failure becomes a note on its row, never the caller's problem."""
-    try:
-        if exc is None:
-            measure.__exit__(None, None, None)
-        else:
-            measure.__exit__(type(exc), exc, exc.__traceback__)
-    except Exception as err:  # noqa: BLE001 - a broken figure must not change the user's call
-        _failed(measure, measure.row, err)
-
-
 def enter_measurements(measures: list[tuple[type[Measurement], dict]], row: Row, entered: list[Measurement]) -> None:
     """Enter each measurement (outermost first) into ``entered``. One that fails for want of a
     resource (out of file descriptors: ``OSError``) is left out with a note; the call goes on."""
@@ -158,9 +147,14 @@ def enter_measurements(measures: list[tuple[type[Measurement], dict]], row: Row,
 
 
 def exit_measurements(entered: list[Measurement], row: Row | None, exc: BaseException | None) -> None:
-    """Exit the measurements (innermost first), then close ``row`` (None: another's to close)."""
+    """Exit the measurements (innermost first), then close ``row`` (None: another's to close). A
+    measurement's own failure becomes a note on its row, never the caller's problem."""
+    exc_type, tb = (None, None) if exc is None else (type(exc), exc.__traceback__)
     for measure in reversed(entered):
-        _run_exit(measure, exc)
+        try:
+            measure.__exit__(exc_type, exc, tb)
+        except Exception as err:  # noqa: BLE001 - a broken figure must not change the user's call
+            _failed(measure, measure.row, err)
     if row is not None:
         row.close(exc)
 

@@ -222,7 +222,6 @@ class phase:
             raise
         self._outer, self._closed = state.OPEN_PHASE.get(), False
         state.OPEN_PHASE.set(self)
-        state.CURRENT_PHASE.set(self.name)
         self._range = push_range(f"{row.fields['label']}.{self.name}") if RANGES.on else None
         self._t0 = time.perf_counter_ns()
 
@@ -247,7 +246,6 @@ class phase:
             while outer is not None and outer._closed:
                 outer = outer._outer
             state.OPEN_PHASE.set(outer)
-            state.CURRENT_PHASE.set(None if outer is None else outer.name)
         fields = row.fields
         watch = self._watch
         if watch is None:

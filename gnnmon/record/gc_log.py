@@ -79,6 +79,7 @@ class GcLog:
         # cache before the change, not after; tests/test_gc.py plants it).
         context = contextvars.copy_context()
         row = context.get(state.CURRENT_ROW)
+        opened = context.get(state.OPEN_PHASE)
         event = {
             "generation": gen,
             "t_start_ns": self._wall0,
@@ -88,7 +89,7 @@ class GcLog:
             "requested": self.requested > 0,
             "reason": self._reason(),
             "row": row.key if row is not None else None,
-            "phase": context.get(state.CURRENT_PHASE),
+            "phase": None if opened is None else opened.name,
             "thread": threading.current_thread().name,
         }
         enclosing = row

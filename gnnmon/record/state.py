@@ -15,12 +15,10 @@ from typing import Any
 CURRENT_ROW: ContextVar[Any] = ContextVar("gnnmon_current_row", default=None)
 """The row being filled in this thread / task (a decorated call inside it gets a child row)."""
 
-CURRENT_PHASE: ContextVar[str | None] = ContextVar("gnnmon_phase", default=None)
-"""The phase (``with phase("forward"):``) open in this thread / task, named by GC events."""
-
 OPEN_PHASE: ContextVar[Any] = ContextVar("gnnmon_open_phase", default=None)
-"""The innermost open ``phase`` object (it names the phase it was entered in), so that phases
-closed out of order hand the current phase back to one still open."""
+"""The innermost open ``phase`` object in this thread / task (its ``name`` is what GC events
+name; it knows the phase it was entered in, so that phases closed out of order hand the current
+phase back to one still open)."""
 
 RUNS: list[Any] = []
 """Active ``collect`` runs, innermost last (changed under :data:`LOCK` only)."""
@@ -31,6 +29,12 @@ DEFAULT: list[Any] = []
 LOCK = threading.RLock()
 
 _fork_hook: list[bool] = []
+
+
+def current_phase() -> str | None:
+    """The name of the innermost phase open in this thread / task, if any."""
+    opened = OPEN_PHASE.get()
+    return None if opened is None else opened.name  # type: ignore[no-any-return]
 
 
 def open_run() -> Any:
