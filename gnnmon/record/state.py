@@ -34,7 +34,7 @@ _fork_hook: list[bool] = []
 def current_phase() -> str | None:
     """The name of the innermost phase open in this thread / task, if any."""
     opened = OPEN_PHASE.get()
-    return None if opened is None else opened.name  # type: ignore[no-any-return]
+    return None if opened is None else opened.name
 
 
 def open_run() -> Any:
