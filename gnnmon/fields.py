@@ -14,6 +14,10 @@ IDENTITY_FIELDS = (
 ROW_FIELD_PREFIXES = ("mem_", "rss_", "phase_", "gc_")
 """Prefixes of measured figures; a carried marker may not start with one."""
 
+HOST_BACKEND = "cpu"
+"""The backend whose device memory is the host process's RSS (every other backend's rows hold an
+accelerator's memory); the device kinds themselves are in ``gnnmon.devices.registry``."""
+
 ENERGY_FIELDS = ("energy_gpu_j", "energy_cpu_j", "energy_ram_j")
 """Energy figures of a row, in joules (each with a ``<field>_source``)."""
 

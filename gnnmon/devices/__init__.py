@@ -1,5 +1,6 @@
-"""Raw counters under every stage: device backends (CUDA, MPS, CPU) behind one protocol, chosen
-per call, with nesting-safe peak windows, host memory, device resolution, NVML and RAPL readers.
+"""Raw counters under every stage: device backends (CUDA, MPS, CPU) behind one protocol and one
+table of kinds (:mod:`gnnmon.devices.registry`), chosen per call, with nesting-safe peak windows,
+host memory, device resolution, NVML and RAPL readers.
 
 May import: the root modules (``gnnmon.errors``, ``gnnmon.fields``) only."""
 
@@ -11,12 +12,13 @@ import torch
 
 from gnnmon.devices.base import Backend
 from gnnmon.devices.cpu import CpuBackend
-from gnnmon.devices.cuda import CudaBackend, check_cuda_index
+from gnnmon.devices.cuda import CudaBackend
 from gnnmon.devices.mps import MpsBackend
+from gnnmon.devices.registry import BACKENDS, BackendKind, register_backend
 from gnnmon.errors import DeviceError
 
-__all__ = ["Backend", "CpuBackend", "CudaBackend", "MpsBackend", "backend_for", "get_backend",
-           "clear_backends"]
+__all__ = ["Backend", "BackendKind", "CpuBackend", "CudaBackend", "MpsBackend", "BACKENDS", "backend_for",
+           "get_backend", "clear_backends", "register_backend"]
 
 _CACHE: dict[tuple[str, int | None], Backend] = {}
 _BY_DEVICE: dict[torch.device, Backend] = {}
@@ -25,36 +27,29 @@ _LOCK = threading.RLock()
 
 def backend_for(device: torch.device) -> Backend:
     """:func:`get_backend`, from a cache keyed by the ``torch.device`` itself (one dict lookup:
-    reading ``device.type`` alone costs ~0.3 µs). ``cuda`` without an index names the current
-    device, which can change: it is resolved every time."""
+    reading ``device.type`` alone costs ~0.3 µs). A device without an index, of a kind with
+    several (``cuda``: the current device, which can change), is resolved every time."""
     backend = _BY_DEVICE.get(device)
     if backend is not None:
         return backend
     backend = get_backend(device)
-    if device.type != "cuda" or device.index is not None:
+    if device.index is not None or BACKENDS[device.type].resolve_index is None:
         _BY_DEVICE[device] = backend
     return backend
 
 
 def get_backend(device: torch.device) -> Backend:
-    """The backend for a device (created on first use, then reused: it holds the peak stacks)."""
-    if device.type == "cuda":
-        # "cuda" alone means the current device: key by the index it resolves to.
-        index = device.index if device.index is not None else check_cuda_index(device)
-        key: tuple[str, int | None] = ("cuda", index)
-    elif device.type in ("mps", "cpu"):
-        key = (device.type, None)
-    else:
-        raise DeviceError(f"unsupported device {str(device)!r}: gnnmon measures cuda, mps, cpu")
+    """The backend for a device (made by its kind on first use, then reused: it holds the peak
+    stacks)."""
+    kind = BACKENDS.get(device.type)
+    if kind is None:
+        raise DeviceError(f"unsupported device {str(device)!r}: gnnmon measures {', '.join(BACKENDS)}")
+    index = None if kind.resolve_index is None else kind.resolve_index(device)
+    key = (kind.type, index)
     backend = _CACHE.get(key)
     if backend is not None:
         return backend
-    if device.type == "cuda":
-        new: Backend = CudaBackend(torch.device("cuda", index))
-    elif key[0] == "mps":
-        new = MpsBackend(device)
-    else:
-        new = CpuBackend(device)
+    new = kind.make(torch.device(kind.type, index) if index is not None else torch.device(kind.type))
     with _LOCK:
         return _CACHE.setdefault(key, new)
 

@@ -11,9 +11,8 @@ from typing import Any
 
 import torch
 
+from gnnmon.devices.registry import BACKENDS
 from gnnmon.errors import DeviceError
-
-SUPPORTED_TYPES = ("cuda", "mps", "cpu")
 
 DeviceLike = "torch.device | str | int | None"
 
@@ -44,10 +43,8 @@ def parse_device(device: Any) -> torch.device:
             f"device must be a torch.device, a string such as 'cuda:0' or an int, "
             f"not {type(device).__name__}"
         )
-    if dev.type not in SUPPORTED_TYPES:
-        raise DeviceError(
-            f"unsupported device {str(dev)!r}: gnnmon measures {', '.join(SUPPORTED_TYPES)}"
-        )
+    if dev.type not in BACKENDS:
+        raise DeviceError(f"unsupported device {str(dev)!r}: gnnmon measures {', '.join(BACKENDS)}")
     return dev
 
 
@@ -107,10 +104,10 @@ def device_from_arguments(args: Iterable[Any], kwargs: Mapping[str, Any]) -> tor
 
 def check_supported(dev: torch.device) -> torch.device:
     """``dev`` if gnnmon can measure it, else a clear :class:`DeviceError`."""
-    if dev.type not in SUPPORTED_TYPES:
+    if dev.type not in BACKENDS:
         raise DeviceError(
             f"the call's arguments live on {str(dev)!r}, which gnnmon cannot measure "
-            f"(supported: {', '.join(SUPPORTED_TYPES)}); pass device= explicitly"
+            f"(supported: {', '.join(BACKENDS)}); pass device= explicitly"
         )
     return dev
 
@@ -135,23 +132,12 @@ def default_device() -> torch.device:
     return _get_default_device()
 
 
-# How a row's device was chosen (its ``device_source`` field).
+# How a row's device was chosen (its ``device_source`` field); one inferred from a kind in use
+# reads "<type> in use" (BackendKind.in_use_source).
 BY_ARGUMENT = "argument"
 BY_EXPLICIT = "explicit"
 BY_DEFAULT = "torch default device"
-BY_CUDA_IN_USE = "cuda in use"
-BY_MPS_IN_USE = "mps in use"
 BY_NOTHING = "cpu: no accelerator in use"
-
-
-def _mps_in_use() -> bool:
-    mps = getattr(torch, "mps", None)
-    if mps is None or not torch.backends.mps.is_available():
-        return False
-    try:
-        return bool(mps.current_allocated_memory() > 0)
-    except Exception:  # noqa: BLE001 - an MPS build that cannot say: not in use
-        return False
 
 
 def infer_device() -> tuple[torch.device, str]:
@@ -159,24 +145,30 @@ def infer_device() -> tuple[torch.device, str]:
     train(): ...`` over a global model and loader), and how it was chosen:
 
     1. torch's default device, where one was set (``torch.set_default_device``);
-    2. else the current CUDA device, if CUDA is initialised in this process (a tensor or model was
-       put on a GPU, here or in an earlier call): ``cuda in use``;
-    3. else MPS, if it holds memory: ``mps in use``;
-    4. else the CPU: ``cpu: no accelerator in use``.
+    2. else the first accelerator kind in use in this process (:mod:`gnnmon.devices.registry`:
+       CUDA initialised, then MPS holding memory): ``cuda in use``, ``mps in use``;
+    3. else the CPU: ``cpu: no accelerator in use``.
 
-    Never the CPU silently while a GPU is in use. A call that is the first to use CUDA is measured
-    on the CPU (CUDA was not in use when it started); its row says so (:func:`cuda_started_since`)."""
+    Never the CPU silently while a GPU is in use. A call that is the first to use an accelerator
+    is measured on the CPU (none was in use when it started); its row says so
+    (:func:`accelerator_started_since`)."""
     dev = default_device()
     if dev.type != "cpu":
         return dev, BY_DEFAULT
-    if torch.cuda.is_initialized():
-        return torch.device("cuda", torch.cuda.current_device()), BY_CUDA_IN_USE
-    if _mps_in_use():
-        return torch.device("mps"), BY_MPS_IN_USE
+    for kind in BACKENDS.values():
+        if kind.accelerator:
+            used = kind.in_use()
+            if used is not None:
+                return used, kind.in_use_source
     return dev, BY_NOTHING
 
 
-def cuda_started_since(source: str) -> bool:
-    """True when a row measured on the CPU for want of an accelerator in use sees CUDA in use now
-    (the call itself started it)."""
-    return source == BY_NOTHING and torch.cuda.is_initialized()
+def accelerator_started_since(source: str) -> str | None:
+    """For a row measured on the CPU for want of an accelerator in use: the accelerator type in
+    use now (the call itself started it), else None."""
+    if source != BY_NOTHING:
+        return None
+    for kind in BACKENDS.values():
+        if kind.accelerator and kind.in_use() is not None:
+            return kind.type
+    return None

@@ -75,7 +75,7 @@ class Stopwatch:
 
     def start(self) -> None:
         backend, mode = self.backend, self.mode
-        if backend.name == "cpu":
+        if backend.memory_is_host:  # the host: work is synchronous, device time is wall time
             self.source = "wall"
         elif mode == "events":
             self._ev0 = backend.record_event()

@@ -15,6 +15,7 @@ import torch
 
 from gnnmon._version import __version__
 from gnnmon.devices.ranks import RankInfo, clock_offset
+from gnnmon.devices.registry import BACKENDS
 from gnnmon.record.storage import FORMAT, FORMAT_VERSION
 
 
@@ -26,17 +27,13 @@ def _version(dist: str) -> str | None:
 
 
 def _devices() -> dict[str, Any]:
-    # Counting devices does not create a CUDA context (no device names: that would).
-    cuda = torch.cuda.is_available()
-    mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
-    return {
-        "cuda_available": cuda,
-        "cuda_device_count": torch.cuda.device_count() if cuda else 0,
-        "cuda_version": torch.version.cuda,
-        "mps_available": mps,
-        "default_device": str(torch.get_default_device()) if hasattr(torch, "get_default_device") else "cpu",
-        "cpu_count": os.cpu_count(),
-    }
+    """Each device kind's entries (:mod:`gnnmon.devices.registry`; counting devices does not
+    create a CUDA context), and torch's default device."""
+    found: dict[str, Any] = {}
+    for kind in BACKENDS.values():
+        found.update(kind.manifest())
+    found["default_device"] = str(torch.get_default_device()) if hasattr(torch, "get_default_device") else "cpu"
+    return found
 
 
 def build_manifest(config: dict[str, Any] | None, options: dict[str, Any]) -> dict[str, Any]:

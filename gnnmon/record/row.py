@@ -21,8 +21,9 @@ from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import (
     BY_ARGUMENT,
     BY_EXPLICIT,
+    BY_NOTHING,
+    accelerator_started_since,
     check_supported,
-    cuda_started_since,
     infer_device,
     parse_device,
 )
@@ -160,9 +161,12 @@ class Row:
             fields["cpu_s"] = time.process_time() - self._cpu0
         if fields["device"] is None:
             self._settle_device()
-        elif cuda_started_since(fields.get("device_source", "")):
-            self.note("CUDA was first used during this call, after it was measured on the CPU: its GPU "
-                      "memory is not in this row; later calls measure the GPU (or pass device=)")
+        elif fields.get("device_source") == BY_NOTHING:
+            started = accelerator_started_since(BY_NOTHING)
+            if started is not None:
+                name = started.upper()
+                self.note(f"{name} was first used during this call, after it was measured on the CPU: its "
+                          f"{name} memory is not in this row; later calls measure {name} (or pass device=)")
         try:
             try:
                 self.run.add_row(fields, self._deferred)

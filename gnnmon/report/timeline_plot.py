@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gnnmon.fields import HOST_BACKEND
+
 MAX_MARKER_TEXTS = 40
 """Markers beyond this many are drawn as lines without their text."""
 
@@ -47,7 +49,7 @@ def plot_timeline(
     def sec(ns: int) -> float:
         return (ns - t0) / 1e9
 
-    gpu_rows = [r for r in records if r.get("backend") in ("cuda", "mps") and r.get("mem_peak_bytes") is not None]
+    gpu_rows = [r for r in records if r.get("backend") not in (None, HOST_BACKEND) and r.get("mem_peak_bytes") is not None]
     panels = (["util", "mem"] if samples else (["mem"] if gpu_rows else [])) + (["rows"] if records else [])
     ratios = {"util": 2, "mem": 1.5, "rows": 2}
     fig = Figure(figsize=(11, 2.2 + 1.6 * len(panels)), layout="constrained")

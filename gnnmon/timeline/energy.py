@@ -29,9 +29,10 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gnnmon.devices.registry import gauge_index
 from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH
 from gnnmon.timeline.carbon import CodeCarbonModel, carbon_intensity, codecarbon_model, user_model
-from gnnmon.timeline.join import Counters, cuda_index, gauge_at, note, samples_in
+from gnnmon.timeline.join import Counters, gauge_at, note, samples_in
 
 
 class EnergySources:
@@ -148,7 +149,7 @@ class EnergyJoin:
 
     def _gpu(self, f: dict[str, Any], samples: Sequence[Mapping[str, Any]], counters: Counters,
              a: int, b: int) -> None:
-        index = cuda_index(f.get("device"))
+        index = gauge_index(f.get("device"))
         if index is None:
             _none(f, "energy_gpu_j", "not a CUDA row")
         elif self.gpu_counter.get(index):
@@ -186,7 +187,7 @@ class EnergyJoin:
             f[f"{name}_source"] = f"measured:rapl-{kind}(interpolated{self.every})"
 
     def _co2(self, f: dict[str, Any]) -> None:
-        on_cuda = cuda_index(f.get("device")) is not None
+        on_cuda = gauge_index(f.get("device")) is not None
         parts = {k: f.get(k) for k in ENERGY_FIELDS if k != "energy_gpu_j" or on_cuda}
         known = [p for p in parts.values() if isinstance(p, (int, float))]
         if self.intensity is None or not known:

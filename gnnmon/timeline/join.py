@@ -20,6 +20,7 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeGuard
 
+from gnnmon.devices.registry import gauge_index
 from gnnmon.fields import add_note
 
 Samples = Sequence[Mapping[str, Any]]
@@ -71,13 +72,6 @@ def gauge_at(samples: Samples, key: str, t_ns: int, i: int | None = None) -> flo
     return v0 + (v1 - v0) * (t_ns - t0) / (t1 - t0) if t1 > t0 else v1
 
 
-def cuda_index(device: Any) -> int | None:
-    """The CUDA index of a row's ``device`` field (``"cuda:1"`` -> 1), else None."""
-    if isinstance(device, str) and device.startswith("cuda"):
-        return int(device.split(":")[1]) if ":" in device else 0
-    return None
-
-
 note = add_note
 
 
@@ -101,7 +95,7 @@ def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> No
     hi = bisect.bisect_right(samples, b, key=sample_time)
     fields["util_samples"] = hi - lo
     every = f"@{interval * 1000:g}ms"
-    index = cuda_index(fields.get("device"))
+    index = gauge_index(fields.get("device"))
     window = samples[lo:hi]
     mid = (a + b) // 2  # with no sample in [a, b], it falls where a does: at lo
     for name, key, how in _gauge_keys(index):
@@ -235,7 +229,7 @@ def energy_balance(rows: Iterable[Mapping[str, Any]], counters: Counters) -> dic
         scale = 1e-3 if key.endswith("_mj") else 1.0
         if key.startswith("gpu"):
             index = int(key[3:].split("_")[0])
-            mine = [r for r in top if cuda_index(r.get("device")) == index]
+            mine = [r for r in top if gauge_index(r.get("device")) == index]
         else:
             mine = top
         times = counters.times[key]

@@ -1,0 +1,150 @@
+"""The device kinds gnnmon measures, by torch device type, in one table.
+
+Each :class:`BackendKind` says what the kind is, whether this process has it and uses it, and how
+to make its backend; device parsing, inference, the manifest, the backend cache, the timeline's
+join and the plots read this table instead of testing device names. A new kind (say Intel XPU) is
+one module with a backend class (see :class:`~gnnmon.devices.base.Backend`) and one
+:func:`register_backend` call. Built in, in the order inference tries them: ``cuda``, ``mps``,
+``cpu`` (the host: always there, chosen when no accelerator is in use).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gnnmon.devices.base import Backend
+from gnnmon.devices.cpu import CpuBackend
+from gnnmon.devices.cuda import CudaBackend, check_cuda_index
+from gnnmon.devices.mps import MpsBackend
+from gnnmon.fields import HOST_BACKEND
+
+
+def _none() -> None:
+    return None
+
+
+def _nothing() -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """One kind of device. Every callable reads torch at call time (a test's fake is seen) and
+    none starts the device (no context created, no sync)."""
+
+    type: str
+    """The torch device type: ``torch.device(type)``, a row's ``backend`` field."""
+    make: Callable[[torch.device], Backend]
+    """The backend of one device, given with its index resolved (:attr:`resolve_index`)."""
+    available: Callable[[], bool]
+    """Whether this process can use the kind at all (a build with it, a device present)."""
+    in_use: Callable[[], torch.device | None] = _none
+    """The device a call with no device among its arguments runs on, when the process already
+    uses this kind (CUDA initialised, MPS memory held); None otherwise. Never for the host."""
+    accelerator: bool = True
+    """Memory apart from the host's: wins over the CPU among a call's arguments, and is inferred
+    when in use. False for the host itself."""
+    resolve_index: Callable[[torch.device], int | None] | None = None
+    """The index a device names, checked (``cuda`` alone: the current device, which can change,
+    so it is resolved per call); None: the kind has one device and no index."""
+    gauge_index: Callable[[str], int | None] = field(default=lambda label: None)
+    """The index of the GPU whose sampled gauges (NVML utilisation, power, energy) belong to a
+    row whose ``device`` field is ``label``; None where the sampler reads none for this kind."""
+    manifest: Callable[[], dict[str, Any]] = _nothing
+    """This kind's entries in the manifest's ``devices`` (counting devices, never starting one)."""
+
+    @property
+    def in_use_source(self) -> str:
+        """A row's ``device_source`` when it was inferred from this kind being in use."""
+        return f"{self.type} in use"
+
+
+BACKENDS: dict[str, BackendKind] = {}
+"""Device type -> its kind, in the order inference tries them (accelerators first)."""
+
+_LOCK = threading.RLock()
+
+
+def register_backend(kind: BackendKind, *, before: str | None = None) -> BackendKind:
+    """Add (or replace) a device kind; ``before``: the type it is tried before in inference
+    (default: before the host, after the accelerators already there)."""
+    with _LOCK:
+        kinds = [k for k in BACKENDS.values() if k.type != kind.type]
+        if before is None:
+            before = next((k.type for k in kinds if not k.accelerator), None)
+        at = next((i for i, k in enumerate(kinds) if k.type == before), len(kinds))
+        kinds.insert(at, kind)
+        BACKENDS.clear()
+        BACKENDS.update((k.type, k) for k in kinds)
+    return kind
+
+
+def unregister_backend(type_: str) -> None:
+    """Forget a device kind (a test's own kind, once it is done)."""
+    with _LOCK:
+        BACKENDS.pop(type_, None)
+
+
+def supported_types() -> tuple[str, ...]:
+    """The device types gnnmon measures, in the order inference tries them."""
+    return tuple(BACKENDS)
+
+
+def accelerator_types() -> tuple[str, ...]:
+    """The device types whose memory is apart from the host's."""
+    return tuple(k.type for k in BACKENDS.values() if k.accelerator)
+
+
+def gauge_index(label: Any) -> int | None:
+    """The sampled GPU (its index) a row's ``device`` field ran on, else None."""
+    if not isinstance(label, str):
+        return None
+    kind = BACKENDS.get(label.partition(":")[0])
+    return None if kind is None else kind.gauge_index(label)
+
+
+# -- the built-in kinds ----------------------------------------------------------------------------
+
+def _cuda_in_use() -> torch.device | None:
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_initialized() else None
+
+
+def _cuda_manifest() -> dict[str, Any]:
+    available = torch.cuda.is_available()  # counting devices creates no CUDA context
+    return {"cuda_available": available, "cuda_device_count": torch.cuda.device_count() if available else 0,
+            "cuda_version": torch.version.cuda}
+
+
+def _cuda_gauge_index(label: str) -> int | None:
+    return int(label.split(":")[1]) if ":" in label else 0
+
+
+def _mps_available() -> bool:
+    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+
+
+def _mps_in_use() -> torch.device | None:
+    mps = getattr(torch, "mps", None)
+    if mps is None or not _mps_available():
+        return None
+    try:
+        return torch.device("mps") if mps.current_allocated_memory() > 0 else None
+    except Exception:  # noqa: BLE001 - an MPS build that cannot say: not in use
+        return None
+
+
+for _kind in (
+    BackendKind("cuda", CudaBackend, lambda: torch.cuda.is_available(), _cuda_in_use, resolve_index=check_cuda_index,
+                gauge_index=_cuda_gauge_index, manifest=_cuda_manifest),
+    BackendKind("mps", MpsBackend, _mps_available, _mps_in_use,
+                manifest=lambda: {"mps_available": _mps_available()}),
+    BackendKind(HOST_BACKEND, CpuBackend, lambda: True, accelerator=False,
+                manifest=lambda: {"cpu_count": os.cpu_count()}),
+):
+    register_backend(_kind)
