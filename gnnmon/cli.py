@@ -12,6 +12,7 @@ from typing import Any
 
 from gnnmon._version import __version__
 from gnnmon.errors import ReportFileError
+from gnnmon.figures import reference
 from gnnmon.record.load import load
 from gnnmon.report.exports import EXPORTS
 
@@ -50,7 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     exp.add_argument("-o", "--output", required=True, metavar="OUT",
                      help="the trace's .json file, or the TensorBoard log folder")
     exp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
+    sub.add_parser("fields", help="print the reference of every field a row can hold (markdown)",
+                   description="Print every field a row can hold: its unit, meaning and logged name.")
     args = parser.parse_args(argv)
+    if args.command == "fields":
+        print(reference(), end="")
+        return 0
     bar = _progress_bar(args.path)
     try:
         run = load(args.path, strict=not args.lenient, progress=bar.update if bar is not None else None)

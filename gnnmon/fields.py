@@ -1,5 +1,5 @@
-"""The row's vocabulary, shared by every stage: field names and units that more than one stage
-needs (the full list of fields is in the README and ``docs/``). Imports nothing from gnnmon."""
+"""Names every stage shares about a row, and the helpers that fill and name rows (each figure's
+name, unit and meaning are declared in :mod:`gnnmon.figures`). Imports nothing from gnnmon."""
 
 from __future__ import annotations
 
@@ -23,22 +23,6 @@ ENERGY_FIELDS = ("energy_gpu_j", "energy_cpu_j", "energy_ram_j")
 
 J_PER_KWH = 3.6e6
 """Joules in one kilowatt-hour."""
-
-STEP_FIGURES = {
-    "wall_s": ("wall_ms", 1e3),
-    "device_s": ("device_ms", 1e3),
-    "phase_forward_s": ("forward_ms", 1e3),
-    "phase_backward_s": ("backward_ms", 1e3),
-    "phase_optimizer_s": ("optimizer_ms", 1e3),
-    "mem_peak_bytes": ("mem_peak_mib", 1 / 2**20),
-    "mem_peak_delta_bytes": ("mem_peak_delta_mib", 1 / 2**20),
-    "gc_pause_s": ("gc_ms", 1e3),
-    "num_nodes": ("num_nodes", 1),
-    "num_edges": ("num_edges", 1),
-}
-"""Row field -> (name, factor): a step's figures in the units a dashboard shows (ms, MiB,
-counts), as the Lightning callback logs them and the TensorBoard export writes them."""
-
 
 _NOTES: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
 """Notes tuples made so far, shared between rows: a row whose fields hold only plain values and a

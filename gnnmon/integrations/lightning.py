@@ -33,7 +33,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
-from gnnmon.fields import STEP_FIGURES
+from gnnmon.fields import row_key
+from gnnmon.figures import STEP_FIGURES
 from gnnmon.measure.adapters import Measurement, enter_measurements, exit_measurements, open_row
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
@@ -104,7 +105,7 @@ class LoggerSink:
         with self._lock:
             arrived = self._arrived
             for row in batch.rows:
-                arrived[f"{row['label']}#{row['index']}"] = row
+                arrived[row_key(row)] = row
             while len(arrived) > MAX_ARRIVED:
                 arrived.popitem(last=False)
         self._log_ready()

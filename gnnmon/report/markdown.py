@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH
+from gnnmon.figures import BYTES, SECONDS, unit_of
 from gnnmon.report.stats import STATS
 from gnnmon.report.table import Table
 
@@ -230,10 +231,11 @@ def _kwh(v: float | None) -> str:
 
 
 def _unit(field: str) -> tuple[str, float]:
-    if field.endswith("_bytes"):
-        return "MiB", 1 / 2**20
-    if field.endswith("_s"):
-        return "ms", 1e3
+    """The unit a field's column shows (declared in :mod:`gnnmon.figures`: MiB, ms, ...) and the
+    factor from what is stored; counts and figures without a unit keep theirs."""
+    unit = unit_of(field)
+    if unit in (BYTES, SECONDS):
+        return unit.shown, unit.factor
     return "", 1.0
 
 

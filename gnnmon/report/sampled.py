@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-UNITS = (("_pct", "pct", 1.0), ("_bytes", "mib", 1 / 2**20), ("_w", "w", 1.0))
-"""A sampled field's suffix -> (unit, factor): percentages, bytes as MiB, watts."""
+from gnnmon.figures import BYTES, PERCENT, WATTS
+
+SAMPLED_UNITS = (PERCENT, BYTES, WATTS)
+"""The units of the sampled figures: percentages, bytes (shown as MiB), watts."""
 
 NOT_FIGURES = {"t_ns", "late_s", "interval_s", "sampler_cpu_s", "children", "rank"}
 """A sample's fields that are about the sample, not the machine."""
@@ -18,7 +20,7 @@ def sampled_figures(sample: Mapping[str, Any]) -> Iterator[tuple[str, str, float
     for key, value in sample.items():
         if key in NOT_FIGURES or not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        for suffix, unit, factor in UNITS:
-            if key.endswith(suffix):
-                yield key[: -len(suffix)], unit, value * factor
+        for unit in SAMPLED_UNITS:
+            if key.endswith(unit.suffix):
+                yield key[: -len(unit.suffix)], unit.tag, value * unit.factor
                 break

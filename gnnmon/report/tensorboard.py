@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from gnnmon.fields import STEP_FIGURES
+from gnnmon.figures import STEP_FIGURES, logged_name
 from gnnmon.report.sampled import sampled_figures
 from gnnmon.report.source import Source
 
@@ -21,8 +21,10 @@ def _figures(row: dict[str, Any]) -> Iterator[tuple[str, tuple[str, float]]]:
     """The step figures, then any other phase (``phase_load_s`` -> ``load_ms``)."""
     yield from STEP_FIGURES.items()
     for field in row:
-        if field.startswith("phase_") and field.endswith("_s") and field not in STEP_FIGURES:
-            yield field, (f"{field[6:-2]}_ms", 1e3)
+        if field not in STEP_FIGURES:
+            named = logged_name(field)
+            if named is not None:
+                yield field, named
 
 
 def scalars(report: Source) -> Iterator[tuple[int, str, float, int, float]]:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gnnmon.fields import HOST_BACKEND
+from gnnmon.figures import BYTES
 
 MAX_MARKER_TEXTS = 40
 """Markers beyond this many are drawn as lines without their text."""
@@ -74,15 +75,15 @@ def plot_timeline(
     if "mem" in axes:
         ax = axes["mem"]
         if samples:
-            ax.plot(ts, [s.get("rss_bytes", 0) / 2**20 for s in samples], label="host: process RSS")
+            ax.plot(ts, [s.get("rss_bytes", 0) * BYTES.factor for s in samples], label="host: process RSS")
             if any(s.get("children_rss_bytes") for s in samples):
-                ax.plot(ts, [s.get("children_rss_bytes", 0) / 2**20 for s in samples], label="host: workers' RSS")
+                ax.plot(ts, [s.get("children_rss_bytes", 0) * BYTES.factor for s in samples], label="host: workers' RSS")
             for key in sorted({k for s in samples for k in s if k.startswith("gpu") and k.endswith("_mem_used_bytes")}):
-                values = [None if s.get(key) is None else s[key] / 2**20 for s in samples]
+                values = [None if s.get(key) is None else s[key] * BYTES.factor for s in samples]
                 ax.plot(ts, values, label=f"GPU {key[3:-15]}: used (NVML)")
         for device in sorted({str(r["device"]) for r in gpu_rows}):
             mine = [r for r in gpu_rows if str(r["device"]) == device and r.get("t_end_ns")]
-            ax.scatter([sec(r["t_end_ns"]) for r in mine], [r["mem_peak_bytes"] / 2**20 for r in mine], s=10,
+            ax.scatter([sec(r["t_end_ns"]) for r in mine], [r["mem_peak_bytes"] * BYTES.factor for r in mine], s=10,
                        marker="v", label=f"{device}: allocator peak per row", zorder=3)
         ax.set_ylim(bottom=0)
         ax.set_ylabel("memory (MiB)")

@@ -23,18 +23,14 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from gnnmon.figures import BYTES, PERCENT, TRACED, WATTS
 from gnnmon.report.sampled import sampled_figures
 from gnnmon.report.source import Source
 
 ROWS_TID, PHASES_TID, GC_TID = 1, 2, 3
 EXTRA_ROWS_TID = 10  # further rows tracks: 10, 11, ...
-COUNTERS = {"pct": "utilisation %", "mib": "memory MiB", "w": "power W"}
+COUNTERS = {PERCENT.tag: "utilisation %", BYTES.tag: "memory MiB", WATTS.tag: "power W"}
 """A sampled figure's unit -> the counter track it is drawn on."""
-ROW_ARGS = {
-    "wall_s": ("wall_ms", 1e3), "device_s": ("device_ms", 1e3), "mem_peak_bytes": ("mem_peak_mib", 1 / 2**20),
-    "mem_peak_delta_bytes": ("mem_peak_delta_mib", 1 / 2**20), "rss_peak_delta_bytes": ("rss_peak_delta_mib", 1 / 2**20),
-    "gc_pause_s": ("gc_ms", 1e3), "energy_gpu_j": ("energy_gpu_j", 1), "energy_cpu_j": ("energy_cpu_j", 1),
-}
 ROW_KEEP = ("index", "parent", "device", "error", "num_nodes", "num_edges", "num_graphs", "compiled", "epoch", "stage",
             "config")
 
@@ -45,7 +41,7 @@ def _us(t_ns: int, t0: int) -> float:
 
 def _row_args(row: dict[str, Any]) -> dict[str, Any]:
     args: dict[str, Any] = {k: row[k] for k in ROW_KEEP if row.get(k) is not None}
-    for field, (name, factor) in ROW_ARGS.items():
+    for field, (name, factor) in TRACED.items():
         value = row.get(field)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             args[name] = round(value * factor, 6)

@@ -1,0 +1,210 @@
+"""Every figure a row can hold, declared once: its name, unit, meaning and the stage that fills it.
+
+The renderers read this table: the markdown report's units, the Chrome trace's slice arguments,
+the TensorBoard scalars, the Lightning callback's logged step figures, the plots, and the field
+reference in ``docs/fields.md`` (made by :func:`reference`; a test keeps it current). Backends
+return raw counters; the measurement that fills a figure names it here. A figure's unit also
+shows in its name's suffix (``_bytes``, ``_s``, ``_pct``, ...: :data:`UNITS`), so a field that
+is not declared (a marker of yours, an energy counter's source) still renders in the right unit.
+Imports nothing from gnnmon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Unit:
+    """How a figure is stored and how it is shown: stored value × ``factor`` = shown value."""
+
+    name: str
+    """The stored unit, as the reference names it."""
+    suffix: str
+    """The suffix of every field name in this unit."""
+    shown: str
+    """The unit a report shows (MiB for bytes, ms for seconds)."""
+    factor: float
+    tag: str
+    """The shown unit inside a name (``mem_peak_mib``, ``wall_ms``)."""
+
+
+BYTES = Unit("bytes", "_bytes", "MiB", 1 / 2**20, "mib")
+SECONDS = Unit("s", "_s", "ms", 1e3, "ms")
+NANOSECONDS = Unit("ns", "_ns", "ns", 1.0, "ns")
+PERCENT = Unit("%", "_pct", "%", 1.0, "pct")
+WATTS = Unit("W", "_w", "W", 1.0, "w")
+JOULES = Unit("J", "_j", "J", 1.0, "j")
+KILOGRAMS = Unit("kg", "_kg", "kg", 1.0, "kg")
+UNITS = (BYTES, SECONDS, NANOSECONDS, PERCENT, WATTS, JOULES, KILOGRAMS)
+"""Units with a suffix, by suffix; anything else is a count or a text."""
+
+COUNT = Unit("count", "", "", 1.0, "")
+TEXT = Unit("text", "", "", 1.0, "")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One field of a row. ``name`` may hold a ``<part>`` (a family: ``phase_<name>_s``)."""
+
+    name: str
+    unit: Unit
+    stage: str
+    """What fills it: row, memory, timing, phase, gc, graph, compile, timeline, energy."""
+    meaning: str
+    logged: str | None = None
+    """The name of a step figure in shown units, as the Lightning callback logs it and the
+    TensorBoard export writes it (``wall_ms``); None: not a step figure."""
+    traced: bool = False
+    """Shown on its row's slice in the Chrome trace."""
+
+    @property
+    def shown_name(self) -> str:
+        """The name in shown units: ``logged`` if set, else the suffix swapped (``rss_peak_delta_mib``)."""
+        if self.logged:
+            return self.logged
+        if self.unit.suffix and self.name.endswith(self.unit.suffix):
+            return self.name[: -len(self.unit.suffix)] + "_" + self.unit.tag
+        return self.name
+
+
+F = Figure
+FIGURES: tuple[Figure, ...] = (
+    F("label", TEXT, "row", "the `label=` given, else the function's name as written"),
+    F("index", COUNT, "row", "call number per label, from 0"),
+    F("parent", TEXT, "row", "`label#index` of the enclosing row, or None"),
+    F("t_start_ns", NANOSECONDS, "row", "wall clock at the start (Unix epoch)"),
+    F("t_end_ns", NANOSECONDS, "row", "wall clock at the end (Unix epoch)"),
+    F("device", TEXT, "row", "the device measured (`cuda:0`, `mps`, `cpu`)"),
+    F("backend", TEXT, "row", "the device kind measured (`cuda`, `mps`, `cpu`)"),
+    F("device_source", TEXT, "row", "how the device was chosen (`explicit`, `argument`, `cuda in use`, ...)"),
+    F("error", TEXT, "row", "the exception type the call raised, or None"),
+    F("notes", TEXT, "row", "why a figure is missing or how it was made"),
+    F("cpu_s", SECONDS, "row", "process CPU time during the row (with energy on)"),
+    F("mem_start_bytes", BYTES, "memory", "device memory at the start (CPU: process RSS)"),
+    F("mem_end_bytes", BYTES, "memory", "device memory at the end"),
+    F("mem_peak_bytes", BYTES, "memory", "highest device memory inside the call", "mem_peak_mib", True),
+    F("mem_peak_delta_bytes", BYTES, "memory", "peak minus start: what the call added at its worst",
+      "mem_peak_delta_mib", True),
+    F("mem_end_delta_bytes", BYTES, "memory", "end minus start: what the call left behind"),
+    F("mem_reserved_start_bytes", BYTES, "memory", "CUDA: what the caching allocator holds, at the start"),
+    F("mem_reserved_end_bytes", BYTES, "memory", "CUDA: what the caching allocator holds, at the end"),
+    F("mem_reserved_peak_bytes", BYTES, "memory", "CUDA: the most the caching allocator held"),
+    F("mem_driver_start_bytes", BYTES, "memory", "MPS: what Metal's driver holds, at the start"),
+    F("mem_driver_bytes", BYTES, "memory", "MPS: what Metal's driver holds, at the end"),
+    F("mem_driver_peak_bytes", BYTES, "memory", "MPS: the most Metal's driver held (sampled)"),
+    F("mem_recommended_max_bytes", BYTES, "memory", "MPS: torch.mps.recommended_max_memory()"),
+    F("cuda_alloc_retries", COUNT, "memory", "CUDA: allocations that had to free the cache and retry"),
+    F("cuda_ooms", COUNT, "memory", "CUDA: out-of-memory errors raised by the allocator"),
+    F("rss_start_bytes", BYTES, "memory", "host process RSS at the start"),
+    F("rss_peak_bytes", BYTES, "memory", "highest host process RSS inside the call"),
+    F("rss_end_bytes", BYTES, "memory", "host process RSS at the end"),
+    F("rss_peak_delta_bytes", BYTES, "memory", "RSS peak minus start", traced=True),
+    F("rss_children_start_bytes", BYTES, "memory", "child processes' RSS at the start (sampled)"),
+    F("rss_children_peak_bytes", BYTES, "memory", "child processes' highest RSS (sampled)"),
+    F("rss_children_end_bytes", BYTES, "memory", "child processes' RSS at the end (sampled)"),
+    F("wall_s", SECONDS, "timing", "host time of the call", "wall_ms", True),
+    F("device_s", SECONDS, "timing", "device time of the call (events or syncs; CPU: wall time)", "device_ms", True),
+    F("phase_forward_s", SECONDS, "phase", "time in `phase(\"forward\")`", "forward_ms"),
+    F("phase_backward_s", SECONDS, "phase", "time in `phase(\"backward\")`", "backward_ms"),
+    F("phase_optimizer_s", SECONDS, "phase", "time in `phase(\"optimizer\")`", "optimizer_ms"),
+    F("phase_<name>_s", SECONDS, "phase", "time in `phase(name)`, summed if it repeats", "<name>_ms"),
+    F("gc_collections", COUNT, "gc", "collections inside the row"),
+    F("gc_pause_s", SECONDS, "gc", "time those collections paused the process", "gc_ms", True),
+    F("gc_max_generation", COUNT, "gc", "the oldest generation collected, or None"),
+    F("num_nodes", COUNT, "graph", "nodes of the PyG batch among the call's arguments", "num_nodes"),
+    F("num_edges", COUNT, "graph", "edges of that batch", "num_edges"),
+    F("num_graphs", COUNT, "graph", "graphs in that batch"),
+    F("batch_size", COUNT, "graph", "seed nodes of a neighbour-sampled batch"),
+    F("num_nodes__<type>", COUNT, "graph", "nodes of one node type of a HeteroData batch"),
+    F("num_edges__<type>", COUNT, "graph", "edges of one edge type of a HeteroData batch"),
+    F("compile_frames", COUNT, "compile", "frames torch.compile compiled during the call"),
+    F("compile_recompiles", COUNT, "compile", "of those, recompilations"),
+    F("compile_graphs", COUNT, "compile", "graphs made"),
+    F("compile_graph_breaks", COUNT, "compile", "graph breaks (reasons in notes)"),
+    F("compile_s", SECONDS, "compile", "time spent compiling, the lazily compiled backward included"),
+    F("compile_backward_s", SECONDS, "compile", "of which the backward"),
+    F("cpu_util_pct", PERCENT, "timeline", "CPU utilisation of the process, sampled"),
+    F("gpu_util_pct", PERCENT, "timeline", "utilisation of the row's GPU (NVML)"),
+    F("gpu_power_w", WATTS, "timeline", "power of the row's GPU (NVML)"),
+    F("workers_rss_bytes", BYTES, "timeline", "DataLoader workers' RSS, sampled"),
+    F("ram_used_bytes", BYTES, "timeline", "the machine's used RAM, sampled"),
+    F("util_samples", COUNT, "timeline", "samples inside the row's window"),
+    F("energy_gpu_j", JOULES, "energy", "energy of the row's GPU", traced=True),
+    F("energy_cpu_j", JOULES, "energy", "CPU energy (RAPL, else a model)", traced=True),
+    F("energy_ram_j", JOULES, "energy", "RAM energy (RAPL, else a model)"),
+    F("co2_kg", KILOGRAMS, "energy", "emissions of that energy at the carbon intensity"),
+    F("<field>_source", TEXT, "row", "how a figure was measured (`measured:...`, `sampled:...`, `model:...`)"),
+)
+"""Every field a row can hold (markers carried on rows aside)."""
+
+BY_NAME = {f.name: f for f in FIGURES}
+
+STEP_FIGURES: dict[str, tuple[str, float]] = {
+    f.name: (f.shown_name, f.unit.factor) for f in FIGURES if f.logged and "<" not in f.name}
+"""Row field -> (name, factor): a step's figures in the units a dashboard shows (ms, MiB,
+counts), as the Lightning callback logs them and the TensorBoard export writes them."""
+
+TRACED: dict[str, tuple[str, float]] = {f.name: (f.shown_name, f.unit.factor) for f in FIGURES if f.traced}
+"""Row field -> (name, factor): the figures on a row's slice in the Chrome trace."""
+
+
+_FAMILIES = tuple((f.name.split("<")[0], f.name.split(">")[1], f) for f in FIGURES if "<" in f.name)
+
+
+def figure_of(field: str) -> Figure | None:
+    """A field's declaration: by name, else the family it belongs to (``phase_load_s``,
+    ``num_nodes__paper``, ``mem_peak_bytes_source``: a declared figure's source), else None."""
+    figure = BY_NAME.get(field)
+    if figure is not None:
+        return figure
+    for head, tail, family in _FAMILIES:
+        if field.startswith(head) and field.endswith(tail) and len(field) > len(head) + len(tail):
+            if not head and figure_of(field[: -len(tail)]) is None:
+                continue  # "<field>_source" only for a declared figure
+            return family
+    return None
+
+
+def unit_of(field: str) -> Unit:
+    """A field's unit: its declaration, else its name's suffix, else a count."""
+    figure = figure_of(field)
+    if figure is not None:
+        return figure.unit
+    for unit in UNITS:
+        if field.endswith(unit.suffix):
+            return unit
+    return COUNT
+
+
+def phase_field(field: str) -> str | None:
+    """The phase a ``phase_<name>_s`` field times, else None."""
+    if field.startswith("phase_") and field.endswith("_s") and len(field) > 8:
+        return field[6:-2]
+    return None
+
+
+def logged_name(field: str) -> tuple[str, float] | None:
+    """(name, factor) of a step figure as dashboards show it, any phase included
+    (``phase_load_s`` -> ``load_ms``); None for a field that is not one."""
+    known = STEP_FIGURES.get(field)
+    if known is not None:
+        return known
+    name = phase_field(field)
+    return None if name is None else (f"{name}_{SECONDS.tag}", SECONDS.factor)
+
+
+def reference() -> str:
+    """The field reference (``docs/fields.md``) as markdown, by stage."""
+    out = ["# Fields", "", "Every field a row can hold, as declared in `gnnmon/figures.py` (this page is made from",
+           "it: `gnnmon fields > docs/fields.md`). Reports show bytes in MiB and seconds in ms;",
+           "a step figure's logged name is what Lightning's loggers and TensorBoard get.", ""]
+    stages: dict[str, list[Figure]] = {}
+    for f in FIGURES:
+        stages.setdefault(f.stage, []).append(f)
+    for stage, figures in stages.items():
+        out += [f"## {stage}", "", "| field | unit | meaning | logged as |", "| --- | --- | --- | --- |"]
+        out += [f"| `{f.name}` | {f.unit.name} | {f.meaning} | {f'`{f.logged}`' if f.logged else ''} |"
+                for f in figures]
+        out.append("")
+    return "\n".join(out)
