@@ -91,16 +91,6 @@ def unregister_backend(type_: str) -> None:
         BACKENDS.pop(type_, None)
 
 
-def supported_types() -> tuple[str, ...]:
-    """The device types gnnmon measures, in the order inference tries them."""
-    return tuple(BACKENDS)
-
-
-def accelerator_types() -> tuple[str, ...]:
-    """The device types whose memory is apart from the host's."""
-    return tuple(k.type for k in BACKENDS.values() if k.accelerator)
-
-
 def gauge_index(label: Any) -> int | None:
     """The sampled GPU (its index) a row's ``device`` field ran on, else None."""
     if not isinstance(label, str):

@@ -13,6 +13,7 @@ import torch
 
 from gnnmon.devices.registry import BACKENDS
 from gnnmon.errors import DeviceError
+from gnnmon.fields import HOST_BACKEND
 
 DeviceLike = "torch.device | str | int | None"
 
@@ -88,10 +89,10 @@ def scan_arguments(args: Iterable[Any], kwargs: Mapping[str, Any] | None) -> tup
                     continue
                 if data is None and kinds and isinstance(item, kinds):
                     data = item
-                if found is not None and found.type != "cpu":
+                if found is not None and found.type != HOST_BACKEND:
                     continue  # the device is settled; still looking for PyG data
                 dev = _tensor_device(item, kinds)
-                if dev is not None and (found is None or dev.type != "cpu"):
+                if dev is not None and (found is None or dev.type != HOST_BACKEND):
                     found = dev
     return found, data
 
@@ -153,7 +154,7 @@ def infer_device() -> tuple[torch.device, str]:
     is measured on the CPU (none was in use when it started); its row says so
     (:func:`accelerator_started_since`)."""
     dev = default_device()
-    if dev.type != "cpu":
+    if dev.type != HOST_BACKEND:
         return dev, BY_DEFAULT
     for kind in BACKENDS.values():
         if kind.accelerator:
