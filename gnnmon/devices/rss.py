@@ -17,7 +17,9 @@ so no read has to ask for the pid.
 The reads and the reset keep the GIL (libc's ``pread``/``write`` called through ``ctypes.PyDLL``,
 where ``os.pread`` releases it): a call that releases the GIL on the step's path waits, when
 another thread is busy in Python (gnnmon's writer encoding rows, a loader thread), until that
-thread gives the GIL back — up to ``sys.getswitchinterval()`` (5 ms) for a 2 µs read.
+thread gives the GIL back — up to ``sys.getswitchinterval()`` (5 ms) for a 2 µs read. Measured on
+the 2-core VM (Python 3.11): a reading with a thread spinning beside it, median 5.2 ms through
+``os.pread``, 6 µs here; with nothing beside it, 2.9 µs here against 1.6 µs (the ctypes call).
 """
 
 
@@ -29,6 +31,7 @@ import resource
 import threading
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 _getrusage = resource.getrusage
 _SELF = resource.RUSAGE_SELF
@@ -45,15 +48,19 @@ def _gil_holding_io() -> tuple[Callable[[int, int], bytes], Callable[[int, bytes
     c_pread.restype = c_write.restype = ctypes.c_ssize_t
     c_pread.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long]
     c_write.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
-    make_buffer = ctypes.create_string_buffer
+    free: list[Any] = []  # buffers not in use: a signal handler that reads in between takes another
 
     def pread(fd: int, n: int) -> bytes:
-        buf = make_buffer(n)  # one per call: a signal handler may read in between (reentrant)
+        """Up to ``n`` (< 8192) bytes of a text file from offset 0."""
+        buf = free.pop() if free else ctypes.create_string_buffer(8192)
         got = c_pread(fd, buf, n, 0)
         if got < 0:
             err = ctypes.get_errno() or 5  # EIO when libc left no errno
             raise OSError(err, os.strerror(err))
-        return buf.raw[:got]
+        buf[got] = b"\0"  # the text ends here, whatever an earlier, longer read left after it
+        text: bytes = buf.value
+        free.append(buf)
+        return text
 
     def write(fd: int, data: bytes) -> int:
         got = c_write(fd, data, len(data))
@@ -81,7 +88,7 @@ CLEAR_REFS = "/proc/self/clear_refs"
 def status_figures(fd: int) -> tuple[int, int]:
     """(VmRSS, VmHWM) in bytes from an open ``/proc/self/status`` descriptor."""
     rss = hwm = -1
-    for line in pread_holding_gil(fd, 8192).split(b"\n"):
+    for line in pread_holding_gil(fd, 8191).split(b"\n"):
         if line.startswith(b"VmHWM:"):
             hwm = int(line.split()[1]) * 1024
         elif line.startswith(b"VmRSS:"):
