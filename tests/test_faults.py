@@ -428,3 +428,42 @@ def test_phases_closed_out_of_order_hand_back_an_open_phase():
         with gnnmon.phase("c"), gnnmon.phase("c"):  # the same name nested, closed in order
             pass
         assert state.current_phase() is None
+
+
+def test_a_fork_while_the_writer_holds_the_file_does_not_hang_the_child(tmp_path):
+    """The run's file lock held by another thread at the fork (the writer mid-write, planted by a
+    thread that holds it): the child's fork handler lets go of the parent's file without waiting
+    for that lock, which no thread of the child would ever release."""
+    import os
+    import signal
+    import threading
+    import time
+
+    path = tmp_path / "held.jsonl"
+    with gnnmon.collect(path) as run:
+        writer_file = run._file_sink.file
+        held, done = threading.Event(), threading.Event()
+
+        def hold_the_file() -> None:
+            with writer_file._lock:
+                held.set()
+                done.wait()
+
+        holder = threading.Thread(target=hold_the_file)
+        holder.start()
+        held.wait()
+        try:
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)  # the fork handlers have run by now
+            deadline = time.monotonic() + 10
+            while not os.waitpid(pid, os.WNOHANG)[0]:
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    pytest.fail("the forked child hung in gnnmon's fork handler")
+                time.sleep(0.01)
+        finally:
+            done.set()
+            holder.join()
+    assert gnnmon.load(path).complete  # the child closed its descriptor only: the parent's file ended cleanly

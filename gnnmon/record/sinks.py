@@ -179,11 +179,11 @@ class JsonlSink:
 
     def forget(self) -> None:
         """In a forked child: the file is the parent's; never write to it (its descriptor is closed
-        here only, which leaves the parent's open)."""
+        here only, which leaves the parent's open; see :meth:`JsonlWriter.forget`)."""
         file, self.file = self.file, None
         if file is not None:
             try:
-                file.close()
+                file.forget()
             except OSError:
                 pass
 

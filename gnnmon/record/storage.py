@@ -199,6 +199,13 @@ class JsonlWriter:
             if not self._file.closed:
                 self._file.close()
 
+    def forget(self) -> None:
+        """In a forked child: close this process's descriptor without the lock, which a thread of
+        the parent (the writer, mid-write) may have held at the fork and no thread of the child
+        will ever release; the parent's descriptor stays open."""
+        self._lock = threading.RLock()
+        self._file.close()
+
 
 def _link_new(temp: Path, path: Path) -> None:
     """Give ``temp`` the name ``path`` only if no file has it (atomically where links exist)."""
