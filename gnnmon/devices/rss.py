@@ -22,7 +22,6 @@ the 2-core VM (Python 3.11): a reading with a thread spinning beside it, median 
 ``os.pread``, 6 µs here; with nothing beside it, 2.9 µs here against 1.6 µs (the ctypes call).
 """
 
-
 from __future__ import annotations
 
 import ctypes
