@@ -5,21 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-IDENTITY_FIELDS = (
-    "label", "index", "parent", "t_start_ns", "t_end_ns", "device", "backend", "device_source", "error",
-    "notes",
-)
-"""Fields every row has; a carried marker may not take one of these names."""
-
 ROW_FIELD_PREFIXES = ("mem_", "rss_", "phase_", "gc_")
-"""Prefixes of measured figures; a carried marker may not start with one."""
+"""Prefixes of measured figures; a carried marker may not start with one (nor take the name of a
+row's identity field: ``gnnmon.figures.IDENTITY_FIELDS``)."""
 
 HOST_BACKEND = "cpu"
 """The backend whose device memory is the host process's RSS (every other backend's rows hold an
 accelerator's memory); the device kinds themselves are in ``gnnmon.devices.registry``."""
-
-ENERGY_FIELDS = ("energy_gpu_j", "energy_cpu_j", "energy_ram_j")
-"""Energy figures of a row, in joules (each with a ``<field>_source``)."""
 
 J_PER_KWH = 3.6e6
 """Joules in one kilowatt-hour."""

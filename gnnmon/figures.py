@@ -80,7 +80,6 @@ FIGURES: tuple[Figure, ...] = (
     F("device_source", TEXT, "row", "how the device was chosen (`explicit`, `argument`, `cuda in use`, ...)"),
     F("error", TEXT, "row", "the exception type the call raised, or None"),
     F("notes", TEXT, "row", "why a figure is missing or how it was made"),
-    F("cpu_s", SECONDS, "row", "process CPU time during the row (with energy on)"),
     F("mem_start_bytes", BYTES, "memory", "device memory at the start (CPU: process RSS)"),
     F("mem_end_bytes", BYTES, "memory", "device memory at the end"),
     F("mem_peak_bytes", BYTES, "memory", "highest device memory inside the call", "mem_peak_mib", True),
@@ -130,6 +129,7 @@ FIGURES: tuple[Figure, ...] = (
     F("workers_rss_bytes", BYTES, "timeline", "DataLoader workers' RSS, sampled"),
     F("ram_used_bytes", BYTES, "timeline", "the machine's used RAM, sampled"),
     F("util_samples", COUNT, "timeline", "samples inside the row's window"),
+    F("cpu_s", SECONDS, "energy", "process CPU time during the row (with energy on: the CPU energy model)"),
     F("energy_gpu_j", JOULES, "energy", "energy of the row's GPU", traced=True),
     F("energy_cpu_j", JOULES, "energy", "CPU energy (RAPL, else a model)", traced=True),
     F("energy_ram_j", JOULES, "energy", "RAM energy (RAPL, else a model)"),
@@ -139,6 +139,12 @@ FIGURES: tuple[Figure, ...] = (
 """Every field a row can hold (markers carried on rows aside)."""
 
 BY_NAME = {f.name: f for f in FIGURES}
+
+IDENTITY_FIELDS = tuple(f.name for f in FIGURES if f.stage == "row" and "<" not in f.name)
+"""Fields every row has; a carried marker may not take one of these names."""
+
+ENERGY_FIELDS = tuple(f.name for f in FIGURES if f.unit is JOULES)
+"""Energy figures of a row, in joules (each with a ``<field>_source``)."""
 
 STEP_FIGURES: dict[str, tuple[str, float]] = {
     f.name: (f.shown_name, f.unit.factor) for f in FIGURES if f.logged and "<" not in f.name}

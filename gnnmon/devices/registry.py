@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,6 +31,10 @@ def _none() -> None:
 
 def _nothing() -> dict[str, Any]:
     return {}
+
+
+def _no_gauge(label: str) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class BackendKind:
     resolve_index: Callable[[torch.device], int | None] | None = None
     """The index a device names, checked (``cuda`` alone: the current device, which can change,
     so it is resolved per call); None: the kind has one device and no index."""
-    gauge_index: Callable[[str], int | None] = field(default=lambda label: None)
+    gauge_index: Callable[[str], int | None] = _no_gauge
     """The index of the GPU whose sampled gauges (NVML utilisation, power, energy) belong to a
     row whose ``device`` field is ``label``; None where the sampler reads none for this kind."""
     manifest: Callable[[], dict[str, Any]] = _nothing

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from gnnmon.devices.registry import BACKENDS
+from gnnmon.devices.registry import BACKENDS, BackendKind
 from gnnmon.errors import DeviceError
 from gnnmon.fields import HOST_BACKEND
 
@@ -151,25 +151,22 @@ def infer_device() -> tuple[torch.device, str]:
     3. else the CPU: ``cpu: no accelerator in use``.
 
     Never the CPU silently while a GPU is in use. A call that is the first to use an accelerator
-    is measured on the CPU (none was in use when it started); its row says so
-    (:func:`accelerator_started_since`)."""
+    is measured on the CPU (none was in use when it started); its row says so, from
+    :func:`accelerator_in_use` at its end."""
     dev = default_device()
     if dev.type != HOST_BACKEND:
         return dev, BY_DEFAULT
+    used = accelerator_in_use()
+    if used is not None:
+        return used[1], used[0].in_use_source
+    return dev, BY_NOTHING
+
+
+def accelerator_in_use() -> tuple[BackendKind, torch.device] | None:
+    """The first accelerator kind this process uses now, and its device (registry order)."""
     for kind in BACKENDS.values():
         if kind.accelerator:
             used = kind.in_use()
             if used is not None:
-                return used, kind.in_use_source
-    return dev, BY_NOTHING
-
-
-def accelerator_started_since(source: str) -> str | None:
-    """For a row measured on the CPU for want of an accelerator in use: the accelerator type in
-    use now (the call itself started it), else None."""
-    if source != BY_NOTHING:
-        return None
-    for kind in BACKENDS.values():
-        if kind.accelerator and kind.in_use() is not None:
-            return kind.type
+                return kind, used
     return None

@@ -22,7 +22,7 @@ from gnnmon.devices.resolve import (
     BY_ARGUMENT,
     BY_EXPLICIT,
     BY_NOTHING,
-    accelerator_started_since,
+    accelerator_in_use,
     check_supported,
     infer_device,
     parse_device,
@@ -161,10 +161,10 @@ class Row:
             fields["cpu_s"] = time.process_time() - self._cpu0
         if fields["device"] is None:
             self._settle_device()
-        elif fields.get("device_source") == BY_NOTHING:
-            started = accelerator_started_since(BY_NOTHING)
+        elif fields.get("device_source") == BY_NOTHING:  # on the CPU: did this call start an accelerator?
+            started = accelerator_in_use()
             if started is not None:
-                name = started.upper()
+                name = started[0].type.upper()
                 self.note(f"{name} was first used during this call, after it was measured on the CPU: its "
                           f"{name} memory is not in this row; later calls measure {name} (or pass device=)")
         try:

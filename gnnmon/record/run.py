@@ -30,7 +30,8 @@ from typing import Any
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.peaks import hold_pollers, release_pollers
 from gnnmon.devices.ranks import current_rank, rank_path
-from gnnmon.fields import IDENTITY_FIELDS, ROW_FIELD_PREFIXES
+from gnnmon.fields import ROW_FIELD_PREFIXES
+from gnnmon.figures import IDENTITY_FIELDS
 from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.inbox import Deferred, Inbox

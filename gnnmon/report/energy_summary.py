@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH, is_number
+from gnnmon.fields import J_PER_KWH, is_number
+from gnnmon.figures import ENERGY_FIELDS
 
 
 def _add(acc: dict[str, Any], row: Mapping[str, Any]) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH
-from gnnmon.figures import BYTES, SECONDS, unit_of
+from gnnmon.fields import J_PER_KWH
+from gnnmon.figures import BYTES, ENERGY_FIELDS, SECONDS, unit_of
 from gnnmon.report.stats import STATS
 from gnnmon.report.table import Table
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gnnmon.fields import ENERGY_FIELDS, is_number, row_key
+from gnnmon.fields import is_number, row_key
+from gnnmon.figures import ENERGY_FIELDS
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.cross_rank import cross_rank
 from gnnmon.report.energy_summary import energy_summary

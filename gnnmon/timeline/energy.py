@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gnnmon.devices.registry import gauge_index
-from gnnmon.fields import ENERGY_FIELDS, J_PER_KWH
+from gnnmon.fields import J_PER_KWH
+from gnnmon.figures import ENERGY_FIELDS
 from gnnmon.timeline.carbon import CodeCarbonModel, carbon_intensity, codecarbon_model, user_model
 from gnnmon.timeline.join import Counters, gauge_at, note, samples_in
 
