@@ -81,6 +81,9 @@ class Planted:
 def planted(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Planted]:
     clear_backends()
     kind = request.param
+    for other in [k for k in BACKENDS.values() if k.accelerator and k.type != kind]:
+        # no other accelerator in use, whatever the machine (a real GPU that earlier tests started)
+        monkeypatch.setitem(BACKENDS, other.type, dataclasses.replace(other, in_use=lambda: None))
     if kind == "cuda":
         fake = FakeCuda(n=2).install(monkeypatch)
 
@@ -127,8 +130,6 @@ def planted(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Planted]:
             time.sleep(0.03)  # sampled where no exact peak exists
             del t
 
-        for other in [k for k in BACKENDS.values() if k.accelerator]:  # none in use, whatever the machine
-            monkeypatch.setitem(BACKENDS, other.type, dataclasses.replace(other, in_use=lambda: None))
         yield Planted("cpu", cpu_alloc, time.sleep, lambda: None, HOST.exact)
     clear_backends()
 
