@@ -68,7 +68,10 @@ def test_a_signal_handler_may_call_a_decorated_function_while_rows_stream(tmp_pa
     """, str(path))
     run = gnnmon.load(path)
     labels = [r["label"] for r in run.records]
-    assert labels.count("step") == 20000 and labels.count("save_checkpoint") >= 10  # the handler ran, often
+    # the handler ran, often: measured where it interrupted the loop, unmeasured (counted on the end
+    # line) where it interrupted gnnmon's own bookkeeping, as it mostly does in a loop of empty steps
+    assert labels.count("step") == 20000
+    assert labels.count("save_checkpoint") + run.end["unmeasured_calls"] >= 10
     keys = [(r["label"], r["index"]) for r in run.records]
     assert len(set(keys)) == len(keys) and run.complete
     assert json.loads(proc.stdout)["records"] == len(run.records)
@@ -115,9 +118,10 @@ def test_forked_dataloader_workers_do_not_write_into_the_parents_run(tmp_path):
 
 def test_ctrl_c_anywhere_in_gnnmons_own_code_leaves_nothing_behind():
     """A real SIGINT planted at every line gnnmon runs (k = 0, 1, 2, ...) of a step with memory,
-    timing, GC control and a phase, a gc_paused block and a memory_scope: whatever line it lands
-    on, the KeyboardInterrupt reaches the caller and GC is on, no row or phase is current, no
-    window, pause or hook is left open, and the next row has no parent."""
+    timing, GC control and a phase, a gc_paused block and a memory_scope (from a Python tracer,
+    as a debugger would deliver it: a handler can then run at any line): whatever line it lands
+    on, the KeyboardInterrupt reaches the caller, once, and GC is on, no row or phase is current,
+    no window, pause or hook is left open, and the next row has no parent."""
     proc = run_script("""
         import gc, json, signal, sys, time
         import gnnmon
@@ -148,7 +152,7 @@ def test_ctrl_c_anywhere_in_gnnmons_own_code_leaves_nothing_behind():
             with probe as fields:
                 pass
             return {"gc_enabled": gc.isenabled(), "row": repr(state.CURRENT_ROW.get()),
-                    "phase": state.current_phase(), "pauses": gc_control._depth,
+                    "phase": state.current_phase(), "pauses": gc_control.pause_depth(),
                     "gc_hook_users": GC_LOG._users - baseline_users, "held": HELD.depth,
                     "next_parent": fields["parent"]}
 
@@ -163,9 +167,9 @@ def test_ctrl_c_anywhere_in_gnnmons_own_code_leaves_nothing_behind():
 
                 def local(frame, event, arg):
                     if event == "line":
-                        if seen[0] == k:
-                            signal.raise_signal(signal.SIGINT)
                         seen[0] += 1
+                        if seen[0] == k + 1:  # raised here, at that line, unless held there
+                            signal.raise_signal(signal.SIGINT)
                     return local
 
                 def trace(frame, event, arg):
@@ -178,9 +182,8 @@ def test_ctrl_c_anywhere_in_gnnmons_own_code_leaves_nothing_behind():
                     caught += 1
                 finally:
                     sys.settrace(None)
-                while True:  # an interrupt sent again (1 ms later) arrives by now at the latest
+                while True:  # an interrupt held at a line that no release follows: the probe's raises it
                     try:
-                        time.sleep(0.05)
                         state_now = leftovers(baseline)
                         break
                     except KeyboardInterrupt:
@@ -195,11 +198,8 @@ def test_ctrl_c_anywhere_in_gnnmons_own_code_leaves_nothing_behind():
     results = out["results"]
     assert len(results) > 100  # every line of the scenario was a landing point
     planted = sum(r["planted"] for r in results)
-    assert planted == len(results) - 1 and out["caught"] <= planted  # never raised twice
-    # Each raised, but for a few (seen: 0-5 of ~730, 6 of ~1,000 with the suite's load beside it)
-    # that are never raised; why is not found yet (no "Exception ignored" on stderr: not a
-    # finalizer swallowing it). What the issue asks holds for every one: nothing is left behind.
-    assert out["caught"] >= 0.98 * planted
+    # every one raised, once: where it lands held, by the release that ends the section
+    assert planted == len(results) - 1 and out["caught"] == planted
     clean = {"gc_enabled": True, "row": "None", "phase": None, "pauses": 0, "gc_hook_users": 0, "held": 0,
              "next_parent": None}
     dirty = [r for r in results if {k: r[k] for k in clean} != clean]

@@ -66,7 +66,7 @@ class HostMemory:
         """Start a window over RSS (and children's RSS if asked); returns a token for :meth:`close`."""
         own: tuple[Any, ...]
         if self._choose() == "exact" and self._exact is not None:
-            own = ("exact", self._exact.open())
+            own = ("exact", self._exact.open([0, 0]))
         else:
             peaks = self._polled_for(self._polled, interval, psutil_rss, "gnnmon-rss")
             own = ("sampled", peaks, peaks.open())

@@ -100,8 +100,9 @@ class ScalarPeaks:
         self._lock = threading.RLock()
         self._open: list[list[int]] = []
 
-    def open(self) -> list[int]:
-        """Start a window at the current figure; resets the counter only if it is above it."""
+    def open(self, window: list[int]) -> list[int]:
+        """Start ``window`` (a list of two ints the caller keeps first, so that whatever interrupts
+        this, it can close it) at the current figure; resets the counter only if it is above it."""
         with self._lock:
             current, peak = self._read()
             for w in self._open:
@@ -109,12 +110,13 @@ class ScalarPeaks:
                     w[1] = peak
             if peak > current:
                 self._reset()  # the counter now reads current: the new window starts there
-            window = [current, current]
+            window[0] = window[1] = current
             self._open.append(window)
             return window
 
     def close(self, window: list[int]) -> int:
-        """End a window: returns the figure now (the window's peak is ``window[1]``)."""
+        """End a window: returns the figure now (the window's peak is ``window[1]``). Closing a
+        window again, or one whose opening was interrupted, only reads the figure."""
         with self._lock:
             current, peak = self._read()
             opened = self._open
@@ -128,8 +130,6 @@ class ScalarPeaks:
                     if w is window:
                         del opened[i]
                         break
-                else:
-                    raise RuntimeError("peak window closed twice or never opened")
             return current
 
     @property

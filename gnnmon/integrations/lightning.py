@@ -134,10 +134,10 @@ class LoggerSink:
 class _OpenRow:
     """The row of the batch in flight, its measurements and the open phase."""
 
-    __slots__ = ("row", "measures", "phase", "stepped")
+    __slots__ = ("row", "phase", "stepped")
 
-    def __init__(self, row: Row, measures: list[Measurement]) -> None:
-        self.row, self.measures = row, measures
+    def __init__(self, row: Row) -> None:
+        self.row = row
         self.phase: phase | None = None
         self.stepped = False  # the optimizer stepped in this batch
 
@@ -158,7 +158,7 @@ class _OpenRow:
                 self.phase.__exit__(None if error is None else type(error), error, None)
                 self.phase = None
         finally:
-            exit_measurements(self.measures, self.row, error)
+            exit_measurements(self.row, 0, error, True)
         return self.row.fields
 
 
@@ -255,15 +255,14 @@ class GnnmonCallback(Callback):
 
     # -- a training batch ---------------------------------------------------------------------
     def _open_row(self, label: str, batch: Any) -> _OpenRow:
-        row = open_row(label, (batch,), {})
-        measures: list[Measurement] = []
+        row = open_row(label, (batch,), {}).open()
         try:
-            enter_measurements(self._measures, row, measures)
+            enter_measurements(self._measures, row)
         except BaseException as exc:
             row.note(f"did not start: {exc}")
-            exit_measurements(measures, row, exc)
+            exit_measurements(row, 0, exc, True)
             raise
-        return _OpenRow(row, measures)
+        return _OpenRow(row)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         with held_section():  # a Ctrl-C waits until the row is whole (record/interrupts.py)

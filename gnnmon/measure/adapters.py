@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
+from types import FrameType
 from typing import Any, ClassVar
 
 import torch
 
 from gnnmon.devices.resolve import parse_device, scan_arguments
 from gnnmon.measure.graph import graph_shape
-from gnnmon.record.interrupts import hold, release
-from gnnmon.record.row import Row
+from gnnmon.record.interrupts import HELD, hold, interrupted, raised_by_handler, release, releasing
+from gnnmon.record.row import Row, exit_all
 
 is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 """True while ``torch.compile`` traces the code that calls it (Dynamo folds it to a constant): a
@@ -75,6 +77,10 @@ class Measurement:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         return None
 
+    def failed(self, err: Exception) -> None:
+        """Say on the row, and once as a warning, that this measurement failed (the call goes on)."""
+        self.row.note(f"{self.name} failed: {type(err).__name__}: {err}")
+        warnings.warn(f"gnnmon {self.name} measurement failed: {err!r}", RuntimeWarning, 3)
 
 
 def default_label(func: Any) -> str:
@@ -119,55 +125,52 @@ def _check_target(func: Any, where: str) -> None:
         )
 
 
-def open_row(label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Row:
-    """A new row for a call: one pass over its arguments gives their device (kept, not the
-    objects) and the shape of a PyG batch among them."""
+def open_row(label: str, args: tuple[Any, ...], kwargs: dict[str, Any], owner: FrameType | None = None) -> Row:
+    """A new row for a call (not yet open): one pass over its arguments gives their device (kept,
+    not the objects) and the shape of a PyG batch among them."""
     if not args and not kwargs:
-        return Row(label)
+        return Row(label, owner=owner)
     found, data = scan_arguments(args, kwargs)
-    return Row(label, found=found, shape=graph_shape(data) if data is not None else None)
+    return Row(label, found=found, shape=graph_shape(data) if data is not None else None, owner=owner)
 
 
-def _failed(measure: Measurement, row: Row, err: Exception) -> None:
-    row.note(f"{measure.name} failed: {type(err).__name__}: {err}")
-    warnings.warn(f"gnnmon {measure.name} measurement failed: {err!r}", RuntimeWarning, 3)
-
-
-def enter_measurements(measures: list[tuple[type[Measurement], dict]], row: Row, entered: list[Measurement]) -> None:
-    """Enter each measurement (outermost first) into ``entered``. One that fails for want of a
-    resource (out of file descriptors: ``OSError``) is left out with a note; the call goes on."""
+def enter_measurements(measures: list[tuple[type[Measurement], dict]], row: Row) -> None:
+    """Enter each measurement (outermost first) into ``row.entered`` (listed before it is entered:
+    whatever interrupts it, its exit runs). One that fails for want of a resource (out of file
+    descriptors: ``OSError``) is left out with a note; the call goes on."""
+    entered = row.entered
     for measure_cls, opts in measures:
         measure = measure_cls(row, opts)
+        entered.append(measure)
         try:
             measure.__enter__()
         except OSError as err:
-            _failed(measure, row, err)
-            continue
-        entered.append(measure)
+            if raised_by_handler(err):  # a handler's TimeoutError is an OSError too: the caller's
+                raise
+            entered.remove(measure)
+            measure.failed(err)
 
 
-def exit_measurements(entered: list[Measurement], row: Row | None, exc: BaseException | None) -> None:
-    """Exit the measurements (innermost first), then close ``row`` (None: another's to close). A
-    measurement's own failure becomes a note on its row, never the caller's problem."""
-    exc_type, tb = (None, None) if exc is None else (type(exc), exc.__traceback__)
-    for measure in reversed(entered):
-        try:
-            measure.__exit__(exc_type, exc, tb)
-        except Exception as err:  # noqa: BLE001 - a broken figure must not change the user's call
-            _failed(measure, measure.row, err)
-    if row is not None:
+def exit_measurements(row: Row, start: int, exc: BaseException | None, own: bool) -> None:
+    """Exit the measurements ``row.entered[start:]`` (innermost first), then close ``row`` if it is
+    ``own`` (else another wrapper's to close)."""
+    exit_all(row.entered, start, exc)
+    if own:
         row.close(exc)
 
 
-def _finish(entered: list[Measurement], row: Row | None, exc: BaseException | None, token: Any, held: bool) -> None:
+@releasing
+def _finish(row: Row | None, start: int, own: bool, exc: BaseException | None, token: Any, held: bool,
+            result: Any = None) -> Any:
     """:func:`exit_measurements`, then reset the join and end the held section ``held`` (a Ctrl-C
-    that came meanwhile is raised back in the caller's code)."""
+    that came meanwhile is raised here, the row whole); returns ``result``."""
     try:
-        exit_measurements(entered, row, exc)
+        if row is not None:
+            exit_measurements(row, start, exc, own)
     finally:
         if token is not None:
             _JOIN.reset(token)
-        release(held)
+    return release(held, value=result)
 
 
 def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, options: dict) -> Any:
@@ -191,40 +194,45 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
     row_label = label or default_label(func)
 
     @functools.wraps(func)
+    @releasing
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if is_compiling():  # traced by torch.compile: the call alone goes into the graph (no row)
+        # A signal handler's call while gnnmon's code is interrupted, or one traced by
+        # torch.compile: the call alone (record/interrupts.py; no graph break, no row).
+        if (HELD.depth or HELD.in_gc) and interrupted() or is_compiling():
             return target(*args, **kwargs)
-        # gnnmon's own steps run held (a Ctrl-C waits for them: see record/interrupts.py); the
-        # user's call does not.
+        # gnnmon's own steps run held (a Ctrl-C waits for them); the user's call does not.
         held = hold()
         row: Row | None = None
         own = True
         token = None
-        entered: list[Measurement] = []
+        start = 0
+        started = False
         try:
             joined = _JOIN.get()
-            if joined is None:
-                row = open_row(row_label, args, kwargs)
-                token = None if inner is None else _JOIN.set((inner, row))
+            if joined is not None and joined[1].closed:
+                joined = None  # an invitation left behind by an interrupted call
+            if joined is None or joined[0] is not wrapper:
+                row = open_row(row_label, args, kwargs, sys._getframe() if held else None).open()
+                if joined is not None or inner is not None:
+                    token = _JOIN.set((inner, row))
             else:
-                own = joined[0] is not wrapper
-                row = open_row(row_label, args, kwargs) if own else joined[1]
-                # Tell the next gnnmon wrapper below to join; clear a stale invitation otherwise.
+                own = False
+                row = joined[1]
+                # Tell the next gnnmon wrapper below to join; clear the invitation otherwise.
                 token = _JOIN.set((inner, row))
-            enter_measurements(measures, row, entered)
-        except BaseException as exc:
-            if own and row is not None:
-                row.note(f"did not start: {type(exc).__name__}: {exc}")
-            _finish(entered, row if own else None, exc, token, held)
-            raise
-        release(held)
-        try:
+            start = len(row.entered)
+            enter_measurements(measures, row)
+            was_held, held = held, False
+            release(was_held)  # raises a Ctrl-C that came during the set-up: the row closes with it
+            started = True
             result = target(*args, **kwargs)
+            held = hold()
         except BaseException as exc:
-            _finish(entered, row if own else None, exc, token, hold())
+            if not started and own and row is not None:
+                row.note(f"did not start: {type(exc).__name__}: {exc}")
+            _finish(row, start, own, exc, token, held or hold())
             raise
-        _finish(entered, row if own else None, None, token, hold())
-        return result
+        return _finish(row, start, own, None, token, held, result)
 
     wrapper.__gnnmon_self__ = wrapper  # type: ignore[attr-defined]
     wrapper.__gnnmon_label__ = label  # type: ignore[attr-defined]
@@ -251,30 +259,31 @@ def make_decorator(cls: type[Measurement], where: str) -> Callable[..., Any]:
 class _Scope:
     """``with scope(...) as fields:`` — a row of its own around a block, filled by one measurement."""
 
-    __slots__ = ("_cls", "_label", "_options", "_row", "_entered")
+    __slots__ = ("_cls", "_label", "_options", "_row")
 
     def __init__(self, cls: type[Measurement], label: str, options: dict) -> None:
         self._cls, self._label, self._options = cls, label, options
         self._row: Row | None = None
-        self._entered: list[Measurement] = []
 
+    @releasing
     def __enter__(self) -> dict[str, Any]:
         if self._row is not None:
             raise RuntimeError("this gnnmon scope is already open; make a new one per block")
         held = hold()
         row = None
         try:
-            self._row = row = Row(self._label)
-            enter_measurements([(self._cls, self._options)], row, self._entered)
+            self._row = row = Row(self._label).open()
+            enter_measurements([(self._cls, self._options)], row)
         except BaseException as exc:
-            _finish(self._entered, row, exc, None, held)
+            _finish(row, 0, True, exc, None, held)
             raise
-        release(held)
-        return row.fields
+        # a Ctrl-C raised here: the block never runs, so the row closes now, with it
+        return release(held, undo=lambda: exit_measurements(row, 0, KeyboardInterrupt(), True), value=row.fields)
 
+    @releasing
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         assert self._row is not None
-        _finish(self._entered, self._row, exc, None, hold())
+        _finish(self._row, 0, True, exc, None, hold())
         return None
 
 

@@ -15,36 +15,50 @@ from typing import Any
 
 from gnnmon.measure.adapters import Measurement, make_decorator
 from gnnmon.record.gc_log import requested_collection
-from gnnmon.record.interrupts import held_section
+from gnnmon.record.interrupts import hold, release, releasing
 
 _LOCK = threading.RLock()
-_depth = 0
+_depth = 0  # pauses counted by pause_gc()/resume_gc() pairs (gc_paused blocks)
+_owners: set[Any] = set()  # pauses held by an owner (a decorated call's GC control), each ended once
 _was_enabled = True
 _frozen = False
 
 
-def pause_gc() -> None:
-    """Turn automatic GC off (reference counted); pair every call with :func:`resume_gc`."""
+def pause_depth() -> int:
+    """Pauses in force now (0: gnnmon leaves automatic GC as you set it)."""
+    return _depth + len(_owners)
+
+
+def pause_gc(owner: Any = None) -> None:
+    """Turn automatic GC off (reference counted); pair every call with :func:`resume_gc` (with the
+    same ``owner`` if one is given: an owner's pause ends once, however often it is resumed)."""
     global _depth, _was_enabled
     with _LOCK:
-        # Counted first: a signal handler's pause/resume nested at any point in between sees a
-        # pause already in force and leaves the saved state alone.
-        _depth += 1
-        if _depth == 1:
+        if not _depth and not _owners:
             _was_enabled = gc.isenabled()
-            gc.disable()
+        # Counted before GC is turned off: a signal handler's pause/resume nested at any point in
+        # between sees a pause already in force and leaves the saved state alone.
+        if owner is None:
+            _depth += 1
+        else:
+            _owners.add(owner)
+        gc.disable()
 
 
-def resume_gc() -> None:
-    """End one :func:`pause_gc`; the last one restores automatic GC to what it was before."""
+def resume_gc(owner: Any = None) -> None:
+    """End one :func:`pause_gc` (``owner``'s, if given: a no-op once it has ended); the last one
+    restores automatic GC to what it was before."""
     global _depth
     with _LOCK:
-        if _depth == 0:
-            raise RuntimeError("resume_gc() without a matching pause_gc()")
         enable = _was_enabled  # read before the count drops: a nested pause would overwrite it
-        _depth -= 1
-        if _depth == 0 and enable:
-            gc.enable()
+        if owner is not None:
+            _owners.discard(owner)
+        elif _depth == 0:
+            raise RuntimeError("resume_gc() without a matching pause_gc()")
+        else:
+            _depth -= 1
+        if not _depth and not _owners and enable and not gc.isenabled():
+            gc.enable()  # also when an owner's resume runs again after an interruption
 
 
 def _check_generation(generation: Any, where: str) -> int:
@@ -79,7 +93,7 @@ class gc_paused:
     ``collect_on_exit=True`` the block ends with one collection of ``generation``, logged as asked.
     """
 
-    __slots__ = ("collect_on_exit", "generation")
+    __slots__ = ("collect_on_exit", "generation", "_token")
 
     def __init__(self, collect_on_exit: bool = False, generation: int = 2) -> None:
         if not isinstance(collect_on_exit, bool):
@@ -87,14 +101,20 @@ class gc_paused:
         self.collect_on_exit = collect_on_exit
         self.generation = _check_generation(generation, "gc_paused()")
 
+    @releasing
     def __enter__(self) -> gc_paused:
-        with held_section():  # a Ctrl-C waits until the pause is counted (record/interrupts.py)
-            pause_gc()
-        return self
+        held = hold()  # a Ctrl-C waits until the pause is counted (record/interrupts.py)
+        token = self._token = object()  # this block's pause: its exit ends it once
+        pause_gc(token)
+        return release(held, undo=lambda: resume_gc(token), value=self)  # a Ctrl-C here: the block never runs
 
+    @releasing
     def __exit__(self, *exc: Any) -> None:
-        with held_section():
-            resume_gc()
+        held = hold()
+        try:
+            resume_gc(self._token)
+        finally:
+            release(held)
         if self.collect_on_exit:
             requested_collection(self.generation, "gc_paused")
 
@@ -127,15 +147,19 @@ class GcControl(Measurement):
         if self.options["freeze"] and not _frozen:
             _frozen = True
             self.row.note(f"gc.freeze() after set-up: {freeze_gc()} objects frozen")
-        pause_gc()
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         # Automatic GC comes back on once the row has closed: the collection that its first
         # allocation may then trigger (the garbage the call made) falls outside the row, in the
-        # enclosing row or in none, as the GC log says.
+        # enclosing row or in none, as the GC log says. Asked for before the pause: whatever
+        # interrupts the call from here on, closing the row (or healing it) ends this pause.
+        self.row.after_close(self._resume)
+        pause_gc(self)
+        return self
+
+    def _resume(self) -> None:
+        resume_gc(self)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         row = self.row
-        row.after_close(resume_gc)
         o = self.options
         c = o["collect"]
         if c == "never":

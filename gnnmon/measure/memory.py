@@ -32,6 +32,7 @@ class MemoryMeasurement(Measurement):
     """Fills ``mem_*`` (device) and ``rss_*`` (host process) fields of a row."""
 
     __slots__ = ("backend", "_host", "_device")
+    _host: Any  # an exact RSS window [start, peak], or the sampled window's token
     name = "memory"
     option_names = ("device", "include_children", "sample_interval", "sync")
     defaults = {"device": None, "include_children": False, "sample_interval": DEFAULT_SAMPLE_INTERVAL,
@@ -51,26 +52,34 @@ class MemoryMeasurement(Measurement):
 
     def __enter__(self) -> MemoryMeasurement:
         o = self.options
+        self._host = self._device = None
         backend = self.backend = self.row.backend(o["device"])
         if o["sync"]:
             backend.synchronize()
         interval = o["sample_interval"]
         exact = None if o["include_children"] else HOST.exact_windows()
-        # the common case, on the step's path: the exact RSS window alone, no token to build
-        self._host = exact.open() if exact is not None else HOST.open(o["include_children"], interval)
-        self._device = None if backend.memory_is_host else backend.open_window(interval)
+        if exact is not None:  # the common case, on the step's path: the exact RSS window alone
+            window = self._host = [0, 0]  # kept before it opens: the exit closes it, whatever happens
+            exact.open(window)
+        else:
+            self._host = HOST.open(o["include_children"], interval)
+        if not backend.memory_is_host:
+            self._device = backend.open_window(interval)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        backend = self.backend
+        try:
+            backend, host, token = self.backend, self._host, self._device
+        except AttributeError:  # its entry was interrupted before it opened anything
+            return None
         fields = self.row.fields
-        host = self._host
         try:
             if self.options["sync"]:
                 backend.synchronize()
         finally:
             # Close windows even if the sync failed (a device error): the peak stacks stay sound.
-            device = None if self._device is None else backend.close_window(self._device)
+            device = None if token is None else backend.close_window(token)
+            self._device = None
             if type(host) is list:  # an exact RSS window: [start, peak]
                 end = HOST.exact_windows().close(host)  # type: ignore[union-attr]
                 start, peak = host
@@ -78,9 +87,12 @@ class MemoryMeasurement(Measurement):
                 fields["rss_peak_bytes"] = peak
                 fields["rss_end_bytes"] = end
                 fields["rss_peak_bytes_source"] = EXACT_SOURCE
-            else:
-                fields.update(HOST.close(host))  # type: ignore[arg-type]
-        if device is None:
+            elif host is not None:
+                fields.update(HOST.close(host))
+            self._host = None
+        if host is None:  # ended before (a row closed late, after an interruption)
+            return None
+        if token is None:
             host_as_device_fields(fields, fields)
             fields["mem_end_delta_bytes"] = fields["mem_end_bytes"] - fields["mem_start_bytes"]
             if self.options["include_children"]:
@@ -88,9 +100,10 @@ class MemoryMeasurement(Measurement):
             if mmap_threshold() is None:
                 self.row.note(CACHED_NOTE)
             return None
-        fields.update(device)
-        if device.get("mem_peak_delta_bytes") is not None:
-            fields["mem_end_delta_bytes"] = fields["mem_end_bytes"] - fields["mem_start_bytes"]
+        if device is not None:
+            fields.update(device)
+            if device.get("mem_peak_delta_bytes") is not None:
+                fields["mem_end_delta_bytes"] = fields["mem_end_bytes"] - fields["mem_start_bytes"]
         return None
 
 

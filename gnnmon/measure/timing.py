@@ -25,7 +25,7 @@ from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import parse_device
 from gnnmon.measure.adapters import Measurement, is_compiling, make_decorator, make_scope
 from gnnmon.record import state
-from gnnmon.record.interrupts import hold, release
+from gnnmon.record.interrupts import hold, release, releasing
 from gnnmon.record.row import Row
 
 SYNC_MODES = ("events", "sync", "none")
@@ -148,7 +148,10 @@ class TimingMeasurement(Measurement):
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        watch = self._watch
+        try:
+            watch = self._watch
+        except AttributeError:  # its entry was interrupted before it started the clock
+            return
         if watch is None:
             wall = (time.perf_counter_ns() - self._t0) / 1e9
             fields = self.row.fields
@@ -176,7 +179,7 @@ class phase:
     one row is summed. GC events that fall inside a phase name it.
     """
 
-    __slots__ = ("name", "field", "sync", "device", "_row", "_own", "_watch", "_t0", "_outer", "_closed",
+    __slots__ = ("name", "field", "sync", "device", "outer", "closed", "_row", "_in", "_own", "_watch", "_t0",
                  "_range")
 
     def __init__(self, name: str, *, sync: str | None = None, device: Any = None) -> None:
@@ -190,7 +193,9 @@ class phase:
         self.sync = None if sync is None else check_sync(sync, "phase()")
         self.device = None if device is None else parse_device(device)
         self._row: Row | None = None
+        self.closed = False
 
+    @releasing
     def __enter__(self) -> phase:
         if is_compiling():  # traced by torch.compile: nothing of gnnmon goes into the graph
             self._row = None
@@ -198,16 +203,26 @@ class phase:
         held = hold()  # a Ctrl-C waits until the phase is whole (record/interrupts.py)
         try:
             self._open()
-        finally:
+        except BaseException:
             release(held)
-        return self
+            raise
+        return release(held, undo=self._interrupted, value=self)  # a Ctrl-C raised here: the block never runs
+
+    def _interrupted(self) -> None:
+        self.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None)
+
+    def row_closed(self) -> bool:
+        """Whether the row this phase times into has closed (then the phase is over too)."""
+        return bool(self._in.closed)
 
     def _open(self) -> None:
         row = state.CURRENT_ROW.get()
+        if row is not None and row.closed:  # left current by an interrupted call
+            row = None
         self._own = row is None
         if row is None:
-            row = Row(self.name)
-        self._row = row
+            row = Row(self.name).open()
+        self._row = self._in = row
         try:
             backend = row.backend(self.device)
             if backend.memory_is_host and not self._own:  # the CPU: device time is wall time
@@ -220,14 +235,15 @@ class phase:
             if self._own:
                 row.close(exc)
             raise
-        self._outer, self._closed = state.OPEN_PHASE.get(), False
+        self.outer, self.closed = state.OPEN_PHASE.get(), False
         state.OPEN_PHASE.set(self)
         self._range = push_range(f"{row.fields['label']}.{self.name}") if RANGES.on else None
         self._t0 = time.perf_counter_ns()
 
+    @releasing
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         row = self._row
-        if row is None:  # entered while traced by torch.compile: nothing to read (no clock in the graph)
+        if row is None:  # entered while traced by torch.compile (no clock in the graph), or closed
             return
         t1 = time.perf_counter_ns()
         self._row = None
@@ -238,14 +254,14 @@ class phase:
             release(held)
 
     def _close(self, row: Row, exc: BaseException | None, t1: int) -> None:
+        self.closed = True
+        if state.OPEN_PHASE.get() is self:  # the nearest enclosing phase still open is current again
+            outer = self.outer
+            while outer is not None and (outer.closed or outer.row_closed()):
+                outer = outer.outer
+            state.OPEN_PHASE.set(outer)
         if self._range is not None:
             pop_range(self._range)
-        self._closed = True
-        if state.OPEN_PHASE.get() is self:  # the nearest enclosing phase still open is current again
-            outer = self._outer
-            while outer is not None and outer._closed:
-                outer = outer._outer
-            state.OPEN_PHASE.set(outer)
         fields = row.fields
         watch = self._watch
         if watch is None:

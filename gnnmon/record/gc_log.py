@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from gnnmon.record import state
+from gnnmon.record.interrupts import HELD, MAIN_THREAD
 
 
 class GcLog:
@@ -67,9 +68,19 @@ class GcLog:
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
+            # On the main thread, a signal handler that runs from here to the end of the collection
+            # (this callback, finalizers) interrupts whatever allocation started it: it calls
+            # decorated functions unmeasured (record/interrupts.py).
+            HELD.in_gc = threading.get_ident() == MAIN_THREAD
             self._wall0 = time.time_ns()
             self._t0 = time.perf_counter_ns()
             return
+        try:
+            self._stopped(info)
+        finally:
+            HELD.in_gc = False
+
+    def _stopped(self, info: dict[str, Any]) -> None:
         pause = time.perf_counter_ns() - self._t0
         gen = info.get("generation", 2)
         # Read the row and phase through a copy of the context, never ContextVar.get(): this

@@ -1,92 +1,90 @@
-"""Ctrl-C held while gnnmon changes its own state, and raised in the user's code instead.
+"""Signals on the step's path: a Ctrl-C raised once gnnmon's state is whole, and signal handlers
+that call decorated functions while gnnmon's own code is interrupted.
 
-A ``KeyboardInterrupt`` raised between two steps of gnnmon's bookkeeping (automatic GC turned off
-but the pause not yet counted, a row made current but its measurements not yet entered) would
-leave that half-done state behind for the rest of the process: GC off, a peak window open, a
-stale current row that becomes the ``parent`` of every later row. So gnnmon's SIGINT handler
-never raises inside gnnmon's own step-path code:
+Signal handlers run on the main thread, between two bytecodes of whatever it runs — gnnmon's
+bookkeeping included. Two rules follow:
 
-* inside a held section (:func:`hold` ... :func:`release`: the set-up and the close of a row, a
-  scope, a phase, a GC pause, a run), the interrupt is noted, and sent again when the section ends;
-* in gnnmon's step-path code outside one (the few bytecodes between a section and the return to
-  the caller), it is sent again;
+* **Ctrl-C waits for a consistent state.** gnnmon's SIGINT handler raises ``KeyboardInterrupt``
+  at once, except inside a *held section* (:func:`hold` ... :func:`release`: the set-up and the
+  close of a row, a scope, a phase, a GC pause, a run), where it only notes the interrupt;
+  :func:`release` raises it as the outermost section ends, when the state is whole again. A
+  decorated call's set-up ends just before the user's function is called and its close just
+  before it returns, so a Ctrl-C is raised at the latest when the decorated call returns to its
+  caller, however small the calls (a section lasts microseconds). The user's code is never held;
+  gnnmon's reports and loading are not held either.
+* **A handler that interrupts gnnmon runs its decorated calls unmeasured.** A decorated call
+  made while a held section is open on the main thread, or from inside gnnmon's GC callback (a
+  collection can start inside any allocation, even inside CPython's ``ContextVar.set``), could
+  only measure by changing the state the interrupted code is changing: it runs as a plain call,
+  counted in :data:`HELD` (``unmeasured``), with no row.
 
-each time a millisecond later (:data:`AGAIN_AFTER_S`), from a short-lived thread, so that it is
-raised once the main thread runs code that is not gnnmon's step path: the user's function, the
-loop that called it (a ``time.sleep`` there is interrupted as usual). The user's code is never held; gnnmon's reports and loading
-are not held either (a long report stays interruptible).
-
-The handler is installed at the first held section on the main thread (not at import), and only
-over Python's default handler: a SIGINT handler of your own stays in place and is called as usual
-(then nothing is held). Signals reach Python code on the main thread only.
+A held section left open by an exception (another handler's ``TimeoutError`` raised between two
+of gnnmon's bytecodes) is found and closed by the next decorated call: no gnnmon frame is on the
+stack below it. The handler is installed at the first held section on the main thread (not at
+import), and only over Python's default one: a SIGINT handler of your own stays in place.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
-from types import FrameType
-from typing import Any
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any, TypeVar
 
-_MAIN = threading.main_thread().ident
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+MAIN_THREAD = threading.main_thread().ident
+"""The main thread's ident: the only thread Python runs signal handlers on."""
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_NOT_HELD = tuple(os.path.join(_PACKAGE, p) for p in (
-    "report" + os.sep, os.path.join("record", "load.py"), os.path.join("record", "job.py"), "cli.py"))
-"""gnnmon code a Ctrl-C may interrupt at once: reading and reporting, never on a step's path."""
-
-
-AGAIN_AFTER_S = 0.001
 
 
 class _Held:
-    __slots__ = ("depth", "pending", "installed")
+    __slots__ = ("depth", "pending", "installed", "in_gc", "unmeasured")
 
     def __init__(self) -> None:
         self.depth = 0  # held sections open on the main thread
         self.pending = False  # an interrupt arrived during one
         self.installed = False
+        self.in_gc = False  # gnnmon's GC callback runs on the main thread
+        self.unmeasured = 0  # decorated calls a signal handler made while gnnmon was interrupted
 
 
 HELD = _Held()
 
 
-def _in_step_code(frame: FrameType | None) -> bool:
-    """Whether the main thread is in gnnmon's step-path code (a tracer's frame, as under a
-    debugger or coverage, stands for the frame it traces)."""
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    if HELD.depth or _releases_soon(frame):
+        HELD.pending = True
+        return
+    signal.default_int_handler(signum, frame)
+
+
+_RELEASING: set[CodeType] = set()
+"""Code of the functions that always end in :func:`release` (see :func:`releasing`)."""
+
+
+def releasing(func: F) -> F:
+    """Mark ``func`` as one that holds and always releases before it returns (a wrapper, a scope's
+    ``__enter__``/``__exit__``): a Ctrl-C that lands in it outside its held section, at its entry
+    say, is held too, and raised by its release, so that the exit of a scope is never skipped."""
+    _RELEASING.add(func.__code__)
+    return func
+
+
+def _releases_soon(frame: FrameType | None) -> bool:
+    """Whether the main thread runs a function marked :func:`releasing` (or :func:`release` past
+    its count). Under a Python tracer (a debugger) a handler can run at any line: the tracer's
+    frame stands for the frame it traces."""
     if frame is None:
         return False
     back = frame.f_back
     if back is not None and back.f_trace is not None and frame.f_code is getattr(back.f_trace, "__code__", None):
         frame = back
-    name = frame.f_code.co_filename
-    return name.startswith(_PACKAGE) and not name.startswith(_NOT_HELD)
-
-
-def _again_soon() -> None:
-    """Send SIGINT to the main thread again in a millisecond, from a short-lived thread: by then it
-    is back in the caller's code (signalling it from here would run this handler again at once,
-    still in gnnmon's code). Called held: a Ctrl-C that comes meanwhile is this one."""
-    try:
-        timer = threading.Timer(AGAIN_AFTER_S, signal.pthread_kill, (_MAIN, signal.SIGINT))
-        timer.name, timer.daemon = "gnnmon-interrupt", True
-        timer.start()
-    finally:
-        HELD.pending = False
-
-
-def _on_sigint(signum: int, frame: FrameType | None) -> None:
-    if HELD.depth:
-        HELD.pending = True
-        return
-    if _in_step_code(frame):
-        HELD.depth += 1
-        try:
-            _again_soon()
-        finally:
-            HELD.depth -= 1
-        return
-    signal.default_int_handler(signum, frame)
+    return frame.f_code in _RELEASING
 
 
 def _install() -> None:
@@ -100,7 +98,7 @@ def _install() -> None:
 
 def hold() -> bool:
     """Start a held section; returns whether it holds (on the main thread only)."""
-    if threading.get_ident() != _MAIN:
+    if threading.get_ident() != MAIN_THREAD:
         return False
     if not HELD.installed:
         _install()
@@ -108,18 +106,39 @@ def hold() -> bool:
     return True
 
 
-def release(held: bool) -> None:
-    """End a held section; the outermost one signals a held interrupt again (it is raised once
-    the main thread is back in code that is not gnnmon's step path)."""
-    if not held:
-        return
-    while True:
-        if HELD.depth == 1 and HELD.pending:
-            _again_soon()  # still held while it starts its thread
+def release(held: bool, undo: Callable[[], Any] | None = None, value: T = None) -> T:  # type: ignore[assignment]
+    """End a held section and return ``value`` (``return release(held, value=x)``: nothing of
+    gnnmon's runs after it). The outermost section raises a Ctrl-C that came during it, after
+    ``undo()`` (for a section that opened something the caller will not close once this raises: a
+    scope's ``__enter__``)."""
+    if held:
         HELD.depth -= 1
-        if HELD.depth or not HELD.pending:
-            return
-        HELD.depth += 1  # one came between the check and the count: send it too, held
+        if HELD.pending and not HELD.depth:
+            if undo is not None:
+                undo()
+            HELD.pending = False
+            raise KeyboardInterrupt
+    return value
+
+
+def interrupted() -> bool:
+    """Whether this call comes from a signal handler that interrupted gnnmon's own code (a held
+    section, or gnnmon's GC callback) on the main thread: its decorated calls run unmeasured. A
+    held section that an exception left open (no gnnmon frame below) is closed here."""
+    if threading.get_ident() != MAIN_THREAD:
+        return False
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_PACKAGE):
+            HELD.unmeasured += 1
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    HELD.depth = 0  # left open by an exception: nothing of gnnmon's runs below this call
+    HELD.in_gc = False
+    return False
+
+
+_RELEASING.update((hold.__code__, release.__code__))
 
 
 class held_section:
@@ -127,8 +146,31 @@ class held_section:
 
     __slots__ = ("_held",)
 
+    @releasing
     def __enter__(self) -> None:
         self._held = hold()
 
+    @releasing
     def __exit__(self, *exc: Any) -> None:
         release(self._held)
+
+
+def raised_by_handler(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a Python signal handler (its traceback passes through one),
+    not by gnnmon's own work: gnnmon turns its own failures into notes, never those (a step's
+    timeout must reach the caller)."""
+    handlers = set()
+    for signum in signal.valid_signals():
+        try:
+            handler = signal.getsignal(signum)
+        except (ValueError, OSError):
+            continue
+        code = getattr(handler, "__code__", None)
+        if code is not None:
+            handlers.add(code)
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in handlers:
+            return True
+        tb = tb.tb_next
+    return False

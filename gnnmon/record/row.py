@@ -9,9 +9,12 @@ energy) is read here: the run joins the timeline to rows by their ``t_start_ns``
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
+from types import FrameType
 from typing import Any
 
 import torch
@@ -33,14 +36,21 @@ from gnnmon.record import state
 from gnnmon.record.active import active_run
 from gnnmon.record.gc_log import GC_LOG, row_gc_fields
 from gnnmon.record.inbox import Deferred
+from gnnmon.record.interrupts import MAIN_THREAD, raised_by_handler
 from gnnmon.record.run import Run
 
 
 class Row:
-    """One row being filled. ``fields`` is the plain dict that ends up in the run."""
+    """One row being filled. ``fields`` is the plain dict that ends up in the run.
+
+    Made in two steps: the constructor only builds the row; :meth:`open` makes it current (the
+    parent of rows opened inside it). ``owner`` is the frame of the decorated call that opened it
+    (main thread only): a row still open whose owner has returned was left by an exception that
+    interrupted gnnmon's own code, and the next row opened on the thread closes it (:meth:`heal`).
+    """
 
     __slots__ = (
-        "fields", "run", "parent", "sync", "_found", "_backend", "_deferred",
+        "fields", "run", "parent", "sync", "owner", "entered", "_found", "_backend", "_deferred",
         "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "_range", "closed",
     )
 
@@ -51,11 +61,15 @@ class Row:
         found: torch.device | None = None,
         shape: Mapping[str, Any] | None = None,
         run: Run | None = None,
+        owner: FrameType | None = None,
     ) -> None:
         """``found``: the device of the call's arguments (None: the default device is used);
-        ``shape``: graph-shape fields read from them; ``run``: where the row goes (the active run)."""
+        ``shape``: graph-shape fields read from them; ``run``: where the row goes (the active run);
+        ``owner``: the frame of the decorated call it belongs to (None: a scope's or a callback's)."""
         self.run = run if run is not None else active_run()
-        self.parent = state.CURRENT_ROW.get()
+        self.parent: Row | None = None
+        self.owner = owner
+        self.entered: list[Any] = []  # measurements entered, outermost first, until they exit
         self._backend: Backend | None = None
         self._deferred: list[Deferred] | None = None
         self._after: list[Callable[[], Any]] | None = None
@@ -64,7 +78,7 @@ class Row:
         self.fields: dict[str, Any] = {
             "label": label,
             "index": index,
-            "parent": self.parent.key if self.parent is not None else None,
+            "parent": None,
             "t_start_ns": time.time_ns(),
             "t_end_ns": None,
             "device": None,
@@ -77,18 +91,35 @@ class Row:
         self._found = found
         if shape:
             self.fields.update(shape)
-        # A top-level row makes sure the GC hook is installed (a collect run already holds it).
-        self._hook = self.parent is None and not self.run.holds_gc_hook
-        if self._hook:
-            GC_LOG.acquire()
+        self._hook = False
         # Collections attributed to this row or its children (the GC log's callback adds them).
         self.gc_n = self.gc_ns = 0
         self.gc_gen = -1
         # Process CPU-seconds, for the CPU energy model (a clock read, ~1 µs; only with energy on).
         self._cpu0 = time.process_time() if self.run.energy is not None else None
+        self._range = None
         self.closed = False
+
+    def open(self) -> Row:
+        """Make this row current: its parent is the row current now (one left behind by an
+        interrupted call is closed first)."""
+        parent = state.CURRENT_ROW.get()
+        if parent is not None and (parent.closed or parent.owner is not None):
+            parent = _open_ancestor(parent)
+        if parent is None and state.UNFINISHED and (self.owner is not None or threading.get_ident() == MAIN_THREAD):
+            _heal_unfinished()  # left by an interrupted call (main thread: where they are made)
+        if self.owner is not None:
+            state.UNFINISHED.add(self)
+        self.parent = parent
+        if parent is not None:
+            self.fields["parent"] = parent.key
+        elif not self.run.holds_gc_hook:  # a top-level row installs the GC hook (a collect run holds it)
+            GC_LOG.acquire()
+            self._hook = True
         state.CURRENT_ROW.set(self)
-        self._range = push_range(label) if RANGES.on else None  # opt-in: gnnmon.emit_ranges()
+        if RANGES.on:  # opt-in: gnnmon.emit_ranges()
+            self._range = push_range(self.fields["label"])
+        return self
 
     @property
     def key(self) -> str:
@@ -140,45 +171,87 @@ class Row:
         self._after.append(action)
 
     def close(self, error: BaseException | None = None) -> None:
-        """Finish the row (``t_end_ns``, ``error``) and hand it to the run."""
+        """Finish the row (``t_end_ns``, ``error``) and hand it to the run; a closed row is
+        never current again. Closing twice does nothing."""
+        if self.closed:
+            return
+        self.closed = True  # first: from here on no row takes this one as its parent
+        self.owner = None
         fields = self.fields
-        if self._range is not None:
-            _pop_quietly(self._range)
-        self.closed = True
-        if state.CURRENT_ROW.get() is self:
-            # The nearest enclosing row still open becomes current again: rows closed out of
-            # order (scope A, scope B, A closed first) never leave a closed row current.
-            parent = self.parent
-            while parent is not None and parent.closed:
-                parent = parent.parent
-            state.CURRENT_ROW.set(parent)
-        # After the reset: a collection it triggered is the row's, and inside its window.
-        fields["t_end_ns"] = time.time_ns()
-        if error is not None:
-            fields["error"] = type(error).__name__
-        fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
-        if self._cpu0 is not None:
-            fields["cpu_s"] = time.process_time() - self._cpu0
-        if fields["device"] is None:
-            self._settle_device()
-        elif fields.get("device_source") == BY_NOTHING:  # on the CPU: did this call start an accelerator?
-            started = accelerator_in_use()
-            if started is not None:
-                name = started[0].type.upper()
-                self.note(f"{name} was first used during this call, after it was measured on the CPU: its "
-                          f"{name} memory is not in this row; later calls measure {name} (or pass device=)")
         try:
+            if state.CURRENT_ROW.get() is self:
+                # The nearest enclosing row still open becomes current again: rows closed out of
+                # order (scope A, scope B, A closed first) never leave a closed row current.
+                state.CURRENT_ROW.set(_open_ancestor(self.parent))
+            opened = state.OPEN_PHASE.get()
+            if opened is not None and opened.row_closed():  # a phase whose exit never ran
+                state.OPEN_PHASE.set(_open_phase(opened))
+            if self._range is not None:
+                _pop_quietly(self._range)
+            # After the reset: a collection it triggered is the row's, and inside its window.
+            fields["t_end_ns"] = time.time_ns()
+            if error is not None:
+                fields["error"] = type(error).__name__
+            fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
+            if self._cpu0 is not None:
+                fields["cpu_s"] = time.process_time() - self._cpu0
+            if fields["device"] is None:
+                self._settle_device()
+            elif fields.get("device_source") == BY_NOTHING:  # on the CPU: did this call start an accelerator?
+                started = accelerator_in_use()
+                if started is not None:
+                    name = started[0].type.upper()
+                    self.note(f"{name} was first used during this call, after it was measured on the CPU: its "
+                              f"{name} memory is not in this row; later calls measure {name} (or pass device=)")
             try:
                 self.run.add_row(fields, self._deferred)
-            except Exception as exc:  # noqa: BLE001 - e.g. a full disk: the call's result comes first
+            except Exception as exc:  # e.g. a full disk: the call's result comes first
+                if raised_by_handler(exc):
+                    raise
                 warnings.warn(f"gnnmon could not store the row {self.key}: {exc!r}", RuntimeWarning, 3)
         finally:
-            try:
-                if self._after is not None:  # also after a KeyboardInterrupt: GC must come back on
-                    _run_all(self._after)
-            finally:
+            self._run_after()
+
+    def _run_after(self) -> None:
+        """What waits for the row to close (also after a KeyboardInterrupt: GC must come back
+        on), each action removed once it has run; then the GC hook is released. An action that
+        a signal handler's exception interrupts stays, and runs again when the row is healed."""
+        after = self._after
+        try:
+            first: BaseException | None = None
+            while after:
+                try:
+                    after[0]()
+                except BaseException as exc:  # the others must still run (GC back on)
+                    if raised_by_handler(exc):
+                        raise
+                    if first is None:
+                        first = exc
+                del after[0]
+            if first is not None:
+                raise first
+        finally:
+            if not after:
                 if self._hook:
+                    self._hook = False
                     GC_LOG.release()
+                state.UNFINISHED.discard(self)
+
+    def heal(self) -> None:
+        """Finish a row that an exception left unfinished inside gnnmon's own code (its decorated
+        call has returned): its measurements are ended (GC pauses, peak windows) and, if it was
+        not stored yet, it is stored with ``error`` ``"interrupted"`` and a note; figures its
+        measurements did not fill are missing."""
+        if self.closed:
+            self._run_after()
+            return
+        self.note("interrupted: an exception (from a signal handler) ended this call inside gnnmon's own code; "
+                  "the row was closed by the next one, and figures not filled by then are missing")
+        self.fields["error"] = "interrupted"
+        try:
+            exit_all(self.entered, 0, None)
+        finally:
+            self.close()
 
     def _settle_device(self) -> None:
         try:
@@ -190,7 +263,64 @@ class Row:
 def current_row() -> Row | None:
     """The row being filled in this thread/task, if any."""
     row: Row | None = state.CURRENT_ROW.get()
+    if row is not None and (row.closed or row.owner is not None):
+        row = _open_ancestor(row)
     return row
+
+
+def _open_ancestor(row: Row | None) -> Row | None:
+    """``row`` or its nearest ancestor that is still open; rows on the way that were left open by
+    an interrupted decorated call (whose owner frame is no longer on the stack) are healed."""
+    while row is not None:
+        if row.closed:
+            row = row.parent
+        elif row.owner is not None and not _on_stack(row.owner):
+            row.heal()
+            row = row.parent
+        else:
+            return row
+    return None
+
+
+def _heal_unfinished() -> None:
+    """Finish every unfinished row whose decorated call has returned."""
+    for row in list(state.UNFINISHED):
+        owner = row.owner
+        if owner is None or not _on_stack(owner):
+            row.heal()
+
+
+def _on_stack(frame: FrameType) -> bool:
+    """Whether ``frame`` is running on this thread (it is, or calls, the caller)."""
+    here: FrameType | None = sys._getframe(2)
+    while here is not None:
+        if here is frame:
+            return True
+        here = here.f_back
+    return False
+
+
+def _open_phase(opened: Any) -> Any:
+    """The innermost phase from ``opened`` outwards that is still open in an open row."""
+    while opened is not None and (opened.closed or opened.row_closed()):
+        opened = opened.outer
+    return opened
+
+
+def exit_all(entered: list[Any], start: int, exc: BaseException | None) -> None:
+    """Exit the measurements ``entered[start:]`` (innermost first), each removed once its exit has
+    run. A measurement's own failure becomes a note on its row, never the caller's problem; an
+    exception a signal handler raised propagates, leaving the rest to :meth:`Row.heal`."""
+    exc_type, tb = (None, None) if exc is None else (type(exc), exc.__traceback__)
+    while len(entered) > start:
+        measure = entered[-1]
+        try:
+            measure.__exit__(exc_type, exc, tb)
+        except Exception as err:  # a broken figure must not change the user's call
+            if raised_by_handler(err):
+                raise
+            measure.failed(err)
+        del entered[-1]
 
 
 def _pop_quietly(opened: Any) -> None:
@@ -198,16 +328,3 @@ def _pop_quietly(opened: Any) -> None:
         pop_range(opened)
     except Exception as exc:  # noqa: BLE001 - a profiler range must not change the user's call
         warnings.warn(f"gnnmon could not close a profiler range: {exc!r}", RuntimeWarning, 3)
-
-
-def _run_all(actions: list[Callable[[], Any]]) -> None:
-    """Run every action, even after one raised; then raise the first error."""
-    first: BaseException | None = None
-    for action in actions:
-        try:
-            action()
-        except BaseException as exc:  # noqa: BLE001 - the others must still run (GC back on)
-            if first is None:
-                first = exc
-    if first is not None:
-        raise first

@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -35,7 +36,7 @@ from gnnmon.figures import IDENTITY_FIELDS
 from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.inbox import Deferred, Inbox
-from gnnmon.record.interrupts import held_section
+from gnnmon.record.interrupts import HELD, held_section, releasing
 from gnnmon.record.manifest import build_manifest, distributed_entry
 from gnnmon.record.options import Options
 from gnnmon.record.outlets import Outlets
@@ -115,6 +116,9 @@ class Run(Outlets):
         self.sink_errors: list[str] = []  # sinks disabled after they raised
         self.children_forked = 0  # forks while active (DataLoader workers): their rows are not here
         self._state = "new"
+        self.ended = "stop"  # how the run ended, for its end line: see stop()
+        self._last_error = None  # sys.last_value when the run started (an uncaught error's, if any, is newer)
+        self._unmeasured_at_start = 0
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> Run:
@@ -158,6 +162,8 @@ class Run(Outlets):
                 sampler.stop()
             raise
         self._state = "active"
+        self._last_error = getattr(sys, "last_value", None)
+        self._unmeasured_at_start = HELD.unmeasured
         GC_LOG.acquire()
         self.holds_gc_hook = True
         hold_pollers()
@@ -179,11 +185,16 @@ class Run(Outlets):
                 raise ValueError(f"{self.path} is already being written by an active gnnmon.collect(); give the "
                                  "nested run a path of its own (or none, to keep its rows in memory)")
 
-    def stop(self) -> None:
+    def stop(self, ended: str = "stop") -> None:
         """Take the last sample, finish every row, send the last batch and the end line to every
-        sink, close them, stop being active. Every thread the run started is joined."""
+        sink, close them, stop being active. Every thread the run started is joined.
+
+        ``ended`` is what the end line says of how the run ended: ``"stop"``, ``"exception
+        KeyError"`` (raised through ``with collect()``), ``"exit"`` (stopped at interpreter exit),
+        ``"uncaught KeyError"`` (at an exit caused by that exception)."""
         if self._state != "active":
             return
+        self.ended = ended
         if self._sampler is not None:
             # its last sample and every counter's next step cover every row closed before it
             self._sampler.stop()
@@ -205,6 +216,12 @@ class Run(Outlets):
         self._state = "stopped"
         self.complete = True
 
+    def stop_at_exit(self) -> None:
+        """:meth:`stop` at interpreter exit, saying whether an uncaught exception caused it (the
+        interpreter keeps the last one it printed in ``sys.last_value``)."""
+        last = getattr(sys, "last_value", None)
+        self.stop("exit" if last is None or last is self._last_error else f"uncaught {type(last).__name__}")
+
     def _close_sinks(self) -> None:
         end = self._end_line()
         for sink in self._sinks:
@@ -213,13 +230,15 @@ class Run(Outlets):
             except Exception as exc:  # noqa: BLE001 - the other sinks still close
                 self._disable(sink, exc)
 
+    @releasing
     def __enter__(self) -> Run:
         with held_section():  # a Ctrl-C waits until the run is whole (record/interrupts.py)
             return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    @releasing
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         with held_section():
-            self.stop()
+            self.stop("stop" if exc_type is None else f"exception {exc_type.__name__}")
 
     def __del__(self) -> None:  # a run dropped without stop(): never leave a thread running
         if getattr(self, "_state", None) == "active":
@@ -358,12 +377,15 @@ class Run(Outlets):
 
     def _end_line(self) -> dict[str, Any]:
         end: dict[str, Any] = {"type": "end", "rows": self.rows_written, "end_ns": time.time_ns(),
-                               "sampler": self.sampler_stats}
+                               "ended": self.ended, "sampler": self.sampler_stats}
         if self.children_forked:
             end["children_forked"] = self.children_forked
             end["notes"] = [FORKED_NOTE]
         if self.sink_errors:
             end["sink_errors"] = list(self.sink_errors)
+        unmeasured = HELD.unmeasured - self._unmeasured_at_start
+        if unmeasured:
+            end["unmeasured_calls"] = unmeasured  # made by signal handlers that interrupted gnnmon
         return end
 
     def flush(self) -> None:

@@ -7,6 +7,7 @@ gnnmon import, not even for annotations (the runs and rows are typed by what is 
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from contextvars import ContextVar
@@ -20,6 +21,11 @@ OPEN_PHASE: ContextVar[Any] = ContextVar("gnnmon_open_phase", default=None)
 name; it knows the phase it was entered in, so that phases closed out of order hand the current
 phase back to one still open)."""
 
+UNFINISHED: set[Any] = set()
+"""Rows of decorated calls on the main thread that are not finished yet (closed, their GC pause
+ended): one left here while no decorated call runs was interrupted by an exception inside gnnmon,
+and the next top-level row finishes it (``Row.heal``)."""
+
 RUNS: list[Any] = []
 """Active ``collect`` runs, innermost last (changed under :data:`LOCK` only)."""
 
@@ -29,6 +35,7 @@ DEFAULT: list[Any] = []
 LOCK = threading.RLock()
 
 _fork_hook: list[bool] = []
+_exit_hook: list[bool] = []
 
 
 def current_phase() -> str | None:
@@ -48,6 +55,7 @@ def open_run() -> Any:
 def push(run: Any) -> None:
     """Make ``run`` the innermost active run."""
     _watch_forks()
+    _watch_exit()
     with LOCK:
         RUNS.append(run)
 
@@ -69,6 +77,25 @@ def _forked_parent() -> None:
     """After a fork, in the parent: each active run counts it (its end line says how many)."""
     for run in RUNS:
         run.children_forked += 1
+
+
+def _stop_at_exit() -> None:
+    """At interpreter exit (the script's end, ``sys.exit``, an uncaught exception, a notebook kernel
+    shutting down): every run still active is stopped, innermost first, so every row closed before
+    is written with the end line. (Registered after torch's own exit handlers, so it runs first.)"""
+    for run in reversed(list(RUNS)):
+        try:
+            run.stop_at_exit()
+        except Exception as exc:  # noqa: BLE001 - the other runs still end
+            import sys
+
+            print(f"gnnmon could not end {run!r} at exit: {exc!r}", file=sys.stderr)
+
+
+def _watch_exit() -> None:
+    if not _exit_hook:
+        atexit.register(_stop_at_exit)
+        _exit_hook.append(True)
 
 
 def _watch_forks() -> None:
