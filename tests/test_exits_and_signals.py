@@ -96,24 +96,30 @@ def test_a_run_stopped_by_hand_says_so_and_a_forked_child_writes_nothing_at_its_
     assert end["ended"] == "stop" and end["rows"] == 10
 
 
+STEP = """
+@gnnmon.monitor_memory_device
+@gnnmon.cuda_timed
+@gnnmon.gc_controlled
+def step(i):
+    with gnnmon.phase("forward"):
+        pass
+    return i
+"""
+"""The trivial step of the Ctrl-C and alarm tests: memory, timing, GC control and a phase."""
+
+
 # -- Ctrl-C -----------------------------------------------------------------------------------
 
 def test_one_ctrl_c_is_raised_in_a_loop_of_trivial_decorated_calls_within_50_ms():
     """30 single SIGINTs, each at a random moment (from another process, as a terminal sends it)
     while the main thread loops over a trivial step with memory, timing, GC control and a phase:
     each is raised in the loop, within 50 ms of being sent."""
-    proc = run_script("""
+    proc = run_script(textwrap.dedent("""
         import gc, json, os, random, signal, subprocess, sys, time
         import gnnmon
         from gnnmon.record import state
 
-        @gnnmon.monitor_memory_device
-        @gnnmon.cuda_timed
-        @gnnmon.gc_controlled
-        def step(i):
-            with gnnmon.phase("forward"):
-                pass
-            return i
+        {step}
 
         latencies, missed = [], 0
         with gnnmon.collect():
@@ -134,7 +140,7 @@ def test_one_ctrl_c_is_raised_in_a_loop_of_trivial_decorated_calls_within_50_ms(
                 sender.wait()
                 assert gc.isenabled() and state.CURRENT_ROW.get() is None
         print(json.dumps({"latencies_ms": latencies, "missed": missed}))
-    """, timeout=300)
+    """).replace("{step}", STEP), timeout=300)
     out = json.loads(proc.stdout)
     assert out["missed"] == 0 and len(out["latencies_ms"]) == 30
     assert max(out["latencies_ms"]) < 50, sorted(out["latencies_ms"])[-5:]
@@ -171,13 +177,7 @@ def test_exceptions_from_an_alarm_handler_leave_nothing_stale(exception):
         import gc, json, signal, sys, time
         import gnnmon
 
-        @gnnmon.monitor_memory_device
-        @gnnmon.cuda_timed
-        @gnnmon.gc_controlled
-        def step(i):
-            with gnnmon.phase("forward"):
-                pass
-            return i
+        {{step}}
 
         LOOP = sys._getframe().f_code  # this loop's own lines, whose back edge no try can cover
 
@@ -206,7 +206,7 @@ def test_exceptions_from_an_alarm_handler_leave_nothing_stale(exception):
             rows = run.records
         print(json.dumps({{"raised": raised, "left": left,
                           "interrupted": sum(1 for r in rows if r.get("error") == "{exception}")}}))
-    """), timeout=120)
+    """).replace("{step}", STEP), timeout=120)
     out = json.loads(proc.stdout)
     assert out["raised"] > 100  # the handler raised often, at every kind of moment
     assert out["left"] == CLEAN

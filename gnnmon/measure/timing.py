@@ -26,7 +26,7 @@ from gnnmon.devices.resolve import parse_device
 from gnnmon.measure.adapters import Measurement, is_compiling, make_decorator, make_scope
 from gnnmon.record import state
 from gnnmon.record.interrupts import hold, release, releasing
-from gnnmon.record.row import Row
+from gnnmon.record.row import Row, open_phase
 
 SYNC_MODES = ("events", "sync", "none")
 
@@ -256,10 +256,7 @@ class phase:
     def _close(self, row: Row, exc: BaseException | None, t1: int) -> None:
         self.closed = True
         if state.OPEN_PHASE.get() is self:  # the nearest enclosing phase still open is current again
-            outer = self.outer
-            while outer is not None and (outer.closed or outer.row_closed()):
-                outer = outer.outer
-            state.OPEN_PHASE.set(outer)
+            state.OPEN_PHASE.set(open_phase(self.outer))
         if self._range is not None:
             pop_range(self._range)
         fields = row.fields

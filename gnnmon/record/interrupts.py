@@ -6,7 +6,8 @@ bookkeeping included. Two rules follow:
 
 * **Ctrl-C waits for a consistent state.** gnnmon's SIGINT handler raises ``KeyboardInterrupt``
   at once, except inside a *held section* (:func:`hold` ... :func:`release`: the set-up and the
-  close of a row, a scope, a phase, a GC pause, a run), where it only notes the interrupt;
+  close of a row, a scope, a phase, a GC pause, a run) or a function marked :func:`releasing`
+  (one that always ends in a release: a wrapper, a scope's ``__exit__``), where it only notes it;
   :func:`release` raises it as the outermost section ends, when the state is whole again. A
   decorated call's set-up ends just before the user's function is called and its close just
   before it returns, so a Ctrl-C is raised at the latest when the decorated call returns to its

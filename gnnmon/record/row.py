@@ -185,7 +185,7 @@ class Row:
                 state.CURRENT_ROW.set(_open_ancestor(self.parent))
             opened = state.OPEN_PHASE.get()
             if opened is not None and opened.row_closed():  # a phase whose exit never ran
-                state.OPEN_PHASE.set(_open_phase(opened))
+                state.OPEN_PHASE.set(open_phase(opened))
             if self._range is not None:
                 _pop_quietly(self._range)
             # After the reset: a collection it triggered is the row's, and inside its window.
@@ -300,7 +300,7 @@ def _on_stack(frame: FrameType) -> bool:
     return False
 
 
-def _open_phase(opened: Any) -> Any:
+def open_phase(opened: Any) -> Any:
     """The innermost phase from ``opened`` outwards that is still open in an open row."""
     while opened is not None and (opened.closed or opened.row_closed()):
         opened = opened.outer
