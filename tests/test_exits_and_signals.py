@@ -212,6 +212,53 @@ def test_exceptions_from_an_alarm_handler_leave_nothing_stale(exception):
     assert out["left"] == CLEAN
 
 
+def test_a_held_section_an_exception_left_open_neither_holds_ctrl_c_nor_outlives_the_next_entry():
+    """A held section left open (as an exception raised between two of gnnmon's bytecodes leaves
+    it, planted here) does not hold a Ctrl-C that lands in the user's code: it is raised at once.
+    Left open again, the next scope, phase or GC pause closes it, and a decorated call inside
+    another one is measured (the frame that held has returned)."""
+    proc = run_script("""
+        import json, os, signal, gnnmon
+        from gnnmon.record.interrupts import HELD
+
+        @gnnmon.cuda_timed
+        def step():
+            return 1
+
+        step()  # the first held section installs gnnmon's SIGINT handler
+        out = {}
+        HELD.depth = 1
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10_000):  # bytecodes for the handler to run at
+                pass
+            out["ctrl_c"] = "held"
+        except KeyboardInterrupt:
+            out["ctrl_c"] = "raised"
+        out["after_ctrl_c"] = HELD.depth
+        for name, block in [("scope", lambda: gnnmon.timed()), ("phase", lambda: gnnmon.phase("p")),
+                            ("gc_paused", lambda: gnnmon.gc_paused())]:
+            HELD.depth = 1
+            with block():
+                out[name] = HELD.depth  # 1 while the block holds nothing: closed at its entry
+            out[name] = (out[name], HELD.depth)
+
+        @gnnmon.cuda_timed
+        def outer():
+            HELD.depth, HELD.holder = 1, None  # as an inner call interrupted by an exception leaves it
+            return step()
+
+        with gnnmon.collect() as run:
+            outer()
+        out["nested"] = [[r["label"], r["parent"]] for r in run.records]
+        out["unmeasured"] = HELD.unmeasured
+        print(json.dumps(out))
+    """)
+    out = json.loads(proc.stdout)
+    assert out == {"ctrl_c": "raised", "after_ctrl_c": 0, "scope": [0, 0], "phase": [0, 0], "gc_paused": [0, 0],
+                   "nested": [["step", "outer#0"], ["outer", None]], "unmeasured": 0}
+
+
 @pytest.mark.slow
 def test_a_handler_calling_a_decorated_function_every_millisecond_never_crashes(tmp_path):
     """A SIGALRM every 1 ms whose handler calls a decorated function, beside decorated steps that

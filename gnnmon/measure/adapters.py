@@ -26,7 +26,7 @@ import torch
 
 from gnnmon.devices.resolve import parse_device, scan_arguments
 from gnnmon.measure.graph import graph_shape
-from gnnmon.record.interrupts import HELD, hold, interrupted, raised_by_handler, release, releasing
+from gnnmon.record.interrupts import HELD, hold, interrupted, raised_by_handler, reentered, release, releasing
 from gnnmon.record.row import Row, exit_all
 
 is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
@@ -269,6 +269,8 @@ class _Scope:
     def __enter__(self) -> dict[str, Any]:
         if self._row is not None:
             raise RuntimeError("this gnnmon scope is already open; make a new one per block")
+        if reentered():  # a signal handler's block while gnnmon's code is interrupted: unmeasured
+            return {"label": self._label, "notes": ("unmeasured: a signal handler interrupted gnnmon",)}
         held = hold()
         row = None
         try:
@@ -282,7 +284,8 @@ class _Scope:
 
     @releasing
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        assert self._row is not None
+        if self._row is None:  # unmeasured
+            return None
         _finish(self._row, 0, True, exc, None, hold())
         return None
 

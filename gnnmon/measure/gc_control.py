@@ -15,7 +15,7 @@ from typing import Any
 
 from gnnmon.measure.adapters import Measurement, make_decorator
 from gnnmon.record.gc_log import requested_collection
-from gnnmon.record.interrupts import hold, release, releasing
+from gnnmon.record.interrupts import hold, reentered, release, releasing
 
 _LOCK = threading.RLock()
 _depth = 0  # pauses counted by pause_gc()/resume_gc() pairs (gc_paused blocks)
@@ -103,6 +103,9 @@ class gc_paused:
 
     @releasing
     def __enter__(self) -> gc_paused:
+        if reentered():  # a signal handler's block while gnnmon's code is interrupted: GC as it is
+            self._token = None
+            return self
         held = hold()  # a Ctrl-C waits until the pause is counted (record/interrupts.py)
         token = self._token = object()  # this block's pause: its exit ends it once
         pause_gc(token)
@@ -110,6 +113,8 @@ class gc_paused:
 
     @releasing
     def __exit__(self, *exc: Any) -> None:
+        if self._token is None:
+            return
         held = hold()
         try:
             resume_gc(self._token)

@@ -25,7 +25,7 @@ from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import parse_device
 from gnnmon.measure.adapters import Measurement, is_compiling, make_decorator, make_scope
 from gnnmon.record import state
-from gnnmon.record.interrupts import hold, release, releasing
+from gnnmon.record.interrupts import hold, reentered, release, releasing
 from gnnmon.record.row import Row, open_phase
 
 SYNC_MODES = ("events", "sync", "none")
@@ -197,8 +197,8 @@ class phase:
 
     @releasing
     def __enter__(self) -> phase:
-        if is_compiling():  # traced by torch.compile: nothing of gnnmon goes into the graph
-            self._row = None
+        if is_compiling() or reentered():  # traced by torch.compile (nothing of gnnmon goes into the
+            self._row = None  # graph), or a signal handler's block while gnnmon's code is interrupted
             return self
         held = hold()  # a Ctrl-C waits until the phase is whole (record/interrupts.py)
         try:

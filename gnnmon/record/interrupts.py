@@ -20,8 +20,11 @@ bookkeeping included. Two rules follow:
   counted in :data:`HELD` (``unmeasured``), with no row.
 
 A held section left open by an exception (another handler's ``TimeoutError`` raised between two
-of gnnmon's bytecodes) is found and closed by the next decorated call: no gnnmon frame is on the
-stack below it. The handler is installed at the first held section on the main thread (not at
+of gnnmon's bytecodes) is found and closed by the next decorated call, scope, phase or GC pause,
+or by the next Ctrl-C: the frame that opened it (``HELD.holder``) is no longer on the stack.
+Until then that frame, and the arguments of the call it belongs to, stay alive.
+
+gnnmon's SIGINT handler is installed at the first held section on the main thread (not at
 import), and only over Python's default one: a SIGINT handler of your own stays in place.
 """
 
@@ -44,10 +47,11 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class _Held:
-    __slots__ = ("depth", "pending", "installed", "in_gc", "unmeasured")
+    __slots__ = ("depth", "holder", "pending", "installed", "in_gc", "unmeasured")
 
     def __init__(self) -> None:
         self.depth = 0  # held sections open on the main thread
+        self.holder: FrameType | None = None  # the frame that opened the outermost one
         self.pending = False  # an interrupt arrived during one
         self.installed = False
         self.in_gc = False  # gnnmon's GC callback runs on the main thread
@@ -58,9 +62,10 @@ HELD = _Held()
 
 
 def _on_sigint(signum: int, frame: FrameType | None) -> None:
-    if HELD.depth or _releases_soon(frame):
+    if _releases_soon(frame) or HELD.depth and _holding(frame):
         HELD.pending = True
         return
+    _heal()  # a section an exception left open holds nothing
     signal.default_int_handler(signum, frame)
 
 
@@ -97,12 +102,15 @@ def _install() -> None:
         pass
 
 
-def hold() -> bool:
-    """Start a held section; returns whether it holds (on the main thread only)."""
+def hold(up: int = 1) -> bool:
+    """Start a held section in the frame ``up`` levels above this one (which ends it before it
+    returns); returns whether it holds (on the main thread only)."""
     if threading.get_ident() != MAIN_THREAD:
         return False
     if not HELD.installed:
         _install()
+    if not HELD.depth:
+        HELD.holder = sys._getframe(up)
     HELD.depth += 1
     return True
 
@@ -114,6 +122,8 @@ def release(held: bool, undo: Callable[[], Any] | None = None, value: T = None) 
     scope's ``__enter__``)."""
     if held:
         HELD.depth -= 1
+        if not HELD.depth:
+            HELD.holder = None
         if HELD.pending and not HELD.depth:
             if undo is not None:
                 undo()
@@ -122,21 +132,58 @@ def release(held: bool, undo: Callable[[], Any] | None = None, value: T = None) 
     return value
 
 
-def interrupted() -> bool:
-    """Whether this call comes from a signal handler that interrupted gnnmon's own code (a held
-    section, or gnnmon's GC callback) on the main thread: its decorated calls run unmeasured. A
-    held section that an exception left open (no gnnmon frame below) is closed here."""
-    if threading.get_ident() != MAIN_THREAD:
-        return False
-    frame = sys._getframe(2)
+def on_stack(target: FrameType | None, frame: FrameType | None) -> bool:
+    """Whether ``target`` is ``frame`` or one below it: still running on this thread."""
+    while frame is not None:
+        if frame is target:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _holding(frame: FrameType | None) -> bool:
+    """Whether the frame that holds the open sections runs at or below ``frame`` (one that has
+    returned left them open by an exception)."""
+    return on_stack(HELD.holder, frame)
+
+
+def _in_package(frame: FrameType | None) -> bool:
+    """Whether ``frame`` or one below it runs gnnmon's code."""
     while frame is not None:
         if frame.f_code.co_filename.startswith(_PACKAGE):
-            HELD.unmeasured += 1
             return True
-        frame = frame.f_back  # type: ignore[assignment]
-    HELD.depth = 0  # left open by an exception: nothing of gnnmon's runs below this call
-    HELD.in_gc = False
+        frame = frame.f_back
     return False
+
+
+def _heal() -> None:
+    HELD.depth = 0
+    HELD.holder = None
+    HELD.in_gc = False
+
+
+def interrupted(skip: int = 2) -> bool:
+    """Whether this call comes from a signal handler that interrupted gnnmon's own code (a held
+    section, or gnnmon's GC callback) on the main thread: its decorated calls, scopes and phases
+    run unmeasured. A held section that an exception left open (no gnnmon frame below) is closed
+    here. ``skip``: gnnmon's frames from this one to the user's caller."""
+    if threading.get_ident() != MAIN_THREAD:
+        return False
+    frame = sys._getframe(skip)
+    if HELD.depth and _holding(frame) or HELD.in_gc and _in_package(frame):
+        HELD.unmeasured += 1
+        return True
+    _heal()  # left open by an exception: the frame that held has returned
+    return False
+
+
+def reentered() -> bool:
+    """:func:`interrupted` for the entry of a scope, a phase or a GC pause, checked only while a
+    held section or the GC callback is open (the common case costs one attribute read); one that
+    gnnmon's own code enters in its held section (the Lightning callback's phases) is not."""
+    if not (HELD.depth or HELD.in_gc) or sys._getframe(2).f_code.co_filename.startswith(_PACKAGE):
+        return False
+    return interrupted(3)
 
 
 _RELEASING.update((hold.__code__, release.__code__))
@@ -149,7 +196,7 @@ class held_section:
 
     @releasing
     def __enter__(self) -> None:
-        self._held = hold()
+        self._held = hold(2)  # held in the frame of the with statement
 
     @releasing
     def __exit__(self, *exc: Any) -> None:

@@ -36,7 +36,7 @@ from gnnmon.record import state
 from gnnmon.record.active import active_run
 from gnnmon.record.gc_log import GC_LOG, row_gc_fields
 from gnnmon.record.inbox import Deferred
-from gnnmon.record.interrupts import MAIN_THREAD, raised_by_handler
+from gnnmon.record.interrupts import MAIN_THREAD, on_stack, raised_by_handler
 from gnnmon.record.run import Run
 
 
@@ -292,12 +292,7 @@ def _heal_unfinished() -> None:
 
 def _on_stack(frame: FrameType) -> bool:
     """Whether ``frame`` is running on this thread (it is, or calls, the caller)."""
-    here: FrameType | None = sys._getframe(2)
-    while here is not None:
-        if here is frame:
-            return True
-        here = here.f_back
-    return False
+    return on_stack(frame, sys._getframe(2))
 
 
 def open_phase(opened: Any) -> Any:
