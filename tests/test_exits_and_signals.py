@@ -8,26 +8,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.scripts import run_script
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32",
                                 reason="POSIX signals and timers")
-
-
-def run_script(code: str, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-    """``code`` in a fresh interpreter (gnnmon from this checkout); a hang fails the test."""
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
-                          timeout=timeout, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    if check:
-        assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
 
 
 def lines_of(path: Path) -> list[dict]:

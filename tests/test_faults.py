@@ -8,11 +8,7 @@ from __future__ import annotations
 import errno
 import functools
 import json
-import subprocess
-import sys
-import textwrap
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,17 +17,7 @@ import gnnmon
 from gnnmon.cli import main
 from gnnmon.errors import ReportFileError
 from gnnmon.record import state, storage
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_script(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """``code`` in a fresh interpreter (gnnmon from this checkout); a hang fails the test."""
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
-                          timeout=timeout, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
-
+from tests.scripts import run_script
 
 # 1 -------------------------------------------------------------------------------------------------
 
