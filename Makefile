@@ -2,6 +2,7 @@
 #   make demo   — create .venv, install, run the main job
 #   make test   — create .venv, install, run the tests
 #   make lint   — ruff and mypy over the code (CI runs it before the tests)
+#   make gpu-check — the GPU acceptance run, on a CUDA machine with torch and PyG installed (no .venv)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.gnnmon-installed
 
-.PHONY: venv demo test lint clean
+.PHONY: venv demo test lint gpu-check clean
 
 venv: $(STAMP)
 
@@ -30,6 +31,10 @@ test: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+
+# GPU_CHECK_ARGS="--out $$OUT" writes the results file elsewhere; "--dry-run" lists the steps.
+gpu-check:
+	$(PYTHON) benchmarks/gpu_acceptance.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -472,6 +473,31 @@ def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any
 
 # -- all of it ----------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Sizes:
+    """How much of each part runs: calls per call-cost figure; the realistic loop's stand-in scale,
+    batches, steps a pass, rounds and warm-up steps; the tiny loop's calls a pass and rounds; the
+    energy split's rows and seconds a row; the kill part's trials."""
+
+    calls: int
+    scale: float
+    batches: int
+    steps: int
+    rounds: int
+    warmup: int
+    tiny_calls: int
+    tiny_rounds: int
+    energy_rows: int
+    energy_row_s: float
+    kill_trials: int
+
+
+SIZES = {
+    "quick": Sizes(50, 0.02, 4, 4, 2, 2, 50, 2, 3, 0.1, 2),  # seconds: what the tests run on the fake
+    "check": Sizes(500, 1.0, 20, 20, 4, 4, 1000, 4, 10, 0.3, 3),  # the GPU acceptance run (make gpu-check)
+    "full": Sizes(2000, 1.0, 40, 40, 7, 8, 2000, 7, 20, 0.3, 10),  # about 170 s on an H100
+}
+
 _FAKE = [False]
 
 
@@ -479,44 +505,43 @@ def _is_fake() -> bool:
     return _FAKE[0]
 
 
-def run_gpu(tmp: Path, quick: bool, device: str = "cuda:0", fake: bool = False,
+def run_gpu(tmp: Path, sizes: Sizes, device: str = "cuda:0", fake: bool = False,
             before: bool = False) -> dict[str, Any]:
-    """Every part; ``quick``: tiny sizes; ``fake``: against the tests' fake ``torch.cuda``
-    (tensors stay on the CPU; no accuracy part); ``before``: only the loops (public API only)."""
+    """Every part at ``sizes``; ``fake``: against the tests' fake ``torch.cuda`` (tensors stay on
+    the CPU; no accuracy part); ``before``: only the loops (public API only)."""
     dev = torch.device(device)
     _clear_backends()
     _FAKE[0] = fake
     index = dev.index or 0
+    z = sizes
     results: dict[str, Any] = {"fake": fake, "device_name": "fake CUDA (tests/fakes.py)" if fake
                                else torch.cuda.get_device_name(index)}
     results["gnnmon"] = str(Path(gnnmon.__file__).parent)
     if not before:
         print("gpu: call costs ...", flush=True)
-        results["calls"] = call_costs(dev, 50 if quick else 2000)
+        results["calls"] = call_costs(dev, z.calls)
 
     def sync() -> None:
         torch.cuda.synchronize(index)
 
     print("gpu: realistic GCN loop ...", flush=True)
-    loop = Realistic(dev, 0.02 if quick else 1.0, 4 if quick else 40)
+    loop = Realistic(dev, z.scale, z.batches)
     results["loop"] = {"sampler": loop.sampler, "nodes": loop.nodes, "edges": loop.edges,
                        "batches": len(loop.batches)}
-    steps, rounds = (4, 2) if quick else (40, 7)
     results["overhead"] = run_interleaved(
-        "GCN step", realistic_variants(dev, tmp, item=False), loop.args, steps, rounds, sync, 2 if quick else 8)
+        "GCN step", realistic_variants(dev, tmp, item=False), loop.args, z.steps, z.rounds, sync, z.warmup)
     results["overhead"] += run_interleaved(
-        "GCN step + loss.item()", realistic_variants(dev, tmp, item=True), loop.args, steps, rounds, sync, 2)
+        "GCN step + loss.item()", realistic_variants(dev, tmp, item=True), loop.args, z.steps, z.rounds, sync, 2)
     print("gpu: tiny loop ...", flush=True)
     x = torch.ones(1024, device="cpu" if fake else dev)
     results["overhead"] += run_interleaved(
-        "tiny step (x + 1)", tiny_variants(dev, tmp), lambda i: (x,), 50 if quick else 2000,
-        2 if quick else 7, sync, 50)
+        "tiny step (x + 1)", tiny_variants(dev, tmp), lambda i: (x,), z.tiny_calls, z.tiny_rounds, sync, 50)
     if not fake and not before:
         print("gpu: accuracy ...", flush=True)
         results["accuracy"] = accuracy(dev)
     if not before:
-        print("gpu: energy of 0.3 s rows against the NVML counter ...", flush=True)
-        results["energy_split"] = energy_split(dev, 3 if quick else 20, 0.1 if quick else 0.3)
+        print(f"gpu: energy of {z.energy_row_s:g} s rows against the NVML counter ...", flush=True)
+        results["energy_split"] = energy_split(dev, z.energy_rows, z.energy_row_s)
     _clear_backends()
     return results
 

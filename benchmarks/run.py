@@ -444,6 +444,8 @@ def accuracy_part(q: bool) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="every part at a tiny size")
+    parser.add_argument("--check", action="store_true",
+                        help="with --device cuda: the sizes of the GPU acceptance run (make gpu-check)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cpu: overhead, accuracy and scale on the CPU, with the peers; cuda: the "
                              "GPU benchmark (benchmarks/gpu.py) and what a kill loses")
@@ -463,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     if out.is_dir() or args.out.endswith("/"):
         out = out / ("benchmarks-cuda.md" if args.device == "cuda" else "benchmarks.md")
     if args.device == "cuda":
-        return main_cuda(q, out, before=args.before)
+        return main_cuda("quick" if q else "check" if args.check else "full", out, before=args.before)
     t_start = time.perf_counter()
     results: dict[str, Any] = {"overhead": []}
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -502,20 +504,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def main_cuda(q: bool, out: Path, fake: bool = False, before: bool = False) -> int:
-    """``--device cuda``: benchmarks/gpu.py, then what a kill loses; writes ``out`` and its JSON."""
+def main_cuda(size: str, out: Path, fake: bool = False, before: bool = False) -> int:
+    """``--device cuda``: benchmarks/gpu.py at ``size`` (quick, check or full), then what a kill
+    loses; writes ``out`` and its JSON."""
+    from benchmarks.gpu import SIZES, run_gpu
     from benchmarks.gpu import markdown as gpu_markdown
-    from benchmarks.gpu import run_gpu
 
+    sizes = SIZES[size]
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        results = run_gpu(tmp, q, fake=fake, before=before)
+        results = run_gpu(tmp, sizes, fake=fake, before=before)
         if not before:
             print("durability: SIGKILL mid-run ...", flush=True)
-            results["kill"] = run_kill_loss(2 if q else 10, 0.05, tmp)
+            results["kill"] = run_kill_loss(sizes.kill_trials, 0.05, tmp)
     meta = {
-        "command": "python benchmarks/run.py --device cuda" + (" --quick" if q else "")
+        "command": "python benchmarks/run.py --device cuda" + ("" if size == "full" else f" --{size}")
                    + (f" --before (GNNMON_BENCH_PACKAGE={os.environ.get('GNNMON_BENCH_PACKAGE')})" if before else ""),
         "machine": f"{results['device_name']}, {platform.platform()}, {os.cpu_count()} cores, "
                    f"Python {platform.python_version()}, torch {torch.__version__}",

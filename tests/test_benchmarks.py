@@ -37,7 +37,7 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
 
     FakeNvml(n=2, ramp_w=300.0, period=0.1).install(monkeypatch, tmp_path / "nvml")
     out = tmp_path / "bench-cuda.md"
-    assert main_cuda(True, out, fake=True) == 0
+    assert main_cuda("quick", out, fake=True) == 0
     text = out.read_text()
     assert "FAKE device" in text and "### What each call costs here" in text
     data = json.loads(out.with_suffix(".json").read_text())

@@ -1,0 +1,246 @@
+"""The GPU acceptance run's own checks, one per invocation, each a claim with the figures that test it.
+
+    python benchmarks/gpu_checks.py NAME --out DIR [--fake]
+
+NAME is one of :data:`CHECKS`. Each writes ``DIR/NAME.json`` (``claim``, ``passed``, ``figures``,
+``notes``) and exits 0 when the claim holds (or the check cannot run here: ``passed`` null), 1
+when it does not. ``--fake`` runs it against the
+tests' fake ``torch.cuda`` (two devices) and fake NVML (a counter ramping at a planted 300 W,
+stepping every 0.1 s, as an H100's does) at the smallest sizes: the figures then test the code
+path and the planted truth, not a GPU. :mod:`benchmarks.gpu_acceptance` runs them in turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PLANTED_W = 300.0
+"""The fake NVML's power, watts, in ``--fake`` runs."""
+
+
+def _install_fakes(tmp: Path) -> Any:
+    """The tests' fake CUDA and NVML in this process (and NVML's in the sampler process)."""
+    import pytest
+
+    from tests.fake_nvml import FakeNvml
+    from tests.fakes import FakeCuda
+
+    patch = pytest.MonkeyPatch()
+    FakeCuda(n=2).install(patch)
+    FakeNvml(n=2, ramp_w=PLANTED_W, period=0.1).install(patch, tmp / "nvml")
+    return patch
+
+
+CLAIMS = {
+    "environment": "a CUDA device is visible to torch, and torch, PyG and NVML load",
+    "install": "gnnmon installs from the working tree without touching torch, and imports from the install",
+    "benchmark": "the full stack with phases costs at most 5 % of a realistic GCN step (H100, 2026-11-22: 1.028x)",
+    "energy": "on a busy GPU the sampler keeps up with NVML's counter (its step period found) and gnnmon's "
+              "counter window matches NVML's delta read directly (within 5 %)",
+    "compile": "a torch.compile(mode='reduce-overhead') GCN step under the full stack and @track_compile: every "
+               "row without error, the compilation in the first rows, none after, device time in every row",
+}
+"""What each check shows on a GPU."""
+
+FAKE_CLAIMS = {
+    "benchmark": "the GPU benchmark runs every variant (fake device: ratios mean nothing)",
+    "energy": f"the rows' energy is the planted {PLANTED_W:g} W times their time (within 3 %), and gnnmon's "
+              "counter window matches NVML's delta read directly (within 5 %)",
+}
+"""What a check shows instead under ``--fake``, where that differs."""
+
+Outcome = tuple["bool | None", dict[str, Any]]
+"""(whether the claim held — None: not run here —, the figures that test it)."""
+
+
+def environment(out: Path, fake: bool) -> Outcome:
+    import torch
+
+    import gnnmon
+
+    figures: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                               "torch_cuda": torch.version.cuda, "gnnmon": str(Path(gnnmon.__file__).parent),
+                               "cpus": __import__("os").cpu_count()}
+    try:
+        import torch_geometric
+
+        figures["torch_geometric"] = torch_geometric.__version__
+    except ImportError:
+        figures["torch_geometric"] = None
+    available = torch.cuda.is_available()
+    figures["cuda_devices"] = ([] if not available else [f"fake CUDA {i}" for i in range(torch.cuda.device_count())]
+                               if fake else [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        figures["nvml_driver"] = str(pynvml.nvmlSystemGetDriverVersion())
+    except Exception as exc:  # noqa: BLE001 - say what is missing
+        figures["nvml_driver"] = f"no NVML: {type(exc).__name__}: {exc}"
+    return available and bool(figures["cuda_devices"]), figures
+
+
+def install(out: Path, fake: bool) -> Outcome:
+    """pip installs the working tree into a folder of its own (no dependencies, no index, the
+    environment's own build backend), and a fresh interpreter imports gnnmon from there."""
+    import shutil
+    import subprocess
+
+    import torch
+
+    site, tree = out / "site", out / "tree"  # built from a copy: setuptools writes build/ beside the sources
+    shutil.rmtree(tree, ignore_errors=True)
+    shutil.copytree(ROOT / "gnnmon", tree / "gnnmon", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tree / name)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                          "--no-build-isolation", "--target", str(site), str(tree)],
+                         capture_output=True, text=True, timeout=120)
+    figures: dict[str, Any] = {"pip_exit": pip.returncode, "pip_tail": (pip.stdout + pip.stderr)[-800:],
+                               "torch_before": f"{torch.__version__} {torch.__file__}"}
+    probe = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import gnnmon, torch; "
+                            "print(gnnmon.__file__); print(torch.__version__, torch.__file__)", str(site)],
+                           capture_output=True, text=True, timeout=120, cwd=str(out))
+    lines = probe.stdout.splitlines()
+    figures["gnnmon_imported_from"] = lines[0] if lines else probe.stderr[-400:]
+    figures["torch_after"] = lines[1] if len(lines) > 1 else None
+    ok = (pip.returncode == 0 and probe.returncode == 0 and lines[0].startswith(str(site))
+          and figures["torch_after"] == figures["torch_before"] and not any(site.glob("torch*")))
+    return ok, figures
+
+
+def benchmark(out: Path, fake: bool) -> Outcome:
+    from benchmarks.run import main_cuda
+
+    md = out / "benchmarks-cuda.md"
+    main_cuda("quick" if fake else "check", md, fake=fake)
+    data = json.loads(md.with_suffix(".json").read_text())
+    rows = {(r["loop"], r["variant"]): r for r in data["overhead"]}
+    full = rows[("GCN step", "gnnmon full stack, phases inside")]
+    tiny = {v: r for (loop, v), r in rows.items() if loop == "tiny step (x + 1)"}
+    figures = {
+        "gcn_step_bare_us": full["bare_step_us"],
+        "gcn_full_stack_ratio": full["ratio"],
+        "gcn_full_stack_cost_us": full["per_step_us"],
+        "tiny_step_cost_us": {v: r["per_step_us"] for v, r in tiny.items()},
+        "call_costs_us": {c["call"]: c["us"] for c in data.get("calls", [])},
+        "tables": md.name,
+    }
+    if fake:  # the numbers mean nothing on the fake: every variant ran
+        return all(r["ratio"] > 0 for r in data["overhead"] if not str(r.get("note", "")).startswith("not run")), figures
+    return full["ratio"] <= 1.05, figures
+
+
+def energy(out: Path, fake: bool) -> Outcome:
+    import torch
+
+    from benchmarks import gpu
+
+    gpu._FAKE[0] = fake  # tensors stay on the CPU under the fake
+    rows, row_s = (3, 0.1) if fake else (10, 0.3)
+    split = gpu.energy_split(torch.device("cuda:0"), rows, row_s)
+    if "skipped" in split:
+        return False, split
+    window_ok = split["window_error_pct"] is not None and abs(split["window_error_pct"]) < 5
+    sampled = split["period_s"] is not None and split["sampler"] is not None
+    if fake:
+        planted = PLANTED_W * split["rows_s"]
+        split["planted_j"] = planted
+        return window_ok and abs(split["rows_j"] / planted - 1) < 0.03, split
+    return window_ok and sampled, split
+
+
+def compile_step(out: Path, fake: bool) -> Outcome:
+    if fake:
+        return None, {"skipped": "needs a real GPU (CUDA graphs)"}
+    import torch
+    import torch.nn.functional as F
+
+    import gnnmon
+    from play.models import GCN
+    from play.synthetic import FLICKR, planted_partition
+
+    spec = FLICKR.scaled(0.05)
+    data = planted_partition(spec).to("cuda")
+    model = GCN(spec.num_features, 128, spec.num_classes).to("cuda")
+    compiled = torch.compile(model, mode="reduce-overhead")
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+
+    @gnnmon.track_compile
+    @gnnmon.monitor_memory_device
+    @gnnmon.cuda_timed
+    @gnnmon.gc_controlled
+    def step(data: Any) -> float:
+        torch.compiler.cudagraph_mark_step_begin()
+        with gnnmon.phase("forward"):
+            loss = F.cross_entropy(compiled(data.x, data.edge_index), data.y)
+        with gnnmon.phase("backward"):
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return float(loss.detach())
+
+    t0 = time.perf_counter()
+    with gnnmon.collect(out / "compile.jsonl") as run:
+        for _ in range(30):
+            step(data)
+    rows = run.records
+    later = rows[5:]
+    figures = {
+        "rows": len(rows), "errors": [r["error"] for r in rows if r.get("error")],
+        "first_compile_s": sum(r.get("compile_s") or 0.0 for r in rows[:5]),
+        "later_compile_s": sum(r.get("compile_s") or 0.0 for r in later),
+        "later_device_ms_median": sorted(r["device_s"] for r in later)[len(later) // 2] * 1e3,
+        "later_wall_ms_median": sorted(r["wall_s"] for r in later)[len(later) // 2] * 1e3,
+        "seconds": time.perf_counter() - t0,
+    }
+    ok = (len(rows) == 30 and not figures["errors"] and figures["first_compile_s"] > 0
+          and figures["later_compile_s"] == 0 and all((r.get("device_s") or 0) > 0 for r in later))
+    return ok, figures
+
+
+CHECKS: dict[str, Callable[[Path, bool], Outcome]] = {
+    "environment": environment, "install": install, "benchmark": benchmark, "energy": energy, "compile": compile_step,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", choices=sorted(CHECKS))
+    parser.add_argument("--out", required=True, help="folder for NAME.json and what the check writes")
+    parser.add_argument("--fake", action="store_true", help="against the tests' fake CUDA and NVML")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    patch = _install_fakes(out) if args.fake else None
+    notes = ""
+    claim = (FAKE_CLAIMS if args.fake else {}).get(args.name, CLAIMS[args.name])
+    passed: bool | None
+    try:
+        passed, figures = CHECKS[args.name](out, args.fake)
+    except Exception as exc:  # noqa: BLE001 - a check that breaks fails, and says how
+        passed, figures = False, {}
+        notes = f"{type(exc).__name__}: {exc}"
+    finally:
+        if patch is not None:
+            patch.undo()
+    (out / f"{args.name}.json").write_text(json.dumps(
+        {"name": args.name, "claim": claim, "passed": passed, "figures": figures, "notes": notes, "fake": args.fake},
+        indent=1, default=str))
+    verdict = "not run" if passed is None else "pass" if passed else "FAIL"
+    print(f"{args.name}: {verdict} — {claim}" + (f" ({notes or figures.get('skipped')})" if passed is None or notes else ""))
+    return 1 if passed is False else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
