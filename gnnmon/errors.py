@@ -22,3 +22,9 @@ class DeviceError(GnnmonError, ValueError):
 
 class ReportFileError(GnnmonError, ValueError):
     """A report file that is not a gnnmon JSON Lines file, or is corrupt before its last line."""
+
+
+NEVER_STARTED = ("this gnnmon run was never started, so nothing was recorded into it (calls made meanwhile "
+                 "went to the default run, and no file was written): use `with gnnmon.collect(...) as run:` "
+                 "or `run = gnnmon.collect(...).start()`")
+"""Said once when the rows of a run that was made but never started are read."""

@@ -327,3 +327,21 @@ def test_a_forked_child_never_writes_into_the_parents_file(tmp_path):
     assert 0 < kept <= CHILD_MAX_RECORDS
     labels = [row["label"] for row in gnnmon.load(path).records]
     assert labels == ["step"] * 4
+
+
+def test_a_run_made_but_never_started_says_so_when_read(tmp_path):
+    """``run = gnnmon.collect(path)`` without ``with`` or ``start()``: the calls go to the default
+    run and no file is written; reading the run warns, naming both ways to start it."""
+    path = tmp_path / "job.jsonl"
+    run = gnnmon.collect(path)
+    step = gnnmon.cuda_timed(label="never_started_step")(lambda: None)
+    step()
+    with pytest.warns(UserWarning, match=r"never started.*with gnnmon\.collect\(\.\.\.\) as run:.*\.start\(\)"):
+        report = run.report()
+    assert len(report.records) == 0 and not path.exists()
+    assert any(r["label"] == "never_started_step" for r in gnnmon.default_run().records)
+    with gnnmon.collect(tmp_path / "started.jsonl") as started:
+        step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a started run reads without a warning
+        assert len(started.records) == 1

@@ -69,3 +69,40 @@ def test_the_cli_groups_by_a_marker(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "gnnmon", "report", "--by", "stage", str(tmp_path / "sweep.jsonl")],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert bad.returncode == 2 and bad.stdout == "" and "no row carries 'stage'" in bad.stderr
+
+
+def test_by_epoch_keeps_the_collections_made_between_rows():
+    """``@gc_controlled(collect="after")``: each step's collection runs after its row closes, so
+    between rows. Grouped by epoch, each epoch keeps the collections made while it was marked, and
+    its markdown has its GC section."""
+    import gc
+
+    @gnnmon.gc_controlled(collect="after")
+    @cuda_timed(label="train_step")
+    def step():
+        a = []
+        a.append(a)  # a cycle: only a collection frees it
+
+    gc.collect()
+    with gnnmon.collect() as run:
+        for epoch in range(2):
+            run.mark("epoch", epoch)
+            for _ in range(3):
+                step()
+    report = run.report()
+    between = [e for e in report.gc_events if e.get("row") is None and e.get("reason") == "gc_controlled"]
+    assert len(between) == 6  # planted: one asked-for collection after each of the six steps
+    groups = report.groups("epoch")
+    assert {epoch: len([e for e in part.gc_events if e.get("reason") == "gc_controlled"])
+            for epoch, part in groups.items()} == {0: 3, 1: 3}
+    text = report.markdown(by="epoch")
+    assert text.count("### Garbage collection") == 2
+
+
+def test_a_config_given_to_collect_is_not_a_marker_and_the_error_says_how_to_mark_one():
+    step = cuda_timed(label="train_step")(lambda: None)
+    with gnnmon.collect(config={"hidden": 64}) as run:
+        step()
+    for by in ("config", "hidden"):
+        with pytest.raises(ValueError, match=r"collect\(config=\.\.\.\) describes the run .* run\.mark"):
+            run.report().groups(by)

@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.peaks import hold_pollers, release_pollers
 from gnnmon.devices.ranks import current_rank, rank_path
+from gnnmon.errors import NEVER_STARTED
 from gnnmon.fields import ROW_FIELD_PREFIXES
 from gnnmon.figures import IDENTITY_FIELDS
 from gnnmon.record import state
@@ -400,7 +402,9 @@ class Run(Outlets):
     @property
     def records(self) -> list[dict[str, Any]]:
         """The rows kept in memory (after finishing pending ones), oldest first: every row of a
-        run without a file or sink, else the newest ``max_records``."""
+        run without a file or sink, else the newest ``max_records`` (a run never started: none)."""
+        if self._state == "new":
+            warnings.warn(NEVER_STARTED, UserWarning, 2)
         self.flush()
         rows = [parse(line) for line in list(self._window)]
         for row in rows:

@@ -3,6 +3,7 @@ renderers (markdown, frames, the timeline figure) sit in modules of their own.""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping
 from typing import Any
 
@@ -73,20 +74,37 @@ class Report:
     def groups(self, by: str) -> dict[Any, Report]:
         """The report split by the value of marker ``by`` on each row (e.g. ``"config"``, set by
         ``run.mark("config", 128)``), in natural order (numbers by value: 32, 64, 128; rows
-        without it last, under None). Each part keeps the GC events of its own rows."""
+        without it last, under None). Each part keeps the GC events of its own rows, and those
+        between rows made while its value was marked (the collection after a ``@gc_controlled``
+        step, outside its row)."""
         if not isinstance(by, str) or not by:
             raise ValueError(f"by must be a marker's name, e.g. 'config'; got {by!r}")
         if not any(by in part.cols for part in self.table.parts.values()):
             kinds = sorted({m["kind"] for m in self.markers}) or sorted(
                 {k for part in self.table.parts.values() for k in part.cols if k in {"epoch", "stage", "config"}})
-            raise ValueError(f"no row carries {by!r}; the markers here: {', '.join(kinds) or 'none'}")
+            hint = (f"; collect(config=...) describes the run (its manifest), it does not mark rows: "
+                    f"split a run with run.mark({by!r}, value)" if by in (self.manifest or {}).get("config", {})
+                    or by == "config" else "")
+            raise ValueError(f"no row carries {by!r}; the markers here: {', '.join(kinds) or 'none'}{hint}")
         parts = self.table.where(by)
-        out = {}
-        for value in sorted(parts, key=_natural):
-            table = parts[value]
-            keys = {row_key(r) for r in table.rows()}
-            out[value] = Report(table, manifest=self.manifest, samples=self.samples, markers=self.markers,
-                                gc_events=[e for e in self.gc_events if e.get("row") in keys])
+        events = self._gc_events_by(by, {row_key(r): value for value, table in parts.items() for r in table.rows()})
+        return {value: Report(parts[value], manifest=self.manifest, samples=self.samples, markers=self.markers,
+                              gc_events=events.get(value, [])) for value in sorted(parts, key=_natural)}
+
+    def _gc_events_by(self, by: str, group_of_row: dict[str, Any]) -> dict[Any, list[dict[str, Any]]]:
+        """The GC events per value of marker ``by``: an event in a row goes with the row, one
+        between rows with the value marked last before it (None before the first)."""
+        marks = sorted(((m["t_ns"], m.get("value")) for m in self.markers if m.get("kind") == by and "t_ns" in m),
+                       key=lambda m: m[0])
+        times = [t for t, _ in marks]
+        out: dict[Any, list[dict[str, Any]]] = {}
+        for event in self.gc_events:
+            if event.get("row") in group_of_row:
+                value = group_of_row[event["row"]]
+            else:
+                i = bisect.bisect_right(times, event.get("t_start_ns") or 0) - 1
+                value = marks[i][1] if i >= 0 else None
+            out.setdefault(value, []).append(event)
         return out
 
     def summary(self, by: str | None = None) -> dict[Any, Any]:
