@@ -65,7 +65,7 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
     if _releases_soon(frame) or HELD.depth and _holding(frame):
         HELD.pending = True
         return
-    _heal()  # a section an exception left open holds nothing
+    HELD.depth, HELD.holder = 0, None  # a section an exception left open holds nothing
     signal.default_int_handler(signum, frame)
 
 
@@ -165,8 +165,8 @@ def _heal() -> None:
 def interrupted(skip: int = 2) -> bool:
     """Whether this call comes from a signal handler that interrupted gnnmon's own code (a held
     section, or gnnmon's GC callback) on the main thread: its decorated calls, scopes and phases
-    run unmeasured. A held section that an exception left open (no gnnmon frame below) is closed
-    here. ``skip``: gnnmon's frames from this one to the user's caller."""
+    run unmeasured. A held section that an exception left open (the frame that held it has
+    returned) is closed here. ``skip``: gnnmon's frames from this one to the user's caller."""
     if threading.get_ident() != MAIN_THREAD:
         return False
     frame = sys._getframe(skip)
