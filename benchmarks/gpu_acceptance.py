@@ -145,13 +145,10 @@ def run(steps: tuple[Step, ...], work: Path, fake: bool, budget: float = BUDGET_
     background: list[tuple[Step, subprocess.Popen, Any, Path, float, float]] = []
     for step in steps:
         left = budget - (time.monotonic() - t_run)
-        if fake and not step.fake:
-            outcomes[step.name] = Outcome(step.name, step.claim, "not run", limit_s=step.limit_s,
-                                          figures={"why": "needs a GPU"})
-            continue
-        if left < 1:  # too little to start a process and see it end
-            outcomes[step.name] = Outcome(step.name, step.claim, "not run", limit_s=step.limit_s,
-                                          figures={"why": "out of time"})
+        # under 1 s left: too little to start a process and see it end
+        why = "needs a GPU" if fake and not step.fake else "out of time" if left < 1 else None
+        if why is not None:
+            outcomes[step.name] = Outcome(step.name, step.claim, "not run", limit_s=step.limit_s, figures={"why": why})
             continue
         limit = min(step.limit_s, left)
         print(f"gpu-check: {step.name} (limit {limit:.0f} s) ...", flush=True)

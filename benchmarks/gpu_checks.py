@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -70,7 +71,7 @@ def environment(out: Path, fake: bool) -> Outcome:
 
     figures: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
                                "torch_cuda": torch.version.cuda, "gnnmon": str(Path(gnnmon.__file__).parent),
-                               "cpus": __import__("os").cpu_count()}
+                               "cpus": os.cpu_count()}
     try:
         import torch_geometric
 
