@@ -94,6 +94,10 @@ def main() -> None:
     if job is not None:
         spikes = job.report().cross_rank()["spikes"]
         print(json.dumps([[s["index"], s["slowest_rank"], s["cause"]] for s in spikes]))
+    # Every rank waits for rank 0's report before any tears the group down: a rank that destroys
+    # it and exits while another still holds its connections can make gloo abort the other
+    # ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 
