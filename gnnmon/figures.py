@@ -50,7 +50,7 @@ class Figure:
     name: str
     unit: Unit
     stage: str
-    """What fills it: row, memory, timing, phase, gc, graph, compile, timeline, energy."""
+    """What fills it: row, memory, timing, phase, gc, graph, compile, timeline, energy, oom."""
     meaning: str
     logged: str | None = None
     """The name of a step figure in shown units, as the Lightning callback logs it and the
@@ -134,6 +134,19 @@ FIGURES: tuple[Figure, ...] = (
     F("energy_cpu_j", JOULES, "energy", "CPU energy (RAPL, else a model)", traced=True),
     F("energy_ram_j", JOULES, "energy", "RAM energy (RAPL, else a model)"),
     F("co2_kg", KILOGRAMS, "energy", "emissions of that energy at the carbon intensity"),
+    F("oom_requested_bytes", BYTES, "oom", "the allocation that failed, as the out-of-memory error gives it"),
+    F("oom_allocated_bytes", BYTES, "oom", "memory held by tensors when it failed (CPU: the process's RSS)"),
+    F("oom_reserved_bytes", BYTES, "oom", "CUDA: what the caching allocator held when it failed (MPS: the driver)"),
+    F("oom_cached_free_bytes", BYTES, "oom", "reserved but held by no tensor: the cache's free memory"),
+    F("oom_fragmented_bytes", BYTES, "oom", "CUDA: of that, free parts of split blocks (`inactive_split_bytes`), "
+      "which a request larger than each cannot use"),
+    F("oom_device_total_bytes", BYTES, "oom", "the device's memory (CPU: physical RAM; MPS: recommended max)"),
+    F("oom_device_free_bytes", BYTES, "oom", "free on the device when it failed (`cudaMemGetInfo`; CPU: available RAM)"),
+    F("oom_forecast_bytes", BYTES, "oom", "the peak the label's memory model forecasts for this batch "
+      "(`mem_peak_bytes`, fitted on the rows the run keeps)"),
+    F("oom_forecast_upper_bytes", BYTES, "oom", "that forecast's 95 % upper bound"),
+    F("oom_snapshot", TEXT, "oom", "the allocation history dumped at the run's first OOM "
+      "(`collect(memory_history=N)`), for pytorch.org/memory_viz"),
     F("<field>_source", TEXT, "row", "how a figure was measured (`measured:...`, `sampled:...`, `model:...`)"),
 )
 """Every field a row can hold (markers carried on rows aside)."""

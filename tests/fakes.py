@@ -13,7 +13,12 @@ They follow the documented behaviour of the real modules:
   Every read of either form counts in ``stats_calls``. Reserved memory grows in 2 MiB-rounded
   segments and is kept after a free until ``empty_cache``; ``reset_peak_memory_stats`` sets every
   peak to its current value, per device. A device argument may be None (current device), an int,
-  a string or a ``torch.device``.
+  a string or a ``torch.device``. An allocation beyond ``total`` raises ``torch.OutOfMemoryError``
+  with CUDA's message ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity
+  of ..."), counted in ``num_ooms``; ``inactive_split_bytes`` is what a test plants in
+  ``devices[i].split``; ``torch.cuda.mem_get_info(i)`` returns (total − reserved − ``other``, total)
+  where ``other`` stands for other processes. ``torch.cuda.memory._record_memory_history`` and
+  ``_dump_snapshot`` keep their calls in ``history_calls`` and write a small pickle.
 * ``torch.mps`` has ``current_allocated_memory`` (tensors), ``driver_allocated_memory`` (more: the
   driver's caches) and ``recommended_max_memory``, and no peak API.
 
@@ -126,6 +131,7 @@ class _CudaDevice:
         self.reserved = self.reserved_peak = 0
         self.retries = 0
         self.ooms = 0
+        self.split = 0  # inactive_split_bytes: free parts of split blocks (planted by tests)
 
 
 class FakeCuda(_Timeline):
@@ -145,6 +151,8 @@ class FakeCuda(_Timeline):
         self.stats_calls = 0
         self.stats_on: list[int] = []  # device index of every nested stats read
         self.streams_built = 0
+        self.other = 0  # bytes other processes hold on each device (mem_get_info)
+        self.history_calls: list[tuple[str, Any]] = []
         self.stream_id = 0  # the current stream's id (tests switch streams by changing it)
         self._blocks: dict[int, tuple[int, int]] = {}
         self._ids = itertools.count()
@@ -164,7 +172,12 @@ class FakeCuda(_Timeline):
                 if d.reserved > self.total:
                     d.ooms += 1
                     d.allocated -= nbytes
-                    raise RuntimeError("CUDA out of memory (fake)")
+                    d.reserved -= -(-need // _SEGMENT) * _SEGMENT
+                    raise torch.OutOfMemoryError(
+                        f"CUDA out of memory. Tried to allocate {nbytes / 2**30:.2f} GiB. GPU {i} has a total "
+                        f"capacity of {self.total / 2**30:.2f} GiB of which "
+                        f"{(self.total - d.reserved - self.other) / 2**20:.2f} MiB is free. Of the allocated memory "
+                        f"{d.allocated / 2**30:.2f} GiB is allocated by PyTorch (fake)")
             d.allocated_peak = max(d.allocated_peak, d.allocated)
             d.reserved_peak = max(d.reserved_peak, d.reserved)
             handle = next(self._ids)
@@ -262,7 +275,26 @@ class FakeCuda(_Timeline):
                                 "large_pool": _stat(d.allocated, d.allocated_peak)},
             "reserved_bytes": {"all": _stat(d.reserved, d.reserved_peak), "small_pool": empty,
                                "large_pool": _stat(d.reserved, d.reserved_peak)},
+            "inactive_split_bytes": {"all": _stat(d.split, d.split), "small_pool": empty,
+                                     "large_pool": _stat(d.split, d.split)},
         }
+
+    def mem_get_info(self, device: Any = None) -> tuple[int, int]:
+        """``torch.cuda.mem_get_info``: (free, total) bytes as the driver sees them."""
+        d = self.devices[self._index(device)]
+        return self.total - d.reserved - self.other, self.total
+
+    def record_memory_history(self, enabled: Any = "all", max_entries: int = 1) -> None:
+        """``torch.cuda.memory._record_memory_history``."""
+        self.history_calls.append(("record", enabled if enabled is None else max_entries))
+
+    def dump_snapshot(self, filename: str = "dump_snapshot.pickle") -> None:
+        """``torch.cuda.memory._dump_snapshot``: a pickle of the allocator's segments."""
+        import pickle
+
+        self.history_calls.append(("dump", filename))
+        with open(filename, "wb") as f:
+            pickle.dump({"segments": [], "device_traces": [[]], "fake": True}, f)
 
     def memory_allocated(self, device: Any = None) -> int:
         return self.devices[self._index(device)].allocated
@@ -286,9 +318,11 @@ class FakeCuda(_Timeline):
             "is_available", "is_initialized", "device_count", "current_device", "set_device",
             "synchronize", "memory_stats", "memory_allocated", "max_memory_allocated",
             "reset_peak_memory_stats", "empty_cache", "current_stream", "Event",
-            "get_device_properties", "memory_stats_as_nested_dict", "Stream",
+            "get_device_properties", "memory_stats_as_nested_dict", "Stream", "mem_get_info",
         ):
             monkeypatch.setattr(torch.cuda, name, getattr(self, name))
+        monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", self.record_memory_history)
+        monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", self.dump_snapshot)
         monkeypatch.setattr(torch._C, "_cuda_memoryStats", self.raw_memory_stats, raising=False)
         monkeypatch.setattr(torch._C, "_cuda_getCurrentStream", self.get_current_stream_data, raising=False)
         monkeypatch.setattr(torch.cuda, "_raw_device_uuid_nvml", self.raw_device_uuid_nvml, raising=False)

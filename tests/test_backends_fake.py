@@ -145,7 +145,7 @@ def test_fake_cuda_ooms_counted_and_error_recorded(fake_cuda):
         with pytest.raises(RuntimeError, match="out of memory"):
             step()
     (row,) = run.records
-    assert row["error"] == "RuntimeError" and row["cuda_ooms"] == 1
+    assert row["error"] == "OutOfMemoryError" and row["cuda_ooms"] == 1
 
 
 def test_fake_cuda_bad_index_is_a_clear_error(fake_cuda):

@@ -34,6 +34,9 @@ class Options:
     ``ram_power_w`` (W) replace CodeCarbon's guesses. ``flush_interval``: seconds between two
     drains of the writer thread (a kill loses at most about this much). ``sampler``: ``"process"``
     or ``"thread"``. ``distributed``: measure the clock offset between ranks with collectives.
+    ``memory_history``: keep PyTorch's CUDA allocation history (its newest N events; a private
+    PyTorch API, see :mod:`gnnmon.record.oom`) and dump it at the run's first out-of-memory
+    error, next to the run's file (None: off).
     """
 
     config: Mapping[str, Any] | None = None
@@ -49,6 +52,7 @@ class Options:
     flush_interval: float = FLUSH_INTERVAL
     sampler: str = "process"
     distributed: bool = True
+    memory_history: int | None = None
 
     def __post_init__(self) -> None:
         config = self.config
@@ -88,6 +92,10 @@ class Options:
             raise ValueError(f"sampler must be 'process' (its own process) or 'thread', got {self.sampler!r}")
         if not is_positive_number(self.flush_interval):
             raise ValueError(f"flush_interval must be a finite number of seconds > 0, got {self.flush_interval!r}")
+        h = self.memory_history
+        if h is not None and (not isinstance(h, int) or isinstance(h, bool) or h < 1):
+            raise ValueError(f"memory_history must be a positive number of allocation events (e.g. 100000) "
+                             f"or None, got {h!r}")
         if not isinstance(self.distributed, bool):
             raise TypeError(f"distributed must be True or False, not {type(self.distributed).__name__}")
 

@@ -37,6 +37,7 @@ from gnnmon.record.active import active_run
 from gnnmon.record.gc_log import GC_LOG, row_gc_fields
 from gnnmon.record.inbox import Deferred
 from gnnmon.record.interrupts import MAIN_THREAD, on_stack, raised_by_handler
+from gnnmon.record.oom import record_oom
 from gnnmon.record.run import Run
 
 
@@ -192,6 +193,7 @@ class Row:
             fields["t_end_ns"] = time.time_ns()
             if error is not None:
                 fields["error"] = type(error).__name__
+                record_oom(fields, self._backend, error, self.run, self.note)  # nothing unless an OOM
             fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
             if self._cpu0 is not None:
                 fields["cpu_s"] = time.process_time() - self._cpu0

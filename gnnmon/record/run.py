@@ -40,6 +40,7 @@ from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.inbox import Deferred, Inbox
 from gnnmon.record.interrupts import HELD, held_section, releasing
 from gnnmon.record.manifest import build_manifest, distributed_entry
+from gnnmon.record.oom import History
 from gnnmon.record.options import Options
 from gnnmon.record.outlets import Outlets
 from gnnmon.record.result import RunResult
@@ -121,6 +122,7 @@ class Run(Outlets):
         self.ended = "stop"  # how the run ended, for its end line: see stop()
         self._last_error = None  # sys.last_value when the run started (an uncaught error's, if any, is newer)
         self._unmeasured_at_start = 0
+        self.history = History(opts.memory_history)  # CUDA's allocation history, opt-in
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> Run:
@@ -147,6 +149,7 @@ class Run(Outlets):
                 self.energy = EnergySources(sampler.hello, **energy)
                 options["energy"] = self.energy.describe()
                 energy_join = EnergyJoin(options["energy"], sampler.interval)
+            options["memory_history"] = self.history.start()
             self.manifest = build_manifest(self.config, options)
             self.manifest["distributed"] = distributed_entry(self.rank, self.options.distributed, self._job_path)
             if self.path is not None:
@@ -162,6 +165,7 @@ class Run(Outlets):
                 close_quietly(sink)
             if sampler is not None:
                 sampler.stop()
+            self.history.stop()
             raise
         self._state = "active"
         self._last_error = getattr(sys, "last_value", None)
@@ -204,6 +208,7 @@ class Run(Outlets):
             self.sampler_stats.pop("m", None)
             if self._sampler.errors:  # a sampler that failed mid-run
                 self.sampler_stats["errors"] = list(self._sampler.errors)
+        self.history.stop()
         state.pop(self)
         GC_LOG.release()
         self.holds_gc_hook = False
@@ -244,12 +249,9 @@ class Run(Outlets):
 
     def __del__(self) -> None:  # a run dropped without stop(): never leave a thread running
         if getattr(self, "_state", None) == "active":
-            sampler = getattr(self, "_sampler", None)
-            if sampler is not None:
-                sampler.stop()
-            writer = getattr(self, "_writer", None)
-            if writer is not None:
-                writer.stop()
+            for thread in (getattr(self, "_sampler", None), getattr(self, "_writer", None)):
+                if thread is not None:
+                    thread.stop()
 
     @property
     def active(self) -> bool:
@@ -304,10 +306,7 @@ class Run(Outlets):
 
     def _take_timeline(self, message: dict[str, Any]) -> None:
         """What the sampler sends (on its reader thread): a sample or a counter's point."""
-        if message.pop("type", None) == "point":
-            self.add_point(message)
-        else:
-            self.add_sample(message)
+        (self.add_point if message.pop("type", None) == "point" else self.add_sample)(message)
 
     def add_sample(self, sample: dict[str, Any]) -> None:
         """Take a utilisation sample (from the sampler's reader thread)."""

@@ -39,6 +39,8 @@ class Explained(Protocol):
 
     def cross_rank(self) -> dict[str, Any]: ...
 
+    def oom(self) -> list[dict[str, Any]]: ...
+
 
 def header_lines(m: Mapping[str, Any]) -> list[str]:
     """The versions line a report starts with (nothing without a manifest)."""
@@ -76,10 +78,22 @@ def render_markdown(report: Explained, header: bool = True) -> str:
             lines.append("")
             lines.extend(f"- note: {n}" for n in notes)
         lines.append("")
+    lines.extend(oom_lines(report.oom()))
     lines.extend(_analysis_lines(report))
     lines.extend(cross_rank_lines(report.cross_rank()))
     lines.extend(energy_lines(report.energy()))
     return "\n".join(lines)
+
+
+def oom_lines(ooms: list[dict[str, Any]]) -> list[str]:
+    """The out-of-memory section: each call that ran out, in words (nothing if none did)."""
+    if not ooms:
+        return []
+    lines = [f"### Out of memory — {len(ooms)} call(s)", ""]
+    lines += [f"- {e['words']}" for e in ooms[:MAX_TABLE]]
+    if len(ooms) > MAX_TABLE:
+        lines.append(f"- … {len(ooms) - MAX_TABLE} more (report.oom() has them all)")
+    return [*lines, ""]
 
 
 def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:

@@ -4,7 +4,7 @@ renderers (markdown, frames, the timeline figure) sit in modules of their own.""
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gnnmon.fields import is_number, row_key
@@ -15,6 +15,8 @@ from gnnmon.report.energy_summary import energy_summary
 from gnnmon.report.exports import export
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
 from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
+from gnnmon.report.memory_model import MemoryModel, fit
+from gnnmon.report.oom import oom_report
 from gnnmon.report.stats import describe
 from gnnmon.report.table import as_table, sorted_numbers
 from gnnmon.report.tensorboard import write_tensorboard
@@ -161,6 +163,26 @@ class Report:
         if not any("rank" in part.cols for part in self.table.parts.values()):
             return {}
         return cross_rank(self.records, self.manifest, **options)
+
+    def memory_model(self, label: str | None = None, figure: str = "mem_peak_delta_bytes", *,
+                     device: str | None = None, warmup: int = 2, terms: Sequence[str] | None = None,
+                     confidence: float = 0.95) -> MemoryModel:
+        """The peak memory of ``label``'s calls (None: the label with most rows that carry a batch
+        shape) as ``const + a·num_nodes + b·num_edges (+ c·num_graphs)`` bytes, fitted on its rows
+        after ``warmup`` calls, failures and outliers left out; on ``device``'s rows where they ran
+        on more than one kind. ``figure``: ``mem_peak_delta_bytes`` (above the call's start),
+        ``mem_peak_bytes`` (absolute: what must fit in the device), or the ``rss_`` ones; ``terms``:
+        the shape fields to fit on (per type for a ``HeteroData`` batch: ``num_nodes__paper`` ...).
+        The model's ``predict(num_nodes=..., num_edges=...)`` gives bytes and an upper bound at
+        ``confidence``; ``summary()`` says it in words, or why it cannot be trusted. See
+        :mod:`gnnmon.report.memory_model`."""
+        return fit(self.table, label, figure, device=device, warmup=warmup, terms=terms, confidence=confidence)
+
+    def oom(self) -> list[dict[str, Any]]:
+        """The calls that ran out of memory: each one's batch shape (and against its label's median),
+        the device's memory at the failure, the forecast for that batch, the largest batch that
+        fit, the allocation-history snapshot, and ``words`` (see :mod:`gnnmon.report.oom`)."""
+        return oom_report(self.table)
 
     def plot_timeline(self, path: Any = None, **options: Any) -> Any:
         """Utilisation and memory samples over time with rows, GC events and markers under them

@@ -1,0 +1,308 @@
+"""A step's peak memory as a linear function of its batch's shape, fitted over a run's rows.
+
+``peak ≈ const + a·num_nodes + b·num_edges (+ c·num_graphs)``, bytes: message passing holds a
+few tensors per node (features, hidden states, their gradients) and per edge (the messages), and
+the rest (weights, optimizer state, workspace) does not grow with the batch. The fit leaves out
+the first ``warmup`` calls of the label, failed calls, and outliers (residuals beyond 4 robust
+spreads, refitted until none is left out), and refuses to be trusted when it cannot be: too few
+rows, shapes that barely vary (no row says what a larger batch costs), a shape that explains
+little of the peak, or a peak that curves with the shape. An untrusted model says why
+(:attr:`MemoryModel.problems`) and will not predict.
+
+The upper bound of a prediction is one-sided, at ``confidence``: the fit's robust residual spread
+and its uncertainty at that shape (growing away from the shapes seen), under a normal residual.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from gnnmon.report.table import Part, Table
+
+TERMS = ("num_nodes", "num_edges", "num_graphs")
+"""The shape fields a model is fitted on by default (those that vary among the rows)."""
+
+PER = {"num_nodes": "node", "num_edges": "edge", "num_graphs": "graph"}
+
+FIGURES = ("mem_peak_delta_bytes", "mem_peak_bytes", "rss_peak_delta_bytes", "rss_peak_bytes")
+"""Figures a model may be fitted on: the peak above the step's start, or the absolute peak."""
+
+MIN_SPREAD = 0.05
+"""A shape field varies when its 5th-95th percentile range is at least this share of its median."""
+MIN_R2 = 0.9
+OUTLIER_K = 4.0
+MAX_CORR = 0.999
+"""Two shape fields more correlated than this cannot be told apart: the second is left out."""
+
+
+def format_bytes(n: float) -> str:
+    """Bytes in the largest binary unit that keeps the number at 1 or more (``1.9 KiB``, ``210 MiB``)."""
+    sign, n = ("-" if n < 0 else ""), abs(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{sign}{n:.0f} {unit}" if unit == "B" or n >= 100 else f"{sign}{n:.3g} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def per_of(term: str) -> str:
+    """What a coefficient is per: ``node``, ``edge``, ``graph``, or a type (``paper node``)."""
+    if term in PER:
+        return PER[term]
+    if term.startswith("num_nodes__"):
+        return f"{term[len('num_nodes__'):]} node"
+    if term.startswith("num_edges__"):
+        return f"{term[len('num_edges__'):].replace('__', ' ')} edge"
+    return term
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A forecast peak for one shape, bytes."""
+
+    bytes: float
+    upper_bytes: float
+    """Not exceeded by ``confidence`` of steps of that shape, under the fit's residual spread."""
+    confidence: float
+    extrapolated: bool
+    """The shape lies beyond the largest one the model saw (by more than 10 %)."""
+
+
+class UntrustedModelError(ValueError):
+    """A prediction asked of a model that cannot be trusted; the message says why."""
+
+
+@dataclass
+class MemoryModel:
+    """The fitted model of one label's peak memory (see the module's docstring)."""
+
+    label: str
+    figure: str
+    devices: list[str]
+    terms: tuple[str, ...]
+    coefficients: dict[str, float]
+    """Bytes per unit of each term, and ``const`` (bytes)."""
+    rows: int
+    """Rows the fit used (after warm-up, failures and outliers were left out)."""
+    outliers: int
+    r2: float
+    spread_bytes: float
+    """The robust standard deviation of the residuals (1.4826 × their MAD), bytes."""
+    confidence: float
+    ranges: dict[str, tuple[float, float]]
+    """Each term's smallest and largest value among the rows used."""
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    _inverse: Any = None  # (XᵀX)⁻¹ of the scaled design, for the prediction's uncertainty
+    _scale: Any = None
+
+    @property
+    def trusted(self) -> bool:
+        return not self.problems
+
+    def units(self) -> dict[str, str]:
+        """Each coefficient's unit: ``bytes/node`` ..., ``bytes`` for ``const``."""
+        return {t: ("bytes" if t == "const" else f"bytes/{per_of(t)}") for t in self.coefficients}
+
+    def predict(self, num_nodes: float | None = None, num_edges: float | None = None,
+                num_graphs: float | None = None, **per_type: float) -> Prediction:
+        """The peak (bytes) for a batch of this shape; every term of the model must be given.
+        Raises :class:`UntrustedModelError` for a model that cannot be trusted."""
+        if self.problems:
+            raise UntrustedModelError(f"the memory model of {self.label!r} cannot be trusted: "
+                                      + "; ".join(self.problems))
+        given = {"num_nodes": num_nodes, "num_edges": num_edges, "num_graphs": num_graphs, **per_type}
+        missing = [t for t in self.terms if given.get(t) is None]
+        if missing:
+            raise ValueError(f"the model of {self.label!r} needs {', '.join(missing)} "
+                             f"(its terms: {', '.join(self.terms)})")
+        x = np.array([1.0, *(float(given[t]) for t in self.terms)])  # type: ignore[arg-type]
+        value = float(self.coefficients["const"] + sum(self.coefficients[t] * x[i + 1]
+                                                       for i, t in enumerate(self.terms)))
+        z = x / self._scale
+        leverage = float(z @ self._inverse @ z)
+        q = NormalDist().inv_cdf(self.confidence)
+        upper = value + q * self.spread_bytes * math.sqrt(1.0 + max(leverage, 0.0))
+        beyond = any(x[i + 1] > self.ranges[t][1] * 1.1 for i, t in enumerate(self.terms))
+        return Prediction(value, upper, self.confidence, beyond)
+
+    def summary(self) -> str:
+        """The model in plain words, or why it cannot be trusted."""
+        head = f"{self.label}: {self.figure}"
+        if self.problems:
+            return f"{head}: no trustworthy model ({'; '.join(self.problems)})"
+        parts = [f"{format_bytes(self.coefficients[t])} per {per_of(t)}" for t in self.terms]
+        const = self.coefficients["const"]
+        formula = " + ".join(parts)
+        formula += f" {'-' if const < 0 else '+'} {format_bytes(abs(const))}" if formula else format_bytes(const)
+        left = f", {self.outliers} outlier{'s' if self.outliers != 1 else ''} left out" if self.outliers else ""
+        return (f"{head} ≈ {formula} (r² {self.r2:.3f} over {self.rows} rows{left}; residual spread "
+                f"{format_bytes(self.spread_bytes)}, {self.confidence:.0%} upper bound "
+                f"+{format_bytes(NormalDist().inv_cdf(self.confidence) * self.spread_bytes)} at the shapes seen)")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The model as plain data (JSON-ready)."""
+        return {"label": self.label, "figure": self.figure, "devices": self.devices, "terms": list(self.terms),
+                "coefficients": self.coefficients, "units": self.units(), "rows": self.rows,
+                "outliers": self.outliers, "r2": self.r2, "spread_bytes": self.spread_bytes,
+                "confidence": self.confidence, "ranges": {t: list(r) for t, r in self.ranges.items()},
+                "trusted": self.trusted, "problems": self.problems, "notes": self.notes,
+                "summary": self.summary()}
+
+
+def _varies(values: np.ndarray) -> bool:
+    lo, mid, hi = np.percentile(values, [5, 50, 95])
+    return len(np.unique(values)) >= 3 and (hi - lo) >= MIN_SPREAD * max(abs(mid), 1.0)
+
+
+def _lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.linalg.lstsq(x, y, rcond=None)[0]
+
+
+def _robust_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Least squares refitted without the rows beyond ``OUTLIER_K`` robust spreads, until stable:
+    (coefficients, inlier mask, robust spread of the inliers' residuals)."""
+    keep = np.ones(len(y), dtype=bool)
+    for _ in range(10):
+        beta = _lstsq(x[keep], y[keep])
+        resid = y - x @ beta
+        r = resid[keep]
+        spread = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+        # a floor of 0.1 % of the typical figure: rows that agree that well are never outliers
+        limit = max(OUTLIER_K * spread, 1e-3 * float(np.median(np.abs(y))), 1.0)
+        new = np.abs(resid - np.median(r)) <= limit
+        if new.sum() < x.shape[1] + 2 or (new == keep).all():
+            break
+        keep = new
+    return beta, keep, spread
+
+
+def _pick_label(table: Table, figure: str) -> str:
+    best, most = None, 0
+    for label, part in table.parts.items():
+        if figure in part.cols and "num_nodes" in part.cols:
+            n = int(np.sum(~np.isnan(part.numbers(figure)) & ~np.isnan(part.numbers("num_nodes"))))
+            if n > most:
+                best, most = label, n
+    if best is None:
+        raise ValueError(f"no label's rows carry both {figure} and a batch shape (num_nodes): decorate the step "
+                         f"that takes the PyG batch with @monitor_memory_device, or call record_graph(batch) in it")
+    return best
+
+
+def _rows(part: Part, figure: str, terms: Sequence[str], device: str | None, warmup: int,
+          ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The usable rows' shape matrix and figure, and their devices."""
+    y = part.numbers(figure)
+    keep = ~np.isnan(y) & (part.numbers("index") >= warmup)
+    keep &= np.array([e is None for e in part.objects("error")], dtype=bool) if "error" in part.cols else True
+    devices = part.objects("device") if "device" in part.cols else [None] * part.n
+    if device is not None:
+        keep &= np.array([d == device for d in devices], dtype=bool)
+    cols = [part.numbers(t) if t in part.cols else np.full(part.n, math.nan) for t in terms]
+    for c in cols:
+        keep &= ~np.isnan(c)
+    x = np.column_stack(cols)[keep] if cols else np.empty((int(keep.sum()), 0))
+    return x, y[keep], sorted({str(d) for d, k in zip(devices, keep, strict=True) if k and d is not None})
+
+
+def fit(table: Table, label: str | None = None, figure: str = "mem_peak_delta_bytes", *,
+        device: str | None = None, warmup: int = 2, terms: Sequence[str] | None = None,
+        confidence: float = 0.95) -> MemoryModel:
+    """Fit the memory model of ``label``'s rows (see :meth:`gnnmon.Report.memory_model`)."""
+    if figure not in FIGURES:
+        raise ValueError(f"figure must be one of {', '.join(FIGURES)}; got {figure!r}")
+    if not 0.5 <= confidence < 1:
+        raise ValueError(f"confidence must be in [0.5, 1), got {confidence!r}")
+    label = _pick_label(table, figure) if label is None else label
+    part = table.parts.get(label)
+    if part is None:
+        raise ValueError(f"no rows labelled {label!r}; the labels here: {', '.join(table.labels()) or 'none'}")
+    if figure not in part.cols:
+        raise ValueError(f"the rows of {label!r} carry no {figure}: measure them with @monitor_memory_device")
+    if terms is None:
+        model = _fit(part, label, figure, tuple(t for t in TERMS if t in part.cols), device, warmup, confidence,
+                     auto=True)
+        typed = tuple(k for k in part.cols if k.startswith(("num_nodes__", "num_edges__")))
+        if typed and model.r2 < 0.99:  # a heterogeneous batch: per-type terms may explain more
+            other = _fit(part, label, figure, typed, device, warmup, confidence, auto=True)
+            if not other.problems and other.spread_bytes < 0.7 * model.spread_bytes:
+                other.notes.append(f"per-type terms fit better than the totals (spread "
+                                   f"{format_bytes(other.spread_bytes)} < {format_bytes(model.spread_bytes)})")
+                return other
+        return model
+    return _fit(part, label, figure, tuple(terms), device, warmup, confidence, auto=False)
+
+
+def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: str | None, warmup: int,
+         confidence: float, auto: bool) -> MemoryModel:
+    x, y, devices = _rows(part, figure, terms, device, warmup)
+    if device is None and len({d.split(":")[0] for d in devices}) > 1:
+        raise ValueError(f"the rows of {label!r} ran on {', '.join(devices)}: pass device= to fit one of them")
+    problems: list[str] = []
+    notes: list[str] = []
+    kept: list[int] = []
+    for i, t in enumerate(terms):
+        if len(y) and _varies(x[:, i]):
+            kept.append(i)
+        elif auto and len(y):
+            lo, hi = (float(x[:, i].min()), float(x[:, i].max()))
+            notes.append(f"{t} left out: it barely varies ({lo:,.0f}-{hi:,.0f})")
+        elif len(y):
+            problems.append(f"{t} barely varies ({float(x[:, i].min()):,.0f}-{float(x[:, i].max()):,.0f})")
+    for j in list(kept):
+        for i in kept:
+            if i < j and j in kept and abs(float(np.corrcoef(x[:, i], x[:, j])[0, 1])) > MAX_CORR:
+                kept.remove(j)
+                notes.append(f"{terms[j]} left out: it moves with {terms[i]} in every row, so the two cannot be "
+                             f"told apart (a batch with another {terms[j]}/{terms[i]} ratio is not covered)")
+    used = tuple(terms[i] for i in kept)
+    need = max(10, 3 * (len(used) + 1))
+    if len(y) < need:
+        problems.append(f"too few rows: {len(y)} usable after {warmup} warm-up calls and failures, {need} needed")
+    elif not used:
+        problems.append("the batch shapes barely vary: no row says what a larger batch costs "
+                        "(vary the batch size, or fit over an epoch of a loader whose batches differ)")
+    design = np.column_stack([np.ones(len(y)), x[:, kept]]) if len(y) else np.empty((0, 1 + len(kept)))
+    scale = np.maximum(np.abs(design).max(axis=0), 1.0) if len(y) else np.ones(1 + len(kept))
+    z = design / scale
+    coefficients: dict[str, float] = {"const": math.nan, **{t: math.nan for t in used}}
+    r2, spread, outliers, inverse, ranges = math.nan, math.nan, 0, None, {}
+    if len(y) >= len(used) + 2:
+        beta, inliers, spread = _robust_fit(z, y)
+        beta = beta / scale
+        coefficients = {"const": float(beta[0]), **{t: float(beta[i + 1]) for i, t in enumerate(used)}}
+        outliers = int((~inliers).sum())
+        yi, zi = y[inliers], z[inliers]
+        resid = yi - design[inliers] @ beta
+        total = float(np.sum((yi - yi.mean()) ** 2))
+        r2 = 1.0 - float(np.sum(resid**2)) / total if total > 0 else (1.0 if not resid.any() else 0.0)
+        inverse = np.linalg.pinv(zi.T @ zi)
+        ranges = {t: (float(x[inliers, i].min()), float(x[inliers, i].max())) for t, i in zip(used, kept, strict=True)}
+        if used and not problems:
+            problems += _misfit(zi, yi, resid, r2, used)
+        y = yi
+    return MemoryModel(label, figure, devices, used, coefficients, int(len(y)), outliers, r2, spread, confidence,
+                       ranges, problems, notes, inverse, scale)
+
+
+def _misfit(z: np.ndarray, y: np.ndarray, resid: np.ndarray, r2: float, used: tuple[str, ...]) -> list[str]:
+    """Why a linear fit does not describe the peak, if it does not."""
+    if r2 < MIN_R2:
+        return [f"the batch shape explains only r² {r2:.2f} of the peak's variation (something else drives it)"]
+    rss = float(np.sum(resid**2))
+    if rss <= 0:
+        return []
+    curved = np.column_stack([z, z[:, 1:] ** 2])
+    r_curved = y - curved @ _lstsq(curved, y)
+    if float(np.sum(r_curved**2)) < 0.25 * rss and np.max(np.abs(resid)) > 0.02 * max(float(np.mean(np.abs(y))), 1.0):
+        return [f"the peak curves with {' and '.join(used)}: a linear model misses by up to "
+                f"{format_bytes(float(np.max(np.abs(resid))))} (a squared term halves its error or better)"]
+    return []
+

@@ -1,0 +1,136 @@
+"""The out-of-memory post-mortem in words: which call ran out, at what batch, with the device's
+memory at the failure, the forecast for that batch and the largest batch that fit.
+
+Reads the ``oom_*`` fields a failed call's row holds (:mod:`gnnmon.record.oom`) and the rows of
+its label that succeeded; the forecast is the label's memory model of ``mem_peak_bytes`` over all
+of them (the row's own forecast, made from the rows the run kept, where no model can be fitted).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gnnmon.report.memory_model import fit, format_bytes
+from gnnmon.report.table import Part, Table
+
+SHAPE = ("num_nodes", "num_edges", "num_graphs", "batch_size")
+NOUN = {"num_nodes": "node", "num_edges": "edge", "num_graphs": "graph", "batch_size": "seed node"}
+STATE = ("requested", "allocated", "reserved", "cached_free", "fragmented", "device_total", "device_free")
+
+
+def _failed_ooms(part: Part) -> list[dict[str, Any]]:
+    if "oom_requested_bytes" not in part.cols:
+        return []
+    errors = part.objects("error")
+    return [row for i in range(part.n) if errors[i] is not None
+            for row in (part.row(i),) if "oom_requested_bytes" in row]
+
+
+def _medians(part: Part, ok: np.ndarray) -> dict[str, float]:
+    out = {}
+    for name in SHAPE:
+        if name in part.cols:
+            values = part.numbers(name)[ok]
+            values = values[~np.isnan(values)]
+            if len(values):
+                out[name] = float(np.median(values))
+    return out
+
+
+def _largest_fit(part: Part, ok: np.ndarray) -> dict[str, Any] | None:
+    """The successful row with the most edges (else nodes): the largest batch that fit."""
+    for name in ("num_edges", "num_nodes"):
+        if name in part.cols:
+            values = np.where(ok, part.numbers(name), np.nan)
+            if not np.isnan(values).all():
+                row = part.row(int(np.nanargmax(values)))
+                return {"key": f"{row['label']}#{row['index']}", **{k: row.get(k) for k in SHAPE},
+                        "mem_peak_bytes": row.get("mem_peak_bytes")}
+    return None
+
+
+def _forecast(table: Table, row: dict[str, Any]) -> tuple[float | None, float | None, str | None]:
+    """(forecast, upper bound, why none) for the failed row's batch."""
+    try:
+        model = fit(table, row["label"], "mem_peak_bytes", device=row.get("device"))
+        p = model.predict(**{t: row.get(t) for t in model.terms})  # type: ignore[arg-type]
+    except ValueError as exc:
+        if row.get("oom_forecast_bytes") is not None:
+            return row["oom_forecast_bytes"], row.get("oom_forecast_upper_bytes"), None
+        return None, None, str(exc)
+    return p.bytes, p.upper_bytes, None
+
+
+def oom_report(table: Table) -> list[dict[str, Any]]:
+    """One entry per call that ran out of memory, in the order of the table's labels: its key,
+    shape and shape against its label's median, the device's memory at the failure (bytes), the
+    forecast for its batch, the largest batch that fit, the snapshot's path, and ``words``."""
+    out = []
+    for part in table.parts.values():
+        failed = _failed_ooms(part)
+        if not failed:
+            continue
+        ok = np.array([e is None for e in part.objects("error")], dtype=bool)
+        medians = _medians(part, ok)
+        largest = _largest_fit(part, ok)
+        for row in failed:
+            forecast, upper, why = _forecast(table, row)
+            entry: dict[str, Any] = {
+                "label": row["label"], "index": row["index"], "key": f"{row['label']}#{row['index']}",
+                "error": row["error"], "device": row.get("device"),
+                "shape": {k: row.get(k) for k in SHAPE if row.get(k) is not None},
+                "vs_median": {k: row[k] / m for k, m in medians.items() if row.get(k) is not None and m > 0},
+                **{f"{s}_bytes": row.get(f"oom_{s}_bytes") for s in STATE},
+                "forecast_bytes": forecast, "forecast_upper_bytes": upper, "no_forecast": why,
+                "largest_fit": largest, "snapshot": row.get("oom_snapshot")}
+            if largest is not None:
+                entry["largest_fit"]["vs_median"] = {k: largest[k] / m for k, m in medians.items()
+                                                     if largest.get(k) is not None and m > 0}
+            entry["words"] = words(entry)
+            out.append(entry)
+    return out
+
+
+def _shape_words(shape: dict[str, Any], vs: dict[str, float]) -> str:
+    parts = [f"{shape[k]:,} {NOUN[k]}{'s' if shape[k] != 1 else ''}" for k in SHAPE if shape.get(k) is not None]
+    key = "num_edges" if "num_edges" in vs else "num_nodes" if "num_nodes" in vs else None
+    ratio = f", {vs[key]:.1f}x the median {key[4:]}" if key is not None else ""
+    return f"{' and '.join(parts) or 'a batch of unknown shape'}{ratio}"
+
+
+def words(e: dict[str, Any]) -> str:
+    """What happened, in one paragraph."""
+    b = format_bytes
+    text = f"{e['key']} ran out of memory ({e['error']}) at a batch of {_shape_words(e['shape'], e['vs_median'])}"
+    state = []
+    if e["requested_bytes"] is not None:
+        state.append(f"it asked for {b(e['requested_bytes'])}")
+    if e["allocated_bytes"] is not None:
+        state.append(f"{b(e['allocated_bytes'])} was held by tensors")
+    if e["cached_free_bytes"] is not None:
+        split = f", {b(e['fragmented_bytes'])} of it in split blocks" if e["fragmented_bytes"] else ""
+        state.append(f"{b(e['cached_free_bytes'])} was free in the allocator's cache{split}")
+    total = e["device_total_bytes"]
+    if total is not None and e["device_free_bytes"] is not None:
+        state.append(f"{b(e['device_free_bytes'])} was free of the device's {b(total)}")
+    text += ("; " + ", ".join(state) if state else "") + "."
+    forecast = e["forecast_bytes"]
+    if forecast is None:
+        text += f" No forecast ({e['no_forecast']})." if e["no_forecast"] else ""
+    elif total is not None and forecast > total:
+        text += f" Its forecast peak, {b(forecast)}, is more than the device's {b(total)}: the batch is too large."
+    elif total is not None:
+        text += (f" Its forecast peak, {b(forecast)} (upper bound {b(e['forecast_upper_bytes'])}), fits the "
+                 f"device's {b(total)}: the batch alone does not explain it (memory held from earlier calls, "
+                 f"fragmentation, another process?).")
+    else:
+        text += f" Its forecast peak: {b(forecast)}."
+    fit_ = e["largest_fit"]
+    if fit_ is not None:
+        peak = f", peak {b(fit_['mem_peak_bytes'])}" if fit_.get("mem_peak_bytes") is not None else ""
+        text += f" The largest batch that fit: {fit_['key']}, {_shape_words(fit_, fit_.get('vs_median', {}))}{peak}."
+    if e["snapshot"]:
+        text += f" Allocation history: {e['snapshot']} (open it at pytorch.org/memory_viz)."
+    return text

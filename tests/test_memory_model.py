@@ -1,0 +1,189 @@
+"""The memory model: a step's peak against its batch's shape. Steps hold tensors of a planted
+``a + b·nodes + c·edges`` bytes over batches of varying shape (on the CPU with exact_host_memory(),
+on the fake CUDA allocator, and as plain rows with noise, warm-up rows and outliers); the fit must
+find a, b and c and predict a held-out batch within 5 %, and say when it cannot be trusted."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import gnnmon
+from gnnmon.report.memory_model import UntrustedModelError, format_bytes
+from tests.scripts import ROOT
+
+MiB = 2**20
+A, B, C = 48 * MiB, 1900, 600  # bytes, bytes per node, bytes per edge
+
+
+def planted_rows(n: int = 120, noise: float = 64 * 1024, seed: int = 0) -> list[dict]:
+    """Rows of a step whose peak is A + B·nodes + C·edges plus gaussian noise; the first two calls
+    (warm-up) three times higher, two outliers 200 MiB higher, one failed call."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        nodes = rng.randint(1_000, 20_000)
+        edges = rng.randint(2 * nodes, 10 * nodes)
+        peak = A + B * nodes + C * edges + rng.gauss(0, noise)
+        if i < 2:
+            peak *= 3
+        if i in (40, 77):
+            peak += 200 * MiB
+        rows.append({"label": "step", "index": i, "error": "ValueError" if i == 90 else None, "device": "cuda:0",
+                     "num_nodes": nodes, "num_edges": edges, "num_graphs": 1, "mem_peak_delta_bytes": peak,
+                     "mem_peak_bytes": peak + 300 * MiB})
+    if n > 90:
+        rows[90]["mem_peak_delta_bytes"] = 10 * 2**30  # a failed call's figure must not count
+    return rows
+
+
+def close(got: float, want: float, rel: float = 0.05) -> bool:
+    return abs(got - want) <= rel * abs(want)
+
+
+def test_the_planted_coefficients_come_back_despite_warm_up_outliers_and_a_failed_call():
+    model = gnnmon.Report(planted_rows()).memory_model()
+    assert model.trusted, model.problems
+    assert model.label == "step" and model.terms == ("num_nodes", "num_edges")
+    assert close(model.coefficients["const"], A) and close(model.coefficients["num_nodes"], B)
+    assert close(model.coefficients["num_edges"], C)
+    assert model.outliers == 2 and model.rows == 120 - 2 - 1 - 2
+    assert model.units() == {"const": "bytes", "num_nodes": "bytes/node", "num_edges": "bytes/edge"}
+    assert any("num_graphs left out" in n for n in model.notes)
+    held_out = model.predict(num_nodes=15_000, num_edges=90_000)
+    assert close(held_out.bytes, A + B * 15_000 + C * 90_000, 0.01) and not held_out.extrapolated
+    assert held_out.upper_bytes > held_out.bytes
+    text = model.summary()
+    assert re.search(r"≈ 1\.8\d KiB per node \+ 60\d B per edge \+ 4[78]\.?\d* MiB \(r² 1\.000 over 115 rows, "
+                     r"2 outliers left out", text), text
+    absolute = gnnmon.Report(planted_rows()).memory_model(figure="mem_peak_bytes")
+    assert close(absolute.coefficients["const"], A + 300 * MiB)
+
+
+def test_the_upper_bound_covers_about_its_confidence_of_new_steps():
+    model = gnnmon.Report(planted_rows(noise=2 * MiB)).memory_model(confidence=0.9)
+    fresh = [r for r in planted_rows(n=400, noise=2 * MiB, seed=1)[2:] if r["index"] not in (40, 77, 90)]
+    under = sum(r["mem_peak_delta_bytes"] <= model.predict(num_nodes=r["num_nodes"],
+                                                           num_edges=r["num_edges"]).upper_bytes for r in fresh)
+    assert 0.85 <= under / len(fresh) <= 0.97
+    far = model.predict(num_nodes=200_000, num_edges=2_000_000)
+    near = model.predict(num_nodes=10_000, num_edges=50_000)
+    assert far.extrapolated and far.upper_bytes - far.bytes > near.upper_bytes - near.bytes
+
+
+def test_a_model_that_cannot_be_trusted_says_why_and_predicts_nothing():
+    flat = [dict(r, num_nodes=3000, num_edges=12_000) for r in planted_rows()]
+    model = gnnmon.Report(flat).memory_model()
+    assert not model.trusted and "barely vary" in model.problems[0]
+    assert "no trustworthy model" in model.summary()
+    with pytest.raises(UntrustedModelError, match="barely vary"):
+        model.predict(num_nodes=3000, num_edges=12_000)
+    few = gnnmon.Report(planted_rows(n=9)).memory_model()
+    assert any("too few rows" in p for p in few.problems)
+    curved = [dict(r, mem_peak_delta_bytes=50.0 * r["num_nodes"] ** 2) for r in planted_rows()]
+    assert any("curves with num_nodes" in p for p in gnnmon.Report(curved).memory_model().problems)
+    noisy = [dict(r, mem_peak_delta_bytes=random.Random(r["index"]).uniform(0, 500 * MiB)) for r in planted_rows()]
+    assert any("explains only" in p for p in gnnmon.Report(noisy).memory_model().problems)
+
+
+def test_bad_questions_get_named_errors():
+    report = gnnmon.Report(planted_rows())
+    with pytest.raises(ValueError, match="figure must be one of"):
+        report.memory_model(figure="wall_s")
+    with pytest.raises(ValueError, match="no rows labelled 'train'.*step"):
+        report.memory_model("train")
+    with pytest.raises(ValueError, match="needs num_edges"):
+        report.memory_model().predict(num_nodes=10)
+    mixed = planted_rows() + [dict(r, device="cpu", index=r["index"] + 200) for r in planted_rows()]
+    with pytest.raises(ValueError, match="ran on cpu, cuda:0: pass device="):
+        gnnmon.Report(mixed).memory_model()
+    assert gnnmon.Report(mixed).memory_model(device="cpu").trusted
+    with pytest.raises(ValueError, match="no label's rows carry both"):
+        gnnmon.Report([{"label": "x", "index": 0, "wall_s": 1.0}]).memory_model()
+
+
+def test_per_type_terms_for_a_heterogeneous_batch():
+    rng = random.Random(3)
+    rows = []
+    for i in range(60):
+        papers, authors = rng.randint(1000, 9000), rng.randint(1000, 9000)
+        cites = rng.randint(2 * papers, 6 * papers)
+        rows.append({"label": "step", "index": i, "error": None, "num_nodes": papers + authors, "num_edges": cites,
+                     "num_nodes__paper": papers, "num_nodes__author": authors,
+                     "num_edges__paper__cites__paper": cites,
+                     "mem_peak_delta_bytes": 5 * MiB + 4096 * papers + 256 * authors + 300 * cites})
+    model = gnnmon.Report(rows).memory_model()  # the totals cannot tell a paper from an author
+    assert set(model.terms) == {"num_nodes__paper", "num_nodes__author", "num_edges__paper__cites__paper"}
+    assert close(model.coefficients["num_nodes__paper"], 4096) and close(model.coefficients["num_nodes__author"], 256)
+    assert "per paper node" in model.summary() and any("per-type terms fit better" in n for n in model.notes)
+
+
+def test_on_the_fake_cuda_allocator(fake_cuda):
+    from torch_geometric.data import Data
+
+    @gnnmon.monitor_memory_device(device="cuda:0")
+    def step(batch):
+        handles = [fake_cuda.alloc(A, 0), fake_cuda.alloc(B * batch.num_nodes, 0),
+                   fake_cuda.alloc(C * batch.num_edges, 0)]
+        for h in handles:
+            fake_cuda.free(h)
+
+    keep = fake_cuda.alloc(100 * MiB, 0)  # the model's weights: in the absolute peak only
+    rng = random.Random(5)
+    with gnnmon.collect() as run:
+        for _ in range(30):
+            n = rng.randint(1000, 30_000)
+            step(Data(x=torch.empty(n, 1), edge_index=torch.empty(2, rng.randint(n, 8 * n), dtype=torch.long)))
+    fake_cuda.free(keep)
+    model = run.report().memory_model(figure="mem_peak_bytes")
+    assert model.devices == ["cuda:0"] and model.rows == 28
+    assert close(model.coefficients["const"], A + 100 * MiB, 0.001)
+    assert close(model.coefficients["num_nodes"], B, 0.001) and close(model.coefficients["num_edges"], C, 0.001)
+
+
+CPU_STEPS = r"""
+import json, random, sys, torch, gnnmon
+from torch_geometric.data import Data
+sys.path.insert(0, sys.argv[1])
+assert gnnmon.exact_host_memory()
+A, B, C = 32 << 20, 8192, 2048
+
+@gnnmon.monitor_memory_device
+def step(batch):
+    held = [torch.empty(size, dtype=torch.uint8).fill_(1)
+            for size in (A, B * batch.num_nodes, C * batch.num_edges)]
+    del held
+
+rng = random.Random(7)
+with gnnmon.collect() as run:
+    for _ in range(24):
+        n = rng.randint(2_000, 20_000)
+        step(Data(x=torch.empty(n, 1), edge_index=torch.empty(2, rng.randint(2 * n, 5 * n), dtype=torch.long)))
+m = run.report().memory_model()
+print(json.dumps({"trusted": m.trusted, "problems": m.problems, "coefficients": m.coefficients,
+                  "held_out": m.predict(num_nodes=15_000, num_edges=60_000).bytes}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="exact host memory is Linux's")
+def test_on_the_cpu_with_exact_host_memory():
+    """In a fresh process (glibc here may serve the tensors from pages earlier tests freed)."""
+    out = subprocess.run([sys.executable, "-c", CPU_STEPS, str(ROOT)], capture_output=True, text=True,
+                         check=True, timeout=300).stdout
+    got = json.loads(out)
+    a, b, c = 32 * MiB, 8192, 2048
+    assert got["trusted"], got["problems"]
+    assert close(got["coefficients"]["num_nodes"], b) and close(got["coefficients"]["num_edges"], c)
+    assert close(got["coefficients"]["const"], a, 0.15)  # the smallest term: RSS counter slack weighs most
+    assert close(got["held_out"], a + b * 15_000 + c * 60_000)
+
+
+def test_bytes_are_shown_in_binary_units():
+    assert [format_bytes(x) for x in (0, 600, 1900, 48 * MiB, 3.5 * 2**30, -12 * MiB)] == [
+        "0 B", "600 B", "1.86 KiB", "48 MiB", "3.5 GiB", "-12 MiB"]
