@@ -3,14 +3,16 @@
 Importing gnnmon changes no global state: no logging set-up, no GC change, no device initialised.
 
 The package follows the data: ``measure`` (on the step's path) fills rows in ``record`` (row,
-run, storage), ``timeline`` samples beside the steps, ``report`` explains a run, and ``devices``
-holds the raw counters under all of them. Imports point down that flow (tests/test_layout.py).
+run, storage), ``timeline`` samples beside the steps, ``report`` explains a run, ``forecast``
+reads a loader's batches with a run's memory model, and ``devices`` holds the raw counters under
+all of them. Imports point down that flow (tests/test_layout.py).
 """
 
 from gnnmon._version import __version__
 from gnnmon.devices.malloc import exact_host_memory
 from gnnmon.devices.ranges import emit_ranges
 from gnnmon.errors import DeviceError, GnnmonError, ReportFileError
+from gnnmon.forecast import forecast
 from gnnmon.measure.compile import track_compile
 from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
 from gnnmon.measure.graph import graph_shape, record_graph
@@ -41,6 +43,7 @@ __all__ = [
     "default_run",
     "emit_ranges",
     "exact_host_memory",
+    "forecast",
     "freeze_gc",
     "gc_controlled",
     "gc_paused",

@@ -1,4 +1,5 @@
-"""The command line: ``gnnmon report RUN``, ``gnnmon export trace|tensorboard RUN -o OUT``. Behaves like a Unix tool: the report on stdout,
+"""The command line: ``gnnmon report RUN``, ``gnnmon export trace|tensorboard RUN -o OUT``,
+``gnnmon forecast RUN --capacity 80GiB``. Behaves like a Unix tool: the report on stdout,
 errors on stderr with exit status 2, quiet when its reader goes away (``| head``)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from gnnmon._version import __version__
 from gnnmon.errors import ReportFileError
 from gnnmon.figures import reference
+from gnnmon.forecast import forecast
 from gnnmon.record.load import load
 from gnnmon.report.exports import EXPORTS
 
@@ -51,6 +53,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     exp.add_argument("-o", "--output", required=True, metavar="OUT",
                      help="the trace's .json file, or the TensorBoard log folder")
     exp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
+    fc = sub.add_parser("forecast", help="fit a run's memory model and print the batch budgets for a device",
+                        description=(
+        "Fit the step's peak memory (mem_peak_bytes) against its batches' nodes, edges and graphs, "
+        "forecast the run's own batches, and with --capacity print the largest DynamicBatchSampler "
+        "max_num and batch size whose worst batch stays under --fraction of it."))
+    fc.add_argument("path", metavar="RUN", help="a run's .jsonl file, or a distributed job's files as for report")
+    fc.add_argument("--capacity", metavar="SIZE", help="the device's memory: 80GiB, 80GB, bytes, or a device (cuda:0)")
+    fc.add_argument("--label", help="the step to model (default: the label with most rows that carry a batch shape)")
+    fc.add_argument("--fraction", type=float, default=0.9, help="share of the capacity a batch may use (0.9)")
+    fc.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     sub.add_parser("fields", help="print the reference of every field a row can hold (markdown)",
                    description="Print every field a row can hold: its unit, meaning and logged name.")
     args = parser.parse_args(argv)
@@ -67,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bar is not None:
             bar.close()
     report = run.report()
+    if args.command == "forecast":
+        return _forecast(report, args)
     if args.command == "export":
         return _export(report, args.kind, args.output)
     try:
@@ -103,6 +117,22 @@ def _progress_bar(path: str) -> Any:
     total = os.path.getsize(path) if os.path.isfile(path) else None
     return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="gnnmon: reading", delay=1.0,
                 file=sys.stderr, leave=False, disable=None)
+
+
+def _forecast(report: Any, args: argparse.Namespace) -> int:
+    """``gnnmon forecast``: the model, the run's own batches forecast, the budgets."""
+    try:
+        model = report.memory_model(args.label, "mem_peak_bytes")
+        if not model.trusted:
+            print(model.summary())
+            return 1
+        part = report.table.parts[model.label]
+        rows = [r for r in map(part.row, range(part.n)) if r.get("error") is None]
+        print(forecast(rows, model, args.capacity, progress=False).summary(args.fraction))
+    except ValueError as exc:
+        print(f"gnnmon: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _export(report: Any, kind: str, output: str) -> int:

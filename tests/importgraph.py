@@ -18,7 +18,8 @@ API_MODULES = {"__init__", "__main__", "cli"}
 """The package's face at the root: it may import every stage."""
 
 ALLOWED: dict[str, set[str]] = {
-    "api": {"measure", "record", "timeline", "report", "devices", "root"},
+    "api": {"forecast", "measure", "record", "timeline", "report", "devices", "root"},
+    "forecast": {"measure", "record", "report", "devices", "root"},
     "integrations": {"measure", "record", "devices", "root"},
     "measure": {"record", "devices", "root"},
     "record": {"timeline", "report", "devices", "root"},
@@ -28,7 +29,8 @@ ALLOWED: dict[str, set[str]] = {
     "root": set(),
 }
 """Which stages a stage may import (besides its own modules). Data flows measure -> record ->
-report with the timeline beside the record; devices and the root modules lie under everything."""
+report with the timeline beside the record, and a forecast reads loaders with a report's model;
+devices and the root modules lie under everything."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,210 @@
+"""Will it fit? Each batch a loader would make, forecast by a run's memory model, and the budgets
+that keep the worst batch under a target share of the device's memory.
+
+The model forecasts the absolute peak (``mem_peak_bytes`` against nodes, edges and graphs; see
+:mod:`gnnmon.report.memory_model`), so a batch fits when its forecast upper bound is under the
+capacity. Budgets are found by bisection on the model's upper bound:
+
+* ``max_num_nodes`` / ``max_num_edges``: the largest ``max_num`` of PyG's ``DynamicBatchSampler``
+  in ``mode="node"`` / ``"edge"``, assuming a batch of that many nodes carries edges at the
+  densest ratio the scanned batches had (and in edge mode, nodes at the sparsest);
+* ``batch_size``: the largest batch size, its worst batch taken as the largest items the scan saw
+  (the biggest graphs summed, or the most nodes and edges per seed node times the batch size) —
+  an upper bound, since sampled neighbourhoods overlap more as batches grow.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gnnmon.forecast.shapes import batch_shapes, item_sizes
+from gnnmon.record.load import load
+from gnnmon.report import Report
+from gnnmon.report.memory_model import MemoryModel, format_bytes
+
+_SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
+_FACTOR = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_capacity(capacity: Any) -> tuple[int | None, str | None]:
+    """(bytes, what it is) from bytes, a size (``"80GiB"``, ``"80 GB"``) or a device (``"cuda:0"``,
+    a ``torch.device``: its total memory; ``"cpu"``: the machine's RAM); None stays None."""
+    if capacity is None:
+        return None, None
+    if isinstance(capacity, (int, float)) and not isinstance(capacity, bool):
+        if capacity <= 0:
+            raise ValueError(f"capacity must be a positive number of bytes, got {capacity!r}")
+        return int(capacity), f"{format_bytes(capacity)}"
+    text = str(capacity)
+    found = _SIZE.match(text)
+    if found:
+        return parse_capacity(float(found.group(1)) * _FACTOR[(found.group(2) or "B").upper()])
+    try:
+        device = torch.device(capacity)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"capacity must be bytes, a size such as '80GiB' or a device such as 'cuda:0'; "
+                         f"got {capacity!r}") from None
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return int(torch.cuda.get_device_properties(index).total_memory), f"{device}'s memory"
+    if device.type == "mps":
+        return int(torch.mps.recommended_max_memory()), "MPS's recommended maximum"
+    if device.type == "cpu":
+        import psutil
+
+        return int(psutil.virtual_memory().total), "the machine's RAM"
+    raise ValueError(f"capacity: no memory size known for device {device}")
+
+
+def _model_of(model: Any, label: str | None) -> MemoryModel:
+    if isinstance(model, MemoryModel):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        model = load(model)
+    report = model if isinstance(model, Report) else Report(model)
+    return report.memory_model(label, "mem_peak_bytes")
+
+
+def _largest(fits: Callable[[int], bool], high: int = 1 << 40) -> int:
+    """The largest n in [0, high] with fits(n) (fits is monotone); 0 if none."""
+    lo, hi = 0, 1
+    while hi < high and fits(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, high)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@dataclass
+class Forecast:
+    """The forecast of every batch a loader would make: the worst ones and the headroom."""
+
+    model: MemoryModel
+    capacity_bytes: int | None
+    capacity: str | None
+    batches: int
+    worst: list[dict[str, Any]]
+    """The batches with the highest forecast upper bound, highest first: ``batch`` (its number in
+    the loader's order), the shape, ``bytes`` and ``upper_bytes``."""
+    ratios: dict[str, float] = field(default_factory=dict)
+    """Densest and sparsest edges per node, and the most nodes and edges per item, over the scan."""
+    biggest_items: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def peak_bytes(self) -> float | None:
+        return self.worst[0]["upper_bytes"] if self.worst else None
+
+    @property
+    def headroom_bytes(self) -> float | None:
+        """Capacity minus the worst batch's upper bound (negative: it will not fit)."""
+        if self.capacity_bytes is None or self.peak_bytes is None:
+            return None
+        return self.capacity_bytes - self.peak_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        h = self.headroom_bytes
+        return None if h is None else h >= 0
+
+    def _upper(self, nodes: float, edges: float, graphs: float) -> float:
+        given = {"num_nodes": nodes, "num_edges": edges, "num_graphs": graphs}
+        return self.model.predict(**{t: given[t] for t in self.model.terms}).upper_bytes
+
+    def budget(self, fraction: float = 0.9) -> dict[str, Any]:
+        """The largest ``DynamicBatchSampler`` ``max_num`` (nodes and edges) and batch size whose
+        worst batch stays under ``fraction × capacity`` (see the module's docstring)."""
+        if self.capacity_bytes is None:
+            raise ValueError("a budget needs a capacity: forecast(..., capacity='80GiB' or 'cuda:0')")
+        if not 0 < fraction <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
+        target = fraction * self.capacity_bytes
+        r = self.ratios
+        nodes = _largest(lambda n: self._upper(n, n * r["edges_per_node_max"], 1) <= target)
+        edges = _largest(lambda e: self._upper(e / max(r["edges_per_node_min"], 1e-9), e, 1) <= target)
+        out: dict[str, Any] = {"target_bytes": target, "fraction": fraction,
+                               "max_num_nodes": nodes, "max_num_edges": edges}
+        a, b = self.model.coefficients.get("num_nodes", 0.0), self.model.coefficients.get("num_edges", 0.0)
+        out["binds"] = "edges" if b * r["edges_per_node_max"] > a else "nodes"
+        if self.biggest_items:  # graphs: the biggest ones summed
+            sizes = self.biggest_items
+            out["batch_size"] = _largest(lambda k: k <= len(sizes) and self._upper(
+                sum(s["num_nodes"] for s in sizes[:k]), sum(s["num_edges"] for s in sizes[:k]), k) <= target,
+                high=len(sizes))
+        else:
+            out["batch_size"] = _largest(lambda k: self._upper(k * r["nodes_per_item_max"],
+                                                               k * r["edges_per_item_max"], 1) <= target)
+        return out
+
+    def summary(self, fraction: float = 0.9) -> str:
+        """The forecast and, with a capacity, the budgets, in words."""
+        lines = [self.model.summary(), f"{self.batches} batches forecast; the worst:"]
+        for w in self.worst[:5]:
+            lines.append(f"  batch {w['batch']}: {w['num_nodes']:,} nodes, {w['num_edges']:,} edges -> "
+                         f"{format_bytes(w['bytes'])} (upper {format_bytes(w['upper_bytes'])})")
+        if self.capacity_bytes is not None:
+            h = self.headroom_bytes
+            lines.append(f"capacity {format_bytes(self.capacity_bytes)} ({self.capacity}): "
+                         + (f"headroom {format_bytes(h)}" if h is not None and h >= 0
+                            else f"the worst batch is {format_bytes(-(h or 0))} over"))
+            b = self.budget(fraction)
+            lines.append(f"budget at {fraction:.0%} ({format_bytes(b['target_bytes'])}): "
+                         f"DynamicBatchSampler(mode='node', max_num={b['max_num_nodes']:,}) or "
+                         f"(mode='edge', max_num={b['max_num_edges']:,}); batch_size <= {b['batch_size']:,} "
+                         f"({b['binds']} weigh most)")
+        return "\n".join(lines)
+
+
+def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label: str | None = None,
+             top: int = 10, progress: bool | None = None) -> Forecast:
+    """Forecast the peak of every batch ``loader_or_dataset`` would make (a ``NeighborLoader``, a
+    ``DataLoader`` over graphs, a dataset, or batches / shape dicts; see
+    :mod:`gnnmon.forecast.shapes`) with ``model``: a :class:`~gnnmon.report.memory_model.MemoryModel`
+    of the absolute peak, or a run (a path, a RunResult, a Report) to fit one from (``label``:
+    which step). ``capacity``: bytes, ``"80GiB"`` or a device whose memory it is. The model is
+    never asked to run: shapes only."""
+    fitted = _model_of(model, label)
+    if fitted.figure not in ("mem_peak_bytes", "rss_peak_bytes"):
+        raise ValueError(f"forecast needs a model of the absolute peak (figure='mem_peak_bytes'), not "
+                         f"{fitted.figure}: what must fit in the device is the peak, not the step's growth")
+    fitted.predict(**{t: 1 for t in fitted.terms})  # an untrusted model says why now, not after the scan
+    total, what = parse_capacity(capacity)
+    worst: list[tuple[float, int, dict[str, Any]]] = []
+    ratios = {"edges_per_node_max": 0.0, "edges_per_node_min": float("inf"), "nodes_per_item_max": 0.0,
+              "edges_per_item_max": 0.0}
+    count = 0
+    for count, shape in enumerate(batch_shapes(loader_or_dataset, progress), 1):
+        n, e, items = shape["num_nodes"], shape.get("num_edges") or 0, shape.get("items") or 1
+        missing = [t for t in fitted.terms if shape.get(t) is None]
+        if missing:
+            raise ValueError(f"batch {count - 1} has no {', '.join(missing)}, which the model needs")
+        p = fitted.predict(**{t: shape[t] for t in fitted.terms})
+        entry = {"batch": count - 1, **{k: shape.get(k) for k in ("num_nodes", "num_edges", "num_graphs")},
+                 "items": items, "bytes": p.bytes, "upper_bytes": p.upper_bytes}
+        item = (p.upper_bytes, -count, entry)
+        if len(worst) < top:
+            heapq.heappush(worst, item)
+        else:
+            heapq.heappushpop(worst, item)
+        if n:
+            ratios["edges_per_node_max"] = max(ratios["edges_per_node_max"], e / n)
+            ratios["edges_per_node_min"] = min(ratios["edges_per_node_min"], e / n)
+        ratios["nodes_per_item_max"] = max(ratios["nodes_per_item_max"], n / items)
+        ratios["edges_per_item_max"] = max(ratios["edges_per_item_max"], e / items)
+    if count == 0:
+        raise ValueError("the loader made no batch to forecast")
+    graphs = sorted(item_sizes(loader_or_dataset) or [], key=lambda s: (s["num_edges"], s["num_nodes"]),
+                    reverse=True)
+    return Forecast(fitted, total, what, count, [w[2] for w in sorted(worst, reverse=True)], ratios, graphs)
