@@ -138,6 +138,8 @@ class Forecast:
                                "max_num_nodes": nodes, "max_num_edges": edges}
         a, b = self.model.coefficients.get("num_nodes", 0.0), self.model.coefficients.get("num_edges", 0.0)
         out["binds"] = "edges" if b * r["edges_per_node_max"] > a else "nodes"
+        seen = self.model.ranges.get("num_nodes", (0.0, 0.0))[1]
+        out["beyond_fitted"] = nodes / seen if seen else None  # > 1: the budget extrapolates the model
         if self.biggest_items:  # graphs: the biggest ones summed
             sizes = self.biggest_items
             out["batch_size"] = _largest(lambda k: k <= len(sizes) and self._upper(
@@ -164,6 +166,10 @@ class Forecast:
                          f"DynamicBatchSampler(mode='node', max_num={b['max_num_nodes']:,}) or "
                          f"(mode='edge', max_num={b['max_num_edges']:,}); batch_size <= {b['batch_size']:,} "
                          f"({b['binds']} weigh most)")
+            if (b["beyond_fitted"] or 0) > 2:
+                lines.append(f"note: that budget is {b['beyond_fitted']:.0f}x the largest batch the model was fitted on "
+                             f"(nodes); the upper bound does not cover a model that bends beyond it: check a "
+                             f"run at the budget")
         return "\n".join(lines)
 
 

@@ -137,10 +137,11 @@ class MemoryModel:
         head = f"{self.label}: {self.figure}"
         if self.problems:
             return f"{head}: no trustworthy model ({'; '.join(self.problems)})"
-        parts = [f"{format_bytes(self.coefficients[t])} per {per_of(t)}" for t in self.terms]
-        const = self.coefficients["const"]
-        formula = " + ".join(parts)
-        formula += f" {'-' if const < 0 else '+'} {format_bytes(abs(const))}" if formula else format_bytes(const)
+        formula = ""
+        for t in (*self.terms, "const"):
+            c = self.coefficients[t]
+            term = format_bytes(abs(c)) + ("" if t == "const" else f" per {per_of(t)}")
+            formula += (f" {'-' if c < 0 else '+'} " if formula else "-" if c < 0 else "") + term
         left = f", {self.outliers} outlier{'s' if self.outliers != 1 else ''} left out" if self.outliers else ""
         return (f"{head} ≈ {formula} (r² {self.r2:.3f} over {self.rows} rows{left}; residual spread "
                 f"{format_bytes(self.spread_bytes)}, {self.confidence:.0%} upper bound "
