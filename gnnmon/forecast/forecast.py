@@ -191,7 +191,8 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     ratios = {"edges_per_node_max": 0.0, "edges_per_node_min": float("inf"), "nodes_per_item_max": 0.0,
               "edges_per_item_max": 0.0}
     count = 0
-    for count, shape in enumerate(batch_shapes(loader_or_dataset, progress), 1):
+    sizes = item_sizes(loader_or_dataset)  # read once: the scan sums them, the batch-size budget too
+    for count, shape in enumerate(batch_shapes(loader_or_dataset, progress, sizes), 1):
         n, e, items = shape["num_nodes"], shape.get("num_edges") or 0, shape.get("items") or 1
         missing = [t for t in fitted.terms if shape.get(t) is None]
         if missing:
@@ -211,6 +212,6 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
         ratios["edges_per_item_max"] = max(ratios["edges_per_item_max"], e / items)
     if count == 0:
         raise ValueError("the loader made no batch to forecast")
-    graphs = sorted(item_sizes(loader_or_dataset) or [], key=lambda s: (s["num_edges"], s["num_nodes"]),
+    graphs = sorted(sizes or [], key=lambda s: (s["num_edges"], s["num_nodes"]),
                     reverse=True)
     return Forecast(fitted, total, what, count, [w[2] for w in sorted(worst, reverse=True)], ratios, graphs)

@@ -69,9 +69,8 @@ def graph_sizes(dataset: Any) -> list[dict[str, Any]]:
     return [{k: graph_shape(dataset[i]).get(k) for k in SHAPE_KEYS} for i in range(len(dataset))]
 
 
-def _graph_loader(loader: Any, show: bool | None) -> Iterator[dict[str, Any]]:
-    sizes = graph_sizes(loader.dataset)
-    for index in _progress(loader.batch_sampler, None, show):
+def _graph_loader(batch_sampler: Any, sizes: list[dict[str, Any]], show: bool | None) -> Iterator[dict[str, Any]]:
+    for index in _progress(batch_sampler, None, show):
         index = list(index)
         yield {"num_nodes": sum(sizes[i]["num_nodes"] for i in index),
                "num_edges": sum(sizes[i]["num_edges"] for i in index), "num_graphs": len(index), "items": len(index)}
@@ -87,17 +86,20 @@ def _is_graph_dataset(obj: Any) -> bool:
     return isinstance(obj, (list, tuple)) and bool(obj) and isinstance(obj[0], pyg.data.BaseData)
 
 
-def batch_shapes(source: Any, progress: bool | None = None) -> Iterator[dict[str, Any]]:
-    """The shape of each batch ``source`` would make (see the module's docstring)."""
+def batch_shapes(source: Any, progress: bool | None = None,
+                 sizes: list[dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
+    """The shape of each batch ``source`` would make (see the module's docstring); ``sizes``: its
+    graphs' shapes where :func:`item_sizes` has read them already."""
     if hasattr(source, "node_sampler") and hasattr(source, "input_data") and hasattr(source, "batch_sampler"):
         yield from _node_loader(source, progress)
         return
-    if getattr(source, "batch_sampler", None) is not None and _is_graph_dataset(getattr(source, "dataset", None)):
-        yield from _graph_loader(source, progress)
-        return
-    if _is_graph_dataset(source):
-        for shape in graph_sizes(source):
-            yield {**shape, "items": 1}
+    sizes = item_sizes(source) if sizes is None else sizes
+    if sizes is not None:
+        if _is_graph_dataset(source):
+            for shape in sizes:
+                yield {**shape, "items": 1}
+        else:
+            yield from _graph_loader(source.batch_sampler, sizes, progress)
         return
     if not isinstance(source, Iterable):
         raise TypeError(f"forecast needs a loader, a dataset of graphs or an iterable of batches; "
@@ -113,8 +115,8 @@ def batch_shapes(source: Any, progress: bool | None = None) -> Iterator[dict[str
 
 
 def item_sizes(source: Any) -> list[dict[str, Any]] | None:
-    """Each graph's shape where ``source`` batches whole graphs (a dataset, or a loader over one):
-    what a batch of any size would sum; None for a node-level loader or plain batches."""
+    """Each graph's shape where ``source`` batches whole graphs (a dataset, or a loader with a batch
+    sampler over one): what a batch of any size would sum; None for a node-level loader or plain batches."""
     if _is_graph_dataset(source):
         return graph_sizes(source)
     dataset = getattr(source, "dataset", None)

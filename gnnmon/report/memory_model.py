@@ -250,13 +250,16 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
     notes: list[str] = []
     kept: list[int] = []
     for i, t in enumerate(terms):
-        if len(y) and _varies(x[:, i]):
+        if not len(y):
+            continue
+        if _varies(x[:, i]):
             kept.append(i)
-        elif auto and len(y):
-            lo, hi = (float(x[:, i].min()), float(x[:, i].max()))
-            notes.append(f"{t} left out: it barely varies ({lo:,.0f}-{hi:,.0f})")
-        elif len(y):
-            problems.append(f"{t} barely varies ({float(x[:, i].min()):,.0f}-{float(x[:, i].max()):,.0f})")
+            continue
+        span = f"({float(x[:, i].min()):,.0f}-{float(x[:, i].max()):,.0f})"
+        if auto:
+            notes.append(f"{t} left out: it barely varies {span}")
+        else:
+            problems.append(f"{t} barely varies {span}")
     for j in list(kept):
         for i in kept:
             if i < j and j in kept and abs(float(np.corrcoef(x[:, i], x[:, j])[0, 1])) > MAX_CORR:

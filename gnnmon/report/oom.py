@@ -39,7 +39,12 @@ def _medians(part: Part, ok: np.ndarray) -> dict[str, float]:
     return out
 
 
-def _largest_fit(part: Part, ok: np.ndarray) -> dict[str, Any] | None:
+def _vs(shape: dict[str, Any], medians: dict[str, float]) -> dict[str, float]:
+    """Each shape field against its label's median (2.0: twice the median)."""
+    return {k: shape[k] / m for k, m in medians.items() if shape.get(k) is not None and m > 0}
+
+
+def _largest_fit(part: Part, ok: np.ndarray, medians: dict[str, float]) -> dict[str, Any] | None:
     """The successful row with the most edges (else nodes): the largest batch that fit."""
     for name in ("num_edges", "num_nodes"):
         if name in part.cols:
@@ -47,20 +52,30 @@ def _largest_fit(part: Part, ok: np.ndarray) -> dict[str, Any] | None:
             if not np.isnan(values).all():
                 row = part.row(int(np.nanargmax(values)))
                 return {"key": f"{row['label']}#{row['index']}", **{k: row.get(k) for k in SHAPE},
-                        "mem_peak_bytes": row.get("mem_peak_bytes")}
+                        "mem_peak_bytes": row.get("mem_peak_bytes"), "vs_median": _vs(row, medians)}
     return None
 
 
-def _forecast(table: Table, row: dict[str, Any]) -> tuple[float | None, float | None, str | None]:
-    """(forecast, upper bound, why none) for the failed row's batch."""
-    try:
-        model = fit(table, row["label"], "mem_peak_bytes", device=row.get("device"))
-        p = model.predict(**{t: row.get(t) for t in model.terms})  # type: ignore[arg-type]
-    except ValueError as exc:
-        if row.get("oom_forecast_bytes") is not None:
-            return row["oom_forecast_bytes"], row.get("oom_forecast_upper_bytes"), None
-        return None, None, str(exc)
-    return p.bytes, p.upper_bytes, None
+def _forecast(table: Table, row: dict[str, Any], models: dict[tuple[str, Any], Any],
+              ) -> tuple[float | None, float | None, str | None]:
+    """(forecast, upper bound, why none) for the failed row's batch; ``models`` keeps each
+    (label, device)'s model, or why it has none, for the other failed rows."""
+    key = (row["label"], row.get("device"))
+    if key not in models:
+        try:
+            models[key] = fit(table, row["label"], "mem_peak_bytes", device=row.get("device"))
+        except ValueError as exc:
+            models[key] = exc
+    why = models[key]
+    if not isinstance(why, ValueError):
+        try:
+            p = why.predict(**{t: row.get(t) for t in why.terms})
+            return p.bytes, p.upper_bytes, None
+        except ValueError as exc:  # untrusted, or the row lacks a term
+            why = exc
+    if row.get("oom_forecast_bytes") is not None:  # made when it failed, from the rows the run kept
+        return row["oom_forecast_bytes"], row.get("oom_forecast_upper_bytes"), None
+    return None, None, str(why)
 
 
 def oom_report(table: Table) -> list[dict[str, Any]]:
@@ -68,26 +83,24 @@ def oom_report(table: Table) -> list[dict[str, Any]]:
     shape and shape against its label's median, the device's memory at the failure (bytes), the
     forecast for its batch, the largest batch that fit, the snapshot's path, and ``words``."""
     out = []
+    models: dict[tuple[str, Any], Any] = {}
     for part in table.parts.values():
         failed = _failed_ooms(part)
         if not failed:
             continue
         ok = np.array([e is None for e in part.objects("error")], dtype=bool)
         medians = _medians(part, ok)
-        largest = _largest_fit(part, ok)
+        largest = _largest_fit(part, ok, medians)
         for row in failed:
-            forecast, upper, why = _forecast(table, row)
+            forecast, upper, why = _forecast(table, row, models)
             entry: dict[str, Any] = {
                 "label": row["label"], "index": row["index"], "key": f"{row['label']}#{row['index']}",
                 "error": row["error"], "device": row.get("device"),
                 "shape": {k: row.get(k) for k in SHAPE if row.get(k) is not None},
-                "vs_median": {k: row[k] / m for k, m in medians.items() if row.get(k) is not None and m > 0},
+                "vs_median": _vs(row, medians),
                 **{f"{s}_bytes": row.get(f"oom_{s}_bytes") for s in STATE},
                 "forecast_bytes": forecast, "forecast_upper_bytes": upper, "no_forecast": why,
                 "largest_fit": largest, "snapshot": row.get("oom_snapshot")}
-            if largest is not None:
-                entry["largest_fit"]["vs_median"] = {k: largest[k] / m for k, m in medians.items()
-                                                     if largest.get(k) is not None and m > 0}
             entry["words"] = words(entry)
             out.append(entry)
     return out
@@ -130,7 +143,7 @@ def words(e: dict[str, Any]) -> str:
     fit_ = e["largest_fit"]
     if fit_ is not None:
         peak = f", peak {b(fit_['mem_peak_bytes'])}" if fit_.get("mem_peak_bytes") is not None else ""
-        text += f" The largest batch that fit: {fit_['key']}, {_shape_words(fit_, fit_.get('vs_median', {}))}{peak}."
+        text += f" The largest batch that fit: {fit_['key']}, {_shape_words(fit_, fit_['vs_median'])}{peak}."
     if e["snapshot"]:
         text += f" Allocation history: {e['snapshot']} (open it at pytorch.org/memory_viz)."
     return text
