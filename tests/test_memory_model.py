@@ -152,7 +152,7 @@ import json, random, sys, torch, gnnmon
 from torch_geometric.data import Data
 sys.path.insert(0, sys.argv[1])
 assert gnnmon.exact_host_memory()
-A, B, C = 32 << 20, 8192, 2048
+A, B, C = 128 << 20, 8192, 2048
 
 @gnnmon.monitor_memory_device
 def step(batch):
@@ -177,10 +177,11 @@ def test_on_the_cpu_with_exact_host_memory():
     out = subprocess.run([sys.executable, "-c", CPU_STEPS, str(ROOT)], capture_output=True, text=True,
                          check=True, timeout=300).stdout
     got = json.loads(out)
-    a, b, c = 32 * MiB, 8192, 2048
+    a, b, c = 128 * MiB, 8192, 2048
     assert got["trusted"], got["problems"]
     assert close(got["coefficients"]["num_nodes"], b) and close(got["coefficients"]["num_edges"], c)
-    assert close(got["coefficients"]["const"], a, 0.15)  # the smallest term: RSS counter slack weighs most
+    # 128 MiB: 5 % of it outweighs RSS counter slack even on many cores (tests/test_memory_cpu.py)
+    assert close(got["coefficients"]["const"], a)
     assert close(got["held_out"], a + b * 15_000 + c * 60_000)
 
 

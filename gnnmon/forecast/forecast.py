@@ -7,7 +7,8 @@ capacity. Budgets are found by bisection on the model's upper bound:
 
 * ``max_num_nodes`` / ``max_num_edges``: the largest ``max_num`` of PyG's ``DynamicBatchSampler``
   in ``mode="node"`` / ``"edge"``, assuming a batch of that many nodes carries edges at the
-  densest ratio the scanned batches had (and in edge mode, nodes at the sparsest);
+  densest ratio of any graph where the loader batches whole graphs (a batch's ratio lies between
+  its graphs'), else of any scanned batch (and in edge mode, nodes at the sparsest);
 * ``batch_size``: the largest batch size, its worst batch taken as the largest items the scan saw
   (the biggest graphs summed, or the most nodes and edges per seed node times the batch size) —
   an upper bound, since sampled neighbourhoods overlap more as batches grow.
@@ -212,6 +213,10 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
         ratios["edges_per_item_max"] = max(ratios["edges_per_item_max"], e / items)
     if count == 0:
         raise ValueError("the loader made no batch to forecast")
+    for g in sizes or ():  # a batch of whole graphs is never denser (or sparser) than its densest graph
+        if g["num_nodes"]:
+            ratios["edges_per_node_max"] = max(ratios["edges_per_node_max"], g["num_edges"] / g["num_nodes"])
+            ratios["edges_per_node_min"] = min(ratios["edges_per_node_min"], g["num_edges"] / g["num_nodes"])
     graphs = sorted(sizes or [], key=lambda s: (s["num_edges"], s["num_nodes"]),
                     reverse=True)
     return Forecast(fitted, total, what, count, [w[2] for w in sorted(worst, reverse=True)], ratios, graphs)
