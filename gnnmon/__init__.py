@@ -16,6 +16,7 @@ from gnnmon.forecast import forecast
 from gnnmon.measure.compile import track_compile
 from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
 from gnnmon.measure.graph import graph_shape, record_graph
+from gnnmon.measure.layers import watch_layers
 from gnnmon.measure.memory import memory_scope, monitor_memory_device
 from gnnmon.measure.timing import cuda_timed, phase, timed
 from gnnmon.record.active import active_run, collect, default_run
@@ -58,4 +59,5 @@ __all__ = [
     "sample_utilisation",
     "timed",
     "track_compile",
+    "watch_layers",
 ]

@@ -50,7 +50,7 @@ class Figure:
     name: str
     unit: Unit
     stage: str
-    """What fills it: row, memory, timing, phase, gc, graph, compile, timeline, energy, oom."""
+    """What fills it: row, memory, timing, phase, gc, graph, layer, compile, timeline, energy, oom."""
     meaning: str
     logged: str | None = None
     """The name of a step figure in shown units, as the Lightning callback logs it and the
@@ -117,6 +117,15 @@ FIGURES: tuple[Figure, ...] = (
     F("batch_size", COUNT, "graph", "seed nodes of a neighbour-sampled batch"),
     F("num_nodes__<type>", COUNT, "graph", "nodes of one node type of a HeteroData batch"),
     F("num_edges__<type>", COUNT, "graph", "edges of one edge type of a HeteroData batch"),
+    F("layer_<name>_forward_s", SECONDS, "layer", "a layer's forward (`watch_layers`; device events, CPU: host time)"),
+    F("layer_<name>_backward_s", SECONDS, "layer", "its backward: the output's gradient arriving to the inputs' "
+      "and parameters' gradients done"),
+    F("layer_<name>_backward_peak_delta_bytes", BYTES, "layer", "highest memory above the backward's start, in it"),
+    F("layer_<name>_peak_delta_bytes", BYTES, "layer", "highest memory above the forward's start, in it"),
+    F("layer_<name>_saved_bytes", BYTES, "layer", "tensors autograd saved for backward in the forward "
+      "(distinct storages, parameters left out)"),
+    F("layer_<name>_message_bytes", BYTES, "layer", "message passing: the message tensor (edges × features)"),
+    F("layer_<name>_output_bytes", BYTES, "layer", "the layer's output tensors"),
     F("compile_frames", COUNT, "compile", "frames torch.compile compiled during the call"),
     F("compile_recompiles", COUNT, "compile", "of those, recompilations"),
     F("compile_graphs", COUNT, "compile", "graphs made"),
@@ -150,6 +159,21 @@ FIGURES: tuple[Figure, ...] = (
     F("<field>_source", TEXT, "row", "how a figure was measured (`measured:...`, `sampled:...`, `model:...`)"),
 )
 """Every field a row can hold (markers carried on rows aside)."""
+
+LAYER_FIGURES = tuple(f.name[len("layer_<name>_"):] for f in FIGURES if f.name.startswith("layer_<name>_"))
+"""A watched layer's figures: ``forward_s``, ... (its fields are ``layer_<name>_<figure>``); the
+more specific names first, so that a field's figure is the first whose suffix it has."""
+
+
+def layer_field(field: str) -> tuple[str, str] | None:
+    """``layer_conv1_forward_s`` -> ``("conv1", "forward_s")``; None for a field that is not a layer's."""
+    if not field.startswith("layer_"):
+        return None
+    for figure in LAYER_FIGURES:
+        if field.endswith("_" + figure) and len(field) > len(figure) + 7:
+            return field[6: -len(figure) - 1], figure
+    return None
+
 
 BY_NAME = {f.name: f for f in FIGURES}
 

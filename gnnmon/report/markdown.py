@@ -41,6 +41,8 @@ class Explained(Protocol):
 
     def oom(self) -> list[dict[str, Any]]: ...
 
+    def layers(self) -> list[dict[str, Any]]: ...
+
 
 def header_lines(m: Mapping[str, Any]) -> list[str]:
     """The versions line a report starts with (nothing without a manifest)."""
@@ -68,6 +70,8 @@ def render_markdown(report: Explained, header: bool = True) -> str:
         lines.append("| figure | unit | " + " | ".join(STATS) + " |")
         lines.append("| --- | --- | " + " | ".join("---:" for _ in STATS) + " |")
         for name, stats in figures.items():
+            if name.startswith("layer_"):  # in the layers section
+                continue
             unit, scale = _unit(name)
             cells = [str(stats["count"])] + [
                 _fmt(stats.get(s), scale) for s in STATS[1:]
@@ -79,6 +83,7 @@ def render_markdown(report: Explained, header: bool = True) -> str:
             lines.extend(f"- note: {n}" for n in notes)
         lines.append("")
     lines.extend(oom_lines(report.oom()))
+    lines.extend(layer_lines(report.layers()))
     lines.extend(_analysis_lines(report))
     lines.extend(cross_rank_lines(report.cross_rank()))
     lines.extend(energy_lines(report.energy()))
@@ -94,6 +99,28 @@ def oom_lines(ooms: list[dict[str, Any]]) -> list[str]:
     if len(ooms) > MAX_TABLE:
         lines.append(f"- … {len(ooms) - MAX_TABLE} more (report.oom() has them all)")
     return [*lines, ""]
+
+
+def layer_lines(layers: list[dict[str, Any]]) -> list[str]:
+    """The per-layer section (``gnnmon.watch_layers``): a table per label, then the advice."""
+    lines: list[str] = []
+    by_label: dict[str, list[dict[str, Any]]] = {}
+    for entry in layers:
+        by_label.setdefault(entry["label"], []).append(entry)
+    for label, entries in by_label.items():
+        lines += [f"### Layers of {label} — median of {entries[0]['rows']} watched step(s)", "",
+                  "| layer | forward ms | backward ms | share | fwd peak MiB | bwd peak MiB | saved MiB "
+                  "| messages MiB | output MiB |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for e in entries:
+            share = "" if e["time_share"] is None else f"{e['time_share']:.0%}"
+            cells = [_fmt(e["forward_s"], 1e3), _fmt(e["backward_s"], 1e3), share] + [
+                _fmt(e[f], 1 / 2**20) for f in ("peak_delta_bytes", "backward_peak_delta_bytes", "saved_bytes",
+                                                "message_bytes", "output_bytes")]
+            lines.append(f"| {e['layer']} | " + " | ".join(cells) + " |")
+        advice = [a for e in entries for a in e["advice"]]
+        lines += [""] + [f"- {a}" for a in advice] + ([""] if advice else [])
+    return lines
 
 
 def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:

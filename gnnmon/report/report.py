@@ -14,6 +14,7 @@ from gnnmon.report.cross_rank import cross_rank
 from gnnmon.report.energy_summary import energy_summary
 from gnnmon.report.exports import export
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
+from gnnmon.report.layers import layer_table
 from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
 from gnnmon.report.memory_model import MemoryModel, fit
 from gnnmon.report.oom import oom_report
@@ -177,6 +178,13 @@ class Report:
         ``confidence``; ``summary()`` says it in words, or why it cannot be trusted. See
         :mod:`gnnmon.report.memory_model`."""
         return fit(self.table, label, figure, device=device, warmup=warmup, terms=terms, confidence=confidence)
+
+    def layers(self, label: str | None = None) -> list[dict[str, Any]]:
+        """Per label and watched layer (``gnnmon.watch_layers``): median forward and backward time,
+        peaks, saved, message and output bytes, the layer's share of the layers' time, and advice in
+        words (an edge-bound layer, the layer that takes the time, one worth checkpointing); see
+        :mod:`gnnmon.report.layers`. ``[]`` where no layer was watched."""
+        return layer_table(self.table, label)
 
     def oom(self) -> list[dict[str, Any]]:
         """The calls that ran out of memory: each one's batch shape (and against its label's median),
