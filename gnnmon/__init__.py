@@ -13,6 +13,7 @@ from gnnmon.devices.malloc import exact_host_memory
 from gnnmon.devices.ranges import emit_ranges
 from gnnmon.errors import DeviceError, GnnmonError, ReportFileError
 from gnnmon.forecast import forecast
+from gnnmon.measure.buckets import watch_buckets
 from gnnmon.measure.compile import track_compile
 from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
 from gnnmon.measure.graph import graph_shape, record_graph
@@ -59,5 +60,6 @@ __all__ = [
     "sample_utilisation",
     "timed",
     "track_compile",
+    "watch_buckets",
     "watch_layers",
 ]

@@ -50,7 +50,7 @@ class Figure:
     name: str
     unit: Unit
     stage: str
-    """What fills it: row, memory, timing, phase, gc, graph, layer, compile, timeline, energy, oom."""
+    """What fills it: row, memory, timing, phase, gc, graph, layer, ddp, compile, timeline, energy, oom."""
     meaning: str
     logged: str | None = None
     """The name of a step figure in shown units, as the Lightning callback logs it and the
@@ -126,6 +126,10 @@ FIGURES: tuple[Figure, ...] = (
       "(distinct storages, parameters left out)"),
     F("layer_<name>_message_bytes", BYTES, "layer", "message passing: the message tensor (edges × features)"),
     F("layer_<name>_output_bytes", BYTES, "layer", "the layer's output tensors"),
+    F("ddp_buckets", COUNT, "ddp", "DDP gradient buckets made ready in the row (`watch_buckets`)"),
+    F("ddp_first_ready_s", SECONDS, "ddp", "row start to the first bucket ready (host clock)"),
+    F("ddp_ready_s", SECONDS, "ddp", "row start to the last bucket ready, before its all-reduce (host clock)"),
+    F("ddp_ready_device_s", SECONDS, "ddp", "GPU: the model's forward to the last bucket ready (device events)"),
     F("compile_frames", COUNT, "compile", "frames torch.compile compiled during the call"),
     F("compile_recompiles", COUNT, "compile", "of those, recompilations"),
     F("compile_graphs", COUNT, "compile", "graphs made"),

@@ -11,7 +11,10 @@ optimizer phases. Scenarios (``tests/test_distributed.py`` runs each):
   the backward all-reduce); rank 0 collects a heap of 1,000,000 lists in step 12's forward pass;
 * ``kill``: rank 1 kills itself (SIGKILL) in step 8; the others fail at their next all-reduce;
 * ``gc``: no plant; the loop runs under ``gc_paused()`` and the step is
-  ``@gc_controlled(collect=5)``: every rank collects after the same steps.
+  ``@gc_controlled(collect=5)``: every rank collects after the same steps;
+* ``backward``: no phases; ``gnnmon.watch_buckets`` on the DDP model; rank 1 sleeps 80 ms inside
+  step 7's backward (a hook on its first layer's weight gradient). Both ranks' rows end together
+  (the all-reduce waits); the gradient buckets were ready 80 ms later on rank 1.
 
 After the run, rank 0 prints the cross-rank spikes of the job gathered over the process group
 (``gnnmon.gather``) as one JSON line.
@@ -40,7 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, gc_paused, phase
 
-SLEEP_STEP, GC_STEP, KILL_STEP = 5, 12, 8
+SLEEP_STEP, GC_STEP, KILL_STEP, BACKWARD_STEP = 5, 12, 8, 7
+BACKWARD_SLEEP_S = 0.08
 
 
 class GCN(torch.nn.Module):
@@ -64,6 +68,19 @@ def main() -> None:
     model = DistributedDataParallel(GCN())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     heap = [[i] for i in range(1_000_000)] if scenario == "plant" and rank == 0 else None
+    at = [0]  # the step running, for the backward plant
+    if scenario == "backward":
+        gnnmon.watch_buckets(model)
+        if rank == 1:
+            weight = next(model.module.conv1.parameters())
+            weight.register_hook(lambda grad: time.sleep(BACKWARD_SLEEP_S) if at[0] == BACKWARD_STEP else None)
+
+    def plain_step(s: int) -> None:
+        at[0] = s
+        loss = F.cross_entropy(model(x, edge_index), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
 
     def step(s: int) -> None:
         with phase("forward"):
@@ -78,6 +95,8 @@ def main() -> None:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
+    if scenario == "backward":
+        step = plain_step
     step = cuda_timed(label="step")(gc_controlled(collect=5)(step) if scenario == "gc" else step)
     if scenario != "gc":
         gc.disable()  # automatic collections off: only the planted one may pause a rank

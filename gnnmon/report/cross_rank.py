@@ -7,15 +7,24 @@ long row of its own: every rank waits for it in the next all-reduce, so the rank
 together and look alike. What tells them apart is *where* the time went, in the order it was
 spent: a rank that arrived late (its row started later), or, within the row, the first phase in
 which one rank took longer than the others (the others then wait in a later phase, e.g. backward).
-So, per step, in that order — arrival, each phase the rows share, then the whole row — the first
-of these whose spread across ranks exceeds ``min_delay_s`` and ``min_share`` of the step names the
-slowest rank; the others waited that long each.
+So, per step, in that order — arrival, the phases before ``backward``, when each rank's gradient
+buckets were ready (``ddp_ready_s`` of ``gnnmon.watch_buckets``: a rank whose backward computed
+longer is late here even though every rank's backward ends together), the other phases, then the
+whole row — the first of these whose spread across ranks exceeds ``min_delay_s``, ``min_share`` of
+the step and the run's own noise names the slowest rank; the others waited that long each. A rank
+that arrived earlier than the latest by half that spread or more is not named: its extra time is
+its wait.
+
+The run's own noise: with at least :data:`CALIBRATE_MIN` matched steps of a label, each rank's
+usual lag in each measure (the median over the steps) is taken out first, and a spread must pass
+the median spread plus four robust deviations. A rank that lags by about the same time at every
+step is a straggler named once (``constant``), not a slow rank at each step.
 
 Causes, for the slowest rank: ``gc`` where its GC pauses (in the row, or in its rows since its
 previous step) cover at least half the delay; ``larger batch`` where its batch had more nodes or
 edges (``record_graph``) than the others' by more than 10 %; ``data loading`` where the delay was
-in a ``data`` phase or row, or before the row started with a ``data`` row in between; else
-``unexplained``. Each names the rank: ``gc (rank 0)``.
+in a ``data`` phase or row, or before the row started with a ``data`` row in between; ``compute``
+where it was in the buckets (the rank's own backward took longer); else ``unexplained``. Each names the rank: ``gc (rank 0)``.
 """
 
 from __future__ import annotations
@@ -27,6 +36,11 @@ from collections.abc import Mapping
 from typing import Any
 
 PHASE = "phase_"
+BUCKETS = "ddp_ready_s"
+"""When a rank's last gradient bucket was ready, from its row's start (``gnnmon.watch_buckets``)."""
+CALIBRATE_MIN = 8
+"""Matched steps of a label needed to learn its ranks' usual lags and its noise; with fewer, a
+spread above ``min_delay_s`` and ``min_share`` of the step names a rank."""
 
 
 def _offsets(manifest: Mapping[str, Any] | None) -> dict[int, int]:
@@ -64,33 +78,39 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
     def start(rank: int, row: Mapping[str, Any]) -> float:
         return (int(row.get("t_start_ns") or 0) - offsets.get(rank, 0)) / 1e9
 
-    steps = []
+    candidates: list[Candidate] = []  # (label, index, rows, total, measures, pauses) per matched step
     for (label, index), rows in by_step.items():
         if len(rows) < 2 or any(_time_s(r) is None for r in rows.values()):
             continue
         times = {k: float(_time_s(r) or 0.0) for k, r in rows.items()}
-        total = max(times.values())
-        measures: list[tuple[str, dict[int, float]]] = []
         starts = {k: start(k, r) for k, r in rows.items()}
-        measures.append(("arrival", {k: s - min(starts.values()) for k, s in starts.items()}))
-        shared = [f for f in next(iter(rows.values())) if f.startswith(PHASE) and f.endswith("_s")
-                  and all(isinstance(r.get(f), (int, float)) for r in rows.values())]
-        measures += [(f[len(PHASE):-2], {k: float(r[f]) for k, r in rows.items()}) for f in shared]
-        measures.append(("row", times))
+        pauses = {k: histories[k].gc_since(r) for k, r in rows.items()}
+        candidates.append((label, index, rows, max(times.values()), _measures(rows, starts, times), pauses))
+    baselines, noise = _calibrate(candidates)
+
+    steps = []
+    for label, index, rows, total, measures, pauses in candidates:
         slowest, delay, via = None, 0.0, None
         # A GC pause is recorded, not inferred: the rank that paused longest, by enough, held the
         # step up wherever in the step (or before it) the pause fell.
-        pauses = {k: histories[k].gc_since(r) for k, r in rows.items()}
         gc_rank = max(pauses, key=lambda k: pauses[k])
         gc_excess = pauses[gc_rank] - min(pauses.values())
         if gc_excess >= min_delay_s and gc_excess >= min_share * total:
-            measures = [("gc", pauses)]
-        for name, values in measures:
-            spread = max(values.values()) - min(values.values())
-            if spread >= min_delay_s and spread >= min_share * total:
-                slowest = max(values, key=lambda k: values[k])
-                delay, via = spread, name
+            slowest, delay, via = gc_rank, gc_excess, "gc"
+        else:
+            arrival = measures[0][1]
+            for name, values in measures:
+                base = baselines.get((label, name), {})
+                values = {k: v - base.get(k, 0.0) for k, v in values.items()}
+                spread = max(values.values()) - min(values.values())
+                if spread < max(min_delay_s, noise.get((label, name), 0.0)) or spread < min_share * total:
+                    continue
+                longest = max(values, key=lambda k: values[k])
+                if name != "arrival" and max(arrival.values()) - arrival[longest] >= 0.5 * spread:
+                    continue  # it arrived that much earlier: the extra time is its wait for a late rank
+                slowest, delay, via = longest, spread, name
                 break
+        times = {k: float(_time_s(r) or 0.0) for k, r in rows.items()}
         entry: dict[str, Any] = {
             "label": label, "index": index, "ranks": sorted(rows), "time_s": total,
             "spread_s": max(times.values()) - min(times.values()), "slowest_rank": slowest,
@@ -105,7 +125,7 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
     counts: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for s in spikes:
         counts[s["slowest_rank"]].append(s)
-    stragglers = []
+    stragglers = _constant_stragglers(candidates, baselines, min_delay_s, min_share)
     for rank, held in sorted(counts.items()):
         if len(held) >= 3 and len(held) >= straggler_share * len(steps):
             causes = [s["cause"].split(" (")[0] for s in held]
@@ -123,6 +143,86 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
                           for label, v in labels.items()}
     return {"steps": steps, "spikes": spikes, "stragglers": stragglers, "per_rank": per_rank,
             "clock_offsets_ns": offsets}
+
+
+def _measures(rows: Mapping[int, Mapping[str, Any]], starts: dict[int, float],
+              times: dict[int, float]) -> list[tuple[str, dict[int, float]]]:
+    """Where a step's time went, per rank, in the order it was spent: arrival, the phases before
+    ``backward``, when the gradient buckets were ready (``ddp_ready_s``), the other phases, the
+    whole row."""
+    first = next(iter(rows.values()))
+    measures = [("arrival", {k: s - min(starts.values()) for k, s in starts.items()})]
+    shared = [f for f in first if f.startswith(PHASE) and f.endswith("_s")
+              and all(isinstance(r.get(f), (int, float)) for r in rows.values())]
+    phases = [(f[len(PHASE):-2], {k: float(r[f]) for k, r in rows.items()}) for f in shared]
+    cut = next((i for i, (name, _) in enumerate(phases) if name == "backward"), len(phases))
+    measures += phases[:cut]
+    if all(isinstance(r.get(BUCKETS), (int, float)) for r in rows.values()):
+        measures.append(("buckets", {k: float(r[BUCKETS]) for k, r in rows.items()}))
+    measures += phases[cut:]
+    measures.append(("row", times))
+    return measures
+
+
+Candidate = tuple[str, int, Mapping[int, Mapping[str, Any]], float, list[tuple[str, dict[int, float]]],
+                  dict[int, float]]
+
+
+def _calibrate(candidates: list[Candidate]) -> tuple[dict[tuple[str, str], dict[int, float]],
+                                                     dict[tuple[str, str], float]]:
+    """Per (label, measure): each rank's usual lag behind the fastest (the median over the steps:
+    a constant difference, taken out before steps are judged) and the noise of what is left (the
+    median spread plus 4 robust deviations), from at least :data:`CALIBRATE_MIN` steps."""
+    values: dict[tuple[str, str], list[dict[int, float]]] = defaultdict(list)
+    for label, _, _, _, measures, _ in candidates:
+        for name, per_rank in measures:
+            values[(label, name)].append(per_rank)
+    baselines, noise = {}, {}
+    for key, steps in values.items():
+        if len(steps) < CALIBRATE_MIN:
+            continue
+        lags: dict[int, list[float]] = defaultdict(list)
+        for per_rank in steps:
+            low = min(per_rank.values())
+            for k, v in per_rank.items():
+                lags[k].append(v - low)
+        base = baselines[key] = {k: statistics.median(v) for k, v in lags.items()}
+        spreads = []
+        for per_rank in steps:
+            left = [v - base.get(k, 0.0) for k, v in per_rank.items()]
+            spreads.append(max(left) - min(left))
+        middle = statistics.median(spreads)
+        mad = statistics.median(abs(x - middle) for x in spreads)
+        noise[key] = middle + 4 * 1.4826 * mad
+    return baselines, noise
+
+
+def _constant_stragglers(candidates: list[Candidate], baselines: dict[tuple[str, str], dict[int, float]],
+                         min_delay_s: float, min_share: float) -> list[dict[str, Any]]:
+    """A rank that lags by about the same time at every step of a label: named once, by the first
+    measure (in the order time is spent) where its usual lag is at least ``min_delay_s`` and
+    ``min_share`` of the median step."""
+    out: list[dict[str, Any]] = []
+    labels: dict[str, list[float]] = defaultdict(list)
+    order: dict[str, list[str]] = {}
+    for label, _, _, total, measures, _ in candidates:
+        labels[label].append(total)
+        order.setdefault(label, [name for name, _ in measures])
+    for label, totals in labels.items():
+        typical = statistics.median(totals)
+        for name in order[label]:
+            base = baselines.get((label, name))
+            if not base:
+                continue
+            rank = max(base, key=lambda k: base[k])
+            lag = base[rank]
+            if lag >= min_delay_s and lag >= min_share * typical:
+                cause = {"arrival": "late arrival", "buckets": "compute", "row": "compute"}.get(name, f"slower {name}")
+                out.append({"rank": rank, "steps": len(totals), "of": len(totals), "delay_s": lag * len(totals),
+                            "per_step_s": lag, "label": label, "via": name, "constant": True,
+                            "cause": f"{cause} (rank {rank}, every step)"})
+                break
+    return out
 
 
 class _History:
@@ -160,4 +260,6 @@ def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: fl
             return f"larger batch (rank {rank})"
     if via == "data" or row["label"] == "data":
         return f"data loading (rank {rank})"
+    if via == "buckets":
+        return f"compute (rank {rank})"
     return f"unexplained (rank {rank})"
