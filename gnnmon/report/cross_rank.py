@@ -89,7 +89,7 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
     baselines, noise = _calibrate(candidates)
 
     steps = []
-    for label, index, rows, total, measures, pauses in candidates:
+    for label, index, matched, total, measures, pauses in candidates:
         slowest, delay, via = None, 0.0, None
         # A GC pause is recorded, not inferred: the rank that paused longest, by enough, held the
         # step up wherever in the step (or before it) the pause fell.
@@ -110,15 +110,15 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
                     continue  # it arrived that much earlier: the extra time is its wait for a late rank
                 slowest, delay, via = longest, spread, name
                 break
-        times = {k: float(_time_s(r) or 0.0) for k, r in rows.items()}
+        times = {k: float(_time_s(r) or 0.0) for k, r in matched.items()}
         entry: dict[str, Any] = {
-            "label": label, "index": index, "ranks": sorted(rows), "time_s": total,
+            "label": label, "index": index, "ranks": sorted(matched), "time_s": total,
             "spread_s": max(times.values()) - min(times.values()), "slowest_rank": slowest,
-            "delay_s": delay, "waited_s": delay * (len(rows) - 1) if slowest is not None else 0.0,
+            "delay_s": delay, "waited_s": delay * (len(matched) - 1) if slowest is not None else 0.0,
             "via": via, "cause": None,
         }
         if slowest is not None:
-            entry["cause"] = _cause(slowest, rows, via or "", delay, histories[slowest])
+            entry["cause"] = _cause(slowest, matched, via or "", delay, histories[slowest])
         steps.append(entry)
     steps.sort(key=lambda s: (min(start(k, by_step[(s["label"], s["index"])][k]) for k in s["ranks"])))
     spikes = [dict(s) for s in steps if s["slowest_rank"] is not None]
