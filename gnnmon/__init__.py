@@ -18,6 +18,7 @@ from gnnmon.measure.compile import track_compile
 from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
 from gnnmon.measure.graph import graph_shape, record_graph
 from gnnmon.measure.layers import watch_layers
+from gnnmon.measure.loader import watch_loader
 from gnnmon.measure.memory import memory_scope, monitor_memory_device
 from gnnmon.measure.timing import cuda_timed, phase, timed
 from gnnmon.record.active import active_run, collect, default_run
@@ -62,4 +63,5 @@ __all__ = [
     "track_compile",
     "watch_buckets",
     "watch_layers",
+    "watch_loader",
 ]

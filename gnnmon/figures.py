@@ -50,7 +50,7 @@ class Figure:
     name: str
     unit: Unit
     stage: str
-    """What fills it: row, memory, timing, phase, gc, graph, layer, ddp, compile, timeline, energy, oom."""
+    """What fills it: row, memory, timing, phase, gc, graph, data, layer, ddp, compile, timeline, energy, oom."""
     meaning: str
     logged: str | None = None
     """The name of a step figure in shown units, as the Lightning callback logs it and the
@@ -130,6 +130,12 @@ FIGURES: tuple[Figure, ...] = (
     F("ddp_first_ready_s", SECONDS, "ddp", "row start to the first bucket ready (host clock)"),
     F("ddp_ready_s", SECONDS, "ddp", "row start to the last bucket ready, before its all-reduce (host clock)"),
     F("ddp_ready_device_s", SECONDS, "ddp", "GPU: the model's forward to the last bucket ready (device events)"),
+    F("data_wait_s", SECONDS, "data", "the loop's wait in `next()` for the batch this row consumes (`watch_loader`)"),
+    F("data_sample_s", SECONDS, "data", "neighbour sampling of that batch (PyG neighbour loaders; in a worker too)"),
+    F("data_gather_s", SECONDS, "data", "joining its sampled nodes with their features (`filter_fn`, transform aside)"),
+    F("data_transform_s", SECONDS, "data", "the loader's `transform` on it"),
+    F("data_to_device_s", SECONDS, "data", "`watch_loader(to=...)`: host time of its copy to the device"),
+    F("data_hop_<k>_nodes", COUNT, "data", "its nodes per hop (hop 0: the seeds), from `num_sampled_nodes`"),
     F("compile_frames", COUNT, "compile", "frames torch.compile compiled during the call"),
     F("compile_recompiles", COUNT, "compile", "of those, recompilations"),
     F("compile_graphs", COUNT, "compile", "graphs made"),

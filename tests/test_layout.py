@@ -98,7 +98,7 @@ PUBLIC = [
     "DeviceError", "GnnmonError", "Report", "ReportFileError", "Run", "RunResult", "__version__", "active_run",
     "collect", "collect_garbage", "cuda_timed", "current_row", "default_run", "emit_ranges", "exact_host_memory", "forecast",
     "freeze_gc", "gather", "gc_controlled", "gc_paused", "graph_shape", "iter_rows", "load", "memory_scope",
-    "monitor_memory_device", "phase", "record_graph", "sample_utilisation", "timed", "track_compile", "watch_buckets", "watch_layers",
+    "monitor_memory_device", "phase", "record_graph", "sample_utilisation", "timed", "track_compile", "watch_buckets", "watch_layers", "watch_loader",
 ]
 
 

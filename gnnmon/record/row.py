@@ -9,6 +9,7 @@ energy) is read here: the run joins the timeline to rows by their ``t_start_ns``
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -114,9 +115,13 @@ class Row:
         self.parent = parent
         if parent is not None:
             self.fields["parent"] = parent.key
-        elif not self.run.holds_gc_hook:  # a top-level row installs the GC hook (a collect run holds it)
-            GC_LOG.acquire()
-            self._hook = True
+        else:
+            if state.NEXT_BATCH:  # the batch a watched loader handed out: this step consumes it
+                with contextlib.suppress(IndexError):  # another thread's row took it first
+                    self.fields.update(state.NEXT_BATCH.pop())
+            if not self.run.holds_gc_hook:  # a top-level row installs the GC hook (a collect run holds it)
+                GC_LOG.acquire()
+                self._hook = True
         state.CURRENT_ROW.set(self)
         if RANGES.on:  # opt-in: gnnmon.emit_ranges()
             self._range = push_range(self.fields["label"])

@@ -102,3 +102,7 @@ def _watch_forks() -> None:
     if not _fork_hook and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_in_forked_child, after_in_parent=_forked_parent)
         _fork_hook.append(True)
+
+NEXT_BATCH: list[dict[str, Any]] = []
+"""The figures of the batch a watched loader handed out last (``gnnmon.watch_loader``): the next
+top-level row opened takes them (its step consumes that batch). Empty when none waits."""

@@ -23,7 +23,8 @@ step is a straggler named once (``constant``), not a slow rank at each step.
 Causes, for the slowest rank: ``gc`` where its GC pauses (in the row, or in its rows since its
 previous step) cover at least half the delay; ``larger batch`` where its batch had more nodes or
 edges (``record_graph``) than the others' by more than 10 %; ``data loading`` where the delay was
-in a ``data`` phase or row, or before the row started with a ``data`` row in between; ``compute``
+in a ``data`` phase or row, or before the row started with a ``data`` row in between or a wait
+for its batch (``data_wait_s`` of ``gnnmon.watch_loader``) of half the delay; ``compute``
 where it was in the buckets (the rank's own backward took longer); else ``unexplained``. Each names the rank: ``gc (rank 0)``.
 """
 
@@ -251,7 +252,8 @@ def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: fl
     row = rows[rank]
     if via == "gc" or history.gc_since(row) >= 0.5 * delay:
         return f"gc (rank {rank})"
-    if via == "arrival" and any(r["label"] == "data" or r.get("phase_data_s") for r in history.between(row)):
+    if via == "arrival" and (any(r["label"] == "data" or r.get("phase_data_s") for r in history.between(row))
+                             or float(row.get("data_wait_s") or 0.0) >= 0.5 * delay):
         return f"data loading (rank {rank})"
     for key in ("num_nodes", "num_edges"):
         mine = row.get(key)

@@ -1,0 +1,137 @@
+"""The data pipeline, split: a NeighborLoader whose transform has a planted delay has it named in
+``data_transform_s`` on the row of the step that consumed the batch, in the main process and with
+worker processes; nodes per hop are the batch's; any loader's wait is ``data_wait_s``; the loader
+is given back unchanged; a rank that waited for its batch is late for ``data loading``."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+import gnnmon
+
+pyg = pytest.importorskip("torch_geometric")
+from torch_geometric.data import Data  # noqa: E402
+
+from play.neighbor_sampler import make_loader  # noqa: E402
+
+DELAY_S = 0.03
+N = 1000
+
+
+def slow_transform(batch):
+    time.sleep(DELAY_S)
+    return batch
+
+
+def graph() -> Data:
+    torch.manual_seed(0)
+    return Data(x=torch.randn(N, 16), edge_index=torch.randint(0, N, (2, 8000)), y=torch.randint(0, 3, (N,)))
+
+
+def consume(loader, **options):
+    seen = []
+
+    @gnnmon.cuda_timed
+    def step(batch):
+        seen.append([int(n) for n in batch.num_sampled_nodes])
+        return batch.x.sum()
+
+    with gnnmon.collect() as run, gnnmon.watch_loader(loader, **options) as batches:
+        for batch in batches:
+            step(batch)
+    return run.records, seen
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_planted_transform_delay_is_named_with_the_batch_it_made(workers):
+    loader = make_loader(graph(), [5, 3], batch_size=200, transform=slow_transform, num_workers=workers)
+    own = {name: vars(loader).get(name) for name in ("collate_fn", "filter_fn", "transform")}
+    rows, seen = consume(loader)
+    assert len(rows) == len(loader) == 5
+    for row, hops in zip(rows, seen, strict=True):
+        assert DELAY_S <= row["data_transform_s"] < DELAY_S + 0.05
+        assert row["data_sample_s"] < DELAY_S and row["data_gather_s"] < DELAY_S
+        assert [row[f"data_hop_{k}_nodes"] for k in range(3)] == hops  # the batch the step got
+        assert hops[0] == 200 or row is rows[-1]
+        if workers == 0:  # made in this process, inside the wait
+            assert row["data_wait_s"] >= row["data_sample_s"] + row["data_transform_s"]
+    assert {name: vars(loader).get(name) for name in ("collate_fn", "filter_fn", "transform")} == own
+    assert "sample_from_nodes" not in vars(loader.node_sampler)
+
+
+def test_any_loader_wait_is_timed_and_to_moves_the_batch():
+    class Slow(torch.utils.data.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            time.sleep(DELAY_S)
+            return torch.full((3,), float(i))
+
+    rows, _ = consume_plain(torch.utils.data.DataLoader(Slow(), batch_size=2), to="cpu")
+    assert len(rows) == 2
+    for row in rows:
+        assert 2 * DELAY_S <= row["data_wait_s"] < 2 * DELAY_S + 0.05
+        assert row["data_to_device_s"] >= 0
+        assert "data_sample_s" not in row
+
+
+def consume_plain(loader, **options):
+    @gnnmon.cuda_timed
+    def step(batch):
+        return batch.sum()
+
+    with gnnmon.collect() as run, gnnmon.watch_loader(loader, **options) as batches:
+        for batch in batches:
+            assert batch.device.type == "cpu"
+            step(batch)
+    return run.records, None
+
+
+def test_a_row_inside_the_step_does_not_take_the_batch_and_a_loop_without_rows_leaves_nothing():
+    loader = [torch.ones(2), torch.ones(2)]
+
+    @gnnmon.cuda_timed
+    def inner():
+        return 1
+
+    @gnnmon.cuda_timed
+    def step(batch):
+        return inner()
+
+    with gnnmon.collect() as run, gnnmon.watch_loader(loader) as batches:
+        for batch in batches:
+            step(batch)
+    top = [r for r in run.records if r["parent"] is None]
+    assert all("data_wait_s" in r for r in top)
+    assert not any("data_wait_s" in r for r in run.records if r["parent"] is not None)
+    with gnnmon.collect() as run, gnnmon.watch_loader(loader) as batches:
+        for _batch in batches:
+            pass
+    assert run.records == []
+    with gnnmon.collect() as run:
+        step(torch.ones(1))
+    assert "data_wait_s" not in run.records[0]  # nothing left over from the loop before
+    with pytest.raises(TypeError, match="loader must be iterable"):
+        gnnmon.watch_loader(3)
+
+
+def test_a_rank_that_waited_for_its_batch_is_late_for_data_loading():
+    from gnnmon.report.cross_rank import cross_rank
+
+    rows, t = [], 0
+    for i in range(10):
+        late = 0.040 if i == 4 else 0.0
+        for rank in (0, 1):
+            start = t + int((late if rank == 1 else 0.0) * 1e9)
+            end = t + int((late + 0.02) * 1e9)
+            rows.append({"label": "step", "index": i, "rank": rank, "parent": None, "t_start_ns": start,
+                         "t_end_ns": end, "wall_s": (end - start) / 1e9, "gc_pause_s": 0.0,
+                         "data_wait_s": 0.001 + (late if rank == 1 else 0.0)})
+        t += 50_000_000
+    (spike,) = cross_rank(rows)["spikes"]
+    assert (spike["index"], spike["slowest_rank"], spike["via"]) == (4, 1, "arrival")
+    assert spike["cause"] == "data loading (rank 1)" and abs(spike["delay_s"] - 0.040) < 1e-6
