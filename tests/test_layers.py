@@ -274,3 +274,16 @@ def test_report_names_an_edge_bound_layer_and_one_worth_checkpointing():
     assert "### Layers of train — median of 4 watched step(s)" in text
     assert "| conv1 | 10 | 20 | 91% | 100 | – | 150 | 80 | 10 |" in text
     assert "layer_conv1_forward_s" not in text  # not in the per-label table
+
+
+def test_the_flickr_worked_example_runs_and_prints_its_layers():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(root / "play" / "layers_flickr.py"), "--fraction", "0.02",
+                           "--steps", "3", "--hidden", "32"], capture_output=True, text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "### Layers of train_step" in done.stdout and "| conv1 |" in done.stdout and "| head |" in done.stdout
+    assert "data: data_wait_s" in done.stdout and "nodes per hop" in done.stdout
