@@ -134,6 +134,7 @@ def test_message_output_and_saved_bytes_are_the_tensors_sizes():
         assert row["layer_conv1_output_bytes"] == N * F_HID * 4
         assert row["layer_head_output_bytes"] == N * 2 * 4
         assert "layer_head_message_bytes" not in row  # not message passing
+        assert not any("backward ran after the row closed" in n for n in row["notes"])  # it ran inside
         # the head (Linear) saves its input for the weight's gradient; its weight is a parameter
         assert row["layer_head_saved_bytes"] == N * F_OUT * 4
 

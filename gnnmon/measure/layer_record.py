@@ -77,7 +77,7 @@ class BackwardSpan:
     gradients leaving (inputs' nodes, parameters' accumulation)."""
 
     __slots__ = ("stats", "step", "start_ns", "start_ev", "end_ns", "end_ev", "window", "start_bytes", "peak",
-                 "pending")
+                 "pending", "done")
 
     def __init__(self, stats: LayerStats, step: StepRecord, pending: int) -> None:
         self.stats, self.step, self.pending = stats, step, pending
@@ -85,6 +85,7 @@ class BackwardSpan:
         self.start_ev = self.end_ev = self.window = None
         self.end_ns = self.peak = 0
         self.start_bytes: int | None = None
+        self.done = False  # its figures are in the layer's (finish ran)
 
     def begin(self) -> None:
         step = self.step
@@ -116,7 +117,10 @@ class BackwardSpan:
 
     def finish(self) -> None:
         """Put what was measured into the layer's figures; a window still open (a gradient that
-        never came: an unused parameter) is closed and its segment left out."""
+        never came: an unused parameter) is closed and its segment left out. Once only."""
+        if self.done:
+            return
+        self.done = True
         if self.window is not None:
             self.step.memory.close(self.window)
             self.window = None
@@ -131,7 +135,6 @@ class BackwardSpan:
             stats.add("backward_s", (self.end_ns - self.start_ns) / 1e9)
         if self.start_bytes is not None:
             stats.peak("backward_peak_delta_bytes", self.peak - self.start_bytes)
-        self.start_ns = None
 
 
 class StepRecord:
