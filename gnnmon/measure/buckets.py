@@ -25,6 +25,7 @@ from typing import Any
 
 from torch import nn
 
+from gnnmon.measure.timing import EventSpan
 from gnnmon.record.row import Row, current_row
 
 
@@ -72,10 +73,7 @@ class BucketRecord:
         fields["ddp_first_ready_s"] = (self.first_ns - start) / 1e9
         fields["ddp_ready_s"] = (self.last_ns - start) / 1e9
         if self.start_ev is not None and self.last_ev is not None:
-            self.last_ev.synchronize()
-            fields["ddp_ready_device_s"] = self.start_ev.elapsed_time(self.last_ev) / 1e3
-            self.backend.release_event(self.last_ev)
-            self.backend.release_event(self.start_ev)
+            EventSpan(self.start_ev, self.last_ev, "ddp_ready_device_s", False, self.backend).resolve(fields)
             self.last_ev = self.start_ev = None
 
 

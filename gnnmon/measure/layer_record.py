@@ -12,6 +12,8 @@ from gnnmon.devices import Backend
 from gnnmon.devices.host import HOST
 from gnnmon.fields import add_note
 from gnnmon.figures import LAYER_FIGURES
+from gnnmon.measure.memory import DEFAULT_SAMPLE_INTERVAL
+from gnnmon.measure.timing import EventSpan
 from gnnmon.record.row import Row
 
 
@@ -34,7 +36,7 @@ class LayerMemory:
             window = [0, 0]
             self.host.open(window)  # type: ignore[union-attr]
             return window
-        return self.backend.open_window(0.005)
+        return self.backend.open_window(DEFAULT_SAMPLE_INTERVAL)
 
     def close(self, token: Any) -> tuple[int, int]:
         """(start, peak) bytes of a window, now ended."""
@@ -46,12 +48,14 @@ class LayerMemory:
 
 
 class LayerStats:
-    """One layer's figures in one row (seconds and bytes; None: not measured)."""
+    """One layer's figures in one row (seconds and bytes; None: not measured), its fields named
+    ``prefix + figure``."""
 
-    __slots__ = ("calls", "forward_s", "backward_s", "peak_delta_bytes", "backward_peak_delta_bytes",
+    __slots__ = ("prefix", "calls", "forward_s", "backward_s", "peak_delta_bytes", "backward_peak_delta_bytes",
                  "saved_bytes", "message_bytes", "output_bytes", "spans")
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
         self.calls = 0
         self.forward_s: float | None = None
         self.backward_s: float | None = None
@@ -60,7 +64,7 @@ class LayerStats:
         self.saved_bytes: int | None = None
         self.message_bytes: int | None = None
         self.output_bytes: int | None = None
-        self.spans: list[tuple[str, Any, Any]] = []  # (figure, start event, end event) to read later
+        self.spans: list[EventSpan] = []  # device times to read later, added to their figure
 
     def add(self, figure: str, value: float) -> None:
         old = getattr(self, figure)
@@ -128,7 +132,8 @@ class BackwardSpan:
             return
         stats = self.stats
         if self.start_ev is not None and self.end_ev is not None:
-            stats.spans.append(("backward_s", self.start_ev, self.end_ev))
+            stats.spans.append(EventSpan(self.start_ev, self.end_ev, stats.prefix + "backward_s", True,
+                                         self.step.backend))
         else:  # the CPU, or a gradient that never came: host time to the last one that did
             if self.start_ev is not None:
                 self.step.backend.release_event(self.start_ev)
@@ -149,13 +154,12 @@ class StepRecord:
         self.events = not self.backend.memory_is_host
         windows = LayerMemory(self.backend) if memory else None
         self.memory = windows if windows is not None and windows.available else None
-        self.stats = [LayerStats() for _ in names]
+        self.stats = [LayerStats(f"layer_{name}_") for name in names]
         self.backwards: list[BackwardSpan] = []
         self.open_forwards: dict[int, Any] = {}  # layer -> memory window of a forward still running
         self.closed = False
         self.unstarted = 0  # layer calls whose backward had not begun when the row closed
         self._lock = threading.Lock()
-        self._prefixes = [f"layer_{name}_" for name in names]
         if memory and self.memory is None:
             row.note("layer memory not measured: this machine's RSS can only be sampled")
 
@@ -181,25 +185,20 @@ class StepRecord:
     def ready(self) -> bool:
         if not self.closed:
             return False
-        return all(end is None or end.query() for stats in self.stats for _, _, end in stats.spans)
+        return all(span.ready() for stats in self.stats for span in stats.spans)
 
     def resolve(self, fields: dict[str, Any]) -> None:
         self.finish()
         if self.unstarted:
             add_note(fields, "layer backward figures missing: the backward ran after the row closed (call "
                              "backward() inside the measured step)")
-        backend = self.backend
-        for prefix, stats in zip(self._prefixes, self.stats, strict=True):
+        for stats in self.stats:
             if not stats.calls:
                 continue
-            for figure, start, end in stats.spans:
-                if end is not None:  # None: a forward an interrupt cut short
-                    end.synchronize()
-                    stats.add(figure, start.elapsed_time(end) / 1e3)
-                    backend.release_event(end)
-                backend.release_event(start)
-            stats.spans = []
             for figure in LAYER_FIGURES:
                 value = getattr(stats, figure)
                 if value is not None:
-                    fields[prefix + figure] = value
+                    fields[stats.prefix + figure] = value
+            for span in stats.spans:  # device times, added to what the host measured
+                span.resolve(fields)
+            stats.spans = []

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from gnnmon.measure.layer_record import BackwardSpan, LayerStats, StepRecord
+from gnnmon.measure.timing import EventSpan
 from gnnmon.record.row import Row, current_row
 
 
@@ -120,7 +121,7 @@ class LayerWatch:
         self.step: StepRecord | None = None
         self._row: Row | None = None
         self._current: _Layer | None = None
-        self._t0: dict[int, int] = {}  # layer -> perf_counter_ns at its forward's start
+        self._starts: dict[int, Any] = {}  # layer -> its forward's start: an event, or perf_counter_ns
         self._saved_seen: set[int] = set()
         self._param_ptrs: set[int] = set()
         self._saved_ctx = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
@@ -156,9 +157,7 @@ class LayerWatch:
         """Stop watching (the hooks stay, and return at once): one warning, a note on the row."""
         self.broken = exc
         step, self.step = self.step, None
-        if self._pushed:
-            self._saved_ctx.__exit__(None, None, None)
-            self._pushed = False
+        self._pop_saved()
         if step is not None and step.row is not None:
             step.row.note(f"watch_layers stopped: {exc!r}; layer figures of this row may be incomplete")
         warnings.warn(f"gnnmon.watch_layers stopped watching after an error in its hooks: {exc!r}; the model "
@@ -202,11 +201,8 @@ class LayerWatch:
                 if not self._pushed:
                     self._saved_ctx.__enter__()
                     self._pushed = True
-            stats = step.stats[index]
-            stats.calls += 1
-            if step.events:
-                stats.spans.append(("forward_s", step.backend.record_event(), None))
-            self._t0[index] = time.perf_counter_ns()
+            step.stats[index].calls += 1
+            self._starts[index] = step.backend.record_event() if step.events else time.perf_counter_ns()
 
         return pre
 
@@ -219,19 +215,18 @@ class LayerWatch:
                 return
             t1 = time.perf_counter_ns()
             stats = step.stats[index]
+            start = self._starts.pop(index, None)
             if step.events:
-                figure, start, _ = stats.spans.pop()
-                stats.spans.append((figure, start, step.backend.record_event()))
-            else:
-                stats.add("forward_s", (t1 - self._t0.pop(index, t1)) / 1e9)
+                end = step.backend.record_event()
+                if start is not None:
+                    stats.spans.append(EventSpan(start, end, stats.prefix + "forward_s", True, step.backend))
+            elif start is not None:
+                stats.add("forward_s", (t1 - start) / 1e9)
             window = step.open_forwards.pop(index)
             if window is not None:
                 start, peak = step.memory.close(window)  # type: ignore[union-attr]
                 stats.peak("peak_delta_bytes", peak - start)
-            if self._pushed:
-                self._saved_ctx.__exit__(None, None, None)
-                self._pushed = False
-                self._current = None
+            self._pop_saved()
             if output is None or step.closed:  # the forward raised
                 return
             outputs = _tensors(output)
@@ -266,6 +261,13 @@ class LayerWatch:
                 if step.row is not None:
                     step.row.note("layer saved_bytes leave out saved tensors without a storage (sparse, nested)")
         return tensor
+
+    def _pop_saved(self) -> None:
+        """Take the saved-tensor hook off autograd's stack, if this watch put it there."""
+        if self._pushed:
+            self._saved_ctx.__exit__(None, None, None)
+            self._pushed = False
+            self._current = None
 
     # -- backward -------------------------------------------------------------------------
     def _watch_backward(self, step: StepRecord, stats: LayerStats, layer: _Layer, args: Any,
@@ -303,9 +305,7 @@ class LayerWatch:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-        if self._pushed:
-            self._saved_ctx.__exit__(None, None, None)
-            self._pushed = False
+        self._pop_saved()
 
     def __enter__(self) -> LayerWatch:
         return self

@@ -128,7 +128,7 @@ class _Split:
 
 
 def _hops(batch: Any, fields: dict[str, Any]) -> None:
-    hops = getattr(batch, "num_sampled_nodes", None) if hasattr(batch, "num_sampled_nodes") else None
+    hops = getattr(batch, "num_sampled_nodes", None)
     if isinstance(hops, (list, tuple)):
         for k, n in enumerate(hops):
             fields[f"data_hop_{k}_nodes"] = int(n)
