@@ -79,18 +79,19 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
     def start(rank: int, row: Mapping[str, Any]) -> float:
         return (int(row.get("t_start_ns") or 0) - offsets.get(rank, 0)) / 1e9
 
-    candidates: list[Candidate] = []  # (label, index, rows, total, measures, pauses) per matched step
+    candidates: list[Candidate] = []  # (label, index, rows, times, measures, pauses) per matched step
     for (label, index), rows in by_step.items():
         if len(rows) < 2 or any(_time_s(r) is None for r in rows.values()):
             continue
         times = {k: float(_time_s(r) or 0.0) for k, r in rows.items()}
         starts = {k: start(k, r) for k, r in rows.items()}
         pauses = {k: histories[k].gc_since(r) for k, r in rows.items()}
-        candidates.append((label, index, rows, max(times.values()), _measures(rows, starts, times), pauses))
+        candidates.append((label, index, rows, times, _measures(rows, starts, times), pauses))
     baselines, noise = _calibrate(candidates)
 
     steps = []
-    for label, index, matched, total, measures, pauses in candidates:
+    for label, index, matched, times, measures, pauses in candidates:
+        total = max(times.values())
         slowest, delay, via = None, 0.0, None
         # A GC pause is recorded, not inferred: the rank that paused longest, by enough, held the
         # step up wherever in the step (or before it) the pause fell.
@@ -111,7 +112,6 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
                     continue  # it arrived that much earlier: the extra time is its wait for a late rank
                 slowest, delay, via = longest, spread, name
                 break
-        times = {k: float(_time_s(r) or 0.0) for k, r in matched.items()}
         entry: dict[str, Any] = {
             "label": label, "index": index, "ranks": sorted(matched), "time_s": total,
             "spread_s": max(times.values()) - min(times.values()), "slowest_rank": slowest,
@@ -165,8 +165,10 @@ def _measures(rows: Mapping[int, Mapping[str, Any]], starts: dict[int, float],
     return measures
 
 
-Candidate = tuple[str, int, Mapping[int, Mapping[str, Any]], float, list[tuple[str, dict[int, float]]],
+Candidate = tuple[str, int, Mapping[int, Mapping[str, Any]], dict[int, float], list[tuple[str, dict[int, float]]],
                   dict[int, float]]
+"""One matched step: label, index, its rows by rank, their times, where the time went
+(:func:`_measures`), and each rank's GC pauses since its previous step."""
 
 
 def _calibrate(candidates: list[Candidate]) -> tuple[dict[tuple[str, str], dict[int, float]],
@@ -206,8 +208,8 @@ def _constant_stragglers(candidates: list[Candidate], baselines: dict[tuple[str,
     out: list[dict[str, Any]] = []
     labels: dict[str, list[float]] = defaultdict(list)
     order: dict[str, list[str]] = {}
-    for label, _, _, total, measures, _ in candidates:
-        labels[label].append(total)
+    for label, _, _, times, measures, _ in candidates:
+        labels[label].append(max(times.values()))
         order.setdefault(label, [name for name, _ in measures])
     for label, totals in labels.items():
         typical = statistics.median(totals)
