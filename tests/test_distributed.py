@@ -408,3 +408,21 @@ def test_bucket_times_are_the_planted_delays_on_the_fake_cuda_device(fake_cuda):
     assert fast["ddp_ready_s"] < 0.02 and 0.05 <= slow["ddp_ready_s"] < 0.05 + 0.02
     for row in (fast, slow):  # device time from the forward to the bucket: the launched 30 ms
         assert row["ddp_ready_device_s"] >= 0.03 * 0.99
+
+
+def test_first_and_last_bucket_times_are_the_planted_gap():
+    model = DistributedDataParallel()
+
+    @gnnmon.cuda_timed
+    def step():
+        model(torch.ones(1, 2))
+        model.backward_done()  # the first bucket
+        time.sleep(0.03)
+        model.backward_done()  # the second, 30 ms later
+
+    with gnnmon.collect() as run, gnnmon.watch_buckets(model, hook=lambda state, bucket: bucket):
+        step()
+    (row,) = run.records
+    assert row["ddp_buckets"] == 2
+    assert 0.03 <= row["ddp_ready_s"] - row["ddp_first_ready_s"] < 0.03 + 0.02
+    assert "ddp_ready_device_s" not in row  # the CPU: no device events

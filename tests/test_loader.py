@@ -79,6 +79,26 @@ def test_any_loader_wait_is_timed_and_to_moves_the_batch():
         assert "data_sample_s" not in row
 
 
+def test_to_times_the_copy_it_makes():
+    class Batch:
+        def __init__(self, where="cpu"):
+            self.where = where
+
+        def to(self, device, non_blocking=False):
+            time.sleep(DELAY_S)  # a copy of known length
+            return Batch(str(device))
+
+    @gnnmon.cuda_timed
+    def step(batch):
+        assert batch.where == "cpu"  # the moved batch, not the loader's
+        return 1
+
+    with gnnmon.collect() as run, gnnmon.watch_loader([Batch("host"), Batch("host")], to="cpu") as batches:
+        for batch in batches:
+            step(batch)
+    assert [DELAY_S <= r["data_to_device_s"] < DELAY_S + 0.05 for r in run.records] == [True, True]
+
+
 def consume_plain(loader, **options):
     @gnnmon.cuda_timed
     def step(batch):
