@@ -1,8 +1,8 @@
-"""Where a GCN's step goes, layer by layer: GCN (hidden 256) and GAT (4 heads) on the Flickr
-stand-in with NeighborLoader fanouts [25, 10], ``gnnmon.watch_layers`` on the model and
+"""Where a GCN's step goes, layer by layer: GCN (hidden 256; ``--conv graphconv`` for GraphConv) on
+the Flickr stand-in with NeighborLoader fanouts [25, 10], ``gnnmon.watch_layers`` on the model and
 ``gnnmon.watch_loader`` on the loader; prints the report's Layers section and the data figures.
 
-    python play/layers_flickr.py [--fraction 0.1] [--steps 12] [--conv gcn|gat] [--device cpu]
+    python play/layers_flickr.py [--fraction 0.1] [--steps 12] [--conv gcn|graphconv] [--device cpu]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon.report.markdown import layer_lines
-from play.models import GCN
+from play.models import CONVS, GCN
 from play.neighbor_sampler import make_loader
 from play.synthetic import FLICKR, planted_partition
 
@@ -28,7 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fraction", type=float, default=0.1, help="of Flickr's nodes and edges")
     parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--conv", default="gcn", choices=["gcn", "gat"])
+    parser.add_argument("--conv", default="gcn", choices=sorted(CONVS))
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
