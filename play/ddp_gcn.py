@@ -14,7 +14,10 @@ optimizer phases. Scenarios (``tests/test_distributed.py`` runs each):
   ``@gc_controlled(collect=5)``: every rank collects after the same steps;
 * ``backward``: no phases; ``gnnmon.watch_buckets`` on the DDP model; rank 1 sleeps 80 ms inside
   step 7's backward (a hook on its first layer's weight gradient). Both ranks' rows end together
-  (the all-reduce waits); the gradient buckets were ready 80 ms later on rank 1.
+  (the all-reduce waits); the gradient buckets were ready 80 ms later on rank 1;
+* ``stream``: no plant; the rows also go to the sinks named after the scenario:
+  ``prometheus=PORT`` (rank k serves PORT + LOCAL_RANK and waits up to 30 s at the end for a
+  last scrape) and ``mlflow=TRACKING_URI`` (one MLflow run per rank in the experiment ``ddp_gcn``).
 
 After the run, rank 0 prints the cross-rank spikes of the job gathered over the process group
 (``gnnmon.gather``) as one JSON line.
@@ -54,6 +57,22 @@ class GCN(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         return self.conv2(F.relu(self.conv1(x, edge_index)), edge_index)
+
+
+def sinks(specs: list[str]) -> list[object]:
+    """The sinks of ``name=value`` arguments (``prometheus=9180``, ``mlflow=sqlite:///runs/mlflow.db``)."""
+    made: list[object] = []
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        if name == "prometheus":
+            from gnnmon.integrations.prometheus import PrometheusSink
+            made.append(PrometheusSink(int(value), linger=30.0))
+        elif name == "mlflow":
+            from gnnmon.integrations.mlflow import MlflowSink
+            made.append(MlflowSink(tracking_uri=value, experiment="ddp_gcn"))
+        else:
+            raise SystemExit(f"unknown sink {spec!r}: prometheus=PORT or mlflow=TRACKING_URI")
+    return made
 
 
 def main() -> None:
@@ -101,7 +120,7 @@ def main() -> None:
     if scenario != "gc":
         gc.disable()  # automatic collections off: only the planted one may pause a rank
     try:
-        with gnnmon.collect(path) as run, gc_paused() if scenario == "gc" else contextlib.nullcontext():
+        with gnnmon.collect(path, sinks=sinks(sys.argv[3:])) as run, gc_paused() if scenario == "gc" else contextlib.nullcontext():
             for s in range(20):
                 if scenario == "kill" and rank == 1 and s == KILL_STEP:
                     os.kill(os.getpid(), signal.SIGKILL)

@@ -119,7 +119,7 @@ def test_a_file_whose_name_looks_like_a_glob_loads_as_itself(tmp_path):
     assert len(loaded.records) == len(run.records) == 1 and "rank" not in loaded.records[0]
 
 
-def run_job(tmp_path, scenario: str, world: int = 2) -> list[subprocess.CompletedProcess]:
+def run_job(tmp_path, scenario: str, world: int = 2, args: tuple[str, ...] = ()) -> list[subprocess.CompletedProcess]:
     """The job of play/ddp_gcn.py, one process per rank as torchrun starts them."""
     import os
     import socket
@@ -132,7 +132,7 @@ def run_job(tmp_path, scenario: str, world: int = 2) -> list[subprocess.Complete
         env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
         procs.append(subprocess.Popen([sys.executable, str(ROOT / "play" / "ddp_gcn.py"),
-                                       str(tmp_path / "job.jsonl"), scenario],
+                                       str(tmp_path / "job.jsonl"), scenario, *args],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     done = []
     for p in procs:

@@ -152,6 +152,7 @@ class Run(Outlets):
             options["memory_history"] = self.history.start()
             self.manifest = build_manifest(self.config, options)
             self.manifest["distributed"] = distributed_entry(self.rank, self.options.distributed, self._job_path)
+            self.manifest["file"] = str(self.path.resolve()) if self.path is not None else None
             if self.path is not None:
                 self._check_not_written_by_another_run()
             # the file last: a run whose other sinks cannot start leaves a previous file untouched

@@ -191,7 +191,12 @@ class JsonlSink:
         return f"JsonlSink({str(self.path)!r})"
 
 
-SINKS: dict[str, str] = {"jsonl": "gnnmon.record.sinks:JsonlSink"}
+SINKS: dict[str, str] = {
+    "jsonl": "gnnmon.record.sinks:JsonlSink",
+    "prometheus": "gnnmon.integrations.prometheus:PrometheusSink",
+    "mlflow": "gnnmon.integrations.mlflow:MlflowSink",
+    "wandb": "gnnmon.integrations.wandb:WandbSink",
+}
 """Sinks by name (``"module:attribute"`` of a factory, imported when asked for): what
 :func:`sink` makes. Integrations add theirs here."""
 

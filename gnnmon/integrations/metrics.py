@@ -1,0 +1,102 @@
+"""A row's numeric figures, named for a metrics system: what the Prometheus, MLflow and W&B sinks
+send. Each figure keeps its stored unit (seconds, bytes); only names change with the target.
+
+A family figure (``phase_<name>_s``, ``layer_<name>_forward_s``, ``num_nodes__<type>``,
+``data_hop_<k>_nodes``) becomes one metric with the part as a label (Prometheus) or stays one key
+per part (MLflow, W&B, whose keys are free text)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
+
+from gnnmon.fields import is_number
+from gnnmon.figures import (
+    BYTES,
+    JOULES,
+    KILOGRAMS,
+    NANOSECONDS,
+    PERCENT,
+    SECONDS,
+    TEXT,
+    WATTS,
+    Unit,
+    figure_of,
+    layer_field,
+    phase_field,
+    unit_of,
+)
+
+NOT_FIGURES = frozenset({"index", "t_start_ns", "t_end_ns", "rank"})
+"""Numeric fields of a row that say which row it is, not what it measured."""
+
+SAMPLE_NOT_FIGURES = frozenset({"t_ns", "late_s", "interval_s", "sampler_cpu_s", "children", "rank", "cpu_time_s"})
+"""A sample's fields that are about the sample (or a running total), not the machine now."""
+
+PROMETHEUS_UNITS: dict[Unit, str] = {SECONDS: "_seconds", BYTES: "_bytes", PERCENT: "_percent", WATTS: "_watts",
+                                     JOULES: "_joules", KILOGRAMS: "_kilograms"}
+"""A stored unit's suffix in a Prometheus name (base units, spelled out, as its conventions ask)."""
+
+ACCUMULATED = (JOULES, KILOGRAMS)
+"""Units whose per-row figures add up over a run (energy, emissions): counters, not gauges."""
+
+_BAD = re.compile(r"[^a-zA-Z0-9_]")
+
+
+class Metric(NamedTuple):
+    """One figure of a row as a metric: ``name`` without prefix, in base units; ``part`` the
+    family's label (``("phase", "forward")``) or None; ``accumulated``: a counter's increment."""
+
+    name: str
+    part: tuple[str, str] | None
+    accumulated: bool
+
+
+def row_figures(row: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
+    """``(field, value)`` of every numeric figure of a finished row (identity and clock fields,
+    texts and missing figures left out); markers that hold numbers are included."""
+    for field, value in row.items():
+        if field in NOT_FIGURES or not is_number(value):
+            continue
+        unit = unit_of(field)
+        if unit is TEXT or unit is NANOSECONDS:
+            continue
+        yield field, value
+
+
+def sample_figures(sample: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
+    """``(field, value)`` of a sample's figures of the machine now (utilisation, power, memory)."""
+    for field, value in sample.items():
+        if field not in SAMPLE_NOT_FIGURES and is_number(value):
+            yield field, value
+
+
+def _prometheus_name(field: str, unit: Unit) -> str:
+    suffix = PROMETHEUS_UNITS.get(unit)
+    if suffix is not None and field.endswith(unit.suffix):
+        field = field[: -len(unit.suffix)] + suffix
+    return _BAD.sub("_", field)
+
+
+def prometheus_metric(field: str) -> Metric:
+    """The Prometheus metric of a row field (``phase_forward_s`` -> ``phase_seconds`` with
+    ``phase="forward"``; ``layer_conv1_saved_bytes`` -> ``layer_saved_bytes`` with ``layer="conv1"``;
+    ``energy_gpu_j`` -> ``energy_gpu_joules``, a counter)."""
+    unit = unit_of(field)
+    accumulated = unit in ACCUMULATED
+    phase = phase_field(field)
+    if phase is not None:
+        return Metric("phase_seconds", ("phase", phase), False)
+    layer = layer_field(field)
+    if layer is not None:
+        name, layer_figure = layer
+        return Metric(_prometheus_name("layer_" + layer_figure, unit), ("layer", name), False)
+    figure = figure_of(field)
+    if figure is not None and "<" in figure.name:
+        head, rest = figure.name.split("<", 1)
+        placeholder, tail = rest.split(">", 1)
+        part = field[len(head): len(field) - len(tail)]
+        key = {"name": head.split("_")[0], "k": "hop"}.get(placeholder, placeholder)
+        return Metric(_prometheus_name(head.rstrip("_") + tail, unit), (key, part), accumulated)
+    return Metric(_prometheus_name(field, unit), None, accumulated)

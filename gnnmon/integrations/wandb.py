@@ -1,0 +1,119 @@
+"""A Weights & Biases sink: each row's figures logged against the row's call number, the manifest
+as the run's config, the run's file as an artefact when the run stops.
+
+Usage::
+
+    from gnnmon.integrations.wandb import WandbSink
+    with gnnmon.collect("runs/job.jsonl", sinks=[WandbSink(project="flickr")]):
+        ...
+
+Keys are ``<label>/<field>`` in stored units (``step/wall_s``); each label's figures are plotted
+against its own ``<label>/index`` (``define_metric``), so rows of labels that run at different
+rates share one W&B run. The sampled machine goes to ``sampled/<field>``. Without ``run`` the sink
+logs into the process's W&B run if one is active (outside a distributed job), else it starts one
+(``wandb.init(project=..., mode=..., dir=..., **init)``; in a job one run per rank, grouped by the
+job's path, named ``rank<k>``) and finishes it with the gnnmon run (exit code 1 when the run ended
+on an exception). ``mode="offline"`` writes the run under ``dir`` for ``wandb sync`` later.
+
+Calls are made on the run's writer thread. A W&B call that raises disables the sink as any failing
+sink is (one warning, ``run.sink_errors``): what it had not logged stays in the run's file only.
+
+Needs ``wandb`` (``pip install wandb`` or ``gnnmon[wandb]``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gnnmon.integrations.metrics import row_figures, sample_figures
+from gnnmon.record.sinks import Batch
+
+try:
+    import wandb
+except ImportError as exc:  # pragma: no cover - the extra is missing
+    raise ImportError("gnnmon.integrations.wandb needs wandb: pip install wandb (or 'gnnmon[wandb]')") from exc
+
+__all__ = ["WandbSink"]
+
+
+class WandbSink:
+    """Logs a run's rows to Weights & Biases (see the module doc)."""
+
+    def __init__(self, *, project: str | None = None, run: Any = None, mode: str | None = None,
+                 dir: str | os.PathLike[str] | None = None, **init: Any) -> None:
+        self.project = project
+        self.run = run
+        self.mode = mode
+        self.dir = os.fspath(dir) if dir is not None else None
+        self.init = init
+        self.logged = 0  # rows and samples logged
+        self._owned = False
+        self._labels: set[str] = set()
+        self._file: str | None = None
+        self._samples = 0
+
+    def open(self, manifest: dict[str, Any]) -> None:
+        dist = manifest.get("distributed") or {}
+        rank = dist.get("rank")
+        run = self.run
+        if run is None and rank is None:
+            run = wandb.run
+        if run is None:
+            options: dict[str, Any] = {"project": self.project or "gnnmon", "mode": self.mode, "dir": self.dir,
+                                       "config": {"gnnmon": _config(manifest), **(manifest.get("config") or {})},
+                                       "settings": wandb.Settings(console="off"), "reinit": "create_new"}
+            if rank is not None:
+                options.update(group=str(dist.get("job_path") or "gnnmon"), name=f"rank{rank}")
+            options.update(self.init)
+            run = wandb.init(**{k: v for k, v in options.items() if v is not None})
+            self._owned = True
+        else:
+            run.config.update({"gnnmon": _config(manifest)}, allow_val_change=True)
+        self.run, self._file = run, manifest.get("file")
+
+    def write(self, batch: Batch) -> None:
+        run = self.run
+        if run is None:
+            return
+        for row in batch.rows:
+            label = str(row.get("label"))
+            if label not in self._labels:
+                self._labels.add(label)
+                run.define_metric(f"{label}/index")
+                run.define_metric(f"{label}/*", step_metric=f"{label}/index")
+            values = {f"{label}/{field}": value for field, value in row_figures(row)}
+            values[f"{label}/index"] = int(row.get("index", 0))
+            run.log(values)
+            self.logged += 1
+        for sample in batch.samples:
+            if not self._samples:
+                run.define_metric("sampled/number")
+                run.define_metric("sampled/*", step_metric="sampled/number")
+            values = {f"sampled/{field}": value for field, value in sample_figures(sample)}
+            values["sampled/number"] = self._samples
+            run.log(values)
+            self._samples += 1
+            self.logged += 1
+
+    def close(self, end: dict[str, Any]) -> None:
+        run, self.run = self.run, None
+        if run is None:
+            return
+        run.summary["gnnmon/rows"] = end.get("rows")
+        run.summary["gnnmon/ended"] = end.get("ended")
+        if self._file and os.path.exists(self._file):
+            artifact = wandb.Artifact(f"gnnmon-{run.id}", type="gnnmon-run")
+            artifact.add_file(self._file)
+            run.log_artifact(artifact)
+        if self._owned:
+            ended = str(end.get("ended") or "stop")
+            run.finish(exit_code=0 if ended in ("stop", "exit") else 1)
+
+    def __repr__(self) -> str:
+        return f"WandbSink(project={self.project!r})"
+
+
+def _config(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest less its line type and the user's config (which goes to the top level)."""
+    return {k: v for k, v in manifest.items() if k not in ("type", "config")}
