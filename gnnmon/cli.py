@@ -40,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument("--format", choices=("markdown", "csv"), default="markdown",
                      help="markdown: the report (default); csv: one line per row, lists and dicts as JSON")
     rep.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
+    rep.add_argument("--html", metavar="OUT", help="also write the report as one self-contained page to open in a "
+                     "browser (timeline, memory per call, the whole report; works offline)")
     rep.add_argument("--by", metavar="MARKER", help="one report per value of a marker the rows carry (e.g. "
                      "config), in natural order; spikes judged within each")
     exp = sub.add_parser("export", help="write a run as a Chrome/Perfetto trace or as TensorBoard scalars",
@@ -83,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _forecast(report, args)
     if args.command == "export":
         return _export(report, args.kind, args.output)
+    if args.html is not None and _export(report, "html", args.html):
+        return 2
     try:
         if args.by is not None:
             report.groups(args.by)  # a marker no row carries: a clear error before any output

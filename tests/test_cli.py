@@ -75,3 +75,15 @@ def test_a_missing_file_is_one_line_on_stderr_and_exit_2(tmp_path):
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("gnnmon: ") and len(proc.stderr.strip().splitlines()) == 1
 
+
+
+def test_report_html_writes_the_page_beside_the_markdown(tmp_path):
+    planted_run(tmp_path / "run.jsonl", 5)
+    proc = gnnmon_cli("report", str(tmp_path / "run.jsonl"), "--html", str(tmp_path / "run.html"))
+    assert proc.returncode == 0, proc.stderr
+    assert "### step — 5 call(s)" in proc.stdout and "wrote a page of 5 rows" in proc.stderr
+    page = (tmp_path / "run.html").read_text()
+    data = json.loads(page.split('id="gnnmon-data">')[1].split("</script>")[0])
+    assert sum(e.get("cat") == "row" for e in data["trace"]["traceEvents"]) == 5
+    bad = gnnmon_cli("report", str(tmp_path / "run.jsonl"), "--html", str(tmp_path / "no" / "such" / "x.html"))
+    assert bad.returncode == 2 and "cannot write" in bad.stderr and "Traceback" not in bad.stderr

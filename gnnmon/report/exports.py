@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from gnnmon.report.html import write_html
 from gnnmon.report.source import Source
 from gnnmon.report.tensorboard import export_tensorboard
 from gnnmon.report.trace import write_trace
@@ -19,6 +20,8 @@ EXPORTS: dict[str, tuple[Export, str]] = {
                            "open it in ui.perfetto.dev or chrome://tracing)"),
     "tensorboard": (export_tensorboard, "event files of each label's figures per call and of the sampled "
                                         "timeline (tensorboard --logdir OUT)"),
+    "html": (write_html, "one self-contained page to open in a browser, offline: header, zoomable timeline, "
+                         "memory per call with its forecast, and the whole report"),
 }
 """name -> (writer, what it writes)."""
 

@@ -14,6 +14,7 @@ from gnnmon.report.cross_rank import cross_rank
 from gnnmon.report.energy_summary import energy_summary
 from gnnmon.report.exports import export
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
+from gnnmon.report.html import write_html
 from gnnmon.report.layers import layer_table
 from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
 from gnnmon.report.memory_model import MemoryModel, fit
@@ -206,6 +207,12 @@ class Report:
         if path is not None:
             write_trace(self, path)
         return chrome_trace(self)
+
+    def to_html(self, path: Any) -> str:
+        """Write the run as one self-contained page to open in a browser (works offline): header,
+        zoomable timeline, memory per call with its forecast, the whole report; see
+        :mod:`gnnmon.report.html`. Returns what was written."""
+        return write_html(self, path)
 
     def to_tensorboard(self, logdir: Any) -> int:
         """Write the rows' figures and the sampled timeline as TensorBoard scalars under

@@ -1,0 +1,216 @@
+"""A run as one self-contained HTML page that works offline: the run's header, a zoomable timeline
+(rows, phases, GC pauses, markers and sampled utilisation, memory and power, per rank), each
+label's peak memory per call with the memory model's forecast, and the whole markdown report
+(per-label tables, step analysis, spikes and dips with their causes, layers, the cross-rank view,
+energy) as HTML.
+
+No CDN and no plotting library: the page draws SVG with its own script (``page.js``, about 12 KB,
+and ``page.css``, inlined). The timeline holds one mark per row up to :data:`MAX_ROW_MARKS`; a
+bigger run is cut into that many runs of consecutive rows and the longest row of each is drawn
+(so spikes stay visible), and its phases with it; GC pauses likewise, up to :data:`MAX_GC_MARKS`,
+and samples evenly up to :data:`MAX_SAMPLES`. The page says when it shows fewer than the run has.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+from importlib import resources
+from typing import Any, Protocol
+
+from gnnmon.figures import BYTES
+from gnnmon.report.source import Source
+from gnnmon.report.trace import chrome_trace
+
+MAX_ROW_MARKS = 20_000
+"""Row marks on the timeline at most (see the module doc)."""
+
+MAX_GC_MARKS = 20_000
+MAX_SAMPLES = 5_000
+"""Sample points per counter track at most."""
+
+MAX_MEMORY_POINTS = 5_000
+"""Points per label's memory line at most (every k-th call beyond)."""
+
+MEMORY_FIGURES = ("mem_peak_bytes", "rss_peak_bytes")
+"""The figure a label's memory line draws: the first its rows hold."""
+
+
+class PageSource(Source, Protocol):
+    """What the page reads: a run's plain data, its markdown report and memory models (a ``Report``)."""
+
+    def markdown(self, by: str | None = None) -> str: ...
+
+    def memory_model(self, label: str | None = None, figure: str = "mem_peak_delta_bytes", **options: Any) -> Any: ...
+
+
+def thin(events: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], int]:
+    """At most ``limit`` of ``events`` (in time order): the longest of each run of
+    ``ceil(n / limit)`` consecutive ones; returns them and that run length (1: all kept)."""
+    n = len(events)
+    if n <= limit:
+        return events, 1
+    every = math.ceil(n / limit)
+    ordered = sorted(events, key=lambda e: e["ts"])
+    kept = [max(ordered[i: i + every], key=lambda e: e.get("dur", 0)) for i in range(0, n, every)]
+    return kept, every
+
+
+def row_marks(n: int, limit: int = MAX_ROW_MARKS) -> int:
+    """How many row marks the timeline of a run of ``n`` rows holds."""
+    return n if n <= limit else math.ceil(n / math.ceil(n / limit))
+
+
+def timeline_events(report: Source) -> tuple[dict[str, Any], list[str]]:
+    """The Chrome trace of the run, thinned for the page; and what was left out, in words."""
+    trace = chrome_trace(report)
+    by_cat: dict[str, list[dict[str, Any]]] = {}
+    for event in trace["traceEvents"]:
+        by_cat.setdefault(event.get("cat", "meta"), []).append(event)
+    notes = []
+    rows, every = thin(by_cat.get("row", []), MAX_ROW_MARKS)
+    if every > 1:
+        keys = {f"{e['name']}#{e['args'].get('index')}" for e in rows}
+        by_cat["phase"] = [e for e in by_cat.get("phase", []) if e["args"].get("row") in keys]
+        notes.append(f"{len(rows):,} of {len(by_cat['row']):,} rows drawn: the longest of every {every} in a row")
+        by_cat["row"] = rows
+    gcs, every = thin(by_cat.get("gc", []), MAX_GC_MARKS)
+    if every > 1:
+        notes.append(f"{len(gcs):,} of {len(by_cat['gc']):,} GC pauses drawn: the longest of every {every}")
+        by_cat["gc"] = gcs
+    samples = by_cat.get("sample", [])
+    tracks = len({(e["pid"], e["name"]) for e in samples}) or 1
+    if len(samples) > MAX_SAMPLES * tracks:
+        step = math.ceil(len(samples) / (MAX_SAMPLES * tracks))
+        by_cat["sample"] = samples[::step]
+        notes.append(f"every {step}th sample drawn")
+    trace["traceEvents"] = [e for events in by_cat.values() for e in events]
+    return trace, notes
+
+
+def memory_lines(report: PageSource) -> dict[str, dict[str, Any]]:
+    """Per label: call numbers, the peak (MiB) of each, and the memory model's forecast for each
+    call's batch where the model of that figure can be trusted."""
+    out: dict[str, dict[str, Any]] = {}
+    by_label: dict[str, list[dict[str, Any]]] = {}
+    for row in report.records:
+        by_label.setdefault(str(row["label"]), []).append(row)
+    for label, rows in by_label.items():
+        figure = next((f for f in MEMORY_FIGURES if any(isinstance(r.get(f), (int, float)) for r in rows)), None)
+        if figure is None:
+            continue
+        rows = sorted(rows, key=lambda r: r["index"])[:: math.ceil(len(rows) / MAX_MEMORY_POINTS)]
+        values = [r[figure] * BYTES.factor if isinstance(r.get(figure), (int, float)) else None for r in rows]
+        line: dict[str, Any] = {"figure": figure, "index": [r["index"] for r in rows], "values": values,
+                                "forecast": None}
+        try:
+            model = report.memory_model(label, figure)
+        except ValueError:
+            model = None
+        if model is not None and model.trusted:
+            forecast: list[float | None] = []
+            for r in rows:
+                shape = {t: r.get(t) for t in model.terms}
+                ok = all(isinstance(v, (int, float)) for v in shape.values())
+                forecast.append(model.predict(**shape).bytes * BYTES.factor if ok else None)
+            line["forecast"] = forecast
+            line["model"] = model.summary()
+        out[label] = line
+    return out
+
+
+_CELL_NUMBER = re.compile(r"^[−\-+]?[\d.,]+( ?[%a-zA-Zµ/]+)?$")
+
+
+def _inline(text: str) -> str:
+    text = html.escape(text, quote=False)
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", text)
+
+
+def markdown_html(text: str) -> str:
+    """The report's markdown as HTML: headings, tables, lists and paragraphs (what it uses)."""
+    out: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].rstrip()
+        if line.startswith("|"):
+            block = []
+            while i < len(lines) and lines[i].startswith("|"):
+                block.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
+                i += 1
+            head, body = block[0], [r for r in block[1:] if not all(set(c) <= set("-: ") for c in r)]
+            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>")
+            for cells in body:
+                out.append("<tr>" + "".join(
+                    f"<td class=\"num\">{_inline(c)}</td>" if _CELL_NUMBER.match(c) else f"<td>{_inline(c)}</td>"
+                    for c in cells) + "</tr>")
+            out.append("</table>")
+            continue
+        if line.startswith("- "):
+            out.append("<ul>")
+            while i < len(lines) and lines[i].startswith("- "):
+                out.append(f"<li>{_inline(lines[i][2:])}</li>")
+                i += 1
+            out.append("</ul>")
+            continue
+        heading = re.match(r"^(#{1,4}) (.*)$", line)
+        if heading:
+            level = min(len(heading.group(1)) + 1, 4)
+            out.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
+        elif line:
+            out.append(f"<p>{_inline(line)}</p>")
+        i += 1
+    return "\n".join(out)
+
+
+def _header(report: Source) -> str:
+    manifest = report.manifest or {}
+    ranks = manifest.get("ranks") or []
+    facts = [("host", manifest.get("host")), ("started", manifest.get("start_time")),
+             ("gnnmon", manifest.get("gnnmon")), ("torch", manifest.get("torch")),
+             ("PyG", manifest.get("torch_geometric")), ("python", manifest.get("python")),
+             ("devices", ", ".join(sorted({str(r.get("device")) for r in report.records})) or None),
+             ("ranks", len(ranks) or None), ("rows", f"{len(report.records):,}")]
+    items = "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(str(v))}</li>" for k, v in facts if v is not None)
+    config = manifest.get("config") or {}
+    table = "".join(f"<tr><td>{html.escape(str(k))}</td><td><code>{html.escape(json.dumps(v, default=str))}</code>"
+                    "</td></tr>" for k, v in config.items())
+    return f"<ul class=\"meta\">{items}</ul>" + (f"<h3>Config</h3><table>{table}</table>" if table else "")
+
+
+def render(report: PageSource, title: str = "gnnmon run") -> str:
+    """The page as one HTML string (see the module doc)."""
+    trace, notes = timeline_events(report)
+    ranks = len({e["pid"] for e in trace["traceEvents"] if e.get("ph") != "M"})
+    memory = memory_lines(report)
+    data = {"trace": trace, "memory": memory, "ranks": ranks}
+    payload = json.dumps(data, default=str, allow_nan=False).replace("</", "<\\/")
+    asset = resources.files("gnnmon.report")
+    script, style = (asset / "page.js").read_text("utf-8"), (asset / "page.css").read_text("utf-8")
+    models = "".join(f"<p>{html.escape(label)}: {html.escape(line['model'])}</p>"
+                     for label, line in memory.items() if line.get("model"))
+    thinned = "".join(f"<p class=\"meta\">{html.escape(n)}.</p>" for n in notes)
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{_header(report)}\n"
+            f"<h2>Timeline</h2>{thinned}<div id=\"timeline\"></div>\n"
+            f"<h2>Memory per call</h2>{models}<div id=\"memory\"></div>\n"
+            f"<h2>Report</h2>\n{markdown_html(report.markdown())}\n<div id=\"tip\"></div>\n"
+            f"<script type=\"application/json\" id=\"gnnmon-data\">{payload}</script>\n"
+            f"<script>{script}</script>\n</body></html>\n")
+
+
+def write_html(result: Source, out: str | os.PathLike[str]) -> str:
+    """Write ``result``'s page to ``out`` (an .html file); says what was written. ``result`` is a
+    ``Report`` (the page needs its markdown and memory models)."""
+    if not hasattr(result, "markdown"):
+        raise TypeError("the HTML page is made from a Report: run.report().to_html(path)")
+    file = (result.manifest or {}).get("file") or (result.manifest or {}).get("job_path")
+    page = render(result, f"gnnmon: {os.path.basename(file)}" if file else "gnnmon run")  # type: ignore[arg-type]
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(page)
+    return f"a page of {len(result.records):,} rows ({len(page) / 1024:.0f} KiB)"

@@ -1,0 +1,173 @@
+"""The report page: made from a run with planted rows, phases, GC pauses, markers and samples, loaded
+from disk in a real headless Chromium (Debian's ``chromium`` + ``chromium-driver``, driven by
+Selenium): no console error, one mark per row (or the documented thinned count), zoom and hover
+work. Its memory line and forecast are checked against planted peaks."""
+
+from __future__ import annotations
+
+import gc
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+import gnnmon
+from gnnmon.report.html import MAX_ROW_MARKS, markdown_html, memory_lines, row_marks, thin
+
+CALLS, PLANT_S = 12, 0.01
+
+
+def planted_run(path: Path) -> gnnmon.RunResult:
+    @gnnmon.cuda_timed(label="step")
+    @gnnmon.monitor_memory_device
+    def step(i: int) -> None:
+        with gnnmon.phase("forward"):
+            time.sleep(PLANT_S)
+        with gnnmon.phase("backward"):
+            if i == 5:
+                gc.collect()  # one planted pause in the middle
+            time.sleep(PLANT_S / 2)
+
+    with gnnmon.collect(path, sample=0.005, config={"lr": 0.01, "hidden": 64}) as run:
+        for i in range(CALLS):
+            if i == 6:
+                run.mark("epoch", 1)
+            step(i)
+    return gnnmon.load(path)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        pytest.skip("no Chromium with its driver installed (Debian: apt-get install chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1280,1600", "--allow-file-access-from-files"):
+        options.add_argument(flag)
+    options.binary_location = chromium
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
+    yield driver
+    driver.quit()
+
+
+def load_page(driver, page: Path) -> list[dict]:
+    """Open ``page`` from disk and wait for its script to finish; returns the console's errors."""
+    driver.get(page.resolve().as_uri())
+    deadline = time.monotonic() + 30
+    while driver.execute_script("return document.body && document.body.getAttribute('data-ready')") != "1":
+        assert time.monotonic() < deadline, "the page's script did not finish"
+        time.sleep(0.05)
+    return [entry for entry in driver.get_log("browser") if entry["level"] in ("SEVERE", "ERROR")]
+
+
+def count(driver, selector: str) -> int:
+    return int(driver.execute_script(f"return document.querySelectorAll({json.dumps(selector)}).length"))
+
+
+def test_the_page_draws_every_row_phase_pause_and_marker_with_no_console_error(tmp_path, browser):
+    result = planted_run(tmp_path / "run.jsonl")
+    page = tmp_path / "run.html"
+    result.report().to_html(page)
+    text = page.read_text()
+    assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text.replace(
+        "https://ui.perfetto.dev", "")  # nothing fetched: works offline
+    assert load_page(browser, page) == []
+    rows = result.records
+    assert count(browser, "#timeline .row-mark") == len(rows) == CALLS
+    assert count(browser, "#timeline .phase-mark") == 2 * CALLS
+    assert count(browser, "#timeline .gc-mark") == len(result.gc_events) >= 1
+    assert count(browser, "#timeline .marker-mark") == len(result.markers) == 1
+    assert count(browser, "#timeline .counter-line") >= 1  # sampled utilisation and memory
+    assert count(browser, "#memory .memory-line") == 1
+    assert "step — 12 call(s)" in browser.find_element("tag name", "body").text  # the report's table
+    config = browser.execute_script("return Array.from(document.querySelectorAll('table')[0].rows).map("
+                                    "r => [r.cells[0].textContent, r.cells[1].textContent])")
+    assert config == [["lr", "0.01"], ["hidden", "64"]]  # the run's config, in the header
+
+    # a row's mark is as long as its wall time: the longest mark is a row that slept 1.5 plants
+    widths = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#timeline .row-mark')).map(r => r.getBBox().width)")
+    span_us = browser.execute_script("var e = JSON.parse(document.getElementById('gnnmon-data').textContent)"
+                                     ".trace.traceEvents.filter(e => e.ph !== 'M'); return Math.max(...e.map("
+                                     "x => x.ts + (x.dur || 0))) - Math.min(...e.map(x => x.ts))")
+    plot = browser.execute_script("return document.querySelector('#timeline svg').getAttribute('width') - 160")
+    assert max(widths) / plot == pytest.approx(max(r["wall_s"] for r in rows) * 1e6 / span_us, rel=0.05)
+
+    # zoom in around the middle: every mark gets wider; a hover shows the row's figures
+    svg = browser.find_element("css selector", "#timeline svg")
+    browser.execute_script("arguments[0].dispatchEvent(new WheelEvent('wheel', {deltaY: -100, clientX: 700, "
+                           "clientY: 10, bubbles: true, cancelable: true}))", svg)
+    time.sleep(0.2)
+    zoomed = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#timeline .row-mark')).map(r => r.getBBox().width)")
+    assert all(z > w for z, w in zip(zoomed, widths, strict=True))
+    browser.execute_script("var r = document.querySelector('#timeline .row-mark'); var b = r.getBoundingClientRect();"
+                           "r.dispatchEvent(new MouseEvent('mousemove', {clientX: b.x + 1, clientY: b.y + 5, "
+                           "bubbles: true}))")
+    tip = browser.find_element("id", "tip")
+    assert tip.is_displayed() and "step" in tip.text and "wall_ms" in tip.text
+    assert load_page(browser, page) == []
+
+
+@pytest.mark.slow
+def test_a_run_of_50000_rows_is_drawn_thinned_to_the_documented_count(tmp_path, browser):
+    path = tmp_path / "big.jsonl"
+    t0 = 1_800_000_000_000_000_000
+    lines = [json.dumps({"type": "manifest", "format": "gnnmon.jsonl", "format_version": 1, "host": "h",
+                         "gnnmon": gnnmon.__version__})]
+    for i in range(50_000):
+        wall = 0.001 if i != 31_337 else 0.5  # one planted spike must stay on the page
+        start = t0 + i * 2_000_000 + (498_000_000 if i > 31_337 else 0)
+        lines.append(json.dumps({"type": "row", "label": "step", "index": i, "parent": None, "t_start_ns": start,
+                                 "t_end_ns": start + int(wall * 1e9), "device": "cpu", "backend": "cpu",
+                                 "error": None, "wall_s": wall, "mem_peak_bytes": 2**20 * (100 + i % 7)}))
+    path.write_text("\n".join(lines) + "\n")
+    report = gnnmon.load(path).report()
+    page = tmp_path / "big.html"
+    report.to_html(page)
+    assert load_page(browser, page) == []
+    assert count(browser, "#timeline .row-mark") == row_marks(50_000) == 16_667 < MAX_ROW_MARKS
+    widest = browser.execute_script("var m = Array.from(document.querySelectorAll('#timeline .row-mark'));"
+                                    "return Math.max(...m.map(r => r.getBBox().width))")
+    plot = browser.execute_script("return document.querySelector('#timeline svg').getAttribute('width') - 160")
+    assert widest / plot == pytest.approx(0.5 / (50_000 * 0.002 + 0.498), rel=0.05)
+    assert "16,667 of 50,000 rows drawn" in browser.find_element("tag name", "body").text
+
+
+def test_thinning_keeps_the_longest_of_each_run_of_events():
+    events = [{"ts": i, "dur": 1 + (i == 7) * 100} for i in range(10)]
+    kept, every = thin(events, 5)
+    assert every == 2 and len(kept) == 5 and {"ts": 7, "dur": 101} in kept
+    assert thin(events, 10) == (events, 1)
+    assert row_marks(10, 5) == 5 and row_marks(11, 5) == 4 and row_marks(3) == 3
+
+
+def test_the_memory_line_holds_each_call_and_the_forecast_follows_a_planted_model(tmp_path):
+    """Peaks planted as 50 MiB + 1 KiB per node + 100 B per edge: the forecast equals them."""
+    path = tmp_path / "shapes.jsonl"
+    lines = [json.dumps({"type": "manifest", "format": "gnnmon.jsonl", "format_version": 1, "host": "h"})]
+    for i in range(60):
+        nodes, edges = 1000 + 37 * i, 5000 + (i * 7919) % 3001
+        peak = 50 * 2**20 + 1024 * nodes + 100 * edges
+        lines.append(json.dumps({"type": "row", "label": "train", "index": i, "parent": None,
+                                 "t_start_ns": i * 10**7, "t_end_ns": i * 10**7 + 5 * 10**6, "device": "cuda:0",
+                                 "backend": "cuda", "error": None, "wall_s": 0.005, "num_nodes": nodes,
+                                 "num_edges": edges, "mem_peak_bytes": peak}))
+    path.write_text("\n".join(lines) + "\n")
+    line = memory_lines(gnnmon.load(path).report())["train"]
+    assert line["figure"] == "mem_peak_bytes" and line["index"] == list(range(60))
+    assert line["values"][10] == pytest.approx((50 * 2**20 + 1024 * 1370 + 100 * (5000 + 79190 % 3001)) / 2**20)
+    assert line["forecast"] == pytest.approx(line["values"], rel=1e-6)
+    assert "per node" in line["model"]
+
+
+def test_the_report_markdown_becomes_tables_lists_and_headings():
+    out = markdown_html("### step — 3 call(s)\n\n| figure | ms |\n| --- | ---: |\n| wall_s | 1.5 |\n\n- note: `x` <b>\n")
+    assert "<h4>step — 3 call(s)</h4>" in out
+    assert "<th>figure</th>" in out and '<td class="num">1.5</td>' in out and "---" not in out
+    assert "<li>note: <code>x</code> &lt;b&gt;</li>" in out
