@@ -56,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon import cuda_timed, phase, track_compile
+from play.progress import progress
 from play.synthetic import QM9, qm9_molecules
 
 ALGORITHMS = ("unpadded", "static-64", "static-2^N", "static-constant", "dynamic")
@@ -583,14 +584,14 @@ def main(argv: list[str] | None = None) -> int:
     torch.save({"graphs": graphs, "split": split, "std": std}, data)
     results = []
     try:
-        for mode in args.modes:
-            for algorithm in args.algorithms:
-                t0 = time.perf_counter()
-                r = run_in_process(mode, algorithm, args, data, out)
-                results.append(r)
-                print(f"  {mode:<6} {algorithm:<16} {time.perf_counter() - t0:6.1f} s  combined "
-                      f"{r['combined_ms']:8.2f} ms  compile {r['compile_s']:5.1f} s  recompiles {r['recompiles']:2d}  "
-                      f"test RMSE {r['test_rmse']:.4f}", flush=True)
+        plan = [(mode, algorithm) for mode in args.modes for algorithm in args.algorithms]
+        for mode, algorithm in progress(plan, "batching runs"):
+            t0 = time.perf_counter()
+            r = run_in_process(mode, algorithm, args, data, out)
+            results.append(r)
+            print(f"  {mode:<6} {algorithm:<16} {time.perf_counter() - t0:6.1f} s  combined "
+                  f"{r['combined_ms']:8.2f} ms  compile {r['compile_s']:5.1f} s  recompiles {r['recompiles']:2d}  "
+                  f"test RMSE {r['test_rmse']:.4f}", flush=True)
         seeds: dict[str, list[float]] = {}
         if args.rmse_seeds > 1:
             t0 = time.perf_counter()

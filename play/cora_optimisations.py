@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device, track_compile
 from play.neighbor_sampler import make_loader
+from play.progress import progress
 from play.synthetic import CORA, GraphSpec, planted_partition
 
 MiB = 2**20
@@ -282,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     data, note = load_cora(args.root, args.scale)
     print(f"data: {note}", flush=True)
     results: dict[str, dict[str, Any]] = {}
-    for config in args.configs:
+    for config in progress(args.configs, "configurations"):
         t0 = time.perf_counter()
         results[config] = run_config(config, data, device, args.epochs, out, args.backend)
         print(f"  {config:<22} {time.perf_counter() - t0:6.1f} s", flush=True)

@@ -43,6 +43,7 @@ import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
 from play.models import GCN
 from play.neighbor_sampler import make_loader
+from play.progress import progress
 from play.synthetic import FLICKR, GraphSpec, planted_partition
 
 MiB = 2**20
@@ -279,7 +280,7 @@ def run_sweep(axis: str, data: Any, *, base: Setting, steps: int, warmup: int, d
               "base": dataclasses.asdict(base), "device": str(device)}
     results = []
     with gnnmon.collect(out / f"flickr_{axis}.jsonl", config=config) as run:
-        for k, (name, change) in enumerate(configs, 1):
+        for k, (name, change) in enumerate(progress(configs, f"sweep {axis}"), 1):
             setting = dataclasses.replace(base, **change)
             t0 = time.perf_counter()
             readback = run_config(data, setting, name, run=run, steps=steps, warmup=warmup, device=device)

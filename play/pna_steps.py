@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, gc_paused, phase
+from play.progress import progress
 from play.synthetic import PCQM4MV2, molecules
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -420,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = [(mode, bs, args.workers) for bs in args.batch_sizes for mode in ("raw", "controlled")]
     plan += [("controlled", args.batch_sizes[-1], w) for w in args.worker_sweep if w != args.workers]
     results, runs = [], []
-    for mode, bs, workers in plan:
+    for mode, bs, workers in progress(plan, f"{args.preset} runs"):
         name = "pna" if args.preset == "example" else f"pna_{args.preset}_bs{bs}_w{workers}"
         run, epoch_s = train(mode, bs, workers, graphs, args, device, out / f"{name}_{mode}.jsonl")
         results.append(summarise(run, epoch_s, mode, bs, workers))
