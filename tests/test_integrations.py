@@ -232,7 +232,9 @@ def test_mlflow_gets_every_figure_at_the_row_step_and_the_manifest_as_params(tmp
     client = MlflowClient(store)
     client.create_experiment("e", artifact_location=(tmp_path / "artifacts").as_uri())
     sink = MlflowSink(tracking_uri=store, experiment="e")
-    rows = planted_run(tmp_path / "run.jsonl", [sink], config={"lr": 0.25, "model": {"hidden": 64}})
+    sparse = MlflowSink(tracking_uri=store, experiment="e", every=2, artifact=False)
+    rows = planted_run(tmp_path / "run.jsonl", [sink, sparse], config={"lr": 0.25, "model": {"hidden": 64}})
+    assert [m.step for m in client.get_metric_history(sparse.run_id, "step/wall_s")] == [0, 2]
     run = client.get_run(sink.run_id)
     assert run.info.status == "FINISHED"
     walls = sorted((m.step, m.value) for m in client.get_metric_history(sink.run_id, "step/wall_s"))
