@@ -16,6 +16,7 @@ import urllib.request
 import warnings
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -133,6 +134,19 @@ def test_a_port_in_use_costs_the_endpoint_not_the_run(tmp_path):
         with pytest.warns(RuntimeWarning, match="Prometheus endpoint cannot serve"):
             rows = planted_run(tmp_path / "run.jsonl", [sink])
     assert len(rows) == 4 and sink.port is None and "cannot serve" in sink.error
+
+
+def test_an_endpoint_whose_sink_failed_is_shut_down_with_it(tmp_path, monkeypatch):
+    pytest.importorskip("prometheus_client")
+    from gnnmon.integrations.prometheus import PrometheusSink
+
+    sink = PrometheusSink(0)
+    monkeypatch.setattr(sink, "_row", lambda row, key: 1 / 0)
+    with pytest.warns(RuntimeWarning, match="disabled the sink"):
+        rows = planted_run(tmp_path / "run.jsonl", [sink])
+    assert len(rows) == 4 and sink._server is None
+    with pytest.raises(OSError):
+        scrape(sink.port)
 
 
 def start_prometheus(tmp_path: Path, targets: list[int]) -> tuple[subprocess.Popen, int]:
@@ -271,6 +285,7 @@ def test_wandb_offline_run_holds_every_figure_against_the_label_index(tmp_path, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         rows = planted_run(tmp_path / "run.jsonl", [sink])
+    assert not [p.name() for p in psutil.Process().children(recursive=True) if "wandb" in p.name()]  # none left
     [found] = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
     logged, config = history(found)
     steps = [h for h in logged if "step/index" in h]

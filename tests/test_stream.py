@@ -89,6 +89,8 @@ def test_a_plain_function_is_a_sink_and_runs_without_a_file():
 
 def test_a_sink_that_raises_is_disabled_once_and_the_run_goes_on(tmp_path):
     class Broken:
+        ended = None
+
         def open(self, manifest):
             pass
 
@@ -96,7 +98,7 @@ def test_a_sink_that_raises_is_disabled_once_and_the_run_goes_on(tmp_path):
             raise RuntimeError("tracker down")
 
         def close(self, end):
-            pass
+            Broken.ended = end["ended"]
 
     kept = RecordingSink()
     with warnings.catch_warnings(record=True) as caught:
@@ -111,6 +113,7 @@ def test_a_sink_that_raises_is_disabled_once_and_the_run_goes_on(tmp_path):
     assert len(kept.rows) == 200 and len(gnnmon.load(tmp_path / "r.jsonl").records) == 200
     assert run.sink_errors and "tracker down" in run.sink_errors[0]
     assert "tracker down" in gnnmon.load(tmp_path / "r.jsonl").end["sink_errors"][0]
+    assert Broken.ended == "sink failed: RuntimeError"  # closed at once, so it lets go of what it holds
 
 
 def test_a_slow_sink_holds_the_steps_back_not_the_memory(tmp_path):

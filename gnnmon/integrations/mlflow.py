@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gnnmon.integrations.metrics import row_figures, sample_figures
-from gnnmon.record.sinks import Batch
+from gnnmon.record.sinks import SINK_FAILED, Batch
 
 try:
     from mlflow.entities import Metric, Param, RunTag
@@ -176,8 +176,8 @@ class MlflowSink:
 
     def close(self, end: dict[str, Any]) -> None:
         client, self._client = self._client, None
-        if client is None:
-            return
+        if client is None or str(end.get("ended")).startswith(SINK_FAILED):
+            return  # after a failed call, nothing more to a server that may hang on each one
         client.log_batch(self.run_id, params=[Param("end.rows", str(end.get("rows"))),
                                               Param("end.ended", str(end.get("ended")))])
         if self.artifact and self._file:

@@ -13,7 +13,8 @@ rates share one W&B run. The sampled machine goes to ``sampled/<field>``. Withou
 logs into the process's W&B run if one is active (outside a distributed job), else it starts one
 (``wandb.init(project=..., mode=..., dir=..., **init)``; in a job one run per rank, grouped by the
 job's path, named ``rank<k>``) and finishes it with the gnnmon run (exit code 1 when the run ended
-on an exception). ``mode="offline"`` writes the run under ``dir`` for ``wandb sync`` later.
+on an exception), then ends W&B's service process if no other W&B run is active.
+``mode="offline"`` writes the run under ``dir`` for ``wandb sync`` later.
 
 Calls are made on the run's writer thread; a row costs about 0.2 ms offline
 (``benchmarks/sinks_cost.py``); ``every=N`` logs each label's rows whose index is a multiple of N only. A W&B call that raises disables the sink as any failing
@@ -115,6 +116,8 @@ class WandbSink:
         if self._owned:
             ended = str(end.get("ended") or "stop")
             run.finish(exit_code=0 if ended in ("stop", "exit") else 1)
+            if wandb.run is None:  # W&B's service process outlives its runs: end it with ours
+                wandb.teardown()
 
     def __repr__(self) -> str:
         return f"WandbSink(project={self.project!r})"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from gnnmon.record.sinks import JsonlSink, Sink, as_sink
+from gnnmon.record.sinks import SINK_FAILED, JsonlSink, Sink, as_sink
 from gnnmon.record.writer import Writer
 
 
@@ -64,7 +64,7 @@ class Outlets:
                 try:
                     sink.close(self._end_line())
                 except Exception as exc:  # noqa: BLE001 - removing it is what was asked
-                    self._disable(sink, exc)
+                    self._disable(sink, exc, closing=True)
 
         writer = self._writer
         if writer is None:
@@ -75,12 +75,20 @@ class Outlets:
             self._writer = None
             writer.stop()
 
-    def _disable(self, sink: Sink, exc: BaseException) -> None:
+    def _disable(self, sink: Sink, exc: BaseException, closing: bool = False) -> None:
+        """Stop sending ``sink`` anything (one warning); unless it failed while closing, close it
+        with an end line whose ``ended`` says it failed, so it lets go of what it holds (a
+        server thread, a tracker's run)."""
         if sink in self._sinks:
             self._sinks.remove(sink)
         self.sink_errors.append(f"{sink!r}: {type(exc).__name__}: {exc}")
         warnings.warn(f"gnnmon disabled the sink {sink!r}, which raised {exc!r}; the run goes on without it",
                       RuntimeWarning, 2)
+        if not closing:
+            try:
+                sink.close({**self._end_line(), "ended": f"{SINK_FAILED} {type(exc).__name__}"})
+            except Exception:  # noqa: BLE001 - it failed already; its error is the one kept
+                pass
 
     @property
     def lines_lost(self) -> int:

@@ -236,7 +236,7 @@ class Run(Outlets):
             try:
                 sink.close(dict(end))
             except Exception as exc:  # noqa: BLE001 - the other sinks still close
-                self._disable(sink, exc)
+                self._disable(sink, exc, closing=True)
 
     @releasing
     def __enter__(self) -> Run:

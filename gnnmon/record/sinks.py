@@ -18,7 +18,9 @@ The contract, which every sink can rely on:
   and past :data:`gnnmon.record.run.BACKLOG` waiting rows the step waits for the writer: memory
   stays bounded and nothing is dropped.
 * **Failure.** A sink that raises is disabled with one warning (its error is kept in
-  ``run.sink_errors``); the run and the other sinks go on. The file sink instead counts the lines a
+  ``run.sink_errors``) and closed at once, with an end line whose ``ended`` starts with
+  :data:`SINK_FAILED` (so it can let go of a server thread or a tracker's run without sending
+  more); the run and the other sinks go on. The file sink instead counts the lines a
   failed write lost (``run.lines_lost``) and tries again with the next batch (a disk that was
   full may have room again).
 """
@@ -34,6 +36,9 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from gnnmon.record.storage import JsonlWriter, encode, typed_line
+
+SINK_FAILED = "sink failed:"
+"""How ``ended`` starts in the end line a sink gets when it is closed for having raised."""
 
 
 class Batch:
