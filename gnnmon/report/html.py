@@ -4,7 +4,7 @@ label's peak memory per call with the memory model's forecast, and the whole mar
 (per-label tables, step analysis, spikes and dips with their causes, layers, the cross-rank view,
 energy) as HTML.
 
-No CDN and no plotting library: the page draws SVG with its own script (``page.js``, about 12 KB,
+No CDN and no plotting library: the page draws SVG with its own script (``page.js``, 10.7 KB,
 and ``page.css``, inlined). The timeline holds one mark per row up to :data:`MAX_ROW_MARKS`; a
 bigger run is cut into that many runs of consecutive rows and the longest row of each is drawn
 (so spikes stay visible), and its phases with it; GC pauses likewise, up to :data:`MAX_GC_MARKS`,
