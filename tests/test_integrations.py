@@ -221,6 +221,13 @@ def test_a_two_rank_job_streams_to_prometheus_and_mlflow_at_once(tmp_path):
     finally:
         server.kill()
         server.wait()
+    from gnnmon.report.html import render
+
+    page = render(gnnmon.load(tmp_path / "job.jsonl").report())  # the job's page: both ranks, the cross-rank view
+    data = json.loads(page.split('id="gnnmon-data">')[1].split("</script>")[0])
+    assert {e["pid"] for e in data["trace"]["traceEvents"] if e.get("cat") == "row"} == {0, 1}
+    assert sum(e.get("cat") == "row" for e in data["trace"]["traceEvents"]) == 40 and data["ranks"] == 2
+    assert "<h4>Across ranks — 2 ranks, 20 matched step(s)</h4>" in page
     experiment = client.get_experiment_by_name("ddp_gcn")
     runs = {r.data.tags["gnnmon.rank"]: r for r in client.search_runs([experiment.experiment_id])}
     assert set(runs) == {"0", "1"}

@@ -209,7 +209,8 @@ def write_html(result: Source, out: str | os.PathLike[str]) -> str:
     ``Report`` (the page needs its markdown and memory models)."""
     if not hasattr(result, "markdown"):
         raise TypeError("the HTML page is made from a Report: run.report().to_html(path)")
-    file = (result.manifest or {}).get("file") or (result.manifest or {}).get("job_path")
+    manifest = result.manifest or {}
+    file = (manifest.get("distributed") or {}).get("job_path") or manifest.get("file")
     page = render(result, f"gnnmon: {os.path.basename(file)}" if file else "gnnmon run")  # type: ignore[arg-type]
     with open(out, "w", encoding="utf-8") as f:
         f.write(page)

@@ -77,7 +77,8 @@
     var plot = width - LEFT - 10;
     var view = {a: t0, b: t1};
     tracks.forEach(function (t) {
-      var label = (multi ? "rank " + t.pid + " " : "") + (names[t.key] || "track " + t.tid);
+      var name = names[t.key] || "track " + t.tid;
+      var label = multi ? "rank " + t.pid + " " + name.split(" (")[0] : name;
       el("text", {x: 4, y: laneOf[t.key] + 13, "class": "lane"}, svg).textContent = label;
     });
     var clip = el("clipPath", {id: "plot-clip"}, el("defs", {}, svg));
