@@ -11,7 +11,9 @@ Imports nothing from gnnmon.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,8 @@ FIGURES: tuple[Figure, ...] = (
     F("phase_backward_s", SECONDS, "phase", "time in `phase(\"backward\")`", "backward_ms"),
     F("phase_optimizer_s", SECONDS, "phase", "time in `phase(\"optimizer\")`", "optimizer_ms"),
     F("phase_<name>_s", SECONDS, "phase", "time in `phase(name)`, summed if it repeats", "<name>_ms"),
+    F("phase_<name>_in", TEXT, "phase", "the phase `phase(name)` ran inside, when nested: its time is part of "
+      "that phase's (shares of the step count the outer one only)"),
     F("gc_collections", COUNT, "gc", "collections inside the row"),
     F("gc_pause_s", SECONDS, "gc", "time those collections paused the process", "gc_ms", True),
     F("gc_max_generation", COUNT, "gc", "the oldest generation collected, or None"),
@@ -235,6 +239,20 @@ def phase_field(field: str) -> str | None:
     if field.startswith("phase_") and field.endswith("_s") and len(field) > 8:
         return field[6:-2]
     return None
+
+
+def nested_phases(fields: Iterable[str], parent_of: Callable[[str], Any]) -> dict[str, str]:
+    """Phase -> the phase it ran inside, for each ``phase_<name>_in`` among ``fields`` whose
+    value (``parent_of(field)``) names a phase those fields time."""
+    fields = list(fields)
+    timed = {name for name in map(phase_field, fields) if name is not None}
+    out = {}
+    for field in fields:
+        if field.startswith("phase_") and field.endswith("_in") and field[6:-3] in timed:
+            parent = parent_of(field)
+            if isinstance(parent, str) and parent in timed and parent != field[6:-3]:
+                out[field[6:-3]] = parent
+    return out
 
 
 def logged_name(field: str) -> tuple[str, float] | None:

@@ -173,3 +173,58 @@ def test_a_compiled_first_call_is_a_spike_even_in_a_label_of_six_rows():
     (spike,) = spikes(rows)
     assert (spike["index"], spike["cause"]) == (0, "recompile") and spike["excess_s"] == pytest.approx(12.99)
     assert spikes(rows[1:]) == []  # nothing compiled: a label this small is still not judged
+
+
+def test_a_nested_phase_is_part_of_its_parent_and_the_shares_add_up():
+    """A GAT user's natural nesting: ``attn`` (20 ms) inside ``forward`` (10 ms of its own), then
+    ``backward`` (5 ms). The row says attn ran inside forward; the outer shares and the residual
+    add up to the step, the residual is not negative, and the trace places attn inside forward."""
+    import time
+
+    @gnnmon.cuda_timed(label="gat")
+    def step() -> None:
+        with gnnmon.phase("forward"):
+            time.sleep(0.01)
+            with gnnmon.phase("attn"):
+                time.sleep(0.02)
+        with gnnmon.phase("backward"):
+            time.sleep(0.005)
+
+    with gnnmon.collect() as run:
+        for _ in range(5):
+            step()
+    rows = run.records
+    assert all(r["phase_attn_in"] == "forward" and "phase_forward_in" not in r for r in rows)
+    assert all(r["phase_forward_s"] >= r["phase_attn_s"] + 0.01 for r in rows)
+    info = run.report().analysis(warmup=0)["gat"]
+    share, inside = info["phase_share"], info["phase_in"]
+    assert inside == {"attn": "forward"}
+    assert share["residual"] >= 0
+    assert share["forward"] + share["backward"] + share["residual"] == pytest.approx(1.0)
+    assert share["attn"] == pytest.approx(sum(r["phase_attn_s"] for r in rows) / sum(r["wall_s"] for r in rows))
+    shown = run.report().analysis()["gat"]["phase_share"]  # the markdown's: after its warm-up calls
+    line = next(x for x in run.report().markdown().splitlines() if x.startswith("- gat:"))
+    assert f"forward {100 * shown['forward']:.1f} % (attn {100 * shown['attn']:.1f} %)" in line
+    assert ", attn" not in line
+    trace = run.report().to_trace()["traceEvents"]
+    first = [e for e in trace if e.get("cat") == "phase" and e["args"]["row"] == "gat#0"]
+    forward, attn = (next(e for e in first if e["name"] == n) for n in ("forward", "attn"))
+    assert forward["ts"] <= attn["ts"] and attn["ts"] + attn["dur"] <= forward["ts"] + forward["dur"] + 1e-6
+    assert attn["args"]["inside"] == "forward" and attn["tid"] != forward["tid"]
+
+
+def test_a_phase_inside_another_rows_phase_is_not_nested():
+    """A decorated call inside a phase opens its own row: its phases are not inside the outer row's."""
+    @gnnmon.cuda_timed(label="inner")
+    def inner() -> None:
+        with gnnmon.phase("load"):
+            pass
+
+    @gnnmon.cuda_timed(label="outer")
+    def outer() -> None:
+        with gnnmon.phase("forward"):
+            inner()
+
+    with gnnmon.collect() as run:
+        outer()
+    assert [("phase_load_in" in r, "phase_forward_in" in r) for r in run.records] == [(False, False)] * 2

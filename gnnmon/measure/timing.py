@@ -176,7 +176,9 @@ class phase:
 
     Timed like the row (its ``@cuda_timed`` sync mode, else ``"events"``); outside any row it makes
     a row of its own, labelled ``name``, with ``wall_s`` and ``device_s`` too. A phase repeated in
-    one row is summed. GC events that fall inside a phase name it.
+    one row is summed. A phase opened inside another of the same row is part of it: the row says
+    so (``phase_attn_in = "forward"``) and the step's shares count the outer one only. GC events
+    that fall inside a phase name it.
     """
 
     __slots__ = ("name", "field", "sync", "device", "outer", "closed", "_row", "_in", "_own", "_watch", "_t0",
@@ -236,6 +238,9 @@ class phase:
                 row.close(exc)
             raise
         self.outer, self.closed = state.OPEN_PHASE.get(), False
+        outer = open_phase(self.outer)
+        if outer is not None and outer._in is row and outer.name != self.name:
+            row.fields.setdefault(_PARENT_FIELDS.get(self.name) or _parent_field(self.name), outer.name)
         state.OPEN_PHASE.set(self)
         self._range = push_range(f"{row.fields['label']}.{self.name}") if RANGES.on else None
         self._t0 = time.perf_counter_ns()
@@ -278,3 +283,11 @@ class phase:
 
 _PHASE_FIELDS: dict[str, str] = {}
 """Phase name -> its row field (``forward`` -> ``phase_forward_s``), checked and made once."""
+
+_PARENT_FIELDS: dict[str, str] = {}
+"""Phase name -> the field naming the phase it ran inside (``attn`` -> ``phase_attn_in``)."""
+
+
+def _parent_field(name: str) -> str:
+    field = _PARENT_FIELDS[name] = f"phase_{name}_in"
+    return field

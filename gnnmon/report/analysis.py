@@ -29,11 +29,13 @@ periodic short steps at batch size 4096 that were partial batches at epoch ends.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from gnnmon.fields import is_number
+from gnnmon.figures import nested_phases, phase_field
 from gnnmon.report.stats import describe, percentile
 from gnnmon.report.table import Part, Table, as_table
 
@@ -226,6 +228,11 @@ def dips(
     return found
 
 
+def _first_text(part: Part, field: str) -> str | None:
+    """The first text a column holds (which phase a nested one ran inside)."""
+    return next((v for v in part.cols[field].values if isinstance(v, str)), None)
+
+
 def step_analysis(records: Rows, *, warmup: int = 2) -> dict[str, dict[str, Any]]:
     """Per label: time per node and per edge, each phase's share of the time and the residual
     no phase covered, GC's cost, and p50/p90/p99 raw versus with GC pauses removed. Rows before
@@ -243,11 +250,14 @@ def step_analysis(records: Rows, *, warmup: int = 2) -> dict[str, dict[str, Any]
             size = timed.column(key)[use]
             ok = ~np.isnan(size) & (size > 0)
             info[name] = _median(t[ok] / size[ok]) if ok.any() else None
-        phases = [k for k in part.cols if k.startswith("phase_") and k.endswith("_s")]
+        phases = [k for k in part.cols if phase_field(k) is not None]
         if phases and total > 0:
+            inside = nested_phases(part.cols, partial(_first_text, part))
             share = {p[6:-2]: float(np.nansum(timed.column(p)[use])) / total for p in sorted(phases)}
-            share["residual"] = 1.0 - sum(share.values())
+            share["residual"] = 1.0 - sum(v for name, v in share.items() if name not in inside)
             info["phase_share"] = share
+            if inside:
+                info["phase_in"] = inside  # nested phase -> the phase it ran inside (its share is part of that one)
         pauses = np.nan_to_num(timed.column("gc_pause_s")[use], nan=0.0)
         info["gc_rows"] = int(np.count_nonzero(pauses > 0))
         info["gc_pause_total_s"] = float(np.sum(pauses))

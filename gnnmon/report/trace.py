@@ -23,11 +23,11 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from gnnmon.figures import BYTES, PERCENT, TRACED, WATTS
+from gnnmon.figures import BYTES, PERCENT, TRACED, WATTS, nested_phases
 from gnnmon.report.sampled import sampled_figures
 from gnnmon.report.source import Source
 
-ROWS_TID, PHASES_TID, GC_TID = 1, 2, 3
+ROWS_TID, PHASES_TID, GC_TID, NESTED_TID = 1, 2, 3, 4
 EXTRA_ROWS_TID = 10  # further rows tracks: 10, 11, ...
 COUNTERS = {PERCENT.tag: "utilisation %", BYTES.tag: "memory MiB", WATTS.tag: "power W"}
 """A sampled figure's unit -> the counter track it is drawn on."""
@@ -51,9 +51,28 @@ def _row_args(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _phases(row: dict[str, Any]) -> list[tuple[str, float]]:
-    """(phase, seconds) in the order the row's fields name them (the order first entered)."""
+    """(phase, seconds) in the order the row's fields name them (the order first closed)."""
     return [(k[6:-2], v) for k, v in row.items()
             if k.startswith("phase_") and k.endswith("_s") and isinstance(v, (int, float)) and v >= 0]
+
+
+def _placed(row: dict[str, Any], start: int, end: int) -> list[tuple[str, float, int, int, str | None]]:
+    """(phase, seconds, start ns, duration ns, the phase it ran inside) of a row's phases: the outer
+    ones one after another from the row's start, each nested one after its earlier siblings from
+    its parent's start (parents first)."""
+    phases = _phases(row)
+    inside = nested_phases(row, row.get)
+    order = [p for p in phases if p[0] not in inside] + [p for p in phases if p[0] in inside]
+    cursor: dict[str | None, int] = {None: start}  # where the next phase inside each one (None: the row) starts
+    span: dict[str | None, int] = {None: end}  # where each placed phase ends
+    out = []
+    for name, seconds in order:
+        parent = inside.get(name)
+        begin, limit = cursor.get(parent, start), span.get(parent, end)
+        dur = min(int(seconds * 1e9), max(limit - begin, 0))
+        cursor[parent], cursor[name], span[name] = begin + dur, begin, begin + dur
+        out.append((name, seconds, begin, dur, parent))
+    return out
 
 
 class _Lanes:
@@ -113,14 +132,14 @@ def chrome_trace(report: Source) -> dict[str, Any]:
         names[(pid, tid)] = "rows"
         events.append({"name": row["label"], "cat": "row", "ph": "X", "pid": pid, "tid": tid,
                        "ts": _us(start, t0), "dur": (end - start) / 1e3, "args": _row_args(row)})
-        at = start
-        for name, seconds in _phases(row):
-            dur_ns = min(int(seconds * 1e9), max(end - at, 0))
-            names[(pid, PHASES_TID)] = "phases (placed in order)"
-            events.append({"name": name, "cat": "phase", "ph": "X", "pid": pid, "tid": PHASES_TID,
-                           "ts": _us(at, t0), "dur": dur_ns / 1e3,
-                           "args": {"row": key, "measured_ms": round(seconds * 1e3, 6)}})
-            at += dur_ns
+        for name, seconds, at, dur_ns, parent in _placed(row, start, end):
+            tid = PHASES_TID if parent is None else NESTED_TID
+            names[(pid, tid)] = "phases (placed in order)" if parent is None else "nested phases"
+            args = {"row": key, "measured_ms": round(seconds * 1e3, 6)}
+            if parent is not None:
+                args["inside"] = parent
+            events.append({"name": name, "cat": "phase", "ph": "X", "pid": pid, "tid": tid,
+                           "ts": _us(at, t0), "dur": dur_ns / 1e3, "args": args})
     for gc_event in report.gc_events:
         pid = int(gc_event.get("rank") or 0)
         names[(pid, GC_TID)] = "gc"
