@@ -397,3 +397,29 @@ def test_max_records_bounds_the_samples_kept_in_memory_too(tmp_path, monkeypatch
     assert len(rows) == 10 and all(r["util_samples"] >= 1 for r in rows)
     assert len(run.samples) <= 10 + 2 + 5  # the bound, the slack, what came after the last trim
     assert len(gnnmon.load(path).samples) > 60  # the file has them all
+
+
+def test_no_sample_reads_a_utilisation_over_a_window_the_kernel_cannot_resolve():
+    """A step that burns one core for 0.6 s, sampled every 50 ms: the sample the run's start takes
+    (about 1 ms after the sampler's baseline) has no utilisation, instead of a measured 0 %; every
+    other sample and the row read one busy core."""
+    from gnnmon.timeline.agent import MIN_UTIL_WINDOW_S, Utilisation
+
+    @gnnmon.cuda_timed(label="busy")
+    def busy() -> None:
+        end = time.process_time() + 0.6
+        while time.process_time() < end:
+            pass
+
+    with gnnmon.collect(sample=0.05) as run:
+        busy()
+    util = [s["cpu_util_pct"] for s in run.samples]
+    assert util[0] is None
+    measured = [u for u in util if u is not None]
+    assert len(measured) >= 5 and min(measured[:-1]) >= 50 and max(measured) <= 100 * (os.cpu_count() or 1) + 10
+    assert run.records[0]["cpu_util_pct"] >= 60
+
+    probe = Utilisation()  # planted CPU times: a window shorter than the kernel's ticks keeps its baseline
+    assert probe.measure(1, 10.0, 100.0) is None
+    assert probe.measure(1, 10.001, 100.0 + MIN_UTIL_WINDOW_S / 2) is None
+    assert probe.measure(1, 10.05, 100.1) == pytest.approx(50.0)

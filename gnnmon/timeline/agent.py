@@ -41,16 +41,47 @@ PARENT_CHECK_S = 0.25
 """Seconds between two checks that the training process is still this process's parent."""
 
 
+MIN_UTIL_WINDOW_S = 0.02
+"""The shortest window a CPU utilisation is measured over: the kernel counts a process's CPU time
+in clock ticks (10 ms), so a shorter window reads 0 % or a multiple of 100 %. A sample taken
+sooner after the previous measured one (the one the run's start asks for) has no utilisation."""
+
+
+class Utilisation:
+    """CPU utilisation (% of one core) of processes from their CPU times, each over the window
+    since its last measured reading, never shorter than :data:`MIN_UTIL_WINDOW_S`."""
+
+    def __init__(self) -> None:
+        self.base: dict[int, tuple[float, float]] = {}  # pid -> (cpu seconds, monotonic seconds)
+
+    def measure(self, pid: int, cpu_s: float, now: float) -> float | None:
+        base = self.base.get(pid)
+        if base is None:
+            self.base[pid] = (cpu_s, now)
+            return None
+        window = now - base[1]
+        if window < MIN_UTIL_WINDOW_S:
+            return None  # keep the baseline: the next sample measures the longer window
+        self.base[pid] = (cpu_s, now)
+        return 100.0 * max(cpu_s - base[0], 0.0) / window
+
+    def keep(self, pids: set[int]) -> None:
+        """Forget the processes not in ``pids`` (gone)."""
+        for pid in [p for p in self.base if p not in pids]:
+            del self.base[pid]
+
+
 class ProcessProbe:
-    """CPU and memory of one process and its children (psutil ``Process`` objects kept per pid:
-    ``cpu_percent`` measures since the previous call on the same object)."""
+    """CPU and memory of one process and its children (psutil ``Process`` objects kept per pid)."""
 
     def __init__(self, pid: int, include_children: bool, exclude: int | None) -> None:
         import psutil
 
         self.psutil = psutil
         self.me = psutil.Process(pid)
-        self.me.cpu_percent(None)  # prime: the first call has no baseline
+        self.util = Utilisation()
+        times = self.me.cpu_times()
+        self.util.measure(pid, times.user + times.system, time.monotonic())  # the baseline
         self.children: dict[int, Any] = {}
         self.include_children = include_children
         self.exclude = exclude  # the sampler process itself, a child of the training process
@@ -59,9 +90,10 @@ class ProcessProbe:
         psutil = self.psutil
         me = self.me
         with me.oneshot():
-            cpu = me.cpu_percent(None)
             times = me.cpu_times()
             rss = me.memory_info().rss
+        now = time.monotonic()
+        cpu = self.util.measure(me.pid, times.user + times.system, now)
         kids_rss = kids_cpu = 0.0
         if self.include_children:
             alive: dict[int, Any] = {}
@@ -80,17 +112,18 @@ class ProcessProbe:
                     except psutil.NoSuchProcess:
                         continue
                 try:
-                    pct = proc.cpu_percent(None)
+                    kid = proc.cpu_times()
                     kids_rss += proc.memory_info().rss
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
-                if pid in self.children:
-                    kids_cpu += pct  # a new child's first reading has no baseline yet
+                pct = self.util.measure(pid, kid.user + kid.system, now)  # None: a new child's baseline
+                kids_cpu += pct or 0.0
                 alive[pid] = proc
             self.children = alive
+            self.util.keep({me.pid, *alive})
         return {
             "cpu_time_s": times.user + times.system,
-            "cpu_util_pct": cpu + kids_cpu,
+            "cpu_util_pct": None if cpu is None else cpu + kids_cpu,
             "rss_bytes": rss,
             "children": len(self.children),
             "children_rss_bytes": int(kids_rss),
