@@ -7,8 +7,9 @@ fills the row's fields between ``__enter__`` and ``__exit__``. From it :func:`ma
 Stacked gnnmon decorators on one function fill ONE row. Directly stacked ones merge into one
 wrapper that enters every measurement (outermost first) around one call. With a foreign
 ``functools.wraps`` decorator in between, the outer wrapper opens the row and the gnnmon wrapper
-below joins it when called (it is found through the attributes ``wraps`` copies). Any other
-decorated call made inside gets a row of its own, whose ``parent`` names the enclosing row.
+below joins it when called (it is found through the attributes ``wraps`` copies). Scopes
+stacked with one label in one function fill one row too. Any other decorated call made inside
+gets a row of its own, whose ``parent`` names the enclosing row.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 
 from gnnmon.devices.resolve import parse_device, scan_arguments
 from gnnmon.measure.graph import graph_shape
+from gnnmon.record import state
 from gnnmon.record.interrupts import HELD, hold, interrupted, raised_by_handler, reentered, release, releasing
 from gnnmon.record.row import Row, exit_all
 
@@ -257,13 +259,32 @@ def make_decorator(cls: type[Measurement], where: str) -> Callable[..., Any]:
 
 
 class _Scope:
-    """``with scope(...) as fields:`` — a row of its own around a block, filled by one measurement."""
+    """``with scope(...) as fields:`` — a row of its own around a block, filled by one measurement.
 
-    __slots__ = ("_cls", "_label", "_options", "_row")
+    Scopes stacked in one ``with`` (or nested in the same function) with the same label fill ONE
+    row, as stacked decorators do: ``with memory_scope(label="x"), timed(label="x"):`` — the inner
+    one joins the row the outer one opened, adding its measurement (not one already there)."""
+
+    __slots__ = ("_cls", "_label", "_options", "_row", "_start", "_own", "_frame", "_outer")
 
     def __init__(self, cls: type[Measurement], label: str, options: dict) -> None:
         self._cls, self._label, self._options = cls, label, options
         self._row: Row | None = None
+        self._start = 0  # where this scope's measurement sits in the row's entered list
+        self._own = True  # the row is this scope's (else it joined an outer scope's)
+        self._frame: FrameType | None = None
+        self._outer: _Scope | None = None
+
+    def _joins(self, frame: FrameType) -> Row | None:
+        """The row of the innermost open scope if this one stacks on it: same label, opened in the
+        same frame, still the current row, without this kind of measurement."""
+        outer = _OPEN_SCOPE.get()
+        row = outer._row if outer is not None else None
+        if (row is None or outer is None or outer._frame is not frame or outer._label != self._label
+                or row.closed or state.CURRENT_ROW.get() is not row
+                or any(type(m) is self._cls for m in row.entered)):
+            return None
+        return row
 
     @releasing
     def __enter__(self) -> dict[str, Any]:
@@ -272,22 +293,48 @@ class _Scope:
         if reentered():  # a signal handler's block while gnnmon's code is interrupted: unmeasured
             return {"label": self._label, "notes": ("unmeasured: a signal handler interrupted gnnmon",)}
         held = hold()
-        row = None
+        frame = sys._getframe(1)
+        row = self._joins(frame)
+        own = self._own = row is None
         try:
-            self._row = row = Row(self._label).open()
+            if row is None:
+                self._row = row = Row(self._label).open()
+            else:
+                self._row = row
+            self._start = len(row.entered)
             enter_measurements([(self._cls, self._options)], row)
         except BaseException as exc:
-            _finish(row, 0, True, exc, None, held)
+            _finish(row, self._start, own, exc, None, held)
+            self._row = None
             raise
-        # a Ctrl-C raised here: the block never runs, so the row closes now, with it
-        return release(held, undo=lambda: exit_measurements(row, 0, KeyboardInterrupt(), True), value=row.fields)
+        self._frame, self._outer = frame, _OPEN_SCOPE.get()
+        _OPEN_SCOPE.set(self)
+        start = self._start
+        # a Ctrl-C raised here: the block never runs, so the row closes now (its own), with it
+        return release(held, undo=lambda: self._undo(row, start, own), value=row.fields)
+
+    def _undo(self, row: Row, start: int, own: bool) -> None:
+        self._leave()
+        exit_measurements(row, start, KeyboardInterrupt(), own)
+
+    def _leave(self) -> None:
+        if _OPEN_SCOPE.get() is self:
+            _OPEN_SCOPE.set(self._outer)
+        self._outer = self._frame = None
 
     @releasing
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if self._row is None:  # unmeasured
+        row = self._row
+        if row is None:  # unmeasured
             return None
-        _finish(self._row, 0, True, exc, None, hold())
+        held = hold()  # from here a Ctrl-C waits for the row to be whole
+        self._leave()
+        _finish(row, self._start, self._own, exc, None, held)
         return None
+
+
+_OPEN_SCOPE: ContextVar[_Scope | None] = ContextVar("gnnmon_open_scope", default=None)
+"""The innermost scope open in this context: the one a scope stacked on it joins."""
 
 
 def make_scope(cls: type[Measurement], where: str, default_label: str) -> Callable[..., Any]:
