@@ -260,3 +260,30 @@ def test_an_exception_in_stacked_scopes_closes_their_one_row_with_the_error():
     first, after = run.records
     assert first["label"] == "x" and first["error"] == "KeyError" and "wall_s" in first
     assert "mem_peak_bytes" in first and after["parent"] is None
+
+
+def test_every_decorator_and_scope_shows_its_options_by_name():
+    """``inspect.signature`` (what IDEs, ``help`` and notebooks show) names each option with its
+    default, no ``**options``; each one named is accepted, and an unknown one is refused by name."""
+    import inspect
+
+    from gnnmon.measure.gc_control import GcControl
+    from gnnmon.measure.memory import MemoryMeasurement
+    from gnnmon.measure.timing import TimingMeasurement
+
+    for made, cls, decorator in ((monitor_memory_device, MemoryMeasurement, True),
+                                 (gnnmon.cuda_timed, TimingMeasurement, True),
+                                 (gnnmon.gc_controlled, GcControl, True),
+                                 (memory_scope, MemoryMeasurement, False), (gnnmon.timed, TimingMeasurement, False)):
+        params = inspect.signature(made).parameters
+        assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in params.values())
+        named = [n for n in params if n not in ("func", "label")]
+        assert named == list(cls.option_names) and params["label"].default is None
+        assert all(params[n].default == cls.defaults[n] for n in named)
+        given = {n: params[n].default for n in named}
+        applied = made(**given)
+        if decorator:
+            applied(lambda: None)
+        with pytest.raises(TypeError, match="nope"):
+            made(nope=1)
+    assert {"sync", "device"} <= set(inspect.signature(gnnmon.phase).parameters)

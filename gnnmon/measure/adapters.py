@@ -255,7 +255,18 @@ def make_decorator(cls: type[Measurement], where: str) -> Callable[..., Any]:
         return _wrap(func, cls, f"@{where}", label, opts)
 
     decorator.__name__ = decorator.__qualname__ = where
+    decorator.__signature__ = _signature(cls, positional=True)  # type: ignore[attr-defined]
     return decorator
+
+
+def _signature(cls: type[Measurement], positional: bool) -> inspect.Signature:
+    """What ``inspect.signature`` (and so IDEs, ``help`` and notebooks) shows of a decorator or
+    scope: each option by name with its default, instead of ``**options``."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("func", inspect.Parameter.POSITIONAL_ONLY, default=None)] if positional else []
+    params.append(inspect.Parameter("label", kw, default=None, annotation="str | None"))
+    params += [inspect.Parameter(name, kw, default=cls.defaults.get(name)) for name in cls.option_names]
+    return inspect.Signature(params)
 
 
 class _Scope:
@@ -346,4 +357,5 @@ def make_scope(cls: type[Measurement], where: str, default_label: str) -> Callab
         return _Scope(cls, label or default_label, opts)
 
     scope.__name__ = scope.__qualname__ = where
+    scope.__signature__ = _signature(cls, positional=False)  # type: ignore[attr-defined]
     return scope
