@@ -8,14 +8,13 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from gnnmon._version import __version__
 from gnnmon.errors import ReportFileError
 from gnnmon.figures import reference
-from gnnmon.forecast import forecast
-from gnnmon.record.load import load
 from gnnmon.report.exports import EXPORTS
 
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
@@ -68,9 +67,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("fields", help="print the reference of every field a row can hold (markdown)",
                    description="Print every field a row can hold: its unit, meaning and logged name.")
     args = parser.parse_args(argv)
+    with warnings.catch_warnings():  # restores Python's own printing when the command is done
+        warnings.showwarning = _one_line_warning
+        return _command(args)
+
+
+def _command(args: argparse.Namespace) -> int:
     if args.command == "fields":
         print(reference(), end="")
         return 0
+    from gnnmon.record.load import load  # torch comes with it: not for --version, --help or fields
+
     bar = _progress_bar(args.path)
     try:
         run = load(args.path, strict=not args.lenient, progress=bar.update if bar is not None else None)
@@ -111,6 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: Any = None, line: str | None = None) -> None:
+    """A warning as the CLI's other messages: one line on stderr, no source path."""
+    print(f"gnnmon: warning: {message}", file=sys.stderr if file is None else file)
+
+
 def _progress_bar(path: str) -> Any:
     """A progress bar on stderr for reading ``path``, shown once reading has taken a second and
     only on a terminal (tqdm's ``delay``; None without tqdm)."""
@@ -125,6 +138,7 @@ def _progress_bar(path: str) -> Any:
 
 def _forecast(report: Any, args: argparse.Namespace) -> int:
     """``gnnmon forecast``: the model, the run's own batches forecast, the budgets."""
+    from gnnmon.forecast import forecast
     try:
         model = report.memory_model(args.label, "mem_peak_bytes")
         if not model.trusted:

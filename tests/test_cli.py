@@ -107,3 +107,29 @@ def test_sweep_progress_is_quiet_off_a_terminal_and_drawn_on_one(capsys, monkeyp
     monkeypatch.setattr(sys, "stderr", terminal)
     assert list(progress(range(3), "sweep x")) == [0, 1, 2]
     assert "sweep x:" in terminal.getvalue() and "0/3" in terminal.getvalue()  # drawn, then cleared (leave=False)
+
+
+def test_a_corrupt_line_names_the_flag_and_a_skipped_one_warns_on_one_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    with gnnmon.collect(bad):
+        pass
+    with bad.open("a") as f:
+        f.write('{"type":"row","label":"s"\n')  # planted: a row cut short
+    strict = gnnmon_cli("report", str(bad))
+    assert strict.returncode == 2 and "gnnmon report --lenient" in strict.stderr
+    assert strict.stderr.count("\n") == 1 and "Traceback" not in strict.stderr
+    lenient = gnnmon_cli("report", str(bad), "--lenient")
+    assert lenient.returncode == 0
+    warned = [line for line in lenient.stderr.splitlines() if line]
+    assert warned == [f"gnnmon: warning: {bad}:3: skipped a corrupt line ({warned[0].split('(', 1)[1]}"]
+    assert ".py:" not in lenient.stderr  # no source path, as Python's own format prints
+
+
+def test_version_help_and_fields_import_no_torch():
+    code = ("import sys\nfrom gnnmon.cli import main\nfor argv in (['--version'], ['--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "main(['fields'])\nprint('torch' in sys.modules)\nimport gnnmon\ngnnmon.__version__\n"
+            "print('torch' in sys.modules)\ngnnmon.collect\nprint('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-3:] == ["False", "False", "True"]

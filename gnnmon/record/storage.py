@@ -221,6 +221,10 @@ def _link_new(temp: Path, path: Path) -> None:
     os.unlink(temp)
 
 
+SKIP_HINT = "load(path, strict=False) or gnnmon report --lenient"
+"""How to read a file past its corrupt lines, from Python and from the shell."""
+
+
 def read_lines(path: str | os.PathLike[str], strict: bool = True,
                progress: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
     """Yield the objects of a gnnmon JSON Lines file, the manifest first, reading it a line at a
@@ -266,7 +270,7 @@ def read_lines(path: str | os.PathLike[str], strict: bool = True,
                     raise ReportFileError(f"{path} is not a gnnmon report: line 1 is not JSON") from exc
                 if strict:
                     raise ReportFileError(
-                        f"{path}:{n}: corrupt line ({exc}); pass strict=False to skip corrupt lines"
+                        f"{path}:{n}: corrupt line ({exc}); skip corrupt lines with {SKIP_HINT}"
                     ) from exc
                 warnings.warn(f"{path}:{n}: skipped a corrupt line ({exc})", RuntimeWarning, 2)
                 continue
@@ -276,7 +280,7 @@ def read_lines(path: str | os.PathLike[str], strict: bool = True,
                 )
             if obj.get("type") == "row" and not (isinstance(obj.get("label"), str) and isinstance(obj.get("index"), int)):
                 if strict:
-                    raise ReportFileError(f"{path}:{n}: a row without its label and index; pass strict=False to skip it")
+                    raise ReportFileError(f"{path}:{n}: a row without its label and index; skip it with {SKIP_HINT}")
                 warnings.warn(f"{path}:{n}: skipped a row without its label and index", RuntimeWarning, 2)
                 continue
             yield obj

@@ -57,10 +57,10 @@ def phase_shares(share: dict[str, float], inside: dict[str, str]) -> str:
 
 def header_lines(m: Mapping[str, Any]) -> list[str]:
     """The versions line a report starts with (nothing without a manifest)."""
-    if not m:
-        return []
-    return [f"gnnmon {m.get('gnnmon')} · torch {m.get('torch')} · PyG {m.get('torch_geometric')} · "
-            f"host {m.get('host')} · {m.get('start_time')}", ""]
+    parts = [f"{name} {m[key]}" if name else str(m[key]) for name, key in (
+        ("gnnmon", "gnnmon"), ("torch", "torch"), ("PyG", "torch_geometric"), ("host", "host"), ("", "start_time"))
+        if m and m.get(key) is not None]
+    return [" · ".join(parts), ""] if parts else []
 
 
 def render_markdown(report: Explained, header: bool = True) -> str:
