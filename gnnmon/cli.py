@@ -67,9 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("fields", help="print the reference of every field a row can hold (markdown)",
                    description="Print every field a row can hold: its unit, meaning and logged name.")
     args = parser.parse_args(argv)
-    with warnings.catch_warnings():  # restores Python's own printing when the command is done
-        warnings.showwarning = _one_line_warning
+    formatted = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning  # how Python's own printing formats them, while the command runs
+    try:
         return _command(args)
+    finally:
+        warnings.formatwarning = formatted
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -119,9 +122,9 @@ def _command(args: argparse.Namespace) -> int:
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                      file: Any = None, line: str | None = None) -> None:
-    """A warning as the CLI's other messages: one line on stderr, no source path."""
-    print(f"gnnmon: warning: {message}", file=sys.stderr if file is None else file)
+                      line: str | None = None) -> str:
+    """A warning as the CLI's other messages say things: one line, no source path."""
+    return f"gnnmon: warning: {message}\n"
 
 
 def _progress_bar(path: str) -> Any:
