@@ -88,3 +88,23 @@ def test_marker_values_are_not_summarised():
             pass
     assert run.records[0]["epoch"] == 3
     assert "epoch" not in run.report().summary()["blk"]
+
+
+def test_failed_calls_are_named_and_left_out_of_the_figures():
+    """Two of 20 planted calls raise after 500 ms (the OOM a user hunts); the 18 that returned took
+    10 ms each: the table's figures are theirs, and the section names the failed calls."""
+    rows = [{"label": "train", "index": i, "t_start_ns": i, "t_end_ns": i + 1, "device": "cpu", "notes": [],
+             "wall_s": 0.5 if i in (4, 11) else 0.01, "error": {4: "OutOfMemoryError", 11: "KeyError"}.get(i)}
+            for i in range(20)]
+    report = Report(rows)
+    assert report.summary()["train"]["wall_s"] == {"count": 18, "mean": 0.01, "p50": 0.01, "p90": 0.01,
+                                                   "p99": 0.01, "max": 0.01}
+    assert report.failures() == [{"label": "train", "index": 4, "error": "OutOfMemoryError", "parent": None},
+                                 {"label": "train", "index": 11, "error": "KeyError", "parent": None}]
+    text = report.markdown()
+    assert "### train — 20 call(s) on cpu, 2 raised" in text
+    assert "Raised — call 4: OutOfMemoryError; call 11: KeyError. The figures are over the calls that returned." in text
+    assert "| wall_s | ms | 18 | 10 | 10 | 10 | 10 | 10 |" in text
+    alone = Report([{**rows[4], "index": 0}])  # no call returned: its figures are all there is
+    assert alone.summary()["train"]["wall_s"]["max"] == 0.5
+    assert "No call returned: the figures are the failed calls'." in alone.markdown()

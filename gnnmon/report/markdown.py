@@ -44,6 +44,10 @@ class Explained(Protocol):
     def layers(self) -> list[dict[str, Any]]: ...
 
 
+MAX_FAILED = 10
+"""Failed calls named in a label's section; ``report.failures()`` has them all."""
+
+
 def phase_shares(share: dict[str, float], inside: dict[str, str]) -> str:
     """``forward 99.9 % (attn 66.4 %), residual 0.1 %``: each outer phase's share of the step with
     the phases run inside it (their shares of the step too) in parentheses."""
@@ -73,15 +77,21 @@ def render_markdown(report: Explained, header: bool = True) -> str:
         return "\n".join(lines + ["(no rows recorded)"]) + "\n"
     for label, figures in summary.items():
         part = report.table.parts[label]
-        errors = sum(1 for e in part.objects("error") if e)
+        failed = [(i, e) for i, e in zip(part.objects("index"), part.objects("error"), strict=True) if e]
         backends = sorted({str(d) for d in part.objects("device")})
         lines.append(f"### {label} — {part.n} call(s) on {', '.join(backends)}"
-                     + (f", {errors} raised" if errors else ""))
+                     + (f", {len(failed)} raised" if failed else ""))
         lines.append("")
+        if failed:
+            shown = "; ".join(f"call {i}: {e}" for i, e in failed[:MAX_FAILED])
+            more = f"; and {len(failed) - MAX_FAILED} more (`report.failures()`)" if len(failed) > MAX_FAILED else ""
+            whose = ("the figures are over the calls that returned" if len(failed) < part.n
+                     else "no call returned: the figures are the failed calls'")
+            lines += [f"Raised — {shown}{more}. {whose.capitalize()}.", ""]
         lines.append("| figure | unit | " + " | ".join(STATS) + " |")
         lines.append("| --- | --- | " + " | ".join("---:" for _ in STATS) + " |")
         for name, stats in figures.items():
-            if name.startswith("layer_"):  # in the layers section
+            if name.startswith(("layer_", "oom_")):  # in the layers and out-of-memory sections
                 continue
             unit, scale = _unit(name)
             cells = [str(stats["count"])] + [

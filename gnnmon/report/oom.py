@@ -110,13 +110,13 @@ def _shape_words(shape: dict[str, Any], vs: dict[str, float]) -> str:
     parts = [f"{shape[k]:,} {NOUN[k]}{'s' if shape[k] != 1 else ''}" for k in SHAPE if shape.get(k) is not None]
     key = "num_edges" if "num_edges" in vs else "num_nodes" if "num_nodes" in vs else None
     ratio = f", {vs[key]:.1f}x the median {key[4:]}" if key is not None else ""
-    return f"{' and '.join(parts) or 'a batch of unknown shape'}{ratio}"
+    return f"a batch of {' and '.join(parts)}{ratio}" if parts else "a batch of unknown shape"
 
 
 def words(e: dict[str, Any]) -> str:
     """What happened, in one paragraph."""
     b = format_bytes
-    text = f"{e['key']} ran out of memory ({e['error']}) at a batch of {_shape_words(e['shape'], e['vs_median'])}"
+    text = f"{e['key']} ran out of memory ({e['error']}) at {_shape_words(e['shape'], e['vs_median'])}"
     state = []
     if e["requested_bytes"] is not None:
         state.append(f"it asked for {b(e['requested_bytes'])}")

@@ -20,7 +20,7 @@ from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
 from gnnmon.report.memory_model import MemoryModel, fit
 from gnnmon.report.oom import oom_report
 from gnnmon.report.stats import describe
-from gnnmon.report.table import as_table, sorted_numbers
+from gnnmon.report.table import as_table, returned, sorted_numbers
 from gnnmon.report.tensorboard import write_tensorboard
 from gnnmon.report.timeline_plot import plot_timeline
 from gnnmon.report.trace import chrome_trace, write_trace
@@ -115,7 +115,9 @@ class Report:
         """``{label: {field: {count, mean, p50, p90, p99, max}}}`` over every numeric field;
         with ``by`` (a marker), ``{value: that}`` per value of the marker (see :meth:`groups`).
 
-        ``count`` is the number of rows where the figure was measured (not None).
+        ``count`` is the number of rows where the figure was measured (not None). Calls that
+        raised are left out where some returned (an OOM's peak is not a step's): ``failures()``
+        lists them.
         """
         if by is not None:
             return {value: part.summary() for value, part in self.groups(by).items()}
@@ -123,9 +125,16 @@ class Report:
         names = self.table.figures(skip={m["kind"] for m in self.markers if m.get("carry", True)})
         out: dict[str, dict[str, dict[str, float]]] = {}
         for label, part in self.table.parts.items():
-            cols = part.cols
-            out[label] = {name: describe(sorted_numbers(cols[name])) for name in names if name in cols}
+            cols, keep = part.cols, returned(part)
+            out[label] = {name: describe(sorted_numbers(cols[name], keep)) for name in names if name in cols}
         return out
+
+    def failures(self) -> list[dict[str, Any]]:
+        """The calls that raised, in order: ``label``, ``index``, ``error`` (the exception's type)
+        and ``parent``."""
+        found = [{"label": r["label"], "index": r["index"], "error": r["error"], "parent": r.get("parent")}
+                 for r in self.records if r.get("error")]
+        return found
 
     def spikes(self, by: str | None = None, **options: Any) -> list[dict[str, Any]]:
         """Slow rows, each with ``label``, ``index``, ``cause``, ``excess_s`` and ``detail``;

@@ -252,19 +252,32 @@ class Table:
         return out
 
 
-def sorted_numbers(col: Column) -> list[Any]:
-    """A column's numbers (ints stay ints; None, text and bools left out), sorted."""
+def sorted_numbers(col: Column, keep: np.ndarray | None = None) -> list[Any]:
+    """A column's numbers (ints stay ints; None, text and bools left out), sorted; with ``keep``
+    (a bool per row), those of the rows it marks only."""
     if col.kind == "o":
-        return sorted(v for v in col.values if type(v) in (int, float))
+        marks = keep if keep is not None else np.ones(len(col.values), dtype=bool)
+        return sorted(v for v, k in zip(col.values, marks, strict=True) if k and type(v) in (int, float))
     if not len(col.values):
         return []
     if col.kind == "d":
         a = np.frombuffer(col.values, dtype=np.float64)
-        values: list[Any] = np.sort(a[~np.isnan(a)]).tolist()
+        mask = ~np.isnan(a) if keep is None else ~np.isnan(a) & keep
+        values: list[Any] = np.sort(a[mask]).tolist()
         return values
     i = np.frombuffer(col.values, dtype=np.int64)
-    ints: list[Any] = np.sort(i[i != NO_INT]).tolist()
+    ints: list[Any] = np.sort(i[(i != NO_INT) if keep is None else (i != NO_INT) & keep]).tolist()
     return ints
+
+
+def returned(part: Part) -> np.ndarray | None:
+    """A bool per row of ``part``: the calls that returned (no ``error``); None when all did, or
+    when none did (then every row is all there is)."""
+    col = part.cols.get("error")
+    if col is None:
+        return None
+    ok = np.array([v is None or v is _ABSENT for v in col.get_all()], dtype=bool)
+    return None if ok.all() or not ok.any() else ok
 
 
 def as_table(rows: Table | Iterable[Mapping[str, Any]]) -> Table:
