@@ -108,3 +108,23 @@ def test_failed_calls_are_named_and_left_out_of_the_figures():
     alone = Report([{**rows[4], "index": 0}])  # no call returned: its figures are all there is
     assert alone.summary()["train"]["wall_s"]["max"] == 0.5
     assert "No call returned: the figures are the failed calls'." in alone.markdown()
+
+
+def test_the_label_table_shows_each_figure_once_with_its_unit_in_one_format():
+    """CPU rows whose rss_* equal mem_* and device_s equals wall_s: those show once (with a note);
+    utilisation says what 100 % is, energy shows J, emissions grams, power W; a row of numbers
+    reaching 1,000 has one decimal throughout, a row of whole numbers none."""
+    rows = [{"label": "s", "index": i, "t_start_ns": i, "t_end_ns": i + 1, "device": "cpu", "error": None,
+             "notes": [], "wall_s": 0.002 * (i + 1), "device_s": 0.002 * (i + 1),
+             "mem_peak_bytes": (500 + i) * MiB, "rss_peak_bytes": (500 + i) * MiB, "cpu_util_pct": 190.0 + i,
+             "energy_cpu_j": 1.5, "co2_kg": 2e-5, "gpu_power_w": 250.0, "num_nodes": 1000 + 333 * i,
+             "num_graphs": 1} for i in range(4)]
+    text = Report(rows).markdown()
+    assert "| rss_peak_bytes |" not in text and "| device_s |" not in text
+    assert "note: rss_peak_bytes, device_s not shown: equal to mem_peak_bytes, wall_s here" in text
+    assert "| cpu_util_pct | % (100 = one core) | 4 | 191.500 |" in text
+    assert "| energy_cpu_j | J | 4 | 1.500 |" in text and "| gpu_power_w | W | 4 | 250 |" in text
+    assert "| co2_kg | g | 4 | 0.020 | 0.020 |" in text
+    assert "| num_nodes |  | 4 | 1,499.5 | 1,499.5 | 1,899.1 | 1,989.0 | 1,999.0 |" in text and "| num_graphs |  | 4 | 1 | 1 | 1 | 1 | 1 |" in text
+    rows[2]["rss_peak_bytes"] += MiB  # no longer a repeat: both show
+    assert "| rss_peak_bytes |" in Report(rows).markdown()

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gnnmon.fields import J_PER_KWH
-from gnnmon.figures import BYTES, ENERGY_FIELDS, SECONDS, unit_of
+from gnnmon.figures import COUNT, ENERGY_FIELDS, NANOSECONDS, TEXT, unit_of
 from gnnmon.report.stats import STATS
 from gnnmon.report.table import Table
 
@@ -90,15 +90,17 @@ def render_markdown(report: Explained, header: bool = True) -> str:
             lines += [f"Raised — {shown}{more}. {whose.capitalize()}.", ""]
         lines.append("| figure | unit | " + " | ".join(STATS) + " |")
         lines.append("| --- | --- | " + " | ".join("---:" for _ in STATS) + " |")
+        repeated = _repeats(figures)
         for name, stats in figures.items():
-            if name.startswith(("layer_", "oom_")):  # in the layers and out-of-memory sections
+            if name.startswith(("layer_", "oom_")) or name in repeated:  # in their sections; shown once
                 continue
             unit, scale = _unit(name)
-            cells = [str(stats["count"])] + [
-                _fmt(stats.get(s), scale) for s in STATS[1:]
-            ]
+            cells = [str(stats["count"]), *_fmt_row([stats.get(s) for s in STATS[1:]], scale)]
             lines.append(f"| {name} | {unit} | " + " | ".join(cells) + " |")
         notes = sorted({n for notes in part.objects("notes") for n in (notes or ())})
+        if repeated:
+            notes.insert(0, f"{', '.join(repeated)} not shown: equal to {', '.join(dict(DUPLICATES)[r] for r in repeated)} "
+                            "here (on the CPU the device's memory is the process's RSS, its time wall time)")
         if notes:
             lines.append("")
             lines.extend(f"- note: {n}" for n in notes)
@@ -292,13 +294,46 @@ def _kwh(v: float | None) -> str:
     return "–" if v is None else f"{v / J_PER_KWH:.3e}"
 
 
+SHOWN: dict[str, tuple[str, float]] = {
+    "cpu_util_pct": ("% (100 = one core)", 1.0),
+    "util_samples": ("samples in the call", 1.0),
+    "co2_kg": ("g", 1e3),
+}
+"""Fields whose column says more than their unit: what 100 % means, what is counted; emissions
+per call in grams, not kilograms (a step's are a fraction of a gram)."""
+
+DUPLICATES = (("rss_start_bytes", "mem_start_bytes"), ("rss_peak_bytes", "mem_peak_bytes"),
+              ("rss_end_bytes", "mem_end_bytes"), ("device_s", "wall_s"))
+"""(field, the one it repeats on the CPU): the first is left out of a label's table when its
+figures equal the second's (the CPU's device memory is the process's RSS, its device time wall time)."""
+
+
 def _unit(field: str) -> tuple[str, float]:
-    """The unit a field's column shows (declared in :mod:`gnnmon.figures`: MiB, ms, ...) and the
-    factor from what is stored; counts and figures without a unit keep theirs."""
+    """The unit a field's column shows (declared in :mod:`gnnmon.figures`: MiB, ms, W, J, %) and
+    the factor from what is stored; counts and figures without a unit show none."""
+    shown = SHOWN.get(field)
+    if shown is not None:
+        return shown
     unit = unit_of(field)
-    if unit in (BYTES, SECONDS):
-        return unit.shown, unit.factor
-    return "", 1.0
+    if unit in (COUNT, TEXT, NANOSECONDS):
+        return "", 1.0
+    return unit.shown, unit.factor
+
+
+def _repeats(figures: Mapping[str, Any]) -> list[str]:
+    """The fields of a label's table that repeat another's figures (:data:`DUPLICATES`)."""
+    return [a for a, b in DUPLICATES if a in figures and figures[a].get("count") and figures[a] == figures.get(b)]
+
+
+def _fmt_row(values: list[float | None], scale: float) -> list[str]:
+    """One table row's numbers in one format: whole numbers if all are, else as many decimals
+    for each (3, or 1 where the row reaches 1,000)."""
+    xs = [None if v is None else v * scale for v in values]
+    known = [x for x in xs if x is not None]
+    if all(x == int(x) and abs(x) < 1e12 for x in known):
+        return ["–" if x is None else f"{int(x):,d}" for x in xs]
+    places = 1 if max(abs(x) for x in known) >= 1000 else 3
+    return ["–" if x is None else f"{x:,.{places}f}" for x in xs]
 
 
 def _fmt(v: float | None, scale: float) -> str:
@@ -306,5 +341,5 @@ def _fmt(v: float | None, scale: float) -> str:
         return "–"
     x = v * scale
     if x == int(x) and abs(x) < 1e12:
-        return f"{int(x):d}"
+        return f"{int(x):,d}"
     return f"{x:.3f}" if abs(x) < 1000 else f"{x:,.1f}"
