@@ -123,13 +123,3 @@ def test_a_corrupt_line_names_the_flag_and_a_skipped_one_warns_on_one_line(tmp_p
     warned = [line for line in lenient.stderr.splitlines() if line]
     assert warned == [f"gnnmon: warning: {bad}:3: skipped a corrupt line ({warned[0].split('(', 1)[1]}"]
     assert ".py:" not in lenient.stderr  # no source path, as Python's own format prints
-
-
-def test_version_help_and_fields_import_no_torch():
-    code = ("import sys\nfrom gnnmon.cli import main\nfor argv in (['--version'], ['--help']):\n"
-            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-            "main(['fields'])\nprint('torch' in sys.modules)\nimport gnnmon\ngnnmon.__version__\n"
-            "print('torch' in sys.modules)\ngnnmon.collect\nprint('torch' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-3:] == ["False", "False", "True"]

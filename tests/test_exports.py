@@ -135,7 +135,7 @@ def test_tensorboard_scalars_read_back_by_tensorboard(run_path, tmp_path):
     assert [e.value for e in wall] == pytest.approx([r["wall_s"] * 1e3 for r in rows], rel=1e-6)
     assert [e.wall_time for e in wall] == pytest.approx([r["t_end_ns"] / 1e9 for r in rows])
     assert all(e.value >= FORWARD_S * 1e3 for e in acc.Scalars("step/forward_ms"))
-    assert len(acc.Scalars("timeline/cpu_util_pct")) == len(run.samples)
+    assert len(acc.Scalars("timeline/cpu_util_pct")) == sum(s.get("cpu_util_pct") is not None for s in run.samples) >= 1
 
 
 def test_the_cli_exports_and_refuses_what_it_cannot_read(run_path, tmp_path, capsys):

@@ -419,6 +419,13 @@ def test_no_sample_reads_a_utilisation_over_a_window_the_kernel_cannot_resolve()
     assert len(measured) >= 5 and min(measured[:-1]) >= 50 and max(measured) <= 100 * (os.cpu_count() or 1) + 10
     assert run.records[0]["cpu_util_pct"] >= 60
 
+    from gnnmon.timeline.join import gauge_at
+
+    planted = [{"t_ns": 10, "cpu_util_pct": None}, {"t_ns": 20, "cpu_util_pct": 150.0}, {"t_ns": 30, "cpu_util_pct": 100.0}]
+    assert gauge_at(planted, "cpu_util_pct", 15, window=True) == 150.0  # the window ending at 20 holds 15
+    assert gauge_at(planted, "cpu_util_pct", 25, window=True) == 125.0
+    assert gauge_at(planted, "cpu_util_pct", 15) is None and gauge_at(planted, "cpu_util_pct", 35, window=True) is None
+
     probe = Utilisation()  # planted CPU times: a window shorter than the kernel's ticks keeps its baseline
     assert probe.measure(1, 10.0, 100.0) is None
     assert probe.measure(1, 10.001, 100.0 + MIN_UTIL_WINDOW_S / 2) is None

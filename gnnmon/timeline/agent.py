@@ -41,10 +41,11 @@ PARENT_CHECK_S = 0.25
 """Seconds between two checks that the training process is still this process's parent."""
 
 
-MIN_UTIL_WINDOW_S = 0.02
+MIN_UTIL_WINDOW_S = 0.015
 """The shortest window a CPU utilisation is measured over: the kernel counts a process's CPU time
-in clock ticks (10 ms), so a shorter window reads 0 % or a multiple of 100 %. A sample taken
-sooner after the previous measured one (the one the run's start asks for) has no utilisation."""
+in clock ticks (10 ms), so a much shorter window reads 0 % or a multiple of 100 %. A sample taken
+sooner after the previous measured one (the one the run's start asks for) has no utilisation;
+the next one measures the longer window."""
 
 
 class Utilisation:

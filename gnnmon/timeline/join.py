@@ -53,9 +53,11 @@ def samples_in(samples: Samples, a_ns: int, b_ns: int) -> Samples:
     return samples[lo:hi]
 
 
-def gauge_at(samples: Samples, key: str, t_ns: int, i: int | None = None) -> float | None:
+def gauge_at(samples: Samples, key: str, t_ns: int, i: int | None = None, window: bool = False) -> float | None:
     """``key`` at ``t_ns``, interpolated linearly between the nearest samples on each side that
-    have it (None if one side has none). ``i``: where ``t_ns`` falls in ``samples``, if known."""
+    have it (None if one side has none). ``window``: the figure is a mean over the window that ends
+    at each sample (utilisation), so before the first sample that has it, that sample's value
+    holds (its window holds ``t_ns``). ``i``: where ``t_ns`` falls in ``samples``, if known."""
     if i is None:
         i = bisect.bisect_left(samples, t_ns, key=sample_time)
     after = i
@@ -64,8 +66,10 @@ def gauge_at(samples: Samples, key: str, t_ns: int, i: int | None = None) -> flo
     before = i - 1
     while before >= 0 and not _number(samples[before].get(key)):
         before -= 1
-    if after == len(samples) or before < 0:
+    if after == len(samples):
         return None
+    if before < 0:
+        return float(samples[after][key]) if window else None
     s0, s1 = samples[before], samples[after]
     t0, t1 = sample_time(s0), sample_time(s1)
     v0, v1 = float(s0[key]), float(s1[key])
@@ -108,7 +112,7 @@ def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> No
                 fields[name] = sum(values) / len(values)
                 fields[f"{name}_source"] = f"measured:{how}{every}"
                 continue
-        value = gauge_at(samples, key, mid, lo)
+        value = gauge_at(samples, key, mid, lo, window=True)
         fields[name] = value
         if value is None:
             fields[f"{name}_source"] = None
