@@ -1,4 +1,4 @@
-"""The README's Quick start runs as printed, in a process of its own, and records what it says."""
+"""The README's examples run as printed, each in a process of its own, and record what they say."""
 
 from __future__ import annotations
 
@@ -32,3 +32,24 @@ def test_the_quick_start_runs_as_printed(tmp_path):
     asked = [r for r in lines if r.get("type") == "gc" and r.get("requested")]
     assert len(asked) == 3 and all(r["reason"] == "collect_garbage" for r in asked)  # one per epoch
     assert (tmp_path / "runs" / "timeline.png").stat().st_size > 5000
+
+
+def test_the_three_line_example_prints_what_the_readme_shows(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Three lines"):readme.index("## Quick start")]
+    code, shown = re.findall(r"```(?:python)?\n(.*?)```", section, re.S)
+    (tmp_path / "first.py").write_text(code)
+    proc = subprocess.run([sys.executable, "first.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "gnnmon" not in proc.stderr and "Traceback" not in proc.stderr  # nothing but the report
+    rows = [json.loads(line) for line in (tmp_path / "runs" / "first.jsonl").read_text().splitlines()]
+    assert sum(r["type"] == "row" and r["label"] == "train_step" for r in rows) == 20
+    printed = proc.stdout.splitlines()
+    for line in shown.strip().splitlines()[1:]:  # the same table, figure by figure (numbers vary)
+        if line.startswith("| ") and not line.startswith(("| figure", "| ---")):
+            figure = line.split(" | ")[0] + " | " + line.split(" | ")[1] + " | " + line.split(" | ")[2]
+            assert any(p.startswith(figure) for p in printed), figure
+        elif line.startswith("###"):
+            assert line.replace("on cpu", "on ") in [p.replace("on cpu", "on ").replace("on cuda:0", "on ")
+                                                     for p in printed]
