@@ -34,3 +34,37 @@ def test_default_labels_read_as_a_user_wrote_them():
         Trainer().step()
         cuda_timed(functools.partial(scaled, k=2))(3)
     assert [r["label"] for r in run.records] == ["train_step", "Sequential", "Trainer.step", "scaled"]
+
+
+def test_a_decorated_method_inherited_by_subclasses_is_labelled_by_each_class():
+    """Two model variants sharing their base's decorated ``forward``: one label each, counted
+    apart; the base keeps its own; an explicit label is kept for all."""
+    import torch
+
+    class GNN(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        @gnnmon.cuda_timed
+        def forward(self, x):
+            return self.lin(x)
+
+        @gnnmon.cuda_timed(label="step")
+        def step(self, x):
+            return self.lin(x)
+
+    class GAT(GNN):
+        pass
+
+    class GCN(GNN):
+        pass
+
+    x = torch.ones(2, 4)
+    with gnnmon.collect() as run:
+        for model in (GNN(), GAT(), GAT(), GCN()):
+            model(x)
+            model.step(x)
+    assert [(r["label"], r["index"]) for r in run.records] == [
+        ("GNN.forward", 0), ("step", 0), ("GAT.forward", 0), ("step", 1), ("GAT.forward", 1), ("step", 2),
+        ("GCN.forward", 0), ("step", 3)]

@@ -97,6 +97,30 @@ def default_label(func: Any) -> str:
         return default_label(inner)
     return type(func).__qualname__.rsplit("<locals>.", 1)[-1]
 
+def _by_class(func: Any, label: str) -> Callable[[Any], str] | None:
+    """For a method (``Cls.name``, first parameter ``self``): the label of a call from its
+    instance, so that a subclass inheriting the decorated method is labelled by its own class
+    (``GAT.forward``, not the base's ``GNN.forward``); None for anything else."""
+    head, _, name = label.rpartition(".")
+    try:
+        first = next(iter(inspect.signature(func).parameters), None)
+    except (TypeError, ValueError):
+        return None
+    if not head or first != "self":
+        return None
+    labels: dict[type, str] = {}
+
+    def of(instance: Any) -> str:
+        kind = type(instance)
+        found = labels.get(kind)
+        if found is None:
+            owner = kind.__qualname__.rsplit("<locals>.", 1)[-1]  # as default_label names it
+            found = labels[kind] = label if owner == head else f"{owner}.{name}"
+        return found
+
+    return of
+
+
 def _check_label(label: Any, where: str) -> str | None:
     if label is not None and not isinstance(label, str):
         raise TypeError(f"{where}: label must be a string, not {type(label).__name__}")
@@ -194,6 +218,7 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
     if label is None:
         label = getattr(func, "__gnnmon_label__", None)
     row_label = label or default_label(func)
+    by_class = _by_class(func, row_label) if label is None else None
 
     @functools.wraps(func)
     @releasing
@@ -214,7 +239,8 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
             if joined is not None and joined[1].closed:
                 joined = None  # an invitation left behind by an interrupted call
             if joined is None or joined[0] is not wrapper:
-                row = open_row(row_label, args, kwargs, sys._getframe() if held else None).open()
+                name = row_label if by_class is None or not args else by_class(args[0])
+                row = open_row(name, args, kwargs, sys._getframe() if held else None).open()
                 if joined is not None or inner is not None:
                     token = _JOIN.set((inner, row))
             else:
