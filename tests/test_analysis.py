@@ -228,3 +228,33 @@ def test_a_phase_inside_another_rows_phase_is_not_nested():
     with gnnmon.collect() as run:
         outer()
     assert [("phase_load_in" in r, "phase_forward_in" in r) for r in run.records] == [(False, False)] * 2
+
+
+def test_an_unexplained_spike_says_whether_the_call_waited_or_computed():
+    """Planted rows: 20 calls of 10 ms; call 12 slept 100 ms (2 ms of CPU), call 15 computed
+    100 ms (98 ms of CPU); with sampled utilisation instead, 20 % reads as waiting."""
+    rows = [{"label": "s", "index": i, "t_start_ns": i * 10**8, "t_end_ns": i * 10**8 + 10**7, "wall_s": 0.01,
+             "device_s": 0.01, "cpu_s": 0.0098, "error": None, "device": "cpu"} for i in range(20)]
+    rows[12].update(wall_s=0.1, device_s=0.1, cpu_s=0.002)
+    rows[15].update(wall_s=0.1, device_s=0.1, cpu_s=0.098)
+    found = {s["index"]: s for s in spikes(rows)}
+    assert found[12]["cause"] == found[15]["cause"] == "unexplained"
+    assert found[12]["detail"] == "waiting, not computing: 2.0 ms of CPU time in 100.0 ms"
+    assert found[15]["detail"] == "computing: 98.0 ms of CPU time in 100.0 ms"
+    for r in rows:
+        r.pop("cpu_s")
+        r["cpu_util_pct"] = 98.0
+    rows[12]["cpu_util_pct"] = 20.0
+    assert {s["index"]: s["detail"] for s in spikes(rows)}[12] == (
+        "waiting, not computing: the process used 20 % of a core while it ran")
+
+
+def test_the_step_analysis_header_says_whether_warm_up_calls_were_left_out():
+    rows = [{"label": "s", "index": i, "t_start_ns": i * 10**8, "t_end_ns": i * 10**8 + 10**7, "wall_s": 0.01,
+             "device_s": 0.01, "error": None, "device": "cpu"} for i in range(2)]
+    two = gnnmon.report.Report(rows).markdown()
+    assert "### Step analysis (every call; ms)" in two  # 2 calls: none could be left out
+    rows += [{**rows[0], "index": i, "t_start_ns": i * 10**8, "t_end_ns": i * 10**8 + 10**7} for i in range(2, 6)]
+    six = gnnmon.report.Report(rows).markdown()
+    assert "### Step analysis (after the first 2 calls of each label, left out as warm-up; ms)" in six
+    assert "| s | 4 |" in six

@@ -46,6 +46,18 @@ def test_no_samples_no_empty_panels():
     fig = plot_timeline(_rows(3), [], [])
     assert len(fig.axes) == 1 and [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["train_step"]
     assert fig.axes[0].get_xlabel()
+    assert "collect(sample=0.5) samples them" in fig.get_suptitle()  # why there is no utilisation panel
+
+
+def test_a_timeline_saved_into_a_new_folder_makes_it_and_keeps_marker_labels_inside(tmp_path):
+    markers = [{"kind": "epoch", "value": e, "t_ns": T0 + e * 10**8, "carry": True} for e in range(3)]
+    path = tmp_path / "new" / "dir" / "t.png"
+    fig = plot_timeline(_rows(4), _samples(8, cpu_util_pct=100.0), [], path, markers=markers)
+    assert path.stat().st_size > 5000
+    top = fig.axes[0]
+    texts = [t for t in top.texts if t.get_text().strip().startswith("epoch=")]
+    assert len(texts) == 3 and all(t.get_position()[1] <= 1.0 and t.get_va() == "top" for t in texts)
+    assert "collect(sample" not in fig.get_suptitle()
 
 
 def test_on_a_gpu_the_memory_panel_shows_gpu_memory():

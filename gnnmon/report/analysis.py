@@ -134,6 +134,8 @@ def spikes(
                           f"paused {pause * 1e3:.1f} ms")
             elif odd_shape:
                 cause, detail = "shape", odd_shape
+            else:
+                detail = _unexplained(row)
             found.append({
                 "label": label,
                 "index": row.get("index"),
@@ -233,6 +235,28 @@ def _first_text(part: Part, field: str) -> str | None:
     return next((v for v in part.cols[field].values if isinstance(v, str)), None)
 
 
+WAITING_BELOW = 0.5
+"""A slow call whose process computed less than this share of its time (CPU time over wall time,
+or sampled utilisation over 100 %) was waiting, not computing: on I/O, a lock, another process,
+a device sync."""
+
+
+def _unexplained(row: Mapping[str, Any]) -> str:
+    """What the row says of a slow call nothing explains: whether it computed or waited."""
+    cpu: Any = row.get("cpu_s")
+    wall: Any = row.get("wall_s")
+    util: Any = row.get("cpu_util_pct")
+    if is_number(cpu) and is_number(wall) and float(wall) > 0:
+        cpu_s, wall_s = float(cpu), float(wall)
+        doing = "waiting, not computing" if cpu_s < WAITING_BELOW * wall_s else "computing"
+        return f"{doing}: {cpu_s * 1e3:.1f} ms of CPU time in {wall_s * 1e3:.1f} ms"
+    if is_number(util):
+        pct = float(util)
+        doing = "waiting, not computing" if pct < 100 * WAITING_BELOW else "computing"
+        return f"{doing}: the process used {pct:.0f} % of a core while it ran"
+    return "no GC pause, compile, batch shape or warm-up; sample= or energy= records whether it waited or computed"
+
+
 def step_analysis(records: Rows, *, warmup: int = 2) -> dict[str, dict[str, Any]]:
     """Per label: time per node and per edge, each phase's share of the time and the residual
     no phase covered, GC's cost, and p50/p90/p99 raw versus with GC pauses removed. Rows before
@@ -245,7 +269,8 @@ def step_analysis(records: Rows, *, warmup: int = 2) -> dict[str, dict[str, Any]
         if not t.size:
             continue
         total = float(np.sum(t))
-        info: dict[str, Any] = {"rows": int(t.size), "time_s": describe(t.tolist())}
+        info: dict[str, Any] = {"rows": int(t.size), "warmup_left_out": int(timed.t.size - t.size),
+                                "time_s": describe(t.tolist())}
         for name, key in (("per_node_s", "num_nodes"), ("per_edge_s", "num_edges")):
             size = timed.column(key)[use]
             ok = ~np.isnan(size) & (size > 0)

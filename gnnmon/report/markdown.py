@@ -185,7 +185,9 @@ def _analysis_lines(report: Explained) -> list[str]:
     lines: list[str] = []
     steps = report.analysis()
     if any(info["rows"] >= 2 for info in steps.values()):
-        lines += ["### Step analysis (after 2 warm-up calls per label; ms)", "",
+        left_out = sum(i.get("warmup_left_out", 0) for i in steps.values())
+        which = "after the first 2 calls of each label, left out as warm-up" if left_out else "every call"
+        lines += [f"### Step analysis ({which}; ms)", "",
                   "| label | rows | p50 | p90 | p99 | p50 no GC | p90 no GC | p99 no GC | GC share "
                   "| µs / node | ns / edge |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -111,11 +111,17 @@ def plot_timeline(
             ax.axvline(x, color="0.4", ls="--", lw=0.8)
         if k < MAX_MARKER_TEXTS:
             top = made[0, 0]
-            top.text(x, 1.0, f" {m['kind']}={m.get('value')}", transform=top.get_xaxis_transform(), fontsize=7,
-                     va="bottom", ha="left", rotation=45)
+            top.text(x, 0.97, f" {m['kind']}={m.get('value')}", transform=top.get_xaxis_transform(), fontsize=7,
+                     va="top", ha="left", rotation=90)  # inside the panel: clear of the title
     made[-1, 0].set_xlabel("seconds since the first row or sample")
     devices = _devices(records)
-    fig.suptitle(title or f"gnnmon timeline — {', '.join(devices) or 'no device'}")
+    heading = title or f"gnnmon timeline — {', '.join(devices) or 'no device'}"
+    if not samples:
+        heading += "\n(no utilisation or memory over time: collect(sample=0.5) samples them)"
+    fig.suptitle(heading)
     if path is not None:
+        folder = os.path.dirname(os.fspath(path))
+        if folder:
+            os.makedirs(folder, exist_ok=True)  # as collect() makes its file's folder
         fig.savefig(path, dpi=110)
     return fig
