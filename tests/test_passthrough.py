@@ -225,18 +225,18 @@ def test_a_failing_measurement_never_changes_the_result():
     assert any("broken failed: ZeroDivisionError" in n for n in row["notes"])
 
 
-def test_stacked_scopes_with_one_label_fill_one_row_as_stacked_decorators_do():
-    """``with memory_scope(label="x"), timed(label="x"):`` around a planted 10 ms sleep and 16 MiB
-    kept: one row per block with memory and time, not two rows (one the other's parent); the same
-    measurement twice, or another label, still nests."""
+def test_stacked_scopes_with_one_label_fill_one_row_as_stacked_decorators_do(fake_cuda):
+    """``with memory_scope(label="x", device="cuda"), timed(label="x", device="cuda"):`` around a
+    planted 10 ms sleep and 16 MiB allocated on the fake CUDA device: one row per block with memory
+    and time, not two rows (one the other's parent); the same measurement twice, or another label,
+    still nests."""
     import time
 
-    kept = []  # each block's 16 MiB stays: the next block cannot reuse it
     with gnnmon.collect() as run:
         for _ in range(3):
-            with memory_scope(label="x"), gnnmon.timed(label="x") as fields:
+            with memory_scope(label="x", device="cuda"), gnnmon.timed(label="x", device="cuda", sync="none") as fields:
                 time.sleep(0.01)
-                kept.append(torch.ones(16 * 2**20 // 4))
+                fake_cuda.free(fake_cuda.alloc(16 * 2**20, 0))
             assert "wall_s" in fields and "mem_peak_bytes" in fields  # one row, both measurements
         with gnnmon.timed(label="y"), gnnmon.timed(label="y"):
             pass
@@ -244,7 +244,7 @@ def test_stacked_scopes_with_one_label_fill_one_row_as_stacked_decorators_do():
             pass
     x = [r for r in run.records if r["label"] == "x"]
     assert len(x) == 3 and all(r["parent"] is None and r["wall_s"] >= 0.01 for r in x)
-    assert all(r["mem_peak_delta_bytes"] >= 16 * 2**20 - 2**20 for r in x)
+    assert all(r["mem_peak_delta_bytes"] == 16 * 2**20 and r["device"] == "cuda:0" for r in x)
     assert [(r["label"], r["parent"]) for r in run.records if r["label"] in "yab"] == [
         ("y", "y#0"), ("y", None), ("b", "a#0"), ("a", None)]
     assert gnnmon.current_row() is None

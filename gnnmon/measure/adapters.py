@@ -97,6 +97,7 @@ def default_label(func: Any) -> str:
         return default_label(inner)
     return type(func).__qualname__.rsplit("<locals>.", 1)[-1]
 
+
 def _by_class(func: Any, label: str) -> Callable[[Any], str] | None:
     """For a method (``Cls.name``, first parameter ``self``): the label of a call from its
     instance, so that a subclass inheriting the decorated method is labelled by its own class
