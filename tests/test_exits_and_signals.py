@@ -302,3 +302,24 @@ def test_a_handler_calling_a_decorated_function_every_millisecond_never_crashes(
         assert sum(1 for r in rows if r["label"] == "save_checkpoint") > 0  # handlers outside gnnmon are measured
     assert not crashed, crashed[:2]
     assert unmeasured > 0  # the handler did interrupt gnnmon's bookkeeping, and ran bare then
+
+
+def test_a_handler_exception_landing_while_gnnmon_checks_for_one_is_not_swallowed(monkeypatch):
+    """The check that tells a handler's exception from gnnmon's own failure reads every signal's
+    handler; a step timeout (a TimeoutError: an OSError) raised by a handler during that read
+    reached the caller as nothing, and the exception being checked was taken for gnnmon's own (a
+    peak window stayed open: 1 run in 5 of the alarm test under load). Planted: the read raises it."""
+    import signal
+
+    from gnnmon.record import interrupts
+
+    def alarm(signum, frame):
+        raise TimeoutError("step timed out")
+
+    try:
+        alarm(0, None)
+    except TimeoutError as exc:
+        caught = exc
+    monkeypatch.setattr(signal, "getsignal", lambda signum: (_ for _ in ()).throw(TimeoutError("a second timeout")))
+    with pytest.raises(TimeoutError, match="a second timeout"):
+        interrupts.raised_by_handler(caught)

@@ -211,7 +211,7 @@ def raised_by_handler(exc: BaseException) -> bool:
     for signum in signal.valid_signals():
         try:
             handler = signal.getsignal(signum)
-        except (ValueError, OSError):
+        except ValueError:  # not OSError: a handler's TimeoutError landing here is one, and it is the caller's
             continue
         code = getattr(handler, "__code__", None)
         if code is not None:

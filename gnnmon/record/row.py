@@ -242,22 +242,24 @@ class Row:
                 if self._hook:
                     self._hook = False
                     GC_LOG.release()
-                state.UNFINISHED.discard(self)
+                if not self.entered:  # else a measurement's exit is still owed: heal runs it
+                    state.UNFINISHED.discard(self)
 
     def heal(self) -> None:
         """Finish a row that an exception left unfinished inside gnnmon's own code (its decorated
         call has returned): its measurements are ended (GC pauses, peak windows) and, if it was
         not stored yet, it is stored with ``error`` ``"interrupted"`` and a note; figures its
         measurements did not fill are missing."""
+        if not self.closed:
+            self.note("interrupted: an exception (from a signal handler) ended this call inside gnnmon's own "
+                      "code; the row was closed by the next one, and figures not filled by then are missing")
+            self.fields["error"] = "interrupted"
+        # A handler's exception here propagates and leaves the row unfinished, measurements and all:
+        # the next row heals it again (closing it first would leave a peak window or GC pause open).
+        exit_all(self.entered, 0, None)
         if self.closed:
             self._run_after()
-            return
-        self.note("interrupted: an exception (from a signal handler) ended this call inside gnnmon's own code; "
-                  "the row was closed by the next one, and figures not filled by then are missing")
-        self.fields["error"] = "interrupted"
-        try:
-            exit_all(self.entered, 0, None)
-        finally:
+        else:
             self.close()
 
     def _settle_device(self) -> None:
