@@ -288,3 +288,25 @@ def test_the_flickr_worked_example_runs_and_prints_its_layers():
     assert done.returncode == 0, done.stderr[-3000:]
     assert "### Layers of train_step" in done.stdout and "| conv1 |" in done.stdout and "| head |" in done.stdout
     assert "data: data_wait_s" in done.stdout and "nodes per hop" in done.stdout
+
+
+def test_a_step_timeout_raised_in_a_layer_hook_reaches_the_caller_and_the_watch_goes_on():
+    """A signal handler's exception (a step timeout) that lands inside one of the watch's hooks is
+    the caller's: it propagates, and the watch is not stopped as for a broken hook of its own."""
+    import signal
+
+    def alarm(signum, frame):
+        raise TimeoutError("step timed out")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+        with gnnmon.watch_layers(model) as watch:
+            with pytest.raises(TimeoutError, match="step timed out"):
+                watch._guarded(lambda *args: alarm(signal.SIGALRM, None))()
+            assert watch.broken is None
+            with pytest.warns(RuntimeWarning):
+                watch._guarded(lambda *args: 1 / 0)()  # its own failure: stops the watch, one warning
+            assert isinstance(watch.broken, ZeroDivisionError)
+    finally:
+        signal.signal(signal.SIGALRM, previous)

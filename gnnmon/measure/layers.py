@@ -37,6 +37,7 @@ from torch import nn
 
 from gnnmon.measure.layer_record import BackwardSpan, LayerStats, StepRecord
 from gnnmon.measure.timing import EventSpan
+from gnnmon.record.interrupts import raised_by_handler
 from gnnmon.record.row import Row, current_row
 
 
@@ -148,7 +149,9 @@ class LayerWatch:
                 return
             try:
                 hook(*args)
-            except Exception as exc:  # noqa: BLE001 - the user's step must not fail for a figure
+            except Exception as exc:  # the user's step must not fail for a figure
+                if raised_by_handler(exc):  # a step timeout from a signal handler: the caller's
+                    raise
                 self._break(exc)
 
         return guarded

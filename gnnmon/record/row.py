@@ -265,7 +265,9 @@ class Row:
     def _settle_device(self) -> None:
         try:
             self.backend()
-        except Exception as exc:  # noqa: BLE001 - identity only: a row without memory/timing must not fail
+        except Exception as exc:  # identity only: a row without memory/timing must not fail
+            if raised_by_handler(exc):
+                raise
             self.note(f"device not resolved: {exc}")
 
 
@@ -330,5 +332,7 @@ def exit_all(entered: list[Any], start: int, exc: BaseException | None) -> None:
 def _pop_quietly(opened: Any) -> None:
     try:
         pop_range(opened)
-    except Exception as exc:  # noqa: BLE001 - a profiler range must not change the user's call
+    except Exception as exc:  # a profiler range must not change the user's call
+        if raised_by_handler(exc):
+            raise
         warnings.warn(f"gnnmon could not close a profiler range: {exc!r}", RuntimeWarning, 3)
