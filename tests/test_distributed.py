@@ -336,10 +336,15 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     assert slow0["wall_s"] >= BACKWARD_SLEEP_S and slow1["wall_s"] >= BACKWARD_SLEEP_S  # both waited
     assert slow1["ddp_ready_s"] - slow0["ddp_ready_s"] >= BACKWARD_SLEEP_S * 0.9
     job = run.report().cross_rank()
-    (spike,) = job["spikes"]
-    assert (spike["index"], spike["slowest_rank"], spike["via"]) == (BACKWARD_STEP, 1, "buckets")
+    (spike,) = [s for s in job["spikes"] if s["index"] == BACKWARD_STEP]
+    assert (spike["slowest_rank"], spike["via"]) == (1, "buckets")
     assert abs(spike["delay_s"] - BACKWARD_SLEEP_S) <= 0.010 and spike["cause"] == "compute (rank 1)"
-    assert job["stragglers"] == []
+    # On a loaded machine a rank descheduled for 5-10 ms at some other step is a real, small spike
+    # (the noise rejection is checked exactly on planted jobs below); none comes near the plant,
+    # and the plant is not learnt as a rank's usual lag.
+    others = [s for s in job["spikes"] if s["index"] != BACKWARD_STEP]
+    assert all(s["delay_s"] < BACKWARD_SLEEP_S / 4 for s in others), others
+    assert not any(s.get("constant") for s in job["stragglers"]), job["stragglers"]
 
 
 def _bucket_job(lag_s: dict[int, float], constant_s: float = 0.0, seed: int = 3) -> list[dict]:
