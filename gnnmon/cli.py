@@ -15,8 +15,6 @@ from typing import Any
 from gnnmon._version import __version__
 from gnnmon.errors import ReportFileError
 from gnnmon.figures import reference
-from gnnmon.forecast import forecast
-from gnnmon.record.load import load
 from gnnmon.report.exports import EXPORTS
 
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
@@ -81,6 +79,8 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "fields":
         print(reference(), end="")
         return 0
+    from gnnmon.record.load import load  # torch comes with it: not for --version, --help or fields
+
     bar = _progress_bar(args.path)
     try:
         run = load(args.path, strict=not args.lenient, progress=bar.update if bar is not None else None)
@@ -141,6 +141,8 @@ def _progress_bar(path: str) -> Any:
 
 def _forecast(report: Any, args: argparse.Namespace) -> int:
     """``gnnmon forecast``: the model, the run's own batches forecast, the budgets."""
+    from gnnmon.forecast import forecast
+
     try:
         model = report.memory_model(args.label, "mem_peak_bytes")
         if not model.trusted:

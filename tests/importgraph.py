@@ -222,8 +222,10 @@ def upward(imports: list[Import]) -> list[Import]:
 
 
 def late(imports: list[Import]) -> list[Import]:
-    """gnnmon imports made inside a function (the way cycles are usually hidden)."""
-    return [imp for imp in imports if imp.in_function]
+    """gnnmon imports made inside a function (the way cycles are usually hidden), except in the
+    package's face (the CLI, ``__init__``): nothing imports it, so it hides no cycle, and it
+    imports the measuring stages (and torch with them) only once a command needs them."""
+    return [imp for imp in imports if imp.in_function and stage(imp.source) != "api"]
 
 
 def main() -> int:

@@ -123,3 +123,28 @@ def test_a_corrupt_line_names_the_flag_and_a_skipped_one_warns_on_one_line(tmp_p
     warned = [line for line in lenient.stderr.splitlines() if line]
     assert warned == [f"gnnmon: warning: {bad}:3: skipped a corrupt line ({warned[0].split('(', 1)[1]}"]
     assert ".py:" not in lenient.stderr  # no source path, as Python's own format prints
+
+
+def test_version_help_and_fields_import_no_torch():
+    code = ("import sys\nfrom gnnmon.cli import main\nfor argv in (['--version'], ['--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "main(['fields'])\nprint('torch' in sys.modules)\nimport gnnmon\ngnnmon.__version__\n"
+            "print('torch' in sys.modules)\ngnnmon.collect\nprint('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-3:] == ["False", "False", "True"]
+
+
+def test_the_forecast_function_is_not_hidden_by_its_subpackage_and_a_late_thread_can_start_gnnmon():
+    """Importing ``gnnmon.forecast.shapes`` first would set ``gnnmon.forecast`` to the subpackage;
+    a thread whose first use of gnnmon comes after the main thread ended imports torch then."""
+    hidden = ("import gnnmon\nimport gnnmon.forecast.shapes\n"
+              "print(callable(gnnmon.forecast), gnnmon.forecast.__module__)\n")
+    late = ("import sys, threading, time\nimport gnnmon\n"
+            "def late():\n    time.sleep(0.3)\n    print('torch' in sys.modules)\n"
+            "    with gnnmon.collect() as run:\n        gnnmon.monitor_memory_device(label='late')(lambda: None)()\n"
+            "    print(len(run.records), 'torch' in sys.modules)\n"
+            "threading.Thread(target=late).start()\n")
+    for code, printed in ((hidden, ["True gnnmon.forecast.forecast"]), (late, ["False", "1 True"])):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert (proc.returncode, proc.stdout.splitlines()) == (0, printed), proc.stderr
