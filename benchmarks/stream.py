@@ -59,10 +59,24 @@ def full_phase(x):
         pass
     return x
 
+def reference():
+    # Fixed pure-Python work of the kind a decorated call does (a dict filled and read, a few
+    # calls): its time says how fast the machine runs Python today.
+    fields = {}
+    for i in range(20):
+        fields[i] = i * 2
+    return sum(fields.values()) + len(str(fields))
+
 x = torch.ones(8)
 n, rounds = int(sys.argv[2]), int(sys.argv[3])
 pc = time.perf_counter_ns
 out = {}
+refs = []
+for _ in range(rounds):
+    t0 = pc()
+    for _ in range(n):
+        reference()
+    refs.append((pc() - t0) / n / 1e3)
 with tempfile.TemporaryDirectory() as d:
     for name, fn in (("timing + GC", timing_gc), ("full stack", full), ("full stack + one phase", full_phase)):
         for _ in range(2000):
@@ -85,6 +99,7 @@ with tempfile.TemporaryDirectory() as d:
                     fn(x)
             written.append(((pc() - t0) - bare) / n / 1e3)
         out[name] = {"step_path_us": statistics.median(paired), "with_writing_us": statistics.median(written)}
+out["reference_us"] = statistics.median(refs)
 print(json.dumps(out))
 """
 
@@ -117,6 +132,7 @@ sys.path.insert(0, sys.argv[1])
 kind, path = sys.argv[2], sys.argv[3]
 if kind == "gnnmon":
     import gnnmon  # imported before the clock and the memory baseline: only the work counts
+    gnnmon.load, gnnmon.Report  # gnnmon imports these (and torch with them) on first use
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 if kind == "json":
@@ -183,9 +199,12 @@ def repeat_file(source: Path, target: Path, rows: int) -> None:
 def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
     out = [f"Command: `{meta['command']}` · {meta['machine']} · {meta['when']} · gnnmon from {meta['package']}", "",
            "| decorated identity call | on the step's path µs (median of paired differences) | "
-           "with its row encoded and written µs |", "| --- | ---: | ---: |"]
+           "with its row encoded and written µs | step's path in reference calls |", "| --- | ---: | ---: | ---: |"]
+    ref = results["reference_us"]
     for name, r in results["step"].items():
-        out.append(f"| {name} | {r['step_path_us']:.1f} | {r['with_writing_us']:.1f} |")
+        out.append(f"| {name} | {r['step_path_us']:.1f} | {r['with_writing_us']:.1f} | {r['step_path_us'] / ref:.1f} |")
+    out += ["", f"The machine's speed today: one reference call (fixed pure-Python work, `reference()` in "
+            f"the script) took {ref:.2f} µs. The last column divides by it, so days can be compared."]
     for size, rep in results["report"].items():
         out += ["", f"Report of a {size} file:", "", "| what | seconds | peak RSS above start MiB |",
                 "| --- | ---: | ---: |"]
@@ -207,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"report": {}}
     print("step path: paired calls ...", flush=True)
     results["step"] = step_costs(args.quick)
+    results["reference_us"] = results["step"].pop("reference_us")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "run.jsonl"
         print(f"report: a {rows:,}-row run ...", flush=True)

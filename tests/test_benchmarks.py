@@ -81,7 +81,7 @@ def test_stream_benchmark_quick(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(out.with_suffix(".json").read_text())
-    assert set(data["step"]) == {"timing + GC", "full stack", "full stack + one phase"}
+    assert set(data["step"]) == {"timing + GC", "full stack", "full stack + one phase"} and data["reference_us"] > 0
     (report,) = data["report"].values()
     lines = int(report["costs"]["json.loads of every line"]["what"].split()[0])
     assert lines >= 2004  # the manifest, 2,000 rows, 2 markers, the end line (and any GC events)
