@@ -458,3 +458,42 @@ def test_first_and_last_bucket_times_are_the_planted_gap():
     assert row["ddp_buckets"] == 2
     assert 0.03 <= row["ddp_ready_s"] - row["ddp_first_ready_s"] < 0.03 + 0.02
     assert "ddp_ready_device_s" not in row  # the CPU: no device events
+
+
+def test_a_step_timeout_landing_in_the_bucket_watch_reaches_the_caller_and_the_watch_goes_on(monkeypatch):
+    """A signal handler's exception raised while the watch sets up a step's buckets is the
+    caller's (it propagates), not the watch's own failure (which would stop it)."""
+    import signal
+
+    import gnnmon.measure.buckets as buckets
+
+    def alarm(signum, frame):
+        raise TimeoutError("step timed out")
+
+    model = DistributedDataParallel()
+    made = buckets.BucketRecord
+    timeouts = [True]
+
+    def record(row):
+        if timeouts and timeouts.pop():
+            alarm(signal.SIGALRM, None)
+        return made(row)
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    monkeypatch.setattr(buckets, "BucketRecord", record)
+
+    @gnnmon.cuda_timed
+    def step():
+        model(torch.ones(1, 2))
+        model.backward_done()
+
+    try:
+        with gnnmon.collect() as run, gnnmon.watch_buckets(model, hook=lambda state, bucket: bucket) as watch:
+            with pytest.raises(TimeoutError, match="step timed out"):
+                step()
+            step()
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert watch.broken is None
+    timed_out, fine = run.records
+    assert "TimeoutError" in timed_out["error"] and fine["error"] is None and fine["ddp_buckets"] == 1

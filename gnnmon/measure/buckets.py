@@ -26,6 +26,7 @@ from typing import Any
 from torch import nn
 
 from gnnmon.measure.timing import EventSpan
+from gnnmon.record.interrupts import raised_by_handler
 from gnnmon.record.row import Row, current_row
 
 
@@ -116,7 +117,9 @@ class BucketWatch:
             return
         try:
             record = self.record = BucketRecord(row)
-        except Exception as exc:  # noqa: BLE001 - the user's step must not fail for a figure
+        except Exception as exc:  # the user's step must not fail for a figure
+            if raised_by_handler(exc):  # a step timeout from a signal handler: the caller's
+                raise
             self.broken, self.on = exc, False
             return
         row.defer(record)

@@ -260,7 +260,9 @@ class LayerWatch:
                 if ptr not in self._saved_seen and ptr not in self._param_ptrs:
                     self._saved_seen.add(ptr)
                     step.stats[layer.index].add("saved_bytes", storage.nbytes())
-            except Exception:  # noqa: BLE001 - a tensor without a storage (sparse, nested): not counted
+            except Exception as exc:  # a tensor without a storage (sparse, nested): not counted
+                if raised_by_handler(exc):
+                    raise
                 if step.row is not None:
                     step.row.note("layer saved_bytes leave out saved tensors without a storage (sparse, nested)")
         return tensor

@@ -98,8 +98,9 @@ def _install() -> None:
     try:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, _on_sigint)
-    except (ValueError, OSError):  # not the main interpreter, or no signals here
-        pass
+    except (ValueError, OSError) as exc:  # not the main interpreter, or no signals here
+        if raised_by_handler(exc):  # a handler's TimeoutError is an OSError: the caller's
+            raise
 
 
 def hold(up: int = 1) -> bool:
