@@ -314,3 +314,15 @@ def test_each_integration_is_a_registered_sink_by_name():
     assert isinstance(made, PrometheusSink) and isinstance(made, Sink) and made.base_port == 0
     with pytest.raises(ValueError, match="port must be between 0 and 65535"):
         sink("prometheus", port=70000)
+
+
+def test_every_below_one_is_refused_by_name_and_every_n_keeps_each_labels_nth_rows():
+    from gnnmon.integrations.metrics import check_every, every_nth
+
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match=f"every is a number of rows, >= 1; got {bad}"):
+            check_every(bad)
+    rows = [{"label": label, "index": i} for i in range(5) for label in ("step", "data")]
+    assert [(r["label"], r["index"]) for r in every_nth(rows, 2)] == [
+        ("step", 0), ("data", 0), ("step", 2), ("data", 2), ("step", 4), ("data", 4)]
+    assert list(every_nth(rows, 1)) == rows

@@ -8,7 +8,7 @@ per part (MLflow, W&B, whose keys are free text)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from gnnmon.fields import is_number
@@ -51,6 +51,19 @@ class Metric(NamedTuple):
     name: str
     part: tuple[str, str] | None
     accumulated: bool
+
+
+def check_every(every: int) -> int:
+    """A sink's ``every=N`` (rows logged one in N), refused unless it is at least 1."""
+    if every < 1:
+        raise ValueError(f"every is a number of rows, >= 1; got {every!r}")
+    return every
+
+
+def every_nth(rows: Iterable[Mapping[str, Any]], every: int) -> Iterator[Mapping[str, Any]]:
+    """The rows an ``every=N`` sink logs: each label's rows whose index is a multiple of N (the
+    same steps of every label and every rank)."""
+    return (row for row in rows if not int(row.get("index", 0)) % every)
 
 
 def row_figures(row: Mapping[str, Any]) -> Iterator[tuple[str, float]]:

@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gnnmon.integrations.metrics import row_figures, sample_figures
+from gnnmon.integrations.metrics import check_every, every_nth, row_figures, sample_figures
 from gnnmon.record.sinks import SINK_FAILED, Batch
 
 try:
@@ -106,9 +106,7 @@ class MlflowSink:
 
     def __init__(self, *, tracking_uri: str | None = None, experiment: str | None = None, run_id: str | None = None,
                  run_name: str | None = None, artifact: bool = True, every: int = 1) -> None:
-        if every < 1:
-            raise ValueError(f"every is a number of rows, >= 1; got {every!r}")
-        self.every = every
+        self.every = check_every(every)
         self.tracking_uri = tracking_uri
         self.experiment = experiment
         self.run_id = run_id
@@ -159,9 +157,7 @@ class MlflowSink:
         if self._client is None:
             return
         metrics: list[Metric] = []
-        for row in batch.rows:
-            if int(row.get("index", 0)) % self.every:
-                continue
+        for row in every_nth(batch.rows, self.every):
             stamp = int((row.get("t_end_ns") or row.get("t_start_ns") or time.time_ns()) // 1_000_000)
             step, label = int(row.get("index", 0)), str(row.get("label"))
             metrics += [Metric(metric_key(label, f), float(v), stamp, step) for f, v in row_figures(row)]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gnnmon.integrations.metrics import row_figures, sample_figures
+from gnnmon.integrations.metrics import check_every, every_nth, row_figures, sample_figures
 from gnnmon.record.sinks import Batch
 
 try:
@@ -44,9 +44,7 @@ class WandbSink:
 
     def __init__(self, *, project: str | None = None, run: Any = None, mode: str | None = None,
                  dir: str | os.PathLike[str] | None = None, every: int = 1, **init: Any) -> None:
-        if every < 1:
-            raise ValueError(f"every is a number of rows, >= 1; got {every!r}")
-        self.every = every
+        self.every = check_every(every)
         self.project = project
         self.run = run
         self.mode = mode
@@ -81,9 +79,7 @@ class WandbSink:
         run = self.run
         if run is None:
             return
-        for row in batch.rows:
-            if int(row.get("index", 0)) % self.every:
-                continue
+        for row in every_nth(batch.rows, self.every):
             label = str(row.get("label"))
             if label not in self._labels:
                 self._labels.add(label)
