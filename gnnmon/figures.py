@@ -52,7 +52,8 @@ class Figure:
     name: str
     unit: Unit
     stage: str
-    """What fills it: row, memory, timing, phase, gc, graph, data, layer, ddp, compile, timeline, energy, oom."""
+    """What fills it: row, memory, timing, phase, gc, graph, data, layer, ddp, sched, compile, timeline, energy,
+    oom."""
     meaning: str
     logged: str | None = None
     """The name of a step figure in shown units, as the Lightning callback logs it and the
@@ -134,6 +135,20 @@ FIGURES: tuple[Figure, ...] = (
     F("ddp_first_ready_s", SECONDS, "ddp", "row start to the first bucket ready (host clock)"),
     F("ddp_ready_s", SECONDS, "ddp", "row start to the last bucket ready, before its all-reduce (host clock)"),
     F("ddp_ready_device_s", SECONDS, "ddp", "GPU: the model's forward to the last bucket ready (device events)"),
+    F("ddp_ready_thread_cpu_s", SECONDS, "ddp", "CPU rows with `thread_*`: the row's thread's CPU time from the "
+      "row's start to the last bucket ready (the all-reduce's wait left out)"),
+    F("ddp_ready_thread_preempted", COUNT, "ddp", "`thread_preempted` over that time"),
+    F("ddp_ready_thread_waits", COUNT, "ddp", "`thread_waits` over that time"),
+    F("thread_cpu_s", SECONDS, "sched", "CPU time (user + system) of the thread that ran the row, in it "
+      "(`collect(sched=)`: on in a distributed job); `wall_s` minus it: off the CPU"),
+    F("thread_preempted", COUNT, "sched", "times the OS took the CPU from that thread in the row, while it could "
+      "run (involuntary context switches)"),
+    F("thread_waits", COUNT, "sched", "times that thread gave the CPU up in the row: a sleep, I/O, a lock, a "
+      "blocking wait (voluntary context switches)"),
+    F("before_s", SECONDS, "sched", "host time from that thread's previous top-level row's end to this row's start"),
+    F("before_thread_cpu_s", SECONDS, "sched", "`thread_cpu_s` over that time"),
+    F("before_thread_preempted", COUNT, "sched", "`thread_preempted` over that time"),
+    F("before_thread_waits", COUNT, "sched", "`thread_waits` over that time"),
     F("data_wait_s", SECONDS, "data", "the loop's wait in `next()` for the batch this row consumes (`watch_loader`)"),
     F("data_sample_s", SECONDS, "data", "neighbour sampling of that batch (PyG neighbour loaders; in a worker too)"),
     F("data_gather_s", SECONDS, "data", "joining its sampled nodes with their features (`filter_fn`, transform aside)"),

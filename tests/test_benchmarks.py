@@ -86,3 +86,11 @@ def test_stream_benchmark_quick(tmp_path):
     lines = int(report["costs"]["json.loads of every line"]["what"].split()[0])
     assert lines >= 2004  # the manifest, 2,000 rows, 2 markers, the end line (and any GC events)
     assert "markdown" in report["costs"]["gnnmon.load(path).report().markdown()"]["what"]
+
+
+def test_sched_cost_benchmark_runs():
+    """``benchmarks/sched_cost.py``: prints its one paired figure (a timing: printed, not asserted)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sched_cost.py"), "--pairs", "200"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "sched on minus off, per decorated call (full stack): median" in proc.stdout and "over 200 pairs" in proc.stdout

@@ -188,7 +188,8 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
     assert len(steps) == 20
     straggler, paused = steps[5], steps[12]
     assert straggler["slowest_rank"] == 1 and straggler["via"] == "forward"
-    assert 0.045 <= straggler["delay_s"] <= 0.2 and straggler["cause"] == "unexplained (rank 1)"
+    assert 0.045 <= straggler["delay_s"] <= 0.2
+    assert straggler["cause"] == "waiting (rank 1)"  # off the CPU, having given it up (the sleep): not compute
     planted_gc = next(r for r in run.records if (r["rank"], r["index"]) == (0, 12))["gc_pause_s"]
     assert paused["slowest_rank"] == 0 and paused["cause"] == "gc (rank 0)"
     assert paused["delay_s"] == pytest.approx(planted_gc) and planted_gc > 0.005
@@ -335,15 +336,21 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     slow0, slow1 = rows[(0, BACKWARD_STEP)], rows[(1, BACKWARD_STEP)]
     assert slow0["wall_s"] >= BACKWARD_SLEEP_S and slow1["wall_s"] >= BACKWARD_SLEEP_S  # both waited
     assert slow1["ddp_ready_s"] - slow0["ddp_ready_s"] >= BACKWARD_SLEEP_S * 0.9
+    # the rank's thread up to its last bucket: asleep (it gave the CPU up), not computing
+    assert slow1["ddp_ready_thread_waits"] >= 1 and slow1["ddp_ready_thread_cpu_s"] < BACKWARD_SLEEP_S / 2
+    assert slow1["ddp_ready_s"] - slow1["ddp_ready_thread_cpu_s"] >= BACKWARD_SLEEP_S
     job = run.report().cross_rank()
     (spike,) = [s for s in job["spikes"] if s["index"] == BACKWARD_STEP]
     assert (spike["slowest_rank"], spike["via"]) == (1, "buckets")
-    assert abs(spike["delay_s"] - BACKWARD_SLEEP_S) <= 0.010 and spike["cause"] == "compute (rank 1)"
-    # On a loaded machine a rank descheduled for 5-10 ms at some other step is a real, small spike
-    # (the noise rejection is checked exactly on planted jobs below); none comes near the plant,
-    # and the plant is not learnt as a rank's usual lag.
+    assert abs(spike["delay_s"] - BACKWARD_SLEEP_S) <= 0.010 and spike["cause"] == "waiting (rank 1)"
+    # On a loaded machine a rank the OS deschedules for 5-10 ms holds a step up too. Where its step
+    # thread was the one taken off the CPU (never giving it up), the step is listed under
+    # "preempted", not as a spike; where a gloo thread was (the step thread then waits longer in
+    # the all-reduce), it stays a small spike, "waiting". None comes near the plant (the noise
+    # rejection is checked exactly on planted jobs), and the plant is not learnt as a usual lag.
     others = [s for s in job["spikes"] if s["index"] != BACKWARD_STEP]
     assert all(s["delay_s"] < BACKWARD_SLEEP_S / 4 for s in others), others
+    assert all(s["cause"].startswith("preempted") and s["delay_s"] < BACKWARD_SLEEP_S / 4 for s in job["preempted"])
     assert not any(s.get("constant") for s in job["stragglers"]), job["stragglers"]
 
 

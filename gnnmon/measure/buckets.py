@@ -11,7 +11,12 @@ the all-reduce (DDP's default ``allreduce_hook``, or the hook you pass). Fields 
 * ``ddp_first_ready_s`` / ``ddp_ready_s``: seconds from the row's start to the first and to the
   last bucket ready (host clock; on a GPU the time autograd queued the bucket's last gradient);
 * ``ddp_ready_device_s`` (GPU): device time from the model's forward to the last bucket ready
-  (events, read when the run finishes the row).
+  (events, read when the run finishes the row);
+* ``ddp_ready_thread_cpu_s``, ``ddp_ready_thread_preempted``, ``ddp_ready_thread_waits`` (rows that
+  read their thread's scheduler counters, ``collect(sched=)``, where the backward runs on the
+  row's thread: the CPU): the row's thread from the row's start to the last bucket ready. Unlike
+  the row's own ``thread_*``, they leave out the wait in the all-reduce, which is longest on the
+  ranks that were not late.
 
 The cross-rank report compares ``ddp_ready_s`` across ranks: the rank whose buckets were late did
 the extra compute. A forward outside any row, or under ``no_sync()``, leaves no figures.
@@ -25,6 +30,7 @@ from typing import Any
 
 from torch import nn
 
+from gnnmon.devices.sched import thread_times
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.interrupts import raised_by_handler
 from gnnmon.record.row import Row, current_row
@@ -33,7 +39,8 @@ from gnnmon.record.row import Row, current_row
 class BucketRecord:
     """The bucket times of one row; the run writes them into it when it finishes the row."""
 
-    __slots__ = ("backend", "start_ev", "last_ev", "first_ns", "last_ns", "count", "closed", "_lock")
+    __slots__ = ("backend", "start_ev", "last_ev", "first_ns", "last_ns", "count", "closed", "_lock", "sched0",
+                 "sched", "thread")
 
     def __init__(self, row: Row) -> None:
         backend = self.backend = row.backend()
@@ -43,6 +50,9 @@ class BucketRecord:
         self.count = 0
         self.closed = False
         self._lock = threading.Lock()
+        self.sched0 = row.sched0  # the row's thread's scheduler counters at its start, if read
+        self.sched: tuple[float, int, int] | None = None  # the same at the last bucket ready
+        self.thread = threading.get_ident()
 
     def bucket_ready(self) -> None:
         now = time.time_ns()
@@ -53,6 +63,8 @@ class BucketRecord:
                 self.first_ns = now
             self.last_ns = now
             self.count += 1
+            if self.sched0 is not None and threading.get_ident() == self.thread:
+                self.sched = thread_times()
             if self.start_ev is not None:
                 if self.last_ev is not None:
                     self.backend.release_event(self.last_ev)
@@ -73,6 +85,10 @@ class BucketRecord:
         fields["ddp_buckets"] = self.count
         fields["ddp_first_ready_s"] = (self.first_ns - start) / 1e9
         fields["ddp_ready_s"] = (self.last_ns - start) / 1e9
+        if self.sched is not None and self.sched0 is not None:
+            fields["ddp_ready_thread_cpu_s"] = self.sched[0] - self.sched0[0]
+            fields["ddp_ready_thread_preempted"] = self.sched[1] - self.sched0[1]
+            fields["ddp_ready_thread_waits"] = self.sched[2] - self.sched0[2]
         if self.start_ev is not None and self.last_ev is not None:
             EventSpan(self.start_ev, self.last_ev, "ddp_ready_device_s", False, self.backend).resolve(fields)
             self.last_ev = self.start_ev = None

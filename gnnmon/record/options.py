@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from gnnmon.devices.sched import AVAILABLE as SCHED_AVAILABLE
 from gnnmon.errors import is_positive_number
 from gnnmon.record.storage import dumps
 
@@ -36,7 +37,11 @@ class Options:
     or ``"thread"``. ``distributed``: measure the clock offset between ranks with collectives.
     ``memory_history``: keep PyTorch's CUDA allocation history (its newest N events; a private
     PyTorch API, see :mod:`gnnmon.record.oom`) and dump it at the run's first out-of-memory
-    error, next to the run's file (None: off).
+    error, next to the run's file (None: off). ``sched``: each top-level row's thread CPU time
+    and context switches, in it and since the thread's previous row (``thread_*`` fields; Linux;
+    about 3 µs a row on the 2-core VM, ``benchmarks/sched_cost.py``): ``"auto"`` records them
+    in a distributed job, where the cross-rank report tells a rank the OS descheduled from one
+    that computed.
     """
 
     config: Mapping[str, Any] | None = None
@@ -53,6 +58,7 @@ class Options:
     sampler: str = "process"
     distributed: bool = True
     memory_history: int | None = None
+    sched: bool | str = AUTO
 
     def __post_init__(self) -> None:
         config = self.config
@@ -96,6 +102,8 @@ class Options:
         if h is not None and (not isinstance(h, int) or isinstance(h, bool) or h < 1):
             raise ValueError(f"memory_history must be a positive number of allocation events (e.g. 100000) "
                              f"or None, got {h!r}")
+        if self.sched != AUTO and not isinstance(self.sched, bool):
+            raise TypeError(f"sched must be True, False or 'auto' (on in a distributed job), got {self.sched!r}")
         if not isinstance(self.distributed, bool):
             raise TypeError(f"distributed must be True or False, not {type(self.distributed).__name__}")
 
@@ -114,6 +122,12 @@ class Options:
         if self.max_records == AUTO:
             return WINDOW if streams else None
         return self.max_records  # type: ignore[return-value]
+
+    def sched_on(self, distributed: bool) -> bool:
+        """Whether rows record their thread's scheduler counters: ``sched``, resolved for a run
+        that is (``distributed``) or is not one rank of a distributed job; never where the OS has no
+        per-thread usage (:data:`gnnmon.devices.sched.AVAILABLE`)."""
+        return SCHED_AVAILABLE and (distributed if self.sched == AUTO else bool(self.sched))
 
     @property
     def sample_interval(self) -> float | None:

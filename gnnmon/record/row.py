@@ -31,6 +31,7 @@ from gnnmon.devices.resolve import (
     infer_device,
     parse_device,
 )
+from gnnmon.devices.sched import thread_times
 from gnnmon.errors import DeviceError
 from gnnmon.fields import add_note
 from gnnmon.record import state
@@ -53,7 +54,7 @@ class Row:
 
     __slots__ = (
         "fields", "run", "parent", "sync", "owner", "entered", "_found", "_backend", "_deferred",
-        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "_range", "closed",
+        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "sched0", "_sched_tid", "_range", "closed",
     )
 
     def __init__(
@@ -99,6 +100,8 @@ class Row:
         self.gc_gen = -1
         # Process CPU-seconds, for the CPU energy model (a clock read, ~1 µs; only with energy on).
         self._cpu0 = time.process_time() if self.run.energy is not None else None
+        self.sched0: tuple[float, int, int] | None = None  # its thread's counters at its start (sched on)
+        self._sched_tid = 0
         self._range = None
         self.closed = False
 
@@ -122,6 +125,10 @@ class Row:
             if not self.run.holds_gc_hook:  # a top-level row installs the GC hook (a collect run holds it)
                 GC_LOG.acquire()
                 self._hook = True
+            if self.run.sched:
+                self.sched0 = thread_times()
+                self._sched_tid = threading.get_ident()
+                _sched_before(self.fields, self.sched0)
         state.CURRENT_ROW.set(self)
         if RANGES.on:  # opt-in: gnnmon.emit_ranges()
             self._range = push_range(self.fields["label"])
@@ -202,6 +209,8 @@ class Row:
             fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
             if self._cpu0 is not None:
                 fields["cpu_s"] = time.process_time() - self._cpu0
+            if self.sched0 is not None and threading.get_ident() == self._sched_tid:  # else another thread's
+                _sched_in(fields, self.sched0)
             if fields["device"] is None:
                 self._settle_device()
             elif fields.get("device_source") == BY_NOTHING:  # on the CPU: did this call start an accelerator?
@@ -269,6 +278,29 @@ class Row:
             if raised_by_handler(exc):
                 raise
             self.note(f"device not resolved: {exc}")
+
+
+_LAST_END = threading.local()
+"""Per thread: ``(t_end_ns, cpu_s, preempted, waits)`` when its last top-level row ended."""
+
+
+def _sched_before(fields: dict[str, Any], now: tuple[float, int, int]) -> None:
+    """The thread's scheduler counters since its previous top-level row ended (``before_*``)."""
+    last = getattr(_LAST_END, "times", None)
+    if last is not None:
+        fields["before_s"] = (fields["t_start_ns"] - last[0]) / 1e9
+        fields["before_thread_cpu_s"] = now[0] - last[1]
+        fields["before_thread_preempted"] = now[1] - last[2]
+        fields["before_thread_waits"] = now[2] - last[3]
+
+
+def _sched_in(fields: dict[str, Any], start: tuple[float, int, int]) -> None:
+    """The thread's scheduler counters in the row (``thread_*``); kept for the next row's ``before_*``."""
+    cpu, preempted, waits = now = thread_times()
+    fields["thread_cpu_s"] = cpu - start[0]
+    fields["thread_preempted"] = preempted - start[1]
+    fields["thread_waits"] = waits - start[2]
+    _LAST_END.times = (fields["t_end_ns"], *now)
 
 
 def current_row() -> Row | None:

@@ -2,8 +2,8 @@
 hands them to its sinks; :meth:`Run.result` gives the plain :class:`~gnnmon.record.result.RunResult`
 that reports and exports read.
 
-``with gnnmon.collect("runs/x.jsonl") as run:`` makes ``run`` the active run. With no active run,
-rows go to a bounded default run (:func:`default_run`).
+``with gnnmon.collect("runs/x.jsonl") as run:`` makes ``run`` the active run; with none, rows go
+to a bounded default run (:func:`default_run`).
 
 What a row costs the step: closing it appends its fields (a dict of plain values, which the
 garbage collector does not track) to the run's inbox, nothing more. The rest happens later, off
@@ -98,10 +98,8 @@ class Run(Outlets):
         self._sampler: Sampler | None = None
         self.sampler_stats: dict[str, Any] = {}  # the sampler's own cost, after stop
         self.join: RowJoin | None = None  # what rows closed now get from the timeline
-        window = self.max_records
-        self._window: deque[bytes] = deque(maxlen=window)  # the newest rows, as their JSON lines
-        # GC events arrive from inside gc callbacks: appended without a lock.
-        self.gc_events: deque[dict[str, Any]] = deque(maxlen=window)
+        self._window: deque[bytes] = deque(maxlen=self.max_records)  # the newest rows, as their JSON lines
+        self.gc_events: deque[dict[str, Any]] = deque(maxlen=self.max_records)  # from gc callbacks: no lock
         self.samples: list[dict[str, Any]] = []  # in time order (joined to rows by bisection)
         self.counters = Counters()  # energy counters' points (their steps), for interpolation
         self.markers: list[dict[str, Any]] = []
@@ -123,6 +121,7 @@ class Run(Outlets):
         self._last_error = None  # sys.last_value when the run started (an uncaught error's, if any, is newer)
         self._unmeasured_at_start = 0
         self.history = History(opts.memory_history)  # CUDA's allocation history, opt-in
+        self.sched = opts.sched_on(self.rank is not None)  # rows read their thread's counters
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> Run:
@@ -150,6 +149,7 @@ class Run(Outlets):
                 options["energy"] = self.energy.describe()
                 energy_join = EnergyJoin(options["energy"], sampler.interval)
             options["memory_history"] = self.history.start()
+            options["sched"] = self.sched
             self.manifest = build_manifest(self.config, options)
             self.manifest["distributed"] = distributed_entry(self.rank, self.options.distributed, self._job_path)
             self.manifest["file"] = str(self.path.resolve()) if self.path is not None else None

@@ -13,7 +13,8 @@ longer is late here even though every rank's backward ends together), the other 
 whole row — the first of these whose spread across ranks exceeds ``min_delay_s``, ``min_share`` of
 the step and the run's own noise names the slowest rank; the others waited that long each. A rank
 that arrived earlier than the latest by half that spread or more is not named: its extra time is
-its wait.
+its wait. A label's first step is not judged by its arrival: the ranks enter their loops at
+different times (set-up, not a step).
 
 The run's own noise: with at least :data:`CALIBRATE_MIN` matched steps of a label, each rank's
 usual lag in each measure (the median over the steps) is taken out first, and a spread must pass
@@ -24,8 +25,14 @@ Causes, for the slowest rank: ``gc`` where its GC pauses (in the row, or in its 
 previous step) cover at least half the delay; ``larger batch`` where its batch had more nodes or
 edges (``record_graph``) than the others' by more than 10 %; ``data loading`` where the delay was
 in a ``data`` phase or row, or before the row started with a ``data`` row in between or a wait
-for its batch (``data_wait_s`` of ``gnnmon.watch_loader``) of half the delay; ``compute``
-where it was in the buckets (the rank's own backward took longer); else ``unexplained``. Each names the rank: ``gc (rank 0)``.
+for its batch (``data_wait_s`` of ``gnnmon.watch_loader``) of half the delay; then, where the
+rows carry the thread's scheduler counters (``collect(sched=)``, on in a distributed job) and
+the rank's thread computed less than half the delay more than usual over the time the delay
+fell in, ``preempted`` where it never gave the CPU up there yet was off it for half the delay,
+the OS having taken it (a busy machine: the step is listed under ``preempted``, not as a spike),
+or ``waiting`` (CPU rows) where it gave the CPU up and was off it for half the delay more than
+usual (a sleep, I/O, a lock, a collective that completed late); ``compute`` where it was in the buckets
+(the rank's own backward took longer); else ``unexplained``. Each names the rank: ``gc (rank 0)``.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
     """The cross-rank report of a job's rows (see the module doc): ``steps`` (one per matched
     step: label, index, ranks, spread_s, slowest_rank, delay_s, waited_s, via, cause),
     ``spikes`` (steps whose delay was at least ``min_share`` of the step, with their cause),
+    ``preempted`` (steps held up by a rank the OS descheduled: not the job's, not spikes),
     ``stragglers`` (ranks slowest in at least ``straggler_share`` of the steps, and 3), and
     ``per_rank`` (steps, total and median time per label). ``{}`` when the rows carry no rank."""
     ranked = [r for r in records if "rank" in r and r.get("parent") is None]
@@ -88,6 +96,9 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
         pauses = {k: histories[k].gc_since(r) for k, r in rows.items()}
         candidates.append((label, index, rows, times, _measures(rows, starts, times), pauses))
     baselines, noise = _calibrate(candidates)
+    first: dict[str, int] = {}
+    for label, index, *_ in candidates:
+        first[label] = min(index, first.get(label, index))
 
     steps = []
     for label, index, matched, times, measures, pauses in candidates:
@@ -102,6 +113,8 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
         else:
             arrival = measures[0][1]
             for name, values in measures:
+                if name == "arrival" and index == first[label]:
+                    continue  # the ranks enter the loop at different times: set-up, not a step
                 base = baselines.get((label, name), {})
                 values = {k: v - base.get(k, 0.0) for k, v in values.items()}
                 spread = max(values.values()) - min(values.values())
@@ -122,7 +135,8 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
             entry["cause"] = _cause(slowest, matched, via or "", delay, histories[slowest])
         steps.append(entry)
     steps.sort(key=lambda s: (min(start(k, by_step[(s["label"], s["index"])][k]) for k in s["ranks"])))
-    spikes = [dict(s) for s in steps if s["slowest_rank"] is not None]
+    spikes = [dict(s) for s in steps if s["slowest_rank"] is not None and not s["cause"].startswith("preempted")]
+    preempted = [dict(s) for s in steps if s["cause"] and s["cause"].startswith("preempted")]
     counts: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for s in spikes:
         counts[s["slowest_rank"]].append(s)
@@ -142,8 +156,8 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
                 labels[r["label"]].append(t)
         per_rank[rank] = {label: {"count": len(v), "total_s": sum(v), "median_s": statistics.median(v)}
                           for label, v in labels.items()}
-    return {"steps": steps, "spikes": spikes, "stragglers": stragglers, "per_rank": per_rank,
-            "clock_offsets_ns": offsets}
+    return {"steps": steps, "spikes": spikes, "preempted": preempted, "stragglers": stragglers,
+            "per_rank": per_rank, "clock_offsets_ns": offsets}
 
 
 def _measures(rows: Mapping[int, Mapping[str, Any]], starts: dict[int, float],
@@ -235,6 +249,7 @@ class _History:
         self.rows = rows
         self.starts = [int(r.get("t_start_ns") or 0) for r in rows]
         self.by_key = {(r["label"], int(r["index"])): r for r in rows}
+        self._usual: dict[tuple[str, str], tuple[float, float, float, float] | None] = {}
 
     def between(self, row: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The rows since this rank's previous row of ``row``'s label, up to ``row``."""
@@ -247,6 +262,58 @@ class _History:
         """Seconds of GC pauses in ``row`` and in this rank's rows since its previous step."""
         return float(row.get("gc_pause_s") or 0.0) + sum(float(r.get("gc_pause_s") or 0.0)
                                                          for r in self.between(row))
+
+    def sched(self, row: Mapping[str, Any], via: str) -> tuple[float, float, float, float] | None:
+        """The rank's thread over the time a delay seen ``via`` fell in (``thread_*`` fields of
+        ``collect(sched=)``): ``(wall s, CPU s, preempted, waits)``. Late buckets: the row up to
+        its last bucket ready; a late arrival (``arrival``): the time since the previous row of the
+        label, (``arrival+``) with that row's part after its last bucket was ready (the all-reduce,
+        the optimizer; all of it without buckets); the whole row: its part after its last bucket was
+        ready (all of it without buckets); a phase: the row."""
+        if via.startswith("arrival"):
+            parts = [_sched_part(row, "before_s", "before_thread_")]
+            if via == "arrival+":
+                previous = self.by_key.get((row["label"], int(row["index"]) - 1))
+                parts.append(_tail(previous) if previous is not None else None)
+        elif via == "buckets" and _sched_part(row, "ddp_ready_s", "ddp_ready_thread_") is not None:
+            parts = [_sched_part(row, "ddp_ready_s", "ddp_ready_thread_")]
+        elif via == "row":
+            parts = [_tail(row)]
+        else:
+            parts = [_sched_part(row, "wall_s", "thread_")]
+        if any(p is None for p in parts):
+            return None
+        wall, cpu, preempted, waits = (sum(x) for x in zip(*parts, strict=True))
+        return wall, cpu, preempted, waits
+
+    def usual_sched(self, label: str, via: str) -> tuple[float, float, float, float] | None:
+        """The medians of :meth:`sched` over this rank's rows of ``label`` (None with fewer than
+        :data:`CALIBRATE_MIN`)."""
+        key = (label, via)
+        if key not in self._usual:
+            windows = [w for r in self.rows if r["label"] == label and (w := self.sched(r, via)) is not None]
+            self._usual[key] = (tuple(statistics.median(x) for x in zip(*windows, strict=True))
+                                if len(windows) >= CALIBRATE_MIN else None)
+        return self._usual[key]
+
+
+def _sched_part(row: Mapping[str, Any], wall: str, prefix: str) -> tuple[float, float, float, float] | None:
+    """``(wall s, CPU s, preempted, waits)`` from a row's ``wall`` field and its ``<prefix>cpu_s``,
+    ``<prefix>preempted`` and ``<prefix>waits``; None where it has none."""
+    values = (row.get(wall), row.get(f"{prefix}cpu_s"), row.get(f"{prefix}preempted"), row.get(f"{prefix}waits"))
+    if not all(isinstance(v, (int, float)) for v in values):
+        return None
+    return float(values[0]), float(values[1]), float(values[2]), float(values[3])  # type: ignore[arg-type]
+
+
+def _tail(row: Mapping[str, Any]) -> tuple[float, float, float, float] | None:
+    """The row after its last gradient bucket was ready (the all-reduce, the optimizer), or all of
+    it where it has no bucket figures."""
+    whole = _sched_part(row, "wall_s", "thread_")
+    ready = _sched_part(row, "ddp_ready_s", "ddp_ready_thread_")
+    if whole is None or ready is None:
+        return whole
+    return whole[0] - ready[0], whole[1] - ready[1], whole[2] - ready[2], whole[3] - ready[3]
 
 
 def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: float, history: _History) -> str:
@@ -264,6 +331,40 @@ def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: fl
             return f"larger batch (rank {rank})"
     if via == "data" or row["label"] == "data":
         return f"data loading (rank {rank})"
+    off_cpu = _off_cpu(row, via, delay, history)
+    if off_cpu is not None:
+        return f"{off_cpu} (rank {rank})"
     if via == "buckets":
         return f"compute (rank {rank})"
     return f"unexplained (rank {rank})"
+
+
+def _off_cpu(row: Mapping[str, Any], via: str, delay: float, history: _History) -> str | None:
+    """Where the rank's thread spent the delay, from its scheduler counters over the time the delay
+    fell in (:meth:`_History.sched`), where it computed less than half the delay more than usual:
+    ``preempted`` if it never gave the CPU up there, the OS took the CPU from it, and it was off
+    the CPU for at least half the delay (a thread that does not give the CPU up is off it only
+    while another task holds its core: a busy machine, not the job); ``waiting`` (CPU rows only: on
+    a GPU the host thread waits for the device) if it gave the CPU up and was off it for at least
+    half the delay more than usual (a sleep, I/O, a lock, a collective that completed late). None
+    where the rows carry no counters or they say neither."""
+    for kind in ("arrival", "arrival+") if via == "arrival" else (via,):
+        window, usual = history.sched(row, kind), history.usual_sched(row["label"], kind)
+        if window is not None and usual is not None:
+            verdict = _verdict(window, usual, delay, row.get("backend") == "cpu")
+            if verdict is not None:
+                return verdict
+    return None
+
+
+def _verdict(window: tuple[float, float, float, float], usual: tuple[float, float, float, float],
+             delay: float, on_cpu: bool) -> str | None:
+    """:func:`_off_cpu` over one window, against its usual values."""
+    wall, cpu, preempted, waits = window
+    if cpu - usual[1] >= 0.5 * delay:
+        return None
+    if waits == 0:
+        return "preempted" if preempted >= 1 and wall - cpu >= 0.5 * delay else None
+    if (wall - cpu) - (usual[0] - usual[1]) >= 0.5 * delay and on_cpu:
+        return "waiting"
+    return None

@@ -173,6 +173,12 @@ def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:
             lines.append(f"| … {len(spikes) - MAX_TABLE} more | | | | | | | |")
     else:
         lines.append("No step was held up by one rank.")
+    preempted = job.get("preempted") or []
+    if preempted:
+        worst = max(preempted, key=lambda s: s["delay_s"])
+        lines += ["", f"Steps held up by a rank the OS descheduled (its thread preempted: a busy machine, not "
+                  f"the job; not counted above): {len(preempted)}, the longest {worst['delay_s'] * 1e3:.1f} ms "
+                  f"(step {worst['index']} of {worst['label']}, rank {worst['slowest_rank']})."]
     lines += ["", "Per rank:", "", "| rank | label | calls | median ms | total s |", "| ---: | --- | ---: | ---: | ---: |"]
     for rank, labels in job["per_rank"].items():
         lines += [f"| {rank} | {label} | {v['count']} | {v['median_s'] * 1e3:.2f} | {v['total_s']:.3f} |"

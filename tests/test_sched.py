@@ -1,0 +1,196 @@
+"""The step thread's scheduler counters (``collect(sched=)``): CPU time, preemptions and waits in
+each row and before it, against planted truths (a spin of known CPU time, a sleep, a spinning
+process pinned to the thread's core), and what the cross-rank report makes of them."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+import pytest
+
+import gnnmon
+from gnnmon import cuda_timed
+from gnnmon.devices import sched
+
+needs_thread_usage = pytest.mark.skipif(not sched.AVAILABLE or not hasattr(os, "sched_setaffinity"),
+                                        reason="per-thread usage and CPU affinity are Linux's")
+
+
+def _spin(seconds: float) -> None:
+    """Run on the CPU until this thread has used ``seconds`` of it."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def _spinner(ready, stop) -> None:  # a process that keeps its core busy until told to stop
+    ready.set()
+    while not stop.is_set():
+        pass
+
+
+@needs_thread_usage
+def test_cpu_time_waits_and_the_time_before_a_row_are_the_planted_ones():
+    @cuda_timed
+    def step(kind: str) -> None:
+        if kind == "spin":
+            _spin(0.030)
+        else:
+            time.sleep(0.030)
+
+    with gnnmon.collect(sched=True) as run:
+        step("spin")
+        time.sleep(0.020)
+        step("sleep")
+    spun, slept = run.records
+    assert 0.030 <= spun["thread_cpu_s"] <= (spun["t_end_ns"] - spun["t_start_ns"]) / 1e9 + 0.001
+    assert slept["wall_s"] - slept["thread_cpu_s"] >= 0.029 and slept["thread_waits"] >= 1  # off the CPU, asleep
+    assert slept["thread_cpu_s"] < 0.010
+    assert "before_s" not in spun or spun["before_s"] >= 0  # its thread's earlier rows came from another test
+    assert slept["before_s"] >= 0.020 and slept["before_thread_waits"] >= 1
+    assert slept["before_thread_cpu_s"] < slept["before_s"] - 0.019
+    assert run.manifest["options"]["sched"] is True
+
+
+@needs_thread_usage
+def test_a_process_spinning_on_the_threads_core_shows_as_preemptions():
+    """Pinned to one core with a spinning process: the thread gets about half of it, taken from it
+    while it could run (involuntary context switches), not given up."""
+    ctx = multiprocessing.get_context("spawn")
+    ready, stop = ctx.Event(), ctx.Event()
+    core = sorted(os.sched_getaffinity(0))[0]
+    before = os.sched_getaffinity(0)
+    child = ctx.Process(target=_spinner, args=(ready, stop), daemon=True)
+    child.start()
+    try:
+        assert ready.wait(60)
+        os.sched_setaffinity(child.pid, {core})
+        os.sched_setaffinity(0, {core})  # this thread (Linux: the calling thread)
+
+        @cuda_timed
+        def step() -> None:
+            _spin(0.050)
+
+        with gnnmon.collect(sched=True) as run:
+            step()
+    finally:
+        os.sched_setaffinity(0, before)
+        stop.set()
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+    (row,) = run.records
+    assert row["thread_cpu_s"] >= 0.050
+    assert row["thread_preempted"] >= 1
+    assert row["wall_s"] - row["thread_cpu_s"] >= 0.010  # waiting for the core the spinner held
+
+
+def test_sched_is_on_by_default_only_in_a_distributed_job(monkeypatch):
+    with gnnmon.collect() as run:
+        cuda_timed(lambda: None)()
+    assert not any(k.startswith("thread_") for k in run.records[0])
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert gnnmon.Run().sched is sched.AVAILABLE
+    assert gnnmon.Run(sched=False).sched is False
+
+
+def test_a_bad_sched_option_is_named():
+    with pytest.raises(TypeError, match="sched must be True, False or 'auto'.*'yes'"):
+        gnnmon.collect(sched="yes")
+
+
+def _job(plant: dict[int, dict[str, float]], steps: int = 30) -> list[dict]:
+    """Two ranks whose rows end together (DDP), each with its thread's counters: 20 ms of backward
+    CPU to the last bucket ready, one wait in the all-reduce, 1 ms to the next row. ``plant[i]``
+    changes rank 1 at step i: ``arrive`` s later (``arrive_cpu``, ``arrive_preempted``,
+    ``arrive_waits`` in the time before the row), its buckets ``late`` s later (``late_cpu``,
+    ``late_preempted``, ``late_waits`` up to them)."""
+    rows, t = [], 0
+    for i in range(steps):
+        p = plant.get(i, {})
+        starts = {0: t, 1: t + int(p.get("arrive", 0.0) * 1e9)}
+        ready = {0: 0.020, 1: 0.020 + p.get("late", 0.0)}
+        end = max(starts[k] + int(ready[k] * 1e9) for k in (0, 1)) + 2_000_000
+        for k in (0, 1):
+            mine = k == 1
+            cpu = 0.020 + (p.get("late_cpu", 0.0) if mine else 0.0)
+            rows.append({
+                "label": "step", "index": i, "rank": k, "parent": None, "backend": "cpu",
+                "t_start_ns": starts[k], "t_end_ns": end, "wall_s": (end - starts[k]) / 1e9,
+                "ddp_ready_s": ready[k], "ddp_buckets": 1, "gc_pause_s": 0.0,
+                "ddp_ready_thread_cpu_s": cpu,
+                "ddp_ready_thread_preempted": int(p.get("late_preempted", 0)) if mine else 0,
+                "ddp_ready_thread_waits": int(p.get("late_waits", 0)) if mine else 0,
+                "thread_cpu_s": cpu + 0.001, "thread_preempted": int(p.get("late_preempted", 0)) if mine else 0,
+                "thread_waits": 1 + (int(p.get("late_waits", 0)) if mine else 0),
+                "before_s": 0.001 + (p.get("arrive", 0.0) if mine else 0.0),
+                "before_thread_cpu_s": 0.001 + (p.get("arrive_cpu", 0.0) if mine else 0.0),
+                "before_thread_preempted": int(p.get("arrive_preempted", 0)) if mine else 0,
+                "before_thread_waits": int(p.get("arrive_waits", 0)) if mine else 0,
+            })
+        t = end + 1_000_000
+    return rows
+
+
+def test_the_cross_rank_report_tells_preemption_a_sleep_and_compute_apart():
+    from gnnmon.report.cross_rank import cross_rank
+
+    job = cross_rank(_job({
+        5: {"arrive": 0.008, "arrive_preempted": 2},  # descheduled between steps
+        11: {"late": 0.080, "late_waits": 1},  # a sleep in backward
+        17: {"late": 0.030, "late_cpu": 0.030},  # a longer backward, computed
+        23: {"late": 0.012, "late_preempted": 3},  # descheduled in backward
+        26: {"arrive": 0.015, "arrive_cpu": 0.015, "arrive_preempted": 1},  # computed between steps
+    }))
+    spikes = {s["index"]: (s["slowest_rank"], s["via"], s["cause"]) for s in job["spikes"]}
+    assert spikes == {11: (1, "buckets", "waiting (rank 1)"), 17: (1, "buckets", "compute (rank 1)"),
+                      26: (1, "arrival", "unexplained (rank 1)")}
+    preempted = {s["index"]: (s["slowest_rank"], s["via"], s["cause"]) for s in job["preempted"]}
+    assert preempted == {5: (1, "arrival", "preempted (rank 1)"), 23: (1, "buckets", "preempted (rank 1)")}
+    assert abs(job["preempted"][0]["delay_s"] - 0.008) < 1e-6
+    assert job["stragglers"] == []
+    text = gnnmon.Report(gnnmon.RunResult(records=_job({5: {"arrive": 0.008, "arrive_preempted": 2}}))).markdown()
+    assert "Steps held up by a rank the OS descheduled" in text and "1, the longest 8.0 ms (step 5 of step, rank 1)" in text
+    assert "No step was held up by one rank." in text
+
+
+def test_without_counters_the_causes_are_what_they_were():
+    from gnnmon.report.cross_rank import cross_rank
+
+    rows = [{k: v for k, v in r.items() if "thread" not in k and k != "before_s"}
+            for r in _job({11: {"late": 0.080, "late_waits": 1}, 23: {"late": 0.012, "late_preempted": 3}})]
+    job = cross_rank(rows)
+    assert {s["index"]: s["cause"] for s in job["spikes"]} == {11: "compute (rank 1)", 23: "compute (rank 1)"}
+    assert job["preempted"] == []
+
+
+
+@needs_thread_usage
+def test_the_counters_are_read_twice_per_top_level_row_and_never_otherwise(monkeypatch):
+    """What the step's path pays, counted: two reads for a top-level row (its start and end), none
+    for a row nested in it, none with ``sched=False``."""
+    import gnnmon.record.row as row_module
+
+    reads = []
+    monkeypatch.setattr(row_module, "thread_times", lambda: reads.append(1) or (0.0, 0, 0))
+
+    @cuda_timed
+    def inner() -> None:
+        pass
+
+    @cuda_timed
+    def outer() -> None:
+        inner()
+
+    with gnnmon.collect(sched=True) as run:
+        outer()
+        outer()
+    assert len(reads) == 4 and len(run.records) == 4
+    assert all("thread_cpu_s" in r for r in run.records if r["parent"] is None)
+    assert not any("thread_cpu_s" in r for r in run.records if r["parent"] is not None)
+    with gnnmon.collect(sched=False):
+        outer()
+    assert len(reads) == 4
