@@ -33,7 +33,7 @@ from torch import nn
 from gnnmon.devices.sched import thread_times
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.interrupts import raised_by_handler
-from gnnmon.record.row import Row, current_row
+from gnnmon.record.row import Row, current_row, put_sched
 
 
 class BucketRecord:
@@ -86,9 +86,7 @@ class BucketRecord:
         fields["ddp_first_ready_s"] = (self.first_ns - start) / 1e9
         fields["ddp_ready_s"] = (self.last_ns - start) / 1e9
         if self.sched is not None and self.sched0 is not None:
-            fields["ddp_ready_thread_cpu_s"] = self.sched[0] - self.sched0[0]
-            fields["ddp_ready_thread_preempted"] = self.sched[1] - self.sched0[1]
-            fields["ddp_ready_thread_waits"] = self.sched[2] - self.sched0[2]
+            put_sched(fields, "ddp_ready_thread_", self.sched0, self.sched)
         if self.start_ev is not None and self.last_ev is not None:
             EventSpan(self.start_ev, self.last_ev, "ddp_ready_device_s", False, self.backend).resolve(fields)
             self.last_ev = self.start_ev = None

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import Any
 
@@ -289,18 +289,22 @@ def _sched_before(fields: dict[str, Any], now: tuple[float, int, int]) -> None:
     last = getattr(_LAST_END, "times", None)
     if last is not None:
         fields["before_s"] = (fields["t_start_ns"] - last[0]) / 1e9
-        fields["before_thread_cpu_s"] = now[0] - last[1]
-        fields["before_thread_preempted"] = now[1] - last[2]
-        fields["before_thread_waits"] = now[2] - last[3]
+        put_sched(fields, "before_thread_", last[1:], now)
 
 
 def _sched_in(fields: dict[str, Any], start: tuple[float, int, int]) -> None:
     """The thread's scheduler counters in the row (``thread_*``); kept for the next row's ``before_*``."""
-    cpu, preempted, waits = now = thread_times()
-    fields["thread_cpu_s"] = cpu - start[0]
-    fields["thread_preempted"] = preempted - start[1]
-    fields["thread_waits"] = waits - start[2]
+    now = thread_times()
+    put_sched(fields, "thread_", start, now)
     _LAST_END.times = (fields["t_end_ns"], *now)
+
+
+def put_sched(fields: dict[str, Any], prefix: str, start: Sequence[float], end: Sequence[float]) -> None:
+    """``<prefix>cpu_s``, ``<prefix>preempted``, ``<prefix>waits``: a thread's scheduler counters
+    (:func:`~gnnmon.devices.sched.thread_times`) from ``start`` to ``end``."""
+    fields[f"{prefix}cpu_s"] = end[0] - start[0]
+    fields[f"{prefix}preempted"] = end[1] - start[1]
+    fields[f"{prefix}waits"] = end[2] - start[2]
 
 
 def current_row() -> Row | None:

@@ -275,8 +275,8 @@ class _History:
             if via == "arrival+":
                 previous = self.by_key.get((row["label"], int(row["index"]) - 1))
                 parts.append(_tail(previous) if previous is not None else None)
-        elif via == "buckets" and _sched_part(row, "ddp_ready_s", "ddp_ready_thread_") is not None:
-            parts = [_sched_part(row, "ddp_ready_s", "ddp_ready_thread_")]
+        elif via == "buckets" and (ready := _sched_part(row, "ddp_ready_s", "ddp_ready_thread_")) is not None:
+            parts = [ready]
         elif via == "row":
             parts = [_tail(row)]
         else:
