@@ -343,14 +343,11 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     (spike,) = [s for s in job["spikes"] if s["index"] == BACKWARD_STEP]
     assert (spike["slowest_rank"], spike["via"]) == (1, "buckets")
     assert abs(spike["delay_s"] - BACKWARD_SLEEP_S) <= 0.010 and spike["cause"] == "waiting (rank 1)"
-    # On a loaded machine a rank the OS deschedules for 5-10 ms holds a step up too. Where its step
-    # thread was the one taken off the CPU (never giving it up), the step is listed under
-    # "preempted", not as a spike; where a gloo thread was (the step thread then waits longer in
-    # the all-reduce), it stays a small spike, "waiting". None comes near the plant (the noise
-    # rejection is checked exactly on planted jobs), and the plant is not learnt as a usual lag.
-    others = [s for s in job["spikes"] if s["index"] != BACKWARD_STEP]
-    assert all(s["delay_s"] < BACKWARD_SLEEP_S / 4 for s in others), others
-    assert all(s["cause"].startswith("preempted") and s["delay_s"] < BACKWARD_SLEEP_S / 4 for s in job["preempted"])
+    # No other step is a spike. A rank the OS deschedules for 5-10 ms on a busy machine holds a
+    # step up too: its thread preempted ("preempted"), or its wait in a collective that every rank
+    # made running long ("collective"); those are listed apart, and none comes near the plant.
+    assert [s["index"] for s in job["spikes"]] == [BACKWARD_STEP], job["spikes"]
+    assert all(s["delay_s"] < BACKWARD_SLEEP_S / 4 for s in job["preempted"] + job["collective"])
     assert not any(s.get("constant") for s in job["stragglers"]), job["stragglers"]
 
 

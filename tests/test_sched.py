@@ -107,31 +107,36 @@ def _job(plant: dict[int, dict[str, float]], steps: int = 30) -> list[dict]:
     CPU to the last bucket ready, one wait in the all-reduce, 1 ms to the next row. ``plant[i]``
     changes rank 1 at step i: ``arrive`` s later (``arrive_cpu``, ``arrive_preempted``,
     ``arrive_waits`` in the time before the row), its buckets ``late`` s later (``late_cpu``,
-    ``late_preempted``, ``late_waits`` up to them)."""
-    rows, t = [], 0
+    ``late_preempted``, ``late_waits`` up to them), its row ending ``tail`` s after the others'
+    (``tail_preempted``, ``tail_waits`` after its buckets; it then starts its next row that much
+    later); ``others_late_waits``: rank 0's waits up to its buckets."""
+    rows, t = [], {0: 0, 1: 0}
     for i in range(steps):
         p = plant.get(i, {})
-        starts = {0: t, 1: t + int(p.get("arrive", 0.0) * 1e9)}
+        starts = {0: t[0], 1: t[1] + int(p.get("arrive", 0.0) * 1e9)}
         ready = {0: 0.020, 1: 0.020 + p.get("late", 0.0)}
         end = max(starts[k] + int(ready[k] * 1e9) for k in (0, 1)) + 2_000_000
+        ends = {0: end, 1: end + int(p.get("tail", 0.0) * 1e9)}
         for k in (0, 1):
             mine = k == 1
             cpu = 0.020 + (p.get("late_cpu", 0.0) if mine else 0.0)
             rows.append({
                 "label": "step", "index": i, "rank": k, "parent": None, "backend": "cpu",
-                "t_start_ns": starts[k], "t_end_ns": end, "wall_s": (end - starts[k]) / 1e9,
+                "t_start_ns": starts[k], "t_end_ns": ends[k], "wall_s": (ends[k] - starts[k]) / 1e9,
                 "ddp_ready_s": ready[k], "ddp_buckets": 1, "gc_pause_s": 0.0,
                 "ddp_ready_thread_cpu_s": cpu,
                 "ddp_ready_thread_preempted": int(p.get("late_preempted", 0)) if mine else 0,
-                "ddp_ready_thread_waits": int(p.get("late_waits", 0)) if mine else 0,
-                "thread_cpu_s": cpu + 0.001, "thread_preempted": int(p.get("late_preempted", 0)) if mine else 0,
-                "thread_waits": 1 + (int(p.get("late_waits", 0)) if mine else 0),
+                "ddp_ready_thread_waits": int(p.get("late_waits", 0) if mine else p.get("others_late_waits", 0)),
+                "thread_cpu_s": cpu + 0.001,
+                "thread_preempted": int(p.get("late_preempted", 0) + p.get("tail_preempted", 0)) if mine else 0,
+                "thread_waits": 1 + int(p.get("late_waits", 0) + p.get("tail_waits", 0) if mine
+                                        else p.get("others_late_waits", 0)),
                 "before_s": 0.001 + (p.get("arrive", 0.0) if mine else 0.0),
                 "before_thread_cpu_s": 0.001 + (p.get("arrive_cpu", 0.0) if mine else 0.0),
                 "before_thread_preempted": int(p.get("arrive_preempted", 0)) if mine else 0,
                 "before_thread_waits": int(p.get("arrive_waits", 0)) if mine else 0,
             })
-        t = end + 1_000_000
+        t = {k: ends[k] + 1_000_000 for k in (0, 1)}
     return rows
 
 
@@ -155,6 +160,45 @@ def test_the_cross_rank_report_tells_preemption_a_sleep_and_compute_apart():
     text = gnnmon.Report(gnnmon.RunResult(records=_job({5: {"arrive": 0.008, "arrive_preempted": 2}}))).markdown()
     assert "Steps held up by a rank the OS descheduled" in text and "1, the longest 8.0 ms (step 5 of step, rank 1)" in text
     assert "No step was held up by one rank." in text
+
+
+def test_a_row_that_ends_late_is_one_delay_not_also_the_next_steps_arrival():
+    """Rank 1's row ends after the others' (its part after the buckets): the OS took its thread
+    off the CPU while it waited no more than usual (step 8), it slept there (step 14), or its one
+    usual wait, the all-reduce's, ran long (step 20). Each is one verdict at that step; the next
+    step, which it starts that much later, is not late."""
+    from gnnmon.report.cross_rank import cross_rank
+
+    plant = {8: {"tail": 0.008, "tail_preempted": 1}, 14: {"tail": 0.010, "tail_waits": 1}, 20: {"tail": 0.007}}
+    job = cross_rank(_job(plant))
+    assert [(s["index"], s["slowest_rank"], s["via"], s["cause"]) for s in job["spikes"]] == [
+        (14, 1, "row", "waiting (rank 1)")]
+    assert abs(job["spikes"][0]["delay_s"] - 0.010) < 1e-6
+    assert [(s["index"], s["via"], s["cause"]) for s in job["preempted"]] == [(8, "row", "preempted (rank 1)")]
+    assert abs(job["preempted"][0]["delay_s"] - 0.008) < 1e-6
+    assert [(s["index"], s["via"], s["cause"]) for s in job["collective"]] == [(20, "row", "collective (rank 1)")]
+    assert abs(job["collective"][0]["delay_s"] - 0.007) < 1e-6
+    text = gnnmon.Report(gnnmon.RunResult(records=_job(plant))).markdown()
+    assert "Steps whose collective (the all-reduce, a broadcast) ended late on one rank" in text and ": 1, the longest 7.0 ms (step 20 of step, rank 1)" in text
+    # the late start alone, with nothing before it to explain it, is still a late arrival
+    late = cross_rank(_job({8: {"arrive": 0.008, "arrive_waits": 1}}))
+    assert [(s["index"], s["via"], s["cause"]) for s in late["spikes"]] == [(8, "arrival", "waiting (rank 1)")]
+
+
+def test_a_wait_every_rank_made_is_a_collective_and_a_wait_of_one_rank_is_its_own():
+    """Before their buckets, both ranks gave the CPU up at step 1 (DDP's bucket rebuild, a
+    broadcast), rank 1 for 8 ms longer: its collective ended late, not a spike. At step 9 rank 1
+    alone waited (a sleep in its backward): waiting, a spike, although rank 0 waited at step 1."""
+    from gnnmon.report.cross_rank import cross_rank
+
+    job = cross_rank(_job({1: {"late": 0.008, "late_waits": 1, "others_late_waits": 2},
+                           9: {"late": 0.030, "late_waits": 1}}))
+    assert [(s["index"], s["via"], s["cause"]) for s in job["spikes"]] == [(9, "buckets", "waiting (rank 1)")]
+    assert [(s["index"], s["via"], s["cause"]) for s in job["collective"]] == [(1, "buckets", "collective (rank 1)")]
+    assert abs(job["collective"][0]["delay_s"] - 0.008) < 1e-6
+    # rank 1 waited more often than rank 0 did: that wait was its own
+    own = cross_rank(_job({1: {"late": 0.008, "late_waits": 2, "others_late_waits": 1}}))
+    assert [(s["index"], s["cause"]) for s in own["spikes"]] == [(1, "waiting (rank 1)")] and own["collective"] == []
 
 
 def test_without_counters_the_causes_are_what_they_were():

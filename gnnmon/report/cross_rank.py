@@ -5,8 +5,10 @@ level rows only. Times are put on rank 0's clock with each rank's measured offse
 ``ranks[*].clock_offset_ns``; 0 where none was measured). Under DDP a slow rank does not show as a
 long row of its own: every rank waits for it in the next all-reduce, so the ranks' rows end
 together and look alike. What tells them apart is *where* the time went, in the order it was
-spent: a rank that arrived late (its row started later), or, within the row, the first phase in
-which one rank took longer than the others (the others then wait in a later phase, e.g. backward).
+spent: a rank that arrived late (its row started later after its previous row of the label ended:
+a previous row that ended late was that step's delay, judged there, not this one's), or, within
+the row, the first phase in which one rank took longer than the others (the others then wait in a
+later phase, e.g. backward).
 So, per step, in that order — arrival, the phases before ``backward``, when each rank's gradient
 buckets were ready (``ddp_ready_s`` of ``gnnmon.watch_buckets``: a rank whose backward computed
 longer is late here even though every rank's backward ends together), the other phases, then the
@@ -28,10 +30,14 @@ in a ``data`` phase or row, or before the row started with a ``data`` row in bet
 for its batch (``data_wait_s`` of ``gnnmon.watch_loader``) of half the delay; then, where the
 rows carry the thread's scheduler counters (``collect(sched=)``, on in a distributed job) and
 the rank's thread computed less than half the delay more than usual over the time the delay
-fell in, ``preempted`` where it never gave the CPU up there yet was off it for half the delay,
-the OS having taken it (a busy machine: the step is listed under ``preempted``, not as a spike),
+fell in, ``preempted`` where the OS took the CPU from it there and it gave the CPU up no more
+often than usual, yet was off it for half the delay (a busy machine: the step is listed under
+``preempted``, not as a spike),
 or ``waiting`` (CPU rows) where it gave the CPU up and was off it for half the delay more than
-usual (a sleep, I/O, a lock, a collective that completed late); ``compute`` where it was in the buckets
+usual (a sleep, I/O, a lock) — ``collective`` where that wait was one every rank made there (the
+others also gave the CPU up more often than usual, or, after its buckets, it gave the CPU up no
+more often than usual: the all-reduce's wait): its collective ended late (listed under
+``collective``, not as a spike); ``compute`` where it was in the buckets
 (the rank's own backward took longer); else ``unexplained``. Each names the rank: ``gc (rank 0)``.
 """
 
@@ -46,6 +52,9 @@ from typing import Any
 PHASE = "phase_"
 BUCKETS = "ddp_ready_s"
 """When a rank's last gradient bucket was ready, from its row's start (``gnnmon.watch_buckets``)."""
+OUTSIDE = {"preempted": "preempted", "collective": "collective"}
+"""Steps held up by what is not the job's own work, listed apart from the spikes (the report's key:
+the cause it names): a rank the OS took off the CPU, a rank whose collective ended late."""
 CALIBRATE_MIN = 8
 """Matched steps of a label needed to learn its ranks' usual lags and its noise; with fewer, a
 spread above ``min_delay_s`` and ``min_share`` of the step names a rank."""
@@ -68,6 +77,7 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
     step: label, index, ranks, spread_s, slowest_rank, delay_s, waited_s, via, cause),
     ``spikes`` (steps whose delay was at least ``min_share`` of the step, with their cause),
     ``preempted`` (steps held up by a rank the OS descheduled: not the job's, not spikes),
+    ``collective`` (steps whose collective ended late on one rank, no wait of its own: not spikes),
     ``stragglers`` (ranks slowest in at least ``straggler_share`` of the steps, and 3), and
     ``per_rank`` (steps, total and median time per label). ``{}`` when the rows carry no rank."""
     ranked = [r for r in records if "rank" in r and r.get("parent") is None]
@@ -87,21 +97,28 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
     def start(rank: int, row: Mapping[str, Any]) -> float:
         return (int(row.get("t_start_ns") or 0) - offsets.get(rank, 0)) / 1e9
 
-    candidates: list[Candidate] = []  # (label, index, rows, times, measures, pauses) per matched step
+    def end(rank: int, row: Mapping[str, Any]) -> float:
+        return (int(row.get("t_end_ns") or 0) - offsets.get(rank, 0)) / 1e9
+
+    candidates: list[Candidate] = []  # (label, index, rows, times, measures, pauses, arrived) per matched step
     for (label, index), rows in by_step.items():
         if len(rows) < 2 or any(_time_s(r) is None for r in rows.values()):
             continue
         times = {k: float(_time_s(r) or 0.0) for k, r in rows.items()}
         starts = {k: start(k, r) for k, r in rows.items()}
+        arrived = {k: s - min(starts.values()) for k, s in starts.items()}
+        previous = {k: histories[k].previous(r) for k, r in rows.items()}
+        ended = {k: end(k, p) for k, p in previous.items() if p is not None}
+        late = _late(arrived, ended) if len(ended) == len(rows) else arrived
         pauses = {k: histories[k].gc_since(r) for k, r in rows.items()}
-        candidates.append((label, index, rows, times, _measures(rows, starts, times), pauses))
+        candidates.append((label, index, rows, times, _measures(rows, late, times), pauses, arrived))
     baselines, noise = _calibrate(candidates)
     first: dict[str, int] = {}
     for label, index, *_ in candidates:
         first[label] = min(index, first.get(label, index))
 
     steps = []
-    for label, index, matched, times, measures, pauses in candidates:
+    for label, index, matched, times, measures, pauses, arrived in candidates:
         total = max(times.values())
         slowest, delay, via = None, 0.0, None
         # A GC pause is recorded, not inferred: the rank that paused longest, by enough, held the
@@ -111,7 +128,6 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
         if gc_excess >= min_delay_s and gc_excess >= min_share * total:
             slowest, delay, via = gc_rank, gc_excess, "gc"
         else:
-            arrival = measures[0][1]
             for name, values in measures:
                 if name == "arrival" and index == first[label]:
                     continue  # the ranks enter the loop at different times: set-up, not a step
@@ -121,7 +137,7 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
                 if spread < max(min_delay_s, noise.get((label, name), 0.0)) or spread < min_share * total:
                     continue
                 longest = max(values, key=lambda k: values[k])
-                if name != "arrival" and max(arrival.values()) - arrival[longest] >= 0.5 * spread:
+                if name != "arrival" and max(arrived.values()) - arrived[longest] >= 0.5 * spread:
                     continue  # it arrived that much earlier: the extra time is its wait for a late rank
                 slowest, delay, via = longest, spread, name
                 break
@@ -132,11 +148,13 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
             "via": via, "cause": None,
         }
         if slowest is not None:
-            entry["cause"] = _cause(slowest, matched, via or "", delay, histories[slowest])
+            entry["cause"] = _cause(slowest, matched, via or "", delay, histories)
         steps.append(entry)
     steps.sort(key=lambda s: (min(start(k, by_step[(s["label"], s["index"])][k]) for k in s["ranks"])))
-    spikes = [dict(s) for s in steps if s["slowest_rank"] is not None and not s["cause"].startswith("preempted")]
-    preempted = [dict(s) for s in steps if s["cause"] and s["cause"].startswith("preempted")]
+    outside = {kind: [dict(s) for s in steps if s["cause"] and s["cause"].startswith(cause)]
+               for kind, cause in OUTSIDE.items()}
+    spikes = [dict(s) for s in steps if s["slowest_rank"] is not None
+              and not s["cause"].startswith(tuple(OUTSIDE.values()))]
     counts: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for s in spikes:
         counts[s["slowest_rank"]].append(s)
@@ -156,17 +174,27 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
                 labels[r["label"]].append(t)
         per_rank[rank] = {label: {"count": len(v), "total_s": sum(v), "median_s": statistics.median(v)}
                           for label, v in labels.items()}
-    return {"steps": steps, "spikes": spikes, "preempted": preempted, "stragglers": stragglers,
+    return {"steps": steps, "spikes": spikes, **outside, "stragglers": stragglers,
             "per_rank": per_rank, "clock_offsets_ns": offsets}
 
 
-def _measures(rows: Mapping[int, Mapping[str, Any]], starts: dict[int, float],
+def _late(arrived: dict[int, float], ended: dict[int, float]) -> dict[int, float]:
+    """How much later than the others each rank started (``arrived``), less how much later than
+    the others it ended its previous row of the label (from ``ended``, its end times): that was
+    the previous step's delay."""
+    first = min(ended.values())
+    late = {k: max(0.0, a - (ended[k] - first)) for k, a in arrived.items()}
+    low = min(late.values())
+    return {k: v - low for k, v in late.items()}
+
+
+def _measures(rows: Mapping[int, Mapping[str, Any]], late: dict[int, float],
               times: dict[int, float]) -> list[tuple[str, dict[int, float]]]:
-    """Where a step's time went, per rank, in the order it was spent: arrival, the phases before
-    ``backward``, when the gradient buckets were ready (``ddp_ready_s``), the other phases, the
-    whole row."""
+    """Where a step's time went, per rank, in the order it was spent: arrival (``late``: how much
+    later than the others the rank started), the phases before ``backward``, when the gradient
+    buckets were ready (``ddp_ready_s``), the other phases, the whole row."""
     first = next(iter(rows.values()))
-    measures = [("arrival", {k: s - min(starts.values()) for k, s in starts.items()})]
+    measures = [("arrival", late)]
     shared = [f for f in first if f.startswith(PHASE) and f.endswith("_s")
               and all(isinstance(r.get(f), (int, float)) for r in rows.values())]
     phases = [(f[len(PHASE):-2], {k: float(r[f]) for k, r in rows.items()}) for f in shared]
@@ -180,9 +208,10 @@ def _measures(rows: Mapping[int, Mapping[str, Any]], starts: dict[int, float],
 
 
 Candidate = tuple[str, int, Mapping[int, Mapping[str, Any]], dict[int, float], list[tuple[str, dict[int, float]]],
-                  dict[int, float]]
+                  dict[int, float], dict[int, float]]
 """One matched step: label, index, its rows by rank, their times, where the time went
-(:func:`_measures`), and each rank's GC pauses since its previous step."""
+(:func:`_measures`), each rank's GC pauses since its previous step, and how much later than the
+first each rank started (rank 0's clock)."""
 
 
 def _calibrate(candidates: list[Candidate]) -> tuple[dict[tuple[str, str], dict[int, float]],
@@ -191,7 +220,7 @@ def _calibrate(candidates: list[Candidate]) -> tuple[dict[tuple[str, str], dict[
     a constant difference, taken out before steps are judged) and the noise of what is left (the
     median spread plus 4 robust deviations), from at least :data:`CALIBRATE_MIN` steps."""
     values: dict[tuple[str, str], list[dict[int, float]]] = defaultdict(list)
-    for label, _, _, _, measures, _ in candidates:
+    for label, _, _, _, measures, _, _ in candidates:
         for name, per_rank in measures:
             values[(label, name)].append(per_rank)
     baselines, noise = {}, {}
@@ -222,7 +251,7 @@ def _constant_stragglers(candidates: list[Candidate], baselines: dict[tuple[str,
     out: list[dict[str, Any]] = []
     labels: dict[str, list[float]] = defaultdict(list)
     order: dict[str, list[str]] = {}
-    for label, _, _, times, measures, _ in candidates:
+    for label, _, _, times, measures, _, _ in candidates:
         labels[label].append(max(times.values()))
         order.setdefault(label, [name for name, _ in measures])
     for label, totals in labels.items():
@@ -251,9 +280,13 @@ class _History:
         self.by_key = {(r["label"], int(r["index"])): r for r in rows}
         self._usual: dict[tuple[str, str], tuple[float, float, float, float] | None] = {}
 
+    def previous(self, row: Mapping[str, Any]) -> dict[str, Any] | None:
+        """This rank's previous row of ``row``'s label (None for its first)."""
+        return self.by_key.get((row["label"], int(row["index"]) - 1))
+
     def between(self, row: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The rows since this rank's previous row of ``row``'s label, up to ``row``."""
-        previous = self.by_key.get((row["label"], int(row["index"]) - 1))
+        previous = self.previous(row)
         since = int(previous.get("t_end_ns") or 0) if previous else 0
         start = int(row.get("t_start_ns") or 0)
         return self.rows[bisect.bisect_left(self.starts, since):bisect.bisect_left(self.starts, start)]
@@ -263,38 +296,30 @@ class _History:
         return float(row.get("gc_pause_s") or 0.0) + sum(float(r.get("gc_pause_s") or 0.0)
                                                          for r in self.between(row))
 
-    def sched(self, row: Mapping[str, Any], via: str) -> tuple[float, float, float, float] | None:
-        """The rank's thread over the time a delay seen ``via`` fell in (``thread_*`` fields of
-        ``collect(sched=)``): ``(wall s, CPU s, preempted, waits)``. Late buckets: the row up to
-        its last bucket ready; a late arrival (``arrival``): the time since the previous row of the
-        label, (``arrival+``) with that row's part after its last bucket was ready (the all-reduce,
-        the optimizer; all of it without buckets); the whole row: its part after its last bucket was
-        ready (all of it without buckets); a phase: the row."""
-        if via.startswith("arrival"):
-            parts = [_sched_part(row, "before_s", "before_thread_")]
-            if via == "arrival+":
-                previous = self.by_key.get((row["label"], int(row["index"]) - 1))
-                parts.append(_tail(previous) if previous is not None else None)
-        elif via == "buckets" and (ready := _sched_part(row, "ddp_ready_s", "ddp_ready_thread_")) is not None:
-            parts = [ready]
-        elif via == "row":
-            parts = [_tail(row)]
-        else:
-            parts = [_sched_part(row, "wall_s", "thread_")]
-        if any(p is None for p in parts):
-            return None
-        wall, cpu, preempted, waits = (sum(x) for x in zip(*parts, strict=True))
-        return wall, cpu, preempted, waits
-
     def usual_sched(self, label: str, via: str) -> tuple[float, float, float, float] | None:
-        """The medians of :meth:`sched` over this rank's rows of ``label`` (None with fewer than
+        """The medians of :func:`_window` over this rank's rows of ``label`` (None with fewer than
         :data:`CALIBRATE_MIN`)."""
         key = (label, via)
         if key not in self._usual:
-            windows = [w for r in self.rows if r["label"] == label and (w := self.sched(r, via)) is not None]
+            windows = [w for r in self.rows if r["label"] == label and (w := _window(r, via)) is not None]
             self._usual[key] = (tuple(statistics.median(x) for x in zip(*windows, strict=True))
                                 if len(windows) >= CALIBRATE_MIN else None)
         return self._usual[key]
+
+
+def _window(row: Mapping[str, Any], via: str) -> tuple[float, float, float, float] | None:
+    """A rank's thread over the time a delay seen ``via`` fell in (``thread_*`` fields of
+    ``collect(sched=)``): ``(wall s, CPU s, preempted, waits)``. Late buckets: the row up to its
+    last bucket ready; a late arrival: the time since the thread's previous row; the whole row:
+    its part after its last bucket was ready (the all-reduce, the optimizer; all of it without
+    buckets); a phase: the row."""
+    if via == "arrival":
+        return _sched_part(row, "before_s", "before_thread_")
+    if via == "buckets" and (ready := _sched_part(row, "ddp_ready_s", "ddp_ready_thread_")) is not None:
+        return ready
+    if via == "row":
+        return _tail(row)
+    return _sched_part(row, "wall_s", "thread_")
 
 
 def _sched_part(row: Mapping[str, Any], wall: str, prefix: str) -> tuple[float, float, float, float] | None:
@@ -316,9 +341,10 @@ def _tail(row: Mapping[str, Any]) -> tuple[float, float, float, float] | None:
     return whole[0] - ready[0], whole[1] - ready[1], whole[2] - ready[2], whole[3] - ready[3]
 
 
-def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: float, history: _History) -> str:
+def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: float,
+           histories: Mapping[int, _History]) -> str:
     """Why ``rank`` held the step up (see the module doc)."""
-    row = rows[rank]
+    row, history = rows[rank], histories[rank]
     if via == "gc" or history.gc_since(row) >= 0.5 * delay:
         return f"gc (rank {rank})"
     if via == "arrival" and (any(r["label"] == "data" or r.get("phase_data_s") for r in history.between(row))
@@ -331,7 +357,7 @@ def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: fl
             return f"larger batch (rank {rank})"
     if via == "data" or row["label"] == "data":
         return f"data loading (rank {rank})"
-    off_cpu = _off_cpu(row, via, delay, history)
+    off_cpu = _off_cpu(rank, rows, via, delay, histories)
     if off_cpu is not None:
         return f"{off_cpu} (rank {rank})"
     if via == "buckets":
@@ -339,22 +365,37 @@ def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: fl
     return f"unexplained (rank {rank})"
 
 
-def _off_cpu(row: Mapping[str, Any], via: str, delay: float, history: _History) -> str | None:
-    """Where the rank's thread spent the delay, from its scheduler counters over the time the delay
-    fell in (:meth:`_History.sched`), where it computed less than half the delay more than usual:
-    ``preempted`` if it never gave the CPU up there, the OS took the CPU from it, and it was off
-    the CPU for at least half the delay (a thread that does not give the CPU up is off it only
-    while another task holds its core: a busy machine, not the job); ``waiting`` (CPU rows only: on
-    a GPU the host thread waits for the device) if it gave the CPU up and was off it for at least
-    half the delay more than usual (a sleep, I/O, a lock, a collective that completed late). None
-    where the rows carry no counters or they say neither."""
-    for kind in ("arrival", "arrival+") if via == "arrival" else (via,):
-        window, usual = history.sched(row, kind), history.usual_sched(row["label"], kind)
-        if window is not None and usual is not None:
-            verdict = _verdict(window, usual, delay, row.get("backend") == "cpu")
-            if verdict is not None:
-                return verdict
-    return None
+def _off_cpu(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: float,
+             histories: Mapping[int, _History]) -> str | None:
+    """Where ``rank``'s thread spent the delay, from its scheduler counters over the time the delay
+    fell in (:func:`_window`), where it computed less than half the delay more than usual:
+    ``preempted`` if the OS took the CPU from it there (more often than usual) while it gave the
+    CPU up no more often than usual, and it was off the CPU for at least half the delay (more than
+    usual; the whole window where it never gave the CPU up): a thread that does not give the CPU up
+    is off it only while another task holds its core, a busy machine, not the job; ``waiting`` (CPU
+    rows only: on a GPU the host thread waits for the device) if it gave the CPU up and was off it
+    for at least half the delay more than usual (a sleep, I/O, a lock); ``collective`` where that
+    wait was one every rank made, only longer here: every other rank also gave the CPU up there more
+    often than usual at this step, no less often than this one (a collective in the window: DDP's
+    bucket rebuild in its second step, a barrier), or, after its buckets were ready (on time: the
+    delay was not found before them), it gave the CPU up no more often than usual (its usual wait,
+    the all-reduce's). Its communication thread or its step's thread ran late on a busy machine, or
+    a slow link: not a wait of the job's own. None where the rows carry no counters or they say
+    neither."""
+    row = rows[rank]
+    window, usual = _window(row, via), histories[rank].usual_sched(row["label"], via)
+    if window is None or usual is None:
+        return None
+    verdict = _verdict(window, usual, delay, row.get("backend") == "cpu")
+    if verdict != "waiting":
+        return verdict
+    extra = window[3] - usual[3]
+    if via == "row" and isinstance(row.get(BUCKETS), (int, float)) and extra <= 0:
+        return "collective"  # after its buckets, no wait but the usual one (the all-reduce's) ran long
+    others = [(_window(r, via), histories[k].usual_sched(r["label"], via)) for k, r in rows.items() if k != rank]
+    if all(w is not None and u is not None and w[3] - u[3] >= max(extra, 1) for w, u in others):
+        return "collective"
+    return verdict
 
 
 def _verdict(window: tuple[float, float, float, float], usual: tuple[float, float, float, float],
@@ -365,6 +406,9 @@ def _verdict(window: tuple[float, float, float, float], usual: tuple[float, floa
         return None
     if waits == 0:
         return "preempted" if preempted >= 1 and wall - cpu >= 0.5 * delay else None
-    if (wall - cpu) - (usual[0] - usual[1]) >= 0.5 * delay and on_cpu:
-        return "waiting"
-    return None
+    off_extra = (wall - cpu) - (usual[0] - usual[1])
+    if off_extra < 0.5 * delay:
+        return None
+    if waits <= usual[3] and preempted >= usual[2] + 1:
+        return "preempted"  # no more waits than usual (the all-reduce's), and taken off the CPU
+    return "waiting" if on_cpu else None

@@ -146,6 +146,16 @@ def layer_lines(layers: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+OUTSIDE_LINES = {
+    "preempted": "Steps held up by a rank the OS descheduled (its thread preempted: a busy machine, not the "
+                 "job; not counted above)",
+    "collective": "Steps whose collective (the all-reduce, a broadcast) ended late on one rank (it waited no "
+                  "more often than the others, only longer: a busy machine or a slow link, not the job; not "
+                  "counted above)",
+}
+"""The cross-rank report's lists of steps held up by what is not the job's work, in words."""
+
+
 def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:
     """The cross-rank section of a distributed job (nothing for a single process)."""
     if not job:
@@ -173,12 +183,12 @@ def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:
             lines.append(f"| … {len(spikes) - MAX_TABLE} more | | | | | | | |")
     else:
         lines.append("No step was held up by one rank.")
-    preempted = job.get("preempted") or []
-    if preempted:
-        worst = max(preempted, key=lambda s: s["delay_s"])
-        lines += ["", f"Steps held up by a rank the OS descheduled (its thread preempted: a busy machine, not "
-                  f"the job; not counted above): {len(preempted)}, the longest {worst['delay_s'] * 1e3:.1f} ms "
-                  f"(step {worst['index']} of {worst['label']}, rank {worst['slowest_rank']})."]
+    for key, what in OUTSIDE_LINES.items():
+        held = job.get(key) or []
+        if held:
+            worst = max(held, key=lambda s: s["delay_s"])
+            lines += ["", f"{what}: {len(held)}, the longest {worst['delay_s'] * 1e3:.1f} ms "
+                      f"(step {worst['index']} of {worst['label']}, rank {worst['slowest_rank']})."]
     lines += ["", "Per rank:", "", "| rank | label | calls | median ms | total s |", "| ---: | --- | ---: | ---: | ---: |"]
     for rank, labels in job["per_rank"].items():
         lines += [f"| {rank} | {label} | {v['count']} | {v['median_s'] * 1e3:.2f} | {v['total_s']:.3f} |"

@@ -1,0 +1,72 @@
+"""The slow-backward DDP job on a busy machine: does the cross-rank report name the planted step,
+and only it?
+
+``play/ddp_gcn.py ... backward`` (two gloo ranks as torchrun starts them, ``watch_buckets``, rank 1
+sleeping 80 ms inside step 7's backward) runs ``--runs`` times while ``--busy`` pure-Python busy
+loops hold the machine's cores. Per run: the spikes (index, seen in, delay ms, cause), and the
+steps listed apart (``preempted``, ``collective``); last, how many runs named the plant within
+10 ms and how many named any other spike.
+
+    python benchmarks/ddp_loaded.py [--runs 12] [--busy 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gnnmon
+from gnnmon.report.cross_rank import OUTSIDE
+from play.ddp_gcn import BACKWARD_SLEEP_S, BACKWARD_STEP
+from tests.test_distributed import run_job
+
+
+def _steps(entries: list[dict]) -> list[str]:
+    return [f"{s['index']} {s['via']} {s['delay_s'] * 1e3:.1f} ms {s['cause']}" for s in entries]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=12)
+    parser.add_argument("--busy", type=int, default=2, help="busy loops beside the job")
+    args = parser.parse_args()
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    named = clean = 0
+    delays = []
+    try:
+        for i in range(args.runs):
+            with tempfile.TemporaryDirectory() as d:
+                procs = run_job(Path(d), "backward")
+                if any(p.returncode != 0 for p in procs):
+                    print(f"run {i}: a rank failed: {procs[-1].stderr[-500:]}", flush=True)
+                    continue
+                job = gnnmon.load(Path(d) / "job.jsonl").report().cross_rank()
+            plant = [s for s in job["spikes"] if s["index"] == BACKWARD_STEP and s["slowest_rank"] == 1
+                     and abs(s["delay_s"] - BACKWARD_SLEEP_S) <= 0.010]
+            others = [s for s in job["spikes"] if s not in plant]
+            named += bool(plant)
+            clean += not others
+            delays += [s["delay_s"] for s in plant]
+            apart = "; ".join(f"{key}: {_steps(job[key])}" for key in OUTSIDE if job.get(key))
+            print(f"run {i}: spikes {_steps(job['spikes'])}" + (f"; {apart}" if apart else ""), flush=True)
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    print(f"\n{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"{args.busy} busy loops, {time.strftime('%Y-%m-%d')}")
+    span = f" ({min(delays) * 1e3:.1f}-{max(delays) * 1e3:.1f} ms)" if delays else ""
+    print(f"plant named (rank 1, step {BACKWARD_STEP}, within 10 ms): {named} of {args.runs} runs{span}; "
+          f"no other spike: {clean} of {args.runs} runs")
+
+
+if __name__ == "__main__":
+    main()
