@@ -94,3 +94,13 @@ def test_sched_cost_benchmark_runs():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "sched on minus off, per decorated call (full stack): median" in proc.stdout and "over 200 pairs" in proc.stdout
+
+
+@pytest.mark.slow
+def test_ddp_loaded_benchmark_counts_one_run():
+    """``benchmarks/ddp_loaded.py`` with one run and no busy loop: the plant named, the count printed."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ddp_loaded.py"), "--runs", "1", "--busy", "0"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "run 0: spikes ['7 buckets" in proc.stdout and "waiting (rank 1)" in proc.stdout
+    assert "plant named (rank 1, step 7, within 10 ms): 1 of 1 runs" in proc.stdout
