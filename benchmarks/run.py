@@ -8,7 +8,9 @@ Every figure is a ratio or an error measured in this run. Overheads: each round 
 variant, in a shuffled order, right after a pass of the bare loop; the figure is the median over
 rounds of the variant's time over that adjacent bare pass ("bare (again)" measures the noise); gnnmon
 variants stream every row to a JSON Lines file (one unbuffered write per row) unless the variant
-says otherwise. Errors: reported minus planted, median over repeats.
+says otherwise. Errors: reported minus planted, median over repeats. Last, ``benchmarks/stream.py``'s
+parts: the step's path as paired, interleaved calls (bare and decorated alternating, the median of
+the differences) and the report of a 300,000-row run against a ``json.loads`` pass over its file.
 """
 
 from __future__ import annotations
@@ -413,6 +415,13 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
     out += ["", f"Read back with `gnnmon.iter_rows`: {last['read_back']:,} rows, in order: "
             f"{last['read_back_in_order']}, in {last['read_s']:.1f} s.", ""]
     out += kill_markdown(results["kill"])
+    if "stream" in results:
+        from benchmarks import stream
+
+        out += ["", "### The step's path, paired, and a long run's report (`benchmarks/stream.py`)", "",
+                "Bare and decorated identity calls alternate inside `collect(path)`; the figure is the median "
+                "of their differences. The report reads a run file in a fresh process.", ""]
+        out += stream.tables(results["stream"])
     return "\n".join(out)
 
 
@@ -489,6 +498,9 @@ def main(argv: list[str] | None = None) -> int:
         results["scale"] = run_scale([100, 1000] if q else [10_000, 100_000, 1_000_000], tmp)
         print("durability: SIGKILL mid-run ...", flush=True)
         results["kill"] = run_kill_loss(2 if q else 10, 0.05, tmp)
+    from benchmarks import stream
+
+    results["stream"] = stream.measure(q)  # the step's path, paired; a long run's report
     meta = {
         "command": "python benchmarks/run.py" + (" --quick" if q else ""),
         "machine": f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "

@@ -197,8 +197,13 @@ def repeat_file(source: Path, target: Path, rows: int) -> None:
 
 
 def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
-    out = [f"Command: `{meta['command']}` · {meta['machine']} · {meta['when']} · gnnmon from {meta['package']}", "",
-           "| decorated identity call | on the step's path µs (median of paired differences) | "
+    head = f"Command: `{meta['command']}` · {meta['machine']} · {meta['when']} · gnnmon from {meta['package']}"
+    return "\n".join([head, ""] + tables(results)) + "\n"
+
+
+def tables(results: dict[str, Any]) -> list[str]:
+    """The step path's and the report's tables of :func:`measure`'s results."""
+    out = ["| decorated identity call | on the step's path µs (median of paired differences) | "
            "with its row encoded and written µs | step's path in reference calls |", "| --- | ---: | ---: | ---: |"]
     ref = results["reference_us"]
     for name, r in results["step"].items():
@@ -212,7 +217,30 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
             out.append(f"| {what} | {r['seconds']:.2f} | {r['peak_mib']:.0f} |")
         floor, ours = rep["costs"]["json.loads of every line"], rep["costs"]["gnnmon.load(path).report().markdown()"]
         out.append(f"| ratio | {ours['seconds'] / floor['seconds']:.2f}x | |")
-    return "\n".join(out) + "\n"
+    return out
+
+
+def measure(quick: bool, rows: int = 300_000, rows_10m: bool = False) -> dict[str, Any]:
+    """The step path's paired costs and the report's time and memory against a ``json.loads`` pass
+    over a run file of ``rows`` rows (2,000 when ``quick``)."""
+    rows = 2000 if quick else rows
+    results: dict[str, Any] = {"report": {}}
+    print("step path: paired calls ...", flush=True)
+    results["step"] = step_costs(quick)
+    results["reference_us"] = results["step"].pop("reference_us")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.jsonl"
+        print(f"report: a {rows:,}-row run ...", flush=True)
+        _run(MAKE, str(ROOT), str(path), str(rows))  # always written by this checkout: the same file
+        size = f"{rows:,}-row ({path.stat().st_size / 2**20:.0f} MiB)"
+        results["report"][size] = {"costs": report_costs(path)}
+        if rows_10m:
+            big = Path(tmp) / "run10m.jsonl"
+            print("report: a 10,000,000-row run ...", flush=True)
+            repeat_file(path, big, 10_000_000)
+            size = f"10,000,000-row ({big.stat().st_size / 2**30:.1f} GiB)"
+            results["report"][size] = {"costs": report_costs(big)}
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,23 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows-10m", action="store_true", help="also a 10,000,000-row file (8 GB, slow)")
     parser.add_argument("--out", default="runs/stream.md", help="the markdown file to write (and its .json)")
     args = parser.parse_args(argv)
-    rows = 2000 if args.quick else args.rows
-    results: dict[str, Any] = {"report": {}}
-    print("step path: paired calls ...", flush=True)
-    results["step"] = step_costs(args.quick)
-    results["reference_us"] = results["step"].pop("reference_us")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "run.jsonl"
-        print(f"report: a {rows:,}-row run ...", flush=True)
-        _run(MAKE, str(ROOT), str(path), str(rows))  # always written by this checkout: the same file
-        size = f"{rows:,}-row ({path.stat().st_size / 2**20:.0f} MiB)"
-        results["report"][size] = {"costs": report_costs(path)}
-        if args.rows_10m:
-            big = Path(tmp) / "run10m.jsonl"
-            print("report: a 10,000,000-row run ...", flush=True)
-            repeat_file(path, big, 10_000_000)
-            size = f"10,000,000-row ({big.stat().st_size / 2**30:.1f} GiB)"
-            results["report"][size] = {"costs": report_costs(big)}
+    results = measure(args.quick, args.rows, args.rows_10m)
     meta = {"command": "python benchmarks/stream.py" + (" --quick" if args.quick else "")
                        + (" --rows-10m" if args.rows_10m else ""),
             "machine": f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}",

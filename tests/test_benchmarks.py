@@ -20,9 +20,13 @@ def test_runner_quick(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = out.read_text()
-    for heading in ("### Overhead", "### Memory accuracy", "### Timing accuracy", "### Scale"):
+    for heading in ("### Overhead", "### Memory accuracy", "### Timing accuracy", "### Scale",
+                    "### The step's path, paired"):
         assert heading in text
     data = json.loads(out.with_suffix(".json").read_text())
+    assert set(data["stream"]["step"]) == {"timing + GC", "full stack", "full stack + one phase"}
+    assert all(r["step_path_us"] > 0 for r in data["stream"]["step"].values())
+    assert "| full stack + one phase |" in text and "json.loads of every line" in text
     variants = {r["variant"] for r in data["overhead"]}
     assert {"bare", "gnnmon full stack + 500 ms sampler", "memory_profiler.memory_usage",
             "codecarbon start_task/stop_task", "torch_geometric.profile.timeit"} <= variants
