@@ -1,9 +1,13 @@
-"""What ``watch_layers`` and ``watch_loader`` cost on the README's Quick start loop, paired and
-interleaved: each pair runs the same batch through the README's decorated step on a bare model and
-on a watched copy (same weights), in alternating order; the figure is the median (and the mean,
-which carries the one-in-N watched steps of ``every=N``) of the per-pair differences.
+"""What ``watch_layers``, ``watch_loader`` and ``watch_buckets`` cost on the README's Quick start
+loop, paired and interleaved: each pair runs the same batch through the README's decorated step on
+a bare model and on a watched copy (same weights), in alternating order; the figure is the median
+(and the mean, which carries the one-in-N watched steps of ``every=N``) of the per-pair
+differences. ``watch_buckets``: a small ``DistributedDataParallel`` MLP in a one-process gloo group
+(the all-reduce runs, over one rank; a 0.3 ms step, where a GCN step's noise would hide tens of
+µs), against DDP's built-in all-reduce, with DDP's own Python ``allreduce_hook`` beside it: the
+part any Python communication hook costs.
 
-    python benchmarks/layers_cost.py [--pairs 400]
+    python benchmarks/layers_cost.py [--pairs 400]   (watch_buckets: 8 turns per pair)
 """
 
 from __future__ import annotations
@@ -116,6 +120,56 @@ def main() -> None:
                                  args.pairs)
         print(f"| watch_loader (per batch, DataLoader of 32 graphs) | {med:.1f} | {mean:.1f} | {base:.0f} | "
               f"{100 * mean / base:.1f} |")
+    buckets(args.pairs)
+
+
+def buckets(pairs: int) -> None:
+    """The ``watch_buckets`` rows (see the module doc): a step of a small DDP MLP (one bucket),
+    short enough that microseconds show; DDP's built-in all-reduce, a plain Python comm hook and
+    the watch run in turn, each against the built-in in the same turn."""
+    import socket
+
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    from torch.nn.parallel import DistributedDataParallel
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        base = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+        x, y = torch.randn(256, 64), torch.randint(0, 4, (256,))
+        names = ("DDP's built-in all-reduce", "a Python comm hook (DDP's allreduce_hook)", "watch_buckets")
+        models = [DistributedDataParallel(copy.deepcopy(base)) for _ in names]
+        models[1].register_comm_hook(None, allreduce_hook)
+        for m in models[2:]:
+            gnnmon.watch_buckets(m)
+
+        @cuda_timed
+        def step(model: Any) -> None:
+            F.cross_entropy(model(x), y).backward()
+
+        took: list[list[int]] = [[] for _ in models]
+        with gnnmon.collect(max_records=100) as run:
+            for i in range(pairs * 8 + 20):
+                for k in (range(len(models)) if i % 2 else reversed(range(len(models)))):
+                    t0 = time.perf_counter_ns()
+                    step(models[k])
+                    if i >= 20:  # after a warm-up (DDP rebuilds its buckets after the first step)
+                        took[k].append(time.perf_counter_ns() - t0)
+            count = run.records[-1].get("ddp_buckets")
+        bare = took[0]
+        print(f"| DDP step of a 64-64-4 MLP ({count} bucket), against DDP's built-in all-reduce, "
+              f"{len(bare)} turns: | | | | |")
+        for name, times in zip(names[1:], took[1:], strict=True):
+            diffs = [a - b for a, b in zip(times, bare, strict=True)]
+            med, mean = statistics.median(diffs) / 1e3, statistics.fmean(diffs) / 1e3
+            base_us = statistics.median(bare) / 1e3
+            print(f"| {name} | {med:.1f} | {mean:.1f} | {base_us:.0f} | {100 * med / base_us:.1f} |")
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -108,3 +108,16 @@ def test_ddp_loaded_benchmark_counts_one_run():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "run 0: spikes ['7 buckets" in proc.stdout and "waiting (rank 1)" in proc.stdout
     assert "plant named (rank 1, step 7, within 10 ms): 1 of 1 runs" in proc.stdout
+
+
+@pytest.mark.slow
+def test_layers_cost_benchmark_prints_every_variant():
+    """``benchmarks/layers_cost.py`` at a tiny size: a row per watch, the DDP ones with their bucket
+    count (timings: printed, not asserted)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "layers_cost.py"), "--pairs", "5"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for row in ("| watch_layers(every=1) |", "| watch_layers(every=10) |", "| watch_layers(every=1, memory=False) |",
+                "| watch_loader (per batch", "| a Python comm hook (DDP's allreduce_hook) |", "| watch_buckets |"):
+        assert row in proc.stdout, proc.stdout
+    assert "MLP (1 bucket), against DDP's built-in all-reduce, 40 turns" in proc.stdout
