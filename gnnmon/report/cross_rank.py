@@ -108,7 +108,7 @@ def cross_rank(records: list[dict[str, Any]], manifest: Mapping[str, Any] | None
         starts = {k: start(k, r) for k, r in rows.items()}
         arrived = {k: s - min(starts.values()) for k, s in starts.items()}
         previous = {k: histories[k].previous(r) for k, r in rows.items()}
-        ended = {k: end(k, p) for k, p in previous.items() if p is not None}
+        ended = {k: end(k, p) for k, p in previous.items() if p is not None and p.get("t_end_ns")}
         late = _late(arrived, ended) if len(ended) == len(rows) else arrived
         pauses = {k: histories[k].gc_since(r) for k, r in rows.items()}
         candidates.append((label, index, rows, times, _measures(rows, late, times), pauses, arrived))
