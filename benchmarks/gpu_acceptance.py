@@ -62,9 +62,10 @@ def _check(name: str, limit_s: int) -> Step:
 PYTEST = ("{py}", "-m", "pytest", "-q", "-p", "no:cacheprovider")
 
 STEPS: tuple[Step, ...] = (
-    _check("environment", 20),
-    _check("install", 45),
-    Step("cuda tests", 75, "the tests marked cuda pass on the GPU, none skipped", PYTEST + ("-m", "cuda")),
+    _check("environment", 15),
+    _check("install", 35),
+    Step("cuda tests", 90, "the tests marked cuda pass on the GPU, none skipped (exact memory, event times, "
+         "per-layer times and peaks, bucket device time, the out-of-memory row)", PYTEST + ("-m", "cuda")),
     _check("benchmark", 130),  # benchmarks/run.py --device cuda --check: loops of 20 steps x 4 rounds
     Step("suite", 480, "the rest of the suite (not cuda, not slow) passes on the GPU machine",
          PYTEST + ("-m", "not cuda and not slow"), background=True),

@@ -59,3 +59,23 @@ def fake_mps(monkeypatch):
 
 
 MiB = 2**20
+
+
+@pytest.fixture(scope="session")
+def cycles_per_s():
+    """Calibrate torch.cuda._sleep: cycles per second of GPU time, timed with two events, after
+    half a second of warm-up (an idle GPU runs at a lower clock, and _sleep counts clock cycles).
+    Only a nominal figure: the truth each timing test checks against is planted work timed by
+    its own pair of events (``planted`` in tests/test_cuda.py), immune to clock changes. CUDA tests only."""
+    import torch
+
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    rate = 1e9
+    for cycles in (200_000_000, 50_000_000):
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        rate = cycles / (start.elapsed_time(end) / 1e3)
+    return rate

@@ -31,24 +31,6 @@ def _fresh_backends():
     clear_backends()
 
 
-@pytest.fixture(scope="module")
-def cycles_per_s():
-    """Calibrate torch.cuda._sleep: cycles per second of GPU time, timed with two events, after
-    half a second of warm-up (an idle GPU runs at a lower clock, and _sleep counts clock cycles).
-    Only a nominal figure: the truth each timing test checks against is planted work timed by
-    its own pair of events (:func:`planted`), immune to clock changes."""
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    rate = 1e9
-    for cycles in (200_000_000, 50_000_000):
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        end.synchronize()
-        rate = cycles / (start.elapsed_time(end) / 1e3)
-    return rate
-
-
 def planted(seconds: float, rate: float, truths: list[float]) -> None:
     """Queue ``seconds`` of GPU sleep, timed by a raw pair of events appended to ``truths``
     (read later, when they have completed)."""
