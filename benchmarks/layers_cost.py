@@ -7,7 +7,11 @@ differences. ``watch_buckets``: a small ``DistributedDataParallel`` MLP in a one
 µs), against DDP's built-in all-reduce, with DDP's own Python ``allreduce_hook`` beside it: the
 part any Python communication hook costs.
 
-    python benchmarks/layers_cost.py [--pairs 400]   (watch_buckets: 8 turns per pair)
+``--device cuda``: the same on the GPU (each call then waits for its GPU work, so that the figure
+counts it), and what ``collect(memory_history=N)`` costs a step: PyTorch's allocation history
+recorded for one call of each pair and not for the other.
+
+    python benchmarks/layers_cost.py [--pairs 400] [--device cuda]   (watch_buckets: 8 turns per pair)
 """
 
 from __future__ import annotations
@@ -62,6 +66,15 @@ def make_step(label: str) -> Any:
     return train_step
 
 
+def synchronize() -> None:
+    """Wait for the GPU's work (``--device cuda``), so that a timed call counts it."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+
+
+DEVICE = torch.device("cpu")
+
+
 def paired(bare: Any, watched: Any, pairs: int) -> tuple[float, float, float]:
     """(median difference, mean difference, median bare call) in µs over ``pairs`` pairs."""
     diffs, base = [], []
@@ -71,6 +84,7 @@ def paired(bare: Any, watched: Any, pairs: int) -> tuple[float, float, float]:
         for fn in order:
             t0 = time.perf_counter_ns()
             fn(i)
+            synchronize()
             took[fn] = time.perf_counter_ns() - t0
         diffs.append(took[watched] - took[bare])
         base.append(took[bare])
@@ -80,19 +94,23 @@ def paired(bare: Any, watched: Any, pairs: int) -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=400)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = torch.device(args.device)
     torch.manual_seed(0)
     torch.set_num_threads(1)
     dataset = FakeDataset(num_graphs=256, avg_num_nodes=40, num_channels=16, num_classes=4, task="graph")
-    batches = list(DataLoader(dataset, batch_size=32))
-    print(f"README Quick start loop (GCN 16-64-4, batches of 32 graphs), {args.pairs} pairs, "
+    batches = [b.to(DEVICE) for b in DataLoader(dataset, batch_size=32)]
+    where = torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else "CPU"
+    print(f"README Quick start loop (GCN 16-64-4, batches of 32 graphs) on {where}, {args.pairs} pairs, "
           f"torch {torch.__version__}, {torch.get_num_threads()} thread")
     print("| variant | median extra µs/step | mean extra µs/step | bare step µs | extra % |")
     print("| --- | ---: | ---: | ---: | ---: |")
     with gnnmon.collect(max_records=100):
         for name, every, memory in (("watch_layers(every=1)", 1, True), ("watch_layers(every=10)", 10, True),
                                     ("watch_layers(every=1, memory=False)", 1, False)):
-            model = GCN(16, 64, 4)
+            model = GCN(16, 64, 4).to(DEVICE)
             twin = copy.deepcopy(model)
             opts = [torch.optim.Adam(m.parameters(), lr=1e-3) for m in (model, twin)]
             bare_step, watched_step = make_step("bare"), make_step("watched")
@@ -121,6 +139,47 @@ def main() -> None:
         print(f"| watch_loader (per batch, DataLoader of 32 graphs) | {med:.1f} | {mean:.1f} | {base:.0f} | "
               f"{100 * mean / base:.1f} |")
     buckets(args.pairs)
+    if DEVICE.type == "cuda":
+        memory_history(batches, args.pairs)
+
+
+def memory_history(batches: list[Any], pairs: int, entries: int = 100_000) -> None:
+    """The row for ``collect(memory_history=entries)``: the README's step with PyTorch's allocation
+    history recorded (``torch.cuda.memory._record_memory_history``, what that option starts) and
+    without, alternating; recording is switched outside the timed calls."""
+    from torch.cuda.memory import _record_memory_history as record
+
+    model = GCN(16, 64, 4).to(DEVICE)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    step = make_step("step")
+
+    def plain(i: int) -> None:
+        step(model, batches[i % len(batches)], opt)
+
+    def recorded(i: int) -> None:
+        step(model, batches[i % len(batches)], opt)
+
+    diffs, base = [], []
+    with gnnmon.collect(max_records=100):
+        for i in range(20):
+            plain(i)
+        for i in range(pairs):
+            took = {}
+            for fn in ((plain, recorded) if i % 2 else (recorded, plain)):
+                if fn is recorded:
+                    record(max_entries=entries)
+                synchronize()
+                t0 = time.perf_counter_ns()
+                fn(i)
+                synchronize()
+                took[fn] = time.perf_counter_ns() - t0
+                if fn is recorded:
+                    record(enabled=None)
+            diffs.append(took[recorded] - took[plain])
+            base.append(took[plain])
+    med, mean, bare = statistics.median(diffs) / 1e3, statistics.fmean(diffs) / 1e3, statistics.median(base) / 1e3
+    print(f"| collect(memory_history={entries}): allocation history recorded | {med:.0f} | {mean:.0f} | "
+          f"{bare:.0f} | {100 * mean / bare:.1f} |")
 
 
 def buckets(pairs: int) -> None:
@@ -136,13 +195,16 @@ def buckets(pairs: int) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    backend = "nccl" if DEVICE.type == "cuda" and dist.is_nccl_available() else "gloo"
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
         torch.manual_seed(0)
         base = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
-        x, y = torch.randn(256, 64), torch.randint(0, 4, (256,))
+        base = base.to(DEVICE)
+        x, y = torch.randn(256, 64, device=DEVICE), torch.randint(0, 4, (256,), device=DEVICE)
+        ids = [DEVICE.index or 0] if DEVICE.type == "cuda" else None
         names = ("DDP's built-in all-reduce", "a Python comm hook (DDP's allreduce_hook)", "watch_buckets")
-        models = [DistributedDataParallel(copy.deepcopy(base)) for _ in names]
+        models = [DistributedDataParallel(copy.deepcopy(base), device_ids=ids) for _ in names]
         models[1].register_comm_hook(None, allreduce_hook)
         for m in models[2:]:
             gnnmon.watch_buckets(m)
@@ -157,6 +219,7 @@ def buckets(pairs: int) -> None:
                 for k in (range(len(models)) if i % 2 else reversed(range(len(models)))):
                     t0 = time.perf_counter_ns()
                     step(models[k])
+                    synchronize()
                     if i >= 20:  # after a warm-up (DDP rebuilds its buckets after the first step)
                         took[k].append(time.perf_counter_ns() - t0)
             count = run.records[-1].get("ddp_buckets")
