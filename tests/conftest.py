@@ -61,6 +61,19 @@ def fake_mps(monkeypatch):
 MiB = 2**20
 
 
+@pytest.fixture
+def real_cuda():
+    """For a test on a real CUDA device: gnnmon's backends made afresh, and the GPU idle, before
+    and after it."""
+    import torch
+
+    clear_backends()
+    torch.cuda.synchronize()
+    yield
+    torch.cuda.synchronize()
+    clear_backends()
+
+
 @pytest.fixture(scope="session")
 def cycles_per_s():
     """Calibrate torch.cuda._sleep: cycles per second of GPU time, timed with two events, after

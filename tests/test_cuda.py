@@ -16,19 +16,11 @@ from gnnmon.devices import backend_for, clear_backends
 pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+    pytest.mark.usefixtures("real_cuda"),
 ]
 
 MiB = 2**20
 DEV = "cuda:0"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_backends():
-    clear_backends()
-    torch.cuda.synchronize()
-    yield
-    torch.cuda.synchronize()
-    clear_backends()
 
 
 def planted(seconds: float, rate: float, truths: list[float]) -> None:

@@ -13,26 +13,17 @@ import pytest
 import torch
 
 import gnnmon
-from gnnmon.devices import clear_backends
 from tests.test_cuda import elapsed, planted
 from tests.test_layers import BACKWARD_SLEEP_S, PLANT_BYTES, SLEEP_S, Net, graph
 
 pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+    pytest.mark.usefixtures("real_cuda"),
 ]
 
 MiB, GiB = 2**20, 2**30
 DEV = "cuda:0"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_backends():
-    clear_backends()
-    torch.cuda.synchronize()
-    yield
-    torch.cuda.synchronize()
-    clear_backends()
 
 
 def test_layers_are_timed_by_events_and_their_peaks_read_from_the_allocator(cycles_per_s):
