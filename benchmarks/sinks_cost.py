@@ -26,8 +26,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
+from gnnmon.data.format import encode
 from gnnmon.record.sinks import Batch, JsonlSink
-from gnnmon.record.storage import encode
 
 BATCH = 50
 """Rows per batch: about what a 0.05 s flush interval gathers of 1 ms steps."""

@@ -24,6 +24,8 @@ from gnnmon._version import __version__
 from gnnmon.errors import DeviceError, GnnmonError, ReportFileError
 
 if TYPE_CHECKING:
+    from gnnmon.data.load import iter_rows, load
+    from gnnmon.data.result import RunResult
     from gnnmon.devices.malloc import exact_host_memory
     from gnnmon.devices.ranges import emit_ranges
     from gnnmon.forecast import forecast
@@ -37,8 +39,6 @@ if TYPE_CHECKING:
     from gnnmon.measure.timing import cuda_timed, phase, timed
     from gnnmon.record.active import active_run, collect, default_run
     from gnnmon.record.job import gather
-    from gnnmon.record.load import iter_rows, load
-    from gnnmon.record.result import RunResult
     from gnnmon.record.row import current_row
     from gnnmon.record.run import Run
     from gnnmon.record.sampling import sample_utilisation
@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "exact_host_memory": "gnnmon.devices.malloc",
     "emit_ranges": "gnnmon.devices.ranges",
+    "iter_rows": "gnnmon.data.load",
+    "load": "gnnmon.data.load",
+    "RunResult": "gnnmon.data.result",
     "forecast": "gnnmon.forecast",
     "watch_buckets": "gnnmon.measure.buckets",
     "track_compile": "gnnmon.measure.compile",
@@ -67,9 +70,6 @@ _LAZY: dict[str, str] = {
     "collect": "gnnmon.record.active",
     "default_run": "gnnmon.record.active",
     "gather": "gnnmon.record.job",
-    "iter_rows": "gnnmon.record.load",
-    "load": "gnnmon.record.load",
-    "RunResult": "gnnmon.record.result",
     "current_row": "gnnmon.record.row",
     "Run": "gnnmon.record.run",
     "sample_utilisation": "gnnmon.record.sampling",

@@ -5,7 +5,6 @@ errors on stderr with exit status 2, quiet when its reader goes away (``| head``
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import warnings
@@ -13,18 +12,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from gnnmon._version import __version__
+from gnnmon.data.load import load
 from gnnmon.errors import ReportFileError
 from gnnmon.figures import reference
+from gnnmon.report import Report
+from gnnmon.report.csv_export import write_csv
 from gnnmon.report.exports import EXPORTS
 
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
 
 DESCRIPTION = "Read a gnnmon run (a JSON Lines file, or a distributed job's files) and print its report."
-
-
-def _cell(value: Any) -> Any:
-    """A CSV cell: lists and dicts (``notes``, ``gc_gen``) as JSON, not a Python repr."""
-    return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,16 +40,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "browser (timeline, memory per call, the whole report; works offline)")
     rep.add_argument("--by", metavar="MARKER", help="one report per value of a marker the rows carry (e.g. "
                      "config), in natural order; spikes judged within each")
-    exp = sub.add_parser("export", help="write a run as a Chrome/Perfetto trace or as TensorBoard scalars",
-                         description=(
-        "Write a run for another viewer. trace: a Chrome trace JSON (rows, phases, GC pauses, markers "
-        "and samples on one timeline; open it in ui.perfetto.dev or chrome://tracing). tensorboard: "
-        "event files of each label's figures per call and of the sampled timeline (tensorboard --logdir DIR)."))
+    exp = sub.add_parser("export", help="write a run for another tool: " + ", ".join(EXPORTS),
+                         description="Write a run for another tool or reader. " + " ".join(
+                             f"{name}: {e.what}." for name, e in EXPORTS.items()))
     exp.add_argument("kind", choices=tuple(EXPORTS), help="what to write: " + "; ".join(
-        f"{name}: {what}" for name, (_, what) in EXPORTS.items()))
+        f"{name}: {e.what}" for name, e in EXPORTS.items()))
     exp.add_argument("path", metavar="RUN", help="a run's .jsonl file, or a distributed job's files as for report")
     exp.add_argument("-o", "--output", required=True, metavar="OUT",
-                     help="the trace's .json file, or the TensorBoard log folder")
+                     help="the file to write (the TensorBoard export: its log folder)")
     exp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     fc = sub.add_parser("forecast", help="fit a run's memory model and print the batch budgets for a device",
                         description=(
@@ -79,7 +74,6 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "fields":
         print(reference(), end="")
         return 0
-    from gnnmon.record.load import load  # torch comes with it: not for --version, --help or fields
 
     bar = _progress_bar(args.path)
     try:
@@ -90,7 +84,7 @@ def _command(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    report = run.report()
+    report = Report(run)
     if args.command == "forecast":
         return _forecast(report, args)
     if args.command == "export":
@@ -105,11 +99,7 @@ def _command(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.format == "csv":
-            frame = report.to_frame()
-            for column in frame.columns:
-                if frame[column].dtype == object:
-                    frame[column] = frame[column].map(_cell)
-            frame.to_csv(sys.stdout, index=False)
+            write_csv(run, sys.stdout)
         else:
             sys.stdout.write(report.markdown(by=args.by))
         sys.stdout.flush()

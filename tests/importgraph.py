@@ -1,5 +1,6 @@
 """The import graph of a package, read from its source with ``ast`` (nothing is imported), and the
-two rules gnnmon's layout keeps: no cycle, and every import pointing down the flow.
+rules gnnmon's layout keeps: no cycle, every import pointing down the flow, and no torch or PyG in
+the stages that read a run (its data and its report).
 
 Run it to see the graph: ``python -m tests.importgraph`` prints each module's gnnmon imports.
 """
@@ -18,19 +19,28 @@ API_MODULES = {"__init__", "__main__", "cli"}
 """The package's face at the root: it may import every stage."""
 
 ALLOWED: dict[str, set[str]] = {
-    "api": {"forecast", "measure", "record", "timeline", "report", "devices", "root"},
-    "forecast": {"measure", "record", "report", "devices", "root"},
-    "integrations": {"measure", "record", "devices", "root"},
+    "api": {"forecast", "measure", "record", "timeline", "report", "data", "devices", "root"},
+    "forecast": {"measure", "record", "report", "data", "devices", "root"},
+    "integrations": {"measure", "record", "data", "devices", "root"},
     "measure": {"record", "devices", "root"},
-    "record": {"timeline", "report", "devices", "root"},
-    "timeline": {"devices", "root"},
-    "report": {"root"},
+    "record": {"timeline", "report", "data", "devices", "root"},
+    "timeline": {"data", "devices", "root"},
+    "report": {"data", "root"},
+    "data": {"root"},
     "devices": {"root"},
     "root": set(),
 }
 """Which stages a stage may import (besides its own modules). Data flows measure -> record ->
 report with the timeline beside the record, and a forecast reads loaders with a report's model;
-devices and the root modules lie under everything."""
+the run's plain data (``data``: its file format, result and table) lies under the record, the
+timeline and the report; devices and the root modules lie under everything."""
+
+TORCH_FREE = ("data", "report")
+"""Stages that read a run: they, and every gnnmon module they import, import no torch and no PyG
+(a run file is read, reported and exported on a machine that has neither in memory)."""
+
+HEAVY = ("torch", "torch_geometric")
+"""Top-level packages the :data:`TORCH_FREE` stages must not import."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,56 @@ def imports_of(package_dir: Path, path: Path) -> list[Import]:
 
     visit(tree, False, False)
     return [imp for imp in found if imp.target != me]
+
+
+def outside_imports(package_dir: Path, path: Path) -> list[tuple[str, int]]:
+    """The top-level packages outside gnnmon that one file imports (anywhere in it, functions
+    included; annotations only under ``TYPE_CHECKING`` left out), with the line."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    typing_lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for sub in node.body:
+                typing_lines.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno in typing_lines:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(alias.name.split(".")[0], node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append((node.module.split(".")[0], node.lineno))
+    return [(name, line) for name, line in found if name != package_dir.name]
+
+
+def heavy(package_dir: Path, stages: tuple[str, ...] = TORCH_FREE, banned: tuple[str, ...] = HEAVY
+          ) -> list[tuple[str, str, int, str]]:
+    """``(module, banned package, line, how it is reached)`` for every module in ``stages``, or
+    imported at run time from one of them (however indirectly), that imports a ``banned`` package."""
+    imports = [i for i in all_imports(package_dir) if not i.typing_only]
+    graph: dict[str, set[str]] = {}
+    for imp in imports:
+        graph.setdefault(imp.source, set()).add(imp.target)
+    paths = {module_name(package_dir, p): p for p in package_dir.rglob("*.py")}
+    start = [m for m in paths if stage(m) in stages]
+    via: dict[str, str] = {m: m for m in start}
+    todo = list(start)
+    while todo:
+        module = todo.pop()
+        targets = set(graph.get(module, ()))
+        parent = module.rpartition(".")[0]  # importing a module runs its package's __init__ first
+        if parent and parent in paths:
+            targets.add(parent)
+        for target in targets:
+            if target not in via and target in paths:
+                via[target] = f"{via[module]} -> {target}" if via[module] != module else f"{module} -> {target}"
+                todo.append(target)
+    out = []
+    for module, how in sorted(via.items()):
+        for name, line in outside_imports(package_dir, paths[module]):
+            if name in banned:
+                out.append((module, name, line, how))
+    return out
 
 
 def all_imports(package_dir: Path) -> list[Import]:
@@ -243,8 +303,10 @@ def main() -> int:
     problems += [f"over {MAX_LINES} lines: {name} ({n})" for name, n in long_modules(package_dir)]
     problems += [f"up the flow: {i.source}:{i.line} imports {i.target}" for i in upward(imports)]
     problems += [f"late import: {i.source}:{i.line} imports {i.target}" for i in late(imports)]
+    problems += [f"{name} in a stage that reads runs: {module}:{line} (reached as {how})"
+                 for module, name, line, how in heavy(package_dir)]
     print("\n".join(problems) or f"no cycle (annotations included), nothing up the flow, no late import, "
-                                 f"no module over {MAX_LINES} lines")
+                                 f"no module over {MAX_LINES} lines, no torch where runs are read")
     return 1 if problems else 0
 
 

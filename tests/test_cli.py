@@ -85,7 +85,9 @@ def test_report_html_writes_the_page_beside_the_markdown(tmp_path):
     page = (tmp_path / "run.html").read_text()
     data = json.loads(page.split('id="gnnmon-data">')[1].split("</script>")[0])
     assert sum(e.get("cat") == "row" for e in data["trace"]["traceEvents"]) == 5
-    bad = gnnmon_cli("report", str(tmp_path / "run.jsonl"), "--html", str(tmp_path / "no" / "such" / "x.html"))
+    made = gnnmon_cli("report", str(tmp_path / "run.jsonl"), "--html", str(tmp_path / "new" / "folder" / "x.html"))
+    assert made.returncode == 0 and (tmp_path / "new" / "folder" / "x.html").exists()  # its folder is made
+    bad = gnnmon_cli("report", str(tmp_path / "run.jsonl"), "--html", str(tmp_path / "run.jsonl" / "x.html"))
     assert bad.returncode == 2 and "cannot write" in bad.stderr and "Traceback" not in bad.stderr
 
 

@@ -231,7 +231,7 @@ def test_a_failing_write_warns_and_keeps_the_row_and_the_result(tmp_path):
     path = tmp_path / "run.jsonl"
     run = gnnmon.collect(path, flush_interval=60.0)  # the writer thread stays asleep
     with run:
-        os.close(run._file._file.fileno())  # stands for a disk that went away
+        os.close(run.outlets.file.file._file.fileno())  # stands for a disk that went away
         assert step(3).item() == 3.0  # the step never writes
         with pytest.warns(RuntimeWarning, match="could not write"):
             assert len(run.records) == 1  # kept in memory

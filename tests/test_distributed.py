@@ -15,7 +15,8 @@ import pytest
 import torch
 
 import gnnmon
-from gnnmon.devices.ranks import current_rank, job_files, rank_path
+from gnnmon.data.paths import job_files, rank_path
+from gnnmon.devices.ranks import current_rank
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,8 +38,8 @@ def test_torchruns_environment_names_the_rank_and_its_file(monkeypatch, tmp_path
     monkeypatch.setenv("LOCAL_RANK", "1")
     info = current_rank()
     assert (info.rank, info.world_size, info.local_rank, info.source) == (3, 4, 1, "environment")
-    assert rank_path(tmp_path / "job.jsonl", info) == tmp_path / "job.rank3.jsonl"
-    assert rank_path(tmp_path / "job-{rank}.jsonl", info) == tmp_path / "job-3.jsonl"
+    assert rank_path(tmp_path / "job.jsonl", info.rank) == tmp_path / "job.rank3.jsonl"
+    assert rank_path(tmp_path / "job-{rank}.jsonl", info.rank) == tmp_path / "job-3.jsonl"
     with gnnmon.collect(tmp_path / "job.jsonl") as run:
         gnnmon.cuda_timed(label="step")(lambda: None)()
     assert run.path == tmp_path / "job.rank3.jsonl" and not (tmp_path / "job.jsonl").exists()

@@ -11,6 +11,7 @@ import pytest
 
 import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device
+from gnnmon.data.points import Counters
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.nvml import Nvml
 from gnnmon.devices.rapl import RaplReader, find_zones
@@ -18,7 +19,6 @@ from gnnmon.timeline import carbon
 from gnnmon.timeline.agent import Agent
 from gnnmon.timeline.counters import SteppedCounter
 from gnnmon.timeline.energy import EnergyJoin, EnergySources
-from gnnmon.timeline.join import Counters
 from tests.fake_nvml import FakeNvml, hide_pynvml, logged_calls
 
 J_PER_KWH = 3.6e6
@@ -101,6 +101,44 @@ def test_energy_per_row_from_a_stepped_counter_against_a_planted_power_profile(f
     text = loaded.report().markdown()
     assert "| counter | rows | in rows J | between rows J | before/after J | counter delta J | step |" in text
     assert f"| gpu0_energy_mj | {len(rows)} |" in text
+
+
+RANK_POWER_W = {0: 120.0, 1: 480.0}
+RANK_STEPS_S = {0: [0.1, 0.2, 0.15], 1: [0.25, 0.1]}
+
+
+def test_a_two_rank_job_read_back_has_each_ranks_energy_and_the_jobs_total(fake_cuda, monkeypatch, tmp_path):
+    """Two ranks of one job (torchrun's variables), each with its GPU's counter ramping at its own
+    planted power: read back with gnnmon.load, each rank's rows have that power × their time, each
+    rank's counter balances against its own delta, the job's total is the sum, and each rank's
+    end line (its sampler's cost) survives the merge."""
+    carbon.codecarbon_model()  # imported once: each run starts at once
+    fake_cuda.current_device()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    planted: dict[int, float] = {}
+    for rank, watts in RANK_POWER_W.items():
+        monkeypatch.setenv("RANK", str(rank))
+        FakeNvml(n=2, ramp_w=watts).install(monkeypatch, tmp_path / f"nvml{rank}")
+        with gnnmon.collect(tmp_path / "job.jsonl", energy=True, sample=0.05, distributed=False) as run:
+            for seconds in RANK_STEPS_S[rank]:
+                with gnnmon.timed(device="cuda:0", label="step"):
+                    time.sleep(seconds)
+        planted[rank] = watts * sum((r["t_end_ns"] - r["t_start_ns"]) / 1e9 for r in run.records)
+    job = gnnmon.load(tmp_path / "job.jsonl")
+    assert sorted(job.ranks) == [0, 1] and len(job.records) == 5
+    assert [e["rank"] for e in job.end["ranks"]] == [0, 1] and job.end["rows"] == 5
+    assert all(job.ranks[r].sampler_stats["samples"] > 0 for r in (0, 1))  # each rank's sampler cost
+    assert {p["rank"] for p in job.points} == {0, 1}
+    energy = job.report().energy()
+    for rank, watts in RANK_POWER_W.items():
+        assert energy["by_rank"][rank]["energy_gpu_j"] == pytest.approx(planted[rank], rel=0.01)
+        balance = energy["balance"][f"rank{rank}:gpu0_energy_mj"]
+        assert balance["rows"] == len(RANK_STEPS_S[rank])
+        assert balance["rows_j"] == pytest.approx(planted[rank], rel=0.01)
+        assert balance["counter_j"] == pytest.approx(watts * balance["span_s"], rel=0.01)
+        added = balance["rows_j"] + balance["gaps_j"] + balance["outside_j"]
+        assert added == pytest.approx(balance["counter_j"], rel=0.01)
+    assert energy["total"]["energy_gpu_j"] == pytest.approx(planted[0] + planted[1], rel=0.01)
 
 
 def test_steps_are_found_where_they_happened_on_a_simulated_clock():

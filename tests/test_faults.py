@@ -15,8 +15,9 @@ import torch
 
 import gnnmon
 from gnnmon.cli import main
+from gnnmon.data import jsonl as storage
 from gnnmon.errors import ReportFileError
-from gnnmon.record import state, storage
+from gnnmon.record import state
 from tests.scripts import run_script
 
 # 1 -------------------------------------------------------------------------------------------------
@@ -315,7 +316,7 @@ def test_a_full_disk_costs_the_rows_not_the_code_after_the_block(tmp_path, monke
     assert len(mine) == 1 and "No space left" in str(mine[0].message)
     assert run.lines_lost > 0 and run.write_errors and run.complete
     assert gnnmon.load(path).complete is False  # the file says it did not end well: no end line
-    assert not run._file or run._file.closed
+    assert not run.outlets.file.file or run.outlets.file.file.closed
 
 
 # 8 -------------------------------------------------------------------------------------------------
@@ -427,7 +428,7 @@ def test_a_fork_while_the_writer_holds_the_file_does_not_hang_the_child(tmp_path
 
     path = tmp_path / "held.jsonl"
     with gnnmon.collect(path) as run:
-        writer_file = run._file_sink.file
+        writer_file = run.outlets.file.file
         held, done = threading.Event(), threading.Event()
 
         def hold_the_file() -> None:

@@ -71,7 +71,7 @@ def test_sync_mode_is_the_only_one_that_syncs(fake_cuda):
 
 def test_rows_close_without_touching_the_file_or_the_device(fake_cuda, tmp_path, monkeypatch):
     """Closing a row appends it to the run's inbox: no write, no event query, on the step's path."""
-    import gnnmon.record.storage as storage
+    import gnnmon.data.jsonl as storage
 
     writes: list[str] = []
     real = storage.JsonlWriter.write_lines

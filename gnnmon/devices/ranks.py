@@ -1,5 +1,5 @@
 """Which rank of a distributed job this process is (``torch.distributed`` or torchrun's
-environment), and where its run file goes.
+environment), and its clock's offset to rank 0 (where its file goes: :mod:`gnnmon.data.paths`).
 
 Read from an initialised default process group when there is one (rank, world size, backend),
 else from the variables ``torchrun`` / ``torch.distributed.launch`` set (``RANK``, ``WORLD_SIZE``,
@@ -10,15 +10,11 @@ process group does not know them). A process that is neither is not a rank: ``No
 from __future__ import annotations
 
 import os
-import re
 import socket
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
-
-RANK_FIELD = "{rank}"
 
 
 @dataclass(frozen=True)
@@ -58,36 +54,6 @@ def current_rank() -> RankInfo | None:
     if env_rank is None or env_world is None or env_world <= 1:
         return None
     return RankInfo(env_rank, env_world, local, None, "environment", socket.gethostname())
-
-
-def _template(path: str | os.PathLike[str]) -> str:
-    """``path`` with ``{rank}`` where each rank's number goes: as given if it has one, else
-    ``.rank{rank}`` before the suffix."""
-    text = os.fspath(path)
-    if RANK_FIELD in text:
-        return text
-    p = Path(text)
-    return os.fspath(p.with_name(f"{p.stem}.rank{RANK_FIELD}{p.suffix}"))
-
-
-def rank_path(path: str | os.PathLike[str], info: RankInfo | None) -> Path:
-    """Where this rank writes: ``{rank}`` in ``path`` is replaced by the rank; otherwise
-    ``.rank<N>`` goes before the suffix (``runs/job.jsonl`` -> ``runs/job.rank1.jsonl``), on every
-    rank, rank 0 included. Outside a job the path is left as it is (``{rank}`` becomes 0)."""
-    text = os.fspath(path)
-    if info is None and RANK_FIELD not in text:
-        return Path(text)
-    return Path(_template(text).replace(RANK_FIELD, str(info.rank if info is not None else 0)))
-
-
-def job_files(path: str | os.PathLike[str]) -> list[Path]:
-    """The per-rank files of the job written to ``path`` (the path given to ``collect``, with or
-    without ``{rank}``), in rank order; [] when there are none."""
-    p = Path(_template(path))
-    pattern = re.compile(re.escape(p.name).replace(re.escape(RANK_FIELD), r"(\d+)") + "$")
-    found = [(int(m.group(1)), f) for f in p.parent.glob(p.name.replace(RANK_FIELD, "*"))
-             if (m := pattern.match(f.name))]
-    return [f for _, f in sorted(found)]
 
 
 def clock_offset(rounds: int = 9) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 model or gathering features), each batch's peak from a run's memory model, and the batch budgets
 that keep the worst batch under a device's memory.
 
-May import: gnnmon.measure, gnnmon.record, gnnmon.report, gnnmon.devices and the root modules."""
+May import: gnnmon.measure, gnnmon.record, gnnmon.report, gnnmon.data, gnnmon.devices and the root
+modules."""
 
 from gnnmon.forecast.forecast import Forecast, forecast
 

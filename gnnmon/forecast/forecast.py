@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
+from gnnmon.data.load import load
 from gnnmon.forecast.shapes import batch_shapes, item_sizes
-from gnnmon.record.load import load
 from gnnmon.report import Report
 from gnnmon.report.memory_model import MemoryModel, format_bytes
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from gnnmon.record.result import RunResult
+from gnnmon.data.result import RunResult
 from gnnmon.record.run import Run
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 
 from gnnmon._version import __version__
+from gnnmon.data.format import FORMAT, FORMAT_VERSION, MANIFEST
 from gnnmon.devices.ranks import RankInfo, clock_offset
 from gnnmon.devices.registry import BACKENDS
-from gnnmon.record.storage import FORMAT, FORMAT_VERSION
 
 
 def _version(dist: str) -> str | None:
@@ -39,7 +39,7 @@ def _devices() -> dict[str, Any]:
 def build_manifest(config: dict[str, Any] | None, options: dict[str, Any]) -> dict[str, Any]:
     """The manifest dict for a new run (plain data, JSON-serialisable)."""
     return {
-        "type": "manifest",
+        "type": MANIFEST,
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "gnnmon": __version__,

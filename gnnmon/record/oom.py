@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
+from gnnmon.data.table import Table
 from gnnmon.devices.oom import is_oom, oom_state
 from gnnmon.report.memory_model import fit
-from gnnmon.report.table import Table
 
 _READ = "_gnnmon_oom"  # the state read for an exception, kept on it for the outer rows
 

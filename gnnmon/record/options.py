@@ -7,9 +7,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from gnnmon.data.format import dumps
 from gnnmon.devices.sched import AVAILABLE as SCHED_AVAILABLE
 from gnnmon.errors import is_positive_number
-from gnnmon.record.storage import dumps
 
 WINDOW = 10_000
 """Rows (and as many GC events and samples) a run keeps in memory by default when they also leave

@@ -1,106 +1,157 @@
-"""A run's outlets: its sinks (the file among them) and the writer thread that feeds them.
-:class:`~gnnmon.record.run.Run` is made of these; :mod:`gnnmon.record.sinks` has the contract."""
+"""A run's outlets: its sinks (the file among them), the writer thread that feeds them, and what
+failed. A :class:`~gnnmon.record.run.Run` owns one :class:`Outlets`; :mod:`gnnmon.record.sinks`
+has the contract every sink can rely on."""
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
-from gnnmon.record.sinks import SINK_FAILED, JsonlSink, Sink, as_sink
+from gnnmon.record.sinks import SINK_FAILED, Batch, JsonlSink, Sink, as_sink, close_quietly
 from gnnmon.record.writer import Writer
 
 
 class Outlets:
-    """Adding, removing and disabling a run's sinks, and what its file sink says of its writes."""
+    """The sinks of one run, the file sink first (if the run has a file), and the writer thread
+    that calls ``drain(force)`` every ``interval`` seconds once started.
 
-    _sinks: list[Sink]
-    _file_sink: JsonlSink | None
-    _writer: Writer | None
-    _state: str
-    manifest: dict[str, Any] | None
-    flush_interval: float
-    sink_errors: list[str]
+    ``end_line()`` gives the run's end line as it is now (what a closing sink gets)."""
 
-    def _drain(self, force: bool) -> None:
-        raise NotImplementedError
+    def __init__(self, sinks: list[Sink], file: JsonlSink | None, drain: Callable[[bool], None],
+                 interval: float, end_line: Callable[[], dict[str, Any]]) -> None:
+        self.sinks: list[Sink] = ([file] if file is not None else []) + sinks
+        self.file = file
+        self.errors: list[str] = []  # sinks disabled after they raised (the writer's failures too)
+        self.writer: Writer | None = None
+        self._drain = drain
+        self._interval = interval
+        self._end_line = end_line
 
-    def _end_line(self) -> dict[str, Any]:
-        raise NotImplementedError
+    # -- the run's start and stop -------------------------------------------------------------
+    def open(self, manifest: dict[str, Any]) -> None:
+        """Open every sink with the manifest, the file last (a run whose other sinks cannot start
+        leaves a previous file untouched); on a failure close those opened and raise. A file that
+        could not open for want of descriptors or disk leaves the run with its rows in memory."""
+        opened: list[Sink] = []
+        try:
+            for sink in sorted(self.sinks, key=lambda s: s is self.file):
+                sink.open(dict(manifest))
+                opened.append(sink)
+        except BaseException:
+            for sink in opened:
+                close_quietly(sink)
+            raise
+        if self.file is not None and self.file.file is None:
+            self.sinks.remove(self.file)  # out of descriptors or disk: rows in memory only
+
+    def start(self) -> Writer | None:
+        """The writer thread, made if there is a sink to feed (started by the caller)."""
+        self.writer = self._new_writer() if self.sinks else None
+        return self.writer
+
+    def stop(self, drain: Callable[[bool], None]) -> None:
+        """The last batch and the end line to every sink, on the writer thread if there is one
+        (joined before this returns), else here; every sink is closed."""
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            writer.stop(self._close_all)
+        else:
+            drain(True)
+            self._close_all()
+
+    def _close_all(self) -> None:
+        end = self._end_line()
+        for sink in list(self.sinks):
+            try:
+                sink.close(dict(end))
+            except Exception as exc:  # noqa: BLE001 - the other sinks still close
+                self.disable(sink, exc, closing=True)
+
+    def forget(self) -> None:
+        """In a forked child: the sinks and the writer thread are the parent's."""
+        if self.file is not None:
+            self.file.forget()
+        self.sinks = []
+        self.writer = None
 
     def _new_writer(self) -> Writer:
-        """The thread that feeds the sinks (its failures go to ``sink_errors``)."""
-        return Writer(self._drain, self.flush_interval, errors=self.sink_errors)
+        """The thread that feeds the sinks (its failures go to ``errors``)."""
+        return Writer(self._drain, self._interval, errors=self.errors)
 
-    # -- sinks ------------------------------------------------------------------------------
-    def add_sink(self, sink: Any) -> Sink:
-        """Send this run's data to ``sink`` too (a :class:`~gnnmon.record.sinks.Sink` or a function
-        ``fn(rows)``), from the next batch on; returns the sink. On a run that has started the
-        sink is opened here with the manifest and a writer thread is started if none runs."""
+    # -- batches ----------------------------------------------------------------------------
+    def write(self, batch: Batch) -> None:
+        """Hand ``batch`` to every sink (on the writer thread); one that raises is disabled."""
+        for sink in list(self.sinks):
+            try:
+                sink.write(batch)
+            except Exception as exc:  # noqa: BLE001 - one broken sink must not stop the run
+                self.disable(sink, exc)
+
+    # -- sinks added and removed while the run goes on ------------------------------------------
+    def add(self, sink: Any, state: str, manifest: dict[str, Any] | None) -> Sink:
+        """Send the run's data to ``sink`` too (see :meth:`gnnmon.record.run.Run.add_sink`)."""
         made = as_sink(sink)
-        if self._state in ("stopping", "stopped"):
+        if state in ("stopping", "stopped"):
             raise RuntimeError("this run has stopped; add sinks before or while it runs")
-        if self._state == "active":
-            if self._writer is not None:
-                self._writer.flush()  # rows closed before now are not the new sink's
+        if state == "active":
+            if self.writer is not None:
+                self.writer.flush()  # rows closed before now are not the new sink's
             else:
                 self._drain(True)
-            made.open(dict(self.manifest or {}))
-            self._sinks.append(made)
-            if self._writer is None:
-                self._writer = self._new_writer().start()
+            made.open(dict(manifest or {}))
+            self.sinks.append(made)
+            if self.writer is None:
+                self.writer = self._new_writer().start()
         else:
-            self._sinks.append(made)
+            self.sinks.append(made)
         return made
 
-    def remove_sink(self, sink: Sink) -> None:
+    def remove(self, sink: Sink, state: str) -> None:
         """Send ``sink`` every row closed so far, close it (on the writer thread) and stop sending
         it anything. A run left with no sink stops its writer thread."""
-        if sink not in self._sinks:
+        if sink not in self.sinks:
             return
 
         def close() -> None:
-            if sink in self._sinks:
-                self._sinks.remove(sink)
+            if sink in self.sinks:
+                self.sinks.remove(sink)
                 try:
                     sink.close(self._end_line())
                 except Exception as exc:  # noqa: BLE001 - removing it is what was asked
-                    self._disable(sink, exc, closing=True)
+                    self.disable(sink, exc, closing=True)
 
-        writer = self._writer
+        writer = self.writer
         if writer is None:
             close()
             return
         writer.flush(then=close)
-        if not self._sinks and self._state == "active":
-            self._writer = None
+        if not self.sinks and state == "active":
+            self.writer = None
             writer.stop()
 
-    def _disable(self, sink: Sink, exc: BaseException, closing: bool = False) -> None:
+    def disable(self, sink: Sink, exc: BaseException, closing: bool = False) -> None:
         """Stop sending ``sink`` anything (one warning); unless it failed while closing, close it
         with an end line whose ``ended`` says it failed, so it lets go of what it holds (a
         server thread, a tracker's run)."""
-        if sink in self._sinks:
-            self._sinks.remove(sink)
-        self.sink_errors.append(f"{sink!r}: {type(exc).__name__}: {exc}")
+        if sink in self.sinks:
+            self.sinks.remove(sink)
+        self.errors.append(f"{sink!r}: {type(exc).__name__}: {exc}")
         warnings.warn(f"gnnmon disabled the sink {sink!r}, which raised {exc!r}; the run goes on without it",
-                      RuntimeWarning, 2)
+                      RuntimeWarning, 3)
         if not closing:
             try:
                 sink.close({**self._end_line(), "ended": f"{SINK_FAILED} {type(exc).__name__}"})
             except Exception:  # noqa: BLE001 - it failed already; its error is the one kept
                 pass
 
+    # -- what the file says of its writes ---------------------------------------------------------
     @property
     def lines_lost(self) -> int:
         """Lines (rows, samples, events) a failed write kept out of the file."""
-        return self._file_sink.lines_lost if self._file_sink is not None else 0
+        return self.file.lines_lost if self.file is not None else 0
 
     @property
     def write_errors(self) -> list[str]:
         """Why writing the file failed (the first ten)."""
-        return self._file_sink.errors if self._file_sink is not None else []
-
-    @property
-    def _file(self) -> Any:
-        return self._file_sink.file if self._file_sink is not None else None
-
+        return self.file.errors if self.file is not None else []

@@ -1,5 +1,5 @@
 """The live run (the collector): a :class:`Run` receives every row, GC event, marker and sample, and
-hands them to its sinks; :meth:`Run.result` gives the plain :class:`~gnnmon.record.result.RunResult`
+hands them to its sinks; :meth:`Run.result` gives the plain :class:`~gnnmon.data.result.RunResult`
 that reports and exports read.
 
 ``with gnnmon.collect("runs/x.jsonl") as run:`` makes ``run`` the active run; with none, rows go
@@ -29,9 +29,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from gnnmon.data.format import END, GC, MARKER, POINT, ROW, SAMPLE, encode, parse, typed_line
+from gnnmon.data.paths import rank_path
+from gnnmon.data.points import Counters
+from gnnmon.data.result import RunResult
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.peaks import hold_pollers, release_pollers
-from gnnmon.devices.ranks import current_rank, rank_path
+from gnnmon.devices.ranks import current_rank
 from gnnmon.errors import NEVER_STARTED
 from gnnmon.fields import ROW_FIELD_PREFIXES
 from gnnmon.figures import IDENTITY_FIELDS
@@ -43,13 +47,10 @@ from gnnmon.record.manifest import build_manifest, distributed_entry
 from gnnmon.record.oom import History
 from gnnmon.record.options import Options
 from gnnmon.record.outlets import Outlets
-from gnnmon.record.result import RunResult
-from gnnmon.record.sinks import Batch, JsonlSink, Sink, as_sinks, close_quietly
-from gnnmon.record.storage import encode, parse, typed_line
-from gnnmon.record.writer import Writer
+from gnnmon.record.sinks import Batch, JsonlSink, Sink, as_sinks
 from gnnmon.report import Report
 from gnnmon.timeline.energy import EnergyJoin, EnergySources
-from gnnmon.timeline.join import Counters, RowJoin, sample_time
+from gnnmon.timeline.join import RowJoin, sample_time
 from gnnmon.timeline.sampler import Sampler, start_sampler
 
 DRAIN_EVERY = 256
@@ -69,7 +70,8 @@ CHILD_MAX_RECORDS = 1_000
 FORKED_NOTE = ("processes forked during this run (DataLoader workers) kept the rows of their decorated calls "
                "to themselves: they are not in this run")
 
-class Run(Outlets):
+
+class Run:
     """One collection of rows: ``Run(path=None, *, sinks=(), **options)``, made by
     :func:`collect` (see it, and :class:`~gnnmon.record.options.Options`, for the options).
 
@@ -83,17 +85,15 @@ class Run(Outlets):
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
         self.options = opts = Options.of("collect()", options)
-        self._sinks: list[Sink] = as_sinks(sinks)
         self.rank = current_rank()  # in a distributed job: each rank writes a file of its own
         self._job_path = Path(os.fspath(path)).name if path is not None else None  # as given: names the job
-        self.path = rank_path(path, self.rank) if path is not None else None
-        self._file_sink = JsonlSink(self.path, opts.mode) if self.path is not None else None
-        if self._file_sink is not None:
-            self._sinks.insert(0, self._file_sink)
+        self.path = rank_path(path, None if self.rank is None else self.rank.rank) if path is not None else None
+        self.flush_interval = float(opts.flush_interval)
+        self.outlets = Outlets(as_sinks(sinks), JsonlSink(self.path, opts.mode) if self.path is not None else None,
+                               self._drain, self.flush_interval, self._end_line)
         self.config: dict[str, Any] = dict(opts.config or {})
         self.sample_interval = opts.sample_interval
-        self.flush_interval = float(opts.flush_interval)
-        self.max_records = opts.window(bool(self._sinks))
+        self.max_records = opts.window(bool(self.outlets.sinks))
         self.energy: EnergySources | None = None  # while collecting with energy=True
         self._sampler: Sampler | None = None
         self.sampler_stats: dict[str, Any] = {}  # the sampler's own cost, after stop
@@ -111,10 +111,8 @@ class Run(Outlets):
         self.holds_gc_hook = False  # True while started: rows then need not install the GC hook
         self._lock = threading.RLock()  # reentrant: a signal handler's row may arrive mid-drain
         self._draining = False  # set under the lock: only this thread can see it True
-        self._writer: Writer | None = None
         self._inbox = Inbox()
         self._others: deque[tuple[str, dict[str, Any]]] = deque()  # GC events, samples, ... for sinks
-        self.sink_errors: list[str] = []  # sinks disabled after they raised
         self.children_forked = 0  # forks while active (DataLoader workers): their rows are not here
         self._state = "new"
         self.ended = "stop"  # how the run ended, for its end line: see stop()
@@ -130,7 +128,7 @@ class Run(Outlets):
             raise RuntimeError(f"this run is {self._state}; make a new one with gnnmon.collect()")
         options: dict[str, Any] = {"max_records": self.max_records, "sample": self.sample_interval,
                                    "flush_interval": self.flush_interval,
-                                   "sinks": [type(s).__name__ for s in self._sinks]}
+                                   "sinks": [type(s).__name__ for s in self.outlets.sinks]}
         sampler = None
         if self.sample_interval is not None:
             uuids, mapped_by = cuda_uuids()
@@ -141,7 +139,6 @@ class Run(Outlets):
                                   "startup_s": sampler.hello.get("startup_s"), "gpus_mapped_by": mapped_by}
             options["nvml"] = sampler.hello.get("nvml")
         energy_join = None
-        opened: list[Sink] = []
         try:  # a bad option or an unwritable file: the sampler must not outlive the failed start
             energy = self.options.energy_options()
             if energy is not None and sampler is not None:
@@ -155,15 +152,8 @@ class Run(Outlets):
             self.manifest["file"] = str(self.path.resolve()) if self.path is not None else None
             if self.path is not None:
                 self._check_not_written_by_another_run()
-            # the file last: a run whose other sinks cannot start leaves a previous file untouched
-            for sink in sorted(self._sinks, key=lambda s: s is self._file_sink):
-                sink.open(dict(self.manifest))
-                opened.append(sink)
-            if self._file_sink is not None and self._file_sink.file is None:
-                self._sinks.remove(self._file_sink)  # out of descriptors or disk: rows in memory only
+            self.outlets.open(self.manifest)
         except BaseException:
-            for sink in opened:
-                close_quietly(sink)
             if sampler is not None:
                 sampler.stop()
             self.history.stop()
@@ -175,7 +165,7 @@ class Run(Outlets):
         self.holds_gc_hook = True
         hold_pollers()
         state.push(self)
-        writer = self._writer = self._new_writer() if self._sinks else None
+        writer = self.outlets.start()
         if sampler is not None:  # its first sample and points go to the sinks: the writer exists
             self._sampler = sampler
             self.join = RowJoin(self.samples, self.counters, sampler.interval, energy_join, refresh=sampler.now)
@@ -215,12 +205,7 @@ class Run(Outlets):
         self.holds_gc_hook = False
         release_pollers()
         self._state = "stopping"
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.stop(self._close_sinks)
-        else:
-            self._drain(True)
-            self._close_sinks()
+        self.outlets.stop(self._drain)
         self._state = "stopped"
         self.complete = True
 
@@ -229,14 +214,6 @@ class Run(Outlets):
         interpreter keeps the last one it printed in ``sys.last_value``)."""
         last = getattr(sys, "last_value", None)
         self.stop("exit" if last is None or last is self._last_error else f"uncaught {type(last).__name__}")
-
-    def _close_sinks(self) -> None:
-        end = self._end_line()
-        for sink in self._sinks:
-            try:
-                sink.close(dict(end))
-            except Exception as exc:  # noqa: BLE001 - the other sinks still close
-                self._disable(sink, exc, closing=True)
 
     @releasing
     def __enter__(self) -> Run:
@@ -250,7 +227,8 @@ class Run(Outlets):
 
     def __del__(self) -> None:  # a run dropped without stop(): never leave a thread running
         if getattr(self, "_state", None) == "active":
-            for thread in (getattr(self, "_sampler", None), getattr(self, "_writer", None)):
+            outlets = getattr(self, "outlets", None)
+            for thread in (getattr(self, "_sampler", None), outlets.writer if outlets is not None else None):
                 if thread is not None:
                     thread.stop()
 
@@ -264,10 +242,7 @@ class Run(Outlets):
         fork, and its sinks and sampler process are the parent's. The child keeps its newest rows
         in memory only (no sinks, no timeline, fresh locks), never writes into the parent's file
         and never talks to the parent's sampler."""
-        if self._file_sink is not None:
-            self._file_sink.forget()
-        self._sinks = []
-        self._writer = None
+        self.outlets.forget()
         self._sampler = None
         self.join = None
         self._lock = threading.RLock()
@@ -293,7 +268,7 @@ class Run(Outlets):
         inbox = self._inbox
         inbox.append(fields if deferred is None else (fields, deferred))  # atomic: no lock
         if len(inbox) >= DRAIN_EVERY:
-            writer = self._writer
+            writer = self.outlets.writer
             if writer is None:
                 self._drain(False)
             elif len(inbox) >= BACKLOG and not writer.on_writer_thread():
@@ -302,18 +277,18 @@ class Run(Outlets):
     def add_gc_event(self, event: dict[str, Any]) -> None:
         """Take a GC event (called from inside a gc callback: no lock, no I/O here)."""
         self.gc_events.append(event)
-        if self._writer is not None:
-            self._others.append(("gc", event))
+        if self.outlets.writer is not None:
+            self._others.append((GC, event))
 
     def _take_timeline(self, message: dict[str, Any]) -> None:
         """What the sampler sends (on its reader thread): a sample or a counter's point."""
-        (self.add_point if message.pop("type", None) == "point" else self.add_sample)(message)
+        (self.add_point if message.pop("type", None) == POINT else self.add_sample)(message)
 
     def add_sample(self, sample: dict[str, Any]) -> None:
         """Take a utilisation sample (from the sampler's reader thread)."""
         self.samples.append(sample)
-        if self._writer is not None:
-            self._others.append(("sample", sample))
+        if self.outlets.writer is not None:
+            self._others.append((SAMPLE, sample))
 
     @property
     def points(self) -> list[dict[str, Any]]:
@@ -324,8 +299,8 @@ class Run(Outlets):
     def add_point(self, point: dict[str, Any]) -> None:
         """Take a counter's point (``key``, ``t_ns``, ``value``, ``err_ns``, ``step``)."""
         self.counters.add(point)
-        if self._writer is not None:
-            self._others.append(("point", point))
+        if self.outlets.writer is not None:
+            self._others.append((POINT, point))
 
     def set_join(self, join: RowJoin | None) -> RowJoin | None:
         """Join rows closed from now on with ``join`` (rows closed before keep the one they were
@@ -346,19 +321,15 @@ class Run(Outlets):
                 batch = Batch(rows, encoded, [others.popleft() for _ in range(len(others))])
             finally:
                 self._draining = False
-        if len(batch) and self._sinks:
-            for sink in list(self._sinks):
-                try:
-                    sink.write(batch)
-                except Exception as exc:  # noqa: BLE001 - one broken sink must not stop the run
-                    self._disable(sink, exc)
+        if len(batch) and self.outlets.sinks:
+            self.outlets.write(batch)
 
     def _take_ready(self, force: bool) -> tuple[list[dict[str, Any]], list[bytes]]:
         """Finish the rows that are ready (:meth:`Inbox.take_ready`), keep their lines in the
         window; returns them and their lines."""
         out = self._inbox.take_ready(self.join, force)
         # the rows' file lines (exact-size bytes: orjson's own buffers are over-allocated)
-        encoded = [typed_line("row", encode(fields)) for fields in out]
+        encoded = [typed_line(ROW, encode(fields)) for fields in out]
         self._window.extend(encoded)
         self.rows_written += len(out)
         if self.max_records is not None and len(self.samples) > self.max_records + SAMPLE_SLACK:
@@ -378,13 +349,13 @@ class Run(Outlets):
             del samples[:cut]
 
     def _end_line(self) -> dict[str, Any]:
-        end: dict[str, Any] = {"type": "end", "rows": self.rows_written, "end_ns": time.time_ns(),
+        end: dict[str, Any] = {"type": END, "rows": self.rows_written, "end_ns": time.time_ns(),
                                "ended": self.ended, "sampler": self.sampler_stats}
         if self.children_forked:
             end["children_forked"] = self.children_forked
             end["notes"] = [FORKED_NOTE]
-        if self.sink_errors:
-            end["sink_errors"] = list(self.sink_errors)
+        if self.outlets.errors:
+            end["sink_errors"] = list(self.outlets.errors)
         unmeasured = HELD.unmeasured - self._unmeasured_at_start
         if unmeasured:
             end["unmeasured_calls"] = unmeasured  # made by signal handlers that interrupted gnnmon
@@ -393,7 +364,7 @@ class Run(Outlets):
     def flush(self) -> None:
         """Finish every row closed so far and hand it to the sinks (waits for the device where
         needed, and for the writer thread)."""
-        writer = self._writer
+        writer = self.outlets.writer
         if writer is not None:
             writer.flush()
         else:
@@ -410,6 +381,33 @@ class Run(Outlets):
         for row in rows:
             del row["type"]
         return rows
+
+    # -- sinks ------------------------------------------------------------------------------
+    def add_sink(self, sink: Any) -> Sink:
+        """Send this run's data to ``sink`` too (a :class:`~gnnmon.record.sinks.Sink` or a function
+        ``fn(rows)``), from the next batch on; returns the sink. On a run that has started the
+        sink is opened here with the manifest and a writer thread is started if none runs."""
+        return self.outlets.add(sink, self._state, self.manifest)
+
+    def remove_sink(self, sink: Sink) -> None:
+        """Send ``sink`` every row closed so far, close it (on the writer thread) and stop sending
+        it anything. A run left with no sink stops its writer thread."""
+        self.outlets.remove(sink, self._state)
+
+    @property
+    def sink_errors(self) -> list[str]:
+        """Why sinks were disabled (each raised; the run went on without it)."""
+        return self.outlets.errors
+
+    @property
+    def lines_lost(self) -> int:
+        """Lines (rows, samples, events) a failed write kept out of the file."""
+        return self.outlets.lines_lost
+
+    @property
+    def write_errors(self) -> list[str]:
+        """Why writing the file failed (the first ten)."""
+        return self.outlets.write_errors
 
     # -- markers ----------------------------------------------------------------------------
     def mark(self, kind: str, value: Any = None, *, carry: bool = True) -> None:
@@ -428,12 +426,12 @@ class Run(Outlets):
                 self._marks = {**self._marks, kind: value}  # replaced, not changed: rows read it unlocked
             marker = {"kind": kind, "value": value, "t_ns": time.time_ns(), "carry": carry}
             self.markers.append(marker)
-            if self._writer is not None:
-                self._others.append(("marker", marker))
+            if self.outlets.writer is not None:
+                self._others.append((MARKER, marker))
 
     # -- reading ----------------------------------------------------------------------------
     def result(self) -> RunResult:
-        """What this run holds now as a plain :class:`~gnnmon.record.result.RunResult` (the
+        """What this run holds now as a plain :class:`~gnnmon.data.result.RunResult` (the
         window of rows, GC events, samples, points, markers), for reports and exports."""
         records = self.records
         return RunResult(records, manifest=self.manifest, gc_events=list(self.gc_events),

@@ -35,7 +35,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from gnnmon.record.storage import JsonlWriter, encode, typed_line
+from gnnmon.data.format import END, GC, MARKER, POINT, SAMPLE, encode, typed_line
+from gnnmon.data.jsonl import JsonlWriter
 
 SINK_FAILED = "sink failed:"
 """How ``ended`` starts in the end line a sink gets when it is closed for having raised."""
@@ -57,19 +58,19 @@ class Batch:
 
     @property
     def gc_events(self) -> list[dict[str, Any]]:
-        return self._of("gc")
+        return self._of(GC)
 
     @property
     def samples(self) -> list[dict[str, Any]]:
-        return self._of("sample")
+        return self._of(SAMPLE)
 
     @property
     def points(self) -> list[dict[str, Any]]:
-        return self._of("point")
+        return self._of(POINT)
 
     @property
     def markers(self) -> list[dict[str, Any]]:
-        return self._of("marker")
+        return self._of(MARKER)
 
     def lines(self) -> list[bytes]:
         """The batch as the file's lines: what arrived besides rows, then the rows."""
@@ -236,6 +237,6 @@ def as_sinks(objs: Iterable[Any]) -> list[Sink]:
 def close_quietly(sink: Sink) -> None:
     """Close a sink of a run that did not start (what the caller hears about is why it did not)."""
     try:
-        sink.close({"type": "end", "rows": 0, "notes": ["the run did not start"]})
+        sink.close({"type": END, "rows": 0, "notes": ["the run did not start"]})
     except Exception:  # noqa: BLE001 - the failed start is what matters
         pass

@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from gnnmon.data.table import Part, Table, as_table
 from gnnmon.fields import is_number
 from gnnmon.figures import nested_phases, phase_field
 from gnnmon.report.stats import describe, percentile
-from gnnmon.report.table import Part, Table, as_table
 
 SHAPE_FIELDS = ("num_nodes", "num_edges", "batch_size")
 
@@ -109,7 +109,7 @@ def spikes(
         threshold = max(med + k * spread, min_ratio * med)
         slow_epoch = _slow_first_epoch(timed, spread)
         for j in np.flatnonzero(timed.t > threshold).tolist():
-            row = timed.part.row(int(timed.at[j]))
+            row = timed.part.view(int(timed.at[j]))
             t = float(timed.t[j])
             excess = t - med
             pause = float(row["gc_pause_s"]) if is_number(row.get("gc_pause_s")) else 0.0
@@ -214,7 +214,7 @@ def dips(
     for label, timed, med, spread, shapes in _labels_timed(as_table(records), warmup, min_rows):
         threshold = min(med - k * spread, med / min_ratio)
         for j in np.flatnonzero((timed.t < threshold) & timed.steady).tolist():
-            row = timed.part.row(int(timed.at[j]))
+            row = timed.part.view(int(timed.at[j]))
             t = float(timed.t[j])
             odd_shape = _odd_shape(row, shapes, shape_tol)
             found.append({

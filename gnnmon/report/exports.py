@@ -1,34 +1,49 @@
-"""The exports, by name: each is ``write(result, out, **options) -> str`` (what it wrote, in words),
-over a run's plain data (:class:`~gnnmon.report.source.Source`). ``Report.export(name, out)`` and
-``gnnmon export NAME RUN -o OUT`` read this table; add an entry to add an export."""
+"""The exports, by name: each is a registered object with a ``name``, what it writes (``what``) and
+``write(result, out) -> str`` (what it wrote, in words) over a run's plain result
+(:class:`~gnnmon.data.result.RunResult`). ``Report.export(name, out)``, ``Report.to_*`` and
+``gnnmon export NAME RUN -o OUT`` read :data:`EXPORTS`; a module of its own with one
+:func:`register_export` call adds an export (the built-in ones register as ``gnnmon.report`` is
+imported: ``trace``, ``tensorboard``, ``html``, ``csv``)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
-from gnnmon.report.html import write_html
-from gnnmon.report.source import Source
-from gnnmon.report.tensorboard import export_tensorboard
-from gnnmon.report.trace import write_trace
-
-Export = Callable[..., str]
-
-EXPORTS: dict[str, tuple[Export, str]] = {
-    "trace": (write_trace, "a Chrome trace JSON (rows, phases, GC pauses, markers and samples on one timeline; "
-                           "open it in ui.perfetto.dev or chrome://tracing)"),
-    "tensorboard": (export_tensorboard, "event files of each label's figures per call and of the sampled "
-                                        "timeline (tensorboard --logdir OUT)"),
-    "html": (write_html, "one self-contained page to open in a browser, offline: header, zoomable timeline, "
-                         "memory per call with its forecast, and the whole report"),
-}
-"""name -> (writer, what it writes)."""
+from gnnmon.data.result import RunResult
 
 
-def export(name: str, result: Source, out: str | os.PathLike[str], **options: Any) -> str:
-    """Write ``result`` with the export ``name`` to ``out``; returns what was written, in words."""
-    entry = EXPORTS.get(name)
-    if entry is None:
+@runtime_checkable
+class Export(Protocol):
+    """Writes a run for another tool or reader."""
+
+    name: str
+    """What ``Report.export`` and ``gnnmon export`` call it."""
+    what: str
+    """What it writes, in a sentence (the CLI's help)."""
+
+    def write(self, result: RunResult, out: str | os.PathLike[str]) -> str:
+        """Write ``result`` to ``out``; returns what was written, in words."""
+
+
+EXPORTS: dict[str, Export] = {}
+"""name -> export, in the order they were registered."""
+
+
+def register_export(export: Export) -> Export:
+    """Add (or replace) an export under its ``name``."""
+    if not isinstance(export, Export) or not isinstance(export.name, str) or not export.name:
+        raise TypeError(f"an export has a name, what it writes and write(result, out); got {export!r}")
+    EXPORTS[export.name] = export
+    return export
+
+
+def export(name: str, result: RunResult, out: str | os.PathLike[str]) -> str:
+    """Write ``result`` with the export ``name`` to ``out`` (its folder is made if missing);
+    returns what was written, in words."""
+    found = EXPORTS.get(name)
+    if found is None:
         raise ValueError(f"no export named {name!r}; the exports: {', '.join(EXPORTS)}")
-    return entry[0](result, out, **options)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    return found.write(result, out)

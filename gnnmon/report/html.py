@@ -19,10 +19,12 @@ import math
 import os
 import re
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any
 
+from gnnmon.data.result import RunResult
 from gnnmon.figures import BYTES
-from gnnmon.report.source import Source
+from gnnmon.report.exports import register_export
+from gnnmon.report.report import Report
 from gnnmon.report.trace import chrome_trace
 
 MAX_ROW_MARKS = 20_000
@@ -39,14 +41,6 @@ MEMORY_FIGURES = ("mem_peak_bytes", "rss_peak_bytes")
 """The figure a label's memory line draws: the first its rows hold."""
 
 
-class PageSource(Source, Protocol):
-    """What the page reads: a run's plain data, its markdown report and memory models (a ``Report``)."""
-
-    def markdown(self, by: str | None = None) -> str: ...
-
-    def memory_model(self, label: str | None = None, figure: str = "mem_peak_delta_bytes", **options: Any) -> Any: ...
-
-
 def thin(events: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], int]:
     """At most ``limit`` of ``events`` (in time order): the longest of each run of
     ``ceil(n / limit)`` consecutive ones; returns them and that run length (1: all kept)."""
@@ -59,12 +53,7 @@ def thin(events: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]]
     return kept, every
 
 
-def row_marks(n: int, limit: int = MAX_ROW_MARKS) -> int:
-    """How many row marks the timeline of a run of ``n`` rows holds."""
-    return n if n <= limit else math.ceil(n / math.ceil(n / limit))
-
-
-def timeline_events(report: Source) -> tuple[dict[str, Any], list[str]]:
+def timeline_events(report: RunResult) -> tuple[dict[str, Any], list[str]]:
     """The Chrome trace of the run, thinned for the page; and what was left out, in words."""
     trace = chrome_trace(report)
     by_cat: dict[str, list[dict[str, Any]]] = {}
@@ -91,7 +80,7 @@ def timeline_events(report: Source) -> tuple[dict[str, Any], list[str]]:
     return trace, notes
 
 
-def memory_lines(report: PageSource) -> dict[str, dict[str, Any]]:
+def memory_lines(report: Report) -> dict[str, dict[str, Any]]:
     """Per label: call numbers, the peak (MiB) of each, and the memory model's forecast for each
     call's batch where the model of that figure can be trusted."""
     out: dict[str, dict[str, Any]] = {}
@@ -113,7 +102,7 @@ def memory_lines(report: PageSource) -> dict[str, dict[str, Any]]:
         if model is not None and model.trusted:
             forecast: list[float | None] = []
             for r in rows:
-                shape = {t: r.get(t) for t in model.terms}
+                shape: dict[str, Any] = {t: r.get(t) for t in model.terms}
                 ok = all(isinstance(v, (int, float)) for v in shape.values())
                 forecast.append(model.predict(**shape).bytes * BYTES.factor if ok else None)
             line["forecast"] = forecast
@@ -168,7 +157,7 @@ def markdown_html(text: str) -> str:
     return "\n".join(out)
 
 
-def _header(report: Source) -> str:
+def _header(report: RunResult) -> str:
     manifest = report.manifest or {}
     ranks = manifest.get("ranks") or []
     facts = [("host", manifest.get("host")), ("started", manifest.get("start_time")),
@@ -183,9 +172,9 @@ def _header(report: Source) -> str:
     return f"<ul class=\"meta\">{items}</ul>" + (f"<h3>Config</h3><table>{table}</table>" if table else "")
 
 
-def render(report: PageSource, title: str = "gnnmon run") -> str:
+def render(report: Report, title: str = "gnnmon run") -> str:
     """The page as one HTML string (see the module doc)."""
-    trace, notes = timeline_events(report)
+    trace, notes = timeline_events(report.result)
     ranks = len({e["pid"] for e in trace["traceEvents"] if e.get("ph") != "M"})
     memory = memory_lines(report)
     data = {"trace": trace, "memory": memory, "ranks": ranks}
@@ -196,7 +185,7 @@ def render(report: PageSource, title: str = "gnnmon run") -> str:
                      for label, line in memory.items() if line.get("model"))
     thinned = "".join(f"<p class=\"meta\">{html.escape(n)}.</p>" for n in notes)
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{_header(report)}\n"
+            f"<style>{style}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{_header(report.result)}\n"
             f"<h2>Timeline</h2>{thinned}<div id=\"timeline\"></div>\n"
             f"<h2>Memory per call</h2>{models}<div id=\"memory\"></div>\n"
             f"<h2>Report</h2>\n{markdown_html(report.markdown())}\n<div id=\"tip\"></div>\n"
@@ -204,14 +193,21 @@ def render(report: PageSource, title: str = "gnnmon run") -> str:
             f"<script>{script}</script>\n</body></html>\n")
 
 
-def write_html(result: Source, out: str | os.PathLike[str]) -> str:
-    """Write ``result``'s page to ``out`` (an .html file); says what was written. ``result`` is a
-    ``Report`` (the page needs its markdown and memory models)."""
-    if not hasattr(result, "markdown"):
-        raise TypeError("the HTML page is made from a Report: run.report().to_html(path)")
-    manifest = result.manifest or {}
-    file = (manifest.get("distributed") or {}).get("job_path") or manifest.get("file")
-    page = render(result, f"gnnmon: {os.path.basename(file)}" if file else "gnnmon run")  # type: ignore[arg-type]
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(page)
-    return f"a page of {len(result.records):,} rows ({len(page) / 1024:.0f} KiB)"
+class HtmlExport:
+    """The ``html`` export: one self-contained page."""
+
+    name = "html"
+    what = ("one self-contained page to open in a browser, offline: header, zoomable timeline, memory per call "
+            "with its forecast, and the whole report")
+
+    def write(self, result: RunResult, out: str | os.PathLike[str]) -> str:
+        """Write ``result``'s page to ``out`` (an .html file); says what was written."""
+        manifest = result.manifest or {}
+        file = (manifest.get("distributed") or {}).get("job_path") or manifest.get("file")
+        page = render(Report(result), f"gnnmon: {os.path.basename(file)}" if file else "gnnmon run")
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(page)
+        return f"a page of {len(result.table):,} rows ({len(page) / 1024:.0f} KiB)"
+
+
+register_export(HtmlExport())

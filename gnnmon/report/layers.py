@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from gnnmon.data.table import Part, Table
 from gnnmon.figures import LAYER_FIGURES, layer_field
 from gnnmon.report.memory_model import format_bytes
-from gnnmon.report.table import Part, Table
 
 EDGE_BOUND = 0.5
 """Messages at least this share of the layer's forward peak: edge-bound."""

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gnnmon.data.table import Table
 from gnnmon.fields import J_PER_KWH
 from gnnmon.figures import COUNT, ENERGY_FIELDS, NANOSECONDS, TEXT, unit_of
 from gnnmon.report.stats import STATS
-from gnnmon.report.table import Table
 
 MAX_TABLE = 20
 """Rows shown in the markdown spike and short-step tables (all are in ``spikes()`` / ``dips()``)."""

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from gnnmon.report.table import Part, Table
+from gnnmon.data.table import Part, Table
 
 TERMS = ("num_nodes", "num_edges", "num_graphs")
 """The shape fields a model is fitted on by default (those that vary among the rows)."""

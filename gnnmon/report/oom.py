@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from gnnmon.data.table import Part, Table
 from gnnmon.report.memory_model import fit, format_bytes
-from gnnmon.report.table import Part, Table
 
 SHAPE = ("num_nodes", "num_edges", "num_graphs", "batch_size")
 NOUN = {"num_nodes": "node", "num_edges": "edge", "num_graphs": "graph", "batch_size": "seed node"}

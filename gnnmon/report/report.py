@@ -4,26 +4,26 @@ renderers (markdown, frames, the timeline figure) sit in modules of their own.""
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gnnmon.data.result import RunResult
+from gnnmon.data.table import Table, returned, sorted_numbers
 from gnnmon.fields import is_number, row_key
 from gnnmon.figures import ENERGY_FIELDS
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.cross_rank import cross_rank
-from gnnmon.report.energy_summary import energy_summary
+from gnnmon.report.energy import energy_summary, result_balance
 from gnnmon.report.exports import export
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
-from gnnmon.report.html import write_html
 from gnnmon.report.layers import layer_table
 from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
 from gnnmon.report.memory_model import MemoryModel, fit
 from gnnmon.report.oom import oom_report
 from gnnmon.report.stats import describe
-from gnnmon.report.table import as_table, returned, sorted_numbers
 from gnnmon.report.tensorboard import write_tensorboard
 from gnnmon.report.timeline_plot import plot_timeline
-from gnnmon.report.trace import chrome_trace, write_trace
+from gnnmon.report.trace import chrome_trace
 
 __all__ = ["MAX_TABLE", "Report"]
 
@@ -37,33 +37,39 @@ def _natural(value: Any) -> tuple[int, float, str]:
 class Report:
     """Explains a run: ``Report(result)`` over a run's plain result (``run.result()``,
     ``gnnmon.load(path)``; :meth:`gnnmon.Run.report` makes one), or ``Report(rows, manifest=...,
-    gc_events=..., samples=..., markers=...)`` over rows given as dicts."""
+    gc_events=..., samples=..., markers=...)`` over rows given as dicts (made into a
+    :class:`~gnnmon.data.result.RunResult`: the one thing a report and its exports read)."""
 
     def __init__(
         self,
-        source: Any,
+        source: RunResult | Table | Iterable[Mapping[str, Any]],
         *,
         manifest: Mapping[str, Any] | None = None,
         gc_events: list[dict[str, Any]] | None = None,
         samples: list[dict[str, Any]] | None = None,
         markers: list[dict[str, Any]] | None = None,
-        energy_balance: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        if hasattr(source, "table") and hasattr(source, "manifest"):  # a RunResult
-            result = source
-            source = result.table
-            manifest = manifest if manifest is not None else result.manifest
-            gc_events = gc_events if gc_events is not None else result.gc_events
-            samples = samples if samples is not None else result.samples
-            markers = markers if markers is not None else result.markers
-            if energy_balance is None and hasattr(result, "energy_balance"):
-                energy_balance = result.energy_balance()
-        self.table = as_table(source)
-        self.manifest = dict(manifest or {})
-        self.gc_events = list(gc_events or [])
-        self.samples = list(samples or [])
-        self.markers = list(markers or [])
-        self.energy_balance = dict(energy_balance or {})
+        if not isinstance(source, RunResult):
+            source = RunResult(source if isinstance(source, Table) else Table(source),
+                               manifest=dict(manifest or {}), gc_events=gc_events or (),
+                               samples=samples or (), markers=markers or ())
+        elif manifest is not None or gc_events is not None or samples is not None or markers is not None:
+            raise TypeError("Report(result) reads the result's own manifest, GC events, samples and markers")
+        self.result = source
+        self.table = source.table
+        self.manifest = dict(source.manifest or {})
+        self.gc_events = source.gc_events
+        self.samples = source.samples
+        self.markers = source.markers
+        self._balance: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def energy_balance(self) -> dict[str, dict[str, Any]]:
+        """Per energy counter, the rows and gaps against its own delta (a job's: per rank), made
+        when first read (see :func:`gnnmon.report.energy.result_balance`)."""
+        if self._balance is None:
+            self._balance = result_balance(self.result)
+        return self._balance
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -158,8 +164,9 @@ class Report:
 
     def energy(self) -> dict[str, Any]:
         """Energy totals per source (J, kWh, share, source labels), per label, per epoch and per
-        graph, over top-level rows ({} without ``collect(energy=True)``); ``balance``: per energy
-        counter, rows + gaps between them + before/after them against the counter's own delta."""
+        graph, over top-level rows, and per rank for a distributed job ({} without
+        ``collect(energy=True)``); ``balance``: per energy counter, rows + gaps between them +
+        before/after them against the counter's own delta (a job's: ``rank<N>:<counter>``)."""
         if not any(k in part.cols for part in self.table.parts.values() for k in ENERGY_FIELDS):
             return {}
         out = energy_summary(self.table.rows())
@@ -214,24 +221,24 @@ class Report:
         axis; open it in ui.perfetto.dev); written as JSON if ``path`` is given. See
         :mod:`gnnmon.report.trace`."""
         if path is not None:
-            write_trace(self, path)
-        return chrome_trace(self)
+            export("trace", self.result, path)
+        return chrome_trace(self.result)
 
     def to_html(self, path: Any) -> str:
         """Write the run as one self-contained page to open in a browser (works offline): header,
         zoomable timeline, memory per call with its forecast, the whole report; see
         :mod:`gnnmon.report.html`. Returns what was written."""
-        return write_html(self, path)
+        return export("html", self.result, path)
 
     def to_tensorboard(self, logdir: Any) -> int:
         """Write the rows' figures and the sampled timeline as TensorBoard scalars under
         ``logdir`` (per label, at each call number); returns how many were written."""
-        return write_tensorboard(self, logdir)
+        return write_tensorboard(self.result, logdir)
 
-    def export(self, name: str, out: Any, **options: Any) -> str:
-        """Write the run with the export ``name`` (``trace``, ``tensorboard``; see
+    def export(self, name: str, out: Any) -> str:
+        """Write the run with the export ``name`` (``trace``, ``tensorboard``, ``html``, ``csv``; see
         :data:`gnnmon.report.exports.EXPORTS`) to ``out``; returns what was written."""
-        return export(name, self, out, **options)
+        return export(name, self.result, out)
 
     def gc_summary(self) -> dict[str, Any]:
         """Collections per generation and reason, total and longest pause."""

@@ -1,9 +1,12 @@
-"""Small statistics over plain lists of numbers (no numpy needed)."""
+"""Small statistics over lists of numbers, or sorted numpy arrays (a column's numbers)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 STATS = ("count", "mean", "p50", "p90", "p99", "max")
 
@@ -21,11 +24,18 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
 
 
-def describe(values: Sequence[float]) -> dict[str, float]:
-    """count, mean, p50, p90, p99 and max of the values (count only when there are none)."""
-    xs = sorted(values)
-    if not xs:
+def describe(values: Sequence[float] | np.ndarray) -> dict[str, float]:
+    """count, mean, p50, p90, p99 and max of the values (count only when there are none); a
+    numpy array must come sorted (:func:`gnnmon.data.table.sorted_numbers` gives one). The mean
+    is exact (``math.fsum``); ints stay ints where a figure is one of the values (``max``)."""
+    xs: Any = values if isinstance(values, np.ndarray) else sorted(values)
+    if not len(xs):
         return {"count": 0}
+    if isinstance(xs, np.ndarray):
+        top = xs[-1].item()
+        xs = xs.tolist()  # Python numbers: exact sums, plain floats out
+        return {"count": len(xs), "mean": math.fsum(xs) / len(xs), "p50": percentile(xs, 50),
+                "p90": percentile(xs, 90), "p99": percentile(xs, 99), "max": top}
     return {
         "count": len(xs),
         "mean": math.fsum(xs) / len(xs),

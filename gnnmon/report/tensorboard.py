@@ -2,8 +2,8 @@
 timeline at each sample's number; wall-clock times kept, so TensorBoard's relative and wall axes
 are true. A distributed job's ranks go to ``rank<N>/`` under the log folder.
 
-Needs ``tensorboard`` (``pip install tensorboard`` or ``gnnmon[tensorboard]``); it is imported
-when an export is asked for.
+Needs ``tensorboard`` (``pip install tensorboard`` or ``gnnmon[tensorboard]``), whose own event
+file writer is used (no torch); it is imported when an export is asked for.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from gnnmon.data.result import RunResult
 from gnnmon.figures import STEP_FIGURES, logged_name
+from gnnmon.report.exports import register_export
 from gnnmon.report.sampled import sampled_figures
-from gnnmon.report.source import Source
 
 
 def _figures(row: dict[str, Any]) -> Iterator[tuple[str, tuple[str, float]]]:
@@ -27,7 +28,7 @@ def _figures(row: dict[str, Any]) -> Iterator[tuple[str, tuple[str, float]]]:
                 yield field, named
 
 
-def scalars(report: Source) -> Iterator[tuple[int, str, float, int, float]]:
+def scalars(report: RunResult) -> Iterator[tuple[int, str, float, int, float]]:
     """(rank, tag, value, step, wall time s) of every scalar the export writes."""
     for row in report.records:
         rank = int(row.get("rank") or 0)
@@ -44,16 +45,24 @@ def scalars(report: Source) -> Iterator[tuple[int, str, float, int, float]]:
             yield rank, f"timeline/{figure}_{unit}", value, step, sample["t_ns"] / 1e9
 
 
-def export_tensorboard(result: Source, out: str | os.PathLike[str]) -> str:
-    """Write ``result``'s scalars under the log folder ``out``; says what was written."""
-    return f"{write_tensorboard(result, out)} scalars"
+class TensorBoardExport:
+    """The ``tensorboard`` export: event files under a log folder."""
+
+    name = "tensorboard"
+    what = "event files of each label's figures per call and of the sampled timeline (tensorboard --logdir OUT)"
+
+    def write(self, result: RunResult, out: str | os.PathLike[str]) -> str:
+        """Write ``result``'s scalars under the log folder ``out``; says what was written."""
+        return f"{write_tensorboard(result, out)} scalars"
 
 
-def write_tensorboard(report: Source, logdir: str | os.PathLike[str]) -> int:
+def write_tensorboard(report: RunResult, logdir: str | os.PathLike[str]) -> int:
     """Write the run's scalars as TensorBoard event files under ``logdir``; returns how many."""
     try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError as exc:  # torch's writer needs the tensorboard package
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    except ImportError as exc:
         raise ImportError("the TensorBoard export needs tensorboard: pip install tensorboard") from exc
     ranked = any("rank" in r for r in report.records)
     writers: dict[int, Any] = {}
@@ -63,10 +72,15 @@ def write_tensorboard(report: Source, logdir: str | os.PathLike[str]) -> int:
             writer = writers.get(rank)
             if writer is None:
                 where = os.path.join(os.fspath(logdir), f"rank{rank}") if ranked else os.fspath(logdir)
-                writer = writers[rank] = SummaryWriter(log_dir=where)
-            writer.add_scalar(tag, value, global_step=step, walltime=walltime)
+                os.makedirs(where, exist_ok=True)
+                writer = writers[rank] = EventFileWriter(where)
+            summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(value))])
+            writer.add_event(Event(summary=summary, step=step, wall_time=walltime))
             written += 1
     finally:
         for writer in writers.values():
             writer.close()
     return written
+
+
+register_export(TensorBoardExport())

@@ -23,9 +23,10 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from gnnmon.data.result import RunResult
 from gnnmon.figures import BYTES, PERCENT, TRACED, WATTS, nested_phases
+from gnnmon.report.exports import register_export
 from gnnmon.report.sampled import sampled_figures
-from gnnmon.report.source import Source
 
 ROWS_TID, PHASES_TID, GC_TID, NESTED_TID = 1, 2, 3, 4
 EXTRA_ROWS_TID = 10  # further rows tracks: 10, 11, ...
@@ -98,7 +99,7 @@ def _tid(lane: int) -> int:
     return ROWS_TID if lane == 0 else EXTRA_ROWS_TID + lane - 1
 
 
-def _times(report: Source) -> Iterable[int]:
+def _times(report: RunResult) -> Iterable[int]:
     for row in report.records:
         yield row["t_start_ns"]
     for event in report.gc_events:
@@ -109,15 +110,22 @@ def _times(report: Source) -> Iterable[int]:
         yield marker["t_ns"]
 
 
-def write_trace(result: Source, out: str | os.PathLike[str]) -> str:
-    """Write ``result`` as a Chrome trace JSON file at ``out``; says what was written."""
-    trace = chrome_trace(result)
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(trace, f)
-    return f"{len(trace['traceEvents'])} trace events"
+class TraceExport:
+    """The ``trace`` export: a Chrome trace JSON file."""
+
+    name = "trace"
+    what = ("a Chrome trace JSON (rows, phases, GC pauses, markers and samples on one timeline; open it in "
+            "ui.perfetto.dev or chrome://tracing)")
+
+    def write(self, result: RunResult, out: str | os.PathLike[str]) -> str:
+        """Write ``result`` as a Chrome trace JSON file at ``out``; says what was written."""
+        trace = chrome_trace(result)
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump(trace, f)
+        return f"{len(trace['traceEvents'])} trace events"
 
 
-def chrome_trace(report: Source) -> dict[str, Any]:
+def chrome_trace(report: RunResult) -> dict[str, Any]:
     """The run as a Chrome trace object (``{"traceEvents": [...], ...}``); see the module doc."""
     t0 = min(_times(report), default=0)
     events: list[dict[str, Any]] = []
@@ -166,7 +174,10 @@ def chrome_trace(report: Source) -> dict[str, Any]:
     for (pid, tid), name in sorted(names.items()):
         meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
         meta.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
-    manifest = report.manifest
+    manifest = report.manifest or {}
     other = {k: manifest[k] for k in ("start_time", "host", "gnnmon", "torch") if manifest.get(k) is not None}
     other["t0_ns"] = t0
     return {"traceEvents": meta + events, "displayTimeUnit": "ms", "otherData": other}
+
+
+register_export(TraceExport())

@@ -5,4 +5,5 @@ samples and counter points to rows by time.
 ``agent``, ``counters`` and the device readers they use (``gnnmon.devices.nvml``, ``.rapl``,
 ``.children``) run in the sampler process, which imports no torch: they must not import it.
 
-May import: ``gnnmon.devices`` (NVML, RAPL, host counters) and the root modules."""
+May import: ``gnnmon.data`` (the counters' points), ``gnnmon.devices`` (NVML, RAPL, host counters)
+and the root modules."""

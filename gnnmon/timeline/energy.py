@@ -4,7 +4,7 @@ Nothing here runs on the step's path. The sampler follows the cumulative counter
 points (:mod:`gnnmon.timeline.counters`); a row's energy is the counter interpolated linearly
 between the points around its start and end (:class:`EnergyJoin`), so the rows and the gaps
 between them add up to the counter's own delta over the run
-(:func:`gnnmon.timeline.join.energy_balance`).
+(:func:`gnnmon.report.energy.energy_balance`).
 
 * GPU (``energy_gpu_j``): NVML's total-energy counter of the row's own CUDA device (Volta and
   newer). It moves in steps (every ~100 ms on an H100); each point is placed where a step
@@ -29,11 +29,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gnnmon.data.points import Counters
 from gnnmon.devices.registry import gauge_index
 from gnnmon.fields import J_PER_KWH
 from gnnmon.figures import ENERGY_FIELDS
 from gnnmon.timeline.carbon import CodeCarbonModel, carbon_intensity, codecarbon_model, user_model
-from gnnmon.timeline.join import Counters, gauge_at, note, samples_in
+from gnnmon.timeline.join import gauge_at, note, samples_in
 
 
 class EnergySources:

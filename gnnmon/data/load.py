@@ -12,15 +12,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from gnnmon.devices.ranks import RANK_FIELD, job_files
+from gnnmon.data.format import ROW
+from gnnmon.data.jsonl import read_lines
+from gnnmon.data.paths import RANK_FIELD, job_files
+from gnnmon.data.result import RunResult
 from gnnmon.errors import ReportFileError
-from gnnmon.record.result import RunResult
-from gnnmon.record.storage import read_lines
 
 
 def load(path: str | os.PathLike[str], *, strict: bool = True, job: bool = True,
          progress: Callable[[int], Any] | None = None) -> RunResult:
-    """Read a run back from its JSON Lines file as a :class:`~gnnmon.record.result.RunResult` (a
+    """Read a run back from its JSON Lines file as a :class:`~gnnmon.data.result.RunResult` (a
     cut-off last line is skipped with a warning).
 
     A distributed job (one file per rank, see :func:`gnnmon.collect`) loads as one result whose rows,
@@ -67,6 +68,6 @@ def iter_rows(path: str | os.PathLike[str], *, strict: bool = True) -> Iterator[
     """The rows of a run file, one at a time, without keeping them (for files too big for
     :func:`load`). Same tolerance as :func:`load`: a cut-off last line is skipped with a warning."""
     for obj in read_lines(path, strict=strict):
-        if obj.get("type") == "row":
+        if obj.get("type") == ROW:
             obj.pop("type")
             yield obj

@@ -4,22 +4,35 @@ what ``gnnmon.load`` uses) or merged from a distributed job's ranks (:meth:`RunR
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Iterable
+from itertools import compress
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
-from gnnmon.record.storage import read_lines
-from gnnmon.report import Report
-from gnnmon.report.table import Table
-from gnnmon.timeline.join import Counters, energy_balance
+from gnnmon.data.format import END, GC, MANIFEST, MARKER, POINT, ROW, SAMPLE
+from gnnmon.data.jsonl import bad_row, read_chunks
+from gnnmon.data.points import Counters
+from gnnmon.data.table import Table
+
+_POP_TYPE = methodcaller("pop", "type", None)
+_LABEL = methodcaller("get", "label")
+_INDEX = methodcaller("get", "index")
+
+REPORTER = "gnnmon.report:Report"
+"""What :meth:`RunResult.report` makes (``"module:attribute"``, imported when first asked for):
+the report stage reads this stage, never the other way round."""
 
 
 class RunResult:
     """A run's manifest, rows, GC events, samples, counter points, markers and end line.
 
     ``records``: the rows (dicts), in the order they finished; ``complete``: whether the run
-    ended cleanly (its end line was written); ``path``: the file it came from, if any."""
+    ended cleanly (its end line was written); ``path``: the file it came from, if any.
+    A distributed job's merged result also has ``ranks``: each rank's own result (its manifest,
+    samples, points and end line; its rows are in the job's table, with ``rank``)."""
 
     def __init__(
         self,
@@ -33,6 +46,7 @@ class RunResult:
         end: dict[str, Any] | None = None,
         path: str | os.PathLike[str] | None = None,
         complete: bool | None = None,
+        ranks: dict[int, RunResult] | None = None,
     ) -> None:
         self.table = records if isinstance(records, Table) else Table(records)
         self._records: list[dict[str, Any]] | None = None
@@ -40,10 +54,11 @@ class RunResult:
         self.gc_events: list[dict[str, Any]] = list(gc_events)
         self.samples: list[dict[str, Any]] = list(samples)
         self.markers: list[dict[str, Any]] = list(markers)
-        self._points: list[dict[str, Any]] = list(points)  # as written: with err_ns and step
+        self._points: list[dict[str, Any]] = list(points)  # as written: with err_ns and step (and rank)
         self.end = dict(end or {})
         self.path = Path(path) if path is not None else None
         self.complete = complete
+        self.ranks: dict[int, RunResult] = dict(ranks or {})
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -64,7 +79,7 @@ class RunResult:
 
     @property
     def sampler_stats(self) -> dict[str, Any]:
-        """The sampler's own cost, from the end line."""
+        """The sampler's own cost, from the end line (a job's: each rank's, in ``ranks``)."""
         return dict(self.end.get("sampler") or {})
 
     @property
@@ -73,55 +88,61 @@ class RunResult:
 
     @property
     def counters(self) -> Counters:
-        """The energy counters' points, for interpolation."""
-        return Counters(self._points)
+        """The energy counters' points, for interpolation (a job's: each rank's, in ``ranks``)."""
+        return Counters(p for p in self._points if "rank" not in p)
 
     @property
     def points(self) -> list[dict[str, Any]]:
-        """The energy counters' points (``key``, ``t_ns``, ``value``), key by key, in time order."""
+        """The energy counters' points (``key``, ``t_ns``, ``value``), key by key, in time order;
+        a job's carry ``rank``, rank by rank."""
+        if self.ranks:
+            return [{**p, "rank": rank} for rank, part in self.ranks.items() for p in part.points]
         return self.counters.points()
 
-    def energy_balance(self) -> dict[str, dict[str, Any]]:
-        """Per energy counter: rows + gaps + before/after against the counter's own delta (see
-        :func:`gnnmon.timeline.join.energy_balance`); {} without counters."""
-        counters = self.counters
-        return energy_balance(self.table.rows(), counters) if counters.keys() else {}
-
-    def report(self) -> Report:
+    def report(self) -> Any:
         """A :class:`gnnmon.report.Report` over this result."""
-        return Report(self)
+        module, _, name = REPORTER.partition(":")
+        return getattr(importlib.import_module(module), name)(self)
 
     @classmethod
     def read(cls, path: str | os.PathLike[str], *, strict: bool = True,
              progress: Callable[[int], Any] | None = None) -> RunResult:
         """One run file, a line at a time, its rows straight into a columnar table (a cut-off last
-        line is skipped with a warning; see :func:`gnnmon.record.storage.read_lines`)."""
+        line is skipped with a warning; see :func:`gnnmon.data.jsonl.read_chunks`)."""
         manifest: dict[str, Any] | None = None
         rows = Table()
-        parts: dict[str, list[dict[str, Any]]] = {"gc": [], "sample": [], "marker": [], "point": []}
+        parts: dict[str, list[dict[str, Any]]] = {GC: [], SAMPLE: [], MARKER: [], POINT: []}
         end: dict[str, Any] | None = None
-        add = rows.add
-        for obj in read_lines(path, strict=strict, progress=progress):
-            kind = obj.pop("type", None)
-            if kind == "row":
-                add(obj)
-            elif kind == "manifest":
-                if manifest is None:
-                    manifest = obj
-            elif kind in parts:
-                parts[kind].append(obj)
-            elif kind == "end":
-                end = obj
-        return cls(rows, manifest=manifest, gc_events=parts["gc"], samples=parts["sample"],
-                   markers=parts["marker"], points=parts["point"], end=end, path=path,
+        for n, objs in read_chunks(path, strict=strict, progress=progress):
+            kinds = list(map(_POP_TYPE, objs))
+            found = list(compress(objs, map(ROW.__eq__, kinds)))
+            labels = list(map(_LABEL, found))
+            if len(found) == len(objs) and set(map(type, labels)) == {str} \
+                    and set(map(type, map(_INDEX, found))) == {int}:  # a chunk of good rows: at C speed
+                rows.extend(found, labels)
+                continue
+            for i, (obj, kind) in enumerate(zip(objs, kinds, strict=True)):
+                if kind == ROW:
+                    if not bad_row(path, n + i, obj, strict):
+                        rows.add(obj)
+                elif kind == MANIFEST:
+                    if manifest is None:
+                        manifest = obj
+                elif kind in parts:
+                    parts[kind].append(obj)
+                elif kind == END:
+                    end = obj
+        return cls(rows, manifest=manifest, gc_events=parts[GC], samples=parts[SAMPLE],
+                   markers=parts[MARKER], points=parts[POINT], end=end, path=path,
                    complete=end is not None)
 
     @classmethod
     def merge(cls, results: list[RunResult]) -> RunResult:
-        """One result of a distributed job's ranks: rows, GC events, samples and markers each
-        carry ``rank`` (from the result's manifest, else its position); the manifest is the
+        """One result of a distributed job's ranks: rows, GC events, samples, markers and points
+        each carry ``rank`` (from the result's manifest, else its position); the manifest is the
         lowest rank's, with ``ranks`` listing each rank's ``distributed`` entry, file and whether
-        it ended cleanly."""
+        it ended cleanly; the end line counts the job's rows and lists each rank's end line.
+        ``ranks`` keeps each rank's own result (without its rows, which are the job's)."""
         ranked = []
         for i, result in enumerate(results):
             dist = (result.manifest or {}).get("distributed") or {}
@@ -142,12 +163,18 @@ class RunResult:
         manifest["ranks"] = [{**((r.manifest or {}).get("distributed") or {"rank": rank}),
                               "file": str(r.path) if r.path else None, "complete": r.complete}
                              for rank, r in ranked]
+        own = {rank: cls((), manifest=r.manifest, gc_events=r.gc_events, samples=r.samples, markers=r.markers,
+                         points=r._points, end=r.end or None, path=r.path, complete=r.complete)
+               for rank, r in ranked}
+        end = {"type": END, "rows": len(rows), "ranks": [{**r.end, "rank": rank} for rank, r in ranked if r.end]}
         return cls(rows,
                    manifest=manifest,
                    gc_events=[e for rank, r in ranked for e in tagged(r.gc_events, rank)],
                    samples=[e for rank, r in ranked for e in tagged(r.samples, rank)],
                    markers=[e for rank, r in ranked for e in tagged(r.markers, rank)],
-                   path=first.path or Path("job"), complete=all(r.complete for _, r in ranked))
+                   points=[p for rank, r in ranked for p in tagged(r._points, rank)],
+                   end=end, path=first.path or Path("job"), complete=all(r.complete for _, r in ranked),
+                   ranks=own)
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path else "memory"

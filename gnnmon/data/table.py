@@ -1,0 +1,434 @@
+"""Rows as columns: what the report computes on, so that a run of millions of rows is explained in
+bounded memory (8 bytes a number, strings shared between rows) and at the speed of numpy.
+
+A :class:`Table` keeps one :class:`Part` per label; a part keeps each field as a column: numbers
+in an ``array`` (``q`` for ints, ``d`` for floats; None as NaN or :data:`NO_INT`), anything else in
+a list (equal texts share one object). Fields a row did not have are remembered, so each row reads
+back exactly as it was written (:meth:`Table.rows`), in the order the rows were added.
+
+Rows are columnised in batches of up to :data:`BATCH` rows with the same fields: each field's
+values of a batch go into its column in one C-level step (``array.extend`` over
+``map(itemgetter(field), rows)``), which is what makes reading a long run file cost little more
+than parsing it. A part columnises what it holds before anything reads it; a row added to a table
+must not be changed afterwards (the table may hold it until its batch is columnised).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import groupby
+from typing import Any
+
+import numpy as np
+
+NO_INT = -(2**63)
+"""An int column's None."""
+
+_ABSENT: Any = object()
+"""A field the row did not have."""
+
+BATCH = 256
+"""Rows a part gathers before it columnises them."""
+
+MAX_SHARED = 4096
+"""Distinct texts a column shares between rows; past it (a text unique to each row, such as a
+``parent`` key) texts are kept as they come."""
+
+_INT, _FLOAT, _NONE, _STR = frozenset({int}), frozenset({int, float}), type(None), str
+_NUMBERS = frozenset({int, float, bool})
+
+
+class Column:
+    """One field of one label's rows."""
+
+    __slots__ = ("values", "kind", "first", "absent", "numeric", "_shared", "_last")
+
+    def __init__(self, kind: str, absent_before: int) -> None:
+        self.kind = kind  # "q", "d" or "o"
+        self.values: Any = array(kind) if kind != "o" else []
+        self.first = absent_before  # rows before the first that had this field
+        self.absent: set[int] = set()  # later rows without it
+        self.numeric = kind != "o"  # whether any value is a number (an "o" column's may be)
+        self._shared: dict[str, str] | None = {}  # texts seen, to share one object between rows
+        self._last: Any = _ABSENT
+        if absent_before:
+            self.values.extend([self._pad()] * absent_before)
+
+    def _pad(self) -> Any:
+        return NO_INT if self.kind == "q" else math.nan if self.kind == "d" else _ABSENT
+
+    def skip(self, rows: int) -> None:
+        """``rows`` rows without this field."""
+        n = len(self.values)
+        self.absent.update(range(n, n + rows))
+        self.values.extend([self._pad()] * rows)
+
+    def extend(self, values: Sequence[Any]) -> None:
+        """Add a batch of values, at C speed where their types allow (see the module doc)."""
+        kind, types = self.kind, set(map(type, values))
+        if kind == "q" and types <= _INT | {_NONE} and NO_INT not in values:
+            n = len(self.values)
+            try:
+                self.values.extend(values if _NONE not in types else [NO_INT if v is None else v for v in values])
+                return
+            except OverflowError:  # an int beyond 64 bits: the careful way
+                del self.values[n:]
+        elif kind == "d" and types <= _FLOAT:
+            self.values.extend(values)
+            return
+        elif kind == "d" and types <= _FLOAT | {_NONE}:
+            self.values.extend([math.nan if v is None else v for v in values])
+            return
+        elif kind == "o":
+            if types & _NUMBERS:  # numbers (or bools) among them: kept as they come
+                self.numeric = self.numeric or bool(types & _FLOAT)
+                self.values.extend(values)
+                self._last = values[-1]
+                return
+            shared = self._shared
+            if shared is not None and types <= {_STR, _NONE}:
+                if len(shared) < MAX_SHARED:
+                    self.values.extend(map(shared.setdefault, values, values))
+                    self._last = self.values[-1]
+                    return
+                self._shared = None
+            # texts, lists, dicts: runs of equal neighbours share their first object
+            out, last = self.values, self._last
+            for first, run in groupby(values):
+                same = len(list(run))
+                if type(first) is type(last) and first == last:
+                    first = last
+                out.extend([first] * same)
+                last = first
+            self._last = last
+            return
+        for v in values:
+            self.add(v)
+
+    def add(self, value: Any) -> None:
+        """Add any value, changing the column's kind where it must."""
+        kind = self.kind
+        if value is _ABSENT:
+            self.skip(1)
+            return
+        if kind == "q":
+            if value is None:
+                self.values.append(NO_INT)
+                return
+            if type(value) is int and NO_INT < value < 2**63:
+                self.values.append(value)
+                return
+            self._widen("d" if type(value) is float else "o")
+            kind = self.kind
+        if kind == "d":
+            if value is None:
+                self.values.append(math.nan)
+                return
+            if type(value) in (int, float):
+                self.values.append(value)
+                return
+            self._widen("o")
+        if type(value) in (int, float):
+            self.numeric = True
+        last = self._last
+        if value is not last and type(value) is type(last) and value == last:
+            self.values.append(last)  # equal neighbours share one object
+        else:
+            self._last = value
+            self.values.append(value)
+
+    def _widen(self, kind: str) -> None:
+        """Ints to floats, or numbers to objects (a field that changed type between rows)."""
+        old = self.get_all()
+        self.kind = kind
+        self.values = array("d", [math.nan if v is None or v is _ABSENT else v for v in old]) if kind == "d" else old
+
+    def get(self, i: int) -> Any:
+        """Row ``i``'s value (None for None; :data:`_ABSENT` for a field the row did not have)."""
+        if i < self.first or i in self.absent:
+            return _ABSENT
+        v = self.values[i]
+        if self.kind == "q":
+            return None if v == NO_INT else v
+        if self.kind == "d":
+            return None if v != v else v
+        return v
+
+    def get_all(self) -> list[Any]:
+        """Every row's value, as :meth:`get` gives it."""
+        kind, values = self.kind, self.values
+        if kind == "o":
+            out = list(values)
+        else:
+            out = values.tolist()
+            if len(values):
+                raw = np.frombuffer(values, dtype=np.int64 if kind == "q" else np.float64)
+                for i in np.flatnonzero(raw == NO_INT if kind == "q" else np.isnan(raw)).tolist():
+                    out[i] = None
+        for i in range(self.first):
+            out[i] = _ABSENT
+        for i in self.absent:
+            out[i] = _ABSENT
+        return out
+
+    def numbers(self) -> np.ndarray:
+        """The values as float64, NaN where a row has no number (None, absent, text, a bool)."""
+        if self.kind == "d":
+            return np.frombuffer(self.values, dtype=np.float64) if len(self.values) else np.empty(0)
+        if self.kind == "q":
+            ints = np.frombuffer(self.values, dtype=np.int64) if len(self.values) else np.empty(0, np.int64)
+            out = ints.astype(np.float64)
+            out[ints == NO_INT] = math.nan
+            return out
+        if not self.numeric:
+            return np.full(len(self.values), math.nan)
+        return np.array([v if type(v) in (int, float) else math.nan for v in self.values], dtype=np.float64)
+
+
+class Part:
+    """One label's rows as columns (see the module doc for how they are added)."""
+
+    __slots__ = ("label", "_n", "_cols", "seq", "_pending")
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._n = 0  # rows columnised
+        self._cols: dict[str, Column] = {}
+        self.seq = array("q")  # each row's position among all rows of the table
+        self._pending: list[Mapping[str, Any]] = []  # rows added, not columnised yet
+
+    def add(self, row: Mapping[str, Any], seq: int) -> None:
+        pending = self._pending
+        pending.append(row)
+        self.seq.append(seq)
+        if len(pending) >= BATCH:
+            self._flush()
+
+    def extend(self, rows: Sequence[Mapping[str, Any]], first_seq: int) -> None:
+        """Add ``rows`` (all of this label), the first at position ``first_seq`` of the table and
+        the others after it, in order."""
+        pending = self._pending
+        pending.extend(rows)
+        self.seq.extend(range(first_seq, first_seq + len(rows)))
+        if len(pending) >= BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Columnise the rows pending: in one batch when they all have the same fields in the same
+        order (the usual case, checked at C speed), else in runs of rows with the same fields."""
+        batch = self._pending
+        if not batch:
+            return
+        self._pending = []
+        keys = tuple(batch[0])
+        if set(map(type, batch)) == {dict} and set(map(len, batch)) == {len(keys)}:
+            names = list(zip(*map(dict.keys, batch), strict=True))  # type: ignore[arg-type]
+            if names == [(k,) * len(batch) for k in keys]:  # every row: these fields, in this order
+                self._columnise(len(batch), keys, zip(*map(dict.values, batch), strict=True))  # type: ignore[arg-type]
+                return
+        start = 0
+        for i in range(1, len(batch) + 1):
+            if i == len(batch) or tuple(batch[i]) != keys:
+                run = batch[start:i]
+                self._columnise(len(run), keys, ([row[k] for row in run] for k in keys))
+                if i < len(batch):
+                    start, keys = i, tuple(batch[i])
+
+    def _columnise(self, n: int, keys: tuple[str, ...], columns: Iterable[Sequence[Any]]) -> None:
+        """Add ``n`` rows, whose fields are ``keys``, given as each field's values in turn."""
+        n0, cols = self._n, self._cols
+        for key, values in zip(keys, columns, strict=True):
+            col = cols.get(key)
+            if col is None:
+                first = values[0]
+                col = cols[key] = Column("q" if type(first) is int else "d" if type(first) is float else "o", n0)
+            col.extend(values)
+        if len(cols) != len(keys):
+            present = set(keys)
+            for key, col in cols.items():
+                if key not in present:
+                    col.skip(n)
+        self._n = n0 + n
+
+    @property
+    def n(self) -> int:
+        """Rows of this label."""
+        return self._n + len(self._pending)
+
+    @property
+    def cols(self) -> dict[str, Column]:
+        """The columns, by field, in the order fields first appeared (every row columnised)."""
+        if self._pending:
+            self._flush()
+        return self._cols
+
+    def row(self, i: int) -> dict[str, Any]:
+        """Row ``i`` as it was written."""
+        out = {}
+        for key, col in self.cols.items():
+            v = col.get(i)
+            if v is not _ABSENT:
+                out[key] = v
+        return out
+
+    def view(self, i: int) -> RowView:
+        """Row ``i`` as a read-only mapping that reads each field when asked (cheaper than
+        :meth:`row` where a few fields of many rows are read)."""
+        return RowView(self.cols, i)
+
+    def numbers(self, name: str) -> np.ndarray:
+        """Field ``name`` as float64 (NaN where missing); all NaN for a field the label lacks."""
+        col = self.cols.get(name)
+        return col.numbers() if col is not None else np.full(self.n, math.nan)
+
+    def objects(self, name: str) -> list[Any]:
+        """Field ``name`` as Python values (None where missing)."""
+        col = self.cols.get(name)
+        if col is None:
+            return [None] * self.n
+        return [None if v is _ABSENT else v for v in col.get_all()]
+
+    def time(self) -> np.ndarray:
+        """Each row's time in seconds: ``device_s``, else ``wall_s``, else its window."""
+        t = self.numbers("device_s")
+        wall = self.numbers("wall_s")
+        t = np.where(np.isnan(t), wall, t)
+        window = (self.numbers("t_end_ns") - self.numbers("t_start_ns")) / 1e9
+        return np.where(np.isnan(t), window, t)
+
+
+class RowView(Mapping[str, Any]):
+    """One row of a part, read a field at a time (see :meth:`Part.view`)."""
+
+    __slots__ = ("_cols", "_i")
+
+    def __init__(self, cols: dict[str, Column], i: int) -> None:
+        self._cols, self._i = cols, i
+
+    def __getitem__(self, key: str) -> Any:
+        col = self._cols.get(key)
+        v = _ABSENT if col is None else col.get(self._i)
+        if v is _ABSENT:
+            raise KeyError(key)
+        return v
+
+    def get(self, key: str, default: Any = None) -> Any:
+        col = self._cols.get(key)
+        v = _ABSENT if col is None else col.get(self._i)
+        return default if v is _ABSENT else v
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, col in self._cols.items() if col.get(self._i) is not _ABSENT)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class Table:
+    """A run's rows, per label, as columns; in the order they were added."""
+
+    def __init__(self, rows: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.parts: dict[str, Part] = {}
+        self.n = 0
+        for row in rows:
+            self.add(row)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        label = row["label"]
+        part = self.parts.get(label)
+        if part is None:
+            part = self.parts[label] = Part(label)
+        part.add(row, self.n)
+        self.n += 1
+
+    def extend(self, rows: list[dict[str, Any]], labels: Sequence[str] | None = None) -> None:
+        """Add ``rows`` in order (``labels``: each row's label, if known): a run of rows of one
+        label is columnised at once."""
+        if labels is None:
+            labels = [row["label"] for row in rows]
+        if len(set(labels)) != 1:
+            for row in rows:
+                self.add(row)
+            return
+        label = labels[0]
+        part = self.parts.get(label)
+        if part is None:
+            part = self.parts[label] = Part(label)
+        part.extend(rows, self.n)
+        self.n += len(rows)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def labels(self) -> list[str]:
+        return list(self.parts)
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Every row as a dict, in the order added (one at a time: bounded memory)."""
+        parts = list(self.parts.values())
+        iters = [zip(part.seq, range(part.n), [k] * part.n, strict=True) for k, part in enumerate(parts)]
+        for _, i, k in heapq.merge(*iters):
+            yield parts[k].row(i)
+
+    def figures(self, skip: Iterable[str] = ()) -> list[str]:
+        """Numeric field names, in the order they first carry a number (identity fields and
+        ``skip`` left out)."""
+        skipped = set(skip) | {"index", "t_start_ns", "t_end_ns"}
+        first: dict[str, tuple[int, int]] = {}
+        for part in self.parts.values():
+            for j, (name, col) in enumerate(part.cols.items()):
+                if name in skipped:
+                    continue
+                hit = np.flatnonzero(~np.isnan(col.numbers()))
+                if hit.size:
+                    at = (int(part.seq[int(hit[0])]), j)
+                    if name not in first or at < first[name]:
+                        first[name] = at
+        return sorted(first, key=lambda k: first[k])
+
+    def where(self, by: str) -> dict[Any, Table]:
+        """The rows split by the value of field ``by`` (rows without it under None)."""
+        out: dict[Any, Table] = {}
+        for row in self.rows():
+            value = row.get(by)
+            table = out.get(value)
+            if table is None:
+                table = out[value] = Table()
+            table.add(row)
+        return out
+
+
+def sorted_numbers(col: Column, keep: np.ndarray | None = None) -> list[Any] | np.ndarray:
+    """A column's numbers (None, text and bools left out), sorted: an int64 or float64 array for a
+    column of numbers, a list (ints staying ints) for one of mixed values; with ``keep`` (a bool
+    per row), those of the rows it marks only."""
+    if col.kind == "o":
+        if not col.numeric:
+            return []
+        marks = keep if keep is not None else np.ones(len(col.values), dtype=bool)
+        return sorted(v for v, k in zip(col.values, marks, strict=True) if k and type(v) in (int, float))
+    if not len(col.values):
+        return []
+    if col.kind == "d":
+        a = np.frombuffer(col.values, dtype=np.float64)
+        return np.sort(a[~np.isnan(a) if keep is None else ~np.isnan(a) & keep])
+    i = np.frombuffer(col.values, dtype=np.int64)
+    return np.sort(i[(i != NO_INT) if keep is None else (i != NO_INT) & keep])
+
+
+def returned(part: Part) -> np.ndarray | None:
+    """A bool per row of ``part``: the calls that returned (no ``error``); None when all did, or
+    when none did (then every row is all there is)."""
+    col = part.cols.get("error")
+    if col is None:
+        return None
+    ok = np.array([v is None or v is _ABSENT for v in col.get_all()], dtype=bool)
+    return None if ok.all() or not ok.any() else ok
+
+
+def as_table(rows: Table | Iterable[Mapping[str, Any]]) -> Table:
+    """``rows`` as a table (a table as it is)."""
+    return rows if isinstance(rows, Table) else Table(rows)
