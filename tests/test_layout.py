@@ -7,12 +7,15 @@ import ast
 import importlib
 import json
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import gnnmon
 from gnnmon.cli import main
 from tests import importgraph
-from tests.importgraph import ALLOWED, MAX_LINES, all_imports, cycles, late, long_modules, stage, upward
+from tests.importgraph import ALLOWED, MAX_LINES, all_imports, cycles, heavy, late, long_modules, stage, upward
 
 PACKAGE = Path(gnnmon.__file__).resolve().parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -86,6 +89,56 @@ def test_the_checks_catch_an_upward_and_a_late_import(tmp_path):
     assert [(i.source, i.target) for i in late(all_imports(copy))] == [
         ("gnnmon.timeline.join", "gnnmon.record.run")
     ]
+
+
+def test_the_stages_that_read_a_run_import_no_torch_and_no_pyg():
+    found = heavy(PACKAGE)
+    assert not found, "torch or PyG where runs are read:\n" + "\n".join(
+        f"{module}:{line} imports {name} (reached as {how})" for module, name, line, how in found)
+
+
+def test_the_checks_catch_torch_or_an_upward_import_planted_in_the_data_stage(tmp_path):
+    copy = _copy_package(tmp_path)
+    _append(copy / "data" / "format.py", "\nimport torch  # planted\n")
+    _append(copy / "report" / "stats.py", "\n\ndef f():\n    import torch_geometric.data  # planted\n")
+    _append(copy / "fields.py", "\nfrom torch import nn  # planted: a root module the data stage reads\n")
+    _append(copy / "data" / "table.py", "\nfrom gnnmon.record.run import Run  # planted\n")
+    found = {(module, name) for module, name, _, _ in heavy(copy)}
+    assert {("gnnmon.data.format", "torch"), ("gnnmon.report.stats", "torch_geometric"),
+            ("gnnmon.fields", "torch")} <= found
+    # the root module is reached from the data stage (a path is named), not from a stage of its own
+    how = next(how for module, name, _, how in heavy(copy) if module == "gnnmon.fields")
+    assert how.startswith(("gnnmon.data.", "gnnmon.report.")) and how.endswith("gnnmon.fields")
+    assert ("gnnmon.data.table", "gnnmon.record.run") in {(i.source, i.target) for i in upward(all_imports(copy))}
+    assert heavy(PACKAGE) == [] and not upward(all_imports(PACKAGE))  # the package itself is clean
+
+
+READ_A_RUN = """
+import sys, tempfile, os
+import gnnmon
+from gnnmon.report.exports import EXPORTS
+run = gnnmon.load(sys.argv[1])
+report = run.report()
+report.markdown(); report.summary(); report.spikes(); report.energy(); report.memory_model("train_step")
+out = tempfile.mkdtemp()
+for name in EXPORTS:
+    report.export(name, os.path.join(out, name, "out"))
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "torch_geometric")), sorted(EXPORTS))
+"""
+
+
+def test_loading_reporting_and_exporting_a_run_import_no_torch_in_a_fresh_process():
+    path = DATA / "run-0.1.0-flat-layout.jsonl"
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(READ_A_RUN), str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[] ['csv', 'html', 'tensorboard', 'trace']"
+    timed = subprocess.run([sys.executable, "-X", "importtime", "-m", "gnnmon", "report", str(path)],
+                           capture_output=True, text=True, timeout=300)
+    assert timed.returncode == 0 and "### train_step" in timed.stdout, timed.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in timed.stderr.splitlines() if line.startswith("import time:")}
+    assert "gnnmon.data.result" in imported and "gnnmon.report.report" in imported
+    assert not {m for m in imported if m.split(".")[0] in ("torch", "torch_geometric")}
 
 
 def test_the_checker_runs_as_a_script(capsys):

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gnnmon.integrations.metrics import check_every, every_nth, row_figures, sample_figures
-from gnnmon.record.sinks import SINK_FAILED, Batch
+from gnnmon.record.sinks import SINK_FAILED, Batch, register_sink
 
 try:
     from mlflow.entities import Metric, Param, RunTag
@@ -184,3 +184,6 @@ class MlflowSink:
 
     def __repr__(self) -> str:
         return f"MlflowSink(run_id={self.run_id!r})"
+
+
+register_sink("mlflow", MlflowSink)

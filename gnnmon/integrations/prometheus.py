@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gnnmon.integrations.metrics import Metric, prometheus_metric, row_figures, sample_figures
-from gnnmon.record.sinks import Batch
+from gnnmon.record.sinks import Batch, register_sink
 
 try:
     from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -216,3 +216,6 @@ class PrometheusSink:
 
     def __repr__(self) -> str:
         return f"PrometheusSink({self.addr}:{self.port or self.base_port})"
+
+
+register_sink("prometheus", PrometheusSink)

@@ -29,7 +29,7 @@ import os
 from typing import Any
 
 from gnnmon.integrations.metrics import check_every, every_nth, row_figures, sample_figures
-from gnnmon.record.sinks import Batch
+from gnnmon.record.sinks import Batch, register_sink
 
 try:
     import wandb
@@ -122,3 +122,6 @@ class WandbSink:
 def _config(manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest less its line type and the user's config (which goes to the top level)."""
     return {k: v for k, v in manifest.items() if k not in ("type", "config")}
+
+
+register_sink("wandb", WandbSink)
