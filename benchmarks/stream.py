@@ -10,8 +10,10 @@ measures another gnnmon (an earlier commit) the same way, for before/after.
   median of (decorated - bare) over the pairs, inside ``collect(path)`` (the writer thread runs
   beside them). "With writing": a loop of decorated calls inside ``collect(path)`` until
   ``stop()`` has written every row, minus a loop of bare calls, per call.
-* Report: each in a fresh process, time and peak RSS above the process's start: a ``json.loads``
-  of every line of the file (the floor: reading it), then ``gnnmon.load(path).report().markdown()``.
+* Report: each in a fresh process, as a user runs it (from the interpreter's start, imports
+  included), time and peak RSS above the interpreter's own: a ``json.loads`` of every line of the
+  file (the floor: reading it), then ``gnnmon.load(path).report().markdown()``; three rounds, one
+  after the other, and the median of the rounds' ratios.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -128,13 +131,10 @@ print("{}")
 
 READ = r"""
 import json, resource, sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # the interpreter alone
 sys.path.insert(0, sys.argv[1])
 kind, path = sys.argv[2], sys.argv[3]
-if kind == "gnnmon":
-    import gnnmon  # imported before the clock and the memory baseline: only the work counts
-    gnnmon.load, gnnmon.Report  # gnnmon imports these (and torch with them) on first use
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t0 = time.perf_counter()
 if kind == "json":
     n = 0
     with open(path, "rb") as f:
@@ -142,13 +142,19 @@ if kind == "json":
             json.loads(line)
             n += 1
     what = f"{n} lines"
-else:
+else:  # as a user runs it: gnnmon's imports count
+    import gnnmon
     text = gnnmon.load(path).report().markdown()
     what = f"{len(text)} characters of markdown"
-seconds = time.perf_counter() - t0
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"seconds": seconds, "peak_mib": (peak - base) / 1024, "what": what}))
+print(json.dumps({"seconds": seconds, "cpu_s": cpu, "peak_mib": (peak - base) / 1024, "what": what,
+                  "torch": "torch" in sys.modules}))
 """
+
+ROUNDS = 3
+"""Report rounds: each a ``json.loads`` pass and gnnmon's report, each in a fresh process, one
+after the other (the machine's speed drifts: the ratio is taken within a round)."""
 
 
 def _run(code: str, *args: str, timeout: float = 3600) -> dict[str, Any]:
@@ -163,9 +169,20 @@ def step_costs(quick: bool) -> dict[str, Any]:
     return _run(STEP, PACKAGE, "2000" if quick else "20000", "1" if quick else "5")
 
 
-def report_costs(path: Path) -> dict[str, Any]:
-    return {"json.loads of every line": _run(READ, PACKAGE, "json", str(path)),
-            "gnnmon.load(path).report().markdown()": _run(READ, PACKAGE, "gnnmon", str(path))}
+def report_costs(path: Path, rounds: int = ROUNDS) -> dict[str, Any]:
+    """Each side's median over ``rounds`` interleaved rounds, and the median of the rounds'
+    ratios (gnnmon's seconds over json's)."""
+    floor, ours, ratios = [], [], []
+    for _ in range(rounds):
+        floor.append(_run(READ, PACKAGE, "json", str(path)))
+        ours.append(_run(READ, PACKAGE, "gnnmon", str(path)))
+        ratios.append(ours[-1]["seconds"] / floor[-1]["seconds"])
+
+    def median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+        return {**runs[0], **{k: statistics.median(r[k] for r in runs) for k in ("seconds", "cpu_s", "peak_mib")}}
+
+    return {"json.loads of every line": median(floor), "gnnmon.load(path).report().markdown()": median(ours),
+            "ratio": statistics.median(ratios), "rounds": rounds}
 
 
 def repeat_file(source: Path, target: Path, rows: int) -> None:
@@ -211,12 +228,14 @@ def tables(results: dict[str, Any]) -> list[str]:
     out += ["", f"The machine's speed today: one reference call (fixed pure-Python work, `reference()` in "
             f"the script) took {ref:.2f} µs. The last column divides by it, so days can be compared."]
     for size, rep in results["report"].items():
-        out += ["", f"Report of a {size} file:", "", "| what | seconds | peak RSS above start MiB |",
-                "| --- | ---: | ---: |"]
-        for what, r in rep["costs"].items():
-            out.append(f"| {what} | {r['seconds']:.2f} | {r['peak_mib']:.0f} |")
-        floor, ours = rep["costs"]["json.loads of every line"], rep["costs"]["gnnmon.load(path).report().markdown()"]
-        out.append(f"| ratio | {ours['seconds'] / floor['seconds']:.2f}x | |")
+        costs = rep["costs"]
+        out += ["", f"Report of a {size} file, each side in a fresh process from the interpreter's start (gnnmon's "
+                    f"imports included), median of {costs['rounds']} interleaved rounds:", "",
+                "| what | seconds | CPU seconds | peak RSS above the interpreter MiB |", "| --- | ---: | ---: | ---: |"]
+        for what in ("json.loads of every line", "gnnmon.load(path).report().markdown()"):
+            r = costs[what]
+            out.append(f"| {what} | {r['seconds']:.2f} | {r['cpu_s']:.2f} | {r['peak_mib']:.0f} |")
+        out.append(f"| ratio (median of the rounds') | {costs['ratio']:.2f}x | | |")
     return out
 
 

@@ -6,10 +6,10 @@ in an ``array`` (``q`` for ints, ``d`` for floats; None as NaN or :data:`NO_INT`
 a list (equal texts share one object). Fields a row did not have are remembered, so each row reads
 back exactly as it was written (:meth:`Table.rows`), in the order the rows were added.
 
-Rows are columnised in batches of up to :data:`BATCH` rows with the same fields: each field's
-values of a batch go into its column in one C-level step (``array.extend`` over
-``map(itemgetter(field), rows)``), which is what makes reading a long run file cost little more
-than parsing it. A part columnises what it holds before anything reads it; a row added to a table
+Rows are columnised in batches of up to :data:`BATCH` rows with the same fields: the batch is
+turned into columns at C speed (``zip`` over the rows' values) and each column takes its values in
+one step (:meth:`~gnnmon.data.column.Column.extend`), which is what makes reading a long run file
+cost little more than parsing it. A part columnises what it holds before anything reads it; a row added to a table
 must not be changed afterwards (the table may hold it until its batch is columnised).
 """
 
@@ -19,173 +19,14 @@ import heapq
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import groupby
 from typing import Any
 
 import numpy as np
 
-NO_INT = -(2**63)
-"""An int column's None."""
+from gnnmon.data.column import ABSENT, NO_INT, Column, column_kind
 
-_ABSENT: Any = object()
-"""A field the row did not have."""
-
-BATCH = 256
+BATCH = 64
 """Rows a part gathers before it columnises them."""
-
-MAX_SHARED = 4096
-"""Distinct texts a column shares between rows; past it (a text unique to each row, such as a
-``parent`` key) texts are kept as they come."""
-
-_INT, _FLOAT, _NONE, _STR = frozenset({int}), frozenset({int, float}), type(None), str
-_NUMBERS = frozenset({int, float, bool})
-
-
-class Column:
-    """One field of one label's rows."""
-
-    __slots__ = ("values", "kind", "first", "absent", "numeric", "_shared", "_last")
-
-    def __init__(self, kind: str, absent_before: int) -> None:
-        self.kind = kind  # "q", "d" or "o"
-        self.values: Any = array(kind) if kind != "o" else []
-        self.first = absent_before  # rows before the first that had this field
-        self.absent: set[int] = set()  # later rows without it
-        self.numeric = kind != "o"  # whether any value is a number (an "o" column's may be)
-        self._shared: dict[str, str] | None = {}  # texts seen, to share one object between rows
-        self._last: Any = _ABSENT
-        if absent_before:
-            self.values.extend([self._pad()] * absent_before)
-
-    def _pad(self) -> Any:
-        return NO_INT if self.kind == "q" else math.nan if self.kind == "d" else _ABSENT
-
-    def skip(self, rows: int) -> None:
-        """``rows`` rows without this field."""
-        n = len(self.values)
-        self.absent.update(range(n, n + rows))
-        self.values.extend([self._pad()] * rows)
-
-    def extend(self, values: Sequence[Any]) -> None:
-        """Add a batch of values, at C speed where their types allow (see the module doc)."""
-        kind, types = self.kind, set(map(type, values))
-        if kind == "q" and types <= _INT | {_NONE} and NO_INT not in values:
-            n = len(self.values)
-            try:
-                self.values.extend(values if _NONE not in types else [NO_INT if v is None else v for v in values])
-                return
-            except OverflowError:  # an int beyond 64 bits: the careful way
-                del self.values[n:]
-        elif kind == "d" and types <= _FLOAT:
-            self.values.extend(values)
-            return
-        elif kind == "d" and types <= _FLOAT | {_NONE}:
-            self.values.extend([math.nan if v is None else v for v in values])
-            return
-        elif kind == "o":
-            if types & _NUMBERS:  # numbers (or bools) among them: kept as they come
-                self.numeric = self.numeric or bool(types & _FLOAT)
-                self.values.extend(values)
-                self._last = values[-1]
-                return
-            shared = self._shared
-            if shared is not None and types <= {_STR, _NONE}:
-                if len(shared) < MAX_SHARED:
-                    self.values.extend(map(shared.setdefault, values, values))
-                    self._last = self.values[-1]
-                    return
-                self._shared = None
-            # texts, lists, dicts: runs of equal neighbours share their first object
-            out, last = self.values, self._last
-            for first, run in groupby(values):
-                same = len(list(run))
-                if type(first) is type(last) and first == last:
-                    first = last
-                out.extend([first] * same)
-                last = first
-            self._last = last
-            return
-        for v in values:
-            self.add(v)
-
-    def add(self, value: Any) -> None:
-        """Add any value, changing the column's kind where it must."""
-        kind = self.kind
-        if value is _ABSENT:
-            self.skip(1)
-            return
-        if kind == "q":
-            if value is None:
-                self.values.append(NO_INT)
-                return
-            if type(value) is int and NO_INT < value < 2**63:
-                self.values.append(value)
-                return
-            self._widen("d" if type(value) is float else "o")
-            kind = self.kind
-        if kind == "d":
-            if value is None:
-                self.values.append(math.nan)
-                return
-            if type(value) in (int, float):
-                self.values.append(value)
-                return
-            self._widen("o")
-        if type(value) in (int, float):
-            self.numeric = True
-        last = self._last
-        if value is not last and type(value) is type(last) and value == last:
-            self.values.append(last)  # equal neighbours share one object
-        else:
-            self._last = value
-            self.values.append(value)
-
-    def _widen(self, kind: str) -> None:
-        """Ints to floats, or numbers to objects (a field that changed type between rows)."""
-        old = self.get_all()
-        self.kind = kind
-        self.values = array("d", [math.nan if v is None or v is _ABSENT else v for v in old]) if kind == "d" else old
-
-    def get(self, i: int) -> Any:
-        """Row ``i``'s value (None for None; :data:`_ABSENT` for a field the row did not have)."""
-        if i < self.first or i in self.absent:
-            return _ABSENT
-        v = self.values[i]
-        if self.kind == "q":
-            return None if v == NO_INT else v
-        if self.kind == "d":
-            return None if v != v else v
-        return v
-
-    def get_all(self) -> list[Any]:
-        """Every row's value, as :meth:`get` gives it."""
-        kind, values = self.kind, self.values
-        if kind == "o":
-            out = list(values)
-        else:
-            out = values.tolist()
-            if len(values):
-                raw = np.frombuffer(values, dtype=np.int64 if kind == "q" else np.float64)
-                for i in np.flatnonzero(raw == NO_INT if kind == "q" else np.isnan(raw)).tolist():
-                    out[i] = None
-        for i in range(self.first):
-            out[i] = _ABSENT
-        for i in self.absent:
-            out[i] = _ABSENT
-        return out
-
-    def numbers(self) -> np.ndarray:
-        """The values as float64, NaN where a row has no number (None, absent, text, a bool)."""
-        if self.kind == "d":
-            return np.frombuffer(self.values, dtype=np.float64) if len(self.values) else np.empty(0)
-        if self.kind == "q":
-            ints = np.frombuffer(self.values, dtype=np.int64) if len(self.values) else np.empty(0, np.int64)
-            out = ints.astype(np.float64)
-            out[ints == NO_INT] = math.nan
-            return out
-        if not self.numeric:
-            return np.full(len(self.values), math.nan)
-        return np.array([v if type(v) in (int, float) else math.nan for v in self.values], dtype=np.float64)
 
 
 class Part:
@@ -243,8 +84,7 @@ class Part:
         for key, values in zip(keys, columns, strict=True):
             col = cols.get(key)
             if col is None:
-                first = values[0]
-                col = cols[key] = Column("q" if type(first) is int else "d" if type(first) is float else "o", n0)
+                col = cols[key] = Column(column_kind(values), n0)
             col.extend(values)
         if len(cols) != len(keys):
             present = set(keys)
@@ -270,7 +110,7 @@ class Part:
         out = {}
         for key, col in self.cols.items():
             v = col.get(i)
-            if v is not _ABSENT:
+            if v is not ABSENT:
                 out[key] = v
         return out
 
@@ -289,7 +129,24 @@ class Part:
         col = self.cols.get(name)
         if col is None:
             return [None] * self.n
-        return [None if v is _ABSENT else v for v in col.get_all()]
+        values = col.get_all()
+        if col.first or col.absent:
+            values = [None if v is ABSENT else v for v in values]
+        return values
+
+    def pick(self, name: str, at: Sequence[int]) -> list[Any]:
+        """Field ``name`` of the rows at positions ``at``, as Python values (None where missing):
+        :meth:`objects` for a few rows."""
+        col = self.cols.get(name)
+        if col is None:
+            return [None] * len(at)
+        if col.kind == "o":
+            return [None if v is ABSENT else v for v in map(col.values.__getitem__, at)]
+        raw = np.frombuffer(col.values, dtype=np.int64 if col.kind == "q" else np.float64)[np.asarray(at, dtype=np.int64)]
+        out: list[Any] = raw.tolist()
+        for i in np.flatnonzero(raw == NO_INT if col.kind == "q" else np.isnan(raw)).tolist():
+            out[i] = None
+        return out
 
     def time(self) -> np.ndarray:
         """Each row's time in seconds: ``device_s``, else ``wall_s``, else its window."""
@@ -310,18 +167,18 @@ class RowView(Mapping[str, Any]):
 
     def __getitem__(self, key: str) -> Any:
         col = self._cols.get(key)
-        v = _ABSENT if col is None else col.get(self._i)
-        if v is _ABSENT:
+        v = ABSENT if col is None else col.get(self._i)
+        if v is ABSENT:
             raise KeyError(key)
         return v
 
     def get(self, key: str, default: Any = None) -> Any:
         col = self._cols.get(key)
-        v = _ABSENT if col is None else col.get(self._i)
-        return default if v is _ABSENT else v
+        v = ABSENT if col is None else col.get(self._i)
+        return default if v is ABSENT else v
 
     def __iter__(self) -> Iterator[str]:
-        return (k for k, col in self._cols.items() if col.get(self._i) is not _ABSENT)
+        return (k for k, col in self._cols.items() if col.get(self._i) is not ABSENT)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -401,31 +258,13 @@ class Table:
         return out
 
 
-def sorted_numbers(col: Column, keep: np.ndarray | None = None) -> list[Any] | np.ndarray:
-    """A column's numbers (None, text and bools left out), sorted: an int64 or float64 array for a
-    column of numbers, a list (ints staying ints) for one of mixed values; with ``keep`` (a bool
-    per row), those of the rows it marks only."""
-    if col.kind == "o":
-        if not col.numeric:
-            return []
-        marks = keep if keep is not None else np.ones(len(col.values), dtype=bool)
-        return sorted(v for v, k in zip(col.values, marks, strict=True) if k and type(v) in (int, float))
-    if not len(col.values):
-        return []
-    if col.kind == "d":
-        a = np.frombuffer(col.values, dtype=np.float64)
-        return np.sort(a[~np.isnan(a) if keep is None else ~np.isnan(a) & keep])
-    i = np.frombuffer(col.values, dtype=np.int64)
-    return np.sort(i[(i != NO_INT) if keep is None else (i != NO_INT) & keep])
-
-
 def returned(part: Part) -> np.ndarray | None:
     """A bool per row of ``part``: the calls that returned (no ``error``); None when all did, or
     when none did (then every row is all there is)."""
     col = part.cols.get("error")
     if col is None:
         return None
-    ok = np.array([v is None or v is _ABSENT for v in col.get_all()], dtype=bool)
+    ok = np.array([v is None or v is ABSENT for v in col.get_all()], dtype=bool)
     return None if ok.all() or not ok.any() else ok
 
 

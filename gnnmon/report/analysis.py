@@ -45,7 +45,7 @@ Rows = Table | Iterable[Mapping[str, Any]]
 
 
 def _median(values: np.ndarray) -> float:
-    return percentile(np.sort(values).tolist(), 50)
+    return float(percentile(np.sort(values), 50))
 
 
 def _mad(values: np.ndarray) -> float:
@@ -85,6 +85,18 @@ def _labels_timed(table: Table, warmup: int, min_rows: int) -> Iterable[tuple[st
         yield label, timed, _median(base), 1.4826 * _mad(base), shapes
 
 
+SPIKE_FIELDS = ("index", "gc_pause_s", "gc_collections", "gc_max_generation", "compile_frames", "compile_recompiles",
+                "compile_s", "compile_graph_breaks", "epoch", "cpu_s", "wall_s", "cpu_util_pct")
+"""The fields a slow row's cause and detail are read from."""
+
+
+def _picked(part: Part, at: list[int], fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The rows at positions ``at``, each as a dict of ``fields`` (None where missing): read a
+    column at a time, not a row at a time."""
+    columns = [part.pick(name, at) for name in fields]
+    return [dict(zip(fields, values, strict=True)) for values in zip(*columns, strict=True)] if at else []
+
+
 def _odd_shape(row: Mapping[str, Any], shapes: dict[str, float], tol: float) -> str:
     odd = [(f, row[f], m) for f, m in shapes.items()
            if is_number(row.get(f)) and m > 0 and abs(row[f] / m - 1) > tol]
@@ -108,8 +120,9 @@ def spikes(
     for label, timed, med, spread, shapes in _labels_timed(table, warmup, min_rows):
         threshold = max(med + k * spread, min_ratio * med)
         slow_epoch = _slow_first_epoch(timed, spread)
-        for j in np.flatnonzero(timed.t > threshold).tolist():
-            row = timed.part.view(int(timed.at[j]))
+        slow = np.flatnonzero(timed.t > threshold).tolist()
+        rows = _picked(timed.part, timed.at[slow].tolist(), SPIKE_FIELDS + tuple(shapes))
+        for j, row in zip(slow, rows, strict=True):
             t = float(timed.t[j])
             excess = t - med
             pause = float(row["gc_pause_s"]) if is_number(row.get("gc_pause_s")) else 0.0
@@ -270,7 +283,7 @@ def step_analysis(records: Rows, *, warmup: int = 2) -> dict[str, dict[str, Any]
             continue
         total = float(np.sum(t))
         info: dict[str, Any] = {"rows": int(t.size), "warmup_left_out": int(timed.t.size - t.size),
-                                "time_s": describe(t.tolist())}
+                                "time_s": describe(np.sort(t))}
         for name, key in (("per_node_s", "num_nodes"), ("per_edge_s", "num_edges")):
             size = timed.column(key)[use]
             ok = ~np.isnan(size) & (size > 0)

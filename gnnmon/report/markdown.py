@@ -7,6 +7,7 @@ returns text; it computes nothing itself.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import compress, groupby
 from typing import Any, Protocol
 
 from gnnmon.data.table import Table
@@ -77,8 +78,10 @@ def render_markdown(report: Explained, header: bool = True) -> str:
         return "\n".join(lines + ["(no rows recorded)"]) + "\n"
     for label, figures in summary.items():
         part = report.table.parts[label]
-        failed = [(i, e) for i, e in zip(part.objects("index"), part.objects("error"), strict=True) if e]
-        backends = sorted({str(d) for d in part.objects("device")})
+        errors = part.objects("error")
+        raised = list(compress(range(len(errors)), errors))
+        failed = list(zip(part.pick("index", raised), [errors[i] for i in raised], strict=True))
+        backends = sorted({str(d) for d in set(part.objects("device"))})
         lines.append(f"### {label} — {part.n} call(s) on {', '.join(backends)}"
                      + (f", {len(failed)} raised" if failed else ""))
         lines.append("")
@@ -97,7 +100,8 @@ def render_markdown(report: Explained, header: bool = True) -> str:
             unit, scale = _unit(name)
             cells = [str(stats["count"]), *_fmt_row([stats.get(s) for s in STATS[1:]], scale)]
             lines.append(f"| {name} | {unit} | " + " | ".join(cells) + " |")
-        notes = sorted({n for notes in part.objects("notes") for n in (notes or ())})
+        distinct = [next(run) for _, run in groupby(part.objects("notes"), key=id)]  # rows share their notes
+        notes = sorted({n for notes in distinct for n in (notes or ())})
         if repeated:
             notes.insert(0, f"{', '.join(repeated)} not shown: equal to {', '.join(dict(DUPLICATES)[r] for r in repeated)} "
                             "here (on the CPU the device's memory is the process's RSS, its time wall time)")

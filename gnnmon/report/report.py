@@ -7,8 +7,9 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gnnmon.data.column import sorted_numbers
 from gnnmon.data.result import RunResult
-from gnnmon.data.table import Table, returned, sorted_numbers
+from gnnmon.data.table import Table, returned
 from gnnmon.fields import is_number, row_key
 from gnnmon.figures import ENERGY_FIELDS
 from gnnmon.report import analysis  # the module: Report calls its functions by name

@@ -11,9 +11,9 @@ import numpy as np
 STATS = ("count", "mean", "p50", "p90", "p99", "max")
 
 
-def percentile(sorted_values: Sequence[float], q: float) -> float:
+def percentile(sorted_values: Sequence[float] | np.ndarray, q: float) -> float:
     """The q-th percentile (0..100) of already sorted values, linear interpolation (numpy's default)."""
-    if not sorted_values:
+    if not len(sorted_values):
         raise ValueError("percentile of no values")
     if not 0 <= q <= 100:
         raise ValueError(f"percentile q must be in [0, 100], got {q}")
@@ -26,16 +26,14 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 def describe(values: Sequence[float] | np.ndarray) -> dict[str, float]:
     """count, mean, p50, p90, p99 and max of the values (count only when there are none); a
-    numpy array must come sorted (:func:`gnnmon.data.table.sorted_numbers` gives one). The mean
-    is exact (``math.fsum``); ints stay ints where a figure is one of the values (``max``)."""
+    numpy array must come sorted (:func:`gnnmon.data.table.sorted_numbers` gives one). The mean is
+    exact (``math.fsum``); ``max`` keeps an int an int."""
     xs: Any = values if isinstance(values, np.ndarray) else sorted(values)
     if not len(xs):
         return {"count": 0}
     if isinstance(xs, np.ndarray):
-        top = xs[-1].item()
-        xs = xs.tolist()  # Python numbers: exact sums, plain floats out
-        return {"count": len(xs), "mean": math.fsum(xs) / len(xs), "p50": percentile(xs, 50),
-                "p90": percentile(xs, 90), "p99": percentile(xs, 99), "max": top}
+        return {"count": len(xs), "mean": math.fsum(xs.tolist()) / len(xs), "p50": float(percentile(xs, 50)),
+                "p90": float(percentile(xs, 90)), "p99": float(percentile(xs, 99)), "max": xs[-1].item()}
     return {
         "count": len(xs),
         "mean": math.fsum(xs) / len(xs),

@@ -1,0 +1,201 @@
+"""One field of one label's rows as a column: numbers in an ``array`` (``q`` for ints, ``d`` for
+floats; None as NaN or :data:`NO_INT`), anything else in a list (equal texts share one object).
+A batch of values is added at C speed where their types allow (``array.extend``, one shared
+object per distinct text); a value of another type widens the column (ints to floats, numbers to
+objects) so that every value reads back exactly as it was written.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+from itertools import groupby
+from typing import Any
+
+import numpy as np
+
+NO_INT = -(2**63)
+"""An int column's None."""
+
+ABSENT: Any = object()
+"""A field the row did not have (how a column stores its absence)."""
+
+MAX_SHARED = 4096
+"""Distinct texts a column shares between rows; past it (a text unique to each row, such as a
+``parent`` key) texts are kept as they come."""
+
+_INT, _FLOAT, _NONE, _STR = frozenset({int}), frozenset({int, float}), type(None), str
+_NUMBERS = frozenset({int, float, bool})
+
+
+class Column:
+    """One field of one label's rows."""
+
+    __slots__ = ("values", "kind", "first", "absent", "numeric", "_shared", "_last")
+
+    def __init__(self, kind: str, absent_before: int) -> None:
+        self.kind = kind  # "q", "d" or "o"
+        self.values: Any = array(kind) if kind != "o" else []
+        self.first = absent_before  # rows before the first that had this field
+        self.absent: set[int] = set()  # later rows without it
+        self.numeric = kind != "o"  # whether any value is a number (an "o" column's may be)
+        self._shared: dict[str, str] | None = {}  # texts seen, to share one object between rows
+        self._last: Any = ABSENT
+        if absent_before:
+            self.values.extend([self._pad()] * absent_before)
+
+    def _pad(self) -> Any:
+        return NO_INT if self.kind == "q" else math.nan if self.kind == "d" else ABSENT
+
+    def skip(self, rows: int) -> None:
+        """``rows`` rows without this field."""
+        n = len(self.values)
+        self.absent.update(range(n, n + rows))
+        self.values.extend([self._pad()] * rows)
+
+    def extend(self, values: Sequence[Any]) -> None:
+        """Add a batch of values, at C speed where their types allow (see the module doc)."""
+        kind, types = self.kind, set(map(type, values))
+        if kind == "q" and types <= _INT | {_NONE} and NO_INT not in values:
+            n = len(self.values)
+            try:
+                self.values.extend(values if _NONE not in types else [NO_INT if v is None else v for v in values])
+                return
+            except OverflowError:  # an int beyond 64 bits: the careful way
+                del self.values[n:]
+        elif kind == "d" and types <= _FLOAT:
+            self.values.extend(values)
+            return
+        elif kind == "d" and types <= _FLOAT | {_NONE}:
+            self.values.extend([math.nan if v is None else v for v in values])
+            return
+        elif kind == "o":
+            if types & _NUMBERS:  # numbers (or bools) among them: kept as they come
+                self.numeric = self.numeric or bool(types & _FLOAT)
+                self.values.extend(values)
+                self._last = values[-1]
+                return
+            shared = self._shared
+            if shared is not None and types <= {_STR, _NONE}:
+                if len(shared) < MAX_SHARED:
+                    self.values.extend(map(shared.setdefault, values, values))
+                    self._last = self.values[-1]
+                    return
+                self._shared = None
+            # texts, lists, dicts: runs of equal neighbours share their first object
+            out, last = self.values, self._last
+            for first, run in groupby(values):
+                same = len(list(run))
+                if type(first) is type(last) and first == last:
+                    first = last
+                out.extend([first] * same)
+                last = first
+            self._last = last
+            return
+        for v in values:
+            self.add(v)
+
+    def add(self, value: Any) -> None:
+        """Add any value, changing the column's kind where it must."""
+        kind = self.kind
+        if value is ABSENT:
+            self.skip(1)
+            return
+        if kind == "q":
+            if value is None:
+                self.values.append(NO_INT)
+                return
+            if type(value) is int and NO_INT < value < 2**63:
+                self.values.append(value)
+                return
+            self._widen("d" if type(value) is float else "o")
+            kind = self.kind
+        if kind == "d":
+            if value is None:
+                self.values.append(math.nan)
+                return
+            if type(value) in (int, float):
+                self.values.append(value)
+                return
+            self._widen("o")
+        if type(value) in (int, float):
+            self.numeric = True
+        last = self._last
+        if value is not last and type(value) is type(last) and value == last:
+            self.values.append(last)  # equal neighbours share one object
+        else:
+            self._last = value
+            self.values.append(value)
+
+    def _widen(self, kind: str) -> None:
+        """Ints to floats, or numbers to objects (a field that changed type between rows)."""
+        old = self.get_all()
+        self.kind = kind
+        self.values = array("d", [math.nan if v is None or v is ABSENT else v for v in old]) if kind == "d" else old
+
+    def get(self, i: int) -> Any:
+        """Row ``i``'s value (None for None; :data:`ABSENT` for a field the row did not have)."""
+        if i < self.first or i in self.absent:
+            return ABSENT
+        v = self.values[i]
+        if self.kind == "q":
+            return None if v == NO_INT else v
+        if self.kind == "d":
+            return None if v != v else v
+        return v
+
+    def get_all(self) -> list[Any]:
+        """Every row's value, as :meth:`get` gives it."""
+        kind, values = self.kind, self.values
+        if kind == "o":
+            out = list(values)
+        else:
+            out = values.tolist()
+            if len(values):
+                raw = np.frombuffer(values, dtype=np.int64 if kind == "q" else np.float64)
+                for i in np.flatnonzero(raw == NO_INT if kind == "q" else np.isnan(raw)).tolist():
+                    out[i] = None
+        for i in range(self.first):
+            out[i] = ABSENT
+        for i in self.absent:
+            out[i] = ABSENT
+        return out
+
+    def numbers(self) -> np.ndarray:
+        """The values as float64, NaN where a row has no number (None, absent, text, a bool)."""
+        if self.kind == "d":
+            return np.frombuffer(self.values, dtype=np.float64) if len(self.values) else np.empty(0)
+        if self.kind == "q":
+            ints = np.frombuffer(self.values, dtype=np.int64) if len(self.values) else np.empty(0, np.int64)
+            out = ints.astype(np.float64)
+            out[ints == NO_INT] = math.nan
+            return out
+        if not self.numeric:
+            return np.full(len(self.values), math.nan)
+        return np.array([v if type(v) in (int, float) else math.nan for v in self.values], dtype=np.float64)
+
+
+def column_kind(values: Sequence[Any]) -> str:
+    """A new column's kind, from its first value that is not None: ``q`` for an int (or none but
+    None: an int column reads None back as None), ``d`` for a float, else ``o``."""
+    first = next((v for v in values if v is not None), None)
+    return "q" if first is None or type(first) is int else "d" if type(first) is float else "o"
+
+
+def sorted_numbers(col: Column, keep: np.ndarray | None = None) -> list[Any] | np.ndarray:
+    """A column's numbers (None, text and bools left out), sorted: an int64 or float64 array for a
+    column of numbers, a list (ints staying ints) for one of mixed values; with ``keep`` (a bool
+    per row), those of the rows it marks only."""
+    if col.kind == "o":
+        if not col.numeric:
+            return []
+        marks = keep if keep is not None else np.ones(len(col.values), dtype=bool)
+        return sorted(v for v, k in zip(col.values, marks, strict=True) if k and type(v) in (int, float))
+    if not len(col.values):
+        return []
+    if col.kind == "d":
+        a = np.frombuffer(col.values, dtype=np.float64)
+        return np.sort(a[~np.isnan(a) if keep is None else ~np.isnan(a) & keep])
+    i = np.frombuffer(col.values, dtype=np.int64)
+    return np.sort(i[(i != NO_INT) if keep is None else (i != NO_INT) & keep])
