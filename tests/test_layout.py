@@ -18,7 +18,7 @@ from tests import importgraph
 from tests.importgraph import ALLOWED, MAX_LINES, all_imports, cycles, heavy, late, long_modules, stage, upward
 
 PACKAGE = Path(gnnmon.__file__).resolve().parent
-DATA = Path(__file__).resolve().parent / "data"
+FILES = Path(__file__).resolve().parent / "files"
 
 
 def test_no_import_cycle_not_even_through_annotations():
@@ -128,7 +128,7 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "torch_geome
 
 
 def test_loading_reporting_and_exporting_a_run_import_no_torch_in_a_fresh_process():
-    path = DATA / "run-0.1.0-flat-layout.jsonl"
+    path = FILES / "run-0.1.0-flat-layout.jsonl"
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(READ_A_RUN), str(path)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -217,7 +217,7 @@ def test_every_name_the_readme_uses_exists():
 def test_a_file_written_before_the_move_loads_the_same(tmp_path):
     """tests/data/run-0.1.0-flat-layout.jsonl was written by gnnmon 0.1.0 before the package was
     regrouped (commit 5110ccb; the script is in its first lines' config)."""
-    path = DATA / "run-0.1.0-flat-layout.jsonl"
+    path = FILES / "run-0.1.0-flat-layout.jsonl"
     raw = [json.loads(line) for line in path.read_text().splitlines()]
     run = gnnmon.load(path)
     rows = [{k: v for k, v in o.items() if k != "type"} for o in raw if o["type"] == "row"]
