@@ -47,7 +47,7 @@ def test_rows_have_timestamps_and_missing_figures_are_nan():
     ("energy_by_epoch", ["epoch"], lambda f: f.loc[0, "energy_cpu_j"] == pytest.approx(4.0)),
     ("gc", None, lambda f: list(f["duration_s"]) == [0.025]),
     ("summary", ["label", "figure"], lambda f: f.loc[("step", "device_s"), "count"] == 13),
-    ("cross_rank", None, lambda f: f.empty),
+    ("cross_rank", None, lambda f: f.empty),  # one process: no step is matched across ranks
 ])
 def test_every_table_has_a_frame(table, index, check):
     frame = planted().frame(table)
@@ -55,6 +55,27 @@ def test_every_table_has_a_frame(table, index, check):
     if index:
         assert list(frame.index.names) == index
     assert check(frame)
+
+
+def planted_job() -> Report:
+    """Two ranks, 20 steps of 60 ms that end together; rank 1 starts step 11 50 ms late."""
+    rows = []
+    for i in range(20):
+        for rank in (0, 1):
+            start = i * 100_000_000 + (50_000_000 if (i, rank) == (11, 1) else 0)
+            end = i * 100_000_000 + 60_000_000
+            rows.append({"label": "step", "index": i, "rank": rank, "parent": None, "backend": "cpu",
+                         "t_start_ns": start, "t_end_ns": end, "wall_s": (end - start) / 1e9, "gc_pause_s": 0.0})
+    return Report(rows)
+
+
+def test_the_cross_rank_frame_has_a_row_per_matched_step_naming_the_planted_late_rank():
+    frame = planted_job().frame("cross_rank")
+    assert list(frame.index.names) == ["label", "index"] and len(frame) == 20
+    late = frame.loc[("step", 11)]
+    assert late["slowest_rank"] == 1 and late["via"] == "arrival"
+    assert late["delay_s"] == pytest.approx(0.05) and late["waited_s"] == pytest.approx(0.05)
+    assert (frame.drop(index=("step", 11))["delay_s"] < 1e-9).all()  # no other step was held up
 
 
 def test_an_unknown_table_is_named():

@@ -5,11 +5,14 @@ its start."""
 from __future__ import annotations
 
 import gc
+import json
+import math
 import statistics
 import threading
 import time
 import warnings
 
+import numpy
 import psutil
 import pytest
 import torch
@@ -249,6 +252,29 @@ def test_the_report_of_a_file_equals_the_report_of_every_row_in_memory(tmp_path)
             gnnmon.collect_garbage()
     loaded = gnnmon.load(path).report()
     live = run.report()
+    # both against the file read by json alone, with the statistics computed without gnnmon
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = [{k: v for k, v in obj.items() if k != "type"} for obj in lines if obj["type"] == "row"]
+    assert len(rows) == 1200 and loaded.records == rows and live.records == rows
+    expected = {}
+    for label in dict.fromkeys(r["label"] for r in rows):
+        mine = [r for r in rows if r["label"] == label]
+        figures = {}
+        for name in dict.fromkeys(k for r in mine for k in r):
+            values = sorted(r[name] for r in mine if type(r.get(name)) in (int, float))
+            if name in ("index", "t_start_ns", "t_end_ns", "epoch") or not values:
+                continue
+            figures[name] = {"count": len(values), "mean": math.fsum(values) / len(values),
+                             **{f"p{q}": float(numpy.percentile(values, q)) for q in (50, 90, 99)},
+                             "max": values[-1]}
+        expected[label] = figures
+    for report in (loaded, live):
+        got = report.summary()
+        assert got.keys() == expected.keys()
+        for label, figures in expected.items():
+            assert [k for k, v in got[label].items() if v["count"]] == list(figures)
+            for name, stats in figures.items():
+                assert got[label][name] == pytest.approx(stats, rel=1e-12), (label, name)
     assert loaded.summary() == live.summary()
     assert loaded.spikes() == live.spikes() and loaded.analysis() == live.analysis()
     assert loaded.markdown() == live.markdown()

@@ -49,7 +49,8 @@ from gnnmon.record.options import Options
 from gnnmon.record.outlets import Outlets
 from gnnmon.record.sinks import Batch, JsonlSink, Sink, as_sinks
 from gnnmon.report import Report
-from gnnmon.timeline.energy import EnergyJoin, EnergySources
+from gnnmon.timeline.energy import EnergyJoin
+from gnnmon.timeline.energy_sources import EnergySources
 from gnnmon.timeline.join import RowJoin, sample_time
 from gnnmon.timeline.sampler import Sampler, start_sampler
 

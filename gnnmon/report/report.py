@@ -14,7 +14,8 @@ from gnnmon.fields import is_number, row_key
 from gnnmon.figures import ENERGY_FIELDS
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.cross_rank import cross_rank
-from gnnmon.report.energy import energy_summary, result_balance
+from gnnmon.report.energy import energy_summary
+from gnnmon.report.energy_balance import result_balance
 from gnnmon.report.exports import export
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
 from gnnmon.report.layers import layer_table
@@ -67,7 +68,7 @@ class Report:
     @property
     def energy_balance(self) -> dict[str, dict[str, Any]]:
         """Per energy counter, the rows and gaps against its own delta (a job's: per rank), made
-        when first read (see :func:`gnnmon.report.energy.result_balance`)."""
+        when first read (see :func:`gnnmon.report.energy_balance.result_balance`)."""
         if self._balance is None:
             self._balance = result_balance(self.result)
         return self._balance

@@ -4,7 +4,7 @@ Nothing here runs on the step's path. The sampler follows the cumulative counter
 points (:mod:`gnnmon.timeline.counters`); a row's energy is the counter interpolated linearly
 between the points around its start and end (:class:`EnergyJoin`), so the rows and the gaps
 between them add up to the counter's own delta over the run
-(:func:`gnnmon.report.energy.energy_balance`).
+(:func:`gnnmon.report.energy_balance.energy_balance`).
 
 * GPU (``energy_gpu_j``): NVML's total-energy counter of the row's own CUDA device (Volta and
   newer). It moves in steps (every ~100 ms on an H100); each point is placed where a step
@@ -25,7 +25,6 @@ between them add up to the counter's own delta over the run
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,76 +32,13 @@ from gnnmon.data.points import Counters
 from gnnmon.devices.registry import gauge_index
 from gnnmon.fields import J_PER_KWH
 from gnnmon.figures import ENERGY_FIELDS
-from gnnmon.timeline.carbon import CodeCarbonModel, carbon_intensity, codecarbon_model, user_model
+from gnnmon.timeline.carbon import CodeCarbonModel
 from gnnmon.timeline.join import gauge_at, note, samples_in
-
-
-class EnergySources:
-    """Chooses, once, a source per figure: the counters the sampler found (its ``hello``) and the
-    model that covers what no counter measures. :meth:`describe` is the plain-data choice (for
-    the manifest and for :class:`EnergyJoin`)."""
-
-    def __init__(
-        self,
-        found: Mapping[str, Any],
-        *,
-        country: str | None = None,
-        region: str | None = None,
-        carbon_intensity_g_per_kwh: float | None = None,
-        cpu_power_w: float | None = None,
-        ram_power_w: float | None = None,
-        use_codecarbon: bool = True,
-    ) -> None:
-        self.found = dict(found)
-        self.notes: list[str] = []
-        for what in ("nvml", "rapl"):
-            status = found.get(what)
-            if status not in (None, "ok"):
-                self.notes.append(str(status))
-        needs_model = "dram" not in (found.get("rapl_kinds") or [])
-        self.model: CodeCarbonModel | None = None
-        if needs_model and use_codecarbon and (cpu_power_w is None or ram_power_w is None):
-            self.model, why = codecarbon_model()
-            if why:
-                self.notes.append(why)
-        if needs_model:
-            self.model = user_model(cpu_power_w, ram_power_w, self.model)
-        self.intensity, self.intensity_source = self._intensity(country, region, carbon_intensity_g_per_kwh)
-
-    def _intensity(
-        self, country: str | None, region: str | None, g_per_kwh: float | None
-    ) -> tuple[float | None, str | None]:
-        if g_per_kwh is not None:
-            if isinstance(g_per_kwh, bool) or not isinstance(g_per_kwh, (int, float)) or g_per_kwh < 0:
-                raise ValueError(f"carbon_intensity must be grams CO2eq per kWh >= 0, got {g_per_kwh!r}")
-            return g_per_kwh / 1000.0, f"user:{g_per_kwh:g}g/kWh"
-        if country is None:
-            self.notes.append("no CO2: pass country= (ISO alpha-3) or carbon_intensity= (g/kWh)")
-            return None, None
-        kg, source = carbon_intensity(country, region)
-        if kg is None:
-            self.notes.append(source)
-            return None, None
-        return kg, source
-
-    def describe(self) -> dict[str, Any]:
-        """What was chosen and why, as plain data (the manifest's ``options.energy``)."""
-        found = self.found
-        return {
-            "rapl_zones": list(found.get("rapl_zones") or []),
-            "rapl_kinds": list(found.get("rapl_kinds") or []),
-            "nvml_energy_counter": dict(found.get("nvml_energy_counter") or {}),
-            "gpus": list(found.get("gpus") or []),
-            "codecarbon_model": dataclasses.asdict(self.model) if self.model else None,
-            "carbon_intensity_kg_per_kwh": self.intensity,
-            "carbon_intensity_source": self.intensity_source,
-            "notes": list(self.notes),
-        }
 
 
 class EnergyJoin:
     """Fills a row's ``energy_*`` fields and ``co2_kg`` from the timeline (plain data in, fields
-    out), as chosen by :meth:`EnergySources.describe`."""
+    out), as chosen by :meth:`~gnnmon.timeline.energy_sources.EnergySources.describe`."""
 
     def __init__(self, description: Mapping[str, Any], interval: float) -> None:
         self.interval = interval
