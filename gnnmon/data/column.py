@@ -1,8 +1,10 @@
-"""One field of one label's rows as a column: numbers in an ``array`` (``q`` for ints, ``d`` for
-floats; None as NaN or :data:`NO_INT`), anything else in a list (equal texts share one object).
-A batch of values is added at C speed where their types allow (``array.extend``, one shared
-object per distinct text); a value of another type widens the column (ints to floats, numbers to
-objects) so that every value reads back exactly as it was written.
+"""One field of one label's rows as a column: ints in an ``array('q')`` (None as :data:`NO_INT`),
+floats in an ``array('d')`` (None as NaN), anything else in a list (equal texts, and equal lists
+of texts, share one object). A batch of values is added at C speed where their types allow
+(``array.extend``, one shared object per distinct text); a value of another type (a float among
+ints, an int among floats, a text) makes the column one of objects, so that every value reads
+back as it was written. A float NaN reads back as None: the run's file format has no NaN (it
+writes null), so no row read from a file holds one.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ MAX_SHARED = 4096
 """Distinct texts a column shares between rows; past it (a text unique to each row, such as a
 ``parent`` key) texts are kept as they come."""
 
-_INT, _FLOAT, _NONE, _STR = frozenset({int}), frozenset({int, float}), type(None), str
+_INT, _NONE, _STR = frozenset({int}), type(None), str
 _NUMBERS = frozenset({int, float, bool})
 
 
@@ -64,28 +66,33 @@ class Column:
                 return
             except OverflowError:  # an int beyond 64 bits: the careful way
                 del self.values[n:]
-        elif kind == "d" and types <= _FLOAT:
+        elif kind == "d" and types <= {float}:
             self.values.extend(values)
             return
-        elif kind == "d" and types <= _FLOAT | {_NONE}:
+        elif kind == "d" and types <= {float, _NONE}:
             self.values.extend([math.nan if v is None else v for v in values])
             return
         elif kind == "o":
-            if types & _NUMBERS:  # numbers (or bools) among them: kept as they come
-                self.numeric = self.numeric or bool(types & _FLOAT)
-                self.values.extend(values)
-                self._last = values[-1]
+            self._extend_objects(values, types)
+            return
+        for v in values:
+            self.add(v)
+
+    def _extend_objects(self, values: Sequence[Any], types: set[type]) -> None:
+        """An object column's batch: texts shared through a dict while there are few distinct
+        ones, lists of texts by runs of equal neighbours; anything else kept as it comes."""
+        if types & _NUMBERS:
+            self.numeric = True
+        shared = self._shared
+        if shared is not None and types <= {_STR, _NONE}:
+            if len(shared) < MAX_SHARED:
+                self.values.extend(map(shared.setdefault, values, values))
+                self._last = self.values[-1]
                 return
-            shared = self._shared
-            if shared is not None and types <= {_STR, _NONE}:
-                if len(shared) < MAX_SHARED:
-                    self.values.extend(map(shared.setdefault, values, values))
-                    self._last = self.values[-1]
-                    return
-                self._shared = None
-            # texts, lists, dicts: runs of equal neighbours share their first object
+            self._shared = None
+        if types <= {_STR, _NONE, list} and all(map(_texts, values)):
             out, last = self.values, self._last
-            for first, run in groupby(values):
+            for first, run in groupby(values):  # equal texts and lists of texts are equal exactly
                 same = len(list(run))
                 if type(first) is type(last) and first == last:
                     first = last
@@ -93,11 +100,13 @@ class Column:
                 last = first
             self._last = last
             return
-        for v in values:
-            self.add(v)
+        self.values.extend(values)
+        self._last = ABSENT
 
     def add(self, value: Any) -> None:
-        """Add any value, changing the column's kind where it must."""
+        """Add any value, changing the column's kind where it must: an int column takes None as
+        :data:`NO_INT` and a float column as NaN; a value of another type (a float among ints, an
+        int among floats: each must read back as it was) makes the column one of objects."""
         kind = self.kind
         if value is ABSENT:
             self.skip(1)
@@ -109,30 +118,31 @@ class Column:
             if type(value) is int and NO_INT < value < 2**63:
                 self.values.append(value)
                 return
-            self._widen("d" if type(value) is float else "o")
-            kind = self.kind
-        if kind == "d":
+            self._to_objects()
+        elif kind == "d":
             if value is None:
                 self.values.append(math.nan)
                 return
-            if type(value) in (int, float):
+            if type(value) is float:
                 self.values.append(value)
                 return
-            self._widen("o")
+            self._to_objects()
         if type(value) in (int, float):
             self.numeric = True
         last = self._last
-        if value is not last and type(value) is type(last) and value == last:
+        if value is not last and _texts(value) and type(value) is type(last) and value == last:
             self.values.append(last)  # equal neighbours share one object
         else:
             self._last = value
             self.values.append(value)
 
-    def _widen(self, kind: str) -> None:
-        """Ints to floats, or numbers to objects (a field that changed type between rows)."""
+    def _to_objects(self) -> None:
+        """Numbers to objects (a field that changed type between rows)."""
         old = self.get_all()
-        self.kind = kind
-        self.values = array("d", [math.nan if v is None or v is ABSENT else v for v in old]) if kind == "d" else old
+        self.kind = "o"
+        self.numeric = True
+        self._last = ABSENT
+        self.values = old
 
     def get(self, i: int) -> Any:
         """Row ``i``'s value (None for None; :data:`ABSENT` for a field the row did not have)."""
@@ -174,6 +184,13 @@ class Column:
         if not self.numeric:
             return np.full(len(self.values), math.nan)
         return np.array([v if type(v) in (int, float) else math.nan for v in self.values], dtype=np.float64)
+
+
+def _texts(value: Any) -> bool:
+    """Whether ``value`` is a text, None, or a list of texts: what equality compares exactly
+    (``1 == True == 1.0`` and ``0.0 == -0.0``: numbers are never shared as equal)."""
+    kind = type(value)
+    return kind is str or value is None or (kind is list and all(type(x) is str for x in value))
 
 
 def column_kind(values: Sequence[Any]) -> str:

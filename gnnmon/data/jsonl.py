@@ -150,10 +150,14 @@ def read_chunks(path: str | os.PathLike[str], strict: bool = True,
                 if done >= PROGRESS_EVERY:
                     progress(done)
                     done = 0
-            try:
-                objs = parse(b"[" + b",".join(lines) + b"]")
-            except ValueError:
-                objs = None
+            joined = b",".join(lines)
+            objs = None
+            # every line an object of its own: each boundary is a line's end and an object's start
+            if joined.count(b"\n,{") == len(lines) - 1 and joined.startswith(b"{"):
+                try:
+                    objs = parse(b"[" + joined + b"]")
+                except ValueError:
+                    pass
             if objs is None or len(objs) != len(lines) or set(map(type, objs)) != {dict}:
                 for i, raw in enumerate(lines):  # line by line: one is blank, corrupt or cut off
                     if not raw.strip():
@@ -162,6 +166,8 @@ def read_chunks(path: str | os.PathLike[str], strict: bool = True,
                     if obj is not None:
                         yield n + i, [obj]
                     elif not raw.endswith(b"\n"):  # cut off: nothing follows it
+                        if progress is not None and done:
+                            progress(done)
                         return
             else:
                 yield n, objs
