@@ -15,7 +15,7 @@ import torch
 
 import gnnmon
 from gnnmon.cli import main
-from gnnmon.data import jsonl as storage
+from gnnmon.data import write as storage
 from gnnmon.errors import ReportFileError
 from gnnmon.record import state
 from tests.scripts import run_script

@@ -72,7 +72,7 @@ def test_sync_mode_is_the_only_one_that_syncs(fake_cuda):
 def test_rows_close_without_touching_the_file_or_the_device(fake_cuda, tmp_path, monkeypatch):
     """Closing a row appends it to the run's inbox: the thread that runs the steps never writes to
     the file, never queries a device event and never waits for one; the writer thread does."""
-    import gnnmon.data.jsonl as storage
+    import gnnmon.data.write as storage
     from tests.fakes import _FakeEvent
 
     seen: list[tuple[str, str]] = []  # (what, thread)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gnnmon.data.format import ROW
-from gnnmon.data.jsonl import read_lines
 from gnnmon.data.paths import RANK_FIELD, job_files
+from gnnmon.data.read import read_lines
 from gnnmon.data.result import RunResult
 from gnnmon.errors import ReportFileError
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gnnmon.data.format import END, GC, MANIFEST, MARKER, POINT, ROW, SAMPLE
-from gnnmon.data.jsonl import bad_row, read_chunks
 from gnnmon.data.points import Counters
+from gnnmon.data.read import bad_row, read_chunks
 from gnnmon.data.table import Table
 
 _POP_TYPE = methodcaller("pop", "type", None)
@@ -108,7 +108,7 @@ class RunResult:
     def read(cls, path: str | os.PathLike[str], *, strict: bool = True,
              progress: Callable[[int], Any] | None = None) -> RunResult:
         """One run file, a line at a time, its rows straight into a columnar table (a cut-off last
-        line is skipped with a warning; see :func:`gnnmon.data.jsonl.read_chunks`)."""
+        line is skipped with a warning; see :func:`gnnmon.data.read.read_chunks`)."""
         manifest: dict[str, Any] | None = None
         rows = Table()
         parts: dict[str, list[dict[str, Any]]] = {GC: [], SAMPLE: [], MARKER: [], POINT: []}

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from gnnmon.data.format import END, GC, MARKER, POINT, SAMPLE, encode, typed_line
-from gnnmon.data.jsonl import JsonlWriter
+from gnnmon.data.write import JsonlWriter
 
 SINK_FAILED = "sink failed:"
 """How ``ended`` starts in the end line a sink gets when it is closed for having raised."""

@@ -1,0 +1,107 @@
+"""Writing a run file: :class:`JsonlWriter` puts the manifest line in place whole (a run that cannot
+start leaves a previous file untouched), then appends whole lines with unbuffered writes, so a
+crash or a kill leaves every completed line readable. What a line holds is
+:mod:`gnnmon.data.format`; reading it back is :mod:`gnnmon.data.read`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from gnnmon.data.format import dumps, encode
+
+
+class JsonlWriter:
+    """Appends lines to a file with unbuffered writes (a kill leaves every line written before it
+    on disk; a line cut by the kill is skipped by the reader); safe to call from several threads
+    and, through a reentrant lock, from a signal handler that interrupts a write in this thread.
+
+    ``header``: the first line (the manifest). It is written to a temporary file beside ``path``
+    that then takes ``path``'s place (``mode="x"``: only if none exists), so a run that cannot
+    start leaves a previous file at ``path`` untouched.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], mode: str = "w", header: dict[str, Any] | None = None) -> None:
+        if mode not in ("w", "x", "a"):
+            raise ValueError(f"mode must be 'w', 'x' or 'a', got {mode!r}")
+        self.path = Path(path)
+        if self.path.parent and not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self.lines = 0
+        if header is None or mode == "a":
+            self._file = open(self.path, mode + "b", buffering=0)
+            if header is not None:
+                self.write(header)
+            return
+        first = (dumps(header) + "\n").encode("utf-8")  # a value JSON cannot hold fails here, before any file
+        if mode == "x" and self.path.exists():
+            raise FileExistsError(f"{self.path} exists (mode='x' refuses to overwrite it)")
+        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self._file = open(temp, "xb", buffering=0)
+        try:
+            view = memoryview(first)
+            while view:
+                view = view[self._file.write(view):]
+            if mode == "x":
+                _link_new(temp, self.path)
+            else:
+                os.replace(temp, self.path)
+        except BaseException:
+            self._file.close()
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            raise
+        self.lines = 1
+
+    def write(self, obj: dict[str, Any]) -> None:
+        """One line, one write."""
+        self.write_lines([encode(obj)])
+
+    def write_lines(self, lines: list[bytes]) -> None:
+        """Encoded lines (no newline) in one write (the writer thread's batches)."""
+        if not lines:
+            return
+        data = b"\n".join(lines) + b"\n"
+        with self._lock:  # reentrant: a signal handler's row in this thread must not wait on itself
+            if self._file.closed:
+                raise ValueError(f"report file {self.path} is already closed")
+            view = memoryview(data)
+            while view:
+                view = view[self._file.write(view):]
+            self.lines += len(lines)
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    def forget(self) -> None:
+        """In a forked child: close this process's descriptor without the lock, which a thread of
+        the parent (the writer, mid-write) may have held at the fork and no thread of the child
+        will ever release; the parent's descriptor stays open."""
+        self._lock = threading.RLock()
+        self._file.close()
+
+
+def _link_new(temp: Path, path: Path) -> None:
+    """Give ``temp`` the name ``path`` only if no file has it (atomically where links exist)."""
+    try:
+        os.link(temp, path)  # fails if a file appeared meanwhile: nothing overwritten
+    except FileExistsError:
+        raise FileExistsError(f"{path} exists (mode='x' refuses to overwrite it)") from None
+    except OSError:  # a filesystem without hard links
+        if path.exists():
+            raise FileExistsError(f"{path} exists (mode='x' refuses to overwrite it)") from None
+        os.replace(temp, path)
+        return
+    os.unlink(temp)
