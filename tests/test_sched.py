@@ -238,3 +238,31 @@ def test_the_counters_are_read_twice_per_top_level_row_and_never_otherwise(monke
     with gnnmon.collect(sched=False):
         outer()
     assert len(reads) == 4
+
+
+def test_a_sleep_in_one_ranks_forward_is_its_wait_not_a_collective_though_the_others_waited_for_it():
+    """Rank 1 sleeps 50 ms in step 5's forward (one wait more than usual, off the CPU); rank 0
+    waits for it in the all-reduce of its backward, giving the CPU up three times more than usual.
+    The delay is seen in a phase, whose window is the whole row: the others' extra waits there are
+    their wait for rank 1, not a collective every rank made."""
+    from gnnmon.report.cross_rank import cross_rank
+
+    rows, t = [], 0
+    for i in range(20):
+        slow = i == 5
+        for rank in (0, 1):
+            forward = 0.010 + (0.050 if slow and rank == 1 else 0.0)
+            backward = 0.010 + (0.050 if slow and rank == 0 else 0.0)
+            wall = forward + backward
+            rows.append({"label": "step", "index": i, "rank": rank, "parent": None, "backend": "cpu",
+                         "t_start_ns": t, "t_end_ns": t + int(wall * 1e9), "wall_s": wall,
+                         "phase_forward_s": forward, "phase_backward_s": backward, "gc_pause_s": 0.0,
+                         "thread_cpu_s": 0.019, "thread_preempted": 0,
+                         "thread_waits": 1 + (3 if slow and rank == 0 else 1 if slow else 0),
+                         "before_s": 0.001, "before_thread_cpu_s": 0.001, "before_thread_preempted": 0,
+                         "before_thread_waits": 0})
+        t += int(0.120 * 1e9)
+    job = cross_rank(rows)
+    step = next(s for s in job["spikes"] if s["index"] == 5)
+    assert (step["slowest_rank"], step["via"], step["cause"]) == (1, "forward", "waiting (rank 1)")
+    assert job["collective"] == []

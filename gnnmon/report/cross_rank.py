@@ -377,7 +377,9 @@ def _off_cpu(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: 
     for at least half the delay more than usual (a sleep, I/O, a lock); ``collective`` where that
     wait was one every rank made, only longer here: every other rank also gave the CPU up there more
     often than usual at this step, no less often than this one (a collective in the window: DDP's
-    bucket rebuild in its second step, a barrier), or, after its buckets were ready (on time: the
+    bucket rebuild in its second step, a barrier; judged only over a window that ends before the
+    step's all-reduce, where the others wait for this rank: up to the buckets, or before the row),
+    or, after its buckets were ready (on time: the
     delay was not found before them), it gave the CPU up no more often than usual (its usual wait,
     the all-reduce's). Its communication thread or its step's thread ran late on a busy machine, or
     a slow link: not a wait of the job's own. None where the rows carry no counters or they say
@@ -392,6 +394,8 @@ def _off_cpu(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: 
     extra = window[3] - usual[3]
     if via == "row" and isinstance(row.get(BUCKETS), (int, float)) and extra <= 0:
         return "collective"  # after its buckets, no wait but the usual one (the all-reduce's) ran long
+    if via not in ("buckets", "arrival"):
+        return verdict  # the others' window is their whole row: its waits include the one for this rank
     others = [(_window(r, via), histories[k].usual_sched(r["label"], via)) for k, r in rows.items() if k != rank]
     if all(w is not None and u is not None and w[3] - u[3] >= max(extra, 1) for w, u in others):
         return "collective"
