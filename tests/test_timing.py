@@ -113,6 +113,28 @@ def test_fake_cuda_events_are_resolved_later_without_a_sync_per_call(fake_cuda, 
     assert [r["device_s"] for r in gnnmon.load(path).records] == [r["device_s"] for r in rows]
 
 
+def test_fake_cuda_a_phase_outside_any_row_has_its_device_time_read_once(fake_cuda):
+    """A phase with no row around it is a row of its own: its device time (planted 30 ms of device
+    work) is both ``device_s`` and its phase field, read from one pair of events given back to the
+    pool once (a second give-back would hand one event to two spans)."""
+    with gnnmon.collect() as run:
+        for _ in range(3):
+            with phase("batching", device="cuda:0"):
+                fake_cuda.launch(0.03)
+        run.flush()
+        created = fake_cuda.events_created
+        with phase("batching", device="cuda:0"):
+            fake_cuda.launch(0.001)
+        rows = run.records
+    assert created == 6 and fake_cuda.events_created == 6  # the second pass reuses the first's pair
+    assert [r["label"] for r in rows] == ["batching"] * 4
+    for row in rows[:3]:
+        assert row["device_s_source"] == "events"
+        assert row["device_s"] == pytest.approx(0.03, abs=1e-3)
+        assert row["phase_batching_s"] == row["device_s"]  # read once, not added twice
+    assert rows[3]["device_s"] == pytest.approx(0.001, abs=1e-3)
+
+
 def test_fake_cuda_events_come_from_a_pool(fake_cuda):
     @cuda_timed(device="cuda:0")
     def step():

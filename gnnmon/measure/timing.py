@@ -39,13 +39,16 @@ def check_sync(sync: Any, where: str) -> str:
 
 class EventSpan:
     """Device time between two recorded events, read when the end event has completed; both
-    events then go back to the backend's pool."""
+    events then go back to the backend's pool. The seconds go to ``field`` (added to what it
+    holds with ``accumulate``) and, where ``also`` names one, are set in that field too."""
 
-    __slots__ = ("start", "end", "field", "accumulate", "backend")
+    __slots__ = ("start", "end", "field", "accumulate", "backend", "also")
 
-    def __init__(self, start: Any, end: Any, field: str, accumulate: bool, backend: Backend) -> None:
+    def __init__(self, start: Any, end: Any, field: str, accumulate: bool, backend: Backend,
+                 also: str | None = None) -> None:
         self.start, self.end, self.field, self.accumulate = start, end, field, accumulate
         self.backend = backend
+        self.also = also
 
     def ready(self) -> bool:
         return bool(self.end.query())
@@ -59,6 +62,8 @@ class EventSpan:
             fields[self.field] = (fields.get(self.field) or 0.0) + seconds
         else:
             fields[self.field] = seconds
+        if self.also is not None:
+            fields[self.also] = seconds
         self.backend.release_event(start)
         self.backend.release_event(end)
 
@@ -271,14 +276,18 @@ class phase:
             return
         wall, device = watch.stop()
         if isinstance(device, EventSpan):
+            # one span, read once: the phase's field, and the device time of a row of its own
             device.field, device.accumulate = self.field, True
-            row.defer(device)
+            if self._own:
+                device.also = "device_s"
         else:
             value = wall if device is None else device
             fields[self.field] = (fields.get(self.field) or 0.0) + value
         if self._own:
-            _fill_time(row, watch, wall, device)
+            _fill_time(row, watch, wall, device)  # defers the span (device_s None until it is read)
             row.close(exc)
+        elif isinstance(device, EventSpan):
+            row.defer(device)
 
 
 _PHASE_FIELDS: dict[str, str] = {}
