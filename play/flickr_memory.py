@@ -201,13 +201,14 @@ def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, step
                 batches = iter(loader)
                 batch = next(batches)
             calls = model.conv_calls
+            if i == 0:  # before the step: PyG's Data.to() moves the batch's tensors in place
+                readback["batch_pinned"] = bool(batch.x.is_pinned())
             loss = step(model, batch)
             if i == 0:
                 for hook in hooks:
                     hook.remove()
                 readback["activation_dtype"] = seen_dtypes[0] if seen_dtypes else None
                 readback["conv_output_dtype"] = conv_dtypes[0] if conv_dtypes else None
-                readback["batch_pinned"] = bool(batch.x.is_pinned())
                 readback["worker_processes"] = len(psutil.Process().children())
                 readback["conv_forwards_per_step"] = model.conv_calls - calls
         readback["last_loss"] = float(loss)
