@@ -354,6 +354,25 @@ def cc_model():
     return model
 
 
+def test_the_codecarbon_probe_runs_in_a_child_process_and_touches_nothing_here(monkeypatch, tmp_path):
+    """CodeCarbon's set-up queries every GPU through NVML from a thread pool (on a GPU machine:
+    nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex): the probe runs it in a child process, so the
+    training process makes no NVML query and starts no thread for it, and gets the same model."""
+    import concurrent.futures
+
+    import codecarbon
+
+    nv = FakeNvml(n=1).install(monkeypatch, tmp_path)
+    pools: list = []
+    real_submit = concurrent.futures.ThreadPoolExecutor.submit
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit",
+                        lambda self, *a, **k: (pools.append(a), real_submit(self, *a, **k))[1])
+    model, why = carbon._probe()
+    assert model is not None, why
+    assert model.version == codecarbon.__version__ and model.cpu_count >= 1
+    assert pools == [] and not [c for c in nv.calls if c[0].startswith("nvml")]
+
+
 def test_codecarbon_model_is_read_and_labelled(cc_model):
     import codecarbon
 

@@ -3,8 +3,9 @@
 CodeCarbon's task API takes one reading per ``stop_task`` and blocks the calling thread while it
 does (3.3.2 on this project's machine: ``start()`` 1.46 s once, ``start_task`` 1.7 ms,
 ``stop_task`` 4.1 ms per call; see docs/energy.md). gnnmon never calls it per step. Instead, at
-set-up, it starts an ``OfflineEmissionsTracker`` once to learn which model CodeCarbon would apply
-on this machine — its CPU mode (``cpu_load``: TDP × the process's share of the CPUs; ``constant``:
+set-up, it starts an ``OfflineEmissionsTracker`` once, in a child process of its own (CodeCarbon's
+set-up queries every GPU through NVML from a thread pool and sets up logging: none of that in the
+training process), to learn which model CodeCarbon would apply on this machine — its CPU mode (``cpu_load``: TDP × the process's share of the CPUs; ``constant``:
 0.5 × TDP), the TDP it assumed, its RAM wattage — stops it (its threads end), and then applies
 that model to each row's own window. The probe's answer is kept per machine (:func:`cache_path`), so
 only the first run with energy on a machine waits for it; ``cpu_power_w=`` and ``ram_power_w=``
@@ -164,7 +165,37 @@ def _quiet() -> tuple[logging.Logger, int]:
     return log, level
 
 
+PROBE_TIMEOUT_S = 120.0
+"""The longest the probe's child process may take (it takes 1.5-3 s)."""
+
+
 def _probe() -> tuple[CodeCarbonModel | None, str]:
+    """:func:`probe_here` in a child process: the model, or (None, why not)."""
+    import subprocess
+    import sys
+
+    code = "import json, sys; from gnnmon.timeline.carbon import probe_here; json.dump(probe_here(), sys.stdout)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # gnnmon as this process sees it
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                              timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"codecarbon's probe did not run: {type(exc).__name__}: {exc}"
+    try:
+        model, why = json.loads(done.stdout.strip().splitlines()[-1])
+        return (CodeCarbonModel(**model) if model is not None else None), why
+    except (ValueError, IndexError, TypeError):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"codecarbon's probe failed (exit {done.returncode}): {tail}"
+
+
+def probe_here() -> tuple[dict | None, str]:
+    """Start and stop CodeCarbon's tracker in this process: its model as a dict, or (None, why not)."""
+    model, why = _probe_in_process()
+    return (dataclasses.asdict(model) if model is not None else None), why
+
+
+def _probe_in_process() -> tuple[CodeCarbonModel | None, str]:
     try:
         import codecarbon
         from codecarbon import OfflineEmissionsTracker
