@@ -26,24 +26,36 @@ def state():
             "recursion": sys.getrecursionlimit(), "switch": sys.getswitchinterval()}
 
 package = Path(sys.argv[1]) / "gnnmon"
-names = sorted(module_name(package, p) for p in package.rglob("*.py"))  # read from the files: nothing imported yet
+paths = {module_name(package, p): p for p in package.rglob("*.py")}  # read from the files: nothing imported yet
+names = sorted(paths)
 names.remove("gnnmon.__main__")
 # what the modules import from outside gnnmon is imported first: its own side effects are not gnnmon's
-outside = sorted({name for path in package.rglob("*.py") for name, _ in outside_imports(package, path)})
+outside = sorted({name for path in paths.values() for name, _ in outside_imports(package, path)})
+missing = set()
 for name in outside:
-    if name != "torch_geometric" and importlib.util.find_spec(name) is not None:
-        with warnings.catch_warnings():
-            importlib.import_module(name)
+    if name == "torch_geometric":
+        continue
+    if importlib.util.find_spec(name) is None:
+        missing.add(name)  # an optional package this machine lacks
+        continue
+    with warnings.catch_warnings():
+        importlib.import_module(name)
 before = state()
 import gnnmon
+skipped = []
 for name in names:
-    importlib.import_module(name)
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        if not {n for n, _ in outside_imports(package, paths[name])} & missing:
+            raise
+        skipped.append(name)  # it needs an optional package that is not installed here
 after = state()
 changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
 assert not changed, changed
 assert "torch_geometric" not in sys.modules, "gnnmon must not import PyG"
-assert set(names) <= set(sys.modules)
-print(len(names))
+assert set(names) - set(skipped) <= set(sys.modules)
+print(len(names) - len(skipped), len(skipped))
 """
 
 
@@ -54,4 +66,7 @@ def test_importing_every_module_changes_no_global_state():
     interpreter's switches as they were."""
     out = subprocess.run([sys.executable, "-c", PROBE, str(ROOT)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert int(out.stdout.strip()) >= 90  # every module, not a few
+    imported, skipped = map(int, out.stdout.split())
+    # every module, not a few; one that needs an optional package this machine lacks (mlflow, wandb)
+    # is left out, and only such a one
+    assert imported + skipped >= 90 and skipped <= 4

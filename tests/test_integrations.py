@@ -37,7 +37,7 @@ def free_port() -> int:
 
 def planted_run(path: Path, sinks: list, calls: int = 4, **options) -> list[dict]:
     """``calls`` steps that each sleep PLANT_S inside a phase; returns the rows of the file."""
-    @gnnmon.cuda_timed(label="step")
+    @gnnmon.cuda_timed(label="step", device="cpu")  # the series' device label, wherever CUDA is in use
     def step(i: int) -> int:
         with gnnmon.phase("forward"):
             time.sleep(PLANT_S)

@@ -65,7 +65,7 @@ def test_stats_helpers():
 def test_cli_prints_the_report(tmp_path):
     path = tmp_path / "r.jsonl"
 
-    @gnnmon.monitor_memory_device(label="cli-step")
+    @gnnmon.monitor_memory_device(label="cli-step", device="cpu")  # a GPU in use elsewhere in the process: still the CPU
     def f():
         return 1
 

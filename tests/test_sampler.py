@@ -400,9 +400,9 @@ def test_max_records_bounds_the_samples_kept_in_memory_too(tmp_path, monkeypatch
 
 
 def test_no_sample_reads_a_utilisation_over_a_window_the_kernel_cannot_resolve():
-    """A step that burns one core for 0.6 s, sampled every 50 ms: the sample the run's start takes
-    (about 1 ms after the sampler's baseline) has no utilisation, instead of a measured 0 %; every
-    other sample and the row read one busy core."""
+    """A step that burns one core for 0.6 s, sampled every 50 ms: every sample taken while it runs
+    and the row read one busy core. A window shorter than the kernel's ticks (planted CPU times)
+    has no utilisation instead of a 0 % or 100 % read; the next sample measures the longer one."""
     from gnnmon.timeline.agent import MIN_UTIL_WINDOW_S, Utilisation
 
     @gnnmon.cuda_timed(label="busy")
@@ -414,8 +414,10 @@ def test_no_sample_reads_a_utilisation_over_a_window_the_kernel_cannot_resolve()
     with gnnmon.collect(sample=0.05) as run:
         busy()
     util = [s["cpu_util_pct"] for s in run.samples]
-    assert util[0] is None
-    measured = [u for u in util if u is not None]
+    # The start's sample comes about 1 ms after the baseline and has none; on a loaded machine it
+    # can come later than the shortest window, and then measures the start (waiting for the
+    # sampler: 0 % is then true). The rule itself is checked on planted CPU times below.
+    measured = [u for u in util[1:] if u is not None]  # the samples taken while busy() ran
     assert len(measured) >= 5 and min(measured[:-1]) >= 50 and max(measured) <= 100 * (os.cpu_count() or 1) + 10
     assert run.records[0]["cpu_util_pct"] >= 60
 
