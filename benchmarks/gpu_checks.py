@@ -45,7 +45,7 @@ def _install_fakes(tmp: Path) -> Any:
 CLAIMS = {
     "environment": "a CUDA device is visible to torch, and torch, PyG and NVML load",
     "install": "gnnmon installs from the working tree without touching torch, and imports from the install",
-    "benchmark": "the full stack with phases costs at most 5 % of a realistic GCN step (H100, 2026-11-22: 1.028x)",
+    "benchmark": "the full stack with phases costs at most 5 % of a realistic GCN step (H100: 1.028x on 2026-11-22 at 40 steps × 7 rounds; 1.16x on 2026-11-26 at 20 × 4)",
     "energy": "on a busy GPU the sampler keeps up with NVML's counter (its step period found) and gnnmon's "
               "counter window matches NVML's delta read directly (within 5 %)",
     "compile": "a torch.compile(mode='reduce-overhead') GCN step under the full stack and @track_compile: every "
