@@ -162,7 +162,7 @@ CLEAN = {"gc_enabled": True, "row": "None", "phase": None, "pauses": 0, "held": 
 def test_exceptions_from_an_alarm_handler_leave_nothing_stale(exception):
     """A handler raising ``exception`` every 0.7 ms for 1.5 s over trivial decorated calls with a
     phase, caught in the loop: afterwards GC is on, no row, phase, window, pause or held section
-    is left, and the next row has no parent."""
+    is left, the next row has no parent, and gnnmon warned of nothing (no measurement failed)."""
     proc = run_script(textwrap.dedent(LEFTOVERS) + textwrap.dedent(f"""
         import gc, json, signal, sys, time
         import gnnmon
@@ -176,6 +176,10 @@ def test_exceptions_from_an_alarm_handler_leave_nothing_stale(exception):
                 raise {exception}("step timed out")
 
         raised = 0
+        import warnings
+        seen = warnings.catch_warnings(record=True)
+        caught = seen.__enter__()
+        warnings.simplefilter("always")
         with gnnmon.collect() as run:
             signal.signal(signal.SIGALRM, alarm)
             end = time.monotonic() + 1.5
@@ -194,12 +198,14 @@ def test_exceptions_from_an_alarm_handler_leave_nothing_stale(exception):
             time.sleep(0.01)
             left = leftovers()
             rows = run.records
-        print(json.dumps({{"raised": raised, "left": left,
+        failed = [str(w.message) for w in caught if "gnnmon" in str(w.message)]
+        print(json.dumps({{"raised": raised, "left": left, "gnnmon_warnings": failed,
                           "interrupted": sum(1 for r in rows if r.get("error") == "{exception}")}}))
     """).replace("{step}", STEP), timeout=120)
     out = json.loads(proc.stdout)
     assert out["raised"] > 100  # the handler raised often, at every kind of moment
     assert out["left"] == CLEAN
+    assert out["gnnmon_warnings"] == []  # no measurement took an interrupted entry for its own failure
 
 
 def test_a_held_section_an_exception_left_open_neither_holds_ctrl_c_nor_outlives_the_next_entry():

@@ -112,12 +112,17 @@ class CompileMeasurement(Measurement):
     __slots__ = ("_start",)
     name = "compile"
 
+    def __init__(self, row: Any, options: Any) -> None:
+        self.row, self.options = row, options
+        self._start: Any = None  # set once whole: an exit that finds none has nothing to compare
+
     def __enter__(self) -> CompileMeasurement:
         self._start = snapshot()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.row.fields.update(compile_fields(self._start, snapshot(), self.row.note))
+        if self._start is not None:
+            self.row.fields.update(compile_fields(self._start, snapshot(), self.row.note))
 
 
 track_compile = make_decorator(CompileMeasurement, "track_compile")

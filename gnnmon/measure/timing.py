@@ -138,6 +138,11 @@ class TimingMeasurement(Measurement):
         check_sync(options["sync"], where)
         return options
 
+    def __init__(self, row: Row, options: Any) -> None:
+        self.row, self.options = row, options
+        self._watch: Stopwatch | None = None  # each set once whole, last: an exit that finds
+        self._t0: int | None = None  # neither has no clock to stop (its entry was interrupted)
+
     def __enter__(self) -> TimingMeasurement:
         o, row = self.options, self.row
         sync = o["sync"]
@@ -145,19 +150,18 @@ class TimingMeasurement(Measurement):
             row.sync = sync  # phases inside time themselves the same way
         backend = row.backend(o["device"])
         if backend.memory_is_host:  # the CPU: work is synchronous, device time is wall time
-            self._watch = None
             self._t0 = time.perf_counter_ns()
             return self
-        self._watch = Stopwatch(backend, sync)
-        self._watch.start()
+        watch = Stopwatch(backend, sync)
+        watch.start()
+        self._watch = watch
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        try:
-            watch = self._watch
-        except AttributeError:  # its entry was interrupted before it started the clock
-            return
+        watch = self._watch
         if watch is None:
+            if self._t0 is None:
+                return
             wall = (time.perf_counter_ns() - self._t0) / 1e9
             fields = self.row.fields
             fields["wall_s"] = fields["device_s"] = wall
