@@ -201,7 +201,8 @@ def test_directly_stacked_decorators_merge_into_one_wrapper():
 
 
 def test_a_failing_measurement_never_changes_the_result():
-    from gnnmon.measure.adapters import Measurement, make_decorator
+    from gnnmon.measure.adapters import make_decorator
+    from gnnmon.measure.lifecycle import Measurement
 
     class Broken(Measurement):
         name = "broken"

@@ -35,7 +35,7 @@ from typing import Any
 
 from gnnmon.fields import row_key
 from gnnmon.figures import STEP_FIGURES
-from gnnmon.measure.adapters import Measurement, enter_measurements, exit_measurements, open_row
+from gnnmon.measure.lifecycle import Measurement, begin, exit_measurements, open_row
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
 from gnnmon.record.active import active_run, collect
@@ -256,12 +256,7 @@ class GnnmonCallback(Callback):
     # -- a training batch ---------------------------------------------------------------------
     def _open_row(self, label: str, batch: Any) -> _OpenRow:
         row = open_row(label, (batch,), {}).open()
-        try:
-            enter_measurements(self._measures, row)
-        except BaseException as exc:
-            row.note(f"did not start: {exc}")
-            exit_measurements(row, 0, exc, True)
-            raise
+        begin(row, self._measures, own=True)
         return _OpenRow(row)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:

@@ -17,19 +17,17 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextvars import ContextVar
 from types import FrameType
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
-from gnnmon.devices.resolve import parse_device, scan_arguments
-from gnnmon.measure.graph import graph_shape
+from gnnmon.measure.lifecycle import Measurement, enter_measurements, exit_measurements, open_row
 from gnnmon.record import state
-from gnnmon.record.interrupts import HELD, hold, interrupted, raised_by_handler, reentered, release, releasing
-from gnnmon.record.row import Row, exit_all
+from gnnmon.record.interrupts import HELD, hold, interrupted, reentered, release, releasing
+from gnnmon.record.row import Row
 
 is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 """True while ``torch.compile`` traces the code that calls it (Dynamo folds it to a constant): a
@@ -38,51 +36,6 @@ break, no row); measure around the compiled call instead (docs/timing-and-gc.md)
 
 # (wrapper expected next, row it should join), set by an outer wrapper just before it calls down.
 _JOIN: ContextVar[tuple[Any, Row] | None] = ContextVar("gnnmon_join", default=None)
-
-
-class Measurement:
-    """Base of measurements: a context manager filling ``row.fields``.
-
-    Subclasses set ``name``, ``option_names`` and ``defaults``, and may override
-    :meth:`check_options` (called once, when a decorator or scope is made) to validate option
-    values. A measurement is made per call as ``cls(row, options)``, ``options`` being the checked
-    mapping with every default filled in (one positional argument: cheap on the step's path).
-    """
-
-    __slots__ = ("row", "options")
-    name: ClassVar[str] = "measurement"
-    option_names: ClassVar[tuple[str, ...]] = ()
-    defaults: ClassVar[dict[str, Any]] = {}
-
-    def __init__(self, row: Row, options: Mapping[str, Any]) -> None:
-        self.row = row
-        self.options = options
-
-    @classmethod
-    def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
-        """Refuse unknown options; fill in defaults; turn a ``device`` option into a
-        ``torch.device``."""
-        unknown = sorted(set(options) - set(cls.option_names))
-        if unknown:
-            raise TypeError(
-                f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; "
-                f"expected some of {', '.join(cls.option_names) or 'none'}"
-            )
-        options = {**cls.defaults, **options}
-        if options.get("device") is not None:
-            options["device"] = parse_device(options["device"])
-        return options
-
-    def __enter__(self) -> Measurement:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        return None
-
-    def failed(self, err: Exception) -> None:
-        """Say on the row, and once as a warning, that this measurement failed (the call goes on)."""
-        self.row.note(f"{self.name} failed: {type(err).__name__}: {err}")
-        warnings.warn(f"gnnmon {self.name} measurement failed: {err!r}", RuntimeWarning, 3)
 
 
 def default_label(func: Any) -> str:
@@ -150,40 +103,6 @@ def _check_target(func: Any, where: str) -> None:
             f"{where} cannot decorate the coroutine function {name}: gnnmon measures "
             "synchronous calls. Use the scope form inside the coroutine instead"
         )
-
-
-def open_row(label: str, args: tuple[Any, ...], kwargs: dict[str, Any], owner: FrameType | None = None) -> Row:
-    """A new row for a call (not yet open): one pass over its arguments gives their device (kept,
-    not the objects) and the shape of a PyG batch among them."""
-    if not args and not kwargs:
-        return Row(label, owner=owner)
-    found, data = scan_arguments(args, kwargs)
-    return Row(label, found=found, shape=graph_shape(data) if data is not None else None, owner=owner)
-
-
-def enter_measurements(measures: list[tuple[type[Measurement], dict]], row: Row) -> None:
-    """Enter each measurement (outermost first) into ``row.entered`` (listed before it is entered:
-    whatever interrupts it, its exit runs). One that fails for want of a resource (out of file
-    descriptors: ``OSError``) is left out with a note; the call goes on."""
-    entered = row.entered
-    for measure_cls, opts in measures:
-        measure = measure_cls(row, opts)
-        entered.append(measure)
-        try:
-            measure.__enter__()
-        except OSError as err:
-            if raised_by_handler(err):  # a handler's TimeoutError is an OSError too: the caller's
-                raise
-            entered.remove(measure)
-            measure.failed(err)
-
-
-def exit_measurements(row: Row, start: int, exc: BaseException | None, own: bool) -> None:
-    """Exit the measurements ``row.entered[start:]`` (innermost first), then close ``row`` if it is
-    ``own`` (else another wrapper's to close)."""
-    exit_all(row.entered, start, exc)
-    if own:
-        row.close(exc)
 
 
 @releasing

@@ -30,7 +30,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gnnmon.measure.adapters import Measurement, make_decorator
+from gnnmon.measure.adapters import make_decorator
+from gnnmon.measure.lifecycle import Measurement
 
 Snapshot = tuple[int, int, dict[str, int], int, int] | None
 """(frames compiled, graphs, graph breaks per reason, frame compile-time entries, backward

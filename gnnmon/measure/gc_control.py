@@ -13,7 +13,8 @@ import itertools
 import threading
 from typing import Any
 
-from gnnmon.measure.adapters import Measurement, make_decorator
+from gnnmon.measure.adapters import make_decorator
+from gnnmon.measure.lifecycle import Measurement
 from gnnmon.record.gc_log import requested_collection
 from gnnmon.record.interrupts import hold, reentered, release, releasing
 

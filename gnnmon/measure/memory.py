@@ -18,7 +18,8 @@ from gnnmon.devices.cpu import host_as_device_fields
 from gnnmon.devices.host import EXACT_SOURCE, HOST
 from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.errors import is_positive_number
-from gnnmon.measure.adapters import Measurement, make_decorator, make_scope
+from gnnmon.measure.adapters import make_decorator, make_scope
+from gnnmon.measure.lifecycle import Measurement
 
 CACHED_NOTE = ("cpu: freed memory stays in the process for reuse (glibc), so a call's peak shows only "
                "growth beyond what earlier calls left; gnnmon.exact_host_memory() returns large frees "

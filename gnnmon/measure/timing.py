@@ -23,7 +23,8 @@ from typing import Any
 from gnnmon.devices import Backend
 from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import parse_device
-from gnnmon.measure.adapters import Measurement, is_compiling, make_decorator, make_scope
+from gnnmon.measure.adapters import is_compiling, make_decorator, make_scope
+from gnnmon.measure.lifecycle import Measurement
 from gnnmon.record import state
 from gnnmon.record.interrupts import hold, reentered, release, releasing
 from gnnmon.record.row import Row, open_phase

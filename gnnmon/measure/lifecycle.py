@@ -1,0 +1,120 @@
+"""The row life cycle, written once: a call's row is opened, its measurements are entered in
+order (outermost first), the call runs, they are exited in reverse and the row is closed. The
+decorators and scopes (:mod:`gnnmon.measure.adapters`), a phase outside any row
+(:mod:`gnnmon.measure.timing`) and the Lightning callback all go through these functions.
+
+What holds whatever interrupts it (an exception a signal handler raises can land at any line):
+
+* a measurement is listed in ``row.entered`` before it is entered, so its exit always runs;
+* a measurement's exit never assumes its entry finished (``tests/test_lifecycle.py`` raises at
+  every line of every entry): state is set in ``__init__`` to "nothing started" and published
+  whole at the end of ``__enter__``;
+* an exception from a measurement's exit is its own failure (a note and a warning) unless a signal
+  handler raised it (:func:`gnnmon.record.interrupts.raised_by_handler`), which reaches the caller.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any, ClassVar
+
+from gnnmon.devices.resolve import parse_device, scan_arguments
+from gnnmon.measure.graph import graph_shape
+from gnnmon.record.interrupts import raised_by_handler
+from gnnmon.record.row import Row, exit_all
+
+
+class Measurement:
+    """Base of measurements: a context manager filling ``row.fields``.
+
+    Subclasses set ``name``, ``option_names`` and ``defaults``, and may override
+    :meth:`check_options` (called once, when a decorator or scope is made) to validate option
+    values. A measurement is made per call as ``cls(row, options)``, ``options`` being the checked
+    mapping with every default filled in (one positional argument: cheap on the step's path).
+    """
+
+    __slots__ = ("row", "options")
+    name: ClassVar[str] = "measurement"
+    option_names: ClassVar[tuple[str, ...]] = ()
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, row: Row, options: Mapping[str, Any]) -> None:
+        self.row = row
+        self.options = options
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
+        """Refuse unknown options; fill in defaults; turn a ``device`` option into a
+        ``torch.device``."""
+        unknown = sorted(set(options) - set(cls.option_names))
+        if unknown:
+            raise TypeError(
+                f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; "
+                f"expected some of {', '.join(cls.option_names) or 'none'}"
+            )
+        options = {**cls.defaults, **options}
+        if options.get("device") is not None:
+            options["device"] = parse_device(options["device"])
+        return options
+
+    def __enter__(self) -> Measurement:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        return None
+
+    def failed(self, err: Exception) -> None:
+        """Say on the row, and once as a warning, that this measurement failed (the call goes on)."""
+        self.row.note(f"{self.name} failed: {type(err).__name__}: {err}")
+        warnings.warn(f"gnnmon {self.name} measurement failed: {err!r}", RuntimeWarning, 3)
+
+
+def open_row(label: str, args: tuple[Any, ...], kwargs: dict[str, Any], owner: FrameType | None = None) -> Row:
+    """A new row for a call (not yet open): one pass over its arguments gives their device (kept,
+    not the objects) and the shape of a PyG batch among them."""
+    if not args and not kwargs:
+        return Row(label, owner=owner)
+    found, data = scan_arguments(args, kwargs)
+    return Row(label, found=found, shape=graph_shape(data) if data is not None else None, owner=owner)
+
+
+def enter_measurements(measures: list[tuple[type[Measurement], dict]], row: Row) -> None:
+    """Enter each measurement (outermost first) into ``row.entered`` (listed before it is entered:
+    whatever interrupts it, its exit runs). One that fails for want of a resource (out of file
+    descriptors: ``OSError``) is left out with a note; the call goes on."""
+    entered = row.entered
+    for measure_cls, opts in measures:
+        measure = measure_cls(row, opts)
+        entered.append(measure)
+        try:
+            measure.__enter__()
+        except OSError as err:
+            if raised_by_handler(err):  # a handler's TimeoutError is an OSError too: the caller's
+                raise
+            entered.remove(measure)
+            measure.failed(err)
+
+
+def exit_measurements(row: Row, start: int, exc: BaseException | None, own: bool) -> None:
+    """Exit the measurements ``row.entered[start:]`` (innermost first), then close ``row`` if it is
+    ``own`` (else another wrapper's to close)."""
+    exit_all(row.entered, start, exc)
+    if own:
+        row.close(exc)
+
+
+def begin(row: Row, measures: list[tuple[type[Measurement], dict]], own: bool) -> int:
+    """Enter ``measures`` into ``row`` (open; the caller's own when ``own``); returns where they
+    start in ``row.entered``. If the entry is interrupted, what was entered is exited (and an own
+    row closed, noted as not started) with the exception, which propagates."""
+    start = len(row.entered)
+    try:
+        enter_measurements(measures, row)
+    except BaseException as exc:
+        if own:
+            row.note(f"did not start: {type(exc).__name__}: {exc}")
+        exit_measurements(row, start, exc, own)
+        raise
+    return start
