@@ -6,8 +6,6 @@ timeline does not cover yet is held back unless forced, and forcing asks for a s
 
 from __future__ import annotations
 
-import pytest
-
 from gnnmon.record.inbox import MAX_PENDING, Inbox
 
 
@@ -158,7 +156,6 @@ def test_a_deferred_figure_that_raises_becomes_a_note_and_the_row_is_kept():
         assert out[1] == {**row(1), "device_s": 1.5}  # no note on the next row
 
 
-@pytest.mark.xfail(strict=True, reason="a ready() that raises leaves take_ready and loses the rows taken before it")
 def test_a_deferred_figure_whose_readiness_raises_loses_no_row():
     """Row 1's device event raises when asked whether it is done: rows 0 and 2 leave finished,
     and row 1 too, with the note 'deferred figure failed: <the error>' (the failing question
