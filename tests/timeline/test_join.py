@@ -155,6 +155,38 @@ def test_covers_once_a_sample_and_every_counters_point_reach_the_rows_end():
     assert join.covers(fields)
 
 
+class Arriving(dict):
+    """A counter's point that, when its value is read, runs ``meanwhile``: the writer thread
+    asking ``covers()`` while the sampler's reader thread is inside ``Counters.add`` (the GIL
+    may switch threads between any two bytecodes)."""
+
+    def __init__(self, meanwhile, **point) -> None:
+        super().__init__(point)
+        self.meanwhile = meanwhile
+        self.seen: list = []
+
+    def __getitem__(self, key):
+        if key == "value":
+            self.seen.append(self.meanwhile())
+        return super().__getitem__(key)
+
+
+@pytest.mark.xfail(strict=True, reason="a counter's times are in place, empty, before its first point")
+def test_covers_asked_while_a_counters_first_point_arrives_says_not_yet_or_yes_never_raises():
+    """A second counter's first point arrives (at 1.3 s) while the join asks whether a row ending
+    at 1.25 s is covered: the answer is a bool, and once the point is in, True (it raised
+    IndexError: the new counter's times were in place before their first point, and
+    take_ready lost the rows it had taken before the question)."""
+    samples = [{"t_ns": S + 300 * MS, "cpu_util_pct": 50.0}]
+    counters = Counters([{"key": "gpu0_energy_mj", "t_ns": S + 300 * MS, "value": 0.0}])
+    join = RowJoin(samples, counters, 0.1)
+    fields = row(S, S + 250 * MS)
+    point = Arriving(lambda: join.covers(fields), key="rapl_package_j", t_ns=S + 300 * MS, value=5.0)
+    counters.add(point)
+    assert len(point.seen) == 1 and point.seen[0] in (True, False)
+    assert join.covers(fields) and counters.value_at("rapl_package_j", S + 300 * MS) == 5.0
+
+
 def test_refresh_asks_for_a_sample_now():
     asked: list[int] = []
     RowJoin([], Counters(), 0.1, refresh=lambda: asked.append(1)).refresh()
