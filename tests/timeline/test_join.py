@@ -171,7 +171,6 @@ class Arriving(dict):
         return super().__getitem__(key)
 
 
-@pytest.mark.xfail(strict=True, reason="a counter's times are in place, empty, before its first point")
 def test_covers_asked_while_a_counters_first_point_arrives_says_not_yet_or_yes_never_raises():
     """A second counter's first point arrives (at 1.3 s) while the join asks whether a row ending
     at 1.25 s is covered: the answer is a bool, and once the point is in, True (it raised
