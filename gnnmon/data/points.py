@@ -44,12 +44,17 @@ class Counters:
             self.add(p)
 
     def add(self, point: Mapping[str, Any]) -> None:
+        """Take a point (from the sampler's reader thread, while the writer thread reads: every
+        key readers can find has at least one point, and its values are appended first)."""
         key = point["key"]
-        if key not in self.times:  # values first: readers index through times
-            self.values[key] = array("d")
-            self.times[key] = array("q")
-        times = self.times[key]
-        if times and point["t_ns"] <= times[-1]:
+        times = self.times.get(key)
+        if times is None:  # a new counter, published last and whole (readers find keys through times)
+            self.values[key] = array("d", [float(point["value"])])
+            self.stepped[key] = bool(point.get("step", True))
+            self._periods[key] = None
+            self.times[key] = array("q", [int(point["t_ns"])])
+            return
+        if point["t_ns"] <= times[-1]:
             return  # out of order or repeated: the series stays monotonic
         self.values[key].append(float(point["value"]))
         self.stepped[key] = bool(point.get("step", True))

@@ -11,7 +11,9 @@ from gnnmon.timeline.join import RowJoin
 
 
 class Deferred(Protocol):
-    """Figures read later: ``ready()`` must not block; ``resolve(fields)`` may (it adds fields)."""
+    """Figures read later: ``ready()`` must not block; ``resolve(fields)`` may (it adds fields).
+    Either may raise (a CUDA event's query does after an asynchronous device error): a ``ready()``
+    that raises counts as ready, and the row keeps what ``resolve`` says of the failure."""
 
     def ready(self) -> bool: ...
 
@@ -46,7 +48,7 @@ class Inbox(deque[Pending]):
                 fields, deferred = item, None
             else:
                 fields, deferred = item
-            if not force and overflow <= 0 and deferred and not all(d.ready() for d in deferred):
+            if not force and overflow <= 0 and deferred and not _ready(deferred):
                 break
             if join is not None and not join.covers(fields):
                 if not force:
@@ -74,3 +76,13 @@ class Inbox(deque[Pending]):
         first = self[0]
         start: int = (first if isinstance(first, dict) else first[0])["t_start_ns"]
         return start
+
+
+def _ready(deferred: list[Deferred]) -> bool:
+    """Whether every figure of a row can be read without waiting; one whose question raises is
+    read now, so that its row leaves with a note rather than the error leaving take_ready (which
+    lost the rows taken before it and held back every row after it)."""
+    try:
+        return all(d.ready() for d in deferred)
+    except Exception:  # noqa: BLE001 - resolve() meets the same failure and notes it on the row
+        return True
