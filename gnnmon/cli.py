@@ -62,6 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("fields", help="print the reference of every field a row can hold (markdown)",
                    description="Print every field a row can hold: its unit, meaning and logged name.")
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a name the OS decoded with surrogateescape: shown escaped
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     formatted = warnings.formatwarning
     warnings.formatwarning = _one_line_warning  # how Python's own printing formats them, while the command runs
     try:

@@ -4,7 +4,9 @@ A file is a manifest line first (versions, devices, options, the user's config),
 order they arrived, rows, GC events, utilisation samples, energy counters' points and markers,
 and an end line when the run ended cleanly. :data:`KINDS` names every kind of line; this module
 turns objects into lines and back. Non-finite floats are written as ``null`` (strict JSON),
-tensors (where torch is loaded) as their values, anything else JSON cannot hold as its repr.
+tensors (where torch is loaded) as their values, anything else JSON cannot hold as its repr; a
+string with a lone surrogate (a name the OS decoded with ``surrogateescape``) as a JSON escape,
+read back equal.
 """
 
 from __future__ import annotations
@@ -122,13 +124,32 @@ def typed_line(kind: str, encoded: bytes) -> bytes:
     return head + b"}" if encoded == b"{}" else head + b"," + encoded[1:]
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def parse(line: bytes | str) -> Any:
-    """A JSON line back to Python objects."""
+    """A JSON line back to Python objects. A string with a lone surrogate (text the OS decoded with
+    ``surrogateescape``, written by :func:`encode` as a JSON escape) is read by json where orjson
+    refuses it; NaN and Infinity are refused by both (not JSON)."""
     if _orjson_loads is not None:
-        return _orjson_loads(line)
-    return json.loads(line)
+        try:
+            return _orjson_loads(line)
+        except ValueError:
+            pass
+    return json.loads(line, parse_constant=_not_json)
 
 
 def dumps_str(text: str) -> str:
     """A JSON string literal."""
     return encode_basestring_ascii(text)
+
+
+def printable(text: str) -> str:
+    """``text`` as it can be printed or written as UTF-8: a lone surrogate (a name the OS decoded
+    with ``surrogateescape``) shown as its backslash escape, the rest unchanged."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text

@@ -42,7 +42,7 @@ class CsvExport:
 
     def write(self, result: RunResult, out: str | os.PathLike[str]) -> str:
         """Write ``result``'s rows to the file ``out``; says what was written."""
-        with open(out, "w", encoding="utf-8", newline="") as f:
+        with open(out, "w", encoding="utf-8", errors="backslashreplace", newline="") as f:
             n = write_csv(result, f)
         return f"{n:,} rows"
 

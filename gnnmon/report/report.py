@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gnnmon.data.column import sorted_numbers
+from gnnmon.data.format import printable
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table, returned
 from gnnmon.fields import is_number, row_key
@@ -251,11 +252,11 @@ class Report:
         then the step analysis, GC and spikes where the rows have times, then energy; with ``by``
         (a marker), all of it once per value of the marker, in natural order."""
         if by is None:
-            return render_markdown(self)
+            return printable(render_markdown(self))
         text = header_lines(self.manifest)
         for value, part in self.groups(by).items():
             text += [f"## {by} = {value} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
-        return "\n".join(text)
+        return printable("\n".join(text))
 
     def to_frame(self) -> Any:
         """The rows as a pandas DataFrame (one row per call)."""

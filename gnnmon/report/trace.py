@@ -120,7 +120,7 @@ class TraceExport:
     def write(self, result: RunResult, out: str | os.PathLike[str]) -> str:
         """Write ``result`` as a Chrome trace JSON file at ``out``; says what was written."""
         trace = chrome_trace(result)
-        with open(out, "w", encoding="utf-8") as f:
+        with open(out, "w", encoding="utf-8", errors="backslashreplace") as f:
             json.dump(trace, f)
         return f"{len(trace['traceEvents'])} trace events"
 
