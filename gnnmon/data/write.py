@@ -32,8 +32,11 @@ class JsonlWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self.lines = 0
+        self._end = 0  # bytes of whole lines: where a failed write is cut back to
+        self._torn = False  # a failed write left part of a line that could not be cut back
         if header is None or mode == "a":
             self._file = open(self.path, mode + "b", buffering=0)
+            self._end = os.fstat(self._file.fileno()).st_size
             if header is not None:
                 self.write(header)
             return
@@ -58,23 +61,47 @@ class JsonlWriter:
                 pass
             raise
         self.lines = 1
+        self._end = len(first)
 
     def write(self, obj: dict[str, Any]) -> None:
         """One line, one write."""
         self.write_lines([encode(obj)])
 
     def write_lines(self, lines: list[bytes]) -> None:
-        """Encoded lines (no newline) in one write (the writer thread's batches)."""
+        """Encoded lines (no newline) in one write (the writer thread's batches). A write that
+        fails (a full disk) leaves no part of a line: the file is cut back to its last whole line
+        before the error is raised, so the lines written after it (once there is room again) are
+        whole lines of their own."""
         if not lines:
             return
         data = b"\n".join(lines) + b"\n"
         with self._lock:  # reentrant: a signal handler's row in this thread must not wait on itself
             if self._file.closed:
                 raise ValueError(f"report file {self.path} is already closed")
+            if self._torn and not self._cut_back():
+                data = b"\n" + data  # the part left ends as a line of its own, skipped by the reader
             view = memoryview(data)
-            while view:
-                view = view[self._file.write(view):]
+            try:
+                while view:
+                    view = view[self._file.write(view):]
+            except BaseException:
+                if len(view) < len(data):  # part of the batch is in the file
+                    self._torn = True
+                    self._cut_back()
+                raise
+            self._end = self._file.tell()  # the file's end: whole lines up to here
+            self._torn = False
             self.lines += len(lines)
+
+    def _cut_back(self) -> bool:
+        """Cut the file back to its last whole line; whether that worked (``_torn`` is cleared)."""
+        try:
+            os.ftruncate(self._file.fileno(), self._end)
+            self._file.seek(self._end)
+        except OSError:
+            return False
+        self._torn = False
+        return True
 
     @property
     def closed(self) -> bool:

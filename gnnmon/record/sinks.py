@@ -158,6 +158,8 @@ class JsonlSink:
         file = self.file
         if file is None:
             return
+        if self.lines_lost:  # the file says what it is missing
+            end = {**end, "lines_lost": self.lines_lost, "write_errors": list(self.errors)}
         self._write([encode(end)])
         try:
             file.close()

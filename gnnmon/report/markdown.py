@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from itertools import compress, groupby
 from typing import Any, Protocol
 
+from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table
 from gnnmon.fields import J_PER_KWH
 from gnnmon.figures import COUNT, ENERGY_FIELDS, NANOSECONDS, TEXT, unit_of
@@ -25,6 +26,7 @@ class Explained(Protocol):
     table: Table
     manifest: dict[str, Any]
     gc_events: list[dict[str, Any]]
+    result: RunResult
 
     def summary(self) -> dict[str, dict[str, dict[str, float]]]: ...
 
@@ -68,11 +70,23 @@ def header_lines(m: Mapping[str, Any]) -> list[str]:
     return [" · ".join(parts), ""] if parts else []
 
 
+def file_notes(end: Mapping[str, Any]) -> list[str]:
+    """What the run's file says it is missing (lines a failed write lost), before anything else."""
+    lost = end.get("lines_lost") if end else None
+    if not lost:
+        return []
+    why = "; ".join(map(str, end.get("write_errors") or ())) or "write errors"
+    return [f"**{lost} lines of this run were lost** when writing its file failed ({why}); the rows "
+            "before and after them are whole.", ""]
+
+
 def render_markdown(report: Explained, header: bool = True) -> str:
     """The report as markdown: one table of figures per label (bytes in MiB, seconds in ms), then
     the step analysis, GC, spikes and short steps where the rows have times, then energy
     (``header``: the versions line first)."""
     lines: list[str] = header_lines(report.manifest) if header else []
+    if header:
+        lines += file_notes(report.result.end)
     summary = report.summary()
     if not summary:
         return "\n".join(lines + ["(no rows recorded)"]) + "\n"

@@ -349,4 +349,5 @@ def test_a_failed_write_of_the_file_counts_its_lines_warns_once_and_the_next_bat
     sink.close({"type": "end", "rows": 10})
     assert sink.lines_lost == 7 and len(sink.errors) == 2 and "No space left" in sink.errors[0]
     assert len([w for w in caught if "could not write" in str(w.message)]) == 1
-    assert row_indexes(path) == [0, 1, 9] and lines(path)[-1] == {"type": "end", "rows": 10}
+    assert row_indexes(path) == [0, 1, 9] and lines(path)[-1] == {  # the end line says what is missing
+        "type": "end", "rows": 10, "lines_lost": 7, "write_errors": ["OSError: [Errno 28] No space left on device"] * 2}

@@ -1,0 +1,65 @@
+"""A disk that fills and frees again: a write that failed leaves no partial line, the rows written
+once there is room again load with a strict ``load()``, and the gap is reported.
+
+The disk is a quota on the file, as the kernel applies one: a write gets as many bytes as fit (a
+short write), the next raises ``ENOSPC``; freeing space lets writes through again."""
+
+from __future__ import annotations
+
+import errno
+import json
+import warnings
+
+import gnnmon
+
+
+class QuotaFile:
+    """A raw file that holds at most ``capacity`` bytes, as a full disk does."""
+
+    def __init__(self, raw, capacity: int) -> None:
+        self.raw = raw
+        self.capacity = capacity
+
+    def write(self, data) -> int:
+        room = self.capacity - self.raw.tell()
+        if room <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.raw.write(data[:room])
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
+
+
+def test_a_disk_that_fills_and_frees_again_leaves_whole_lines_and_says_what_it_lost(tmp_path):
+    path = tmp_path / "run.jsonl"
+
+    @gnnmon.cuda_timed(label="step", device="cpu")
+    def step(i):
+        return i
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gnnmon.collect(path, flush_interval=60) as run:  # batches leave on flush() only
+            writer = run.outlets.file.file
+            for i in range(20):
+                step(i)
+            run.flush()
+            quota = writer._file = QuotaFile(writer._file, writer._file.tell() + 150)  # room for part of a line
+            for i in range(20, 40):
+                step(i)
+            run.flush()  # fails part-way through its first line
+            assert path.stat().st_size == quota.capacity - 150  # cut back to the last whole line
+            quota.capacity = 1 << 30  # space again
+            for i in range(40, 60):
+                step(i)
+            run.flush()
+    assert run.lines_lost == 20 and run.write_errors
+    assert sum("No space left" in str(w.message) for w in caught) == 1
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])  # every line whole
+    loaded = gnnmon.load(path)  # strict
+    assert [r["index"] for r in loaded.records] == list(range(20)) + list(range(40, 60))
+    assert loaded.complete and loaded.end["lines_lost"] == 20
+    assert "No space left" in loaded.end["write_errors"][0]
+    text = loaded.report().markdown()
+    assert "20 lines of this run were lost" in text and "No space left" in text
