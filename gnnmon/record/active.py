@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from threading import get_ident
 from typing import Any
 
 from gnnmon.record import state
@@ -27,10 +28,19 @@ def default_run() -> Run:
 
 
 def active_run() -> Run:
-    """The innermost active ``collect`` run, else the default run."""
+    """Where a row of this thread goes: the innermost active ``collect`` run started in this
+    thread, else the innermost active one (a thread with no run of its own, such as a data
+    loader's, records into the newest run), else the default run. Two threads each inside their
+    own ``collect()`` at once each get their own rows."""
     runs = state.RUNS
     if runs:
         innermost: Run = runs[-1]
+        me = get_ident()
+        if innermost.thread == me or len(runs) == 1:
+            return innermost
+        for run in reversed(runs):
+            if run.thread == me:
+                return run
         return innermost
     return default_run()
 

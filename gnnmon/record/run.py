@@ -68,8 +68,7 @@ slow sink, must not pile up in memory)."""
 CHILD_MAX_RECORDS = 1_000
 """Rows a forked child (a DataLoader worker) keeps of the runs it inherited."""
 
-FORKED_NOTE = ("processes forked during this run (DataLoader workers) kept the rows of their decorated calls "
-               "to themselves: they are not in this run")
+FORKED_NOTE = "processes forked during this run (DataLoader workers) kept their rows: they are not in this run"
 
 
 class Run:
@@ -116,6 +115,7 @@ class Run:
         self._others: deque[tuple[str, dict[str, Any]]] = deque()  # GC events, samples, ... for sinks
         self.children_forked = 0  # forks while active (DataLoader workers): their rows are not here
         self._state = "new"
+        self.thread: int | None = None  # the thread that started it
         self.ended = "stop"  # how the run ended, for its end line: see stop()
         self._last_error = None  # sys.last_value when the run started (an uncaught error's, if any, is newer)
         self._unmeasured_at_start = 0
@@ -160,6 +160,7 @@ class Run:
             self.history.stop()
             raise
         self._state = "active"
+        self.thread = threading.get_ident()  # its thread's rows come here (record/active.py)
         self._last_error = getattr(sys, "last_value", None)
         self._unmeasured_at_start = HELD.unmeasured
         GC_LOG.acquire()
