@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import threading
 from contextvars import ContextVar
 from typing import Any
@@ -81,14 +82,12 @@ def _forked_parent() -> None:
 
 def _stop_at_exit() -> None:
     """At interpreter exit (the script's end, ``sys.exit``, an uncaught exception, a notebook kernel
-    shutting down): every run still active is stopped, innermost first, so every row closed before
+    shutting down, a ``multiprocessing`` child's end): every run still active is stopped, innermost first, so every row closed before
     is written with the end line. (Registered after torch's own exit handlers, so it runs first.)"""
     for run in reversed(list(RUNS)):
         try:
             run.stop_at_exit()
         except Exception as exc:  # noqa: BLE001 - the other runs still end
-            import sys
-
             print(f"gnnmon could not end {run!r} at exit: {exc!r}", file=sys.stderr)
 
 
@@ -96,6 +95,23 @@ def _watch_exit() -> None:
     if not _exit_hook:
         atexit.register(_stop_at_exit)
         _exit_hook.append(True)
+    _watch_child_exit()
+
+
+_child_hook: list[int] = []  # the pid whose multiprocessing exit runs _stop_at_exit
+
+
+def _watch_child_exit() -> None:
+    """In a ``multiprocessing`` child (fork or forkserver), which ends with ``os._exit`` (no
+    ``atexit`` handler runs) once its function returns or raises: stop the runs with the child's
+    own exit functions, which run before that (``multiprocessing.util._exit_function``)."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None or os.getpid() in _child_hook or mp.parent_process() is None:
+        return
+    from multiprocessing import util
+
+    util.Finalize(None, _stop_at_exit, exitpriority=100)  # before the child's other finalizers
+    _child_hook.append(os.getpid())
 
 
 def _watch_forks() -> None:
