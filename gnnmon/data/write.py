@@ -6,10 +6,18 @@ crash or a kill leaves every completed line readable. What a line holds is
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import stat
 import threading
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory locks (a second writer is not detected)
+    fcntl = None  # type: ignore[assignment]
 
 from gnnmon.data.format import dumps, encode
 
@@ -21,7 +29,9 @@ class JsonlWriter:
 
     ``header``: the first line (the manifest). It is written to a temporary file beside ``path``
     that then takes ``path``'s place (``mode="x"``: only if none exists), so a run that cannot
-    start leaves a previous file at ``path`` untouched.
+    start leaves a previous file at ``path`` untouched. The file it replaces keeps its permission
+    bits; a read-only file, or one another live process's run is writing (this writer holds an
+    advisory lock on its file while the process lives), is refused with an error saying so.
     """
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "w", header: dict[str, Any] | None = None) -> None:
@@ -35,7 +45,11 @@ class JsonlWriter:
         self._end = 0  # bytes of whole lines: where a failed write is cut back to
         self._torn = False  # a failed write left part of a line that could not be cut back
         if header is None or mode == "a":
+            _refuse_if_written(self.path)
             self._file = open(self.path, mode + "b", buffering=0)
+            if not _lock(self._file):
+                self._file.close()
+                _refuse_if_written(self.path, force=True)
             self._end = os.fstat(self._file.fileno()).st_size
             if header is not None:
                 self.write(header)
@@ -43,9 +57,13 @@ class JsonlWriter:
         first = (dumps(header) + "\n").encode("utf-8")  # a value JSON cannot hold fails here, before any file
         if mode == "x" and self.path.exists():
             raise FileExistsError(f"{self.path} exists (mode='x' refuses to overwrite it)")
+        old_mode = _replaceable(self.path)
         temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         self._file = open(temp, "xb", buffering=0)
         try:
+            _lock(self._file)  # held while this process writes: another process's run refuses the path
+            if old_mode is not None:
+                os.chmod(temp, old_mode)  # the file it replaces keeps its permissions
             view = memoryview(first)
             while view:
                 view = view[self._file.write(view):]
@@ -118,6 +136,65 @@ class JsonlWriter:
         will ever release; the parent's descriptor stays open."""
         self._lock = threading.RLock()
         self._file.close()
+
+
+def _lock(file: Any) -> bool:
+    """Take this process's lock on the file it writes (advisory: other gnnmon writers ask for it;
+    the kernel drops it when the process ends, however it ends). False if another process holds
+    it; True where locks do not exist (nothing to ask)."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:  # a filesystem without locks: nothing to ask
+        return True
+    return True
+
+
+def _refuse_if_written(path: Path, force: bool = False) -> None:
+    """Refuse ``path`` if a live process's run is writing it (it holds the file's lock)."""
+    if fcntl is None or not path.exists():
+        return
+    if not force:
+        try:
+            with open(path, "rb") as probe:
+                try:
+                    fcntl.flock(probe.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    return  # no writer holds it (released when the probe closes)
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    return
+        except OSError:
+            return  # unreadable: open() says why, as it would without gnnmon
+    who = ""
+    try:
+        with open(path, "rb") as f:
+            pid = json.loads(f.readline()).get("pid")
+        who = f" (pid {pid})" if isinstance(pid, int) else ""
+    except (OSError, ValueError, AttributeError):
+        pass
+    raise FileExistsError(f"{path} is being written by another process's gnnmon run{who}: give this run a "
+                          "path of its own (its rows would destroy or interleave with that run's)")
+
+
+def _replaceable(path: Path) -> int | None:
+    """Whether a run may put its file at ``path`` in place of the file there: refused where
+    ``open(path, "w")`` would be (a read-only file) or where a live process's run writes it;
+    the permission bits the new file keeps (None: no file there)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None  # the open of the temporary file beside it says what is wrong
+    if not st.st_mode & 0o222 or not os.access(path, os.W_OK):  # no write bit: read-only for root too
+        raise PermissionError(errno.EACCES, f"{path} is read-only: a run does not replace a file it could not "
+                              "write (make it writable, or give the run another path)")
+    _refuse_if_written(path)
+    return stat.S_IMODE(st.st_mode)
 
 
 def _link_new(temp: Path, path: Path) -> None:
