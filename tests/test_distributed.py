@@ -16,14 +16,22 @@ import torch
 
 import gnnmon
 from gnnmon.data.paths import job_files, rank_path
-from gnnmon.devices.ranks import current_rank
+from gnnmon.devices.ranks import LAUNCHERS, current_rank
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_outside_a_job_nothing_changes(monkeypatch, tmp_path):
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+@pytest.fixture(autouse=True)
+def _no_launcher(monkeypatch):
+    """Each test starts outside any launcher (a CI machine may run the suite under Slurm or MPI)."""
+    for names in LAUNCHERS:
+        for name in names[1:]:
+            monkeypatch.delenv(name, raising=False)
+    for name in ("SLURM_STEP_NUM_TASKS", "SLURM_NODEID", "SLURM_JOB_ID", "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID"):
         monkeypatch.delenv(name, raising=False)
+
+
+def test_outside_a_job_nothing_changes(monkeypatch, tmp_path):
     assert current_rank() is None
     assert rank_path(tmp_path / "run.jsonl", None) == tmp_path / "run.jsonl"
     assert rank_path(tmp_path / "run.{rank}.jsonl", None) == tmp_path / "run.0.jsonl"
@@ -45,6 +53,100 @@ def test_torchruns_environment_names_the_rank_and_its_file(monkeypatch, tmp_path
     assert run.path == tmp_path / "job.rank3.jsonl" and not (tmp_path / "job.jsonl").exists()
     manifest = json.loads((tmp_path / "job.rank3.jsonl").read_text().splitlines()[0])
     assert manifest["distributed"]["rank"] == 3 and manifest["distributed"]["world_size"] == 4
+
+
+SLURM_TASK = {"SLURM_PROCID": "2", "SLURM_NTASKS": "8", "SLURM_STEP_NUM_TASKS": "4", "SLURM_LOCALID": "0",
+              "SLURM_NODEID": "1", "SLURM_JOB_ID": "777", "SLURM_STEP_ID": "0"}
+"""What ``srun -n 4`` sets in its third task (an allocation of 8 tasks; no RANK, no WORLD_SIZE)."""
+
+
+def test_slurms_srun_names_the_rank_its_job_and_its_file(monkeypatch, tmp_path):
+    for name, value in SLURM_TASK.items():
+        monkeypatch.setenv(name, value)
+    info = current_rank()
+    assert (info.rank, info.world_size, info.local_rank, info.node) == (2, 4, 0, 1)  # the step's 4 tasks
+    assert (info.source, info.launcher, info.job_id) == ("environment", "slurm", "777.0")
+    with gnnmon.collect(tmp_path / "job.jsonl") as run:
+        pass
+    assert run.path == tmp_path / "job.rank2.jsonl"
+    entry = run.manifest["distributed"]
+    assert (entry["rank"], entry["launcher"], entry["job_id"]) == (2, "slurm", "777.0")
+
+
+@pytest.mark.parametrize(("launcher", "env"), [
+    ("open mpi", {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "1"}),
+    ("pmi", {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1"}),
+    ("torchrun", {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "TORCHELASTIC_RUN_ID": "run-42"}),
+])
+def test_each_launcher_names_the_rank(monkeypatch, launcher, env):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    info = current_rank()
+    assert (info.rank, info.world_size, info.local_rank, info.launcher) == (1, 2, 1, launcher)
+    assert info.job_id == ("run-42" if launcher == "torchrun" else None)
+
+
+TASKS = """
+    import os, sys, time
+    import gnnmon
+
+    @gnnmon.cuda_timed(label="step", device="cpu")
+    def step(i):
+        time.sleep(0.005)
+        return i
+
+    with gnnmon.collect(sys.argv[1]) as run:
+        for i in range(20):
+            step(i)
+    print(run.path)
+"""
+
+
+def test_two_srun_tasks_on_one_path_write_a_file_each_and_load_as_one_job(tmp_path):
+    """Two tasks of one Slurm step started together, each given the same path before any process
+    group exists: each writes its own rank's file and the job loads as one."""
+    procs = []
+    for rank in (0, 1):
+        env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **SLURM_TASK,
+               "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank), "SLURM_STEP_NUM_TASKS": "2"}
+        procs.append(subprocess.Popen([sys.executable, "-c", textwrap.dedent(TASKS), str(tmp_path / "job.jsonl")],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    job = gnnmon.load(tmp_path / "job.jsonl")
+    assert sorted({r["rank"] for r in job.records}) == [0, 1] and len(job.records) == 40
+    assert [r["job_id"] for r in job.manifest["ranks"]] == ["777.0", "777.0"]
+
+
+SPAWN = """
+    import sys
+    import torch.multiprocessing as mp
+    import gnnmon
+
+    def run(rank, path):  # as PyG's multi-GPU examples: the rank is an argument, no variable is set
+        @gnnmon.cuda_timed(label="step", device="cpu")
+        def step(i):
+            return i
+
+        with gnnmon.collect(path):  # before init_process_group
+            for i in range(10):
+                step(i)
+
+    if __name__ == "__main__":
+        mp.spawn(run, args=(sys.argv[1],), nprocs=2)
+"""
+
+
+def test_mp_spawn_processes_write_a_file_each(tmp_path):
+    script = tmp_path / "spawn_job.py"
+    script.write_text(textwrap.dedent(SPAWN))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "job.jsonl")], capture_output=True, text=True,
+                          timeout=180, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.glob("job*.jsonl")) == ["job.rank0.jsonl", "job.rank1.jsonl"]
+    job = gnnmon.load(tmp_path / "job.jsonl")
+    assert sorted({r["rank"] for r in job.records}) == [0, 1] and len(job.records) == 20
+    assert {r["launcher"] for r in job.manifest["ranks"]} == {"mp.spawn"}
 
 
 def test_a_job_of_one_is_not_a_job(monkeypatch):
