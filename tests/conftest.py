@@ -17,6 +17,18 @@ def _own_cache_dir(tmp_path_factory):
     os.environ["GNNMON_CACHE_DIR"] = str(tmp_path_factory.mktemp("gnnmon-cache"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _outside_any_launcher():
+    """The suite runs as one process, not a rank of a job, wherever it runs (under Slurm's srun,
+    mpirun or torchrun too): the launchers' variables are put aside for the session."""
+    from gnnmon.devices.ranks import LAUNCHERS
+
+    names = {n for launcher in LAUNCHERS for n in launcher[1:]} | {"SLURM_STEP_NUM_TASKS", "TORCHELASTIC_RUN_ID"}
+    kept = {n: os.environ.pop(n) for n in names if n in os.environ}
+    yield
+    os.environ.update(kept)
+
+
 @pytest.fixture(autouse=True)
 def _no_leftovers():
     """Every test must leave GC enabled, no gnnmon thread running and no sampler process."""
