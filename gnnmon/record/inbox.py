@@ -50,12 +50,15 @@ class Inbox(deque[Pending]):
                 fields, deferred = item
             if not force and overflow <= 0 and deferred and not _ready(deferred):
                 break
-            if join is not None and not join.covers(fields):
+            if join is not None and not _covers(join, fields):
                 if not force:
                     break
                 if not refreshed:
                     refreshed = True
-                    join.refresh()  # a sample now: it covers every row closed before it
+                    try:
+                        join.refresh()  # a sample now: it covers every row closed before it
+                    except Exception as exc:  # noqa: BLE001 - the rows go on without the sample
+                        add_note(fields, f"timeline refresh failed: {exc}")
             self.popleft()
             overflow -= 1
             if deferred:
@@ -65,7 +68,10 @@ class Inbox(deque[Pending]):
                     except Exception as exc:  # noqa: BLE001 - keep the row, say what failed
                         add_note(fields, f"deferred figure failed: {exc}")
             if join is not None:
-                join.join(fields)
+                try:
+                    join.join(fields)
+                except Exception as exc:  # noqa: BLE001 - keep the row (and those taken before it)
+                    add_note(fields, f"timeline join failed: {exc}")
             out.append(fields)
         return out
 
@@ -85,4 +91,13 @@ def _ready(deferred: list[Deferred]) -> bool:
     try:
         return all(d.ready() for d in deferred)
     except Exception:  # noqa: BLE001 - resolve() meets the same failure and notes it on the row
+        return True
+
+
+def _covers(join: RowJoin, fields: dict[str, Any]) -> bool:
+    """Whether ``join``'s timeline covers the row; a question that raises counts as covered (the
+    row leaves, its join notes what failed), never as an error that loses the rows taken."""
+    try:
+        return join.covers(fields)
+    except Exception:  # noqa: BLE001 - see the docstring
         return True

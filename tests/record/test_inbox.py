@@ -212,6 +212,32 @@ def test_a_forced_take_asks_once_when_the_sampler_does_not_answer():
     assert join.refreshes == 1 and join.joined == [0, 1, 2, 3, 4]
 
 
+class BrokenJoin(PlantedJoin):
+    """A timeline whose questions raise for row 1 (a bug, a sampler gone mid-answer)."""
+
+    def covers(self, fields) -> bool:
+        if fields["index"] == 1:
+            raise IndexError("planted: covers")
+        return super().covers(fields)
+
+    def join(self, fields) -> None:
+        if fields["index"] == 2:
+            raise KeyError("planted: join")
+        super().join(fields)
+
+
+def test_a_join_that_raises_loses_no_row():
+    """The join raises when asked whether it covers row 1 and when joining row 2: every row still
+    leaves, in order, the failing ones with a note saying what failed, the others joined."""
+    inbox = Inbox()
+    join = BrokenJoin(until=10**6)
+    inbox.extend(row(i) for i in range(4))
+    out = inbox.take_ready(join, force=False)
+    assert indexes(out) == [0, 1, 2, 3] and not inbox
+    assert out[2]["notes"] == ["timeline join failed: 'planted: join'"] and "cpu_util_pct" not in out[2]
+    assert [r.get("cpu_util_pct") for r in (out[0], out[1], out[3])] == [50.0, 51.0, 53.0]
+
+
 def test_oldest_start_is_the_start_of_the_oldest_row_waiting():
     inbox = Inbox()
     assert inbox.oldest_start() is None
