@@ -234,7 +234,7 @@ def test_a_join_that_raises_loses_no_row():
     inbox.extend(row(i) for i in range(4))
     out = inbox.take_ready(join, force=False)
     assert indexes(out) == [0, 1, 2, 3] and not inbox
-    assert out[2]["notes"] == ["timeline join failed: 'planted: join'"] and "cpu_util_pct" not in out[2]
+    assert list(out[2]["notes"]) == ["timeline join failed: 'planted: join'"] and "cpu_util_pct" not in out[2]
     assert [r.get("cpu_util_pct") for r in (out[0], out[1], out[3])] == [50.0, 51.0, 53.0]
 
 
