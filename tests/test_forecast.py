@@ -86,6 +86,24 @@ def test_a_graph_loaders_shapes_come_from_graph_sizes_and_its_budgets_hold():
     assert A + sum(biggest[: budget["batch_size"] + 1]) > target * 0.99
 
 
+def test_no_budget_goes_beyond_what_the_model_vouches_for():
+    """One batch of 1,000 nodes and 5,000 edges against 80 GiB: the planted model (fitted on 100-5,000
+    nodes) would fit billions, but every budget stops at VOUCH times the largest batch it saw, and
+    says so (a single shape once gave batch_size 1,099,511,627,776)."""
+    from gnnmon.forecast.forecast import VOUCH
+
+    model = planted_model()
+    fc = gnnmon.forecast([{"num_nodes": 1000, "num_edges": 5000}], model, capacity="80GiB", progress=False)
+    budget = fc.budget(0.9)
+    seen_nodes = model.ranges["num_nodes"][1]
+    assert 0 < budget["max_num_nodes"] <= VOUCH * seen_nodes and budget["limited_by_model"]
+    assert 0 < budget["max_num_edges"] <= VOUCH * model.ranges["num_edges"][1]
+    assert 0 < budget["batch_size"] <= VOUCH * seen_nodes / 1000
+    assert "vouches for nothing larger" in fc.summary()
+    small = gnnmon.forecast([{"num_nodes": 1000, "num_edges": 5000}], model, capacity="1GiB", progress=False)
+    assert not small.budget(0.9)["limited_by_model"]  # a budget the capacity sets says nothing of the sort
+
+
 def test_a_model_that_cannot_be_trusted_is_refused_before_the_scan():
     flat = [{"label": "step", "index": i, "error": None, "num_nodes": 100, "num_edges": 400,
              "mem_peak_bytes": 5 * MiB} for i in range(40)]

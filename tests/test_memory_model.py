@@ -188,3 +188,54 @@ def test_on_the_cpu_with_exact_host_memory():
 def test_bytes_are_shown_in_binary_units():
     assert [format_bytes(x) for x in (0, 600, 1900, 48 * MiB, 3.5 * 2**30, -12 * MiB)] == [
         "0 B", "600 B", "1.86 KiB", "48 MiB", "3.5 GiB", "-12 MiB"]
+
+
+def sampled_rows(n: int = 40, seed: int = 5) -> list[dict]:
+    """Sampled batches (a NeighborLoader's): 1.4-1.7 edges per node in every row, so nodes and
+    edges move together, of a step whose peak is 400 MiB + 8 KiB·nodes + 3 KiB·edges."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        nodes = rng.randint(5_000, 40_000)
+        edges = int(nodes * rng.uniform(1.4, 1.7))
+        peak = 400 * MiB + 8192 * nodes + 3072 * edges + rng.gauss(0, 256 * 1024)
+        rows.append({"label": "train_step", "index": i, "error": None, "device": "cuda:0", "num_nodes": nodes,
+                     "num_edges": edges, "num_graphs": 1, "mem_peak_bytes": peak})
+    return rows
+
+
+def test_fields_that_move_together_are_reported_and_a_batch_off_their_ratio_is_bounded_safely():
+    """Nodes and edges move together: the model keeps one, says which split it cannot identify,
+    predicts the sampled batches it saw within 2 %, and a full-batch step (16 edges per node:
+    off the ratio) gets an upper bound at or above its planted truth, never a negative forecast."""
+    model = gnnmon.Report(sampled_rows()).memory_model(figure="mem_peak_bytes")
+    assert model.trusted and model.terms == ("num_nodes",)
+    split = model.confounded["num_edges"]
+    assert split["with"] == "num_nodes" and 1.39 <= split["ratio"][0] < split["ratio"][1] <= 1.71
+    assert all(c >= 0 for t, c in model.coefficients.items() if t != "const")
+    assert "num_edges moves with num_nodes" in model.summary() and "cannot be told apart" in model.summary()
+    seen = model.predict(num_nodes=20_000, num_edges=31_000)
+    assert close(seen.bytes, 400 * MiB + 8192 * 20_000 + 3072 * 31_000, 0.02) and not seen.extrapolated
+    nodes, edges = 100_000, 1_600_000  # the whole graph in one step
+    truth = 400 * MiB + 8192 * nodes + 3072 * edges
+    full = model.predict(num_nodes=nodes, num_edges=edges)
+    assert full.extrapolated and full.bytes >= model.coefficients["const"] > 0
+    assert full.upper_bytes >= truth
+
+
+def test_no_coefficient_is_negative_and_no_forecast_below_the_constant():
+    """A peak that does not grow with edges, on batches where edges vary on their own, plus noise
+    that tilts an unconstrained fit below 0 per edge: the edge term is held at 0 (and said so),
+    and no shape, however small, is forecast below the constant."""
+    rng = random.Random(11)
+    rows = []
+    for i in range(60):
+        nodes, edges = rng.randint(1_000, 20_000), rng.randint(1_000, 200_000)
+        peak = 400 * MiB + 12_288 * nodes - 40 * edges + rng.gauss(0, 2 * MiB)  # a planted tilt
+        rows.append({"label": "s", "index": i, "error": None, "num_nodes": nodes, "num_edges": edges,
+                     "mem_peak_bytes": peak})
+    model = gnnmon.Report(rows).memory_model(figure="mem_peak_bytes")
+    assert model.coefficients["num_edges"] == 0.0
+    assert any("num_edges: an unconstrained fit gives -" in n and "held at 0" in n for n in model.notes)
+    for nodes, edges in [(1, 1), (0, 0), (500, 10**7)]:
+        assert model.predict(num_nodes=nodes, num_edges=edges).bytes >= model.coefficients["const"]

@@ -12,6 +12,10 @@ capacity. Budgets are found by bisection on the model's upper bound:
 * ``batch_size``: the largest batch size, its worst batch taken as the largest items the scan saw
   (the biggest graphs summed, or the most nodes and edges per seed node times the batch size) —
   an upper bound, since sampled neighbourhoods overlap more as batches grow.
+
+No budget goes beyond what the model can vouch for: :data:`VOUCH` times the largest batch it was
+fitted on (a model fitted on 5,000-node batches does not size a 10-million-node one); a budget
+that reaches that limit says so (``limited_by_model``).
 """
 
 from __future__ import annotations
@@ -74,6 +78,10 @@ def _model_of(model: Any, label: str | None) -> MemoryModel:
     return report.memory_model(label, "mem_peak_bytes")
 
 
+VOUCH = 2.0
+"""How far beyond the largest batch it was fitted on a model sizes a budget (a factor)."""
+
+
 def _largest(fits: Callable[[int], bool], high: int = 1 << 40) -> int:
     """The largest n in [0, high] with fits(n) (fits is monotone); 0 if none."""
     lo, hi = 0, 1
@@ -122,7 +130,18 @@ class Forecast:
 
     def _upper(self, nodes: float, edges: float, graphs: float) -> float:
         given = {"num_nodes": nodes, "num_edges": edges, "num_graphs": graphs}
-        return self.model.predict(**{t: given[t] for t in self.model.terms}).upper_bytes
+        return self.model.predict(**_asked(self.model, given)).upper_bytes
+
+    def _vouched(self, term: str) -> int:
+        """The largest value of ``term`` a budget may reach: :data:`VOUCH` × the largest the model
+        saw (directly, or through the term a confounded field moves with); 0 where it saw none."""
+        model = self.model
+        if term in model.ranges:
+            return int(VOUCH * model.ranges[term][1])
+        split = model.confounded.get(term)
+        if split is not None and split["with"] in model.ranges:
+            return int(VOUCH * model.ranges[split["with"]][1] * split["ratio"][1])
+        return 0
 
     def budget(self, fraction: float = 0.9) -> dict[str, Any]:
         """The largest ``DynamicBatchSampler`` ``max_num`` (nodes and edges) and batch size whose
@@ -133,22 +152,30 @@ class Forecast:
             raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
         target = fraction * self.capacity_bytes
         r = self.ratios
-        nodes = _largest(lambda n: self._upper(n, n * r["edges_per_node_max"], 1) <= target)
-        edges = _largest(lambda e: self._upper(e / max(r["edges_per_node_min"], 1e-9), e, 1) <= target)
+        dense, sparse = r["edges_per_node_max"], max(r["edges_per_node_min"], 1e-9)
+        node_cap = min(filter(None, (self._vouched("num_nodes"), int(self._vouched("num_edges") / dense) if dense else 0)),
+                       default=0)
+        edge_cap = min(filter(None, (self._vouched("num_edges"), int(self._vouched("num_nodes") * sparse))), default=0)
+        nodes = _largest(lambda n: self._upper(n, n * dense, 1) <= target, high=node_cap)
+        edges = _largest(lambda e: self._upper(e / sparse, e, 1) <= target, high=edge_cap)
         out: dict[str, Any] = {"target_bytes": target, "fraction": fraction,
-                               "max_num_nodes": nodes, "max_num_edges": edges}
+                               "max_num_nodes": nodes, "max_num_edges": edges,
+                               "limited_by_model": bool(node_cap and nodes >= node_cap)}
         a, b = self.model.coefficients.get("num_nodes", 0.0), self.model.coefficients.get("num_edges", 0.0)
         out["binds"] = "edges" if b * r["edges_per_node_max"] > a else "nodes"
         seen = self.model.ranges.get("num_nodes", (0.0, 0.0))[1]
         out["beyond_fitted"] = nodes / seen if seen else None  # > 1: the budget extrapolates the model
+        per_item = max(r["nodes_per_item_max"], 1e-9)
+        item_cap = int(node_cap / per_item) if node_cap else 0
         if self.biggest_items:  # graphs: the biggest ones summed
             sizes = self.biggest_items
             out["batch_size"] = _largest(lambda k: k <= len(sizes) and self._upper(
                 sum(s["num_nodes"] for s in sizes[:k]), sum(s["num_edges"] for s in sizes[:k]), k) <= target,
-                high=len(sizes))
+                high=min(len(sizes), item_cap or len(sizes)))
         else:
             out["batch_size"] = _largest(lambda k: self._upper(k * r["nodes_per_item_max"],
-                                                               k * r["edges_per_item_max"], 1) <= target)
+                                                               k * r["edges_per_item_max"], 1) <= target,
+                                         high=item_cap)
         return out
 
     def summary(self, fraction: float = 0.9) -> str:
@@ -167,11 +194,18 @@ class Forecast:
                          f"DynamicBatchSampler(mode='node', max_num={b['max_num_nodes']:,}) or "
                          f"(mode='edge', max_num={b['max_num_edges']:,}); batch_size <= {b['batch_size']:,} "
                          f"({b['binds']} weigh most)")
-            if (b["beyond_fitted"] or 0) > 2:
-                lines.append(f"note: that budget is {b['beyond_fitted']:.0f}x the largest batch the model was fitted on "
-                             f"(nodes); the upper bound does not cover a model that bends beyond it: check a "
-                             f"run at the budget")
+            if b["limited_by_model"]:
+                lines.append(f"note: the budget stops at {VOUCH:g}x the largest batch the model was fitted on: it "
+                             f"vouches for nothing larger; measure a larger batch to size beyond it")
         return "\n".join(lines)
+
+
+def _asked(model: MemoryModel, shape: dict[str, Any]) -> dict[str, Any]:
+    """What to ask the model of a batch: its terms, and the fields confounded with them where the
+    batch has them (they bound a batch off the ratio the model saw)."""
+    asked = {t: shape[t] for t in model.terms}
+    asked.update({t: shape[t] for t in model.confounded if shape.get(t) is not None})
+    return asked
 
 
 def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label: str | None = None,
@@ -198,7 +232,7 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
         missing = [t for t in fitted.terms if shape.get(t) is None]
         if missing:
             raise ValueError(f"batch {count - 1} has no {', '.join(missing)}, which the model needs")
-        p = fitted.predict(**{t: shape[t] for t in fitted.terms})
+        p = fitted.predict(**_asked(fitted, shape))
         entry = {"batch": count - 1, **{k: shape.get(k) for k in ("num_nodes", "num_edges", "num_graphs")},
                  "items": items, "bytes": p.bytes, "upper_bytes": p.upper_bytes}
         item = (p.upper_bytes, -count, entry)

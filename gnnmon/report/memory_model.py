@@ -9,12 +9,23 @@ rows, shapes that barely vary (no row says what a larger batch costs), a shape t
 little of the peak, or a peak that curves with the shape. An untrusted model says why
 (:attr:`MemoryModel.problems`) and will not predict.
 
+What memory is constrains the fit: a batch never needs less memory for being larger, so no
+coefficient of a shape is negative (the least-squares fit under that constraint: where the
+unconstrained one would go below 0, the term is held at 0 and the model says so), and no forecast
+is below the constant. Two shape fields that move together in every row (a sampled batch's edges
+and nodes, 1.4-1.7 edges per node) cannot be told apart: the second is left out and the model says
+which split it cannot identify (:attr:`MemoryModel.confounded`); it still predicts along the
+ratio it saw, and for a batch off that ratio its upper bound is the larger of the two ways of
+splitting the cost (all of it on one field, or all on the other), so a denser batch is never
+forecast to fit for the split being unknown.
+
 The upper bound of a prediction is one-sided, at ``confidence``: the fit's robust residual spread
 and its uncertainty at that shape (growing away from the shapes seen), under a normal residual.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,8 +48,12 @@ MIN_SPREAD = 0.05
 """A shape field varies when its 5th-95th percentile range is at least this share of its median."""
 MIN_R2 = 0.9
 OUTLIER_K = 4.0
-MAX_CORR = 0.999
-"""Two shape fields more correlated than this cannot be told apart: the second is left out."""
+MAX_CORR = 0.95
+"""Two shape fields more correlated than this cannot be told apart: the second is left out, and
+bounds a prediction off the ratio they kept (:attr:`MemoryModel.confounded`)."""
+RATIO_SLACK = 1.1
+"""A batch whose ratio of two confounded fields lies beyond the ratios seen by more than this
+factor is off the direction the model saw (its prediction says ``extrapolated``)."""
 
 
 def format_bytes(n: float) -> str:
@@ -99,6 +114,10 @@ class MemoryModel:
     """Each term's smallest and largest value among the rows used."""
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    confounded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each field left out for moving with a term (``num_edges`` with ``num_nodes``): ``with``
+    (the term), ``ratio`` (the smallest and largest field/term ratio among the rows) and
+    ``coefficients`` (the fit with this field in the term's place: the other split of the cost)."""
     _inverse: Any = None  # (XᵀX)⁻¹ of the scaled design, for the prediction's uncertainty
     _scale: Any = None
 
@@ -123,13 +142,23 @@ class MemoryModel:
             raise ValueError(f"the model of {self.label!r} needs {', '.join(missing)} "
                              f"(its terms: {', '.join(self.terms)})")
         x = np.array([1.0, *(float(given[t]) for t in self.terms)])  # type: ignore[arg-type]
-        value = float(self.coefficients["const"] + sum(self.coefficients[t] * x[i + 1]
-                                                       for i, t in enumerate(self.terms)))
+        value = _value(self.coefficients, self.terms, given)
         z = x / self._scale
         leverage = float(z @ self._inverse @ z)
         q = NormalDist().inv_cdf(self.confidence)
-        upper = value + q * self.spread_bytes * math.sqrt(1.0 + max(leverage, 0.0))
-        beyond = any(x[i + 1] > self.ranges[t][1] * 1.1 for i, t in enumerate(self.terms))
+        width = q * self.spread_bytes * math.sqrt(1.0 + max(leverage, 0.0))
+        upper = value + width
+        beyond = any(x[i + 1] > self.ranges[t][1] * RATIO_SLACK for i, t in enumerate(self.terms))
+        for name, split in self.confounded.items():
+            other, partner = given.get(name), float(given[split["with"]])  # type: ignore[arg-type]
+            if other is None:
+                continue
+            lo, hi = split["ratio"]
+            ratio = float(other) / partner if partner else math.inf
+            if not lo / RATIO_SLACK <= ratio <= hi * RATIO_SLACK:
+                beyond = True  # off the direction the model saw
+            alt_terms = tuple(name if t == split["with"] else t for t in self.terms)
+            upper = max(upper, _value(split["coefficients"], alt_terms, given) + width)
         return Prediction(value, upper, self.confidence, beyond)
 
     def summary(self) -> str:
@@ -143,9 +172,16 @@ class MemoryModel:
             term = format_bytes(abs(c)) + ("" if t == "const" else f" per {per_of(t)}")
             formula += (f" {'-' if c < 0 else '+'} " if formula else "-" if c < 0 else "") + term
         left = f", {self.outliers} outlier{'s' if self.outliers != 1 else ''} left out" if self.outliers else ""
-        return (f"{head} ≈ {formula} (r² {self.r2:.3f} over {self.rows} rows{left}; residual spread "
+        text = (f"{head} ≈ {formula} (r² {self.r2:.3f} over {self.rows} rows{left}; residual spread "
                 f"{format_bytes(self.spread_bytes)}, {self.confidence:.0%} upper bound "
                 f"+{format_bytes(NormalDist().inv_cdf(self.confidence) * self.spread_bytes)} at the shapes seen)")
+        for name, split in self.confounded.items():
+            lo, hi = split["ratio"]
+            text += (f"; {name} moves with {split['with']} ({lo:.3g}-{hi:.3g} {per_of(name)}s per "
+                     f"{per_of(split['with'])} in every row): their split cannot be told apart, so the cost is "
+                     f"put on {per_of(split['with'])}s, and a batch off that ratio is bounded by the other split "
+                     f"({format_bytes(split['coefficients'][name])} per {per_of(name)})")
+        return text
 
     def as_dict(self) -> dict[str, Any]:
         """The model as plain data (JSON-ready)."""
@@ -154,7 +190,14 @@ class MemoryModel:
                 "outliers": self.outliers, "r2": self.r2, "spread_bytes": self.spread_bytes,
                 "confidence": self.confidence, "ranges": {t: list(r) for t, r in self.ranges.items()},
                 "trusted": self.trusted, "problems": self.problems, "notes": self.notes,
+                "confounded": {k: {"with": v["with"], "ratio": list(v["ratio"]), "coefficients": v["coefficients"]}
+                               for k, v in self.confounded.items()},
                 "summary": self.summary()}
+
+
+def _value(coefficients: dict[str, float], terms: Sequence[str], given: dict[str, Any]) -> float:
+    """``const + Σ coefficient·value`` for the terms, bytes."""
+    return float(coefficients["const"] + sum(coefficients[t] * float(given[t]) for t in terms))
 
 
 def _varies(values: np.ndarray) -> bool:
@@ -166,12 +209,36 @@ def _lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(x, y, rcond=None)[0]
 
 
+def _nonneg(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least squares with every coefficient but the first (the constant) at 0 or more: the best of
+    the unconstrained fits over each set of free terms whose coefficients come out non-negative
+    (the constrained optimum lies on one of those faces; a model has a handful of terms)."""
+    k = x.shape[1] - 1
+    beta = _lstsq(x, y)
+    if k == 0 or (beta[1:] >= 0).all():
+        return beta
+    best, best_rss = None, math.inf
+    for size in range(k, -1, -1):
+        for free in itertools.combinations(range(1, k + 1), size):
+            cols = [0, *free]
+            b = _lstsq(x[:, cols], y)
+            if (b[1:] < 0).any():
+                continue
+            rss = float(np.sum((y - x[:, cols] @ b) ** 2))
+            if rss < best_rss:
+                best_rss, best = rss, np.zeros(k + 1)
+                best[cols] = b
+    assert best is not None  # the constant alone is always a candidate
+    return best
+
+
 def _robust_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Least squares refitted without the rows beyond ``OUTLIER_K`` robust spreads, until stable:
-    (coefficients, inlier mask, robust spread of the inliers' residuals)."""
+    """Least squares (shape coefficients at 0 or more: :func:`_nonneg`) refitted without the rows
+    beyond ``OUTLIER_K`` robust spreads, until stable: (coefficients, inlier mask, robust spread of
+    the inliers' residuals)."""
     keep = np.ones(len(y), dtype=bool)
     for _ in range(10):
-        beta = _lstsq(x[keep], y[keep])
+        beta = _nonneg(x[keep], y[keep])
         resid = y - x @ beta
         r = resid[keep]
         spread = 1.4826 * float(np.median(np.abs(r - np.median(r))))
@@ -260,12 +327,12 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
             notes.append(f"{t} left out: it barely varies {span}")
         else:
             problems.append(f"{t} barely varies {span}")
+    moves_with: dict[int, int] = {}
     for j in list(kept):
         for i in kept:
             if i < j and j in kept and abs(float(np.corrcoef(x[:, i], x[:, j])[0, 1])) > MAX_CORR:
                 kept.remove(j)
-                notes.append(f"{terms[j]} left out: it moves with {terms[i]} in every row, so the two cannot be "
-                             f"told apart (a batch with another {terms[j]}/{terms[i]} ratio is not covered)")
+                moves_with[j] = i
     used = tuple(terms[i] for i in kept)
     need = max(10, 3 * (len(used) + 1))
     if len(y) < need:
@@ -278,10 +345,28 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
     z = design / scale
     coefficients: dict[str, float] = {"const": math.nan, **{t: math.nan for t in used}}
     r2, spread, outliers, inverse, ranges = math.nan, math.nan, 0, None, {}
+    confounded: dict[str, dict[str, Any]] = {}
     if len(y) >= len(used) + 2:
         beta, inliers, spread = _robust_fit(z, y)
         beta = beta / scale
         coefficients = {"const": float(beta[0]), **{t: float(beta[i + 1]) for i, t in enumerate(used)}}
+        free = _lstsq(z[inliers], y[inliers]) / scale  # what the fit would say without the constraint
+        for i, t in enumerate(used):
+            if free[i + 1] < 0:
+                notes.append(f"{t}: an unconstrained fit gives {format_bytes(float(free[i + 1]))} per {per_of(t)}, "
+                             f"which no batch costs; held at 0")
+        for j, i in moves_with.items():  # the other split: this field in its partner's place
+            alt_cols = [j if k == i else k for k in kept]
+            alt = np.column_stack([np.ones(len(y)), x[:, alt_cols]])
+            alt_scale = np.maximum(np.abs(alt).max(axis=0), 1.0)
+            alt_beta = _nonneg(alt[inliers] / alt_scale, y[inliers]) / alt_scale
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratios = x[inliers, j] / x[inliers, i]
+            ratios = ratios[np.isfinite(ratios)]
+            confounded[terms[j]] = {
+                "with": terms[i], "ratio": (float(ratios.min()), float(ratios.max())) if len(ratios) else (0.0, 0.0),
+                "coefficients": {"const": float(alt_beta[0]),
+                                 **{terms[k]: float(alt_beta[n + 1]) for n, k in enumerate(alt_cols)}}}
         outliers = int((~inliers).sum())
         yi, zi = y[inliers], z[inliers]
         resid = yi - design[inliers] @ beta
@@ -293,7 +378,7 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
             problems += _misfit(zi, yi, resid, r2, used)
         y = yi
     return MemoryModel(label, figure, devices, used, coefficients, int(len(y)), outliers, r2, spread, confidence,
-                       ranges, problems, notes, inverse, scale)
+                       ranges, problems, notes, confounded, inverse, scale)
 
 
 def _misfit(z: np.ndarray, y: np.ndarray, resid: np.ndarray, r2: float, used: tuple[str, ...]) -> list[str]:
