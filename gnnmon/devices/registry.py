@@ -1,6 +1,6 @@
 """The device kinds gnnmon measures, by torch device type, in one table.
 
-Each :class:`BackendKind` says what the kind is, whether this process has it and uses it, and how
+Each :class:`BackendKind` says what the kind is, whether this process uses it, and how
 to make its backend; device parsing, inference, the manifest, the backend cache, the timeline's
 join and the plots read this table instead of testing device names. A new kind (say Intel XPU) is
 one module with a backend class (see :class:`~gnnmon.devices.base.Backend`) and one
@@ -46,8 +46,6 @@ class BackendKind:
     """The torch device type: ``torch.device(type)``, a row's ``backend`` field."""
     make: Callable[[torch.device], Backend]
     """The backend of one device, given with its index resolved (:attr:`resolve_index`)."""
-    available: Callable[[], bool]
-    """Whether this process can use the kind at all (a build with it, a device present)."""
     in_use: Callable[[], torch.device | None] = _none
     """The device a call with no device among its arguments runs on, when the process already
     uses this kind (CUDA initialised, MPS memory held); None otherwise. Never for the host."""
@@ -134,11 +132,11 @@ def _mps_in_use() -> torch.device | None:
 
 
 for _kind in (
-    BackendKind("cuda", CudaBackend, lambda: torch.cuda.is_available(), _cuda_in_use, resolve_index=check_cuda_index,
+    BackendKind("cuda", CudaBackend, _cuda_in_use, resolve_index=check_cuda_index,
                 gauge_index=_cuda_gauge_index, manifest=_cuda_manifest),
-    BackendKind("mps", MpsBackend, _mps_available, _mps_in_use,
+    BackendKind("mps", MpsBackend, _mps_in_use,
                 manifest=lambda: {"mps_available": _mps_available()}),
-    BackendKind(HOST_BACKEND, CpuBackend, lambda: True, accelerator=False,
+    BackendKind(HOST_BACKEND, CpuBackend, accelerator=False,
                 manifest=lambda: {"cpu_count": os.cpu_count()}),
 ):
     register_backend(_kind)

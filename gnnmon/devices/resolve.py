@@ -15,8 +15,6 @@ from gnnmon.devices.registry import BACKENDS, BackendKind
 from gnnmon.errors import DeviceError
 from gnnmon.fields import HOST_BACKEND
 
-DeviceLike = "torch.device | str | int | None"
-
 
 def parse_device(device: Any) -> torch.device:
     """Turn a user's ``device=`` value into a ``torch.device``, with a clear error if it is not one.
@@ -95,12 +93,6 @@ def scan_arguments(args: Iterable[Any], kwargs: Mapping[str, Any] | None) -> tup
                 if dev is not None and (found is None or dev.type != HOST_BACKEND):
                     found = dev
     return found, data
-
-
-def device_from_arguments(args: Iterable[Any], kwargs: Mapping[str, Any]) -> torch.device | None:
-    """The device of the tensors, modules or PyG data among a call's arguments (None if none);
-    see :func:`scan_arguments`."""
-    return scan_arguments(args, kwargs)[0]
 
 
 def check_supported(dev: torch.device) -> torch.device:
