@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import gnnmon
-from gnnmon.devices.oom import is_oom, requested_bytes
+from gnnmon.devices.oom_error import is_oom, requested_bytes
 
 MiB, GiB = 2**20, 2**30
 A, B, C = 512 * MiB, 32 * 1024, 16 * 1024  # bytes, per node, per edge

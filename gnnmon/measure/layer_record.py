@@ -1,6 +1,6 @@
 """What :func:`gnnmon.watch_layers` keeps for one watched row: each layer's figures, the backward
 spans still open, and the peak windows, written into the row's fields when the run finishes it
-(off the step's path; device events are read then). See :mod:`gnnmon.measure.layers`."""
+(off the step's path; device events are read then). See :mod:`gnnmon.measure.layer_watch`."""
 
 from __future__ import annotations
 

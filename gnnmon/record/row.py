@@ -39,7 +39,7 @@ from gnnmon.record.active import active_run
 from gnnmon.record.gc_log import GC_LOG, row_gc_fields
 from gnnmon.record.inbox import Deferred
 from gnnmon.record.interrupts import MAIN_THREAD, on_stack, raised_by_handler
-from gnnmon.record.oom import record_oom
+from gnnmon.record.oom_row import record_oom
 from gnnmon.record.run import Run
 
 

@@ -14,14 +14,14 @@ from gnnmon.fields import is_number, row_key
 from gnnmon.figures import ENERGY_FIELDS
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.cross_rank import cross_rank
-from gnnmon.report.energy import energy_summary
 from gnnmon.report.energy_balance import result_balance
+from gnnmon.report.energy_totals import energy_summary
 from gnnmon.report.exports import export
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
-from gnnmon.report.layers import layer_table
+from gnnmon.report.layer_table import layer_table
 from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
 from gnnmon.report.memory_model import MemoryModel, fit
-from gnnmon.report.oom import oom_report
+from gnnmon.report.oom_report import oom_report
 from gnnmon.report.stats import describe
 from gnnmon.report.tensorboard import write_tensorboard
 from gnnmon.report.timeline_plot import plot_timeline
@@ -202,13 +202,13 @@ class Report:
         """Per label and watched layer (``gnnmon.watch_layers``): median forward and backward time,
         peaks, saved, message and output bytes, the layer's share of the layers' time, and advice in
         words (an edge-bound layer, the layer that takes the time, one worth checkpointing); see
-        :mod:`gnnmon.report.layers`. ``[]`` where no layer was watched."""
+        :mod:`gnnmon.report.layer_table`. ``[]`` where no layer was watched."""
         return layer_table(self.table, label)
 
     def oom(self) -> list[dict[str, Any]]:
         """The calls that ran out of memory: each one's batch shape (and against its label's median),
         the device's memory at the failure, the forecast for that batch, the largest batch that
-        fit, the allocation-history snapshot, and ``words`` (see :mod:`gnnmon.report.oom`)."""
+        fit, the allocation-history snapshot, and ``words`` (see :mod:`gnnmon.report.oom_report`)."""
         return oom_report(self.table)
 
     def plot_timeline(self, path: Any = None, **options: Any) -> Any:

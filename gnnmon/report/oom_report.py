@@ -1,7 +1,7 @@
 """The out-of-memory post-mortem in words: which call ran out, at what batch, with the device's
 memory at the failure, the forecast for that batch and the largest batch that fit.
 
-Reads the ``oom_*`` fields a failed call's row holds (:mod:`gnnmon.record.oom`) and the rows of
+Reads the ``oom_*`` fields a failed call's row holds (:mod:`gnnmon.record.oom_row`) and the rows of
 its label that succeeded; the forecast is the label's memory model of ``mem_peak_bytes`` over all
 of them (the row's own forecast, made from the rows the run kept, where no model can be fitted).
 """

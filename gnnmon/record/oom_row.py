@@ -2,7 +2,7 @@
 
 When a decorated call raises an out-of-memory error (``torch.OutOfMemoryError``, MPS's and the
 CPU allocator's equivalents, ``MemoryError``) its row gets, besides ``error``: the failed
-request, the device's memory at the failure (:mod:`gnnmon.devices.oom`; read once per exception,
+request, the device's memory at the failure (:mod:`gnnmon.devices.oom_error`; read once per exception,
 while the failed call's tensors are still held by its traceback, and shared by the rows it passes
 through), the forecast peak for the row's batch from the memory model of its label over the rows
 the run keeps (``mem_peak_bytes`` against the batch shape, :mod:`gnnmon.report.memory_model`),
@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from gnnmon.data.table import Table
-from gnnmon.devices.oom import is_oom, oom_state
+from gnnmon.devices.oom_error import is_oom, oom_state
 from gnnmon.report.memory_model import fit
 
 _READ = "_gnnmon_oom"  # the state read for an exception, kept on it for the outer rows
