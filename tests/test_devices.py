@@ -8,7 +8,8 @@ from torch_geometric.data import Batch, Data, HeteroData
 
 import gnnmon
 from gnnmon import DeviceError, monitor_memory_device
-from gnnmon.devices.resolve import parse_device, scan_arguments
+from gnnmon.devices.arguments import scan_arguments
+from gnnmon.devices.resolve import parse_device
 
 META = torch.device("meta")
 

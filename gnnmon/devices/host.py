@@ -13,8 +13,9 @@ import threading
 from typing import Any
 
 from gnnmon.devices.children import children_rss
-from gnnmon.devices.peaks import PolledPeaks, ScalarPeaks
+from gnnmon.devices.peaks import PolledPeaks
 from gnnmon.devices.rss import RssCounter, psutil_rss
+from gnnmon.devices.scalar_peaks import ScalarPeaks
 
 EXACT_SOURCE = "measured:VmHWM"
 """How an exact host peak is measured: the kernel's high-water mark, read through getrusage."""

@@ -25,7 +25,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from gnnmon.devices.resolve import parse_device, scan_arguments
+from gnnmon.devices.arguments import scan_arguments
+from gnnmon.devices.resolve import parse_device
 from gnnmon.measure.graph import graph_shape
 from gnnmon.record import state
 from gnnmon.record.interrupts import HELD, hold, interrupted, raised_by_handler, reentered, release, releasing

@@ -21,13 +21,13 @@ from typing import Any
 import torch
 
 from gnnmon.devices import Backend, backend_for
+from gnnmon.devices.arguments import check_supported
 from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import (
     BY_ARGUMENT,
     BY_EXPLICIT,
     BY_NOTHING,
     accelerator_in_use,
-    check_supported,
     infer_device,
     parse_device,
 )
