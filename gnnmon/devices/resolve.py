@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from gnnmon.devices import Backend, backend_for
+from gnnmon.devices.arguments import check_supported
 from gnnmon.devices.registry import BACKENDS, BackendKind
 from gnnmon.errors import DeviceError
 from gnnmon.fields import HOST_BACKEND
@@ -103,3 +105,33 @@ def accelerator_in_use() -> tuple[BackendKind, torch.device] | None:
             if used is not None:
                 return kind, used
     return None
+
+
+def choose_backend(found: torch.device | None, explicit: Any = None) -> tuple[Backend, str]:
+    """The backend a call is measured on, and how its device was chosen (a row's
+    ``device_source``): ``explicit`` (a ``device=`` value) if given, else ``found`` (the device of
+    its arguments, :func:`~gnnmon.devices.arguments.scan_arguments`), else :func:`infer_device`."""
+    if explicit is not None:
+        dev = explicit if isinstance(explicit, torch.device) else parse_device(explicit)
+        return backend_for(dev), BY_EXPLICIT
+    if found is not None:
+        dev, how = found, BY_ARGUMENT
+    else:
+        dev, how = infer_device()
+    try:
+        return backend_for(dev), how
+    except DeviceError:
+        check_supported(dev)  # an unsupported device among the arguments: say so
+        raise
+
+
+def started_during() -> str | None:
+    """For a call measured on the host because no accelerator was in use when it started
+    (:data:`BY_NOTHING`), read at its end: what its row says if it started one (that memory is not
+    in the row); else None."""
+    started = accelerator_in_use()
+    if started is None:
+        return None
+    name = started[0].type.upper()
+    return (f"{name} was first used during this call, after it was measured on the CPU: its {name} memory is "
+            f"not in this row; later calls measure {name} (or pass device=)")

@@ -28,6 +28,7 @@ import torch
 from gnnmon.devices.arguments import scan_arguments
 from gnnmon.devices.resolve import parse_device
 from gnnmon.measure.graph import graph_shape
+from gnnmon.measure.row_device import close_row
 from gnnmon.record import state
 from gnnmon.record.interrupts import HELD, hold, interrupted, raised_by_handler, reentered, release, releasing
 from gnnmon.record.row import Row, exit_all
@@ -184,7 +185,7 @@ def exit_measurements(row: Row, start: int, exc: BaseException | None, own: bool
     ``own`` (else another wrapper's to close)."""
     exit_all(row.entered, start, exc)
     if own:
-        row.close(exc)
+        close_row(row, exc)
 
 
 @releasing

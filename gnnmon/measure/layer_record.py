@@ -13,6 +13,7 @@ from gnnmon.devices.host import HOST
 from gnnmon.fields import add_note
 from gnnmon.figures import LAYER_FIGURES
 from gnnmon.measure.memory import DEFAULT_SAMPLE_INTERVAL
+from gnnmon.measure.row_device import row_backend
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.row import Row
 
@@ -150,7 +151,7 @@ class StepRecord:
         """``names``: the layers' ``<name>`` in ``layer_<name>_<figure>``, by layer index;
         ``memory``: open peak windows per layer."""
         self.row = row
-        self.backend = row.backend()
+        self.backend = row_backend(row)
         self.events = not self.backend.memory_is_host
         windows = LayerMemory(self.backend) if memory else None
         self.memory = windows if windows is not None and windows.available else None

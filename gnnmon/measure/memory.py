@@ -19,6 +19,7 @@ from gnnmon.devices.host import EXACT_SOURCE, HOST
 from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.errors import is_positive_number
 from gnnmon.measure.adapters import Measurement, make_decorator, make_scope
+from gnnmon.measure.row_device import row_backend
 
 CACHED_NOTE = ("cpu: freed memory stays in the process for reuse (glibc), so a call's peak shows only "
                "growth beyond what earlier calls left; gnnmon.exact_host_memory() returns large frees "
@@ -53,7 +54,7 @@ class MemoryMeasurement(Measurement):
     def __enter__(self) -> MemoryMeasurement:
         o = self.options
         self._host = self._device = None
-        backend = self.backend = self.row.backend(o["device"])
+        backend = self.backend = row_backend(self.row, o["device"])
         if o["sync"]:
             backend.synchronize()
         interval = o["sample_interval"]
