@@ -15,6 +15,7 @@ import torch
 import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device
 from gnnmon.devices import Backend, clear_backends, get_backend
+from gnnmon.devices.base import MemoryWindow
 from gnnmon.devices.host import HOST
 from gnnmon.devices.registry import BACKENDS, BackendKind, register_backend, unregister_backend
 from gnnmon.devices.resolve import BY_NOTHING, infer_device, parse_device
@@ -61,9 +62,8 @@ class FakeXpu:
         self.peak = self.allocated
         return self.allocated
 
-    def close_window(self, start: Any) -> dict[str, Any]:
-        return {"mem_start_bytes": start, "mem_end_bytes": self.allocated, "mem_peak_bytes": self.peak,
-                "mem_peak_delta_bytes": self.peak - start, "mem_peak_bytes_source": "measured:fake-xpu"}
+    def close_window(self, start: Any) -> MemoryWindow:
+        return MemoryWindow(start, self.allocated, self.peak, "measured:fake-xpu")
 
 
 @dataclasses.dataclass

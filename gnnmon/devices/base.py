@@ -1,8 +1,11 @@
-"""The protocol every device backend follows (``gnnmon.devices`` picks one per device and caches it)."""
+"""The protocol every device backend follows (``gnnmon.devices`` picks one per device and caches it),
+and the raw counters its memory window gives. A backend answers raw questions (bytes now, the
+highest inside a window, what its allocator holds); the measurement that fills a row names the
+figures (:mod:`gnnmon.measure.memory`, declared in :mod:`gnnmon.figures`)."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
 
@@ -10,6 +13,31 @@ EVENT_POOL_MAX = 1024
 """Free timing events a backend keeps (more are left to the garbage collector). The pool settles
 at the events in flight between two drains of the run: rows per flush interval × events per row
 (2, plus 2 per phase)."""
+
+
+class MemoryWindow(NamedTuple):
+    """What one ended memory window read, in bytes (counts where said).
+
+    ``start``, ``end``, ``peak``: memory held by tensors (the host: the process's RSS) when the
+    window opened, when it closed, and the highest in between; ``how``: how that highest was read
+    (``measured:<counter>``, exact, or ``sampled:<reader>@<interval>ms``, which can miss a short
+    peak). Where the device has them: ``reserved``, what its caching allocator holds from the
+    device, at start, end and highest (at least what tensors hold); ``driver``, what the device's
+    driver holds for the process (its caches included), at start, end and highest, and the most it
+    recommends holding (None where it cannot say); ``retries`` and ``failures``, allocations the
+    allocator retried after freeing its cache, and refused, inside the window (counts);
+    ``children``, child processes' RSS at start, end and highest (sampled; already in the three
+    above)."""
+
+    start: int
+    end: int
+    peak: int
+    how: str
+    reserved: tuple[int, int, int] | None = None
+    driver: tuple[int, int, int, int | None] | None = None
+    retries: int | None = None
+    failures: int | None = None
+    children: tuple[int, int, int] | None = None
 
 
 @runtime_checkable
@@ -40,5 +68,5 @@ class Backend(Protocol):
     def open_window(self, sample_interval: float) -> Any:
         """Start a nesting-safe peak window; returns a token for :meth:`close_window`."""
 
-    def close_window(self, token: Any) -> dict[str, Any]:
-        """End a window; returns its row fields (``mem_start_bytes``, ``mem_peak_bytes``, ...)."""
+    def close_window(self, token: Any) -> MemoryWindow:
+        """End a window; returns what it read."""

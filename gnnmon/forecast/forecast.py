@@ -1,7 +1,7 @@
 """Will it fit? Each batch a loader would make, forecast by a run's memory model, and the budgets
 that keep the worst batch under a target share of the device's memory.
 
-The model forecasts the absolute peak (``mem_peak_bytes`` against nodes, edges and graphs; see
+The model forecasts the absolute peak (:data:`~gnnmon.figures.MEM_PEAK` against nodes, edges and graphs; see
 :mod:`gnnmon.report.memory_model`), so a batch fits when its forecast upper bound is under the
 capacity. Budgets are found by bisection on the model's upper bound:
 
@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from gnnmon.data.load import load
+from gnnmon.figures import MEM_PEAK, RSS_PEAK
 from gnnmon.forecast.shapes import batch_shapes, item_sizes
 from gnnmon.report import Report
 from gnnmon.report.memory_model import MemoryModel, format_bytes
@@ -71,7 +72,7 @@ def _model_of(model: Any, label: str | None) -> MemoryModel:
     if isinstance(model, (str, os.PathLike)):
         model = load(model)
     report = model if isinstance(model, Report) else Report(model)
-    return report.memory_model(label, "mem_peak_bytes")
+    return report.memory_model(label, MEM_PEAK.name)
 
 
 def _largest(fits: Callable[[int], bool], high: int = 1 << 40) -> int:
@@ -183,8 +184,8 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     which step). ``capacity``: bytes, ``"80GiB"`` or a device whose memory it is. The model is
     never asked to run: shapes only."""
     fitted = _model_of(model, label)
-    if fitted.figure not in ("mem_peak_bytes", "rss_peak_bytes"):
-        raise ValueError(f"forecast needs a model of the absolute peak (figure='mem_peak_bytes'), not "
+    if fitted.figure not in (MEM_PEAK.name, RSS_PEAK.name):
+        raise ValueError(f"forecast needs a model of the absolute peak (figure={MEM_PEAK.name!r}), not "
                          f"{fitted.figure}: what must fit in the device is the peak, not the step's growth")
     fitted.predict(**{t: 1 for t in fitted.terms})  # an untrusted model says why now, not after the scan
     total, what = parse_capacity(capacity)

@@ -44,8 +44,8 @@ class LayerMemory:
         if type(token) is list:
             self.host.close(token)  # type: ignore[union-attr]
             return token[0], token[1]
-        fields = self.backend.close_window(token)
-        return fields["mem_start_bytes"], fields["mem_peak_bytes"]
+        window = self.backend.close_window(token)
+        return window.start, window.peak
 
 
 class LayerStats:

@@ -11,7 +11,7 @@ from gnnmon.data.column import sorted_numbers
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table, returned
 from gnnmon.fields import is_number, row_key
-from gnnmon.figures import ENERGY_FIELDS
+from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK_DELTA
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.cross_rank import cross_rank
 from gnnmon.report.energy_balance import result_balance
@@ -184,14 +184,15 @@ class Report:
             return {}
         return cross_rank(self.records, self.manifest, **options)
 
-    def memory_model(self, label: str | None = None, figure: str = "mem_peak_delta_bytes", *,
+    def memory_model(self, label: str | None = None, figure: str = MEM_PEAK_DELTA.name, *,
                      device: str | None = None, warmup: int = 2, terms: Sequence[str] | None = None,
                      confidence: float = 0.95) -> MemoryModel:
         """The peak memory of ``label``'s calls (None: the label with most rows that carry a batch
         shape) as ``const + a·num_nodes + b·num_edges (+ c·num_graphs)`` bytes, fitted on its rows
         after ``warmup`` calls, failures and outliers left out; on ``device``'s rows where they ran
-        on more than one kind. ``figure``: ``mem_peak_delta_bytes`` (above the call's start),
-        ``mem_peak_bytes`` (absolute: what must fit in the device), or the ``rss_`` ones; ``terms``:
+        on more than one kind. ``figure``: the name of the peak above the call's start
+        (:data:`~gnnmon.figures.MEM_PEAK_DELTA`, the default), of the absolute peak
+        (:data:`~gnnmon.figures.MEM_PEAK`: what must fit in the device), or of the host's RSS ones; ``terms``:
         the shape fields to fit on (per type for a ``HeteroData`` batch: ``num_nodes__paper`` ...).
         The model's ``predict(num_nodes=..., num_edges=...)`` gives bytes and an upper bound at
         ``confidence``; ``summary()`` says it in words, or why it cannot be trusted. See
