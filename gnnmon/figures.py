@@ -192,9 +192,6 @@ FIGURES: tuple[Figure, ...] = (
       "which a request larger than each cannot use"),
     F("oom_device_total_bytes", BYTES, "oom", "the device's memory (CPU: physical RAM; MPS: recommended max)"),
     F("oom_device_free_bytes", BYTES, "oom", "free on the device when it failed (`cudaMemGetInfo`; CPU: available RAM)"),
-    F("oom_forecast_bytes", BYTES, "oom", "the peak the label's memory model forecasts for this batch "
-      "(`mem_peak_bytes`, fitted on the rows the run keeps)"),
-    F("oom_forecast_upper_bytes", BYTES, "oom", "that forecast's 95 % upper bound"),
     F("oom_snapshot", TEXT, "oom", "the allocation history dumped at the run's first OOM "
       "(`collect(memory_history=N)`), for pytorch.org/memory_viz"),
     F("<field>_source", TEXT, "row", "how a figure was measured (`measured:...`, `sampled:...`, `model:...`)"),

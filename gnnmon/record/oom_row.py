@@ -1,26 +1,24 @@
 """The post-mortem a call that ran out of memory leaves in its row.
 
 When a decorated call raises an out-of-memory error (``torch.OutOfMemoryError``, MPS's and the
-CPU allocator's equivalents, ``MemoryError``) its row gets, besides ``error``: the failed
-request, the device's memory at the failure (:mod:`gnnmon.devices.oom_error`; read once per exception,
-while the failed call's tensors are still held by its traceback, and shared by the rows it passes
-through), the forecast peak for the row's batch from the memory model of its label over the rows
-the run keeps (``mem_peak_bytes`` against the batch shape, :mod:`gnnmon.report.memory_model`),
-and with ``collect(memory_history=N)`` the path of the allocation-history snapshot dumped at the
-run's first out-of-memory error. :meth:`gnnmon.Report.oom` puts it in words.
+CPU allocator's equivalents, ``MemoryError``) its row gets, besides ``error``, the raw state: the
+failed request, the device's memory at the failure (:mod:`gnnmon.devices.oom_error`; read once
+per exception, while the failed call's tensors are still held by its traceback, and shared by the
+rows it passes through) and with ``collect(memory_history=N)`` the path of the allocation-history
+snapshot dumped at the run's first out-of-memory error; the row keeps its batch's shape and the
+figures it has. Nothing is fitted on the failing step's thread: the report fits the label's memory
+model when it reads the run and forecasts the failed batch (:meth:`gnnmon.Report.oom` puts it all
+in words).
 """
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from gnnmon.data.table import Table
 from gnnmon.devices.oom_error import is_oom, oom_state
-from gnnmon.report.memory_model import fit
 
 _READ = "_gnnmon_oom"  # the state read for an exception, kept on it for the outer rows
 
@@ -43,27 +41,6 @@ def record_oom(fields: dict[str, Any], backend: Any, error: BaseException, run: 
         except AttributeError:  # an exception type with __slots__
             pass
     fields.update(known)
-    _forecast(fields, run, note)
-
-
-def _forecast(fields: dict[str, Any], run: Any, note: Any) -> None:
-    label = fields["label"]
-    shape = {t: fields.get(t) for t in ("num_nodes", "num_edges", "num_graphs")}
-    if shape["num_nodes"] is None:
-        return
-    try:
-        with warnings.catch_warnings():  # the default run, never started, keeps its rows all the same
-            warnings.simplefilter("ignore")
-            rows = run.records
-        model = fit(Table(r for r in rows if r.get("label") == label), label, "mem_peak_bytes",
-                    device=fields.get("device"))
-        given = {t: shape[t] for t in model.terms}
-        prediction = model.predict(**given)  # type: ignore[arg-type]
-    except Exception as exc:  # noqa: BLE001 - too few rows, no model to trust: the error comes first
-        note(f"out of memory: no forecast for this batch ({exc})")
-        return
-    fields["oom_forecast_bytes"] = round(prediction.bytes)
-    fields["oom_forecast_upper_bytes"] = round(prediction.upper_bytes)
 
 
 # -- the allocation history (opt-in: collect(memory_history=N)) ----------------------------------

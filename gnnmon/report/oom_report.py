@@ -1,9 +1,9 @@
 """The out-of-memory post-mortem in words: which call ran out, at what batch, with the device's
 memory at the failure, the forecast for that batch and the largest batch that fit.
 
-Reads the ``oom_*`` fields a failed call's row holds (:mod:`gnnmon.record.oom_row`) and the rows of
-its label that succeeded; the forecast is the label's memory model of the absolute peak over all
-of them (the row's own forecast, made from the rows the run kept, where no model can be fitted).
+Reads the ``oom_*`` fields a failed call's row holds (:mod:`gnnmon.record.oom_row`: the raw state
+the failing step left) and the rows of its label that succeeded; the forecast is the label's memory
+model of the absolute peak over all of them, fitted here.
 """
 
 from __future__ import annotations
@@ -74,8 +74,6 @@ def _forecast(table: Table, row: dict[str, Any], models: dict[tuple[str, Any], A
             return p.bytes, p.upper_bytes, None
         except ValueError as exc:  # untrusted, or the row lacks a term
             why = exc
-    if row.get("oom_forecast_bytes") is not None:  # made when it failed, from the rows the run kept
-        return row["oom_forecast_bytes"], row.get("oom_forecast_upper_bytes"), None
     return None, None, str(why)
 
 
