@@ -1,7 +1,10 @@
 """The protocol every device backend follows (``gnnmon.devices`` picks one per device and caches it),
-and the raw counters its memory window gives. A backend answers raw questions (bytes now, the
-highest inside a window, what its allocator holds); the measurement that fills a row names the
-figures (:mod:`gnnmon.measure.memory`, declared in :mod:`gnnmon.figures`)."""
+and the raw counters it gives. A backend answers raw questions (bytes now, the highest inside a
+window, what its allocator holds, its memory at a failed allocation, its capacity); the
+measurements that fill a row name the figures (:mod:`gnnmon.measure.memory`,
+:mod:`gnnmon.record.oom_row`, declared in :mod:`gnnmon.figures`). What a kind of device says
+without a backend (in use, its collectives' device, its errors' text) is its
+:class:`~gnnmon.devices.registry.BackendKind`."""
 
 from __future__ import annotations
 
@@ -40,11 +43,26 @@ class MemoryWindow(NamedTuple):
     children: tuple[int, int, int] | None = None
 
 
+class MemoryState(NamedTuple):
+    """A device's memory when an allocation on it failed, in bytes; None where the device cannot
+    say. ``allocated``: held by tensors (the host: the process's RSS); ``reserved``: what its
+    allocator holds from the device (at least ``allocated``); ``fragmented``: of the reserved bytes
+    no tensor holds, the free parts of split blocks (a request larger than each cannot use them);
+    ``free`` and ``total``: the device's free memory and all of it."""
+
+    allocated: int
+    reserved: int | None
+    fragmented: int | None
+    free: int | None
+    total: int | None
+
+
 @runtime_checkable
 class Backend(Protocol):
     """What gnnmon needs from a device.
 
-    ``name`` is ``"cuda"``, ``"mps"`` or ``"cpu"``; ``device`` the ``torch.device`` measured.
+    ``name`` is its kind's device type (``"cuda"``, ``"mps"``, ``"cpu"``, or a registered one);
+    ``device`` the ``torch.device`` measured.
     ``memory_is_host`` is True when device memory *is* the process's RSS (the CPU backend).
     """
 
@@ -70,3 +88,11 @@ class Backend(Protocol):
 
     def close_window(self, token: Any) -> MemoryWindow:
         """End a window; returns what it read."""
+
+    def memory_state(self) -> MemoryState | None:
+        """The device's memory now, read after an allocation failed (never on the step's path);
+        None where the device holds nothing yet (CUDA not started)."""
+
+    def capacity(self) -> tuple[int, str]:
+        """All the memory the device offers the process, in bytes, and what that is in words
+        (``"cuda:0's memory"``, ``"the machine's RAM"``): what a forecast batch must fit in."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from gnnmon.devices.base import MemoryWindow
+from gnnmon.devices.base import MemoryState, MemoryWindow
 from gnnmon.devices.host import HOST
 
 
@@ -34,6 +34,18 @@ class CpuBackend:
 
     def close_window(self, token: Any) -> MemoryWindow:
         return HOST.close(token)
+
+    def memory_state(self) -> MemoryState:
+        """The process's RSS, and the machine's available and total RAM."""
+        import psutil  # a dependency; imported here as failures and forecasts are its only users
+
+        ram = psutil.virtual_memory()
+        return MemoryState(psutil.Process().memory_info().rss, None, None, ram.available, ram.total)
+
+    def capacity(self) -> tuple[int, str]:
+        import psutil
+
+        return int(psutil.virtual_memory().total), "the machine's RAM"
 
     def __repr__(self) -> str:
         return "CpuBackend()"

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from gnnmon.devices.base import EVENT_POOL_MAX, MemoryWindow
+from gnnmon.devices.base import EVENT_POOL_MAX, MemoryState, MemoryWindow
 from gnnmon.devices.peaks import CounterPeaks
 from gnnmon.errors import DeviceError
 
@@ -151,6 +151,20 @@ class CudaBackend:
         start, res_start = window.start
         return MemoryWindow(start, end, peak, ALLOCATOR, (res_start, res_end, res_peak), None,
                             last.get("num_alloc_retries", 0) - retries0, last.get("num_ooms", 0) - ooms0)
+
+    def memory_state(self) -> MemoryState | None:
+        """The allocator's allocated, reserved and split-block free bytes, and the driver's free
+        and total memory (``torch.cuda.mem_get_info``); None before CUDA holds anything."""
+        stats = self._stats()
+        if not stats:
+            return None
+        split = stats.get("inactive_split_bytes", {}).get("all", {}).get("current")
+        free, total = torch.cuda.mem_get_info(self.index)
+        return MemoryState(stats["allocated_bytes"]["all"]["current"], stats["reserved_bytes"]["all"]["current"],
+                           split, free, total)
+
+    def capacity(self) -> tuple[int, str]:
+        return int(torch.cuda.get_device_properties(self.index).total_memory), f"{self.label}'s memory"
 
     # -- timing ---------------------------------------------------------------------------
     def current_stream(self) -> Any:

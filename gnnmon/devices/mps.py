@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from gnnmon.devices.base import EVENT_POOL_MAX, MemoryWindow
+from gnnmon.devices.base import EVENT_POOL_MAX, MemoryState, MemoryWindow
 from gnnmon.devices.peaks import PolledPeaks
 from gnnmon.errors import DeviceError
 
@@ -82,6 +82,16 @@ class MpsBackend:
             limit = None
         return MemoryWindow(start, end, peak, f"sampled:mps@{peaks.interval * 1000:g}ms",
                             driver=(driver_start, driver_end, driver_peak, limit))
+
+    def memory_state(self) -> MemoryState:
+        """Tensors' bytes, the driver's (as what the allocator holds), and its recommended maximum
+        as the device's memory (free: what the driver may still take)."""
+        allocated, driver = torch.mps.current_allocated_memory(), torch.mps.driver_allocated_memory()
+        total = torch.mps.recommended_max_memory()
+        return MemoryState(allocated, driver, None, max(total - driver, 0), total)
+
+    def capacity(self) -> tuple[int, str]:
+        return int(torch.mps.recommended_max_memory()), "MPS's recommended maximum"
 
     def __repr__(self) -> str:
         return "MpsBackend()"

@@ -17,11 +17,22 @@ from gnnmon.errors import DeviceError
 from gnnmon.fields import HOST_BACKEND
 
 
+def _device_forms() -> str:
+    """The device strings gnnmon accepts, from the registered kinds: ``'cuda', 'cuda:N', 'mps', 'cpu'``."""
+    forms = []
+    for kind in BACKENDS.values():
+        forms.append(repr(kind.type))
+        if kind.resolve_index is not None:
+            forms.append(repr(f"{kind.type}:N"))
+    return ", ".join(forms)
+
+
 def parse_device(device: Any) -> torch.device:
     """Turn a user's ``device=`` value into a ``torch.device``, with a clear error if it is not one.
 
-    Accepts ``torch.device``, strings such as ``"cuda:1"``, ``"mps"``, ``"cpu"``, and an int (a CUDA
-    index, as torch does). Availability is checked later, per call, by the backend.
+    Accepts ``torch.device``, strings of a registered kind such as ``"cuda:1"``, ``"mps"``,
+    ``"cpu"``, and an int (a CUDA index, as torch does). Availability is checked later, per call,
+    by the backend.
     """
     if isinstance(device, torch.device):
         dev = device
@@ -35,9 +46,7 @@ def parse_device(device: Any) -> torch.device:
         try:
             dev = torch.device(device)
         except (RuntimeError, ValueError) as exc:
-            raise DeviceError(
-                f"unknown device {device!r}: expected one of 'cpu', 'cuda', 'cuda:N', 'mps'"
-            ) from exc
+            raise DeviceError(f"unknown device {device!r}: expected one of {_device_forms()}") from exc
     else:
         raise DeviceError(
             f"device must be a torch.device, a string such as 'cuda:0' or an int, "

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from gnnmon.data.load import load
+from gnnmon.devices import get_backend
 from gnnmon.figures import MEM_PEAK, RSS_PEAK
 from gnnmon.forecast.shapes import batch_shapes, item_sizes
 from gnnmon.report import Report
@@ -38,7 +39,8 @@ _FACTOR = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
 
 def parse_capacity(capacity: Any) -> tuple[int | None, str | None]:
     """(bytes, what it is) from bytes, a size (``"80GiB"``, ``"80 GB"``) or a device (``"cuda:0"``,
-    a ``torch.device``: its total memory; ``"cpu"``: the machine's RAM); None stays None."""
+    a ``torch.device``: the capacity its backend gives, its total memory; ``"cpu"``: the machine's
+    RAM); None stays None."""
     if capacity is None:
         return None, None
     if isinstance(capacity, (int, float)) and not isinstance(capacity, bool):
@@ -54,16 +56,7 @@ def parse_capacity(capacity: Any) -> tuple[int | None, str | None]:
     except (RuntimeError, TypeError):
         raise ValueError(f"capacity must be bytes, a size such as '80GiB' or a device such as 'cuda:0'; "
                          f"got {capacity!r}") from None
-    if device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        return int(torch.cuda.get_device_properties(index).total_memory), f"{device}'s memory"
-    if device.type == "mps":
-        return int(torch.mps.recommended_max_memory()), "MPS's recommended maximum"
-    if device.type == "cpu":
-        import psutil
-
-        return int(psutil.virtual_memory().total), "the machine's RAM"
-    raise ValueError(f"capacity: no memory size known for device {device}")
+    return get_backend(device).capacity()
 
 
 def _model_of(model: Any, label: str | None) -> MemoryModel:

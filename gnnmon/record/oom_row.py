@@ -2,10 +2,11 @@
 
 When a decorated call raises an out-of-memory error (``torch.OutOfMemoryError``, MPS's and the
 CPU allocator's equivalents, ``MemoryError``) its row gets, besides ``error``, the raw state: the
-failed request, the device's memory at the failure (:mod:`gnnmon.devices.oom_error`; read once
-per exception, while the failed call's tensors are still held by its traceback, and shared by the
-rows it passes through) and with ``collect(memory_history=N)`` the path of the allocation-history
-snapshot dumped at the run's first out-of-memory error; the row keeps its batch's shape and the
+failed request (:mod:`gnnmon.devices.oom_error`), the device's memory at the failure (its
+backend's ``memory_state``; read once per exception, while the failed call's tensors are still
+held by its traceback, and shared by the rows it passes through) and with
+``collect(memory_history=N)`` the path of the allocation-history snapshot dumped at the run's
+first out-of-memory error (:mod:`gnnmon.record.memory_history`); the row keeps its batch's shape and the
 figures it has. Nothing is fitted on the failing step's thread: the report fits the label's memory
 model when it reads the run and forecasts the failed batch (:meth:`gnnmon.Report.oom` puts it all
 in words).
@@ -13,17 +14,15 @@ in words).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import torch
-
-from gnnmon.devices.oom_error import is_oom, oom_state
+from gnnmon.devices.base import Backend, MemoryState
+from gnnmon.devices.oom_error import is_oom, requested_bytes
 
 _READ = "_gnnmon_oom"  # the state read for an exception, kept on it for the outer rows
 
 
-def record_oom(fields: dict[str, Any], backend: Any, error: BaseException, run: Any, note: Any) -> None:
+def record_oom(fields: dict[str, Any], backend: Backend | None, error: BaseException, run: Any, note: Any) -> None:
     """Fill the ``oom_*`` fields of a row whose call raised ``error``, if it is an OOM."""
     if not is_oom(error):
         return
@@ -43,55 +42,30 @@ def record_oom(fields: dict[str, Any], backend: Any, error: BaseException, run: 
     fields.update(known)
 
 
-# -- the allocation history (opt-in: collect(memory_history=N)) ----------------------------------
+def oom_state(backend: Backend | None, error: BaseException) -> tuple[dict[str, Any], str | None]:
+    """The ``oom_*`` fields (bytes) for ``error`` raised on ``backend`` (None: the row's device is
+    not known): the request its message gives, and the device's memory as the backend reads it;
+    and why some could not be read (None if all were)."""
+    fields: dict[str, Any] = {"oom_requested_bytes": requested_bytes(error)}
+    if backend is None:
+        return fields, "out of memory: the device's memory state was not read (no device resolved for the row)"
+    try:
+        state = backend.memory_state()
+    except Exception as exc:  # noqa: BLE001 - a device in a bad state: keep what the error said
+        return fields, f"out of memory: the device's memory state could not be read ({type(exc).__name__}: {exc})"
+    if state is not None:
+        _state_fields(fields, state)
+    return fields, None
 
-class History:
-    """PyTorch's CUDA allocation history for one run (``torch.cuda.memory._record_memory_history``,
-    a private API: guarded; a failure leaves the run going without it), keeping the newest
-    ``entries`` events (None: off), dumped at the run's first out-of-memory error."""
 
-    def __init__(self, entries: int | None) -> None:
-        self.entries = entries
-        self.recording = False
-        self.dumped: str | None = None
-
-    def start(self) -> dict[str, Any] | None:
-        """Start recording; what the manifest says of it (None: off). Recording starts CUDA."""
-        if self.entries is None:
-            return None
-        entry: dict[str, Any] = {"entries": self.entries, "recording": False}
-        record = getattr(torch.cuda.memory, "_record_memory_history", None)
-        if not torch.cuda.is_available():
-            return {**entry, "why": "no CUDA device: the history records CUDA allocations only"}
-        if record is None:
-            return {**entry, "why": "this torch has no torch.cuda.memory._record_memory_history"}
-        try:
-            record(max_entries=self.entries)
-        except Exception as exc:  # noqa: BLE001 - a private API that changed: the run goes on without it
-            return {**entry, "why": f"{type(exc).__name__}: {exc}"}
-        self.recording = True
-        return {**entry, "recording": True}
-
-    def stop(self) -> None:
-        """Stop recording (best effort: the run's rows come first)."""
-        if self.recording:
-            self.recording = False
-            try:
-                torch.cuda.memory._record_memory_history(enabled=None)
-            except Exception:  # noqa: BLE001
-                pass
-
-    def dump(self, path: str | None, label: str, index: int) -> str | None:
-        """At the run's first out-of-memory error: dump the history next to the run's file
-        (``<run>.oom-<label>-<index>.pickle``, for pytorch.org/memory_viz); its path, else None."""
-        if not self.recording or self.dumped is not None:
-            return None
-        base = Path(path) if path is not None else Path.cwd() / "gnnmon"
-        target = base.with_name(f"{base.stem}.oom-{label}-{index}.pickle")
-        try:
-            torch.cuda.memory._dump_snapshot(str(target))
-        except Exception as exc:  # noqa: BLE001 - no snapshot: the row has the rest
-            self.dumped = f"failed: {type(exc).__name__}: {exc}"
-            return None
-        self.dumped = str(target)
-        return self.dumped
+def _state_fields(fields: dict[str, Any], state: MemoryState) -> None:
+    fields["oom_allocated_bytes"] = state.allocated
+    if state.reserved is not None:
+        fields["oom_reserved_bytes"] = state.reserved
+        fields["oom_cached_free_bytes"] = state.reserved - state.allocated
+    if state.fragmented is not None:
+        fields["oom_fragmented_bytes"] = state.fragmented
+    if state.free is not None:
+        fields["oom_device_free_bytes"] = state.free
+    if state.total is not None:
+        fields["oom_device_total_bytes"] = state.total

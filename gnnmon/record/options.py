@@ -36,7 +36,7 @@ class Options:
     drains of the writer thread (a kill loses at most about this much). ``sampler``: ``"process"``
     or ``"thread"``. ``distributed``: measure the clock offset between ranks with collectives.
     ``memory_history``: keep PyTorch's CUDA allocation history (its newest N events; a private
-    PyTorch API, see :mod:`gnnmon.record.oom_row`) and dump it at the run's first out-of-memory
+    PyTorch API, see :mod:`gnnmon.record.memory_history`) and dump it at the run's first out-of-memory
     error, next to the run's file (None: off). ``sched``: each top-level row's thread CPU time
     and context switches, in it and since the thread's previous row (``thread_*`` fields; Linux;
     about 3 µs a row on the 2-core VM, ``benchmarks/sched_cost.py``): ``"auto"`` records them

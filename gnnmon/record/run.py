@@ -44,7 +44,7 @@ from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.inbox import Deferred, Inbox
 from gnnmon.record.interrupts import HELD, held_section, releasing
 from gnnmon.record.manifest import build_manifest, distributed_entry
-from gnnmon.record.oom_row import History
+from gnnmon.record.memory_history import History
 from gnnmon.record.options import Options
 from gnnmon.record.outlets import Outlets
 from gnnmon.record.sinks import Batch, JsonlSink, Sink, as_sinks
