@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from gnnmon.measure.compile import track_compile
     from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
     from gnnmon.measure.graph import graph_shape, record_graph
-    from gnnmon.measure.layers import watch_layers
+    from gnnmon.measure.layer_watch import watch_layers
     from gnnmon.measure.loader import watch_loader
     from gnnmon.measure.memory import memory_scope, monitor_memory_device
     from gnnmon.measure.timing import cuda_timed, phase, timed
@@ -59,7 +59,7 @@ _LAZY: dict[str, str] = {
     "gc_paused": "gnnmon.measure.gc_control",
     "graph_shape": "gnnmon.measure.graph",
     "record_graph": "gnnmon.measure.graph",
-    "watch_layers": "gnnmon.measure.layers",
+    "watch_layers": "gnnmon.measure.layer_watch",
     "watch_loader": "gnnmon.measure.loader",
     "memory_scope": "gnnmon.measure.memory",
     "monitor_memory_device": "gnnmon.measure.memory",

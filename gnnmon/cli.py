@@ -14,7 +14,7 @@ from typing import Any
 from gnnmon._version import __version__
 from gnnmon.data.load import load
 from gnnmon.errors import ReportFileError
-from gnnmon.figures import reference
+from gnnmon.figures import MEM_PEAK, reference
 from gnnmon.report import Report
 from gnnmon.report.csv_export import write_csv
 from gnnmon.report.exports import EXPORTS
@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     exp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     fc = sub.add_parser("forecast", help="fit a run's memory model and print the batch budgets for a device",
                         description=(
-        "Fit the step's peak memory (mem_peak_bytes) against its batches' nodes, edges and graphs, "
+        f"Fit the step's peak memory ({MEM_PEAK.name}) against its batches' nodes, edges and graphs, "
         "forecast the run's own batches, and with --capacity print the largest DynamicBatchSampler "
         "max_num and batch size whose worst batch stays under --fraction of it."))
     fc.add_argument("path", metavar="RUN", help="a run's .jsonl file, or a distributed job's files as for report")
@@ -138,7 +138,7 @@ def _forecast(report: Any, args: argparse.Namespace) -> int:
     from gnnmon.forecast import forecast
 
     try:
-        model = report.memory_model(args.label, "mem_peak_bytes")
+        model = report.memory_model(args.label, MEM_PEAK.name)
         if not model.trusted:
             print(model.summary())
             return 1

@@ -3,7 +3,7 @@
 The renderers read this table: the markdown report's units, the Chrome trace's slice arguments,
 the TensorBoard scalars, the Lightning callback's logged step figures, the plots, and the field
 reference in ``docs/fields.md`` (made by :func:`reference`; a test keeps it current). Backends
-return raw counters; the measurement that fills a figure names it here. A figure's unit also
+return raw counters; the measurement that fills a figure names it, as declared here. A figure's unit also
 shows in its name's suffix (``_bytes``, ``_s``, ``_pct``, ...: :data:`UNITS`), so a field that
 is not declared (a marker of yours, an energy counter's source) still renders in the right unit.
 Imports nothing from gnnmon.
@@ -72,6 +72,19 @@ class Figure:
 
 
 F = Figure
+# The memory figures other stages name, declared here by name: a stage reads or asks for one through
+# its declaration (``MEM_PEAK.name``); the memory measurement (gnnmon.measure.memory) computes them.
+MEM_START = F("mem_start_bytes", BYTES, "memory", "device memory at the start (CPU: process RSS)")
+MEM_END = F("mem_end_bytes", BYTES, "memory", "device memory at the end")
+MEM_PEAK = F("mem_peak_bytes", BYTES, "memory", "highest device memory inside the call", "mem_peak_mib", True)
+MEM_PEAK_DELTA = F("mem_peak_delta_bytes", BYTES, "memory", "peak minus start: what the call added at its worst",
+                   "mem_peak_delta_mib", True)
+MEM_END_DELTA = F("mem_end_delta_bytes", BYTES, "memory", "end minus start: what the call left behind")
+RSS_START = F("rss_start_bytes", BYTES, "memory", "host process RSS at the start")
+RSS_PEAK = F("rss_peak_bytes", BYTES, "memory", "highest host process RSS inside the call")
+RSS_END = F("rss_end_bytes", BYTES, "memory", "host process RSS at the end")
+RSS_PEAK_DELTA = F("rss_peak_delta_bytes", BYTES, "memory", "RSS peak minus start", traced=True)
+
 FIGURES: tuple[Figure, ...] = (
     F("label", TEXT, "row", "the `label=` given, else the function's name as written"),
     F("index", COUNT, "row", "call number per label, from 0"),
@@ -83,12 +96,11 @@ FIGURES: tuple[Figure, ...] = (
     F("device_source", TEXT, "row", "how the device was chosen (`explicit`, `argument`, `cuda in use`, ...)"),
     F("error", TEXT, "row", "the exception type the call raised, or None"),
     F("notes", TEXT, "row", "why a figure is missing or how it was made"),
-    F("mem_start_bytes", BYTES, "memory", "device memory at the start (CPU: process RSS)"),
-    F("mem_end_bytes", BYTES, "memory", "device memory at the end"),
-    F("mem_peak_bytes", BYTES, "memory", "highest device memory inside the call", "mem_peak_mib", True),
-    F("mem_peak_delta_bytes", BYTES, "memory", "peak minus start: what the call added at its worst",
-      "mem_peak_delta_mib", True),
-    F("mem_end_delta_bytes", BYTES, "memory", "end minus start: what the call left behind"),
+    MEM_START,
+    MEM_END,
+    MEM_PEAK,
+    MEM_PEAK_DELTA,
+    MEM_END_DELTA,
     F("mem_reserved_start_bytes", BYTES, "memory", "CUDA: what the caching allocator holds, at the start"),
     F("mem_reserved_end_bytes", BYTES, "memory", "CUDA: what the caching allocator holds, at the end"),
     F("mem_reserved_peak_bytes", BYTES, "memory", "CUDA: the most the caching allocator held"),
@@ -98,10 +110,10 @@ FIGURES: tuple[Figure, ...] = (
     F("mem_recommended_max_bytes", BYTES, "memory", "MPS: torch.mps.recommended_max_memory()"),
     F("cuda_alloc_retries", COUNT, "memory", "CUDA: allocations that had to free the cache and retry"),
     F("cuda_ooms", COUNT, "memory", "CUDA: out-of-memory errors raised by the allocator"),
-    F("rss_start_bytes", BYTES, "memory", "host process RSS at the start"),
-    F("rss_peak_bytes", BYTES, "memory", "highest host process RSS inside the call"),
-    F("rss_end_bytes", BYTES, "memory", "host process RSS at the end"),
-    F("rss_peak_delta_bytes", BYTES, "memory", "RSS peak minus start", traced=True),
+    RSS_START,
+    RSS_PEAK,
+    RSS_END,
+    RSS_PEAK_DELTA,
     F("rss_children_start_bytes", BYTES, "memory", "child processes' RSS at the start (sampled)"),
     F("rss_children_peak_bytes", BYTES, "memory", "child processes' highest RSS (sampled)"),
     F("rss_children_end_bytes", BYTES, "memory", "child processes' RSS at the end (sampled)"),
@@ -180,9 +192,6 @@ FIGURES: tuple[Figure, ...] = (
       "which a request larger than each cannot use"),
     F("oom_device_total_bytes", BYTES, "oom", "the device's memory (CPU: physical RAM; MPS: recommended max)"),
     F("oom_device_free_bytes", BYTES, "oom", "free on the device when it failed (`cudaMemGetInfo`; CPU: available RAM)"),
-    F("oom_forecast_bytes", BYTES, "oom", "the peak the label's memory model forecasts for this batch "
-      "(`mem_peak_bytes`, fitted on the rows the run keeps)"),
-    F("oom_forecast_upper_bytes", BYTES, "oom", "that forecast's 95 % upper bound"),
     F("oom_snapshot", TEXT, "oom", "the allocation history dumped at the run's first OOM "
       "(`collect(memory_history=N)`), for pytorch.org/memory_viz"),
     F("<field>_source", TEXT, "row", "how a figure was measured (`measured:...`, `sampled:...`, `model:...`)"),

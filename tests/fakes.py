@@ -19,6 +19,8 @@ They follow the documented behaviour of the real modules:
   ``devices[i].split``; ``torch.cuda.mem_get_info(i)`` returns (total − reserved − ``other``, total)
   where ``other`` stands for other processes. ``torch.cuda.memory._record_memory_history`` and
   ``_dump_snapshot`` keep their calls in ``history_calls`` and write a small pickle.
+* ``torch.xpu`` (:class:`FakeXpu`) is the fake ``torch.cuda`` under Intel's name, with Intel's
+  out-of-memory error.
 * ``torch.mps`` has ``current_allocated_memory`` (tensors), ``driver_allocated_memory`` (more: the
   driver's caches) and ``recommended_max_memory``, and no peak API.
 
@@ -138,6 +140,8 @@ class FakeCuda(_Timeline):
     """Stands in for ``torch.cuda``: ``n`` devices, a caching allocator, per-device peak counters,
     and one asynchronous work queue with events."""
 
+    kind = "cuda"  # the torch device type it stands for
+
     def __init__(self, n: int = 2, total_bytes: int = 16 * 2**30) -> None:
         super().__init__()
         self.devices = [_CudaDevice() for _ in range(n)]
@@ -173,11 +177,7 @@ class FakeCuda(_Timeline):
                     d.ooms += 1
                     d.allocated -= nbytes
                     d.reserved -= -(-need // _SEGMENT) * _SEGMENT
-                    raise torch.OutOfMemoryError(
-                        f"CUDA out of memory. Tried to allocate {nbytes / 2**30:.2f} GiB. GPU {i} has a total "
-                        f"capacity of {self.total / 2**30:.2f} GiB of which "
-                        f"{(self.total - d.reserved - self.other) / 2**20:.2f} MiB is free. Of the allocated memory "
-                        f"{d.allocated / 2**30:.2f} GiB is allocated by PyTorch (fake)")
+                    raise self.out_of_memory(nbytes, i, d)
             d.allocated_peak = max(d.allocated_peak, d.allocated)
             d.reserved_peak = max(d.reserved_peak, d.reserved)
             handle = next(self._ids)
@@ -189,6 +189,14 @@ class FakeCuda(_Timeline):
             i, nbytes = self._blocks.pop(handle)
             self.devices[i].allocated -= nbytes
 
+    def out_of_memory(self, nbytes: int, i: int, d: _CudaDevice) -> BaseException:
+        """The error an allocation of ``nbytes`` on device ``i`` that does not fit raises."""
+        return torch.OutOfMemoryError(
+            f"CUDA out of memory. Tried to allocate {nbytes / 2**30:.2f} GiB. GPU {i} has a total "
+            f"capacity of {self.total / 2**30:.2f} GiB of which "
+            f"{(self.total - d.reserved - self.other) / 2**20:.2f} MiB is free. Of the allocated memory "
+            f"{d.allocated / 2**30:.2f} GiB is allocated by PyTorch (fake)")
+
     # -- the torch.cuda API ---------------------------------------------------------------
     def _index(self, device: Any) -> int:
         if device is None:
@@ -196,8 +204,8 @@ class FakeCuda(_Timeline):
         if isinstance(device, str):
             device = torch.device(device)
         if isinstance(device, torch.device):
-            if device.type != "cuda":
-                raise ValueError(f"Expected a cuda device, but got: {device}")
+            if device.type != self.kind:
+                raise ValueError(f"Expected a {self.kind} device, but got: {device}")
             return self.current if device.index is None else device.index
         if isinstance(device, int):
             if not 0 <= device < len(self.devices):
@@ -334,6 +342,27 @@ class FakeCuda(_Timeline):
         return [f"GPU-{u}" for u in sorted(self.uuids, key=lambda u: u.int)]
 
 
+class FakeXpu(FakeCuda):
+    """Stands in for ``torch.xpu`` (Intel GPUs), whose API mirrors ``torch.cuda``'s: the same
+    caching allocator and counters (``memory_stats``' flat keys, ``reset_peak_memory_stats``,
+    ``mem_get_info``, ``get_device_properties``), current device and asynchronous work queue. An
+    allocation that does not fit raises what Intel's runtime raises under IPEX: a ``RuntimeError``
+    naming ``PI_ERROR_OUT_OF_RESOURCES``, which says neither "out of memory" nor the size."""
+
+    kind = "xpu"
+
+    def out_of_memory(self, nbytes: int, i: int, d: _CudaDevice) -> BaseException:
+        return RuntimeError("Native API failed. Native API returns: -5 (PI_ERROR_OUT_OF_RESOURCES) "
+                            "-5 (PI_ERROR_OUT_OF_RESOURCES)")
+
+    def install(self, monkeypatch: Any) -> FakeXpu:
+        for name in ("is_available", "is_initialized", "device_count", "current_device", "set_device",
+                     "synchronize", "memory_stats", "reset_peak_memory_stats", "mem_get_info",
+                     "get_device_properties"):
+            monkeypatch.setattr(torch.xpu, name, getattr(self, name), raising=False)
+        return self
+
+
 class FakeMps(_Timeline):
     """Stands in for ``torch.mps`` (and ``torch.backends.mps.is_available``). ``with_events=False``
     stands for a torch without ``torch.mps.Event``."""
@@ -390,4 +419,4 @@ class FakeMps(_Timeline):
 
 from tests.fake_nvml import FakeNvml  # noqa: E402 - re-exported: it has no torch, the sampler process imports it
 
-__all__ = ["FakeCuda", "FakeMps", "FakeNvml"]
+__all__ = ["FakeCuda", "FakeMps", "FakeNvml", "FakeXpu"]

@@ -1,10 +1,16 @@
 """Every device kind in the registry keeps the same contract, checked by the same planted truths:
-the CPU for real, CUDA and MPS against their faithful fakes (tests/fakes.py), and a kind that a
-test registers itself (an XPU stand-in) without touching gnnmon."""
+the CPU for real, CUDA and MPS against their faithful fakes (tests/fakes.py), and a kind gnnmon does
+not ship, added as a user adds one: an Intel XPU backend in one module (tests/xpu_backend.py, over
+a fake ``torch.xpu``) and one ``register_backend`` call, with nothing in gnnmon touched. Each
+question a backend or its kind answers is asked of every kind: the memory window's figures
+(nesting included), the device a call without one is measured on, device time, the state an
+out-of-memory error leaves, the capacity a forecast reads, the device collectives use, and the
+text of the errors."""
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,65 +22,36 @@ import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device
 from gnnmon.devices import Backend, clear_backends, get_backend
 from gnnmon.devices.host import HOST
-from gnnmon.devices.registry import BACKENDS, BackendKind, register_backend, unregister_backend
+from gnnmon.devices.oom_error import is_oom
+from gnnmon.devices.ranks import clock_offset
+from gnnmon.devices.registry import BACKENDS, collective_device, register_backend, unregister_backend
 from gnnmon.devices.resolve import BY_NOTHING, infer_device, parse_device
 from gnnmon.errors import DeviceError
+from gnnmon.figures import MEM_PEAK
+from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.record.manifest import build_manifest
-from tests.fakes import FakeCuda, FakeMps
+from tests import xpu_backend
+from tests.fakes import FakeCuda, FakeMps, FakeXpu
 
 MiB = 2**20
 PLANTED_BYTES = 64 * MiB
 PLANTED_S = 0.05
 
 
-class FakeXpu:
-    """A device kind gnnmon does not ship: memory is a counter with a resettable peak, work is
-    synchronous (no events). What a third-party backend module would hold."""
-
-    name = "xpu"
-    memory_is_host = False
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = torch.device("xpu", device.index or 0)
-        self.label = str(self.device)
-        self.allocated = self.peak = 0
-        self.in_use = False
-
-    def alloc(self, nbytes: int) -> None:
-        self.in_use = True
-        self.allocated += nbytes
-        self.peak = max(self.peak, self.allocated)
-
-    def free(self, nbytes: int) -> None:
-        self.allocated -= nbytes
-
-    def synchronize(self) -> None:
-        """Synchronous: nothing queued."""
-
-    def record_event(self) -> None:
-        return None
-
-    def release_event(self, event: Any) -> None:
-        """No events."""
-
-    def open_window(self, sample_interval: float) -> Any:
-        self.peak = self.allocated
-        return self.allocated
-
-    def close_window(self, start: Any) -> dict[str, Any]:
-        return {"mem_start_bytes": start, "mem_end_bytes": self.allocated, "mem_peak_bytes": self.peak,
-                "mem_peak_delta_bytes": self.peak - start, "mem_peak_bytes_source": "measured:fake-xpu"}
-
-
 @dataclasses.dataclass
 class Planted:
-    """How a test plants memory and device work on one kind, and how it marks the kind in use."""
+    """How a test plants memory and device work on one kind, how it marks the kind in use, how it
+    runs out of memory on it (the kind's own error, ``requested`` bytes in its text or None), and
+    which process-group backend runs collectives on it (None: none does, the host runs them)."""
 
     type: str
     alloc_and_free: Callable[[int], None]
     work: Callable[[float], None]
     use: Callable[[], None]
     exact_memory: bool
+    run_out: Callable[[], None]
+    requested: int | None
+    collectives: str | None
 
 
 @pytest.fixture(params=["cpu", "cuda", "mps", "xpu"])
@@ -84,13 +61,24 @@ def planted(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Planted]:
     for other in [k for k in BACKENDS.values() if k.accelerator and k.type != kind]:
         # no other accelerator in use, whatever the machine (a real GPU that earlier tests started)
         monkeypatch.setitem(BACKENDS, other.type, dataclasses.replace(other, in_use=lambda: None))
-    if kind == "cuda":
-        fake = FakeCuda(n=2).install(monkeypatch)
+    if kind in ("cuda", "xpu"):
+        fake = (FakeCuda if kind == "cuda" else FakeXpu)(n=2).install(monkeypatch)
+        if kind == "xpu":
+            register_backend(xpu_backend.KIND)  # the one registration a user makes
 
-        def cuda_alloc(n: int) -> None:
+        def gpu_alloc(n: int) -> None:
             fake.free(fake.alloc(n, 0))
 
-        yield Planted("cuda", cuda_alloc, fake.launch, lambda: fake.free(fake.alloc(MiB, 0)), True)
+        def gpu_run_out() -> None:
+            fake.alloc(MiB, 0)  # held when the next one fails, as a failing step's tensors are
+            fake.alloc(2 * fake.total, 0)
+
+        try:
+            yield Planted(kind, gpu_alloc, fake.launch, lambda: fake.free(fake.alloc(MiB, 0)), True, gpu_run_out,
+                          2 * fake.total if kind == "cuda" else None, "nccl" if kind == "cuda" else "xccl")
+        finally:
+            if kind == "xpu":
+                unregister_backend("xpu")
     elif kind == "mps":
         mps = FakeMps().install(monkeypatch)
         held: list[int] = []
@@ -100,29 +88,13 @@ def planted(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Planted]:
             time.sleep(0.03)  # MPS has no peak counter: held long enough to be sampled
             mps.free(h)
 
-        yield Planted("mps", mps_alloc, mps.launch, lambda: held.append(mps.alloc(MiB)), False)
-    elif kind == "xpu":
-        made: list[FakeXpu] = []
+        def mps_run_out() -> None:
+            held.append(mps.alloc(MiB))
+            raise RuntimeError("MPS backend out of memory (MPS allocated: 1.00 MB, other allocations: 64.00 MB, "
+                               "max allowed: 24.00 GB). Tried to allocate 48.00 GB on private pool.")
 
-        def make(device: torch.device) -> FakeXpu:
-            made.append(FakeXpu(device))
-            return made[-1]
-
-        register_backend(BackendKind(
-            "xpu", make, lambda: True,
-            lambda: torch.device("xpu", 0) if made and made[0].in_use else None,
-            manifest=lambda: {"xpu_available": True}))
-        device = get_backend(torch.device("xpu"))
-        assert isinstance(device, FakeXpu)
-
-        def xpu_alloc(n: int) -> None:
-            device.alloc(n)
-            device.free(n)
-
-        try:
-            yield Planted("xpu", xpu_alloc, time.sleep, lambda: device.alloc(MiB), True)
-        finally:
-            unregister_backend("xpu")
+        yield Planted("mps", mps_alloc, mps.launch, lambda: held.append(mps.alloc(MiB)), False, mps_run_out,
+                      48 * 2**30, None)
     else:
         def cpu_alloc(n: int) -> None:
             t = torch.empty(n, dtype=torch.uint8)
@@ -130,13 +102,16 @@ def planted(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Planted]:
             time.sleep(0.03)  # sampled where no exact peak exists
             del t
 
-        yield Planted("cpu", cpu_alloc, time.sleep, lambda: None, HOST.exact)
+        def cpu_run_out() -> None:
+            torch.empty(2**50, dtype=torch.uint8)  # 1 PiB: the CPU allocator refuses it
+
+        yield Planted("cpu", cpu_alloc, time.sleep, lambda: None, HOST.exact, cpu_run_out, 2**50, "gloo")
     clear_backends()
 
 
 def test_every_kind_declares_itself_and_makes_a_backend_that_follows_the_protocol(planted):
     kind = BACKENDS[planted.type]
-    assert kind.type == planted.type and kind.available()
+    assert kind.type == planted.type
     assert parse_device(planted.type).type == planted.type
     backend = get_backend(torch.device(planted.type))
     assert isinstance(backend, Backend)
@@ -196,6 +171,101 @@ def test_a_call_without_a_device_is_measured_on_the_kind_in_use(planted):
     assert row["device_source"] == (kind.in_use_source if kind.accelerator else BY_NOTHING)
 
 
+def test_a_nested_call_never_hides_the_outer_call_s_peak_on_every_kind(planted):
+    """The outer call's planted allocation is freed before the inner call's window opens (and may
+    reset the device's peak counter): the outer row still holds it."""
+    @monitor_memory_device(device=planted.type, sample_interval=0.002, label="inner")
+    def inner() -> None:
+        planted.alloc_and_free(MiB)
+
+    @monitor_memory_device(device=planted.type, sample_interval=0.002, label="outer")
+    def outer() -> None:
+        planted.alloc_and_free(PLANTED_BYTES)
+        inner()
+
+    with gnnmon.collect() as run:
+        outer()
+    rows = {r["label"]: r for r in run.records}
+    assert rows["inner"]["parent"] == "outer#0"
+    if planted.exact_memory and planted.type != "cpu":
+        assert rows["outer"]["mem_peak_delta_bytes"] == PLANTED_BYTES
+        assert rows["inner"]["mem_peak_delta_bytes"] == MiB
+    else:
+        assert rows["outer"]["mem_peak_delta_bytes"] == pytest.approx(PLANTED_BYTES, rel=0.05)
+        assert rows["inner"]["mem_peak_delta_bytes"] < PLANTED_BYTES / 2
+
+
+def test_an_out_of_memory_error_on_every_kind_leaves_the_device_s_state_in_its_row(planted):
+    @monitor_memory_device(device=planted.type)
+    def step() -> None:
+        planted.run_out()
+
+    with gnnmon.collect() as run:
+        with pytest.raises(Exception) as raised:  # the kind's own error, passed through untouched
+            step()
+    assert is_oom(raised.value)
+    (row,) = run.records
+    total, _ = get_backend(torch.device(planted.type)).capacity()
+    assert row["error"] == type(raised.value).__name__
+    assert row["oom_requested_bytes"] == planted.requested  # as the error's text gives it
+    assert row["oom_allocated_bytes"] >= (0 if planted.type == "cpu" else MiB) and row["oom_allocated_bytes"] > 0
+    assert row["oom_device_total_bytes"] == total and 0 <= row["oom_device_free_bytes"] <= total
+    if "oom_reserved_bytes" in row:  # where the device has an allocator's cache
+        assert row["oom_cached_free_bytes"] == row["oom_reserved_bytes"] - row["oom_allocated_bytes"] >= 0
+
+
+def test_every_kind_gives_the_capacity_a_forecast_reads(planted):
+    backend = get_backend(torch.device(planted.type))
+    total, what = backend.capacity()
+    assert isinstance(total, int) and total > 0 and what
+    assert parse_capacity(planted.type) == (total, what)
+    rows = [{"label": "step", "index": i, "error": None, "num_nodes": n, "num_edges": 3 * n,
+             MEM_PEAK.name: 100 * MiB + 4096 * n + 8 * (i % 3)} for i, n in enumerate(range(1000, 31_000, 1000))]
+    model = gnnmon.Report(rows).memory_model(figure=MEM_PEAK.name)
+    fc = gnnmon.forecast([{"num_nodes": 2000, "num_edges": 6000}], model, capacity=planted.type, progress=False)
+    assert (fc.capacity_bytes, fc.capacity) == (total, what) and fc.fits is (fc.peak_bytes <= total)
+
+
+def test_collectives_run_on_the_device_of_the_kind_that_runs_them(planted, monkeypatch):
+    """The device each kind's process-group backend puts a collective's tensors on, and the clock
+    offset's collective that uses it (a stand-in torch.distributed: one all-gather per round)."""
+    name = planted.collectives or "gloo"  # no collectives of its own (MPS): the host runs them
+    expected = planted.type if planted.collectives else "cpu"
+    assert collective_device(name).type == expected
+    seen: list[Any] = []
+    real_zeros = torch.zeros
+
+    def zeros(*size: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
+        seen.append(torch.device(device))
+        return real_zeros(*size, **kwargs)  # the values on the host: this torch has no such device
+
+    class Dist:
+        def get_backend(self) -> str:
+            return name
+
+        def get_world_size(self) -> int:
+            return 2
+
+        def get_rank(self) -> int:
+            return 0
+
+        def all_gather(self, gathered: list[torch.Tensor], mine: torch.Tensor) -> None:
+            for t in gathered:
+                t.copy_(mine)
+
+    monkeypatch.setitem(sys.modules, "torch.distributed", Dist())
+    monkeypatch.setattr(torch, "zeros", zeros)
+    assert clock_offset(rounds=3)["clock_offset_rounds"] == 2
+    assert seen and {d.type for d in seen} == {expected}
+
+
+def test_errors_name_every_registered_kind(planted):
+    with pytest.raises(DeviceError, match=f"unknown device 'tpu': expected one of .*'{planted.type}'"):
+        parse_device("tpu")
+
+
 def test_an_unregistered_kind_is_refused_by_name():
     with pytest.raises(DeviceError, match="unsupported device 'xpu'.*cuda, mps, cpu"):
         parse_device("xpu")
+    # its out-of-memory text is one only once its kind says so (tests/xpu_backend.py)
+    assert not is_oom(FakeXpu().out_of_memory(MiB, 0, FakeXpu().devices[0]))

@@ -130,8 +130,8 @@ def test_fake_cuda_current_device_is_resolved_per_call(fake_cuda):
 def test_fake_cuda_uninitialised_stats_read_as_zero(fake_cuda):
     backend = get_backend(torch.device("cuda", 0))
     assert fake_cuda.memory_stats(0) == {}  # the real API returns {} before CUDA is initialised
-    fields = backend.close_window(backend.open_window(0.005))
-    assert (fields["mem_start_bytes"], fields["mem_peak_bytes"], fields["mem_reserved_peak_bytes"]) == (0, 0, 0)
+    window = backend.close_window(backend.open_window(0.005))  # raw counters: start, peak, reserved peak
+    assert (window.start, window.peak, window.reserved[2]) == (0, 0, 0)
 
 
 def test_fake_cuda_ooms_counted_and_error_recorded(fake_cuda):

@@ -8,9 +8,15 @@ from torch_geometric.data import Batch, Data, HeteroData
 
 import gnnmon
 from gnnmon import DeviceError, monitor_memory_device
-from gnnmon.devices.resolve import device_from_arguments, parse_device
+from gnnmon.devices.arguments import scan_arguments
+from gnnmon.devices.resolve import parse_device
 
 META = torch.device("meta")
+
+
+def _device_of(args, kwargs):
+    """The device one pass over a call's arguments gives (what a decorated call's row is handed)."""
+    return scan_arguments(args, kwargs)[0]
 
 
 def test_parse_device_forms():
@@ -26,27 +32,27 @@ def test_parse_device_forms():
 
 
 def test_tensor_module_and_pyg_data_resolve_their_device():
-    assert device_from_arguments((torch.ones(2, device=META),), {}) == META
-    assert device_from_arguments((), {"model": torch.nn.Linear(2, 2, device=META)}) == META
+    assert _device_of((torch.ones(2, device=META),), {}) == META
+    assert _device_of((), {"model": torch.nn.Linear(2, 2, device=META)}) == META
     data = Data(x=torch.ones(3, 2, device=META), edge_index=torch.zeros(2, 1, dtype=torch.long, device=META))
-    assert device_from_arguments((data,), {}) == META
+    assert _device_of((data,), {}) == META
     hetero = HeteroData()
     hetero["paper"].x = torch.ones(3, 2, device=META)
-    assert device_from_arguments((hetero,), {}) == META
+    assert _device_of((hetero,), {}) == META
     cpu_data = Data(x=torch.ones(3, 2), edge_index=torch.zeros(2, 1, dtype=torch.long))
     batch = Batch.from_data_list([cpu_data, cpu_data])
-    assert device_from_arguments((batch,), {}) == torch.device("cpu")
-    assert device_from_arguments(([1, torch.ones(1, device=META)],), {}) == META  # inside a list
+    assert _device_of((batch,), {}) == torch.device("cpu")
+    assert _device_of(([1, torch.ones(1, device=META)],), {}) == META  # inside a list
 
 
 def test_an_accelerator_wins_over_the_cpu():
     cpu_batch = torch.ones(2)
     model_on_meta = torch.nn.Linear(2, 2, device=META)  # stands for a model on cuda
-    assert device_from_arguments((cpu_batch, model_on_meta), {}) == META
+    assert _device_of((cpu_batch, model_on_meta), {}) == META
 
 
 def test_nothing_with_a_device_means_the_default():
-    assert device_from_arguments((1, "a", None), {}) is None
+    assert _device_of((1, "a", None), {}) is None
 
     @gnnmon.cuda_timed(label="plain")
     def plain(*args):
@@ -87,7 +93,7 @@ def test_decorated_call_records_the_resolved_device(fake_cuda):
 
 
 def test_module_without_parameters_falls_through():
-    assert device_from_arguments((torch.nn.ReLU(), torch.ones(1, device=META)), {}) == META
+    assert _device_of((torch.nn.ReLU(), torch.ones(1, device=META)), {}) == META
 
 
 def test_a_call_without_tensors_follows_torch_default_device():

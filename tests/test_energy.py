@@ -18,7 +18,7 @@ from gnnmon.devices.rapl import RaplReader, find_zones
 from gnnmon.timeline import carbon
 from gnnmon.timeline.agent import Agent
 from gnnmon.timeline.counters import SteppedCounter
-from gnnmon.timeline.energy import EnergyJoin
+from gnnmon.timeline.energy_join import EnergyJoin
 from gnnmon.timeline.energy_sources import EnergySources
 from tests.fake_nvml import FakeNvml, hide_pynvml, logged_calls
 

@@ -149,7 +149,8 @@ LEFTOVERS = """
             pass
         exact = HOST.exact_windows()
         return {"gc_enabled": gc.isenabled(), "row": repr(state.CURRENT_ROW.get()),
-                "phase": state.current_phase(), "pauses": gc_control.pause_depth(),
+                "phase": getattr(state.OPEN_PHASE.get(), "name", None),
+                "pauses": gc_control._depth + len(gc_control._owners),
                 "held": HELD.depth, "next_parent": fields["parent"],
                 "windows": 0 if exact is None else exact.depth}
 """

@@ -139,7 +139,8 @@ def test_ctrl_c_anywhere_in_gnnmons_own_code_leaves_nothing_behind():
             with probe as fields:
                 pass
             return {"gc_enabled": gc.isenabled(), "row": repr(state.CURRENT_ROW.get()),
-                    "phase": state.current_phase(), "pauses": gc_control.pause_depth(),
+                    "phase": getattr(state.OPEN_PHASE.get(), "name", None),
+                    "pauses": gc_control._depth + len(gc_control._owners),
                     "gc_hook_users": GC_LOG._users - baseline_users, "held": HELD.depth,
                     "next_parent": fields["parent"]}
 
@@ -409,12 +410,12 @@ def test_phases_closed_out_of_order_hand_back_an_open_phase():
         a.__enter__()
         b.__enter__()
         a.__exit__(None, None, None)  # A first: B is still the current phase
-        assert state.current_phase() == "b"
+        assert state.OPEN_PHASE.get().name == "b"
         b.__exit__(None, None, None)
-        assert state.current_phase() is None  # not the closed A
+        assert state.OPEN_PHASE.get() is None  # not the closed A
         with gnnmon.phase("c"), gnnmon.phase("c"):  # the same name nested, closed in order
             pass
-        assert state.current_phase() is None
+        assert state.OPEN_PHASE.get() is None
 
 
 def test_a_fork_while_the_writer_holds_the_file_does_not_hang_the_child(tmp_path):

@@ -13,8 +13,8 @@ import torch
 
 import gnnmon
 from gnnmon.devices.host import HOST
-from gnnmon.measure.layers import find_layers
-from gnnmon.report.layers import layer_table
+from gnnmon.measure.layer_watch import find_layers
+from gnnmon.report.layer_table import layer_table
 
 pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.nn import GCNConv  # noqa: E402

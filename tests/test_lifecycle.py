@@ -89,7 +89,7 @@ def _leaving_with(frame, seen: set) -> bool:
 def _stale() -> dict:
     exact = HOST.exact_windows()
     return {"gc_enabled": gc.isenabled(), "row": state.CURRENT_ROW.get(), "held": HELD.depth,
-            "windows": 0 if exact is None else exact.depth, "pauses": gc_control.pause_depth(),
+            "windows": 0 if exact is None else exact.depth, "pauses": gc_control._depth + len(gc_control._owners),
             "gc_lock_held": gc_control._LOCK._is_owned()}  # an RLock this thread would re-enter unseen
 
 

@@ -142,7 +142,7 @@ def test_one_row_per_training_batch_covers_forward_backward_and_the_optimizer(tm
         assert m["gnnmon/forward_ms"] == pytest.approx(row["phase_forward_s"] * 1e3)
         assert m["gnnmon/optimizer_ms"] == pytest.approx(row["phase_optimizer_s"] * 1e3)
         assert m["gnnmon/num_nodes"] == NODES * GRAPHS_PER_BATCH
-    assert state.CURRENT_ROW.get() is None and state.current_phase() is None
+    assert state.CURRENT_ROW.get() is None and state.OPEN_PHASE.get() is None
     assert not state.RUNS  # the callback's run is closed
 
 
@@ -167,7 +167,7 @@ def test_a_failing_training_step_closes_its_row_and_the_run(tmp_path):
     run = gnnmon.load(path)  # the end line was written: the file is whole
     rows = [r for r in run.records if r["label"] == "training_step"]
     assert [r["error"] for r in rows] == [None, "RuntimeError"]
-    assert state.CURRENT_ROW.get() is None and state.current_phase() is None and not state.RUNS
+    assert state.CURRENT_ROW.get() is None and state.OPEN_PHASE.get() is None and not state.RUNS
 
 
 def test_bad_options_fail_when_the_callback_is_made():

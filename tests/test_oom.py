@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import gnnmon
-from gnnmon.devices.oom import is_oom, requested_bytes
+from gnnmon.devices.oom_error import is_oom, requested_bytes
 
 MiB, GiB = 2**20, 2**30
 A, B, C = 512 * MiB, 32 * 1024, 16 * 1024  # bytes, per node, per edge
@@ -46,7 +46,7 @@ def run_until_oom(fake_cuda, tmp_path, **options):
     return run, shapes
 
 
-def test_the_failed_step_records_its_batch_the_allocator_and_the_forecast(fake_cuda, tmp_path):
+def test_the_failed_step_records_its_batch_and_the_allocator_and_the_report_forecasts_it(fake_cuda, tmp_path):
     run, shapes = run_until_oom(fake_cuda, tmp_path)
     failed = run.records[-1]
     assert failed["error"] == "OutOfMemoryError" and failed["index"] == 30
@@ -60,11 +60,37 @@ def test_the_failed_step_records_its_batch_the_allocator_and_the_forecast(fake_c
     assert failed["oom_device_total_bytes"] == 4 * GiB
     assert failed["oom_device_free_bytes"] == 4 * GiB - reserved - 100 * MiB
     truth = 200 * MiB + A + B * 60_000 + C * 180_000  # the absolute peak it would have needed
-    assert failed["oom_forecast_bytes"] == pytest.approx(truth, rel=0.05)
-    assert failed["oom_forecast_upper_bytes"] >= failed["oom_forecast_bytes"]
+    assert not any(k.startswith("oom_forecast") for k in failed)  # the row holds the raw state only
+    (oom,) = run.report().oom()  # the report fits the label's model and forecasts the failed batch
+    assert oom["forecast_bytes"] == pytest.approx(truth, rel=0.05)
+    assert oom["forecast_upper_bytes"] >= oom["forecast_bytes"]
     again = gnnmon.load(tmp_path / "run.jsonl").records[-1]  # the file has all of it
     assert {k: v for k, v in again.items() if k.startswith("oom_")} == {
         k: v for k, v in failed.items() if k.startswith("oom_")}
+
+
+def test_no_memory_model_is_fitted_on_the_failing_step_s_thread(fake_cuda, tmp_path, monkeypatch):
+    """The failing thread records the raw state and leaves: a spy on the model fit, put wherever a
+    gnnmon module holds it, counts no call while the steps run, and the report's fits after."""
+    import sys
+
+    from gnnmon.report import memory_model
+
+    real, calls = memory_model.fit, []
+
+    def spy(*args, **kwargs):
+        calls.append(args[1] if len(args) > 1 else kwargs.get("label"))
+        return real(*args, **kwargs)
+
+    for module in [m for name, m in list(sys.modules.items()) if name.startswith("gnnmon")]:
+        for attribute, value in list(vars(module).items()):
+            if value is real:
+                monkeypatch.setattr(module, attribute, spy)
+    run, _ = run_until_oom(fake_cuda, tmp_path)
+    assert run.records[-1]["error"] == "OutOfMemoryError" and "oom_allocated_bytes" in run.records[-1]
+    assert calls == []  # none while the 31 steps ran, the failed one included
+    (oom,) = run.report().oom()
+    assert calls == ["step"] and oom["forecast_bytes"] is not None  # the report fitted it
 
 
 def test_the_report_says_what_happened(fake_cuda, tmp_path):

@@ -1,6 +1,7 @@
-"""Raw counters under every stage: device backends (CUDA, MPS, CPU) behind one protocol and one
-table of kinds (:mod:`gnnmon.devices.registry`), chosen per call, with nesting-safe peak windows,
-host memory, device resolution, NVML and RAPL readers.
+"""Raw counters under every stage: device backends (CUDA, MPS, CPU) behind one protocol
+(:mod:`gnnmon.devices.base`: counters, never figures' names) and one table of kinds
+(:mod:`gnnmon.devices.registry`), chosen per call, with nesting-safe peak windows, host memory,
+device resolution, NVML and RAPL readers.
 
 May import: the root modules (``gnnmon.errors``, ``gnnmon.fields``) only."""
 

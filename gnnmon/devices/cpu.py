@@ -6,11 +6,12 @@ from typing import Any
 
 import torch
 
+from gnnmon.devices.base import MemoryState, MemoryWindow
 from gnnmon.devices.host import HOST
 
 
 class CpuBackend:
-    """CPU: nothing to synchronize; memory figures are the process's RSS."""
+    """CPU: nothing to synchronize; its memory is the process's RSS."""
 
     name = "cpu"
     memory_is_host = True
@@ -31,21 +32,21 @@ class CpuBackend:
     def open_window(self, sample_interval: float) -> Any:
         return HOST.open(False, sample_interval)
 
-    def close_window(self, token: Any) -> dict[str, Any]:
-        return host_as_device_fields(HOST.close(token))
+    def close_window(self, token: Any) -> MemoryWindow:
+        return HOST.close(token)
+
+    def memory_state(self) -> MemoryState:
+        """The process's RSS, and the machine's available and total RAM."""
+        import psutil  # a dependency; imported here as failures and forecasts are its only users
+
+        ram = psutil.virtual_memory()
+        return MemoryState(psutil.Process().memory_info().rss, None, None, ram.available, ram.total)
+
+    def capacity(self) -> tuple[int, str]:
+        import psutil
+
+        return int(psutil.virtual_memory().total), "the machine's RAM"
 
     def __repr__(self) -> str:
         return "CpuBackend()"
 
-
-def host_as_device_fields(rss: dict[str, Any], into: dict[str, Any] | None = None) -> dict[str, Any]:
-    """On the CPU the ``mem_*`` figures are the ``rss_*`` ones: written into ``into`` (a row's
-    fields, on the step's path: no dict made) or a new dict, which is returned."""
-    out: dict[str, Any] = {} if into is None else into
-    start, peak, end = rss["rss_start_bytes"], rss["rss_peak_bytes"], rss["rss_end_bytes"]
-    out["mem_start_bytes"] = start
-    out["mem_end_bytes"] = end
-    out["mem_peak_bytes"] = peak
-    out["mem_peak_delta_bytes"] = peak - start
-    out["mem_peak_bytes_source"] = rss["rss_peak_bytes_source"]
-    return out

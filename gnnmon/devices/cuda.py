@@ -1,7 +1,7 @@
-"""The CUDA backend: exact figures from PyTorch's caching allocator, read without a synchronize.
+"""The CUDA backend: exact counters from PyTorch's caching allocator, read without a synchronize.
 
-``mem_*`` is memory handed to tensors (``allocated_bytes``), ``mem_reserved_*`` what the caching
-allocator holds from the driver (``reserved_bytes``). Neither includes the CUDA context or other
+A window's bytes are memory handed to tensors (``allocated_bytes``), its ``reserved`` what the
+caching allocator holds from the driver (``reserved_bytes``). Neither includes the CUDA context or other
 processes, which nvidia-smi shows. The allocator keeps these counters on the host, updated when a
 tensor is allocated or freed (in program order, not when the GPU runs the kernels), so they are
 exact without a ``torch.cuda.synchronize()``; a sync would only make the CPU wait for the queued
@@ -26,11 +26,14 @@ from typing import Any
 
 import torch
 
-from gnnmon.devices.base import EVENT_POOL_MAX
+from gnnmon.devices.base import EVENT_POOL_MAX, MemoryState, MemoryWindow
 from gnnmon.devices.peaks import CounterPeaks
 from gnnmon.errors import DeviceError
 
 Figures = tuple[tuple[int, int], tuple[int, int]]
+
+ALLOCATOR = "measured:cuda-allocator"
+"""How a CUDA window's peak is read: the caching allocator's peak counter (exact)."""
 
 
 def check_cuda_index(device: torch.device) -> int:
@@ -141,23 +144,27 @@ class CudaBackend:
         last = self._last
         return window, last.get("num_alloc_retries", 0), last.get("num_ooms", 0)
 
-    def close_window(self, token: Any) -> dict[str, Any]:
+    def close_window(self, token: Any) -> MemoryWindow:
         window, retries0, ooms0 = token
         (end, res_end), (peak, res_peak) = self.peaks.close(window)
         last = self._last
         start, res_start = window.start
-        return {
-            "mem_start_bytes": start,
-            "mem_end_bytes": end,
-            "mem_peak_bytes": peak,
-            "mem_peak_delta_bytes": peak - start,
-            "mem_peak_bytes_source": "measured:cuda-allocator",
-            "mem_reserved_start_bytes": res_start,
-            "mem_reserved_end_bytes": res_end,
-            "mem_reserved_peak_bytes": res_peak,
-            "cuda_alloc_retries": last.get("num_alloc_retries", 0) - retries0,
-            "cuda_ooms": last.get("num_ooms", 0) - ooms0,
-        }
+        return MemoryWindow(start, end, peak, ALLOCATOR, (res_start, res_end, res_peak), None,
+                            last.get("num_alloc_retries", 0) - retries0, last.get("num_ooms", 0) - ooms0)
+
+    def memory_state(self) -> MemoryState | None:
+        """The allocator's allocated, reserved and split-block free bytes, and the driver's free
+        and total memory (``torch.cuda.mem_get_info``); None before CUDA holds anything."""
+        stats = self._stats()
+        if not stats:
+            return None
+        split = stats.get("inactive_split_bytes", {}).get("all", {}).get("current")
+        free, total = torch.cuda.mem_get_info(self.index)
+        return MemoryState(stats["allocated_bytes"]["all"]["current"], stats["reserved_bytes"]["all"]["current"],
+                           split, free, total)
+
+    def capacity(self) -> tuple[int, str]:
+        return int(torch.cuda.get_device_properties(self.index).total_memory), f"{self.label}'s memory"
 
     # -- timing ---------------------------------------------------------------------------
     def current_stream(self) -> Any:

@@ -12,9 +12,11 @@ import sys
 import threading
 from typing import Any
 
+from gnnmon.devices.base import MemoryWindow
 from gnnmon.devices.children import children_rss
-from gnnmon.devices.peaks import PolledPeaks, ScalarPeaks
+from gnnmon.devices.peaks import PolledPeaks
 from gnnmon.devices.rss import RssCounter, psutil_rss
+from gnnmon.devices.scalar_peaks import ScalarPeaks
 
 EXACT_SOURCE = "measured:VmHWM"
 """How an exact host peak is measured: the kernel's high-water mark, read through getrusage."""
@@ -78,36 +80,25 @@ class HostMemory:
             kids = (peaks, peaks.open())
         return own, kids, interval
 
-    def close(self, token: tuple[Any, ...]) -> dict[str, Any]:
-        """End a window: ``rss_start_bytes``, ``rss_peak_bytes``, ``rss_end_bytes`` and their source."""
+    def close(self, token: tuple[Any, ...]) -> MemoryWindow:
+        """End a window: the RSS at its start, end and highest (bytes; with child processes, their
+        sum, and theirs apart in ``children``) and how the highest was read."""
         own, kids, interval = token
         if own[0] == "exact" and self._exact is not None:
             end = self._exact.close(own[1])
             start, peak = own[1]
-            source = EXACT_SOURCE
+            how = EXACT_SOURCE
         else:
             (end,), (peak,) = own[1].close(own[2])
             (start,) = own[2].start
-            source = f"sampled:psutil@{interval * 1000:g}ms"
-        fields: dict[str, Any] = {}
-        if kids is not None:
-            (k_end,), (k_peak,) = kids[0].close(kids[1])
-            (k_start,) = kids[1].start
-            fields.update(
-                rss_children_start_bytes=k_start,
-                rss_children_peak_bytes=k_peak,
-                rss_children_end_bytes=k_end,
-            )
-            # Own and children's peaks may fall at different times: their sum is an upper bound.
-            start, peak, end = start + k_start, peak + k_peak, end + k_end
-            source += f"+sampled:children@{interval * 1000:g}ms"
-        fields.update(
-            rss_start_bytes=start,
-            rss_peak_bytes=peak,
-            rss_end_bytes=end,
-            rss_peak_bytes_source=source,
-        )
-        return fields
+            how = f"sampled:psutil@{interval * 1000:g}ms"
+        if kids is None:
+            return MemoryWindow(start, end, peak, how)
+        (k_end,), (k_peak,) = kids[0].close(kids[1])
+        (k_start,) = kids[1].start
+        # Own and children's peaks may fall at different times: their sum is an upper bound.
+        return MemoryWindow(start + k_start, end + k_end, peak + k_peak,
+                            how + f"+sampled:children@{interval * 1000:g}ms", children=(k_start, k_end, k_peak))
 
     def exact_windows(self) -> ScalarPeaks | None:
         """The exact windows over RSS where this machine has them (Linux), else None: what a

@@ -5,7 +5,8 @@
 read without a synchronize) every ``sample_interval`` seconds, and labelled ``sampled``. While a
 ``collect`` run is active the thread stays up between windows (see
 :meth:`~gnnmon.devices.peaks.PolledPeaks.hold`), so a row does not start and join a thread. ``driver_allocated_memory`` (everything Metal's driver holds for the process,
-including caches) is reported beside it as ``mem_driver_*``; it is not the tensors' memory.
+including caches) is read beside it as the window's ``driver`` counters, with
+``recommended_max_memory``; it is not the tensors' memory.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-from gnnmon.devices.base import EVENT_POOL_MAX
+from gnnmon.devices.base import EVENT_POOL_MAX, MemoryState, MemoryWindow
 from gnnmon.devices.peaks import PolledPeaks
 from gnnmon.errors import DeviceError
 
@@ -71,7 +72,7 @@ class MpsBackend:
         peaks = self._peaks(sample_interval)
         return peaks, peaks.open()
 
-    def close_window(self, token: Any) -> dict[str, Any]:
+    def close_window(self, token: Any) -> MemoryWindow:
         peaks, window = token
         (end, driver_end), (peak, driver_peak) = peaks.close(window)
         start, driver_start = window.start
@@ -79,17 +80,18 @@ class MpsBackend:
             limit = torch.mps.recommended_max_memory()
         except (AttributeError, RuntimeError):  # older torch
             limit = None
-        return {
-            "mem_start_bytes": start,
-            "mem_end_bytes": end,
-            "mem_peak_bytes": peak,
-            "mem_peak_delta_bytes": peak - start,
-            "mem_peak_bytes_source": f"sampled:mps@{peaks.interval * 1000:g}ms",
-            "mem_driver_start_bytes": driver_start,
-            "mem_driver_bytes": driver_end,
-            "mem_driver_peak_bytes": driver_peak,
-            "mem_recommended_max_bytes": limit,
-        }
+        return MemoryWindow(start, end, peak, f"sampled:mps@{peaks.interval * 1000:g}ms",
+                            driver=(driver_start, driver_end, driver_peak, limit))
+
+    def memory_state(self) -> MemoryState:
+        """Tensors' bytes, the driver's (as what the allocator holds), and its recommended maximum
+        as the device's memory (free: what the driver may still take)."""
+        allocated, driver = torch.mps.current_allocated_memory(), torch.mps.driver_allocated_memory()
+        total = torch.mps.recommended_max_memory()
+        return MemoryState(allocated, driver, None, max(total - driver, 0), total)
+
+    def capacity(self) -> tuple[int, str]:
+        return int(torch.mps.recommended_max_memory()), "MPS's recommended maximum"
 
     def __repr__(self) -> str:
         return "MpsBackend()"

@@ -7,7 +7,8 @@ Two ways to know the highest value a memory figure reached inside a window:
   keeps its own running peak; before any reset the counter's value is folded into every open window,
   so an inner window's reset never hides an outer window's peak. A reset is done only when needed
   (the counter is above the current value), so an un-nested window leaves a counter that has seen
-  no higher value than now untouched. :class:`ScalarPeaks` is the same for one figure.
+  no higher value than now untouched. (:mod:`gnnmon.devices.scalar_peaks` is the same rule for one
+  figure, on the step's path.)
 * :class:`PolledPeaks` — sampled, for figures with no peak counter (MPS, RSS without procfs, child
   processes). A daemon thread reads the figure every ``interval`` seconds while any window is open
   and is stopped and joined when the last window closes — or, while :func:`hold_pollers` is in
@@ -83,54 +84,6 @@ class CounterPeaks:
             except ValueError:
                 raise RuntimeError("peak window closed twice or never opened") from None
             return tuple(current), tuple(window.peak)
-
-    @property
-    def depth(self) -> int:
-        return len(self._open)
-
-
-class ScalarPeaks:
-    """:class:`CounterPeaks` for one figure read as ``(current, peak)`` ints (the host's RSS and its
-    high-water mark): the same nesting rule, with windows as ``[start, peak]`` lists, for the step's
-    path (no tuples to build and fold)."""
-
-    def __init__(self, read: Callable[[], tuple[int, int]], reset: Callable[[], None]) -> None:
-        self._read = read
-        self._reset = reset
-        self._lock = threading.RLock()
-        self._open: list[list[int]] = []
-
-    def open(self, window: list[int]) -> list[int]:
-        """Start ``window`` (a list of two ints the caller keeps first, so that whatever interrupts
-        this, it can close it) at the current figure; resets the counter only if it is above it."""
-        with self._lock:
-            current, peak = self._read()
-            for w in self._open:
-                if peak > w[1]:
-                    w[1] = peak
-            if peak > current:
-                self._reset()  # the counter now reads current: the new window starts there
-            window[0] = window[1] = current
-            self._open.append(window)
-            return window
-
-    def close(self, window: list[int]) -> int:
-        """End a window: returns the figure now (the window's peak is ``window[1]``). Closing a
-        window again, or one whose opening was interrupted, only reads the figure."""
-        with self._lock:
-            current, peak = self._read()
-            opened = self._open
-            for w in opened:
-                if peak > w[1]:
-                    w[1] = peak
-            if opened and opened[-1] is window:
-                opened.pop()
-            else:
-                for i, w in enumerate(opened):
-                    if w is window:
-                        del opened[i]
-                        break
-            return current
 
     @property
     def depth(self) -> int:

@@ -22,6 +22,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import torch
+
+from gnnmon.devices.registry import collective_device
+
 
 @dataclass(frozen=True)
 class RankInfo:
@@ -120,12 +124,11 @@ def clock_offset(rounds: int = 9) -> dict[str, Any]:
     and sending that reading in the next; the offset is the median of the ``rounds - 1``
     differences to rank 0, and ``clock_offset_spread_ns`` their range — the collective's release
     skew bounds the error (tens of µs between processes of one host). A collective: every rank
-    must call it. Tensors live where the backend wants them (the current CUDA device for NCCL)."""
-    import torch  # a rank has torch loaded already; imported here to keep this module light
-
+    must call it. Tensors live where the process group's backend wants them: the device kind that
+    runs its collectives says which (:func:`~gnnmon.devices.registry.collective_device`; the
+    current CUDA device for NCCL), else the host."""
     dist = sys.modules["torch.distributed"]
-    backend = str(dist.get_backend())
-    device = torch.device("cuda", torch.cuda.current_device()) if "nccl" in backend else torch.device("cpu")
+    device = collective_device(str(dist.get_backend()))
     world, rank = int(dist.get_world_size()), int(dist.get_rank())
     mine = torch.zeros(1, dtype=torch.int64, device=device)
     gathered = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(world)]

@@ -1,10 +1,11 @@
 """The device kinds gnnmon measures, by torch device type, in one table.
 
-Each :class:`BackendKind` says what the kind is, whether this process has it and uses it, and how
-to make its backend; device parsing, inference, the manifest, the backend cache, the timeline's
-join and the plots read this table instead of testing device names. A new kind (say Intel XPU) is
-one module with a backend class (see :class:`~gnnmon.devices.base.Backend`) and one
-:func:`register_backend` call. Built in, in the order inference tries them: ``cuda``, ``mps``,
+Each :class:`BackendKind` says what the kind is, whether this process uses it, how to make its
+backend, which device its collectives use and how its out-of-memory errors read; device parsing
+and its errors, inference, the manifest, the backend cache, out-of-memory rows, clock offsets, the
+timeline's join and the plots read this table, and forecasts ask the backend for its capacity,
+instead of testing device names. A new kind (say Intel XPU) is one module with a backend class
+(see :class:`~gnnmon.devices.base.Backend`) and one :func:`register_backend` call. Built in, in the order inference tries them: ``cuda``, ``mps``,
 ``cpu`` (the host: always there, chosen when no accelerator is in use).
 """
 
@@ -37,6 +38,10 @@ def _no_gauge(label: str) -> None:
     return None
 
 
+def _no_collective(process_group_backend: str) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class BackendKind:
     """One kind of device. Every callable reads torch at call time (a test's fake is seen) and
@@ -46,8 +51,6 @@ class BackendKind:
     """The torch device type: ``torch.device(type)``, a row's ``backend`` field."""
     make: Callable[[torch.device], Backend]
     """The backend of one device, given with its index resolved (:attr:`resolve_index`)."""
-    available: Callable[[], bool]
-    """Whether this process can use the kind at all (a build with it, a device present)."""
     in_use: Callable[[], torch.device | None] = _none
     """The device a call with no device among its arguments runs on, when the process already
     uses this kind (CUDA initialised, MPS memory held); None otherwise. Never for the host."""
@@ -62,6 +65,14 @@ class BackendKind:
     row whose ``device`` field is ``label``; None where the sampler reads none for this kind."""
     manifest: Callable[[], dict[str, Any]] = _nothing
     """This kind's entries in the manifest's ``devices`` (counting devices, never starting one)."""
+    collective_device: Callable[[str], torch.device | None] = _no_collective
+    """Given a process group's backend as ``torch.distributed.get_backend()`` names it (``nccl``,
+    ``cpu:gloo,cuda:nccl``), the device its collectives' tensors must live on if this kind runs
+    them (CUDA for NCCL: the current device); None otherwise (the host then runs them). Called
+    once per rank, when a run starts (it may start the device)."""
+    oom_messages: tuple[str, ...] = ("out of memory",)
+    """Phrases (lower case) in the text of the error this kind's allocator raises when it runs out
+    of memory, for errors whose type does not say so (a ``RuntimeError``)."""
 
     @property
     def in_use_source(self) -> str:
@@ -95,6 +106,16 @@ def unregister_backend(type_: str) -> None:
         BACKENDS.pop(type_, None)
 
 
+def collective_device(process_group_backend: str) -> torch.device:
+    """The device a collective's tensors live on for a process group of that backend: the first
+    kind that runs it (registry order), else the host."""
+    for kind in BACKENDS.values():
+        device = kind.collective_device(process_group_backend)
+        if device is not None:
+            return device
+    return torch.device(HOST_BACKEND)
+
+
 def gauge_index(label: Any) -> int | None:
     """The sampled GPU (its index) a row's ``device`` field ran on, else None."""
     if not isinstance(label, str):
@@ -113,6 +134,10 @@ def _cuda_manifest() -> dict[str, Any]:
     available = torch.cuda.is_available()  # counting devices creates no CUDA context
     return {"cuda_available": available, "cuda_device_count": torch.cuda.device_count() if available else 0,
             "cuda_version": torch.version.cuda}
+
+
+def _cuda_collective(process_group_backend: str) -> torch.device | None:
+    return torch.device("cuda", torch.cuda.current_device()) if "nccl" in process_group_backend else None
 
 
 def _cuda_gauge_index(label: str) -> int | None:
@@ -134,11 +159,11 @@ def _mps_in_use() -> torch.device | None:
 
 
 for _kind in (
-    BackendKind("cuda", CudaBackend, lambda: torch.cuda.is_available(), _cuda_in_use, resolve_index=check_cuda_index,
-                gauge_index=_cuda_gauge_index, manifest=_cuda_manifest),
-    BackendKind("mps", MpsBackend, _mps_available, _mps_in_use,
+    BackendKind("cuda", CudaBackend, _cuda_in_use, resolve_index=check_cuda_index,
+                gauge_index=_cuda_gauge_index, manifest=_cuda_manifest, collective_device=_cuda_collective),
+    BackendKind("mps", MpsBackend, _mps_in_use,
                 manifest=lambda: {"mps_available": _mps_available()}),
-    BackendKind(HOST_BACKEND, CpuBackend, lambda: True, accelerator=False,
-                manifest=lambda: {"cpu_count": os.cpu_count()}),
+    BackendKind(HOST_BACKEND, CpuBackend, accelerator=False, manifest=lambda: {"cpu_count": os.cpu_count()},
+                oom_messages=("can't allocate memory", "cannot allocate memory")),
 ):
     register_backend(_kind)

@@ -1,28 +1,38 @@
-"""Which device a call runs on: explicit argument, else its arguments, else :func:`infer_device`.
+"""Which device a call runs on: explicit argument, else its arguments
+(:mod:`gnnmon.devices.arguments`), else :func:`infer_device`.
 
 Resolution happens per call (never at import). Reading a device never syncs or copies.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 
+from gnnmon.devices import Backend, backend_for
+from gnnmon.devices.arguments import check_supported
 from gnnmon.devices.registry import BACKENDS, BackendKind
 from gnnmon.errors import DeviceError
 from gnnmon.fields import HOST_BACKEND
 
-DeviceLike = "torch.device | str | int | None"
+
+def _device_forms() -> str:
+    """The device strings gnnmon accepts, from the registered kinds: ``'cuda', 'cuda:N', 'mps', 'cpu'``."""
+    forms = []
+    for kind in BACKENDS.values():
+        forms.append(repr(kind.type))
+        if kind.resolve_index is not None:
+            forms.append(repr(f"{kind.type}:N"))
+    return ", ".join(forms)
 
 
 def parse_device(device: Any) -> torch.device:
     """Turn a user's ``device=`` value into a ``torch.device``, with a clear error if it is not one.
 
-    Accepts ``torch.device``, strings such as ``"cuda:1"``, ``"mps"``, ``"cpu"``, and an int (a CUDA
-    index, as torch does). Availability is checked later, per call, by the backend.
+    Accepts ``torch.device``, strings of a registered kind such as ``"cuda:1"``, ``"mps"``,
+    ``"cpu"``, and an int (a CUDA index, as torch does). Availability is checked later, per call,
+    by the backend.
     """
     if isinstance(device, torch.device):
         dev = device
@@ -36,9 +46,7 @@ def parse_device(device: Any) -> torch.device:
         try:
             dev = torch.device(device)
         except (RuntimeError, ValueError) as exc:
-            raise DeviceError(
-                f"unknown device {device!r}: expected one of 'cpu', 'cuda', 'cuda:N', 'mps'"
-            ) from exc
+            raise DeviceError(f"unknown device {device!r}: expected one of {_device_forms()}") from exc
     else:
         raise DeviceError(
             f"device must be a torch.device, a string such as 'cuda:0' or an int, "
@@ -46,70 +54,6 @@ def parse_device(device: Any) -> torch.device:
         )
     if dev.type not in BACKENDS:
         raise DeviceError(f"unsupported device {str(dev)!r}: gnnmon measures {', '.join(BACKENDS)}")
-    return dev
-
-
-def _tensor_device(obj: Any, pyg_kinds: tuple[type, ...]) -> torch.device | None:
-    if isinstance(obj, torch.Tensor):
-        return obj.device
-    if isinstance(obj, torch.nn.Module):
-        for p in obj.parameters():
-            return p.device
-        for b in obj.buffers():
-            return b.device
-        return None
-    if pyg_kinds and isinstance(obj, pyg_kinds):
-        stores: Any = getattr(obj, "stores", ())
-        for store in stores:
-            for value in store.values():
-                if isinstance(value, torch.Tensor):
-                    return value.device
-    return None
-
-
-def _pyg_kinds() -> tuple[type, ...]:
-    pyg = sys.modules.get("torch_geometric.data")
-    return (pyg.Data, pyg.HeteroData) if pyg is not None else ()
-
-
-def scan_arguments(args: Iterable[Any], kwargs: Mapping[str, Any] | None) -> tuple[torch.device | None, Any]:
-    """One pass over a call's arguments: (their device, the first PyG data object or None).
-
-    The device is that of the tensors, modules (first parameter) or PyG data among them; an
-    accelerator wins over the CPU (a model on ``cuda`` with a batch still on the host runs on
-    ``cuda``). Looks one level into lists and tuples (their first 8 items). Reads no values."""
-    kinds = _pyg_kinds()
-    found: torch.device | None = None
-    data = None
-    for group in (args, kwargs.values() if kwargs else ()):
-        for obj in group:
-            items = obj[:8] if isinstance(obj, (list, tuple)) else (obj,)
-            for item in items:
-                if item is None or isinstance(item, (int, float, str, bool)):
-                    continue
-                if data is None and kinds and isinstance(item, kinds):
-                    data = item
-                if found is not None and found.type != HOST_BACKEND:
-                    continue  # the device is settled; still looking for PyG data
-                dev = _tensor_device(item, kinds)
-                if dev is not None and (found is None or dev.type != HOST_BACKEND):
-                    found = dev
-    return found, data
-
-
-def device_from_arguments(args: Iterable[Any], kwargs: Mapping[str, Any]) -> torch.device | None:
-    """The device of the tensors, modules or PyG data among a call's arguments (None if none);
-    see :func:`scan_arguments`."""
-    return scan_arguments(args, kwargs)[0]
-
-
-def check_supported(dev: torch.device) -> torch.device:
-    """``dev`` if gnnmon can measure it, else a clear :class:`DeviceError`."""
-    if dev.type not in BACKENDS:
-        raise DeviceError(
-            f"the call's arguments live on {str(dev)!r}, which gnnmon cannot measure "
-            f"(supported: {', '.join(BACKENDS)}); pass device= explicitly"
-        )
     return dev
 
 
@@ -170,3 +114,33 @@ def accelerator_in_use() -> tuple[BackendKind, torch.device] | None:
             if used is not None:
                 return kind, used
     return None
+
+
+def choose_backend(found: torch.device | None, explicit: Any = None) -> tuple[Backend, str]:
+    """The backend a call is measured on, and how its device was chosen (a row's
+    ``device_source``): ``explicit`` (a ``device=`` value) if given, else ``found`` (the device of
+    its arguments, :func:`~gnnmon.devices.arguments.scan_arguments`), else :func:`infer_device`."""
+    if explicit is not None:
+        dev = explicit if isinstance(explicit, torch.device) else parse_device(explicit)
+        return backend_for(dev), BY_EXPLICIT
+    if found is not None:
+        dev, how = found, BY_ARGUMENT
+    else:
+        dev, how = infer_device()
+    try:
+        return backend_for(dev), how
+    except DeviceError:
+        check_supported(dev)  # an unsupported device among the arguments: say so
+        raise
+
+
+def started_during() -> str | None:
+    """For a call measured on the host because no accelerator was in use when it started
+    (:data:`BY_NOTHING`), read at its end: what its row says if it started one (that memory is not
+    in the row); else None."""
+    started = accelerator_in_use()
+    if started is None:
+        return None
+    name = started[0].type.upper()
+    return (f"{name} was first used during this call, after it was measured on the CPU: its {name} memory is "
+            f"not in this row; later calls measure {name} (or pass device=)")

@@ -1,7 +1,7 @@
 """Will it fit? Each batch a loader would make, forecast by a run's memory model, and the budgets
 that keep the worst batch under a target share of the device's memory.
 
-The model forecasts the absolute peak (``mem_peak_bytes`` against nodes, edges and graphs; see
+The model forecasts the absolute peak (:data:`~gnnmon.figures.MEM_PEAK` against nodes, edges and graphs; see
 :mod:`gnnmon.report.memory_model`), so a batch fits when its forecast upper bound is under the
 capacity. Budgets are found by bisection on the model's upper bound:
 
@@ -30,6 +30,8 @@ from typing import Any
 import torch
 
 from gnnmon.data.load import load
+from gnnmon.devices import get_backend
+from gnnmon.figures import MEM_PEAK, RSS_PEAK
 from gnnmon.forecast.shapes import batch_shapes, item_sizes
 from gnnmon.report import Report
 from gnnmon.report.memory_model import MemoryModel, format_bytes
@@ -41,7 +43,8 @@ _FACTOR = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
 
 def parse_capacity(capacity: Any) -> tuple[int | None, str | None]:
     """(bytes, what it is) from bytes, a size (``"80GiB"``, ``"80 GB"``) or a device (``"cuda:0"``,
-    a ``torch.device``: its total memory; ``"cpu"``: the machine's RAM); None stays None."""
+    a ``torch.device``: the capacity its backend gives, its total memory; ``"cpu"``: the machine's
+    RAM); None stays None."""
     if capacity is None:
         return None, None
     if isinstance(capacity, (int, float)) and not isinstance(capacity, bool):
@@ -57,16 +60,7 @@ def parse_capacity(capacity: Any) -> tuple[int | None, str | None]:
     except (RuntimeError, TypeError):
         raise ValueError(f"capacity must be bytes, a size such as '80GiB' or a device such as 'cuda:0'; "
                          f"got {capacity!r}") from None
-    if device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        return int(torch.cuda.get_device_properties(index).total_memory), f"{device}'s memory"
-    if device.type == "mps":
-        return int(torch.mps.recommended_max_memory()), "MPS's recommended maximum"
-    if device.type == "cpu":
-        import psutil
-
-        return int(psutil.virtual_memory().total), "the machine's RAM"
-    raise ValueError(f"capacity: no memory size known for device {device}")
+    return get_backend(device).capacity()
 
 
 def _model_of(model: Any, label: str | None) -> MemoryModel:
@@ -75,7 +69,7 @@ def _model_of(model: Any, label: str | None) -> MemoryModel:
     if isinstance(model, (str, os.PathLike)):
         model = load(model)
     report = model if isinstance(model, Report) else Report(model)
-    return report.memory_model(label, "mem_peak_bytes")
+    return report.memory_model(label, MEM_PEAK.name)
 
 
 VOUCH = 2.0
@@ -217,8 +211,8 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     which step). ``capacity``: bytes, ``"80GiB"`` or a device whose memory it is. The model is
     never asked to run: shapes only."""
     fitted = _model_of(model, label)
-    if fitted.figure not in ("mem_peak_bytes", "rss_peak_bytes"):
-        raise ValueError(f"forecast needs a model of the absolute peak (figure='mem_peak_bytes'), not "
+    if fitted.figure not in (MEM_PEAK.name, RSS_PEAK.name):
+        raise ValueError(f"forecast needs a model of the absolute peak (figure={MEM_PEAK.name!r}), not "
                          f"{fitted.figure}: what must fit in the device is the peak, not the step's growth")
     fitted.predict(**{t: 1 for t in fitted.terms})  # an untrusted model says why now, not after the scan
     total, what = parse_capacity(capacity)

@@ -7,8 +7,8 @@ Usage::
     with gnnmon.collect("runs/job.jsonl", sinks=[MlflowSink(experiment="flickr")]):
         ...
 
-Metric keys are ``<label>/<field>`` in stored units (``step/wall_s``, ``step/phase_forward_s``,
-``step/mem_peak_bytes``), logged at ``step=index`` with the row's end as timestamp; the sampled
+Metric keys are ``<label>/<field>`` in stored units (``step/wall_s``, ``step/phase_forward_s``, and
+``step/<figure>`` for a figure in bytes), logged at ``step=index`` with the row's end as timestamp; the sampled
 machine goes to ``sampled/<field>`` at the sample's number. Without ``run_id`` the sink logs into
 the process's active MLflow run if there is one, else it creates a run (one per rank in a
 distributed job, named ``<run_name>-rank<k>`` and tagged ``gnnmon.rank``) and ends it with the

@@ -11,7 +11,7 @@ serves ``http://127.0.0.1:9180/metrics`` (under torchrun rank ``LOCAL_RANK`` ser
 What it serves, each name prefixed ``gnnmon_``, in base units (seconds, bytes, joules):
 
 * gauges of the latest finished row of each label: every numeric figure of the row
-  (``gnnmon_wall_seconds``, ``gnnmon_mem_peak_bytes``, ``gnnmon_phase_seconds{phase="forward"}``,
+  (``gnnmon_wall_seconds``, ``gnnmon_<figure>`` for a figure in bytes, ``gnnmon_phase_seconds{phase="forward"}``,
   ``gnnmon_layer_forward_seconds{layer="conv1"}``, markers that hold numbers), and the row's
   ``gnnmon_step_index``;
 * counters: ``gnnmon_rows_total``, ``gnnmon_failed_rows_total``, energy and emissions summed over

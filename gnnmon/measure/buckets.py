@@ -31,6 +31,7 @@ from typing import Any
 from torch import nn
 
 from gnnmon.devices.sched import thread_times
+from gnnmon.measure.row_device import row_backend
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.interrupts import raised_by_handler
 from gnnmon.record.row import Row, current_row, put_sched
@@ -43,7 +44,7 @@ class BucketRecord:
                  "sched", "thread")
 
     def __init__(self, row: Row) -> None:
-        backend = self.backend = row.backend()
+        backend = self.backend = row_backend(row)
         self.start_ev = None if backend.memory_is_host else backend.record_event()
         self.last_ev: Any = None
         self.first_ns = self.last_ns = 0

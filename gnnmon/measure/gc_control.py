@@ -25,11 +25,6 @@ _was_enabled = True
 _frozen = False
 
 
-def pause_depth() -> int:
-    """Pauses in force now (0: gnnmon leaves automatic GC as you set it)."""
-    return _depth + len(_owners)
-
-
 def pause_gc(owner: Any = None) -> None:
     """Turn automatic GC off (reference counted); pair every call with :func:`resume_gc` (with the
     same ``owner`` if one is given: an owner's pause ends once, however often it is resumed)."""

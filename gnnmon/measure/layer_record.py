@@ -1,6 +1,6 @@
 """What :func:`gnnmon.watch_layers` keeps for one watched row: each layer's figures, the backward
 spans still open, and the peak windows, written into the row's fields when the run finishes it
-(off the step's path; device events are read then). See :mod:`gnnmon.measure.layers`."""
+(off the step's path; device events are read then). See :mod:`gnnmon.measure.layer_watch`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from gnnmon.devices.host import HOST
 from gnnmon.fields import add_note
 from gnnmon.figures import LAYER_FIGURES
 from gnnmon.measure.memory import DEFAULT_SAMPLE_INTERVAL
+from gnnmon.measure.row_device import row_backend
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.row import Row
 
@@ -43,8 +44,8 @@ class LayerMemory:
         if type(token) is list:
             self.host.close(token)  # type: ignore[union-attr]
             return token[0], token[1]
-        fields = self.backend.close_window(token)
-        return fields["mem_start_bytes"], fields["mem_peak_bytes"]
+        window = self.backend.close_window(token)
+        return window.start, window.peak
 
 
 class LayerStats:
@@ -150,7 +151,7 @@ class StepRecord:
         """``names``: the layers' ``<name>`` in ``layer_<name>_<figure>``, by layer index;
         ``memory``: open peak windows per layer."""
         self.row = row
-        self.backend = row.backend()
+        self.backend = row_backend(row)
         self.events = not self.backend.memory_is_host
         windows = LayerMemory(self.backend) if memory else None
         self.memory = windows if windows is not None and windows.available else None

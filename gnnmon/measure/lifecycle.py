@@ -20,8 +20,10 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any, ClassVar
 
-from gnnmon.devices.resolve import parse_device, scan_arguments
+from gnnmon.devices.arguments import scan_arguments
+from gnnmon.devices.resolve import parse_device
 from gnnmon.measure.graph import graph_shape
+from gnnmon.measure.row_device import close_row
 from gnnmon.record.interrupts import raised_by_handler
 from gnnmon.record.row import Row, exit_all
 
@@ -102,7 +104,7 @@ def exit_measurements(row: Row, start: int, exc: BaseException | None, own: bool
     ``own`` (else another wrapper's to close)."""
     exit_all(row.entered, start, exc)
     if own:
-        row.close(exc)
+        close_row(row, exc)
 
 
 def begin(row: Row, measures: list[tuple[type[Measurement], dict]], own: bool) -> int:

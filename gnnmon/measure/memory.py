@@ -3,7 +3,9 @@
 The baseline is read when the call starts and the end when it returns, with no device sync: the
 CUDA and MPS allocators keep their counters on the host, in program order, so they are exact
 without one (a sync would make the CPU wait for the previous step's kernels). The peak is the
-highest figure inside the window, from a nesting-safe stack (see :mod:`gnnmon.devices.peaks`).
+highest figure inside the window, from a nesting-safe stack (see :mod:`gnnmon.devices.peaks`). The
+backends give raw counters (:class:`~gnnmon.devices.base.MemoryWindow`); this measurement names the
+figures (declared in :mod:`gnnmon.figures`).
 ``sync=True`` waits for the device at both ends instead: use it only when the row's time window
 must cover the GPU work it launched (so time-joined utilisation and energy line up with the
 kernels, not with their launches). Field meanings per backend are in ``docs/memory.md``. All
@@ -14,12 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gnnmon.devices.cpu import host_as_device_fields
+from gnnmon.devices.base import MemoryWindow
 from gnnmon.devices.host import EXACT_SOURCE, HOST
 from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.errors import is_positive_number
 from gnnmon.measure.adapters import make_decorator, make_scope
 from gnnmon.measure.lifecycle import Measurement
+from gnnmon.measure.row_device import row_backend
 
 CACHED_NOTE = ("cpu: freed memory stays in the process for reuse (glibc), so a call's peak shows only "
                "growth beyond what earlier calls left; gnnmon.exact_host_memory() returns large frees "
@@ -54,7 +57,7 @@ class MemoryMeasurement(Measurement):
     def __enter__(self) -> MemoryMeasurement:
         o = self.options
         self._host = self._device = None
-        backend = self.backend = self.row.backend(o["device"])
+        backend = self.backend = row_backend(self.row, o["device"])
         if o["sync"]:
             backend.synchronize()
         interval = o["sample_interval"]
@@ -89,23 +92,69 @@ class MemoryMeasurement(Measurement):
                 fields["rss_end_bytes"] = end
                 fields["rss_peak_bytes_source"] = EXACT_SOURCE
             elif host is not None:
-                fields.update(HOST.close(host))
+                host_figures(fields, HOST.close(host))
             self._host = None
         if host is None:  # ended before (a row closed late, after an interruption)
             return None
         if token is None:
-            host_as_device_fields(fields, fields)
-            fields["mem_end_delta_bytes"] = fields["mem_end_bytes"] - fields["mem_start_bytes"]
+            host_as_device(fields)
             if self.options["include_children"]:
                 self.row.note("cpu mem_* include child processes (sampled)")
             if mmap_threshold() is None:
                 self.row.note(CACHED_NOTE)
             return None
         if device is not None:
-            fields.update(device)
-            if device.get("mem_peak_delta_bytes") is not None:
-                fields["mem_end_delta_bytes"] = fields["mem_end_bytes"] - fields["mem_start_bytes"]
+            device_figures(fields, device)
         return None
+
+
+def host_figures(fields: dict[str, Any], window: MemoryWindow) -> None:
+    """The host process's ``rss_*`` figures (bytes) from a sampled window over its RSS (and its
+    child processes', apart, where it was asked for them)."""
+    children = window.children
+    if children is not None:
+        fields["rss_children_start_bytes"] = children[0]
+        fields["rss_children_peak_bytes"] = children[2]
+        fields["rss_children_end_bytes"] = children[1]
+    fields["rss_start_bytes"] = window.start
+    fields["rss_peak_bytes"] = window.peak
+    fields["rss_end_bytes"] = window.end
+    fields["rss_peak_bytes_source"] = window.how
+
+
+def host_as_device(fields: dict[str, Any]) -> None:
+    """On the CPU the device's ``mem_*`` figures (bytes) are the host's ``rss_*`` ones, copied
+    within the row's fields (on the step's path: no dict made)."""
+    start, peak, end = fields["rss_start_bytes"], fields["rss_peak_bytes"], fields["rss_end_bytes"]
+    fields["mem_start_bytes"] = start
+    fields["mem_end_bytes"] = end
+    fields["mem_peak_bytes"] = peak
+    fields["mem_peak_delta_bytes"] = peak - start
+    fields["mem_peak_bytes_source"] = fields["rss_peak_bytes_source"]
+    fields["mem_end_delta_bytes"] = end - start
+
+
+def device_figures(fields: dict[str, Any], window: MemoryWindow) -> None:
+    """An accelerator's ``mem_*`` figures (bytes), and its allocator's counts, from its window."""
+    start, end, peak = window.start, window.end, window.peak
+    fields["mem_start_bytes"] = start
+    fields["mem_end_bytes"] = end
+    fields["mem_peak_bytes"] = peak
+    fields["mem_peak_delta_bytes"] = peak - start
+    fields["mem_peak_bytes_source"] = window.how
+    reserved = window.reserved
+    if reserved is not None:
+        fields["mem_reserved_start_bytes"], fields["mem_reserved_end_bytes"], fields["mem_reserved_peak_bytes"] = (
+            reserved)
+    driver = window.driver
+    if driver is not None:
+        (fields["mem_driver_start_bytes"], fields["mem_driver_bytes"], fields["mem_driver_peak_bytes"],
+         fields["mem_recommended_max_bytes"]) = driver
+    if window.retries is not None:
+        fields["cuda_alloc_retries"] = window.retries
+    if window.failures is not None:
+        fields["cuda_ooms"] = window.failures
+    fields["mem_end_delta_bytes"] = end - start
 
 
 monitor_memory_device = make_decorator(MemoryMeasurement, "monitor_memory_device")

@@ -25,6 +25,7 @@ from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import parse_device
 from gnnmon.measure.adapters import is_compiling, make_decorator, make_scope
 from gnnmon.measure.lifecycle import Measurement
+from gnnmon.measure.row_device import close_row, row_backend
 from gnnmon.record import state
 from gnnmon.record.interrupts import hold, reentered, release, releasing
 from gnnmon.record.row import Row, open_phase
@@ -149,7 +150,7 @@ class TimingMeasurement(Measurement):
         sync = o["sync"]
         if sync != "events":
             row.sync = sync  # phases inside time themselves the same way
-        backend = row.backend(o["device"])
+        backend = row_backend(row, o["device"])
         if backend.memory_is_host:  # the CPU: work is synchronous, device time is wall time
             self._t0 = time.perf_counter_ns()
             return self
@@ -236,7 +237,7 @@ class phase:
             row = Row(self.name).open()
         self._row = self._in = row
         try:
-            backend = row.backend(self.device)
+            backend = row_backend(row, self.device)
             if backend.memory_is_host and not self._own:  # the CPU: device time is wall time
                 self._watch = None
             else:
@@ -245,7 +246,7 @@ class phase:
         except BaseException as exc:
             self._row = None
             if self._own:
-                row.close(exc)
+                close_row(row, exc)
             raise
         self.outer, self.closed = state.OPEN_PHASE.get(), False
         outer = open_phase(self.outer)
@@ -290,7 +291,7 @@ class phase:
             fields[self.field] = (fields.get(self.field) or 0.0) + value
         if self._own:
             _fill_time(row, watch, wall, device)  # defers the span (device_s None until it is read)
-            row.close(exc)
+            close_row(row, exc)
         elif isinstance(device, EventSpan):
             row.defer(device)
 

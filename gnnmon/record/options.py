@@ -36,7 +36,7 @@ class Options:
     drains of the writer thread (a kill loses at most about this much). ``sampler``: ``"process"``
     or ``"thread"``. ``distributed``: measure the clock offset between ranks with collectives.
     ``memory_history``: keep PyTorch's CUDA allocation history (its newest N events; a private
-    PyTorch API, see :mod:`gnnmon.record.oom`) and dump it at the run's first out-of-memory
+    PyTorch API, see :mod:`gnnmon.record.memory_history`) and dump it at the run's first out-of-memory
     error, next to the run's file (None: off). ``sched``: each top-level row's thread CPU time
     and context switches, in it and since the thread's previous row (``thread_*`` fields; Linux;
     about 3 µs a row on the 2-core VM, ``benchmarks/sched_cost.py``): ``"auto"`` records them
@@ -138,7 +138,7 @@ class Options:
         return 0.5 if self.energy else None
 
     def energy_options(self) -> dict[str, Any] | None:
-        """The keywords of :class:`gnnmon.timeline.energy.EnergySources` (None without energy)."""
+        """The keywords of :class:`gnnmon.timeline.energy_sources.EnergySources` (None without energy)."""
         if not self.energy:
             return None
         return {"country": self.country, "region": self.region,

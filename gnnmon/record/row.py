@@ -20,26 +20,16 @@ from typing import Any
 
 import torch
 
-from gnnmon.devices import Backend, backend_for
+from gnnmon.devices import Backend
 from gnnmon.devices.ranges import RANGES, pop_range, push_range
-from gnnmon.devices.resolve import (
-    BY_ARGUMENT,
-    BY_EXPLICIT,
-    BY_NOTHING,
-    accelerator_in_use,
-    check_supported,
-    infer_device,
-    parse_device,
-)
 from gnnmon.devices.sched import thread_times
-from gnnmon.errors import DeviceError
 from gnnmon.fields import add_note
 from gnnmon.record import state
 from gnnmon.record.active import active_run
 from gnnmon.record.gc_log import GC_LOG, row_gc_fields
 from gnnmon.record.inbox import Deferred
 from gnnmon.record.interrupts import MAIN_THREAD, on_stack, raised_by_handler
-from gnnmon.record.oom import record_oom
+from gnnmon.record.oom_row import record_oom
 from gnnmon.record.run import Run
 
 
@@ -53,7 +43,7 @@ class Row:
     """
 
     __slots__ = (
-        "fields", "run", "parent", "sync", "owner", "entered", "_found", "_backend", "_deferred",
+        "fields", "run", "parent", "sync", "owner", "entered", "found", "backend", "_deferred",
         "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "sched0", "_sched_tid", "_range", "closed",
     )
 
@@ -73,7 +63,7 @@ class Row:
         self.parent: Row | None = None
         self.owner = owner
         self.entered: list[Any] = []  # measurements entered, outermost first, until they exit
-        self._backend: Backend | None = None
+        self.backend: Backend | None = None  # handed by the measure stage (use_device)
         self._deferred: list[Deferred] | None = None
         self._after: list[Callable[[], Any]] | None = None
         self.sync = "events"  # the row's timing mode, which its phases follow
@@ -91,7 +81,7 @@ class Row:
         }
         if marks:
             self.fields.update(marks)
-        self._found = found
+        self.found = found
         if shape:
             self.fields.update(shape)
         self._hook = False
@@ -139,33 +129,16 @@ class Row:
         """``label#index``: how children name this row in their ``parent`` field."""
         return f"{self.fields['label']}#{self.fields['index']}"
 
-    def backend(self, explicit: Any = None) -> Backend:
-        """The backend for this call: ``explicit`` device if given, else resolved from arguments.
-
-        The first backend resolved sets the row's ``device`` and ``backend`` fields.
-        """
-        if explicit is None:
-            if self._backend is not None:
-                return self._backend
-            if self._found is not None:
-                dev, how = self._found, BY_ARGUMENT
-            else:
-                dev, how = infer_device()
-            try:
-                backend = backend_for(dev)
-            except DeviceError:
-                check_supported(dev)  # an unsupported device among the arguments: say so
-                raise
-        else:
-            dev = explicit if isinstance(explicit, torch.device) else parse_device(explicit)
-            backend, how = backend_for(dev), BY_EXPLICIT
-        if self._backend is None:
-            self._backend = backend
+    def use_device(self, backend: Backend, how: str) -> None:
+        """Measure this row on ``backend`` (chosen by the measure stage, :mod:`gnnmon.measure.row_device`;
+        ``how``: the ``device_source`` that says how): its ``device``, ``backend`` and
+        ``device_source`` fields. The first device handed stays the row's."""
+        if self.backend is None:
+            self.backend = backend
             fields = self.fields
             fields["device"] = backend.label
             fields["backend"] = backend.name
             fields["device_source"] = how
-        return backend
 
     def note(self, text: str) -> None:
         """Say why a figure is missing or how it was made (kept in ``notes``)."""
@@ -205,20 +178,12 @@ class Row:
             fields["t_end_ns"] = time.time_ns()
             if error is not None:
                 fields["error"] = type(error).__name__
-                record_oom(fields, self._backend, error, self.run, self.note)  # nothing unless an OOM
+                record_oom(fields, self.backend, error, self.run, self.note)  # nothing unless an OOM
             fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
             if self._cpu0 is not None:
                 fields["cpu_s"] = time.process_time() - self._cpu0
             if self.sched0 is not None and threading.get_ident() == self._sched_tid:  # else another thread's
                 _sched_in(fields, self.sched0)
-            if fields["device"] is None:
-                self._settle_device()
-            elif fields.get("device_source") == BY_NOTHING:  # on the CPU: did this call start an accelerator?
-                started = accelerator_in_use()
-                if started is not None:
-                    name = started[0].type.upper()
-                    self.note(f"{name} was first used during this call, after it was measured on the CPU: its "
-                              f"{name} memory is not in this row; later calls measure {name} (or pass device=)")
             try:
                 self.run.add_row(fields, self._deferred)
             except Exception as exc:  # e.g. a full disk: the call's result comes first
@@ -270,14 +235,6 @@ class Row:
             self._run_after()
         else:
             self.close()
-
-    def _settle_device(self) -> None:
-        try:
-            self.backend()
-        except Exception as exc:  # identity only: a row without memory/timing must not fail
-            if raised_by_handler(exc):
-                raise
-            self.note(f"device not resolved: {exc}")
 
 
 _LAST_END = threading.local()

@@ -44,12 +44,12 @@ from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.inbox import Deferred, Inbox
 from gnnmon.record.interrupts import HELD, held_section, releasing
 from gnnmon.record.manifest import build_manifest, distributed_entry
-from gnnmon.record.oom import History
+from gnnmon.record.memory_history import History
 from gnnmon.record.options import Options
 from gnnmon.record.outlets import Outlets
 from gnnmon.record.sinks import Batch, JsonlSink, Sink, as_sinks
 from gnnmon.report import Report
-from gnnmon.timeline.energy import EnergyJoin
+from gnnmon.timeline.energy_join import EnergyJoin
 from gnnmon.timeline.energy_sources import EnergySources
 from gnnmon.timeline.join import RowJoin, sample_time
 from gnnmon.timeline.sampler import Sampler, start_sampler

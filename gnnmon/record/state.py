@@ -39,12 +39,6 @@ _fork_hook: list[bool] = []
 _exit_hook: list[bool] = []
 
 
-def current_phase() -> str | None:
-    """The name of the innermost phase open in this thread / task, if any."""
-    opened = OPEN_PHASE.get()
-    return None if opened is None else opened.name
-
-
 def open_run() -> Any:
     """The innermost active ``collect`` run, else the default run if one was made, else None."""
     runs = RUNS

@@ -22,7 +22,7 @@ from importlib import resources
 from typing import Any
 
 from gnnmon.data.result import RunResult
-from gnnmon.figures import BYTES
+from gnnmon.figures import BYTES, MEM_PEAK, RSS_PEAK
 from gnnmon.report.exports import register_export
 from gnnmon.report.report import Report
 from gnnmon.report.trace import chrome_trace
@@ -37,7 +37,7 @@ MAX_SAMPLES = 5_000
 MAX_MEMORY_POINTS = 5_000
 """Points per label's memory line at most (every k-th call beyond)."""
 
-MEMORY_FIGURES = ("mem_peak_bytes", "rss_peak_bytes")
+MEMORY_FIGURES = (MEM_PEAK.name, RSS_PEAK.name)
 """The figure a label's memory line draws: the first its rows hold."""
 
 

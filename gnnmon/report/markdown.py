@@ -13,7 +13,19 @@ from typing import Any, Protocol
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table
 from gnnmon.fields import J_PER_KWH
-from gnnmon.figures import COUNT, ENERGY_FIELDS, NANOSECONDS, TEXT, unit_of
+from gnnmon.figures import (
+    COUNT,
+    ENERGY_FIELDS,
+    MEM_END,
+    MEM_PEAK,
+    MEM_START,
+    NANOSECONDS,
+    RSS_END,
+    RSS_PEAK,
+    RSS_START,
+    TEXT,
+    unit_of,
+)
 from gnnmon.report.stats import STATS
 
 MAX_TABLE = 20
@@ -338,8 +350,8 @@ SHOWN: dict[str, tuple[str, float]] = {
 """Fields whose column says more than their unit: what 100 % means, what is counted; emissions
 per call in grams, not kilograms (a step's are a fraction of a gram)."""
 
-DUPLICATES = (("rss_start_bytes", "mem_start_bytes"), ("rss_peak_bytes", "mem_peak_bytes"),
-              ("rss_end_bytes", "mem_end_bytes"), ("device_s", "wall_s"))
+DUPLICATES = ((RSS_START.name, MEM_START.name), (RSS_PEAK.name, MEM_PEAK.name), (RSS_END.name, MEM_END.name),
+              ("device_s", "wall_s"))
 """(field, the one it repeats on the CPU): the first is left out of a label's table when its
 figures equal the second's (the CPU's device memory is the process's RSS, its device time wall time)."""
 

@@ -35,13 +35,14 @@ from typing import Any
 import numpy as np
 
 from gnnmon.data.table import Part, Table
+from gnnmon.figures import MEM_PEAK, MEM_PEAK_DELTA, RSS_PEAK, RSS_PEAK_DELTA
 
 TERMS = ("num_nodes", "num_edges", "num_graphs")
 """The shape fields a model is fitted on by default (those that vary among the rows)."""
 
 PER = {"num_nodes": "node", "num_edges": "edge", "num_graphs": "graph"}
 
-FIGURES = ("mem_peak_delta_bytes", "mem_peak_bytes", "rss_peak_delta_bytes", "rss_peak_bytes")
+FIGURES = (MEM_PEAK_DELTA.name, MEM_PEAK.name, RSS_PEAK_DELTA.name, RSS_PEAK.name)
 """Figures a model may be fitted on: the peak above the step's start, or the absolute peak."""
 
 MIN_SPREAD = 0.05
@@ -280,7 +281,7 @@ def _rows(part: Part, figure: str, terms: Sequence[str], device: str | None, war
     return x, y[keep], sorted({str(d) for d, k in zip(devices, keep, strict=True) if k and d is not None})
 
 
-def fit(table: Table, label: str | None = None, figure: str = "mem_peak_delta_bytes", *,
+def fit(table: Table, label: str | None = None, figure: str = MEM_PEAK_DELTA.name, *,
         device: str | None = None, warmup: int = 2, terms: Sequence[str] | None = None,
         confidence: float = 0.95) -> MemoryModel:
     """Fit the memory model of ``label``'s rows (see :meth:`gnnmon.Report.memory_model`)."""

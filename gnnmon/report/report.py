@@ -12,17 +12,17 @@ from gnnmon.data.format import printable
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table, returned
 from gnnmon.fields import is_number, row_key
-from gnnmon.figures import ENERGY_FIELDS
+from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK_DELTA
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.cross_rank import cross_rank
-from gnnmon.report.energy import energy_summary
 from gnnmon.report.energy_balance import result_balance
+from gnnmon.report.energy_totals import energy_summary
 from gnnmon.report.exports import export
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
-from gnnmon.report.layers import layer_table
+from gnnmon.report.layer_table import layer_table
 from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
 from gnnmon.report.memory_model import MemoryModel, fit
-from gnnmon.report.oom import oom_report
+from gnnmon.report.oom_report import oom_report
 from gnnmon.report.stats import describe
 from gnnmon.report.tensorboard import write_tensorboard
 from gnnmon.report.timeline_plot import plot_timeline
@@ -185,14 +185,15 @@ class Report:
             return {}
         return cross_rank(self.records, self.manifest, **options)
 
-    def memory_model(self, label: str | None = None, figure: str = "mem_peak_delta_bytes", *,
+    def memory_model(self, label: str | None = None, figure: str = MEM_PEAK_DELTA.name, *,
                      device: str | None = None, warmup: int = 2, terms: Sequence[str] | None = None,
                      confidence: float = 0.95) -> MemoryModel:
         """The peak memory of ``label``'s calls (None: the label with most rows that carry a batch
         shape) as ``const + a·num_nodes + b·num_edges (+ c·num_graphs)`` bytes, fitted on its rows
         after ``warmup`` calls, failures and outliers left out; on ``device``'s rows where they ran
-        on more than one kind. ``figure``: ``mem_peak_delta_bytes`` (above the call's start),
-        ``mem_peak_bytes`` (absolute: what must fit in the device), or the ``rss_`` ones; ``terms``:
+        on more than one kind. ``figure``: the name of the peak above the call's start
+        (:data:`~gnnmon.figures.MEM_PEAK_DELTA`, the default), of the absolute peak
+        (:data:`~gnnmon.figures.MEM_PEAK`: what must fit in the device), or of the host's RSS ones; ``terms``:
         the shape fields to fit on (per type for a ``HeteroData`` batch: ``num_nodes__paper`` ...).
         The model's ``predict(num_nodes=..., num_edges=...)`` gives bytes and an upper bound at
         ``confidence``; ``summary()`` says it in words, or why it cannot be trusted. See
@@ -203,13 +204,13 @@ class Report:
         """Per label and watched layer (``gnnmon.watch_layers``): median forward and backward time,
         peaks, saved, message and output bytes, the layer's share of the layers' time, and advice in
         words (an edge-bound layer, the layer that takes the time, one worth checkpointing); see
-        :mod:`gnnmon.report.layers`. ``[]`` where no layer was watched."""
+        :mod:`gnnmon.report.layer_table`. ``[]`` where no layer was watched."""
         return layer_table(self.table, label)
 
     def oom(self) -> list[dict[str, Any]]:
         """The calls that ran out of memory: each one's batch shape (and against its label's median),
         the device's memory at the failure, the forecast for that batch, the largest batch that
-        fit, the allocation-history snapshot, and ``words`` (see :mod:`gnnmon.report.oom`)."""
+        fit, the allocation-history snapshot, and ``words`` (see :mod:`gnnmon.report.oom_report`)."""
         return oom_report(self.table)
 
     def plot_timeline(self, path: Any = None, **options: Any) -> Any:

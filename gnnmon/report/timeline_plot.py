@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gnnmon.fields import HOST_BACKEND
-from gnnmon.figures import BYTES
+from gnnmon.figures import BYTES, MEM_PEAK
 
 MAX_MARKER_TEXTS = 40
 """Markers beyond this many are drawn as lines without their text."""
@@ -50,7 +50,7 @@ def plot_timeline(
     def sec(ns: int) -> float:
         return (ns - t0) / 1e9
 
-    gpu_rows = [r for r in records if r.get("backend") not in (None, HOST_BACKEND) and r.get("mem_peak_bytes") is not None]
+    gpu_rows = [r for r in records if r.get("backend") not in (None, HOST_BACKEND) and r.get(MEM_PEAK.name) is not None]
     panels = (["util", "mem"] if samples else (["mem"] if gpu_rows else [])) + (["rows"] if records else [])
     ratios = {"util": 2, "mem": 1.5, "rows": 2}
     fig = Figure(figsize=(11, 2.2 + 1.6 * len(panels)), layout="constrained")
@@ -83,7 +83,7 @@ def plot_timeline(
                 ax.plot(ts, values, label=f"GPU {key[3:-15]}: used (NVML)")
         for device in sorted({str(r["device"]) for r in gpu_rows}):
             mine = [r for r in gpu_rows if str(r["device"]) == device and r.get("t_end_ns")]
-            ax.scatter([sec(r["t_end_ns"]) for r in mine], [r["mem_peak_bytes"] * BYTES.factor for r in mine], s=10,
+            ax.scatter([sec(r["t_end_ns"]) for r in mine], [r[MEM_PEAK.name] * BYTES.factor for r in mine], s=10,
                        marker="v", label=f"{device}: allocator peak per row", zorder=3)
         ax.set_ylim(bottom=0)
         ax.set_ylabel("memory (MiB)")

@@ -2,7 +2,7 @@
 counters the sampler found (NVML's GPU energy, RAPL's package and DRAM), CodeCarbon's model (or
 your ``cpu_power_w`` / ``ram_power_w``) for what no counter measures, and the carbon intensity.
 :meth:`EnergySources.describe` is the choice as plain data: the manifest keeps it and
-:class:`~gnnmon.timeline.energy.EnergyJoin` fills rows by it."""
+:class:`~gnnmon.timeline.energy_join.EnergyJoin` fills rows by it."""
 
 from __future__ import annotations
 

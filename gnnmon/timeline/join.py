@@ -125,7 +125,7 @@ def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> No
 
 
 class FillsRow(Protocol):
-    """Adds figures to a row from the timeline (:class:`gnnmon.timeline.energy.EnergyJoin`)."""
+    """Adds figures to a row from the timeline (:class:`gnnmon.timeline.energy_join.EnergyJoin`)."""
 
     def fill(self, fields: dict[str, Any], samples: Samples, counters: Counters) -> None: ...
 

@@ -1,9 +1,9 @@
 """The out-of-memory post-mortem in words: which call ran out, at what batch, with the device's
 memory at the failure, the forecast for that batch and the largest batch that fit.
 
-Reads the ``oom_*`` fields a failed call's row holds (:mod:`gnnmon.record.oom`) and the rows of
-its label that succeeded; the forecast is the label's memory model of ``mem_peak_bytes`` over all
-of them (the row's own forecast, made from the rows the run kept, where no model can be fitted).
+Reads the ``oom_*`` fields a failed call's row holds (:mod:`gnnmon.record.oom_row`: the raw state
+the failing step left) and the rows of its label that succeeded; the forecast is the label's memory
+model of the absolute peak over all of them, fitted here.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from gnnmon.data.table import Part, Table
+from gnnmon.figures import MEM_PEAK
 from gnnmon.report.memory_model import fit, format_bytes
 
 SHAPE = ("num_nodes", "num_edges", "num_graphs", "batch_size")
@@ -52,7 +53,7 @@ def _largest_fit(part: Part, ok: np.ndarray, medians: dict[str, float]) -> dict[
             if not np.isnan(values).all():
                 row = part.row(int(np.nanargmax(values)))
                 return {"key": f"{row['label']}#{row['index']}", **{k: row.get(k) for k in SHAPE},
-                        "mem_peak_bytes": row.get("mem_peak_bytes"), "vs_median": _vs(row, medians)}
+                        MEM_PEAK.name: row.get(MEM_PEAK.name), "vs_median": _vs(row, medians)}
     return None
 
 
@@ -63,7 +64,7 @@ def _forecast(table: Table, row: dict[str, Any], models: dict[tuple[str, Any], A
     key = (row["label"], row.get("device"))
     if key not in models:
         try:
-            models[key] = fit(table, row["label"], "mem_peak_bytes", device=row.get("device"))
+            models[key] = fit(table, row["label"], MEM_PEAK.name, device=row.get("device"))
         except ValueError as exc:
             models[key] = exc
     why = models[key]
@@ -73,8 +74,6 @@ def _forecast(table: Table, row: dict[str, Any], models: dict[tuple[str, Any], A
             return p.bytes, p.upper_bytes, None
         except ValueError as exc:  # untrusted, or the row lacks a term
             why = exc
-    if row.get("oom_forecast_bytes") is not None:  # made when it failed, from the rows the run kept
-        return row["oom_forecast_bytes"], row.get("oom_forecast_upper_bytes"), None
     return None, None, str(why)
 
 
@@ -142,7 +141,7 @@ def words(e: dict[str, Any]) -> str:
         text += f" Its forecast peak: {b(forecast)}."
     fit_ = e["largest_fit"]
     if fit_ is not None:
-        peak = f", peak {b(fit_['mem_peak_bytes'])}" if fit_.get("mem_peak_bytes") is not None else ""
+        peak = f", peak {b(fit_[MEM_PEAK.name])}" if fit_.get(MEM_PEAK.name) is not None else ""
         text += f" The largest batch that fit: {fit_['key']}, {_shape_words(fit_, fit_['vs_median'])}{peak}."
     if e["snapshot"]:
         text += f" Allocation history: {e['snapshot']} (open it at pytorch.org/memory_viz)."

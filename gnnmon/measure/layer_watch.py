@@ -330,7 +330,7 @@ def _unpack(tensor: torch.Tensor) -> torch.Tensor:
 
 def watch_layers(model: nn.Module, every: int = 1, *, memory: bool = True, saved: bool = True) -> LayerWatch:
     """Put each layer's forward and backward time, peak memory, saved and message bytes on the
-    rows of the steps that run ``model`` (see :mod:`gnnmon.measure.layers`). ``every``: watch
+    rows of the steps that run ``model`` (see :mod:`gnnmon.measure.layer_watch`). ``every``: watch
     one step in N (rows whose index is a multiple of N); ``memory``/``saved``: leave those out
     to cut the cost. Use as ``with gnnmon.watch_layers(model):`` or keep the handle and call
     ``remove()``."""

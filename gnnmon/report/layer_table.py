@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from gnnmon.data.table import Part, Table
-from gnnmon.figures import LAYER_FIGURES, layer_field
+from gnnmon.figures import LAYER_FIGURES, MEM_PEAK_DELTA, layer_field
 from gnnmon.report.memory_model import format_bytes
 
 EDGE_BOUND = 0.5
@@ -115,7 +115,7 @@ def layer_table(table: Table, label: str | None = None) -> list[dict[str, Any]]:
             entries.append(entry)
         spent = [(e["forward_s"] or 0.0) + (e["backward_s"] or 0.0) for e in entries]
         total = sum(spent)
-        step_peak = _median(part, "mem_peak_delta_bytes", rows)
+        step_peak = _median(part, MEM_PEAK_DELTA.name, rows)
         for entry, s in zip(entries, spent, strict=True):
             entry["time_share"] = s / total if total > 0 else None
             entry["advice"] = _advice(entry, total, step_peak)
