@@ -30,7 +30,7 @@ Figures = tuple[int, ...]
 class PeakWindow:
     """One open window: the figures at its start and the highest seen so far (bytes)."""
 
-    __slots__ = ("start", "peak")
+    __slots__ = ("start", "peak", "__weakref__")
 
     def __init__(self, start: Figures) -> None:
         self.start = start
@@ -58,7 +58,10 @@ class CounterPeaks:
         self._read = read
         self._reset = reset
         self._lock = threading.RLock()
-        self._open: list[PeakWindow] = []
+        # held weakly: a window whose opener was interrupted before it kept the window (an
+        # exception a signal handler raised between two bytecodes) is gone once nothing holds it,
+        # instead of staying open for the life of the process
+        self._open: weakref.WeakSet[PeakWindow] = weakref.WeakSet()
 
     def open(self) -> PeakWindow:
         """Start a window at the current figures; resets the counter only if it is above them."""
@@ -70,19 +73,19 @@ class CounterPeaks:
                 self._reset()
                 # a reset sets the counter to current: the new window starts there (no second read)
             window = PeakWindow(tuple(current))
-            self._open.append(window)
+            self._open.add(window)
             return window
 
     def close(self, window: PeakWindow) -> tuple[Figures, Figures]:
         """End a window: returns ``(current, peak)`` figures at its end."""
         with self._lock:
             current, peak = self._read()
-            for w in self._open:
+            opened = self._open
+            if window not in opened:
+                raise RuntimeError("peak window closed twice or never opened")
+            for w in opened:
                 w.fold(peak)  # the counter's peak is at least current: folds both
-            try:
-                self._open.remove(window)
-            except ValueError:
-                raise RuntimeError("peak window closed twice or never opened") from None
+            opened.discard(window)
             return tuple(current), tuple(window.peak)
 
     @property

@@ -43,7 +43,7 @@ def close_row(row: Row, error: BaseException | None) -> None:
                 if raised_by_handler(exc):
                     raise
                 row.note(f"device not resolved: {exc}")
-        elif row.fields["device_source"] == BY_NOTHING:
+        elif row.fields.get("device_source") == BY_NOTHING:
             started = started_during()
             if started is not None:
                 row.note(started)

@@ -134,11 +134,11 @@ class Row:
         ``how``: the ``device_source`` that says how): its ``device``, ``backend`` and
         ``device_source`` fields. The first device handed stays the row's."""
         if self.backend is None:
-            self.backend = backend
             fields = self.fields
             fields["device"] = backend.label
             fields["backend"] = backend.name
             fields["device_source"] = how
+            self.backend = backend  # last: a row with a backend has its fields (whatever interrupts this)
 
     def note(self, text: str) -> None:
         """Say why a figure is missing or how it was made (kept in ``notes``)."""
