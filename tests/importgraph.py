@@ -202,6 +202,70 @@ def long_modules(package_dir: Path, limit: int = MAX_LINES) -> list[tuple[str, i
     return out
 
 
+CONCERN_LINES = 40
+"""A group of a module's definitions this long, that no other group refers to (nor it to them),
+is a concern of its own: a module with two such groups holds two concerns."""
+
+
+def _definitions(tree: ast.Module) -> tuple[dict[str, tuple[int, set[str]]], list[set[str]]]:
+    """A module's top-level definitions (functions, classes, assigned names) with their length in
+    lines and the names they refer to; and the names each other top-level statement refers to."""
+    defs: dict[str, tuple[int, set[str]]] = {}
+    loose: list[set[str]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)) or (
+                isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            continue  # imports and docstrings tie nothing together
+        lines = (stmt.end_lineno or stmt.lineno) - stmt.lineno + 1
+        refs = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defs[stmt.name] = (lines, refs - {stmt.name})
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            for i, name in enumerate(names):
+                defs[name] = (lines if i == 0 else 0, refs - set(names))
+        else:  # a registration, a loop, an if: it ties together what it refers to
+            loose.append(refs)
+    return defs, loose
+
+
+def groups(path: Path) -> list[tuple[int, list[str]]]:
+    """A module's definitions in groups that refer to one another (directly or through others),
+    each with its length in lines, longest first."""
+    defs, loose = _definitions(ast.parse(path.read_text(), filename=str(path)))
+    parent = {name: name for name in defs}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    for name, (_, refs) in defs.items():
+        for other in refs & defs.keys():
+            parent[root(name)] = root(other)
+    for refs in loose:
+        tied = sorted(refs & defs.keys())
+        for a, b in zip(tied, tied[1:], strict=False):
+            parent[root(a)] = root(b)
+    found: dict[str, list[str]] = {}
+    for name in defs:
+        found.setdefault(root(name), []).append(name)
+    return sorted(((sum(defs[n][0] for n in names), sorted(names)) for names in found.values()), reverse=True)
+
+
+def many_concerns(package_dir: Path, lines: int = CONCERN_LINES) -> list[tuple[str, list[tuple[int, list[str]]]]]:
+    """Modules with two groups of definitions or more, each at least ``lines`` long, that never
+    refer to one another: two concerns in one module (see :func:`groups`)."""
+    out = []
+    for path in sorted(package_dir.rglob("*.py")):
+        big = [g for g in groups(path) if g[0] >= lines]
+        if len(big) > 1:
+            out.append((module_name(package_dir, path), big))
+    return out
+
+
 def cycles(imports: list[Import], typing: bool = False) -> list[list[str]]:
     """Import cycles, each as a path that ends where it starts: among run-time imports, or with
     ``typing`` among all of them (an annotation that names a module which imports this one is
@@ -301,12 +365,14 @@ def main() -> int:
     problems += [f"cycle through annotations: {' -> '.join(c)}" for c in cycles(imports, typing=True)
                  if c not in cycles(imports)]
     problems += [f"over {MAX_LINES} lines: {name} ({n})" for name, n in long_modules(package_dir)]
+    problems += [f"two concerns or more: {name}: " + "; ".join(f"{n} lines ({', '.join(names[:4])})" for n, names in big)
+                 for name, big in many_concerns(package_dir)]
     problems += [f"up the flow: {i.source}:{i.line} imports {i.target}" for i in upward(imports)]
     problems += [f"late import: {i.source}:{i.line} imports {i.target}" for i in late(imports)]
     problems += [f"{name} in a stage that reads runs: {module}:{line} (reached as {how})"
                  for module, name, line, how in heavy(package_dir)]
     print("\n".join(problems) or f"no cycle (annotations included), nothing up the flow, no late import, "
-                                 f"no module over {MAX_LINES} lines, no torch where runs are read")
+                                 f"no module over {MAX_LINES} lines or of two concerns, no torch where runs are read")
     return 1 if problems else 0
 
 

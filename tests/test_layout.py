@@ -15,7 +15,18 @@ from pathlib import Path
 import gnnmon
 from gnnmon.cli import main
 from tests import importgraph
-from tests.importgraph import ALLOWED, MAX_LINES, all_imports, cycles, heavy, late, long_modules, stage, upward
+from tests.importgraph import (
+    ALLOWED,
+    MAX_LINES,
+    all_imports,
+    cycles,
+    heavy,
+    late,
+    long_modules,
+    many_concerns,
+    stage,
+    upward,
+)
 
 PACKAGE = Path(gnnmon.__file__).resolve().parent
 FILES = Path(__file__).resolve().parent / "files"
@@ -26,8 +37,27 @@ def test_no_import_cycle_not_even_through_annotations():
     assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
-def test_no_module_holds_more_than_one_concern():
+def test_no_module_is_too_long_to_read_in_one_sitting():
     assert not long_modules(PACKAGE), f"modules over {MAX_LINES} lines: {long_modules(PACKAGE)}"
+
+
+def test_no_module_holds_more_than_one_concern():
+    """A module's definitions form one group that refers to itself: no two groups of 40 lines or
+    more that never refer to one another (``tests/importgraph.py``: ``many_concerns``)."""
+    found = many_concerns(PACKAGE)
+    assert not found, "modules of two concerns or more:\n" + "\n".join(
+        f"{name}: " + "; ".join(f"{n} lines ({', '.join(names)})" for n, names in big) for name, big in found)
+
+
+def test_the_concern_check_catches_a_planted_second_concern(tmp_path):
+    copy = _copy_package(tmp_path)
+    # run.py's own code, and a copy of the sinks module's JsonlSink pasted under it: two concerns
+    sinks = (copy / "record" / "sinks.py").read_text()
+    pasted = sinks[sinks.index("class JsonlSink:"):sinks.index("SINKS: dict")]
+    _append(copy / "record" / "run.py", "\n\n" + pasted.replace("class JsonlSink:", "class PastedSink:"))
+    found = dict(many_concerns(copy))
+    assert "gnnmon.record.run" in found and any("PastedSink" in names for _, names in found["gnnmon.record.run"])
+    assert "gnnmon.record.run" not in dict(many_concerns(PACKAGE))  # the module itself is one concern
 
 
 def test_every_import_points_down_the_flow():
