@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from gnnmon.data.result import RunResult
     from gnnmon.devices.malloc import exact_host_memory
     from gnnmon.devices.ranges import emit_ranges
-    from gnnmon.forecast import forecast
+    from gnnmon.forecast import calibrate, forecast
     from gnnmon.measure.buckets import watch_buckets
     from gnnmon.measure.compile import track_compile
     from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
@@ -51,6 +51,7 @@ _LAZY: dict[str, str] = {
     "load": "gnnmon.data.load",
     "RunResult": "gnnmon.data.result",
     "forecast": "gnnmon.forecast",
+    "calibrate": "gnnmon.forecast",
     "watch_buckets": "gnnmon.measure.buckets",
     "track_compile": "gnnmon.measure.compile",
     "collect_garbage": "gnnmon.measure.gc_control",
@@ -122,6 +123,7 @@ __all__ = [
     "emit_ranges",
     "exact_host_memory",
     "forecast",
+    "calibrate",
     "freeze_gc",
     "gc_controlled",
     "gc_paused",

@@ -66,6 +66,13 @@ def parse_capacity(capacity: Any) -> tuple[int | None, str | None]:
 def _model_of(model: Any, label: str | None) -> MemoryModel:
     if isinstance(model, MemoryModel):
         return model
+    calibrated = getattr(model, "model", None)
+    if isinstance(calibrated, MemoryModel):  # a Calibration
+        return calibrated
+    if isinstance(model, torch.nn.Module):
+        raise TypeError(f"forecast's second argument is a memory model or a run (a path, a RunResult, a Report), "
+                        f"not a {type(model).__name__}: to measure your model's step, run "
+                        f"gnnmon.calibrate(step, loader) and pass what it returns")
     if isinstance(model, (str, os.PathLike)):
         model = load(model)
     report = model if isinstance(model, Report) else Report(model)
@@ -171,6 +178,14 @@ class Forecast:
                                                                k * r["edges_per_item_max"], 1) <= target,
                                          high=item_cap)
         return out
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        fits = "" if self.fits is None else f", fits={self.fits}"
+        peak = f"{format_bytes(self.peak_bytes)}" if self.peak_bytes is not None else "-"
+        return f"<Forecast of {self.batches} batches: worst {peak}{fits}; print() it for the summary>"
 
     def summary(self, fraction: float = 0.9) -> str:
         """The forecast and, with a capacity, the budgets, in words."""

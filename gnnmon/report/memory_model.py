@@ -184,6 +184,9 @@ class MemoryModel:
                      f"({format_bytes(split['coefficients'][name])} per {per_of(name)})")
         return text
 
+    def __str__(self) -> str:
+        return self.summary()
+
     def as_dict(self) -> dict[str, Any]:
         """The model as plain data (JSON-ready)."""
         return {"label": self.label, "figure": self.figure, "devices": self.devices, "terms": list(self.terms),
@@ -340,7 +343,8 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
         problems.append(f"too few rows: {len(y)} usable after {warmup} warm-up calls and failures, {need} needed")
     elif not used:
         problems.append("the batch shapes barely vary: no row says what a larger batch costs "
-                        "(vary the batch size, or fit over an epoch of a loader whose batches differ)")
+                        "(gnnmon.calibrate(step, loader) runs your step on a few batches of spread sizes "
+                        "before training, in seconds; or vary the batch size)")
     design = np.column_stack([np.ones(len(y)), x[:, kept]]) if len(y) else np.empty((0, 1 + len(kept)))
     scale = np.maximum(np.abs(design).max(axis=0), 1.0) if len(y) else np.ones(1 + len(kept))
     z = design / scale

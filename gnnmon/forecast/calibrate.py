@@ -1,0 +1,134 @@
+"""A memory model from an ordinary training set-up, in seconds: run the user's own decorated step on
+a handful of batches the loader's own sampler builds at spread sizes, and fit.
+
+An ordinary run has one batch size, so its batches' shapes barely vary and the memory model is
+refused ("shapes barely vary"). :func:`calibrate` asks the loader for batches of 1/4 to 2 times its
+batch size (a ``NeighborLoader`` samples them from seed sets of that size with its own sampler; a
+``DataLoader`` over graphs collates that many graphs), runs the step on each, and fits the absolute
+peak over them. The largest size is also the probe of the batches training will meet: an
+out-of-memory error there is caught, reported as "does not fit" with the device's state, and the
+device's cache is emptied, so training starts as it would have. The step trains as it runs: pass
+``restore=(model, optimizer)`` to put their states back afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gnnmon.devices.oom_error import is_oom
+from gnnmon.figures import MEM_PEAK
+from gnnmon.record.active import collect
+from gnnmon.report.memory_model import MemoryModel
+
+SIZES = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+"""Batch sizes tried, as multiples of the loader's batch size (smallest first)."""
+
+
+@dataclass
+class Calibration:
+    """What :func:`calibrate` ran and fitted."""
+
+    model: MemoryModel
+    sizes: list[int]
+    """The batch sizes (seed nodes or graphs) the step ran at, in order."""
+    shapes: list[dict[str, int]] = field(default_factory=list)
+    """Each measured batch's ``num_nodes`` and ``num_edges``."""
+    does_not_fit: dict[str, Any] | None = None
+    """The first size whose step ran out of memory: ``size``, its shape and ``error``; None if all fit."""
+
+    def summary(self) -> str:
+        lines = [self.model.summary(), f"calibrated on {len(self.shapes)} batches of "
+                 f"{min(self.sizes)}-{max(self.sizes)} items"]
+        if self.does_not_fit:
+            d = self.does_not_fit
+            lines.append(f"does not fit: a batch of {d['size']} items ({d['num_nodes']:,} nodes, "
+                         f"{d['num_edges']:,} edges) ran out of memory ({d['error']})")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float] = SIZES, repeats: int = 2,
+              label: str | None = None, restore: Sequence[Any] = (), seed: int = 0,
+              confidence: float = 0.95) -> Calibration:
+    """Run ``step(batch)`` (your step decorated with ``@monitor_memory_device``, wrapped to take a
+    batch: ``lambda batch: train_step(model, batch, optimizer)``) on ``repeats`` batches at each of
+    ``sizes`` times ``loader``'s batch size, and fit the absolute peak (:class:`Calibration`; its
+    ``model`` goes to :func:`gnnmon.forecast`). ``restore``: objects with ``state_dict`` (the model,
+    the optimizer) put back as they were afterwards. The first batch is a warm-up, left out of the
+    fit. The rows go to a run of their own (in memory), not to the run you are collecting."""
+    make = _batch_maker(loader)
+    base = _batch_size(loader)
+    count = _items(loader)
+    counts = sorted({max(1, min(count, round(f * base))) for f in sizes})
+    if len(counts) < 3:
+        raise ValueError(f"calibrate needs at least 3 distinct batch sizes; the loader has {count} items "
+                         f"and a batch size of {base}")
+    saved = [(obj, copy.deepcopy(obj.state_dict())) for obj in restore]
+    rng = random.Random(seed)
+    shapes: list[dict[str, int]] = []
+    ran: list[int] = []
+    failed: dict[str, Any] | None = None
+    try:
+        with collect(config={"calibration": {"sizes": counts, "repeats": repeats}}) as run:
+            plan = [counts[0]] + [c for c in counts for _ in range(repeats)]  # a warm-up call first
+            for size in plan:
+                batch = make(rng.sample(range(count), size))
+                shape = {"num_nodes": int(batch.num_nodes), "num_edges": int(getattr(batch, "num_edges", 0) or 0)}
+                try:
+                    step(batch)
+                except Exception as exc:  # only an out-of-memory error is ours to report
+                    if not is_oom(exc):
+                        raise
+                    failed = {"size": size, **shape, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
+                    _free_device_cache()
+                    break
+                shapes.append(shape)
+                ran.append(size)
+        report = run.report()
+        model = report.memory_model(label, MEM_PEAK.name, warmup=1, confidence=confidence)
+    finally:
+        for obj, state in saved:
+            obj.load_state_dict(state)
+    if failed is not None:
+        model.notes.append(f"a batch of {failed['size']} items ({failed['num_nodes']:,} nodes) did not fit: "
+                           "sizes above it were not tried")
+    return Calibration(model, ran, shapes[1:], failed)
+
+
+def _batch_maker(loader: Any) -> Callable[[list[int]], Any]:
+    """How to build a batch of chosen items with the loader's own machinery."""
+    if callable(loader) and hasattr(loader, "collate_fn") and (hasattr(loader, "node_sampler")
+                                                               or hasattr(loader, "link_sampler")):
+        return lambda idx: loader(torch.tensor(idx))  # PyG's NodeLoader / LinkLoader: sample and gather
+    collate = getattr(loader, "collate_fn", None)
+    dataset = getattr(loader, "dataset", None)
+    if collate is not None and dataset is not None:
+        return lambda idx: collate([dataset[i] for i in idx])  # a DataLoader over graphs
+    raise TypeError(f"calibrate needs a PyG loader (NeighborLoader, LinkNeighborLoader) or a DataLoader over "
+                    f"graphs, got {type(loader).__name__}")
+
+
+def _batch_size(loader: Any) -> int:
+    size = getattr(loader, "batch_size", None)
+    return int(size) if isinstance(size, int) and size > 0 else 32
+
+
+def _items(loader: Any) -> int:
+    dataset = getattr(loader, "dataset", None)
+    if dataset is None:
+        raise TypeError(f"calibrate needs a loader with a dataset, got {type(loader).__name__}")
+    return len(dataset)
+
+
+def _free_device_cache() -> None:
+    """Give back what the failed step's allocator cached (CUDA), so training starts as it would have."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()

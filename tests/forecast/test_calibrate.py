@@ -1,0 +1,108 @@
+"""A memory model from an ordinary set-up: ``gnnmon.calibrate`` runs the user's own step on batches
+the loader's own sampler builds at spread sizes, and fits the planted truth (on the fake CUDA
+allocator: a step that allocates 64 MiB + 2,048 B·nodes + 512 B·edges); a batch that does not fit
+is caught and reported; the model and optimizer are put back; the refusal of an ordinary run's
+model names it."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import gnnmon
+
+pyg = pytest.importorskip("torch_geometric")
+from torch_geometric.data import Data  # noqa: E402
+from torch_geometric.datasets import FakeDataset  # noqa: E402
+from torch_geometric.loader import DataLoader  # noqa: E402
+
+from play.neighbor_sampler import make_loader  # noqa: E402
+
+MiB = 2**20
+A, B, C = 64 * MiB, 2048, 512
+
+
+def planted_step(fake_cuda):
+    @gnnmon.monitor_memory_device(label="train_step", device="cuda:0")
+    def train_step(batch):
+        handles = []
+        try:  # freed however the step ends, as a real step's tensors are when its frame unwinds
+            for nbytes in (A, B * batch.num_nodes, C * batch.num_edges):
+                handles.append(fake_cuda.alloc(nbytes, 0))
+        finally:
+            for h in handles:
+                fake_cuda.free(h)
+
+    return train_step
+
+
+def graph(n: int = 3000, seed: int = 0) -> Data:
+    g = torch.Generator().manual_seed(seed)
+    return Data(x=torch.randn(n, 4), edge_index=torch.randint(0, n, (2, 8 * n), generator=g))
+
+
+def test_an_ordinary_runs_refusal_names_calibrate():
+    rows = [{"label": "s", "index": i, "error": None, "num_nodes": 1000, "num_edges": 4000,
+             "mem_peak_bytes": 5 * MiB} for i in range(40)]
+    model = gnnmon.Report(rows).memory_model(figure="mem_peak_bytes")
+    assert "gnnmon.calibrate(step, loader)" in model.problems[0]
+
+
+def test_calibrate_on_a_neighbor_loader_fits_the_planted_peak(fake_cuda):
+    loader = make_loader(graph(), [10, 5], batch_size=64, shuffle=True)
+    cal = gnnmon.calibrate(planted_step(fake_cuda), loader)
+    model = cal.model
+    assert model.trusted, model.problems
+    assert min(cal.sizes) == 16 and max(cal.sizes) == 128  # 1/4 to 2 times the batch size
+    assert len({s["num_nodes"] for s in cal.shapes}) >= 5  # the sampler's own batches, of spread sizes
+    shape = cal.shapes[-1]
+    truth = A + B * shape["num_nodes"] + C * shape["num_edges"]
+    assert model.predict(**{t: shape[t] for t in model.terms}).bytes == pytest.approx(truth, rel=0.02)
+    assert all(c >= 0 for c in model.coefficients.values())
+    assert "calibrated on" in str(cal) and cal.does_not_fit is None
+    fc = gnnmon.forecast(loader, cal, capacity="16GiB", progress=False)  # the calibration goes to forecast
+    assert fc.worst and fc.fits
+
+
+def test_calibrate_on_graphs_reports_a_batch_that_does_not_fit_and_restores_the_model(fake_cuda):
+    dataset = FakeDataset(num_graphs=200, avg_num_nodes=50, avg_degree=4, num_channels=4)
+    loader = DataLoader(dataset, batch_size=32)
+    net = torch.nn.Linear(4, 4)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    step = planted_step(fake_cuda)
+    fake_cuda.total = 70 * MiB  # room for about 32 graphs, not 64
+
+    def train(batch):
+        net(batch.x).sum().backward()  # the step trains: its weights move
+        opt.step()
+        step(batch)
+
+    cal = gnnmon.calibrate(train, loader, restore=(net, opt))
+    assert cal.does_not_fit is not None and "out of memory" in cal.does_not_fit["error"]
+    assert cal.does_not_fit["size"] > max(cal.sizes)
+    assert "does not fit" in cal.summary()
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())  # put back
+    assert fake_cuda.devices[0].allocated == 0  # nothing of the failed step left held
+
+
+def test_forecast_given_a_model_object_says_what_it_wants():
+    with pytest.raises(TypeError, match=r"not a Linear: to measure your model's step, run gnnmon.calibrate"):
+        gnnmon.forecast([{"num_nodes": 10, "num_edges": 20}], torch.nn.Linear(2, 2))
+
+
+def test_a_forecast_prints_its_summary():
+    rng = random.Random(1)
+    rows = []
+    for i in range(40):
+        n = rng.randint(100, 5000)
+        e = rng.randint(n, 6 * n)
+        rows.append({"label": "s", "index": i, "error": None, "num_nodes": n, "num_edges": e,
+                     "mem_peak_bytes": A + B * n + C * e})
+    model = gnnmon.Report(rows).memory_model(figure="mem_peak_bytes")
+    fc = gnnmon.forecast([{"num_nodes": 1000, "num_edges": 5000}], model, capacity="1GiB", progress=False)
+    assert str(fc) == fc.summary() and "worst" in str(fc) and "budget" in str(fc)
+    assert repr(fc).startswith("<Forecast of 1 batches") and "array" not in repr(fc)
+    assert str(model) == model.summary()
