@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from gnnmon.data.points import Counters
-from gnnmon.timeline.energy import EnergyJoin
+from gnnmon.timeline.energy_join import EnergyJoin
 from gnnmon.timeline.join import GAUGES, RowJoin, gauge_at, join_gauges, samples_in
 
 S = 1_000_000_000  # ns a second
