@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[all,bench,test,lint]"
+	$(PY) -m pip install --quiet -e ".[all,bench]" --group test --group lint
 	touch $(STAMP)
 
 demo: venv
