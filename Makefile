@@ -3,6 +3,7 @@
 #   make test   — create .venv, install, run the tests
 #   make lint   — ruff and mypy over the code (CI runs it before the tests)
 #   make docs   — the docs site, built strictly into site/ (CI runs it after lint)
+#   make build-check — build the sdist and wheel, check them, run the README's first example from the wheel
 #   make gpu-check — the GPU acceptance run, on a CUDA machine with torch and PyG installed (no .venv)
 PYTHON ?= python3
 VENV ?= .venv
@@ -12,8 +13,9 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.gnnmon-installed
 DOCS_STAMP := $(VENV)/.gnnmon-docs-installed
+DIST_STAMP := $(VENV)/.gnnmon-dist-installed
 
-.PHONY: venv demo test lint docs gpu-check clean
+.PHONY: venv demo test lint docs build-check gpu-check clean
 
 venv: $(STAMP)
 
@@ -43,9 +45,18 @@ $(DOCS_STAMP): $(STAMP)
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
+$(DIST_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --group dist
+	touch $(DIST_STAMP)
+
+# dist/gnnmon-*.tar.gz and .whl, twine check --strict, their package data, then the wheel in a fresh
+# venv (TORCH_SPEC first) runs the README's "Three lines" from an empty folder (.ci/build_check.py).
+build-check: $(DIST_STAMP)
+	$(PY) .ci/build_check.py --torch "$(TORCH_SPEC)" --python "$(PYTHON)"
+
 # GPU_CHECK_ARGS="--out $$OUT" writes the results file elsewhere; "--dry-run" lists the steps.
 gpu-check:
 	$(PYTHON) benchmarks/gpu_acceptance.py $(GPU_CHECK_ARGS)
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache site
+	rm -rf $(VENV) runs .pytest_cache site dist build

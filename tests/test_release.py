@@ -25,6 +25,6 @@ def test_developer_tooling_is_in_dependency_groups_not_extras():
 
     leaked = {extra: sorted(names(specs) & DEV_TOOLS) for extra, specs in extras.items() if names(specs) & DEV_TOOLS}
     assert not leaked, f"developer tooling in user-facing extras: {leaked}"
-    assert {"test", "lint", "docs"} <= set(groups)
+    assert {"test", "lint", "docs", "dist"} <= set(groups)
     assert {"pytest", "hypothesis"} <= names(groups["test"]) and {"ruff", "mypy"} <= names(groups["lint"])
-    assert "mkdocs" in names(groups["docs"])
+    assert "mkdocs" in names(groups["docs"]) and {"build", "twine"} <= names(groups["dist"])
