@@ -89,8 +89,18 @@ def test_calibrate_on_graphs_reports_a_batch_that_does_not_fit_and_restores_the_
 
 
 def test_forecast_given_a_model_object_says_what_it_wants():
-    with pytest.raises(TypeError, match=r"not a Linear: to measure your model's step, run gnnmon.calibrate"):
+    with pytest.raises(TypeError, match=r"got Linear: to measure your model's step, run gnnmon.calibrate"):
         gnnmon.forecast([{"num_nodes": 10, "num_edges": 20}], torch.nn.Linear(2, 2))
+    for wrong, name in ((torch.zeros(3), "Tensor"), (None, "NoneType"), (7, "int")):
+        with pytest.raises(TypeError, match=rf"a memory model, a calibration or a run .*; got {name}"):
+            gnnmon.forecast([{"num_nodes": 10, "num_edges": 20}], wrong)
+    rows = [{"label": "s", "index": i, "error": None, "num_nodes": 100 + 37 * i, "num_edges": 300 + 90 * i,
+             "mem_peak_bytes": A + 1000 * (100 + 37 * i)} for i in range(40)]
+    for wrong in (5, None):
+        with pytest.raises(TypeError, match=r"forecast needs a loader, a dataset of graphs or an iterable of batches"):
+            gnnmon.forecast(wrong, rows)
+    with pytest.raises(TypeError, match=r"a batch whose shape cannot be read: Tensor"):
+        gnnmon.forecast(torch.zeros(3), rows)
 
 
 def test_a_forecast_prints_its_summary():
