@@ -21,9 +21,11 @@ from torch_geometric.nn import GCNConv  # noqa: E402
 
 MiB = 2**20
 N, E, F_IN, F_HID, F_OUT = 200, 800, 16, 32, 8
-SLEEP_S = 0.02
+SLEEP_S = 0.2
+"""The planted layer's work: long against what a loaded machine adds to an empty layer (a
+descheduling of 18 ms was seen between two event records beside busy work)."""
 PLANT_BYTES = 64 * MiB  # above glibc's largest mmap threshold: mapped on allocation, unmapped on free
-BACKWARD_SLEEP_S = 0.03
+BACKWARD_SLEEP_S = 0.3
 
 
 class Planted(torch.autograd.Function):
@@ -111,10 +113,12 @@ def test_planted_sleep_and_allocation_name_the_second_layer_on_the_cpu():
     run = run_steps(Net())
     table = {e["layer"]: e for e in run.report().layers()}
     assert table["conv2"]["forward_s"] >= SLEEP_S
-    assert table["conv1"]["forward_s"] < 0.005
+    # the planted sleep is conv2's alone: load slows both layers' compute, never adds a sleep to conv1
+    assert table["conv2"]["forward_s"] - table["conv1"]["forward_s"] >= 0.9 * SLEEP_S
     assert table["conv2"]["backward_s"] >= BACKWARD_SLEEP_S
-    assert table["conv1"]["backward_s"] < 0.005
-    assert table["conv2"]["time_share"] > 0.8
+    assert table["conv2"]["backward_s"] - table["conv1"]["backward_s"] >= 0.9 * BACKWARD_SLEEP_S
+    assert table["conv2"]["time_share"] > 0.5 and table["conv2"]["time_share"] == max(
+        e["time_share"] for e in table.values())  # most of it, however slow a loaded machine makes the rest
     assert any("conv2 takes" in a for a in table["conv2"]["advice"])
     if not HOST.exact:
         pytest.skip(f"layer memory needs exact RSS windows: {HOST.why_sampled}")
@@ -232,7 +236,10 @@ def test_fake_cuda_layers_are_timed_by_events_and_the_allocator(fake_cuda):
     host_s = time.perf_counter() - t0
     for row in run.records:
         assert row["layer_conv2_forward_s"] >= SLEEP_S * 0.99
-        assert row["layer_conv1_forward_s"] < SLEEP_S / 2
+        # each layer's events are its own stretch of the stream: disjoint, all inside the step's, so
+        # no layer holds another's device work (conv1's backward starts after conv2's has run)
+        spans = [row[f"layer_{n}_{p}_s"] for n in ("conv1", "conv2", "head") for p in ("forward", "backward")]
+        assert sum(spans) <= row["device_s"] + 1e-6
         assert row["layer_conv2_backward_s"] >= BACKWARD_SLEEP_S * 0.99
         assert row["layer_conv2_peak_delta_bytes"] == PLANT_BYTES
         assert row["layer_conv2_backward_peak_delta_bytes"] == PLANT_BYTES

@@ -128,3 +128,17 @@ def test_the_label_table_shows_each_figure_once_with_its_unit_in_one_format():
     assert "| num_nodes |  | 4 | 1,499.5 | 1,499.5 | 1,899.1 | 1,989.0 | 1,999.0 |" in text and "| num_graphs |  | 4 | 1 | 1 | 1 | 1 | 1 |" in text
     rows[2]["rss_peak_bytes"] += MiB  # no longer a repeat: both show
     assert "| rss_peak_bytes |" in Report(rows).markdown()
+
+
+def test_small_figures_keep_their_significant_digits_and_a_column_keeps_one_format():
+    """A step's CO2 in grams (0.000412) is not '0.000'; numbers side by side share decimals."""
+    from gnnmon.report.markdown import _fmt_row
+
+    assert _fmt_row([4.12e-7, 3.9e-7, None], 1e3) == ["0.00041", "0.00039", "–"]
+    assert _fmt_row([1.5, 1234.25], 1.0) == ["1.5", "1,234.2"]
+    assert _fmt_row([0.5, 0.02], 1.0) == ["0.500", "0.020"]
+    assert _fmt_row([3e-15, 1e-14], 1.0) == ["3e-15", "1e-14"]
+    rows = [{"label": "s", "index": i, "wall_s": 0.01 + i * 1e-4, "co2_kg": 4e-7 * (1 + i / 10)} for i in range(10)]
+    text = gnnmon.Report(rows).markdown()
+    co2 = next(line for line in text.splitlines() if line.startswith("| co2_kg"))
+    assert co2.endswith("| 0.00058 | 0.00058 | 0.00072 | 0.00076 | 0.00076 |"), co2

@@ -6,6 +6,7 @@ returns text; it computes nothing itself.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from itertools import compress, groupby
 from typing import Any, Protocol
@@ -154,6 +155,12 @@ def oom_lines(ooms: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+LAYER_COLUMNS = (("forward_s", 1e3), ("backward_s", 1e3), ("peak_delta_bytes", 1 / 2**20),
+                 ("backward_peak_delta_bytes", 1 / 2**20), ("saved_bytes", 1 / 2**20), ("message_bytes", 1 / 2**20),
+                 ("output_bytes", 1 / 2**20))
+"""The layer table's figures and their scales (ms, MiB), after its ``layer`` column (share between)."""
+
+
 def layer_lines(layers: list[dict[str, Any]]) -> list[str]:
     """The per-layer section (``gnnmon.watch_layers``): a table per label, then the advice."""
     lines: list[str] = []
@@ -165,11 +172,10 @@ def layer_lines(layers: list[dict[str, Any]]) -> list[str]:
                   "| layer | forward ms | backward ms | share | fwd peak MiB | bwd peak MiB | saved MiB "
                   "| messages MiB | output MiB |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for e in entries:
+        columns = [_fmt_row([e[f] for e in entries], scale) for f, scale in LAYER_COLUMNS]  # one format a column
+        for i, e in enumerate(entries):
             share = "" if e["time_share"] is None else f"{e['time_share']:.0%}"
-            cells = [_fmt(e["forward_s"], 1e3), _fmt(e["backward_s"], 1e3), share] + [
-                _fmt(e[f], 1 / 2**20) for f in ("peak_delta_bytes", "backward_peak_delta_bytes", "saved_bytes",
-                                                "message_bytes", "output_bytes")]
+            cells = [columns[0][i], columns[1][i], share] + [c[i] for c in columns[2:]]
             lines.append(f"| {e['layer']} | " + " | ".join(cells) + " |")
         advice = [a for e in entries for a in e["advice"]]
         lines += [""] + [f"- {a}" for a in advice] + ([""] if advice else [])
@@ -374,20 +380,20 @@ def _repeats(figures: Mapping[str, Any]) -> list[str]:
 
 
 def _fmt_row(values: list[float | None], scale: float) -> list[str]:
-    """One table row's numbers in one format: whole numbers if all are, else as many decimals
-    for each (3, or 1 where the row reaches 1,000)."""
+    """Numbers that sit side by side (a table's row, or a column) in one format: whole numbers if
+    all are; else one decimal where they reach 1,000, three below, and below 1 as many as show
+    the largest to two significant digits (a step's 0.00041 g of CO2 is not 0.000)."""
     xs = [None if v is None else v * scale for v in values]
     known = [x for x in xs if x is not None]
     if all(x == int(x) and abs(x) < 1e12 for x in known):
         return ["–" if x is None else f"{int(x):,d}" for x in xs]
-    places = 1 if max(abs(x) for x in known) >= 1000 else 3
+    top = max(abs(x) for x in known)
+    if top >= 1000:
+        places = 1
+    elif top >= 1 or top == 0:
+        places = 3
+    else:
+        places = max(3, 1 - math.floor(math.log10(top)))
+        if places > 9:  # beyond nine decimals, the exponent says it plainer
+            return ["–" if x is None else f"{x:.3g}" for x in xs]
     return ["–" if x is None else f"{x:,.{places}f}" for x in xs]
-
-
-def _fmt(v: float | None, scale: float) -> str:
-    if v is None:
-        return "–"
-    x = v * scale
-    if x == int(x) and abs(x) < 1e12:
-        return f"{int(x):,d}"
-    return f"{x:.3f}" if abs(x) < 1000 else f"{x:,.1f}"
