@@ -173,3 +173,60 @@ def test_the_report_markdown_becomes_tables_lists_and_headings():
     assert "<h4>step — 3 call(s)</h4>" in out
     assert "<th>figure</th>" in out and '<td class="num">1.5</td>' in out and "---" not in out
     assert "<li>note: <code>x</code> &lt;b&gt;</li>" in out
+
+
+def test_the_page_says_why_a_label_has_no_forecast_and_scales_memory_from_zero(tmp_path, browser):
+    """A run whose batch shape never varies has no trusted model: the page says why instead of
+    drawing no line silently. The memory chart's axis starts at 0 (a 3 % variation is not drawn
+    across the whole height), and the counter tracks label their scale with its unit."""
+    path = tmp_path / "flat.jsonl"
+    with gnnmon.collect(path, sample=0.005):
+        for _ in range(12):
+            step_with_graph()
+    result = gnnmon.load(path)
+    page = tmp_path / "flat.html"
+    result.report().to_html(page)
+    assert load_page(browser, page) == []
+    body = browser.find_element("tag name", "body").text
+    assert "no forecast line" in body and "barely" in body  # the model's own reason
+    labels = browser.execute_script("return Array.from(document.querySelectorAll('#memory svg text.axis'))"
+                                    ".map(t => t.textContent)")
+    assert "0 MiB" in labels and all("e+" not in t for t in labels)
+    counters = browser.execute_script("return Array.from(document.querySelectorAll('#timeline svg text.axis'))"
+                                      ".map(t => t.textContent)")
+    assert any(t.endswith(" MiB") for t in counters) and any(t.endswith(" %") for t in counters), counters
+
+
+def test_the_machines_memory_has_its_own_track_and_workers_series_need_workers(tmp_path):
+    from gnnmon.report.trace import chrome_trace
+
+    def tracks(children: int) -> dict[str, set]:
+        path = tmp_path / f"samples{children}.jsonl"
+        lines = [{"type": "manifest", "format": "gnnmon.jsonl", "format_version": 1, "host": "h"}]
+        lines += [{"type": "sample", "t_ns": i * 10**8, "cpu_util_pct": 50.0, "rss_bytes": 300 * 2**20,
+                   "ram_used_bytes": 12 * 2**30, "children": children, "children_rss_bytes": children * 2**20,
+                   "children_cpu_pct": 0.0} for i in range(5)]
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        found: dict[str, set] = {}
+        for e in chrome_trace(gnnmon.load(path))["traceEvents"]:
+            if e.get("ph") == "C":
+                found.setdefault(e["name"], set()).update(e["args"])
+        return found
+
+    alone, with_workers = tracks(0), tracks(2)
+    assert alone["machine memory MiB"] == {"ram_used"} and alone["memory MiB"] == {"rss"}
+    assert alone["utilisation %"] == {"cpu_util"}  # no children_cpu without workers
+    assert with_workers["memory MiB"] == {"rss", "children_rss"} and "children_cpu" in with_workers["utilisation %"]
+
+
+def step_with_graph() -> None:
+    """A decorated step over a PyG batch of one fixed shape (its model cannot be trusted)."""
+    import torch
+    from torch_geometric.data import Data
+
+    @gnnmon.monitor_memory_device(label="flat")
+    def step() -> None:
+        gnnmon.record_graph(Data(x=torch.zeros(1000, 2), edge_index=torch.zeros(2, 4000, dtype=torch.long)))
+        torch.ones(1024, 1024).sum()
+
+    step()

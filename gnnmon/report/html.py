@@ -82,7 +82,7 @@ def timeline_events(report: RunResult) -> tuple[dict[str, Any], list[str]]:
 
 def memory_lines(report: Report) -> dict[str, dict[str, Any]]:
     """Per label: call numbers, the peak (MiB) of each, and the memory model's forecast for each
-    call's batch where the model of that figure can be trusted."""
+    call's batch where the model of that figure can be trusted (``no_forecast``: why not, otherwise)."""
     out: dict[str, dict[str, Any]] = {}
     by_label: dict[str, list[dict[str, Any]]] = {}
     for row in report.records:
@@ -94,11 +94,13 @@ def memory_lines(report: Report) -> dict[str, dict[str, Any]]:
         rows = sorted(rows, key=lambda r: r["index"])[:: math.ceil(len(rows) / MAX_MEMORY_POINTS)]
         values = [r[figure] * BYTES.factor if isinstance(r.get(figure), (int, float)) else None for r in rows]
         line: dict[str, Any] = {"figure": figure, "index": [r["index"] for r in rows], "values": values,
-                                "forecast": None}
+                                "forecast": None, "no_forecast": None}
         try:
             model = report.memory_model(label, figure)
-        except ValueError:
-            model = None
+        except ValueError as exc:
+            model, line["no_forecast"] = None, str(exc)
+        if model is not None and not model.trusted:
+            line["no_forecast"] = "; ".join(model.problems)
         if model is not None and model.trusted:
             forecast: list[float | None] = []
             for r in rows:
@@ -181,8 +183,9 @@ def render(report: Report, title: str = "gnnmon run") -> str:
     payload = json.dumps(data, default=str, allow_nan=False).replace("</", "<\\/")
     asset = resources.files("gnnmon.report")
     script, style = (asset / "page.js").read_text("utf-8"), (asset / "page.css").read_text("utf-8")
-    models = "".join(f"<p>{html.escape(label)}: {html.escape(line['model'])}</p>"
-                     for label, line in memory.items() if line.get("model"))
+    models = "".join(f"<p>{html.escape(label)}: {html.escape(line['model'])}</p>" if line.get("model") else
+                     f"<p>{html.escape(label)}: no forecast line: {html.escape(line['no_forecast'] or 'no model')}</p>"
+                     for label, line in memory.items())
     thinned = "".join(f"<p class=\"meta\">{html.escape(n)}.</p>" for n in notes)
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{style}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{_header(report.result)}\n"

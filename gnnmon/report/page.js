@@ -19,6 +19,12 @@
 
   function fmtMs(us) { return (us / 1000).toFixed(us < 10000 ? 3 : 1) + " ms"; }
 
+  // an axis label: the number as people write it, with the unit the track or chart is in
+  function fmtAxis(v, unit) {
+    var digits = v >= 100 ? 0 : v >= 10 ? 1 : 2;
+    return v.toLocaleString("en-US", {maximumFractionDigits: digits}) + (unit ? " " + unit : "");
+  }
+
   function showTip(evt, html) {
     tip.innerHTML = html;
     tip.style.display = "block";
@@ -108,7 +114,9 @@
       var max = 0;
       Object.keys(series).forEach(function (k) { series[k].forEach(function (p) { max = Math.max(max, p[1]); }); });
       max = max || 1;
-      el("text", {x: LEFT - 4, y: top + 10, "class": "axis", "text-anchor": "end"}, svg).textContent = max.toPrecision(3);
+      var unit = c.name.split(" ").pop();  // "memory MiB" -> MiB, "utilisation %" -> %
+      el("text", {x: LEFT - 4, y: top + 10, "class": "axis", "text-anchor": "end"}, svg).textContent = fmtAxis(max, unit);
+      el("text", {x: LEFT - 4, y: top + COUNTER_H, "class": "axis", "text-anchor": "end"}, svg).textContent = fmtAxis(0, unit);
       var palette = ["#54a24b", "#f58518", "#b279a2", "#9d755d"];
       var lines = Object.keys(series).map(function (k, j) {
         el("text", {x: LEFT + 6 + j * 170, y: top + 12, "class": "legend", fill: palette[j % 4]}, svg).textContent = k;
@@ -174,12 +182,14 @@
       box.className = "chart";
       host.appendChild(box);
       var title = document.createElement("h4");
-      title.textContent = label + " — " + m.figure + " (MiB) per call" + (m.forecast ? "; dashed: the memory model's forecast" : "");
+      title.textContent = label + " — " + m.figure + " (MiB) per call" + (m.forecast ? "; dashed: the memory model's forecast"
+        : "; no forecast line (" + (m.no_forecast || "no model") + ")");
       box.appendChild(title);
       var width = Math.max(host.clientWidth, 600), height = 160, plot = width - LEFT - 10;
       var svg = el("svg", {width: width, height: height, "class": "memory"}, box);
       var values = m.values.concat(m.forecast || []).filter(function (v) { return v !== null; });
-      var lo = Math.min.apply(null, values), hi = Math.max.apply(null, values);
+      // from 0: a peak is an amount, and a 3 % variation drawn across the whole height misleads
+      var lo = 0, hi = Math.max.apply(null, values);
       if (hi <= lo) { hi = lo + 1; }
       var n = m.index.length, first = m.index[0], last = m.index[n - 1] === first ? first + 1 : m.index[n - 1];
       function px(i) { return LEFT + (i - first) / (last - first) * plot; }
@@ -189,8 +199,8 @@
         vs.forEach(function (v, j) { if (v !== null) { out.push(px(m.index[j]).toFixed(1) + "," + py(v).toFixed(1)); } });
         return out.join(" ");
       }
-      el("text", {x: LEFT - 4, y: 12, "class": "axis", "text-anchor": "end"}, svg).textContent = hi.toFixed(1);
-      el("text", {x: LEFT - 4, y: height - 18, "class": "axis", "text-anchor": "end"}, svg).textContent = lo.toFixed(1);
+      el("text", {x: LEFT - 4, y: 12, "class": "axis", "text-anchor": "end"}, svg).textContent = fmtAxis(hi, "MiB");
+      el("text", {x: LEFT - 4, y: height - 18, "class": "axis", "text-anchor": "end"}, svg).textContent = fmtAxis(lo, "MiB");
       el("text", {x: LEFT, y: height - 2, "class": "axis"}, svg).textContent = "call " + first + " to " + m.index[n - 1];
       el("polyline", {points: points(m.values), "class": "memory-line"}, svg);
       if (m.forecast) { el("polyline", {points: points(m.forecast), "class": "forecast-line"}, svg); }

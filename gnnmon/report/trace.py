@@ -10,7 +10,9 @@ Per process (one per rank of a distributed job) the tracks are:
   total duration (device time on an accelerator), not where it began, so the placement is
   sequential; the durations are measured.
 * ``gc``: one slice per collection, where and how long it ran.
-* counters: every sampled figure, by unit (``utilisation %``, ``memory MiB``, ``power W``).
+* counters: every sampled figure, by unit (``utilisation %``, ``memory MiB``, ``power W``); the
+  machine's RAM in use on a track of its own (``machine memory MiB``), and the workers' series
+  only where the run had workers.
 * markers (epochs, configs) as instant events.
 
 Times are microseconds from the run's first timestamp; ``otherData`` names the run's start.
@@ -32,6 +34,9 @@ ROWS_TID, PHASES_TID, GC_TID, NESTED_TID = 1, 2, 3, 4
 EXTRA_ROWS_TID = 10  # further rows tracks: 10, 11, ...
 COUNTERS = {PERCENT.tag: "utilisation %", BYTES.tag: "memory MiB", WATTS.tag: "power W"}
 """A sampled figure's unit -> the counter track it is drawn on."""
+MACHINE_TRACKS = {"ram_used": "machine memory MiB"}
+"""Figures of the whole machine, on a track of their own: the machine's RAM in use would squash
+the process's own memory flat on a shared scale."""
 ROW_KEEP = ("index", "parent", "device", "error", "num_nodes", "num_edges", "num_graphs", "compiled", "epoch", "stage",
             "config")
 
@@ -154,11 +159,15 @@ def chrome_trace(report: RunResult) -> dict[str, Any]:
         args = {k: gc_event[k] for k in ("collected", "reason", "row", "phase", "thread") if gc_event.get(k) is not None}
         events.append({"name": f"gc gen {gc_event['generation']}", "cat": "gc", "ph": "X", "pid": pid, "tid": GC_TID,
                        "ts": _us(gc_event["t_start_ns"], t0), "dur": gc_event["duration_s"] * 1e6, "args": args})
+    workers = any(s.get("children") for s in report.samples)  # no workers: no workers' series
     for sample in report.samples:
         pid = int(sample.get("rank") or 0)
         by_unit: dict[str, dict[str, float]] = {}
         for figure, unit, value in sampled_figures(sample):
-            by_unit.setdefault(COUNTERS[unit], {})[figure] = round(value, 4)
+            if figure.startswith("children_") and not workers:
+                continue
+            track = MACHINE_TRACKS.get(figure, COUNTERS[unit])
+            by_unit.setdefault(track, {})[figure] = round(value, 4)
         for unit, values in by_unit.items():
             events.append({"name": unit, "cat": "sample", "ph": "C", "pid": pid, "tid": 0,
                            "ts": _us(sample["t_ns"], t0), "args": values})
