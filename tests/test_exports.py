@@ -115,7 +115,10 @@ def test_the_trace_holds_rows_phases_gc_samples_and_markers_where_they_happened(
         s = steps[int(g["args"]["row"].split("#")[1])]
         assert g["args"]["phase"] == "forward" and s["ts"] <= g["ts"] <= s["ts"] + s["dur"]
     # samples as counters; the epoch marker as an instant event
-    assert len([e for e in events if e["ph"] == "C" and e["name"] == "utilisation %"]) == len(gnnmon.load(run_path).samples)
+    with_util = [s for s in gnnmon.load(run_path).samples  # a first sample has no baseline: no utilisation yet
+                 if any(isinstance(v, (int, float)) and k.endswith("_pct") and not k.startswith("children_")
+                        for k, v in s.items())]
+    assert len([e for e in events if e["ph"] == "C" and e["name"] == "utilisation %"]) == len(with_util) >= 1
     assert [e["name"] for e in events if e["ph"] == "i"] == ["epoch=0"]
 
 
@@ -149,3 +152,32 @@ def test_the_cli_exports_and_refuses_what_it_cannot_read(run_path, tmp_path, cap
     with pytest.raises(SystemExit) as exit_info:
         main(["export", "trace", str(run_path)])  # no -o
     assert exit_info.value.code == 2
+
+
+def test_the_trace_shows_the_data_wait_before_its_row_and_the_layers_on_it(tmp_path):
+    """Planted rows of a watched loader and watched layers: the wait is a slice of its own that
+    ends where its row starts, as long as the wait, with the loader's split; the row's slice holds
+    each layer's times and peaks in ms and MiB."""
+    from gnnmon.report.trace import chrome_trace
+
+    path = tmp_path / "loader.jsonl"
+    lines = [{"type": "manifest", "format": "gnnmon.jsonl", "format_version": 1, "host": "h"}]
+    for i in range(3):
+        start = 10**9 + i * 10**8
+        lines.append({"type": "row", "label": "step", "index": i, "parent": None, "t_start_ns": start,
+                      "t_end_ns": start + 5 * 10**7, "error": None, "wall_s": 0.05, "data_wait_s": 0.02,
+                      "data_sample_s": 0.012, "data_gather_s": 0.005, "data_transform_s": 0.001,
+                      "layer_conv1_forward_s": 0.004, "layer_conv1_backward_s": 0.006,
+                      "layer_conv1_peak_delta_bytes": 3 * 2**20})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    events = chrome_trace(gnnmon.load(path))["traceEvents"]
+    rows = [e for e in events if e.get("cat") == "row"]
+    waits = [e for e in events if e.get("cat") == "data"]
+    assert len(rows) == len(waits) == 3
+    for row, wait in zip(rows, waits, strict=True):
+        assert wait["ts"] + wait["dur"] == pytest.approx(row["ts"]) and wait["dur"] == pytest.approx(20_000)
+        assert wait["args"] == {"row": f"step#{row['args']['index']}", "sample_ms": 12.0, "gather_ms": 5.0,
+                                "transform_ms": 1.0}
+        assert row["args"]["layer_conv1_forward_ms"] == 4.0 and row["args"]["layer_conv1_backward_ms"] == 6.0
+        assert row["args"]["layer_conv1_peak_delta_mib"] == 3.0 and row["args"]["data_wait_ms"] == 20.0
+    assert any(e.get("ph") == "M" and e["args"].get("name") == "data wait" for e in events)

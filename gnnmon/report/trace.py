@@ -5,7 +5,10 @@ Per process (one per rank of a distributed job) the tracks are:
 
 * ``rows``: one slice per row, from ``t_start_ns`` to ``t_end_ns`` (host time), children nested
   in their parent; a row open beside another that is not its parent (a row from another
-  thread) goes on a further ``rows`` track. A slice's args hold the row's figures (ms, MiB) and markers.
+  thread) goes on a further ``rows`` track. A slice's args hold the row's figures (ms, MiB), its
+  watched layers' (``layer_conv1_forward_ms``, ...), the loader's split of its wait, and markers.
+* ``data wait``: the loop's wait for a row's batch (``watch_loader``), ending where the row starts,
+  with where the loader spent it (sampling, gathering, transform).
 * ``phases``: each row's phases one after another from the row's start. gnnmon records a phase's
   total duration (device time on an accelerator), not where it began, so the placement is
   sequential; the durations are measured.
@@ -26,14 +29,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from gnnmon.data.result import RunResult
-from gnnmon.figures import BYTES, PERCENT, TRACED, WATTS, nested_phases
+from gnnmon.figures import BYTES, PERCENT, TRACED, WATTS, figure_of, nested_phases
 from gnnmon.report.exports import register_export
 from gnnmon.report.sampled import sampled_figures
 
-ROWS_TID, PHASES_TID, GC_TID, NESTED_TID = 1, 2, 3, 4
+ROWS_TID, PHASES_TID, GC_TID, NESTED_TID, DATA_TID = 1, 2, 3, 4, 5
 EXTRA_ROWS_TID = 10  # further rows tracks: 10, 11, ...
 COUNTERS = {PERCENT.tag: "utilisation %", BYTES.tag: "memory MiB", WATTS.tag: "power W"}
 """A sampled figure's unit -> the counter track it is drawn on."""
+DATA_SPLIT = ("data_sample_s", "data_gather_s", "data_transform_s")
+"""Where the loader spent the wait, on the data-wait slice (PyG neighbour loaders)."""
 MACHINE_TRACKS = {"ram_used": "machine memory MiB"}
 """Figures of the whole machine, on a track of their own: the machine's RAM in use would squash
 the process's own memory flat on a shared scale."""
@@ -51,6 +56,11 @@ def _row_args(row: dict[str, Any]) -> dict[str, Any]:
         value = row.get(field)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             args[name] = round(value * factor, 6)
+    for field, value in row.items():  # each watched layer's figures (a family: layer_<name>_<figure>)
+        if field.startswith("layer_") and isinstance(value, (int, float)) and not isinstance(value, bool):
+            figure = figure_of(field)
+            if figure is not None and figure.unit.suffix and field.endswith(figure.unit.suffix):
+                args[field[: -len(figure.unit.suffix)] + "_" + figure.unit.tag] = round(value * figure.unit.factor, 6)
     if row.get("notes"):
         args["notes"] = list(row["notes"])
     return args
@@ -145,6 +155,13 @@ def chrome_trace(report: RunResult) -> dict[str, Any]:
         names[(pid, tid)] = "rows"
         events.append({"name": row["label"], "cat": "row", "ph": "X", "pid": pid, "tid": tid,
                        "ts": _us(start, t0), "dur": (end - start) / 1e3, "args": _row_args(row)})
+        wait = row.get("data_wait_s")
+        if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0 and row.get("parent") is None:
+            names[(pid, DATA_TID)] = "data wait"  # the loop's wait for this row's batch: just before it
+            split = {k[5:-2] + "_ms": round(row[k] * 1e3, 6) for k in DATA_SPLIT
+                     if isinstance(row.get(k), (int, float))}
+            events.append({"name": "data wait", "cat": "data", "ph": "X", "pid": pid, "tid": DATA_TID,
+                           "ts": _us(start, t0) - wait * 1e6, "dur": wait * 1e6, "args": {"row": key, **split}})
         for name, seconds, at, dur_ns, parent in _placed(row, start, end):
             tid = PHASES_TID if parent is None else NESTED_TID
             names[(pid, tid)] = "phases (placed in order)" if parent is None else "nested phases"
