@@ -368,9 +368,12 @@ class FakeMps(_Timeline):
     stands for a torch without ``torch.mps.Event``."""
 
     def __init__(self, recommended_max: int = 24 * 2**30, driver_overhead: int = 64 * 2**20,
-                 with_events: bool = True) -> None:
+                 with_events: bool = True, with_allocator_stats: bool = False) -> None:
         super().__init__()
         self.with_events = with_events
+        self.with_allocator_stats = with_allocator_stats
+        self.peak = 0
+        self.resets = 0
         self.allocated = 0
         self.recommended = recommended_max
         self.overhead = driver_overhead
@@ -383,6 +386,7 @@ class FakeMps(_Timeline):
         handle = next(self._ids)
         self._blocks[handle] = nbytes
         self.allocated += nbytes
+        self.peak = max(self.peak, self.allocated)
         return handle
 
     def free(self, handle: int) -> None:
@@ -397,6 +401,18 @@ class FakeMps(_Timeline):
 
     def recommended_max_memory(self) -> int:
         return self.recommended
+
+    def memory_stats(self, device: Any = None) -> dict[str, int]:
+        """``torch.accelerator.memory.memory_stats`` as a torch whose MPS allocator backs it gives
+        it (reserved: the tensors' bytes plus the driver's overhead)."""
+        self.reads += 1
+        return {"allocated_bytes.all.current": self.allocated, "allocated_bytes.all.peak": self.peak,
+                "reserved_bytes.all.current": self.allocated + self.overhead,
+                "reserved_bytes.all.peak": self.peak + self.overhead}
+
+    def reset_peak_memory_stats(self, device: Any = None) -> None:
+        self.resets += 1
+        self.peak = self.allocated
 
     def synchronize(self) -> None:
         self.sync_calls += 1
@@ -414,6 +430,10 @@ class FakeMps(_Timeline):
         else:
             monkeypatch.delattr(torch.mps, "Event", raising=False)
         monkeypatch.setattr(torch.backends.mps, "is_available", self.is_available)
+        if self.with_allocator_stats:
+            for name in ("memory_stats", "reset_peak_memory_stats"):
+                monkeypatch.setattr(torch.accelerator.memory, name, getattr(self, name))
+            monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: torch.device("mps"))
         return self
 
 

@@ -289,3 +289,38 @@ def test_real_mps_planted_allocation():
         step()
     (row,) = run.records
     assert row["mem_peak_delta_bytes"] >= 250 * MiB
+
+
+def test_fake_mps_with_allocator_statistics_reads_exact_nested_peaks(monkeypatch):
+    """A torch whose MPS allocator backs ``torch.accelerator.memory``: a peak held for no time at
+    all (allocated and freed between two polls) is read exactly from the allocator's counter,
+    nested windows keep their own peaks, no polling thread starts and nothing synchronizes."""
+    from gnnmon.devices import clear_backends
+    from tests.fakes import FakeMps
+
+    clear_backends()
+    fake = FakeMps(with_allocator_stats=True).install(monkeypatch)
+    try:
+        @monitor_memory_device(device="mps", label="inner")
+        def inner():
+            fake.free(fake.alloc(32 * MiB))  # a spike no sampler could see
+
+        @monitor_memory_device(device="mps", label="outer")
+        def outer():
+            held = fake.alloc(100 * MiB)
+            inner()
+            fake.free(held)
+
+        with gnnmon.collect() as run:
+            outer()
+            outer()  # opens on a counter whose peak (132 MiB) is above current: a reset
+        for rows in (run.records[:2], run.records[2:]):
+            by = {r["label"]: r for r in rows}
+            assert by["inner"]["mem_peak_delta_bytes"] == 32 * MiB
+            assert by["outer"]["mem_peak_delta_bytes"] == 132 * MiB
+            assert by["outer"]["mem_peak_bytes_source"] == "measured:mps-allocator"
+            assert by["outer"]["mem_reserved_peak_bytes"] == 132 * MiB + fake.overhead
+        assert fake.resets >= 1 and fake.sync_calls == 0
+        assert not [t for t in threading.enumerate() if t.name == "gnnmon-mps"]
+    finally:
+        clear_backends()
