@@ -34,7 +34,7 @@ from gnnmon.report.memory_model import MemoryModel, format_bytes
 REACH = 8
 """A probe aims at most this many times the largest size that ran (the model's upper bound, widened
 for the distance, keeps the aim under the target; the probe measures it)."""
-MIN_GAIN = 0.05
+MIN_GAIN = 0.02
 """A next aim less than this share above the floor is not worth a probe."""
 
 Probe = Callable[[int], tuple[dict[str, int], float | None, str | None]]

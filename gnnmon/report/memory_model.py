@@ -172,7 +172,8 @@ class MemoryModel:
             upper = max(upper, _value(split["coefficients"], alt_terms, given) + width)
         size = max((float(given[t]) / self.ranges[t][1] for t in self.terms if self.ranges[t][1] > 0),  # type: ignore[arg-type]
                    default=0.0)
-        widened = self.extrapolation.widening(size) if self.extrapolation else 0.0
+        widened = (self.extrapolation.widening(size, value - self.coefficients["const"])
+                   if self.extrapolation else 0.0)
         return Prediction(value, upper + widened, self.confidence, beyond, widened)
 
     def summary(self) -> str:
@@ -190,12 +191,14 @@ class MemoryModel:
                 f"{format_bytes(self.spread_bytes)}, {self.confidence:.0%} upper bound "
                 f"+{format_bytes(NormalDist().inv_cdf(self.confidence) * self.spread_bytes)} at the shapes seen)")
         grow = self.extrapolation
-        if grow is not None and grow.curvature:
-            text += (f"; beyond the shapes seen the upper bound widens, by {format_bytes(grow.widening(2.0))} at "
-                     f"twice the largest (a fit of the smaller rows missed the {grow.checked_rows} larger ones by "
-                     f"a peak that curves)")
-        elif grow is not None and grow.curvature is None:
-            text += f"; the error beyond the shapes seen is not measured ({grow.why_not})"
+        if grow is not None:
+            top = {t: 2 * self.ranges[t][1] for t in self.terms}
+            twice = _value(self.coefficients, self.terms, top) - self.coefficients["const"]
+            how = (f"a fit of the smaller rows missed the {grow.checked_rows} larger ones by a peak that curves"
+                   if grow.curvature else f"at least {extrapolation.FLOOR:.0%} of the growing part per doubling"
+                   + ("" if grow.curvature is not None else f"; the curve is not measured: {grow.why_not}"))
+            text += (f"; beyond the shapes seen the upper bound widens, by {format_bytes(grow.widening(2.0, twice))} "
+                     f"at twice the largest ({how})")
         for name, split in self.confounded.items():
             lo, hi = split["ratio"]
             text += (f"; {name} moves with {split['with']} ({lo:.3g}-{hi:.3g} {per_of(name)}s per "
