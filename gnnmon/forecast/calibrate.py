@@ -103,13 +103,9 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
             for size in plan:
                 batch = make(rng.sample(range(count), size))
                 shape = _shape(batch)
-                try:
-                    step(batch)
-                except Exception as exc:  # only an out-of-memory error is ours to report
-                    if not is_oom(exc):
-                        raise
-                    failed = {"size": size, **shape, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
-                    _free_device_cache()
+                error = _run(step, batch)
+                if error is not None:
+                    failed = {"size": size, **shape, "error": error}
                     break
                 shapes.append(shape)
                 ran.append(size)
@@ -150,13 +146,9 @@ def _prober(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader
             drawn = [make(rng.sample(range(count), size)) for _ in range(max(1, candidates))]
             batch = max(drawn, key=lambda b: int(b.num_nodes) + int(getattr(b, "num_edges", 0) or 0))
         shape = _shape(batch)
-        try:
-            step(batch)
-        except Exception as exc:  # only an out-of-memory error is ours to report
-            if not is_oom(exc):
-                raise
-            _free_device_cache()
-            return shape, None, f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        error = _run(step, batch)
+        if error is not None:
+            return shape, None, error
         rows = [r for r in run.records if r.get("label") == label]
         return shape, float(rows[-1][MEM_PEAK.name]), None
 
@@ -170,6 +162,19 @@ def _prober(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader
         return {"num_nodes": n, "num_edges": e, "num_graphs": size}
 
     return probe, heaviest
+
+
+def _run(step: Callable[[Any], Any], batch: Any) -> str | None:
+    """Run ``step(batch)``: None, or the out-of-memory error's first line (the device's cache then
+    emptied); any other error is the user's and propagates."""
+    try:
+        step(batch)
+    except Exception as exc:  # only an out-of-memory error is ours to report
+        if not is_oom(exc):
+            raise
+        _free_device_cache()
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+    return None
 
 
 def _shape(batch: Any) -> dict[str, int]:

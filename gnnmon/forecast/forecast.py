@@ -86,7 +86,7 @@ VOUCH = 2.0
 """How far beyond the largest batch it was fitted on a model sizes a budget (a factor)."""
 
 
-def _largest(fits: Callable[[int], bool], high: int = 1 << 40) -> int:
+def largest(fits: Callable[[int], bool], high: int = 1 << 40) -> int:
     """The largest n in [0, high] with fits(n) (fits is monotone); 0 if none."""
     lo, hi = 0, 1
     while hi < high and fits(hi):
@@ -160,8 +160,8 @@ class Forecast:
         node_cap = min(filter(None, (self._vouched("num_nodes"), int(self._vouched("num_edges") / dense) if dense else 0)),
                        default=0)
         edge_cap = min(filter(None, (self._vouched("num_edges"), int(self._vouched("num_nodes") * sparse))), default=0)
-        nodes = _largest(lambda n: self._upper(n, n * dense, 1) <= target, high=node_cap)
-        edges = _largest(lambda e: self._upper(e / sparse, e, 1) <= target, high=edge_cap)
+        nodes = largest(lambda n: self._upper(n, n * dense, 1) <= target, high=node_cap)
+        edges = largest(lambda e: self._upper(e / sparse, e, 1) <= target, high=edge_cap)
         out: dict[str, Any] = {"target_bytes": target, "fraction": fraction,
                                "max_num_nodes": nodes, "max_num_edges": edges,
                                "limited_by_model": bool(node_cap and nodes >= node_cap)}
@@ -173,11 +173,11 @@ class Forecast:
         item_cap = int(node_cap / per_item) if node_cap else 0
         if self.biggest_items:  # graphs: the biggest ones summed
             sizes = self.biggest_items
-            out["batch_size"] = _largest(lambda k: k <= len(sizes) and self._upper(
+            out["batch_size"] = largest(lambda k: k <= len(sizes) and self._upper(
                 sum(s["num_nodes"] for s in sizes[:k]), sum(s["num_edges"] for s in sizes[:k]), k) <= target,
                 high=min(len(sizes), item_cap or len(sizes)))
         else:
-            out["batch_size"] = _largest(lambda k: self._upper(k * r["nodes_per_item_max"],
+            out["batch_size"] = largest(lambda k: self._upper(k * r["nodes_per_item_max"],
                                                                k * r["edges_per_item_max"], 1) <= target,
                                          high=item_cap)
         return out

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gnnmon.forecast.forecast import largest
 from gnnmon.report.memory_model import MemoryModel, format_bytes
 
 REACH = 8
@@ -78,14 +79,7 @@ def _aim(model: MemoryModel, shape_of: Callable[[int], dict[str, float]], target
                               **{t: shape[t] for t in model.confounded if shape.get(t)}).upper_bytes
         return const + scale * (upper - const) <= target
 
-    lo, hi = 0, max(cap, 0)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return largest(fits, max(cap, 0))
 
 
 def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[int, dict[str, int], float]],
