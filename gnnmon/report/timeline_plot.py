@@ -100,7 +100,7 @@ def plot_timeline(
             x = sec(e["t_start_ns"])
             gen = e.get("generation", 0)
             ax.axvspan(x, x + e.get("duration_s", 0), color="red", alpha=0.25 + 0.25 * gen, lw=0 if gen < 2 else 1.5)
-        ax.set_yticks(range(len(labels)), labels)
+        ax.set_yticks(range(len(labels)), [_plain(label) for label in labels])
         ax.set_ylim(-0.6, len(labels) - 0.4)
         ax.set_ylabel("rows by label")
         ax.set_title("rows (bars) and GC collections (red; darker = older generation)", fontsize=9)
@@ -111,11 +111,11 @@ def plot_timeline(
             ax.axvline(x, color="0.4", ls="--", lw=0.8)
         if k < MAX_MARKER_TEXTS:
             top = made[0, 0]
-            top.text(x, 0.97, f" {m['kind']}={m.get('value')}", transform=top.get_xaxis_transform(), fontsize=7,
+            top.text(x, 0.97, _plain(f" {m['kind']}={m.get('value')}"), transform=top.get_xaxis_transform(), fontsize=7,
                      va="top", ha="left", rotation=90)  # inside the panel: clear of the title
     made[-1, 0].set_xlabel("seconds since the first row or sample")
     devices = _devices(records)
-    heading = title or f"gnnmon timeline — {', '.join(devices) or 'no device'}"
+    heading = title or _plain(f"gnnmon timeline — {', '.join(devices) or 'no device'}")
     if not samples:
         heading += "\n(no utilisation or memory over time: collect(sample=0.5) samples them)"
     fig.suptitle(heading)
@@ -125,3 +125,9 @@ def plot_timeline(
             os.makedirs(folder, exist_ok=True)  # as collect() makes its file's folder
         fig.savefig(path, dpi=110)
     return fig
+
+
+def _plain(text: str) -> str:
+    """``text`` drawn as it is: matplotlib reads ``$...$`` as mathematics (and fails on a lone
+    ``\\``), so each ``$`` is escaped."""
+    return str(text).replace("$", r"\$")

@@ -18,7 +18,6 @@ Times are microseconds from the run's first timestamp; ``otherData`` names the r
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -27,6 +26,7 @@ from gnnmon.data.result import RunResult
 from gnnmon.figures import BYTES, PERCENT, TRACED, WATTS, nested_phases
 from gnnmon.report.exports import register_export
 from gnnmon.report.sampled import sampled_figures
+from gnnmon.report.text import strict_json
 
 ROWS_TID, PHASES_TID, GC_TID, NESTED_TID = 1, 2, 3, 4
 EXTRA_ROWS_TID = 10  # further rows tracks: 10, 11, ...
@@ -121,7 +121,7 @@ class TraceExport:
         """Write ``result`` as a Chrome trace JSON file at ``out``; says what was written."""
         trace = chrome_trace(result)
         with open(out, "w", encoding="utf-8") as f:
-            json.dump(trace, f)
+            f.write(strict_json(trace))
         return f"{len(trace['traceEvents'])} trace events"
 
 
