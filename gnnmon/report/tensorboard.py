@@ -32,7 +32,7 @@ def scalars(report: RunResult) -> Iterator[tuple[int, str, float, int, float]]:
     """(rank, tag, value, step, wall time s) of every scalar the export writes."""
     for row in report.records:
         rank = int(row.get("rank") or 0)
-        walltime = (row.get("t_end_ns") or row["t_start_ns"]) / 1e9
+        walltime = (row.get("t_end_ns") or row.get("t_start_ns") or 0) / 1e9
         for field, (name, factor) in _figures(row):
             value = row.get(field)
             if isinstance(value, (int, float)) and not isinstance(value, bool):

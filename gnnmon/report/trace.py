@@ -101,7 +101,8 @@ def _tid(lane: int) -> int:
 
 def _times(report: RunResult) -> Iterable[int]:
     for row in report.records:
-        yield row["t_start_ns"]
+        if row.get("t_start_ns") is not None:
+            yield row["t_start_ns"]
     for event in report.gc_events:
         yield event["t_start_ns"]
     for sample in report.samples:
@@ -131,10 +132,12 @@ def chrome_trace(report: RunResult) -> dict[str, Any]:
     events: list[dict[str, Any]] = []
     names: dict[tuple[int, int], str] = {}
     lanes: dict[int, _Lanes] = {}
-    rows = sorted(report.records, key=lambda r: (r["t_start_ns"], -(r.get("t_end_ns") or r["t_start_ns"])))
+    timed = (r for r in report.records if r.get("t_start_ns") is not None)  # a row without its start has no place
+    rows = sorted(timed, key=lambda r: (r["t_start_ns"], -max(r.get("t_end_ns") or 0, r["t_start_ns"])))
     for row in rows:
         pid = int(row.get("rank") or 0)
-        start, end = row["t_start_ns"], row.get("t_end_ns") or row["t_start_ns"]
+        start = row["t_start_ns"]
+        end = max(row.get("t_end_ns") or start, start)
         key = f"{row['label']}#{row['index']}"
         tid = _tid(lanes.setdefault(pid, _Lanes()).place(start, end, key, row.get("parent")))
         names[(pid, tid)] = "rows"
