@@ -12,8 +12,10 @@ What it serves, each name prefixed ``gnnmon_``, in base units (seconds, bytes, j
 
 * gauges of the latest finished row of each label: every numeric figure of the row
   (``gnnmon_wall_seconds``, ``gnnmon_mem_peak_bytes``, ``gnnmon_phase_seconds{phase="forward"}``,
-  ``gnnmon_layer_forward_seconds{layer="conv1"}``, markers that hold numbers), and the row's
-  ``gnnmon_step_index``;
+  ``gnnmon_layer_forward_seconds{layer="conv1"}``), and the row's ``gnnmon_step_index``; fields of
+  yours that hold numbers (markers, fields set on a row) as ``gnnmon_user_field{field="epoch"}``:
+  a name of yours is a label's value, never a series' name, so none overwrites the sink's own
+  (``run.mark("rows", 7)`` leaves ``gnnmon_rows_total`` counting rows);
 * counters: ``gnnmon_rows_total``, ``gnnmon_failed_rows_total``, energy and emissions summed over
   the rows (``gnnmon_energy_gpu_joules_total``), ``gnnmon_gc_pauses_total`` and
   ``gnnmon_gc_pause_seconds_total`` from every collection the run saw;
@@ -40,7 +42,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from gnnmon.integrations.metrics import Metric, prometheus_metric, row_figures, sample_figures
+from gnnmon.integrations.metrics import Metric, prometheus_metric, row_figures, sample_figures, yours
 from gnnmon.record.sinks import Batch, register_sink
 
 try:
@@ -59,6 +61,9 @@ PREFIX = "gnnmon_"
 
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 """Upper bounds of ``gnnmon_step_seconds``'s buckets, in seconds (a launch-bound step to a minute)."""
+
+USER_FIELD = "user_field"
+"""The family of your fields that hold numbers: ``gnnmon_user_field{field="epoch", ...}``."""
 
 ROW_LABELS = ("label", "rank", "host", "device")
 PROCESS_LABELS = ("rank", "host")
@@ -155,6 +160,10 @@ class PrometheusSink:
         self._add("failed_rows", "counter", "rows whose call raised", ROW_LABELS, key, 1.0 if failed else 0.0)
         self._set("step_index", "the call number of the label's newest row", ROW_LABELS, key, row.get("index", 0))
         for field, value in row_figures(row):
+            if yours(field):  # under a family of its own: never one of the sink's series
+                self._set(USER_FIELD, "a field of yours (a marker, a field set on a row) on the label's newest row",
+                          ROW_LABELS + ("field",), key + (field,), value)
+                continue
             metric = prometheus_metric(field)
             labels, values = self._labels(metric, key)
             if metric.accumulated:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from contextvars import ContextVar
 from types import FrameType
 from typing import Any
@@ -244,7 +244,7 @@ class _Scope:
         return row
 
     @releasing
-    def __enter__(self) -> dict[str, Any]:
+    def __enter__(self) -> MutableMapping[str, Any]:
         if self._row is not None:
             raise RuntimeError("this gnnmon scope is already open; make a new one per block")
         if reentered():  # a signal handler's block while gnnmon's code is interrupted: unmeasured
@@ -268,7 +268,7 @@ class _Scope:
         _OPEN_SCOPE.set(self)
         start = self._start
         # a Ctrl-C raised here: the block never runs, so the row closes now (its own), with it
-        return release(held, undo=lambda: self._undo(row, start, own), value=row.fields)
+        return release(held, undo=lambda: self._undo(row, start, own), value=row.view().fields)
 
     def _undo(self, row: Row, start: int, own: bool) -> None:
         self._leave()

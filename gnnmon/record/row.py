@@ -39,6 +39,7 @@ from gnnmon.record.active import active_run
 from gnnmon.record.gc_log import GC_LOG, row_gc_fields
 from gnnmon.record.inbox import Deferred
 from gnnmon.record.interrupts import MAIN_THREAD, on_stack, raised_by_handler
+from gnnmon.record.names import RowFields, RowView
 from gnnmon.record.oom import record_oom
 from gnnmon.record.run import Run
 
@@ -54,7 +55,7 @@ class Row:
 
     __slots__ = (
         "fields", "run", "parent", "sync", "owner", "entered", "_found", "_backend", "_deferred",
-        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "sched0", "_sched_tid", "_range", "closed",
+        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "sched0", "_sched_tid", "_range", "closed", "_view",
     )
 
     def __init__(
@@ -104,6 +105,7 @@ class Row:
         self._sched_tid = 0
         self._range = None
         self.closed = False
+        self._view: RowView | None = None
 
     def open(self) -> Row:
         """Make this row current: its parent is the row current now (one left behind by an
@@ -166,6 +168,14 @@ class Row:
             fields["backend"] = backend.name
             fields["device_source"] = how
         return backend
+
+    def view(self) -> RowView:
+        """This row as you see it (:func:`current_row`): its fields readable, yours settable (made
+        once, when first asked for)."""
+        view = self._view
+        if view is None:
+            view = self._view = RowView(self, RowFields(self.fields))
+        return view
 
     def note(self, text: str) -> None:
         """Say why a figure is missing or how it was made (kept in ``notes``)."""
@@ -307,8 +317,15 @@ def put_sched(fields: dict[str, Any], prefix: str, start: Sequence[float], end: 
     fields[f"{prefix}waits"] = end[2] - start[2]
 
 
-def current_row() -> Row | None:
-    """The row being filled in this thread/task, if any."""
+def current_row() -> RowView | None:
+    """The row being filled in this thread/task, if any: its ``fields`` (yours may be set; one of
+    gnnmon's is refused: :mod:`gnnmon.record.names`), ``note(text)`` and ``key``."""
+    row = filling_row()
+    return None if row is None else row.view()
+
+
+def filling_row() -> Row | None:
+    """The row being filled in this thread/task, if any (gnnmon's own access to it)."""
     row: Row | None = state.CURRENT_ROW.get()
     if row is not None and (row.closed or row.owner is not None):
         row = _open_ancestor(row)
