@@ -14,6 +14,7 @@ import json
 import math
 import socket
 import time
+import urllib.request
 import warnings
 from pathlib import Path
 
@@ -286,3 +287,60 @@ def test_tensorboard_tags_of_yours_never_take_the_exports_own(tmp_path):
     assert logged_name("phase_wall_s") == ("phase_wall_ms", 1e3) and logged_name("phase_load_s") == ("load_ms", 1e3)
     assert logged_name("phase_phase_x_s")[0] == "phase_phase_x_ms" and logged_name("phase_gc_s")[0] == "phase_gc_ms"
     assert figure_of("phase_wall_s") is not None and not math.isnan(rows[0]["phase_wall_s"])
+
+
+def test_gnnmons_own_prometheus_series_never_share_a_name():
+    """Each of gnnmon's figures (a member of each family) and each of the sink's own series has a
+    name of its own with one set of labels and one kind; then a planted batch: a Data row, then a
+    HeteroData row with its per-type counts and total, rows whose GC paused them, the process's GC
+    events before and after, each read back from the endpoint as planted."""
+    pytest.importorskip("prometheus_client")
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gnnmon.integrations.metrics import row_figures
+    from gnnmon.integrations.prometheus import OWN_SERIES, ROW_LABELS, PrometheusSink, row_metric
+    from gnnmon.record.sinks import Batch
+
+    texts = {"phase_<name>_in", "<field>_source"}  # no series
+    row = {FAMILY_MEMBERS.get(f.name, f.name.replace("<name>", "conv1")): 1.0 for f in FIGURES if f.name not in texts}
+    seen: dict[str, tuple] = {}
+    for field, _ in row_figures(row):
+        metric = row_metric(field)
+        shape = (ROW_LABELS + ((metric.part[0],) if metric.part else ()), metric.accumulated)
+        assert seen.setdefault(metric.name, shape) == shape, (field, metric.name)
+        assert metric.name not in OWN_SERIES and not metric.name.startswith("sampled_"), field
+    assert row_metric("gc_pause_s").name == "row_gc_pause_seconds"
+    assert row_metric("num_nodes__paper") == ("num_nodes_by_type", ("type", "paper"), False)
+
+    def ran(**fields: float) -> dict:
+        return {"label": "step", "index": 0, "device": "cpu", "error": None, **fields}
+
+    sink = PrometheusSink(0)
+    sink.open({"host": "h", "distributed": {"rank": 1, "local_rank": None}})
+    try:
+        sink.write(Batch([ran(label="eval", num_nodes=5, gc_pause_s=0.125)], [], [("gc", {"duration_s": 0.25})]))
+        hetero = ran(num_nodes__paper=3, num_nodes__author=4, num_nodes=7, num_edges__a__cites__p=9, num_edges=9,
+                     gc_pause_s=0.375)
+        sink.write(Batch([hetero], [], [("gc", {"duration_s": 0.5})]))
+        text = urllib.request.urlopen(f"http://127.0.0.1:{sink.port}/metrics", timeout=5).read().decode()
+    finally:
+        sink.close({})
+    samples = [(s.name, frozenset(s.labels.items()), s.value)
+               for family in text_string_to_metric_families(text) for s in family.samples]
+    assert len({(n, labels) for n, labels, _ in samples}) == len(samples)  # no series twice: Prometheus would refuse
+    got = {(n, labels): v for n, labels, v in samples}
+    process = frozenset({"rank": "1", "host": "h"}.items())
+    eval_, step = ({"label": label, "rank": "1", "host": "h", "device": "cpu"} for label in ("eval", "step"))
+    eval_, step = frozenset(eval_.items()), frozenset(step.items())
+    assert got[("gnnmon_gc_pauses_total", process)] == 2
+    assert got[("gnnmon_gc_pause_seconds_total", process)] == 0.75
+    assert got[("gnnmon_row_gc_pause_seconds", eval_)] == 0.125
+    assert got[("gnnmon_row_gc_pause_seconds", step)] == 0.375
+    assert got[("gnnmon_num_nodes", eval_)] == 5 and got[("gnnmon_num_nodes", step)] == 7
+    assert got[("gnnmon_num_nodes_by_type", step | {("type", "paper")})] == 3
+    assert got[("gnnmon_num_nodes_by_type", step | {("type", "author")})] == 4
+    assert got[("gnnmon_num_edges_by_type", step | {("type", "a__cites__p")})] == 9
+    assert got[("gnnmon_num_edges", step)] == 9
+    assert {n for n, _ in got if "num_nodes" in n or "gc_pause" in n} == {
+        "gnnmon_num_nodes", "gnnmon_num_nodes_by_type", "gnnmon_gc_pause_seconds_total",
+        "gnnmon_row_gc_pause_seconds", "gnnmon_gc_pauses_total"}

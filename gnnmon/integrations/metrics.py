@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from gnnmon.fields import is_number, own_part
 from gnnmon.figures import (
     BYTES,
+    FIGURES,
     JOULES,
     KILOGRAMS,
     NANOSECONDS,
@@ -147,5 +148,19 @@ def prometheus_metric(field: str) -> Metric:
         placeholder, tail = rest.split(">", 1)
         part = field[len(head): len(field) - len(tail)]
         key = {"name": head.split("_")[0], "k": "hop"}.get(placeholder, placeholder)
-        return Metric(_prometheus_name(head.rstrip("_") + tail, unit), (key, part), accumulated)
+        name = _prometheus_name(head.rstrip("_") + tail, unit)
+        return Metric(name + f"_by_{key}" if name in _plain_names() else name, (key, part), accumulated)
     return Metric(_prometheus_name(field, unit), None, accumulated)
+
+
+def _plain_names() -> frozenset[str]:
+    """The Prometheus names of the figures that are not families (``num_nodes``): a family that
+    would take one (``num_nodes__<type>``) is ``num_nodes_by_type``, since one name cannot hold
+    series with and without the family's label."""
+    global _PLAIN
+    if _PLAIN is None:
+        _PLAIN = frozenset(_prometheus_name(f.name, unit_of(f.name)) for f in FIGURES if "<" not in f.name)
+    return _PLAIN
+
+
+_PLAIN: frozenset[str] | None = None
