@@ -12,6 +12,7 @@ run's first out-of-memory error. :meth:`gnnmon.Report.oom` puts it in words.
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,9 @@ from gnnmon.data.table import Table
 from gnnmon.devices.oom import is_oom, oom_state
 from gnnmon.report.memory_model import fit
 
+_FILE_BAD = re.compile(r"[^\w.-]", re.ASCII)
+"""Characters of a label kept out of a snapshot's file name (a ``/`` would name a folder)."""
+
 _READ = "_gnnmon_oom"  # the state read for an exception, kept on it for the outer rows
 
 
@@ -31,12 +35,19 @@ def record_oom(fields: dict[str, Any], backend: Any, error: BaseException, run: 
         return
     known = getattr(error, _READ, None)
     if known is None:
-        state, why = oom_state(backend, error)
-        if why is not None:
-            note(why)
+        state: dict[str, Any] = {}
+        try:
+            state, why = oom_state(backend, error)
+            if why is not None:
+                note(why)
+        except Exception as exc:  # noqa: BLE001 - the user's error comes first: the row says why
+            note(f"out of memory: the device's state could not be read ({type(exc).__name__}: {exc})")
+        tried = run.history.dumped is None
         snapshot = run.history.dump(run.path, fields["label"], fields["index"])
         if snapshot is not None:
             state["oom_snapshot"] = snapshot
+        elif tried and run.history.dumped is not None:
+            note(f"out of memory: the allocation history was not dumped ({run.history.dumped})")
         known = state
         try:
             setattr(error, _READ, known)
@@ -106,12 +117,14 @@ class History:
 
     def dump(self, path: str | None, label: str, index: int) -> str | None:
         """At the run's first out-of-memory error: dump the history next to the run's file
-        (``<run>.oom-<label>-<index>.pickle``, for pytorch.org/memory_viz); its path, else None."""
+        (``<run>.oom-<label>-<index>.pickle``, the label's characters other than letters, digits,
+        ``.``, ``_`` and ``-`` written ``_``; for pytorch.org/memory_viz); its path, else None (a
+        dump that failed says why in :attr:`dumped`, and never raises)."""
         if not self.recording or self.dumped is not None:
             return None
-        base = Path(path) if path is not None else Path.cwd() / "gnnmon"
-        target = base.with_name(f"{base.stem}.oom-{label}-{index}.pickle")
         try:
+            base = Path(path) if path is not None else Path.cwd() / "gnnmon"
+            target = base.with_name(f"{base.stem}.oom-{_FILE_BAD.sub('_', str(label))[:100]}-{index}.pickle")
             torch.cuda.memory._dump_snapshot(str(target))
         except Exception as exc:  # noqa: BLE001 - no snapshot: the row has the rest
             self.dumped = f"failed: {type(exc).__name__}: {exc}"

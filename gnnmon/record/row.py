@@ -195,40 +195,21 @@ class Row:
 
     def close(self, error: BaseException | None = None) -> None:
         """Finish the row (``t_end_ns``, ``error``) and hand it to the run; a closed row is
-        never current again. Closing twice does nothing."""
+        never current again. Closing twice does nothing. Closing with the call's ``error`` never
+        raises an error of gnnmon's own instead (the row and one warning say what failed): the
+        caller re-raises the user's exception as it was."""
         if self.closed:
             return
         self.closed = True  # first: from here on no row takes this one as its parent
         self.owner = None
         fields = self.fields
         try:
-            if state.CURRENT_ROW.get() is self:
-                # The nearest enclosing row still open becomes current again: rows closed out of
-                # order (scope A, scope B, A closed first) never leave a closed row current.
-                state.CURRENT_ROW.set(_open_ancestor(self.parent))
-            opened = state.OPEN_PHASE.get()
-            if opened is not None and opened.row_closed():  # a phase whose exit never ran
-                state.OPEN_PHASE.set(open_phase(opened))
-            if self._range is not None:
-                _pop_quietly(self._range)
-            # After the reset: a collection it triggered is the row's, and inside its window.
-            fields["t_end_ns"] = time.time_ns()
-            if error is not None:
-                fields["error"] = type(error).__name__
-                record_oom(fields, self._backend, error, self.run, self.note)  # nothing unless an OOM
-            fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
-            if self._cpu0 is not None:
-                fields["cpu_s"] = time.process_time() - self._cpu0
-            if self.sched0 is not None and threading.get_ident() == self._sched_tid:  # else another thread's
-                _sched_in(fields, self.sched0)
-            if fields["device"] is None:
-                self._settle_device()
-            elif fields.get("device_source") == BY_NOTHING:  # on the CPU: did this call start an accelerator?
-                started = accelerator_in_use()
-                if started is not None:
-                    name = started[0].type.upper()
-                    self.note(f"{name} was first used during this call, after it was measured on the CPU: its "
-                              f"{name} memory is not in this row; later calls measure {name} (or pass device=)")
+            try:
+                self._finish(fields, error)
+            except Exception as exc:
+                if error is None or raised_by_handler(exc):
+                    raise
+                self._failed_recording(exc, error)
             try:
                 self.run.add_row(fields, self._deferred)
             except Exception as exc:  # e.g. a full disk: the call's result comes first
@@ -236,7 +217,54 @@ class Row:
                     raise
                 warnings.warn(f"gnnmon could not store the row {self.key}: {exc!r}", RuntimeWarning, 3)
         finally:
-            self._run_after()
+            if error is None:
+                self._run_after()
+            else:
+                try:
+                    self._run_after()
+                except Exception as exc:
+                    if raised_by_handler(exc):
+                        raise
+                    self._failed_recording(exc, error)
+
+    def _finish(self, fields: dict[str, Any], error: BaseException | None) -> None:
+        """Fill the row's closing fields: the current row and phase handed back, the end, the
+        error and its out-of-memory post-mortem, GC, CPU and scheduling, the device."""
+        if state.CURRENT_ROW.get() is self:
+            # The nearest enclosing row still open becomes current again: rows closed out of
+            # order (scope A, scope B, A closed first) never leave a closed row current.
+            state.CURRENT_ROW.set(_open_ancestor(self.parent))
+        opened = state.OPEN_PHASE.get()
+        if opened is not None and opened.row_closed():  # a phase whose exit never ran
+            state.OPEN_PHASE.set(open_phase(opened))
+        if self._range is not None:
+            _pop_quietly(self._range)
+        # After the reset: a collection it triggered is the row's, and inside its window.
+        fields["t_end_ns"] = time.time_ns()
+        if error is not None:
+            fields["error"] = type(error).__name__
+            record_oom(fields, self._backend, error, self.run, self.note)  # nothing unless an OOM
+        fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
+        if self._cpu0 is not None:
+            fields["cpu_s"] = time.process_time() - self._cpu0
+        if self.sched0 is not None and threading.get_ident() == self._sched_tid:  # else another thread's
+            _sched_in(fields, self.sched0)
+        if fields["device"] is None:
+            self._settle_device()
+        elif fields.get("device_source") == BY_NOTHING:  # on the CPU: did this call start an accelerator?
+            started = accelerator_in_use()
+            if started is not None:
+                name = started[0].type.upper()
+                self.note(f"{name} was first used during this call, after it was measured on the CPU: its "
+                          f"{name} memory is not in this row; later calls measure {name} (or pass device=)")
+
+    def _failed_recording(self, exc: Exception, error: BaseException) -> None:
+        """gnnmon's own ``exc`` while it recorded the call's ``error``: said on the row (if it is
+        still to be stored) and in one warning; the user's ``error`` goes on as raised."""
+        self.fields.setdefault("error", type(error).__name__)
+        self.note(f"gnnmon failed while recording the error: {type(exc).__name__}: {exc}")
+        warnings.warn(f"gnnmon failed while recording {type(error).__name__} in row {self.key} "
+                      f"(your exception is raised as it was): {exc!r}", RuntimeWarning, 4)
 
     def _run_after(self) -> None:
         """What waits for the row to close (also after a KeyboardInterrupt: GC must come back
