@@ -126,6 +126,7 @@ class Run:
         """Write the manifest, open the sinks and make this the active run (what ``with`` does)."""
         if self._state != "new":
             raise RuntimeError(f"this run is {self._state}; make a new one with gnnmon.collect()")
+        begun = time.monotonic()  # the writer's first drain is due one interval after this
         options: dict[str, Any] = {"max_records": self.max_records, "sample": self.sample_interval,
                                    "flush_interval": self.flush_interval,
                                    "sinks": [type(s).__name__ for s in self.outlets.sinks]}
@@ -172,7 +173,7 @@ class Run:
             sampler.go()
             sampler.now()  # a sample and every counter's first step: the first rows have a point before them
         if writer is not None:
-            writer.start()
+            writer.start(at=begun)
         return self
 
     def _check_not_written_by_another_run(self) -> None:
