@@ -291,7 +291,7 @@ class _Scope:
         _OPEN_SCOPE.set(self)
         start = self._start
         # a Ctrl-C raised here: the block never runs, so the row closes now (its own), with it
-        return release(held, undo=lambda: self._undo(row, start, own), value=row.view().fields)
+        return release(held, undo=lambda: self._undo(row, start, own), value=row.user_fields())
 
     def _undo(self, row: Row, start: int, own: bool) -> None:
         self._leave()

@@ -105,7 +105,7 @@ class Row:
         self._sched_tid = 0
         self._range = None
         self.closed = False
-        self._view: RowView | None = None
+        self._view: RowFields | None = None
 
     def open(self) -> Row:
         """Make this row current: its parent is the row current now (one left behind by an
@@ -170,12 +170,17 @@ class Row:
         return backend
 
     def view(self) -> RowView:
-        """This row as you see it (:func:`current_row`): its fields readable, yours settable (made
-        once, when first asked for)."""
-        view = self._view
-        if view is None:
-            view = self._view = RowView(self, RowFields(self.fields))
-        return view
+        """This row as you see it (:func:`current_row`): its fields readable, yours settable (one
+        :class:`RowFields` per row, made when first asked for; the view that holds the row is
+        made each time, so that the row holds nothing that holds it: no cycle for the GC)."""
+        return RowView(self, self.user_fields())
+
+    def user_fields(self) -> RowFields:
+        """The row's fields as you may set them (a scope's ``as fields``): the same object each time."""
+        fields = self._view
+        if fields is None:
+            fields = self._view = RowFields(self.fields)
+        return fields
 
     def note(self, text: str) -> None:
         """Say why a figure is missing or how it was made (kept in ``notes``)."""
