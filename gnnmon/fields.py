@@ -45,3 +45,19 @@ def is_number(value: Any) -> bool:
 def row_key(row: Any) -> str:
     """``label#index``: how a row is named by its children's ``parent`` and by GC events."""
     return f"{row['label']}#{row['index']}"
+
+
+SINK_PARTS = frozenset({"sampled", "gnnmon", "timeline"})
+"""The first parts of the keys the sinks and exports name their own series by (``sampled/...``
+in MLflow and W&B, ``gnnmon/rows`` in W&B's summary and ``gnnmon`` in its config, ``timeline/...``
+in TensorBoard): a label (or config key) of yours never takes one (:func:`own_part`)."""
+
+
+def own_part(name: str) -> str:
+    """``name`` (a label, a config key) as the first part of a sink's key, kept apart from the
+    sinks' own (:data:`SINK_PARTS`): one of those, or one followed by underscores, gets one more
+    underscore (``sampled`` -> ``sampled_``, ``sampled_`` -> ``sampled__``), so that no name of
+    yours is ever a sink's own and no two of yours share one; any other name stays as it is. Only
+    the part before a ``/`` counts (``sampled/x`` -> ``sampled_/x``)."""
+    head, sep, rest = name.partition("/")
+    return head + "_" + sep + rest if head.rstrip("_") in SINK_PARTS else name

@@ -281,14 +281,24 @@ def nested_phases(fields: Iterable[str], parent_of: Callable[[str], Any]) -> dic
     return out
 
 
+_LOGGED = frozenset(name for name, _ in STEP_FIGURES.values())
+
+
 def logged_name(field: str) -> tuple[str, float] | None:
     """(name, factor) of a step figure as dashboards show it, any phase included
-    (``phase_load_s`` -> ``load_ms``); None for a field that is not one."""
+    (``phase_load_s`` -> ``load_ms``); None for a field that is not one. A phase whose name would
+    be a step figure's (``phase("wall")``: ``wall_ms`` is ``wall_s``'s), or would start as these
+    do, keeps its ``phase_`` (``phase_wall_ms``): no phase of yours takes a figure's name."""
     known = STEP_FIGURES.get(field)
     if known is not None:
         return known
     name = phase_field(field)
-    return None if name is None else (f"{name}_{SECONDS.tag}", SECONDS.factor)
+    if name is None:
+        return None
+    logged = f"{name}_{SECONDS.tag}"
+    if logged in _LOGGED or name.startswith("phase_"):
+        logged = f"phase_{logged}"
+    return logged, SECONDS.factor
 
 
 def reference() -> str:

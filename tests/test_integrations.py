@@ -62,7 +62,7 @@ def test_a_figure_is_named_in_base_units_and_a_family_becomes_a_label():
     assert prometheus_metric("phase_forward_s") == ("phase_seconds", ("phase", "forward"), False)
     assert prometheus_metric("phase_load_data_s") == ("phase_seconds", ("phase", "load_data"), False)
     assert prometheus_metric("layer_conv1_saved_bytes") == ("layer_saved_bytes", ("layer", "conv1"), False)
-    assert prometheus_metric("num_nodes__paper") == ("num_nodes", ("type", "paper"), False)
+    assert prometheus_metric("num_nodes__paper") == ("num_nodes_by_type", ("type", "paper"), False)
     assert prometheus_metric("data_hop_2_nodes") == ("data_hop_nodes", ("hop", "2"), False)
     assert prometheus_metric("energy_gpu_j") == ("energy_gpu_joules", None, True)
     assert prometheus_metric("gpu_util_pct") == ("gpu_util_percent", None, False)

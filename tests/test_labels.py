@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+import torch
+
 import gnnmon
 from gnnmon import cuda_timed
 
@@ -68,3 +71,48 @@ def test_a_decorated_method_inherited_by_subclasses_is_labelled_by_each_class():
     assert [(r["label"], r["index"]) for r in run.records] == [
         ("GNN.forward", 0), ("step", 0), ("GAT.forward", 0), ("step", 1), ("GAT.forward", 1), ("step", 2),
         ("GCN.forward", 0), ("step", 3)]
+
+
+def double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+def triple(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+class Solver:
+    @staticmethod
+    def halve(x: torch.Tensor) -> torch.Tensor:
+        return x / 2
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.*` is deprecated:DeprecationWarning")
+def test_a_label_is_the_users_function_whatever_wraps_it():
+    """Functions scripted (``torch.jit.script``), traced, compiled and put in ``functools.partial``
+    (nested, and around a scripted one): each call's row is labelled by the user's function's own
+    qualified name, so two scripted functions are two labels; a scripted or compiled module by its
+    class."""
+    import functools
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    x = torch.ones(2)
+    wrapped = [
+        (torch.jit.script(double), "double"),
+        (torch.jit.script(triple), "triple"),
+        (torch.jit.script(Solver.halve), "Solver.halve"),
+        (torch.jit.trace(double, x), "double"),
+        (torch.compile(triple, backend="eager"), "triple"),
+        (torch.compile(Solver.halve, backend="eager"), "Solver.halve"),
+        (functools.partial(torch.jit.script(triple)), "triple"),
+        (functools.partial(functools.partial(Solver.halve)), "Solver.halve"),
+        (torch.jit.script(Net()), "Net"),
+        (torch.compile(Net(), backend="eager"), "Net"),
+    ]
+    with gnnmon.collect() as run:
+        for fn, _ in wrapped:
+            assert torch.equal(cuda_timed(fn)(x), fn(x))
+    assert [r["label"] for r in run.records] == [label for _, label in wrapped]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import warnings
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ MiB, GiB = 2**20, 2**30
 A, B, C = 512 * MiB, 32 * 1024, 16 * 1024  # bytes, per node, per edge
 
 
-def run_until_oom(fake_cuda, tmp_path, **options):
+def run_until_oom(fake_cuda, tmp_path, label="step", **options):
     """30 batches of 2k-20k nodes, then one of 60k nodes (3x the largest) on a 4 GiB fake GPU
     whose other processes hold 100 MiB; 512 KiB of its cache is split (planted)."""
     from torch_geometric.data import Data
@@ -26,7 +27,7 @@ def run_until_oom(fake_cuda, tmp_path, **options):
     fake_cuda.total = 4 * GiB
     fake_cuda.other = 100 * MiB
 
-    @gnnmon.monitor_memory_device(device="cuda:0", label="step")
+    @gnnmon.monitor_memory_device(device="cuda:0", label=label)
     def step(batch):
         # a failed allocation leaves the others held, as a traceback holds the frame's tensors
         handles = [fake_cuda.alloc(size, 0) for size in (A, B * batch.num_nodes, C * batch.num_edges)]
@@ -121,6 +122,84 @@ def test_the_allocation_history_is_dumped_once_beside_the_run(fake_cuda, tmp_pat
     assert pickle.loads((tmp_path / "run.oom-step-30.pickle").read_bytes())["fake"] is True
     assert run.manifest["options"]["memory_history"] == {"entries": 5000, "recording": True}
     assert "pytorch.org/memory_viz" in run.report().oom()[0]["words"]
+
+
+def test_a_label_that_is_no_file_name_still_dumps_the_history_and_the_oom_reaches_the_user(fake_cuda, tmp_path):
+    """A label with a ``/`` (and a space, ``<``, a non-ASCII letter): the OOM reaches the caller
+    (run_until_oom expects it), the history lies beside the run under the label's safe spelling."""
+    run, _ = run_until_oom(fake_cuda, tmp_path, label="train/step <é>", memory_history=5000)
+    failed = run.records[-1]
+    assert failed["label"] == "train/step <é>" and failed["error"] == "OutOfMemoryError"
+    assert failed["oom_snapshot"] == str(tmp_path / "run.oom-train_step____-30.pickle")
+    assert pickle.loads((tmp_path / "run.oom-train_step____-30.pickle").read_bytes())["fake"] is True
+    assert failed["oom_device_total_bytes"] == 4 * GiB
+    assert not [n for n in failed.get("notes", ()) if "fail" in n or "could not" in n]
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []
+
+
+def _raise(*args, **kwargs):
+    raise RuntimeError("planted")
+
+
+GNNMON_FAILURES = {
+    "the device's state": ("gnnmon.record.oom.oom_state", "the device's state could not be read (RuntimeError: planted)"),
+    "the history's dump": ("torch.cuda.memory._dump_snapshot", "allocation history was not dumped (failed: RuntimeError: planted)"),
+    "the post-mortem": ("gnnmon.record.row.record_oom", "gnnmon failed while recording the error: RuntimeError: planted"),
+    "the GC fields": ("gnnmon.record.row.row_gc_fields", "gnnmon failed while recording the error: RuntimeError: planted"),
+}
+"""Where gnnmon's code fails while it records a call's out-of-memory error (each planted to raise),
+and the note the row keeps."""
+
+
+@pytest.mark.parametrize("where", list(GNNMON_FAILURES))
+def test_whatever_fails_while_gnnmon_records_a_failure_the_users_exception_reaches_the_user(
+        fake_cuda, tmp_path, monkeypatch, where):
+    """A decorated call, a scope and a phase of their own each raise the user's own OOM object
+    while a part of gnnmon's recording raises: the very object reaches the caller with its
+    traceback, the row is stored with its ``error`` and a note naming what failed, and the next
+    call is recorded as usual."""
+    target, note = GNNMON_FAILURES[where]
+    planted: list[BaseException] = []
+
+    def fail() -> None:
+        planted.append(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+        raise planted[-1]
+
+    @gnnmon.monitor_memory_device(device="cuda:0", label="a/b")
+    def step(fails: bool) -> None:
+        if fails:
+            fail()
+
+    with gnnmon.collect(tmp_path / "run.jsonl", memory_history=100):
+        monkeypatch.setattr(target, _raise)
+        ways = [step, lambda fails: _in_scope(fails, fail), lambda fails: _in_phase(fails, fail)]
+        for way in ways:
+            with warnings.catch_warnings(record=True):
+                warnings.simplefilter("always")
+                with pytest.raises(torch.OutOfMemoryError) as caught:
+                    way(True)
+            assert caught.value is planted[-1] and caught.traceback[-1].name == "fail"
+        monkeypatch.undo()
+        step(False)
+    rows = gnnmon.load(tmp_path / "run.jsonl").records
+    assert [(r["label"], r.get("error")) for r in rows] == [
+        ("a/b", "OutOfMemoryError"), ("scope", "OutOfMemoryError"), ("phased", "OutOfMemoryError"), ("a/b", None)]
+    assert any(note in n for n in rows[0]["notes"])
+    noted = rows[:1] if where == "the history's dump" else rows[:3]  # the history is dumped once per run
+    assert all(any("planted" in n for n in r["notes"]) for r in noted)
+    assert not [n for n in rows[-1].get("notes", ()) if "planted" in n]
+
+
+def _in_scope(fails: bool, fail) -> None:
+    with gnnmon.memory_scope(label="scope", device="cuda:0"):
+        if fails:
+            fail()
+
+
+def _in_phase(fails: bool, fail) -> None:
+    with gnnmon.phase("phased", device="cuda:0"):
+        if fails:
+            fail()
 
 
 def test_without_cuda_the_history_option_says_it_records_nothing(tmp_path):

@@ -60,3 +60,17 @@ def history(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             for item in updates:
                 config[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
     return logged, config
+
+
+def summary(path: Path) -> dict[str, Any]:
+    """The run's summary (what ``run.summary[...]`` set, and each key's last logged value)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    out: dict[str, Any] = {}
+    for data in records(path):
+        record = pb.Record()
+        record.ParseFromString(data)
+        if record.WhichOneof("record_type") == "summary":
+            for item in record.summary.update:
+                out[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+    return out

@@ -34,7 +34,7 @@ _NUMBERS = frozenset({int, float, bool})
 class Column:
     """One field of one label's rows."""
 
-    __slots__ = ("values", "kind", "first", "absent", "numeric", "_shared", "_last")
+    __slots__ = ("values", "kind", "first", "absent", "numeric", "types", "_shared", "_last")
 
     def __init__(self, kind: str, absent_before: int) -> None:
         self.kind = kind  # "q", "d" or "o"
@@ -42,6 +42,7 @@ class Column:
         self.first = absent_before  # rows before the first that had this field
         self.absent: set[int] = set()  # later rows without it
         self.numeric = kind != "o"  # whether any value is a number (an "o" column's may be)
+        self.types: set[type] = set()  # the type of every value added (what the file's check reads)
         self._shared: dict[str, str] | None = {}  # texts seen, to share one object between rows
         self._last: Any = ABSENT
         if absent_before:
@@ -59,6 +60,7 @@ class Column:
     def extend(self, values: Sequence[Any]) -> None:
         """Add a batch of values, at C speed where their types allow (see the module doc)."""
         kind, types = self.kind, set(map(type, values))
+        self.types |= types
         if kind == "q" and types <= _INT | {_NONE} and NO_INT not in values:
             n = len(self.values)
             try:
@@ -111,6 +113,7 @@ class Column:
         if value is ABSENT:
             self.skip(1)
             return
+        self.types.add(type(value))
         if kind == "q":
             if value is None:
                 self.values.append(NO_INT)
@@ -135,6 +138,10 @@ class Column:
         else:
             self._last = value
             self.values.append(value)
+
+    def null(self, i: int) -> None:
+        """Row ``i``'s value becomes None (a damaged value read leniently)."""
+        self.values[i] = NO_INT if self.kind == "q" else math.nan if self.kind == "d" else None
 
     def _to_objects(self) -> None:
         """Numbers to objects (a field that changed type between rows)."""

@@ -6,12 +6,13 @@ a time. What a line holds is :mod:`gnnmon.data.format`; writing it is :mod:`gnnm
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from gnnmon.data.format import FORMAT, MANIFEST_START, ROW, parse
+from gnnmon.data.format import FORMAT, ROW, parse
 from gnnmon.errors import ReportFileError
 
 SKIP_HINT = "load(path, strict=False) or gnnmon report --lenient"
@@ -38,11 +39,15 @@ def read_chunks(path: str | os.PathLike[str], strict: bool = True,
         if not first.strip():
             raise ReportFileError(f"{path} is empty: no gnnmon manifest line")
         manifest = _one(path, 1, first, strict)
-        if manifest is None:  # cut off: nothing more to read
+        if manifest is None and not first.endswith(b"\n"):  # cut off: nothing more to read
             return
-        if manifest.get("type") != "manifest" or manifest.get("format") != FORMAT:
-            raise ReportFileError(f"{path} is not a gnnmon report: line 1 is not a {FORMAT} manifest")
-        yield 1, [manifest]
+        if manifest is not None:  # else gnnmon's, corrupt, and skipped (strict=False)
+            for field, want in (("type", "manifest"), ("format", FORMAT)):
+                if manifest.get(field) != want:
+                    held = "missing" if field not in manifest else f"{manifest[field]!r}"[:60]
+                    raise ReportFileError(f"{path}:1: not a gnnmon report: line 1 is not a {FORMAT} manifest (its "
+                                          f"field {field!r} is {held}, not {want!r})")
+            yield 1, [manifest]
         n, done = 2, len(first)
         while True:
             lines = f.readlines(CHUNK_BYTES)
@@ -92,29 +97,49 @@ def _one(path: Path, n: int, raw: bytes, strict: bool) -> dict[str, Any] | None:
         if not isinstance(obj, dict):
             raise ValueError("not a JSON object")
     except ValueError as exc:
-        if n == 1 and not raw.lstrip().startswith(MANIFEST_START):
-            raise ReportFileError(f"{path} is not a gnnmon report: line 1 is not a {FORMAT} manifest") from exc
+        if n == 1 and not _MANIFEST_HEAD.match(raw):
+            raise ReportFileError(f"{path}:1: not a gnnmon report: line 1 is not a {FORMAT} manifest"
+                                  f"{_near(raw, exc)}") from exc
         if not complete:
             warnings.warn(f"{path}: last line {n} is cut off (the writer was interrupted); "
                           f"read the {n - 1} complete line(s) before it", RuntimeWarning, stacklevel=4)
             return None
-        if n == 1:
-            raise ReportFileError(f"{path} is not a gnnmon report: line 1 is not JSON") from exc
+        why = f"{exc}{_near(raw, exc)}".replace("\n", " ")
         if strict:
-            raise ReportFileError(f"{path}:{n}: corrupt line ({exc}); skip corrupt lines with {SKIP_HINT}") from exc
-        warnings.warn(f"{path}:{n}: skipped a corrupt line ({exc})", RuntimeWarning, 4)
+            raise ReportFileError(f"{path}:{n}: corrupt line ({why}); skip corrupt lines with {SKIP_HINT}") from exc
+        warnings.warn(f"{path}:{n}: skipped a corrupt line ({why})", RuntimeWarning, 4)
         return None
     return obj
+
+
+_MANIFEST_HEAD = re.compile(rb'\s*\{\s*"type"\s*:\s*"manifest"\s*,\s*"format"\s*:\s*"gnnmon\.jsonl"')
+"""How a manifest line begins, whatever its spacing (:data:`~gnnmon.data.format.MANIFEST_START` as gnnmon writes it)."""
+
+_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
+
+
+def _near(raw: bytes, exc: ValueError) -> str:
+    """``, in field 'name'``: the last field a corrupt line names before where its parser stopped."""
+    pos = getattr(exc, "pos", None)
+    if not isinstance(pos, int):
+        return ""
+    keys = _KEY.findall(raw.decode("utf-8", "replace")[: pos + 1])
+    return f", in field {keys[-1]!r}" if keys else ""
 
 
 def bad_row(path: str | os.PathLike[str], n: int, obj: dict[str, Any], strict: bool) -> bool:
     """Whether the row object of line ``n`` lacks its label (a string) or index (an int): then it
     is refused (:class:`ReportFileError`), or with ``strict=False`` skipped with a warning."""
-    if isinstance(obj.get("label"), str) and isinstance(obj.get("index"), int):
+    label, index = obj.get("label"), obj.get("index")
+    if type(label) is str and type(index) is int:
         return False
+    field, value, want = ("label", label, "a string") if type(label) is not str else ("index", index, "an integer")
+    held = "missing" if field not in obj else f"{value!r}"[:60] + f", not {want}"
     if strict:
-        raise ReportFileError(f"{path}:{n}: a row without its label and index; skip it with {SKIP_HINT}")
-    warnings.warn(f"{path}:{n}: skipped a row without its label and index", RuntimeWarning, 3)
+        raise ReportFileError(f"{path}:{n}: a row without its label and index (its field {field!r} is {held}); "
+                              f"skip it with {SKIP_HINT}")
+    warnings.warn(f"{path}:{n}: skipped a row without its label and index (its field {field!r} is {held})",
+                  RuntimeWarning, 3)
     return True
 
 
@@ -127,6 +152,24 @@ def read_lines(path: str | os.PathLike[str], strict: bool = True,
             if obj.get("type") == ROW and bad_row(path, n + i, obj, strict):
                 continue
             yield obj
+
+
+def row_lines(path: str | os.PathLike[str], seqs: set[int]) -> dict[int, int]:
+    """The line of each row at the positions ``seqs`` among the rows a read keeps (those with their
+    label and index): read again, only when a damaged row is to be named."""
+    out: dict[int, int] = {}
+    seq = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n, objs in read_chunks(path, strict=False):
+            for i, obj in enumerate(objs):
+                if obj.get("type") == ROW and type(obj.get("label")) is str and type(obj.get("index")) is int:
+                    if seq in seqs:
+                        out[seq] = n + i
+                        if len(out) == len(seqs):
+                            return out
+                    seq += 1
+    return out
 
 
 PROGRESS_EVERY = 4 << 20

@@ -15,6 +15,8 @@ from typing import Any
 from gnnmon.data.format import END, GC, MANIFEST, MARKER, POINT, ROW, SAMPLE
 from gnnmon.data.points import Counters
 from gnnmon.data.read import bad_row, read_chunks
+from gnnmon.data.schema import KIND, Damage, line_damage
+from gnnmon.data.schema import Damaged as _Damaged
 from gnnmon.data.table import Table
 
 _POP_TYPE = methodcaller("pop", "type", None)
@@ -108,11 +110,16 @@ class RunResult:
     def read(cls, path: str | os.PathLike[str], *, strict: bool = True,
              progress: Callable[[int], Any] | None = None) -> RunResult:
         """One run file, a line at a time, its rows straight into a columnar table (a cut-off last
-        line is skipped with a warning; see :func:`gnnmon.data.read.read_chunks`)."""
+        line is skipped with a warning; see :func:`gnnmon.data.read.read_chunks`). Every line is
+        checked against what its kind must hold (:mod:`gnnmon.data.schema`): a damaged value is
+        refused (:class:`~gnnmon.errors.ReportFileError` naming its line and field), or with
+        ``strict=False`` read as None (a line missing what it cannot do without: skipped), each
+        with a warning."""
         manifest: dict[str, Any] | None = None
         rows = Table()
         parts: dict[str, list[dict[str, Any]]] = {GC: [], SAMPLE: [], MARKER: [], POINT: []}
         end: dict[str, Any] | None = None
+        damaged = _Damaged(path, strict)
         for n, objs in read_chunks(path, strict=strict, progress=progress):
             kinds = list(map(_POP_TYPE, objs))
             found = list(compress(objs, map(ROW.__eq__, kinds)))
@@ -125,13 +132,22 @@ class RunResult:
                 if kind == ROW:
                     if not bad_row(path, n + i, obj, strict):
                         rows.add(obj)
-                elif kind == MANIFEST:
+                    continue
+                damage = line_damage(kind, obj) if type(kind) is str else [Damage("type", kind, KIND, True)]
+                if damage and not damaged.line(n + i, kind, obj, damage):
+                    if damaged.stop:
+                        break
+                    continue
+                if kind == MANIFEST:
                     if manifest is None:
                         manifest = obj
                 elif kind in parts:
                     parts[kind].append(obj)
                 elif kind == END:
                     end = obj
+            if damaged.stop:
+                break
+        damaged.rows(rows)
         return cls(rows, manifest=manifest, gc_events=parts[GC], samples=parts[SAMPLE],
                    markers=parts[MARKER], points=parts[POINT], end=end, path=path,
                    complete=end is not None)

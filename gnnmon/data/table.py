@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from gnnmon.data.column import ABSENT, NO_INT, Column, column_kind
+from gnnmon.data.format import encode
 
 BATCH = 64
 """Rows a part gathers before it columnises them."""
@@ -247,15 +248,22 @@ class Table:
         return sorted(first, key=lambda k: first[k])
 
     def where(self, by: str) -> dict[Any, Table]:
-        """The rows split by the value of field ``by`` (rows without it under None)."""
+        """The rows split by the value of field ``by`` (rows without it under None; a list or an
+        object, which no dict can be keyed by, under its JSON text)."""
         out: dict[Any, Table] = {}
         for row in self.rows():
             value = row.get(by)
+            if isinstance(value, (list, dict)):
+                value = _json_text(value)
             table = out.get(value)
             if table is None:
                 table = out[value] = Table()
             table.add(row)
         return out
+
+
+def _json_text(value: Any) -> str:
+    return encode({"v": value})[5:-1].decode("utf-8", "replace")
 
 
 def returned(part: Part) -> np.ndarray | None:

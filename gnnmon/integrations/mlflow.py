@@ -9,7 +9,9 @@ Usage::
 
 Metric keys are ``<label>/<field>`` in stored units (``step/wall_s``, ``step/phase_forward_s``, and
 ``step/<figure>`` for a figure in bytes), logged at ``step=index`` with the row's end as timestamp; the sampled
-machine goes to ``sampled/<field>`` at the sample's number. Without ``run_id`` the sink logs into
+machine goes to ``sampled/<field>`` at the sample's number (a label ``sampled`` is logged as
+``sampled_``: no label takes the sink's own keys). Your config is logged as params under
+``config.``, apart from the manifest's own. Without ``run_id`` the sink logs into
 the process's active MLflow run if there is one, else it creates a run (one per rank in a
 distributed job, named ``<run_name>-rank<k>`` and tagged ``gnnmon.rank``) and ends it with the
 gnnmon run: FINISHED, or FAILED when the run ended on an exception.
@@ -35,7 +37,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gnnmon.integrations.metrics import check_every, every_nth, row_figures, sample_figures
+from gnnmon.integrations.metrics import check_every, every_nth, field_part, key_part, row_figures, sample_figures
 from gnnmon.record.sinks import SINK_FAILED, Batch, register_sink
 
 try:
@@ -57,20 +59,39 @@ _KEY_BAD = re.compile(r"[^\w\-. /]")
 
 
 def metric_key(label: str, field: str) -> str:
-    """``<label>/<field>``, with characters MLflow refuses in a key replaced by ``_``."""
-    return _KEY_BAD.sub("_", f"{label}/{field}")
+    """``<label>/<field>``, with characters MLflow refuses in a key replaced by ``_``; a label that
+    would be the sink's own ``sampled`` gets an underscore more (:func:`key_part`), and so does a
+    field of yours that would end in one of gnnmon's names (:func:`field_part`)."""
+    return f"{key_part(_clean(str(label)))}/{field_part(field, _clean)}"
 
 
-def flat_params(manifest: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:
-    """The manifest as ``(key, text)`` params: nested dicts as dotted keys (``devices.cpu_count``,
-    ``config.lr``), lists and values as text, cut to MLflow's length."""
-    for key, value in manifest.items():
-        name = _KEY_BAD.sub("_", f"{prefix}{key}")
-        if isinstance(value, Mapping) and value:
-            yield from flat_params(value, name + ".")
-        elif key != "type":
+def _clean(text: str) -> str:
+    """``text`` with each character MLflow refuses in a key written ``_``."""
+    return _KEY_BAD.sub("_", text)
+
+
+def flat_params(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """The manifest as params: nested dicts as dotted keys (``devices.cpu_count``, ``config.lr``:
+    your config under ``config.``, apart from gnnmon's), lists and values as text, cut to MLflow's
+    length; the line's ``type`` left out. Two keys of your config that MLflow would write alike
+    (``a.b`` and ``{"a": {"b": ...}}``, ``a:b`` and ``a_b``) keep the first: MLflow refuses a
+    param logged twice with two values, which would cost the run its sink."""
+    out: dict[str, str] = {}
+    for name, value in _flat(manifest, ""):
+        if name != "type":
             text = str(value)
-            yield name, text if len(text) <= PARAM_LENGTH else text[: PARAM_LENGTH - 3] + "..."
+            out.setdefault(name, text if len(text) <= PARAM_LENGTH else text[: PARAM_LENGTH - 3] + "...")
+    return out
+
+
+def _flat(mapping: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
+    """``(dotted key, value)`` of each leaf of ``mapping`` (an empty dict is a leaf)."""
+    for key, value in mapping.items():
+        name = _clean(f"{prefix}{key}")
+        if isinstance(value, Mapping) and value:
+            yield from _flat(value, name + ".")
+        else:
+            yield name, value
 
 
 def _reachable(uri: str) -> str | None:
@@ -148,7 +169,7 @@ class MlflowSink:
             self._owned = True
         else:
             client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-        params = [Param(k, v) for k, v in flat_params(manifest)]
+        params = [Param(k, v) for k, v in flat_params(manifest).items()]
         for i in range(0, len(params), PARAMS_PER_CALL):
             client.log_batch(run_id, params=params[i: i + PARAMS_PER_CALL])
         self.run_id, self._client, self._file = run_id, client, manifest.get("file")
@@ -163,7 +184,7 @@ class MlflowSink:
             metrics += [Metric(metric_key(label, f), float(v), stamp, step) for f, v in row_figures(row)]
         for sample in batch.samples:
             stamp = int(sample.get("t_ns", time.time_ns()) // 1_000_000)
-            metrics += [Metric(metric_key("sampled", f), float(v), stamp, self._samples)
+            metrics += [Metric(f"sampled/{_clean(f)}", float(v), stamp, self._samples)
                         for f, v in sample_figures(sample)]
             self._samples += 1
         for i in range(0, len(metrics), PER_CALL):

@@ -12,8 +12,12 @@ What it serves, each name prefixed ``gnnmon_``, in base units (seconds, bytes, j
 
 * gauges of the latest finished row of each label: every numeric figure of the row
   (``gnnmon_wall_seconds``, ``gnnmon_<figure>`` for a figure in bytes, ``gnnmon_phase_seconds{phase="forward"}``,
-  ``gnnmon_layer_forward_seconds{layer="conv1"}``, markers that hold numbers), and the row's
-  ``gnnmon_step_index``;
+  ``gnnmon_layer_forward_seconds{layer="conv1"}``, ``gnnmon_num_nodes_by_type{type="paper"}`` beside
+  ``gnnmon_num_nodes``; ``gnnmon_row_gc_pause_seconds``, apart from the process's counter), and the
+  row's ``gnnmon_step_index``; fields of
+  yours that hold numbers (markers, fields set on a row) as ``gnnmon_user_field{field="epoch"}``:
+  a name of yours is a label's value, never a series' name, so none overwrites the sink's own
+  (``run.mark("rows", 7)`` leaves ``gnnmon_rows_total`` counting rows);
 * counters: ``gnnmon_rows_total``, ``gnnmon_failed_rows_total``, energy and emissions summed over
   the rows (``gnnmon_energy_gpu_joules_total``), ``gnnmon_gc_pauses_total`` and
   ``gnnmon_gc_pause_seconds_total`` from every collection the run saw;
@@ -40,7 +44,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from gnnmon.integrations.metrics import Metric, prometheus_metric, row_figures, sample_figures
+from gnnmon.integrations.metrics import Metric, prometheus_metric, row_figures, sample_figures, yours
 from gnnmon.record.sinks import Batch, register_sink
 
 try:
@@ -50,7 +54,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError("gnnmon.integrations.prometheus needs prometheus_client: pip install prometheus-client "
                       "(or 'gnnmon[prometheus]')") from exc
 
-__all__ = ["PrometheusSink", "DEFAULT_PORT", "STEP_BUCKETS"]
+__all__ = ["PrometheusSink", "DEFAULT_PORT", "STEP_BUCKETS", "row_metric"]
 
 DEFAULT_PORT = 9180
 """The base port; rank ``LOCAL_RANK`` of a torchrun job serves ``port + LOCAL_RANK``."""
@@ -59,6 +63,14 @@ PREFIX = "gnnmon_"
 
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 """Upper bounds of ``gnnmon_step_seconds``'s buckets, in seconds (a launch-bound step to a minute)."""
+
+USER_FIELD = "user_field"
+"""The family of your fields that hold numbers: ``gnnmon_user_field{field="epoch", ...}``."""
+
+OWN_SERIES = frozenset({"rows", "failed_rows", "step_index", "step_seconds", "gc_pauses", "gc_pause_seconds",
+                        USER_FIELD})
+"""The names (after ``gnnmon_``) of the sink's own series; a row's figure that would take one is
+served with ``row_`` before it (``gc_pause_s`` -> ``gnnmon_row_gc_pause_seconds``)."""
 
 ROW_LABELS = ("label", "rank", "host", "device")
 PROCESS_LABELS = ("rank", "host")
@@ -74,6 +86,13 @@ class _Series:
     def __init__(self, kind: str, doc: str, labels: tuple[str, ...]) -> None:
         self.kind, self.doc, self.labels = kind, doc, labels
         self.values: dict[Key, float] = {}
+
+
+def row_metric(field: str) -> Metric:
+    """The series a row's figure is served as: its :func:`prometheus_metric`, with ``row_`` before
+    a name that is one of the sink's own (:data:`OWN_SERIES`)."""
+    metric = prometheus_metric(field)
+    return metric._replace(name="row_" + metric.name) if metric.name in OWN_SERIES else metric
 
 
 class PrometheusSink:
@@ -155,7 +174,11 @@ class PrometheusSink:
         self._add("failed_rows", "counter", "rows whose call raised", ROW_LABELS, key, 1.0 if failed else 0.0)
         self._set("step_index", "the call number of the label's newest row", ROW_LABELS, key, row.get("index", 0))
         for field, value in row_figures(row):
-            metric = prometheus_metric(field)
+            if yours(field):  # under a family of its own: never one of the sink's series
+                self._set(USER_FIELD, "a field of yours (a marker, a field set on a row) on the label's newest row",
+                          ROW_LABELS + ("field",), key + (field,), value)
+                continue
+            metric = row_metric(field)
             labels, values = self._labels(metric, key)
             if metric.accumulated:
                 self._add(metric.name, "counter", f"{field} summed over the rows", labels, values, value)

@@ -9,7 +9,12 @@ Usage::
 
 Keys are ``<label>/<field>`` in stored units (``step/wall_s``); each label's figures are plotted
 against its own ``<label>/index`` (``define_metric``), so rows of labels that run at different
-rates share one W&B run. The sampled machine goes to ``sampled/<field>``. Without ``run`` the sink
+rates share one W&B run. The sampled machine goes to ``sampled/<field>``; the manifest to the run's
+config under ``gnnmon``, your config beside it, at the top; the end to ``gnnmon/rows`` and
+``gnnmon/ended`` in its summary. A label or config key of yours that would be one of these
+(``sampled``, ``gnnmon``) is logged with an underscore more (``gnnmon_``), and a field of yours
+whose key would end in one of gnnmon's names (``x/index``, label ``<label>/x``'s step) with an
+underscore before that name (``x/_index``), so none overwrites them. Without ``run`` the sink
 logs into the process's W&B run if one is active (outside a distributed job), else it starts one
 (``wandb.init(project=..., mode=..., dir=..., **init)``; in a job one run per rank, grouped by the
 job's path, named ``rank<k>``) and finishes it with the gnnmon run (exit code 1 when the run ended
@@ -28,7 +33,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gnnmon.integrations.metrics import check_every, every_nth, row_figures, sample_figures
+from gnnmon.fields import own_part
+from gnnmon.integrations.metrics import check_every, every_nth, field_part, key_part, row_figures, sample_figures
 from gnnmon.record.sinks import Batch, register_sink
 
 try:
@@ -64,7 +70,7 @@ class WandbSink:
             run = wandb.run
         if run is None:
             options: dict[str, Any] = {"project": self.project or "gnnmon", "mode": self.mode, "dir": self.dir,
-                                       "config": {"gnnmon": _config(manifest), **(manifest.get("config") or {})},
+                                       "config": {"gnnmon": _config(manifest), **_yours(manifest)},
                                        "settings": wandb.Settings(console="off"), "reinit": "create_new"}
             if rank is not None:
                 options.update(group=str(dist.get("job_path") or "gnnmon"), name=f"rank{rank}")
@@ -80,12 +86,12 @@ class WandbSink:
         if run is None:
             return
         for row in every_nth(batch.rows, self.every):
-            label = str(row.get("label"))
+            label = key_part(row.get("label"))
             if label not in self._labels:
                 self._labels.add(label)
                 run.define_metric(f"{label}/index")
                 run.define_metric(f"{label}/*", step_metric=f"{label}/index")
-            values = {f"{label}/{field}": value for field, value in row_figures(row)}
+            values = {f"{label}/{field_part(field)}": value for field, value in row_figures(row)}
             values[f"{label}/index"] = int(row.get("index", 0))
             run.log(values)
             self.logged += 1
@@ -122,6 +128,12 @@ class WandbSink:
 def _config(manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest less its line type and the user's config (which goes to the top level)."""
     return {k: v for k, v in manifest.items() if k not in ("type", "config")}
+
+
+def _yours(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The user's config, each key as it is unless it would be gnnmon's own (``gnnmon`` ->
+    ``gnnmon_``: :func:`gnnmon.fields.own_part`)."""
+    return {own_part(str(k)): v for k, v in (manifest.get("config") or {}).items()}
 
 
 register_sink("wandb", WandbSink)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from contextvars import ContextVar
 from types import FrameType
 from typing import Any
@@ -39,16 +39,39 @@ _JOIN: ContextVar[tuple[Any, Row] | None] = ContextVar("gnnmon_join", default=No
 
 
 def default_label(func: Any) -> str:
-    """A row's label when none is given: the function's qualified name without the enclosing
-    functions (``main.<locals>.train_step`` -> ``train_step``; ``Trainer.step`` stays), or the
-    class name of a callable object (a module instance: ``GCN``), never its repr."""
+    """A row's label when none is given: the user's function's qualified name without the enclosing
+    functions (``main.<locals>.train_step`` -> ``train_step``; ``Trainer.step`` stays), whatever
+    wraps it (:func:`users_callable`), or the class name of a callable object (a module instance:
+    ``GCN``; a scripted or compiled one too), never its repr."""
+    func = users_callable(func)
+    if isinstance(func, torch.jit.ScriptFunction):  # traced: no Python function kept
+        return str(func.name)
+    if isinstance(func, torch.jit.ScriptModule):
+        return str(func.original_name)
     qualname = getattr(func, "__qualname__", None)
     if isinstance(qualname, str) and qualname:
         return qualname.rsplit("<locals>.", 1)[-1]
-    inner = getattr(func, "func", None)  # functools.partial
-    if inner is not None and inner is not func:
-        return default_label(inner)
     return type(func).__qualname__.rsplit("<locals>.", 1)[-1]
+
+
+def users_callable(func: Any) -> Any:
+    """The callable the user wrote under what wraps it: a ``functools.partial``'s function, a
+    ``torch.jit.script`` function's Python source function, the module a ``torch.compile`` module
+    wraps (a compiled function keeps its name through ``functools.wraps``), each as often as nested."""
+    inner: Any
+    for _ in range(32):  # a cycle of wrappers cannot hold the decorator
+        if isinstance(func, functools.partial):
+            inner = func.func
+        elif isinstance(func, torch.jit.ScriptFunction):
+            inner = getattr(func, "_torchdynamo_inline", None)
+        elif isinstance(func, torch.nn.Module) and hasattr(func, "_orig_mod"):
+            inner = func._orig_mod
+        else:
+            inner = None
+        if inner is None or inner is func:
+            return func
+        func = inner
+    return func
 
 
 def _by_class(func: Any, label: str) -> Callable[[Any], str] | None:
@@ -244,7 +267,7 @@ class _Scope:
         return row
 
     @releasing
-    def __enter__(self) -> dict[str, Any]:
+    def __enter__(self) -> MutableMapping[str, Any]:
         if self._row is not None:
             raise RuntimeError("this gnnmon scope is already open; make a new one per block")
         if reentered():  # a signal handler's block while gnnmon's code is interrupted: unmeasured
@@ -268,7 +291,7 @@ class _Scope:
         _OPEN_SCOPE.set(self)
         start = self._start
         # a Ctrl-C raised here: the block never runs, so the row closes now (its own), with it
-        return release(held, undo=lambda: self._undo(row, start, own), value=row.fields)
+        return release(held, undo=lambda: self._undo(row, start, own), value=row.user_fields())
 
     def _undo(self, row: Row, start: int, own: bool) -> None:
         self._leave()

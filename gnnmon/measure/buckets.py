@@ -34,7 +34,7 @@ from gnnmon.devices.sched import thread_times
 from gnnmon.measure.row_device import row_backend
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.interrupts import raised_by_handler
-from gnnmon.record.row import Row, current_row, put_sched
+from gnnmon.record.row import Row, filling_row, put_sched
 
 
 class BucketRecord:
@@ -124,7 +124,7 @@ class BucketWatch:
     def _forward(self, module: nn.Module, args: Any) -> None:
         if not self.on:
             return
-        row = current_row()
+        row = filling_row()
         if row is self._row and self.record is not None and not self.record.closed:
             return
         self._row, self.record = row, None

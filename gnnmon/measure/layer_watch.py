@@ -38,7 +38,7 @@ from torch import nn
 from gnnmon.measure.layer_record import BackwardSpan, LayerStats, StepRecord
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.interrupts import raised_by_handler
-from gnnmon.record.row import Row, current_row
+from gnnmon.record.row import Row, filling_row
 
 
 def is_message_passing(module: nn.Module) -> bool:
@@ -168,7 +168,7 @@ class LayerWatch:
 
     # -- which rows ---------------------------------------------------------------------
     def _model_pre(self, module: nn.Module, args: Any) -> None:
-        row = current_row()
+        row = filling_row()
         if row is self._row:
             return
         self._row = row

@@ -4,10 +4,14 @@ pytorch.org/memory_viz (:mod:`gnnmon.record.oom_row` puts its path in the failed
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
+
+_FILE_BAD = re.compile(r"[^\w.-]", re.ASCII)
+"""Characters of a label kept out of a snapshot's file name (a ``/`` would name a folder)."""
 
 
 class History:
@@ -48,12 +52,14 @@ class History:
 
     def dump(self, path: str | None, label: str, index: int) -> str | None:
         """At the run's first out-of-memory error: dump the history next to the run's file
-        (``<run>.oom-<label>-<index>.pickle``, for pytorch.org/memory_viz); its path, else None."""
+        (``<run>.oom-<label>-<index>.pickle``, the label's characters other than letters, digits,
+        ``.``, ``_`` and ``-`` written ``_``; for pytorch.org/memory_viz); its path, else None (a
+        dump that failed says why in :attr:`dumped`, and never raises)."""
         if not self.recording or self.dumped is not None:
             return None
-        base = Path(path) if path is not None else Path.cwd() / "gnnmon"
-        target = base.with_name(f"{base.stem}.oom-{label}-{index}.pickle")
         try:
+            base = Path(path) if path is not None else Path.cwd() / "gnnmon"
+            target = base.with_name(f"{base.stem}.oom-{_FILE_BAD.sub('_', str(label))[:100]}-{index}.pickle")
             torch.cuda.memory._dump_snapshot(str(target))
         except Exception as exc:  # noqa: BLE001 - no snapshot: the row has the rest
             self.dumped = f"failed: {type(exc).__name__}: {exc}"

@@ -28,12 +28,19 @@ def record_oom(fields: dict[str, Any], backend: Backend | None, error: BaseExcep
         return
     known = getattr(error, _READ, None)
     if known is None:
-        state, why = oom_state(backend, error)
-        if why is not None:
-            note(why)
+        state: dict[str, Any] = {}
+        try:
+            state, why = oom_state(backend, error)
+            if why is not None:
+                note(why)
+        except Exception as exc:  # noqa: BLE001 - the user's error comes first: the row says why
+            note(f"out of memory: the device's state could not be read ({type(exc).__name__}: {exc})")
+        tried = run.history.dumped is None
         snapshot = run.history.dump(run.path, fields["label"], fields["index"])
         if snapshot is not None:
             state["oom_snapshot"] = snapshot
+        elif tried and run.history.dumped is not None:
+            note(f"out of memory: the allocation history was not dumped ({run.history.dumped})")
         known = state
         try:
             setattr(error, _READ, known)

@@ -29,6 +29,7 @@ from gnnmon.record.active import active_run
 from gnnmon.record.gc_log import GC_LOG, row_gc_fields
 from gnnmon.record.inbox import Deferred
 from gnnmon.record.interrupts import MAIN_THREAD, on_stack, raised_by_handler
+from gnnmon.record.names import RowFields, RowView
 from gnnmon.record.oom_row import record_oom
 from gnnmon.record.run import Run
 
@@ -44,7 +45,7 @@ class Row:
 
     __slots__ = (
         "fields", "run", "parent", "sync", "owner", "entered", "found", "backend", "_deferred",
-        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "sched0", "_sched_tid", "_range", "closed",
+        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "sched0", "_sched_tid", "_range", "closed", "_view",
     )
 
     def __init__(
@@ -94,6 +95,7 @@ class Row:
         self._sched_tid = 0
         self._range = None
         self.closed = False
+        self._view: RowFields | None = None
 
     def open(self) -> Row:
         """Make this row current: its parent is the row current now (one left behind by an
@@ -140,6 +142,19 @@ class Row:
             fields["device_source"] = how
             self.backend = backend  # last: a row with a backend has its fields (whatever interrupts this)
 
+    def view(self) -> RowView:
+        """This row as you see it (:func:`current_row`): its fields readable, yours settable (one
+        :class:`RowFields` per row, made when first asked for; the view that holds the row is
+        made each time, so that the row holds nothing that holds it: no cycle for the GC)."""
+        return RowView(self, self.user_fields())
+
+    def user_fields(self) -> RowFields:
+        """The row's fields as you may set them (a scope's ``as fields``): the same object each time."""
+        fields = self._view
+        if fields is None:
+            fields = self._view = RowFields(self.fields)
+        return fields
+
     def note(self, text: str) -> None:
         """Say why a figure is missing or how it was made (kept in ``notes``)."""
         add_note(self.fields, text)
@@ -158,32 +173,21 @@ class Row:
 
     def close(self, error: BaseException | None = None) -> None:
         """Finish the row (``t_end_ns``, ``error``) and hand it to the run; a closed row is
-        never current again. Closing twice does nothing."""
+        never current again. Closing twice does nothing. Closing with the call's ``error`` never
+        raises an error of gnnmon's own instead (the row and one warning say what failed): the
+        caller re-raises the user's exception as it was."""
         if self.closed:
             return
         self.closed = True  # first: from here on no row takes this one as its parent
         self.owner = None
         fields = self.fields
         try:
-            if state.CURRENT_ROW.get() is self:
-                # The nearest enclosing row still open becomes current again: rows closed out of
-                # order (scope A, scope B, A closed first) never leave a closed row current.
-                state.CURRENT_ROW.set(_open_ancestor(self.parent))
-            opened = state.OPEN_PHASE.get()
-            if opened is not None and opened.row_closed():  # a phase whose exit never ran
-                state.OPEN_PHASE.set(open_phase(opened))
-            if self._range is not None:
-                _pop_quietly(self._range)
-            # After the reset: a collection it triggered is the row's, and inside its window.
-            fields["t_end_ns"] = time.time_ns()
-            if error is not None:
-                fields["error"] = type(error).__name__
-                record_oom(fields, self.backend, error, self.run, self.note)  # nothing unless an OOM
-            fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
-            if self._cpu0 is not None:
-                fields["cpu_s"] = time.process_time() - self._cpu0
-            if self.sched0 is not None and threading.get_ident() == self._sched_tid:  # else another thread's
-                _sched_in(fields, self.sched0)
+            try:
+                self._finish(fields, error)
+            except Exception as exc:
+                if error is None or raised_by_handler(exc):
+                    raise
+                self._failed_recording(exc, error)
             try:
                 self.run.add_row(fields, self._deferred)
             except Exception as exc:  # e.g. a full disk: the call's result comes first
@@ -191,7 +195,46 @@ class Row:
                     raise
                 warnings.warn(f"gnnmon could not store the row {self.key}: {exc!r}", RuntimeWarning, 3)
         finally:
-            self._run_after()
+            if error is None:
+                self._run_after()
+            else:
+                try:
+                    self._run_after()
+                except Exception as exc:
+                    if raised_by_handler(exc):
+                        raise
+                    self._failed_recording(exc, error)
+
+    def _finish(self, fields: dict[str, Any], error: BaseException | None) -> None:
+        """Fill the row's closing fields: the current row and phase handed back, the end, the
+        error and its out-of-memory post-mortem, GC, CPU and scheduling."""
+        if state.CURRENT_ROW.get() is self:
+            # The nearest enclosing row still open becomes current again: rows closed out of
+            # order (scope A, scope B, A closed first) never leave a closed row current.
+            state.CURRENT_ROW.set(_open_ancestor(self.parent))
+        opened = state.OPEN_PHASE.get()
+        if opened is not None and opened.row_closed():  # a phase whose exit never ran
+            state.OPEN_PHASE.set(open_phase(opened))
+        if self._range is not None:
+            _pop_quietly(self._range)
+        # After the reset: a collection it triggered is the row's, and inside its window.
+        fields["t_end_ns"] = time.time_ns()
+        if error is not None:
+            fields["error"] = type(error).__name__
+            record_oom(fields, self.backend, error, self.run, self.note)  # nothing unless an OOM
+        fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
+        if self._cpu0 is not None:
+            fields["cpu_s"] = time.process_time() - self._cpu0
+        if self.sched0 is not None and threading.get_ident() == self._sched_tid:  # else another thread's
+            _sched_in(fields, self.sched0)
+
+    def _failed_recording(self, exc: Exception, error: BaseException) -> None:
+        """gnnmon's own ``exc`` while it recorded the call's ``error``: said on the row (if it is
+        still to be stored) and in one warning; the user's ``error`` goes on as raised."""
+        self.fields.setdefault("error", type(error).__name__)
+        self.note(f"gnnmon failed while recording the error: {type(exc).__name__}: {exc}")
+        warnings.warn(f"gnnmon failed while recording {type(error).__name__} in row {self.key} "
+                      f"(your exception is raised as it was): {exc!r}", RuntimeWarning, 4)
 
     def _run_after(self) -> None:
         """What waits for the row to close (also after a KeyboardInterrupt: GC must come back
@@ -264,8 +307,15 @@ def put_sched(fields: dict[str, Any], prefix: str, start: Sequence[float], end: 
     fields[f"{prefix}waits"] = end[2] - start[2]
 
 
-def current_row() -> Row | None:
-    """The row being filled in this thread/task, if any."""
+def current_row() -> RowView | None:
+    """The row being filled in this thread/task, if any: its ``fields`` (yours may be set; one of
+    gnnmon's is refused: :mod:`gnnmon.record.names`), ``note(text)`` and ``key``."""
+    row = filling_row()
+    return None if row is None else row.view()
+
+
+def filling_row() -> Row | None:
+    """The row being filled in this thread/task, if any (gnnmon's own access to it)."""
     row: Row | None = state.CURRENT_ROW.get()
     if row is not None and (row.closed or row.owner is not None):
         row = _open_ancestor(row)

@@ -37,14 +37,13 @@ from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.peaks import hold_pollers, release_pollers
 from gnnmon.devices.ranks import current_rank
 from gnnmon.errors import NEVER_STARTED
-from gnnmon.fields import ROW_FIELD_PREFIXES
-from gnnmon.figures import IDENTITY_FIELDS
 from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.inbox import Deferred, Inbox
 from gnnmon.record.interrupts import HELD, held_section, releasing
 from gnnmon.record.manifest import build_manifest, distributed_entry
 from gnnmon.record.memory_history import History
+from gnnmon.record.names import check_name
 from gnnmon.record.options import Options
 from gnnmon.record.outlets import Outlets
 from gnnmon.record.sinks import Batch, JsonlSink, Sink, as_sinks
@@ -127,6 +126,7 @@ class Run:
         """Write the manifest, open the sinks and make this the active run (what ``with`` does)."""
         if self._state != "new":
             raise RuntimeError(f"this run is {self._state}; make a new one with gnnmon.collect()")
+        begun = time.monotonic()  # the writer's first drain is due one interval after this
         options: dict[str, Any] = {"max_records": self.max_records, "sample": self.sample_interval,
                                    "flush_interval": self.flush_interval,
                                    "sinks": [type(s).__name__ for s in self.outlets.sinks]}
@@ -174,7 +174,7 @@ class Run:
             sampler.go()
             sampler.now()  # a sample and every counter's first step: the first rows have a point before them
         if writer is not None:
-            writer.start()
+            writer.start(at=begun)
         return self
 
     def _check_not_written_by_another_run(self) -> None:
@@ -418,8 +418,8 @@ class Run:
         a dict of settings read back from a loader)."""
         if not isinstance(kind, str) or not kind.isidentifier():
             raise ValueError(f"marker kind must be an identifier string, got {kind!r}")
-        if carry and (kind in IDENTITY_FIELDS or kind.startswith(ROW_FIELD_PREFIXES)):
-            raise ValueError(f"marker kind {kind!r} would shadow a row field; pick another name")
+        if carry:
+            check_name(kind, "marker kind")  # one of gnnmon's fields: the rows would hold it in its place
         if carry and not (value is None or isinstance(value, (str, int, float, bool))):
             raise TypeError(f"a carried marker value must be a str, number, bool or None (rows are "
                             f"flat); got {type(value).__name__}: pass carry=False to record it only")

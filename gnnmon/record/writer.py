@@ -1,6 +1,11 @@
 """The writer thread: the one thread that resolves, joins, encodes and hands a run's rows to its
 sinks, every ``interval`` seconds, when woken, and when asked to flush.
 
+The drains keep to a schedule: the k-th falls ``k * interval`` after the writer's start time (the
+run's start, given to :meth:`Writer.start`), whatever the drains before it took and however long
+the run took to start, so a row reaches the sinks at most one interval (and its own drain) after
+it closed, the first rows included.
+
 A closed row is only appended to the run's inbox (what the step pays); everything else happens
 here. :meth:`Writer.flush` and :meth:`Writer.stop` run their drain on this thread too and wait
 for it, so every sink is only ever called from here, in order.
@@ -9,6 +14,7 @@ for it, so every sink is only ever called from here, in order.
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from collections.abc import Callable
 
@@ -18,9 +24,11 @@ class Writer:
     :meth:`flush` (True, the caller waits) and once more at :meth:`stop` (then ``last()``)."""
 
     def __init__(self, drain: Callable[[bool], None], interval: float, name: str = "gnnmon-writer",
-                 errors: list[str] | None = None) -> None:
+                 errors: list[str] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._drain = drain
         self.interval = interval
+        self._clock = clock
+        self.next_drain = 0.0  # when the next scheduled drain is due (``clock`` seconds)
         self._name = name
         self._cond = threading.Condition(threading.Lock())
         self._asked = 0  # flushes asked for (a count: each caller waits for its own)
@@ -32,7 +40,10 @@ class Writer:
         self._thread: threading.Thread | None = None
         self.errors: list[str] = errors if errors is not None else []  # the run's, where it gives one
 
-    def start(self) -> Writer:
+    def start(self, at: float | None = None) -> Writer:
+        """Start the thread; the first drain is due ``interval`` after ``at`` (``clock`` seconds: the
+        run's start), else after now."""
+        self.next_drain = (self._clock() if at is None else at) + self.interval
         self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
         self._thread.start()
         return self
@@ -91,9 +102,14 @@ class Writer:
         while True:
             with cond:
                 if self._last is None and self._asked == self._done and not self._woken:
-                    cond.wait(self.interval)
+                    wait = self.next_drain - self._clock()
+                    if wait > 0:
+                        cond.wait(wait)
                 asked, last, force, then = self._asked, self._last, self._force, self._then
                 self._woken, self._force, self._then = False, False, []
+            now = self._clock()
+            if now >= self.next_drain:  # the scheduled drain: the next is one interval on (after now)
+                self.next_drain += self.interval * (1 + int((now - self.next_drain) // self.interval))
             self._call(force or last is not None)
             for action in then:
                 try:

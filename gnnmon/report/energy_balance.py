@@ -18,8 +18,8 @@ def energy_balance(rows: Iterable[Mapping[str, Any]], counters: Counters) -> dic
     (``counter_j``): ``rows_j + gaps_j + outside_j == counter_j`` up to rounding, by construction
     (one interpolated curve). A GPU's counter counts the rows on that GPU; the host's, every row."""
     out: dict[str, dict[str, Any]] = {}
-    top = sorted(((r["t_start_ns"], r["t_end_ns"], r.get("device")) for r in rows if r.get("parent") is None),
-                 key=lambda r: r[0])
+    top = sorted(((r["t_start_ns"], r["t_end_ns"], r.get("device")) for r in rows if r.get("parent") is None
+                  and r.get("t_start_ns") is not None and r.get("t_end_ns") is not None), key=lambda r: r[0])
     for key in counters.keys():
         scale = joules_per_unit(key)
         device = counter_device(key)

@@ -4,11 +4,14 @@ label's peak memory per call with the memory model's forecast, and the whole mar
 (per-label tables, step analysis, spikes and dips with their causes, layers, the cross-rank view,
 energy) as HTML.
 
-No CDN and no plotting library: the page draws SVG with its own script (``page.js``, 10.7 KB,
-and ``page.css``, inlined). The timeline holds one mark per row up to :data:`MAX_ROW_MARKS`; a
-bigger run is cut into that many runs of consecutive rows and the longest row of each is drawn
-(so spikes stay visible), and its phases with it; GC pauses likewise, up to :data:`MAX_GC_MARKS`,
-and samples evenly up to :data:`MAX_SAMPLES`. The page says when it shows fewer than the run has.
+No CDN and no plotting library: the page draws SVG with its own script (``page.js``, 11.2 KB,
+and ``page.css``, inlined). Every string of the run is data on the page: HTML-escaped where it is
+text or an attribute, in the JSON the script reads with ``<``, ``>``, ``&``, U+2028 and U+2029 as
+``\\u`` escapes (:func:`script_json`), and put into the SVG and the tip as text nodes by the script.
+The timeline holds one mark per row up to :data:`MAX_ROW_MARKS`; a bigger run is cut into that
+many runs of consecutive rows and the longest row of each is drawn (so spikes stay visible), and
+its phases with it; GC pauses likewise, up to :data:`MAX_GC_MARKS`, and samples evenly up to
+:data:`MAX_SAMPLES`. The page says when it shows fewer than the run has.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from gnnmon.data.result import RunResult
 from gnnmon.figures import BYTES, MEM_PEAK, RSS_PEAK
 from gnnmon.report.exports import register_export
 from gnnmon.report.report import Report
+from gnnmon.report.text import PUNCTUATION, no_surrogates, strict_json
 from gnnmon.report.trace import chrome_trace
 
 MAX_ROW_MARKS = 20_000
@@ -117,13 +121,61 @@ _CELL_NUMBER = re.compile(r"^[−\-+]?[\d.,]+( ?[%a-zA-Zµ/]+)?$")
 
 
 def _inline(text: str) -> str:
-    text = html.escape(text, quote=False)
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", text)
+    """One line of the report's markdown as HTML: its escapes read back (``\\|`` is ``|``; see
+    :mod:`gnnmon.report.text`), ``code`` and **bold** (what it uses), everything else as text."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n and text[i + 1] in PUNCTUATION:
+            out.append(html.escape(text[i + 1]))
+            i += 2
+        elif c == "`" and (end := text.find("`", i + 1)) > i:
+            out.append(f"<code>{html.escape(text[i + 1: end], quote=False)}</code>")  # literal, as markdown's
+            i = end + 1
+        elif text.startswith("**", i) and (end := _unescaped(text, "**", i + 2)) > i + 2:
+            out.append(f"<b>{_inline(text[i + 2: end])}</b>")
+            i = end + 2
+        else:
+            out.append(html.escape(c, quote=False))
+            i += 1
+    return "".join(out)
+
+
+def _unescaped(text: str, mark: str, start: int) -> int:
+    """Where ``mark`` next occurs in ``text`` from ``start`` with no backslash escaping it; -1 if nowhere."""
+    i = start
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+        elif text.startswith(mark, i):
+            return i
+        else:
+            i += 1
+    return -1
+
+
+def _cells(line: str) -> list[str]:
+    """A markdown table row's cells, split at each ``|`` no backslash escapes."""
+    cells, cell, i = [], [], 0
+    while i < len(line):
+        if line[i] == "\\" and i + 1 < len(line):
+            cell.append(line[i: i + 2])
+            i += 2
+            continue
+        if line[i] == "|":
+            cells.append("".join(cell).strip())
+            cell = []
+        else:
+            cell.append(line[i])
+        i += 1
+    cells.append("".join(cell).strip())
+    return cells[1:-1] if len(cells) > 1 else cells
 
 
 def markdown_html(text: str) -> str:
-    """The report's markdown as HTML: headings, tables, lists and paragraphs (what it uses)."""
+    """The report's markdown as HTML: headings, tables, lists and paragraphs (what it uses), each
+    text in it as text (see :func:`_inline`)."""
     out: list[str] = []
     lines = text.splitlines()
     i = 0
@@ -132,7 +184,7 @@ def markdown_html(text: str) -> str:
         if line.startswith("|"):
             block = []
             while i < len(lines) and lines[i].startswith("|"):
-                block.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
+                block.append(_cells(lines[i].strip()))
                 i += 1
             head, body = block[0], [r for r in block[1:] if not all(set(c) <= set("-: ") for c in r)]
             out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>")
@@ -180,20 +232,32 @@ def render(report: Report, title: str = "gnnmon run") -> str:
     ranks = len({e["pid"] for e in trace["traceEvents"] if e.get("ph") != "M"})
     memory = memory_lines(report)
     data = {"trace": trace, "memory": memory, "ranks": ranks}
-    payload = json.dumps(data, default=str, allow_nan=False).replace("</", "<\\/")
+    payload = script_json(data)
     asset = resources.files("gnnmon.report")
     script, style = (asset / "page.js").read_text("utf-8"), (asset / "page.css").read_text("utf-8")
     models = "".join(f"<p>{html.escape(label)}: {html.escape(line['model'])}</p>" if line.get("model") else
                      f"<p>{html.escape(label)}: no forecast line: {html.escape(line['no_forecast'] or 'no model')}</p>"
                      for label, line in memory.items())
     thinned = "".join(f"<p class=\"meta\">{html.escape(n)}.</p>" for n in notes)
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+    page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{style}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{_header(report.result)}\n"
             f"<h2>Timeline</h2>{thinned}<div id=\"timeline\"></div>\n"
             f"<h2>Memory per call</h2>{models}<div id=\"memory\"></div>\n"
             f"<h2>Report</h2>\n{markdown_html(report.markdown())}\n<div id=\"tip\"></div>\n"
             f"<script type=\"application/json\" id=\"gnnmon-data\">{payload}</script>\n"
             f"<script>{script}</script>\n</body></html>\n")
+    return no_surrogates(page)  # a lone one (text from the OS) as its escape: UTF-8 holds none
+
+
+_IN_SCRIPT = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                            "\u2029": "\\u2029"})
+
+
+def script_json(data: Any) -> str:
+    """``data`` as JSON to embed in a ``<script>`` element: every ``<``, ``>`` and ``&`` (which
+    only a string can hold) written as its ``\\u`` escape, so that no text in it (``</script>``,
+    ``<!--``) can end or change the element; U+2028 and U+2029 too (line ends to older JavaScript)."""
+    return strict_json(data).translate(_IN_SCRIPT)
 
 
 class HtmlExport:

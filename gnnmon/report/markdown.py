@@ -28,6 +28,7 @@ from gnnmon.figures import (
     unit_of,
 )
 from gnnmon.report.stats import STATS
+from gnnmon.report.text import md
 
 MAX_TABLE = 20
 """Rows shown in the markdown spike and short-step tables (all are in ``spikes()`` / ``dips()``)."""
@@ -69,7 +70,7 @@ def phase_shares(share: dict[str, float], inside: dict[str, str]) -> str:
     the phases run inside it (their shares of the step too) in parentheses."""
     def one(name: str) -> str:
         within = [child for child, parent in inside.items() if parent == name]
-        text = f"{name} {100 * share[name]:.1f} %"
+        text = f"{md(name)} {100 * share[name]:.1f} %"
         return text + (f" ({', '.join(one(child) for child in within)})" if within else "")
 
     return ", ".join(one(name) for name in share if name not in inside)
@@ -77,7 +78,7 @@ def phase_shares(share: dict[str, float], inside: dict[str, str]) -> str:
 
 def header_lines(m: Mapping[str, Any]) -> list[str]:
     """The versions line a report starts with (nothing without a manifest)."""
-    parts = [f"{name} {m[key]}" if name else str(m[key]) for name, key in (
+    parts = [f"{name} {md(m[key])}" if name else md(m[key]) for name, key in (
         ("gnnmon", "gnnmon"), ("torch", "torch"), ("PyG", "torch_geometric"), ("host", "host"), ("", "start_time"))
         if m and m.get(key) is not None]
     return [" · ".join(parts), ""] if parts else []
@@ -109,11 +110,11 @@ def render_markdown(report: Explained, header: bool = True) -> str:
         raised = list(compress(range(len(errors)), errors))
         failed = list(zip(part.pick("index", raised), [errors[i] for i in raised], strict=True))
         backends = sorted({str(d) for d in set(part.objects("device"))})
-        lines.append(f"### {label} — {part.n} call(s) on {', '.join(backends)}"
+        lines.append(f"### {md(label)} — {part.n} call(s) on {', '.join(map(md, backends))}"
                      + (f", {len(failed)} raised" if failed else ""))
         lines.append("")
         if failed:
-            shown = "; ".join(f"call {i}: {e}" for i, e in failed[:MAX_FAILED])
+            shown = "; ".join(f"call {i}: {md(e)}" for i, e in failed[:MAX_FAILED])
             more = f"; and {len(failed) - MAX_FAILED} more (`report.failures()`)" if len(failed) > MAX_FAILED else ""
             whose = ("the figures are over the calls that returned" if len(failed) < part.n
                      else "no call returned: the figures are the failed calls'")
@@ -126,7 +127,7 @@ def render_markdown(report: Explained, header: bool = True) -> str:
                 continue
             unit, scale = _unit(name)
             cells = [str(stats["count"]), *_fmt_row([stats.get(s) for s in STATS[1:]], scale)]
-            lines.append(f"| {name} | {unit} | " + " | ".join(cells) + " |")
+            lines.append(f"| {md(name)} | {unit} | " + " | ".join(cells) + " |")
         distinct = [next(run) for _, run in groupby(part.objects("notes"), key=id)]  # rows share their notes
         notes = sorted({n for notes in distinct for n in (notes or ())})
         if repeated:
@@ -134,7 +135,7 @@ def render_markdown(report: Explained, header: bool = True) -> str:
                             "here (on the CPU the device's memory is the process's RSS, its time wall time)")
         if notes:
             lines.append("")
-            lines.extend(f"- note: {n}" for n in notes)
+            lines.extend(f"- note: {md(n)}" for n in notes)
         lines.append("")
     lines.extend(oom_lines(report.oom()))
     lines.extend(layer_lines(report.layers()))
@@ -149,7 +150,7 @@ def oom_lines(ooms: list[dict[str, Any]]) -> list[str]:
     if not ooms:
         return []
     lines = [f"### Out of memory — {len(ooms)} call(s)", ""]
-    lines += [f"- {e['words']}" for e in ooms[:MAX_TABLE]]
+    lines += [f"- {md(e['words'])}" for e in ooms[:MAX_TABLE]]
     if len(ooms) > MAX_TABLE:
         lines.append(f"- … {len(ooms) - MAX_TABLE} more (report.oom() has them all)")
     return [*lines, ""]
@@ -168,7 +169,7 @@ def layer_lines(layers: list[dict[str, Any]]) -> list[str]:
     for entry in layers:
         by_label.setdefault(entry["label"], []).append(entry)
     for label, entries in by_label.items():
-        lines += [f"### Layers of {label} — median of {entries[0]['rows']} watched step(s)", "",
+        lines += [f"### Layers of {md(label)} — median of {entries[0]['rows']} watched step(s)", "",
                   "| layer | forward ms | backward ms | share | fwd peak MiB | bwd peak MiB | saved MiB "
                   "| messages MiB | output MiB |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -176,9 +177,9 @@ def layer_lines(layers: list[dict[str, Any]]) -> list[str]:
         for i, e in enumerate(entries):
             share = "" if e["time_share"] is None else f"{e['time_share']:.0%}"
             cells = [columns[0][i], columns[1][i], share] + [c[i] for c in columns[2:]]
-            lines.append(f"| {e['layer']} | " + " | ".join(cells) + " |")
+            lines.append(f"| {md(e['layer'])} | " + " | ".join(cells) + " |")
         advice = [a for e in entries for a in e["advice"]]
-        lines += [""] + [f"- {a}" for a in advice] + ([""] if advice else [])
+        lines += [""] + [f"- {md(a)}" for a in advice] + ([""] if advice else [])
     return lines
 
 
@@ -205,7 +206,7 @@ def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:
     if job["stragglers"]:
         lines += ["Stragglers (slowest in many steps):", ""]
         lines += [f"- rank {s['rank']}: slowest in {s['steps']} of {s['of']} steps, "
-                  f"{s['delay_s'] * 1e3:.1f} ms held up in all, mostly {s['cause']}" for s in job["stragglers"]]
+                  f"{s['delay_s'] * 1e3:.1f} ms held up in all, mostly {md(s['cause'])}" for s in job["stragglers"]]
         lines.append("")
     spikes = job["spikes"]
     if spikes:
@@ -213,8 +214,8 @@ def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:
                   "| label | index | slowest rank | delay ms | others waited ms | seen in | spread ms | cause |",
                   "| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |"]
         for s in spikes[:MAX_TABLE]:
-            lines.append(f"| {s['label']} | {s['index']} | {s['slowest_rank']} | {s['delay_s'] * 1e3:.2f} | "
-                         f"{s['waited_s'] * 1e3:.2f} | {s['via']} | {s['spread_s'] * 1e3:.2f} | {s['cause']} |")
+            lines.append(f"| {md(s['label'])} | {s['index']} | {s['slowest_rank']} | {s['delay_s'] * 1e3:.2f} | "
+                         f"{s['waited_s'] * 1e3:.2f} | {md(s['via'])} | {s['spread_s'] * 1e3:.2f} | {md(s['cause'])} |")
         if len(spikes) > MAX_TABLE:
             lines.append(f"| … {len(spikes) - MAX_TABLE} more | | | | | | | |")
     else:
@@ -224,10 +225,10 @@ def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:
         if held:
             worst = max(held, key=lambda s: s["delay_s"])
             lines += ["", f"{what}: {len(held)}, the longest {worst['delay_s'] * 1e3:.1f} ms "
-                      f"(step {worst['index']} of {worst['label']}, rank {worst['slowest_rank']})."]
+                      f"(step {worst['index']} of {md(worst['label'])}, rank {worst['slowest_rank']})."]
     lines += ["", "Per rank:", "", "| rank | label | calls | median ms | total s |", "| ---: | --- | ---: | ---: | ---: |"]
     for rank, labels in job["per_rank"].items():
-        lines += [f"| {rank} | {label} | {v['count']} | {v['median_s'] * 1e3:.2f} | {v['total_s']:.3f} |"
+        lines += [f"| {rank} | {md(label)} | {v['count']} | {v['median_s'] * 1e3:.2f} | {v['total_s']:.3f} |"
                   for label, v in labels.items()]
     lines.append("")
     return lines
@@ -249,7 +250,7 @@ def _analysis_lines(report: Explained) -> list[str]:
             node = "–" if i["per_node_s"] is None else f"{i['per_node_s'] * 1e6:.3f}"
             edge = "–" if i["per_edge_s"] is None else f"{i['per_edge_s'] * 1e9:.2f}"
             lines.append(
-                f"| {label} | {i['rows']} | " + " | ".join(
+                f"| {md(label)} | {i['rows']} | " + " | ".join(
                     f"{d[q] * 1e3:.2f}" for d in (raw, clean) for q in ("p50", "p90", "p99"))
                 + f" | {share} | {node} | {edge} |")
         lines.append("")
@@ -258,14 +259,14 @@ def _analysis_lines(report: Explained) -> list[str]:
             lines += ["Share of step time per phase (residual: what no phase covered; a phase run inside "
                       "another is shown within it, part of its share):", ""]
             for label, info in shares.items():
-                lines.append(f"- {label}: " + phase_shares(info["phase_share"], info.get("phase_in", {})))
+                lines.append(f"- {md(label)}: " + phase_shares(info["phase_share"], info.get("phase_in", {})))
             lines.append("")
     if report.gc_events:
         g = report.gc_summary()
         gens = ", ".join(f"gen {gen}: {d['count']} ({d['pause_s'] * 1e3:.1f} ms, longest "
                          f"{d['max_s'] * 1e3:.1f} ms)" for gen, d in g["by_generation"].items()
                          if d["count"])
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(g["by_reason"].items()))
+        reasons = ", ".join(f"{md(k)} {v}" for k, v in sorted(g["by_reason"].items(), key=lambda kv: str(kv[0])))
         lines += ["### Garbage collection", "",
                   f"{g['collections']} collection(s), {g['pause_total_s'] * 1e3:.1f} ms in all; "
                   f"{gens}. By reason: {reasons}; {g['in_rows']} inside a row.", ""]
@@ -276,7 +277,7 @@ def _analysis_lines(report: Explained) -> list[str]:
             causes: dict[str, int] = {}
             for sp in spikes:
                 causes[sp["cause"]] = causes.get(sp["cause"], 0) + 1
-            lines += ["By cause: " + ", ".join(f"{c} {n}" for c, n in sorted(causes.items()))
+            lines += ["By cause: " + ", ".join(f"{md(c)} {n}" for c, n in sorted(causes.items()))
                       + (f"; the {MAX_TABLE} with the largest excess:" if len(spikes) > MAX_TABLE else ""),
                       ""]
             lines += ["| label | index | time ms | median ms | excess ms | cause | detail |",
@@ -285,9 +286,9 @@ def _analysis_lines(report: Explained) -> list[str]:
             shown.sort(key=lambda sp: (sp["label"], sp["index"]))
             for sp in shown:
                 lines.append(
-                    f"| {sp['label']} | {sp['index']} | {sp['time_s'] * 1e3:.2f} | "
-                    f"{sp['median_s'] * 1e3:.2f} | {sp['excess_s'] * 1e3:.2f} | {sp['cause']} | "
-                    f"{sp['detail']} |")
+                    f"| {md(sp['label'])} | {sp['index']} | {sp['time_s'] * 1e3:.2f} | "
+                    f"{sp['median_s'] * 1e3:.2f} | {sp['excess_s'] * 1e3:.2f} | {md(sp['cause'])} | "
+                    f"{md(sp['detail'])} |")
         else:
             lines.append("No row exceeded its label's threshold.")
         lines.append("")
@@ -296,8 +297,8 @@ def _analysis_lines(report: Explained) -> list[str]:
             lines += [f"### Short steps ({len(dips)})", "",
                       "| label | index | time ms | median ms | cause | detail |",
                       "| --- | ---: | ---: | ---: | --- | --- |"]
-            lines += [f"| {d['label']} | {d['index']} | {d['time_s'] * 1e3:.2f} | "
-                      f"{d['median_s'] * 1e3:.2f} | {d['cause']} | {d['detail']} |"
+            lines += [f"| {md(d['label'])} | {d['index']} | {d['time_s'] * 1e3:.2f} | "
+                      f"{d['median_s'] * 1e3:.2f} | {md(d['cause'])} | {md(d['detail'])} |"
                       for d in dips[:MAX_TABLE]]
             if len(dips) > MAX_TABLE:
                 lines.append(f"| … {len(dips) - MAX_TABLE} more | | | | | |")
@@ -314,18 +315,18 @@ def energy_lines(summary: Mapping[str, Any]) -> list[str]:
              "| figure | J | kWh | share | source |", "| --- | ---: | ---: | ---: | --- |"]
     for k in ENERGY_FIELDS:
         share = summary["share"][k]
-        src = "; ".join(summary["sources"].get(k, [])) or "not available"
+        src = "; ".join(map(md, summary["sources"].get(k, []))) or "not available"
         j = t.get(k)
         lines.append(f"| {k} | {_j(j)} | {_kwh(j)} | {'–' if share is None or j is None else f'{100 * share:.1f} %'} | {src} |")
     lines.append(f"| total | {_j(t['energy_j'])} | {_kwh(t['energy_j'])} | | |")
     if "co2_kg" in t:
-        lines.append(f"| co2_kg | {t['co2_kg'] * 1000:.4g} g | | | {'; '.join(summary['sources'].get('co2_kg', []))} |")
+        lines.append(f"| co2_kg | {t['co2_kg'] * 1000:.4g} g | | | {'; '.join(map(md, summary['sources'].get('co2_kg', [])))} |")
     lines.append("")
     if summary["by_epoch"]:
         lines += ["| epoch | rows | J | kWh | graphs | J / graph |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
         for e, a in summary["by_epoch"].items():
             per = f"{a['j_per_graph']:.4g}" if "j_per_graph" in a else "–"
-            lines.append(f"| {e} | {a['rows']} | {_j(a['energy_j'])} | {_kwh(a['energy_j'])} | "
+            lines.append(f"| {md(e)} | {a['rows']} | {_j(a['energy_j'])} | {_kwh(a['energy_j'])} | "
                          f"{a.get('graphs', '–')} | {per} |")
         lines.append("")
     balance = summary.get("balance")
@@ -334,7 +335,7 @@ def energy_lines(summary: Mapping[str, Any]) -> list[str]:
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for key, b in balance.items():
             step = "–" if b.get("period_s") is None else f"{b['period_s'] * 1e3:.0f} ms"
-            lines.append(f"| {key} | {b['rows']} | {_j(b['rows_j'])} | {_j(b['gaps_j'])} | "
+            lines.append(f"| {md(key)} | {b['rows']} | {_j(b['rows_j'])} | {_j(b['gaps_j'])} | "
                          f"{_j(b['outside_j'])} | {_j(b['counter_j'])} | {step} |")
         lines.append("")
     return lines

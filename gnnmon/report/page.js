@@ -12,7 +12,7 @@
 
   function el(name, attrs, parent) {
     var node = document.createElementNS(NS, name);
-    for (var k in attrs) { node.setAttribute(k, attrs[k]); }
+    Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
     if (parent) { parent.appendChild(node); }
     return node;
   }
@@ -25,8 +25,19 @@
     return v.toLocaleString("en-US", {maximumFractionDigits: digits}) + (unit ? " " + unit : "");
   }
 
-  function showTip(evt, html) {
-    tip.innerHTML = html;
+  // The tip is built of text nodes: every name and value in it is the run's data, never markup.
+  function showTip(evt, parts) {
+    tip.textContent = "";
+    parts.forEach(function (part) {
+      if (part === "\n") { tip.appendChild(document.createElement("br")); return; }
+      if (typeof part === "object") {
+        var b = document.createElement("b");
+        b.textContent = part.bold;
+        tip.appendChild(b);
+        return;
+      }
+      tip.appendChild(document.createTextNode(part));
+    });
     tip.style.display = "block";
     tip.style.left = (evt.pageX + 12) + "px";
     tip.style.top = (evt.pageY + 12) + "px";
@@ -34,23 +45,19 @@
 
   function hideTip() { tip.style.display = "none"; }
 
-  function escapeHtml(text) {
-    return String(text).replace(/[&<>"]/g, function (c) {
-      return {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;"}[c];
-    });
-  }
-
-  function argsHtml(args) {
+  function argsParts(args) {
     var out = [];
-    for (var k in (args || {})) { out.push(escapeHtml(k) + ": " + escapeHtml(JSON.stringify(args[k]))); }
-    return out.join("<br>");
+    Object.keys(args || {}).forEach(function (k) { out.push("\n", k + ": " + JSON.stringify(args[k])); });
+    return out;
   }
 
   // -- the timeline ----------------------------------------------------------------------
   function timeline() {
     var host = document.getElementById("timeline");
     var events = data.trace.traceEvents;
-    var names = {}, tracks = [], trackIndex = {}, counters = {}, slices = [], markers = [];
+    // maps keyed by the run's own names: no prototype, so that no name ("__proto__", "constructor") is special
+    var names = Object.create(null), tracks = [], trackIndex = Object.create(null), counters = Object.create(null);
+    var slices = [], markers = [];
     var t0 = Infinity, t1 = -Infinity;
     events.forEach(function (e) {
       if (e.ph === "M") {
@@ -74,7 +81,7 @@
     if (t1 <= t0) { t1 = t0 + 1; }
     tracks.sort(function (a, b) { return a.pid - b.pid || a.tid - b.tid; });
     var multi = data.ranks > 1;
-    var y = 0, laneOf = {};
+    var y = 0, laneOf = Object.create(null);
     tracks.forEach(function (t) { laneOf[t.key] = y; y += LANE + 2; });
     var counterList = Object.keys(counters).sort().map(function (k) { return counters[k]; });
     var height = y + GAP + counterList.length * (COUNTER_H + GAP) + 20;
@@ -94,14 +101,14 @@
       var r = el("rect", {y: laneOf[e.pid + ":" + e.tid], height: LANE, fill: COLORS[e.cat] || "#999",
                           "class": e.cat + "-mark"}, layer);
       r.addEventListener("mousemove", function (evt) {
-        showTip(evt, "<b>" + escapeHtml(e.name) + "</b> " + fmtMs(e.dur || 0) + "<br>" + argsHtml(e.args));
+        showTip(evt, [{bold: String(e.name)}, " " + fmtMs(e.dur || 0)].concat(argsParts(e.args)));
       });
       r.addEventListener("mouseleave", hideTip);
       return [r, e];
     });
     var marks = markers.map(function (e) {
       var line = el("line", {y1: 0, y2: y, "class": "marker-mark"}, layer);
-      line.addEventListener("mousemove", function (evt) { showTip(evt, escapeHtml(e.name)); });
+      line.addEventListener("mousemove", function (evt) { showTip(evt, [String(e.name)]); });
       line.addEventListener("mouseleave", hideTip);
       return [line, e];
     });
@@ -109,8 +116,10 @@
       var top = y + GAP + i * (COUNTER_H + GAP);
       el("text", {x: 4, y: top + 13, "class": "lane"}, svg).textContent = (multi ? "rank " + c.pid + " " : "") + c.name;
       el("rect", {x: LEFT, y: top, width: plot, height: COUNTER_H, "class": "counter-box"}, svg);
-      var series = {};
-      c.points.forEach(function (p) { for (var k in p.args) { (series[k] = series[k] || []).push([p.ts, p.args[k]]); } });
+      var series = Object.create(null);
+      c.points.forEach(function (p) {
+        Object.keys(p.args).forEach(function (k) { (series[k] = series[k] || []).push([p.ts, p.args[k]]); });
+      });
       var max = 0;
       Object.keys(series).forEach(function (k) { series[k].forEach(function (p) { max = Math.max(max, p[1]); }); });
       max = max || 1;
@@ -121,7 +130,7 @@
       var lines = Object.keys(series).map(function (k, j) {
         el("text", {x: LEFT + 6 + j * 170, y: top + 12, "class": "legend", fill: palette[j % 4]}, svg).textContent = k;
         var line = el("polyline", {"class": "counter-line", stroke: palette[j % 4]}, layer);
-        line.addEventListener("mousemove", function (evt) { showTip(evt, escapeHtml(k)); });
+        line.addEventListener("mousemove", function (evt) { showTip(evt, [k]); });
         line.addEventListener("mouseleave", hideTip);
         return [line, series[k]];
       });
@@ -209,7 +218,7 @@
         for (var i = 1; i < n; i++) { if (Math.abs(m.index[i] - at) < Math.abs(m.index[j] - at)) { j = i; } }
         var text = label + " call " + m.index[j] + ": " + (m.values[j] === null ? "–" : m.values[j].toFixed(2) + " MiB");
         if (m.forecast && m.forecast[j] !== null) { text += "; forecast " + m.forecast[j].toFixed(2) + " MiB"; }
-        showTip(evt, escapeHtml(text));
+        showTip(evt, [text]);
       });
       svg.addEventListener("mouseleave", hideTip);
     });

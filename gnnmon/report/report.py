@@ -25,6 +25,7 @@ from gnnmon.report.memory_model import MemoryModel, fit
 from gnnmon.report.oom_report import oom_report
 from gnnmon.report.stats import describe
 from gnnmon.report.tensorboard import write_tensorboard
+from gnnmon.report.text import md
 from gnnmon.report.timeline_plot import plot_timeline
 from gnnmon.report.trace import chrome_trace
 
@@ -256,7 +257,7 @@ class Report:
             return printable(render_markdown(self))
         text = header_lines(self.manifest)
         for value, part in self.groups(by).items():
-            text += [f"## {by} = {value} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
+            text += [f"## {md(by)} = {md(value)} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
         return printable("\n".join(text))
 
     def to_frame(self) -> Any:

@@ -1,6 +1,8 @@
-"""A run as TensorBoard scalars: per label, each row's figures at its call number; the sampled
-timeline at each sample's number; wall-clock times kept, so TensorBoard's relative and wall axes
-are true. A distributed job's ranks go to ``rank<N>/`` under the log folder.
+"""A run as TensorBoard scalars: per label, each row's figures at its call number (tag
+``<label>/<figure>``; a label ``timeline`` is written ``timeline_``: :func:`gnnmon.fields.own_part`);
+the sampled timeline at each sample's number (``timeline/<figure>``); wall-clock times kept, so
+TensorBoard's relative and wall axes are true. A distributed job's ranks go to ``rank<N>/`` under
+the log folder.
 
 Needs ``tensorboard`` (``pip install tensorboard`` or ``gnnmon[tensorboard]``), whose own event
 file writer is used (no torch); it is imported when an export is asked for.
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gnnmon.data.result import RunResult
+from gnnmon.fields import own_part
 from gnnmon.figures import STEP_FIGURES, logged_name
 from gnnmon.report.exports import register_export
 from gnnmon.report.sampled import sampled_figures
@@ -32,11 +35,11 @@ def scalars(report: RunResult) -> Iterator[tuple[int, str, float, int, float]]:
     """(rank, tag, value, step, wall time s) of every scalar the export writes."""
     for row in report.records:
         rank = int(row.get("rank") or 0)
-        walltime = (row.get("t_end_ns") or row["t_start_ns"]) / 1e9
+        walltime = (row.get("t_end_ns") or row.get("t_start_ns") or 0) / 1e9
         for field, (name, factor) in _figures(row):
             value = row.get(field)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                yield rank, f"{row['label']}/{name}", value * factor, int(row["index"]), walltime
+                yield rank, f"{own_part(str(row['label']))}/{name}", value * factor, int(row["index"]), walltime
     counts: dict[int, int] = {}
     for sample in report.samples:
         rank = int(sample.get("rank") or 0)

@@ -42,6 +42,7 @@ def plot_timeline(
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("the timeline needs matplotlib: pip install 'gnnmon[report]'") from exc
+    records = [r for r in records if r.get("t_start_ns") is not None]  # a row without its start has no place
     starts = [r["t_start_ns"] for r in records] + [s["t_ns"] for s in samples]
     if not starts:
         raise ValueError("nothing to plot: the run has no rows and no samples")
@@ -75,12 +76,11 @@ def plot_timeline(
     if "mem" in axes:
         ax = axes["mem"]
         if samples:
-            ax.plot(ts, [s.get("rss_bytes", 0) * BYTES.factor for s in samples], label="host: process RSS")
+            ax.plot(ts, _mib(samples, "rss_bytes"), label="host: process RSS")
             if any(s.get("children_rss_bytes") for s in samples):
-                ax.plot(ts, [s.get("children_rss_bytes", 0) * BYTES.factor for s in samples], label="host: workers' RSS")
+                ax.plot(ts, _mib(samples, "children_rss_bytes"), label="host: workers' RSS")
             for key in sorted({k for s in samples for k in s if k.startswith("gpu") and k.endswith("_mem_used_bytes")}):
-                values = [None if s.get(key) is None else s[key] * BYTES.factor for s in samples]
-                ax.plot(ts, values, label=f"GPU {key[3:-15]}: used (NVML)")
+                ax.plot(ts, _mib(samples, key), label=f"GPU {key[3:-15]}: used (NVML)")
         for device in sorted({str(r["device"]) for r in gpu_rows}):
             mine = [r for r in gpu_rows if str(r["device"]) == device and r.get("t_end_ns")]
             ax.scatter([sec(r["t_end_ns"]) for r in mine], [r[MEM_PEAK.name] * BYTES.factor for r in mine], s=10,
@@ -98,9 +98,9 @@ def plot_timeline(
             ax.broken_barh(spans, (lane - 0.35, 0.7), facecolors=f"C{lane % 10}", edgecolors="none")
         for e in gc_events:
             x = sec(e["t_start_ns"])
-            gen = e.get("generation", 0)
+            gen = min(max(int(e.get("generation") or 0), 0), 2)
             ax.axvspan(x, x + e.get("duration_s", 0), color="red", alpha=0.25 + 0.25 * gen, lw=0 if gen < 2 else 1.5)
-        ax.set_yticks(range(len(labels)), labels)
+        ax.set_yticks(range(len(labels)), [_plain(label) for label in labels])
         ax.set_ylim(-0.6, len(labels) - 0.4)
         ax.set_ylabel("rows by label")
         ax.set_title("rows (bars) and GC collections (red; darker = older generation)", fontsize=9)
@@ -111,11 +111,11 @@ def plot_timeline(
             ax.axvline(x, color="0.4", ls="--", lw=0.8)
         if k < MAX_MARKER_TEXTS:
             top = made[0, 0]
-            top.text(x, 0.97, f" {m['kind']}={m.get('value')}", transform=top.get_xaxis_transform(), fontsize=7,
+            top.text(x, 0.97, _plain(f" {m['kind']}={m.get('value')}"), transform=top.get_xaxis_transform(), fontsize=7,
                      va="top", ha="left", rotation=90)  # inside the panel: clear of the title
     made[-1, 0].set_xlabel("seconds since the first row or sample")
     devices = _devices(records)
-    heading = title or f"gnnmon timeline — {', '.join(devices) or 'no device'}"
+    heading = title or _plain(f"gnnmon timeline — {', '.join(devices) or 'no device'}")
     if not samples:
         heading += "\n(no utilisation or memory over time: collect(sample=0.5) samples them)"
     fig.suptitle(heading)
@@ -125,3 +125,14 @@ def plot_timeline(
             os.makedirs(folder, exist_ok=True)  # as collect() makes its file's folder
         fig.savefig(path, dpi=110)
     return fig
+
+
+def _mib(samples: Sequence[Mapping[str, Any]], key: str) -> list[float | None]:
+    """Each sample's ``key`` in MiB (None where it has none: a gap in the line)."""
+    return [None if s.get(key) is None else s[key] * BYTES.factor for s in samples]
+
+
+def _plain(text: str) -> str:
+    """``text`` drawn as it is: matplotlib reads ``$...$`` as mathematics (and fails on a lone
+    ``\\``), so each ``$`` is escaped."""
+    return str(text).replace("$", r"\$")

@@ -23,7 +23,6 @@ Times are microseconds from the run's first timestamp; ``otherData`` names the r
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -32,6 +31,7 @@ from gnnmon.data.result import RunResult
 from gnnmon.figures import BYTES, PERCENT, TRACED, WATTS, figure_of, nested_phases
 from gnnmon.report.exports import register_export
 from gnnmon.report.sampled import sampled_figures
+from gnnmon.report.text import strict_json
 
 ROWS_TID, PHASES_TID, GC_TID, NESTED_TID, DATA_TID = 1, 2, 3, 4, 5
 EXTRA_ROWS_TID = 10  # further rows tracks: 10, 11, ...
@@ -116,7 +116,8 @@ def _tid(lane: int) -> int:
 
 def _times(report: RunResult) -> Iterable[int]:
     for row in report.records:
-        yield row["t_start_ns"]
+        if row.get("t_start_ns") is not None:
+            yield row["t_start_ns"]
     for event in report.gc_events:
         yield event["t_start_ns"]
     for sample in report.samples:
@@ -136,7 +137,7 @@ class TraceExport:
         """Write ``result`` as a Chrome trace JSON file at ``out``; says what was written."""
         trace = chrome_trace(result)
         with open(out, "w", encoding="utf-8", errors="backslashreplace") as f:
-            json.dump(trace, f)
+            f.write(strict_json(trace))
         return f"{len(trace['traceEvents'])} trace events"
 
 
@@ -146,10 +147,12 @@ def chrome_trace(report: RunResult) -> dict[str, Any]:
     events: list[dict[str, Any]] = []
     names: dict[tuple[int, int], str] = {}
     lanes: dict[int, _Lanes] = {}
-    rows = sorted(report.records, key=lambda r: (r["t_start_ns"], -(r.get("t_end_ns") or r["t_start_ns"])))
+    timed = (r for r in report.records if r.get("t_start_ns") is not None)  # a row without its start has no place
+    rows = sorted(timed, key=lambda r: (r["t_start_ns"], -max(r.get("t_end_ns") or 0, r["t_start_ns"])))
     for row in rows:
         pid = int(row.get("rank") or 0)
-        start, end = row["t_start_ns"], row.get("t_end_ns") or row["t_start_ns"]
+        start = row["t_start_ns"]
+        end = max(row.get("t_end_ns") or start, start)
         key = f"{row['label']}#{row['index']}"
         tid = _tid(lanes.setdefault(pid, _Lanes()).place(start, end, key, row.get("parent")))
         names[(pid, tid)] = "rows"

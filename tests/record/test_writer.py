@@ -351,3 +351,69 @@ def test_a_failed_write_of_the_file_counts_its_lines_warns_once_and_the_next_bat
     assert len([w for w in caught if "could not write" in str(w.message)]) == 1
     assert row_indexes(path) == [0, 1, 9] and lines(path)[-1] == {  # the end line says what is missing
         "type": "end", "rows": 10, "lines_lost": 7, "write_errors": ["OSError: [Errno 28] No space left on device"] * 2}
+
+
+class PlantedClock:
+    """Time that moves only when the writer waits (by what it asks to wait, at once) or a drain
+    costs some (planted): the writer's schedule read off without any real timing."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is not None:
+            self.waits.append(timeout)
+            self.now += timeout
+        time.sleep(0.0005)  # real time only so that the test's thread runs
+        return False
+
+
+def test_the_drains_keep_to_a_schedule_from_the_runs_start_whatever_they_cost():
+    """A run that took 30 ms to start (the writer starts at t0 + 0.030) and drains that cost 20 ms,
+    then one of 130 ms (more than two intervals): the first drain falls at t0 + 50 ms, each
+    scheduled one after it 50 ms on; the one the long drain overran runs as it ends, and the next
+    falls on the schedule. With a wait of one interval after each drain the first drain fell at
+    t0 + 80 ms and each next one 70 ms after it."""
+    t0, interval = 1000.0, 0.050
+    clock = PlantedClock(t0 + 0.030)
+    drains: list[float] = []
+    costs = iter([0.020, 0.020, 0.130] + [0.020] * 1000)
+
+    def drain(force: bool) -> None:
+        drains.append(clock.now)
+        clock.now += next(costs)
+
+    writer = Writer(drain, interval, clock=clock)
+    writer._cond.wait = clock.wait  # type: ignore[method-assign]
+    writer.start(at=t0)
+    while len(drains) < 6:
+        time.sleep(0.001)
+    writer.stop()
+    offsets = [round((t - t0) * 1000, 6) for t in drains[:6]]
+    assert offsets == [50.0, 100.0, 150.0, 280.0, 300.0, 350.0]
+    assert [round(w * 1000, 6) for w in clock.waits[:2]] == [20.0, 30.0]
+
+
+def test_a_run_starts_its_writers_schedule_when_collect_starts(tmp_path, monkeypatch):
+    """A start that takes a planted 30 ms (its manifest, before the writer's thread starts): the
+    writer's first drain is due one interval after collect began, before that planted wait."""
+    import gnnmon
+    from gnnmon.record import run as run_module
+
+    build = run_module.build_manifest
+    waited: list[float] = []
+
+    def slow_manifest(*args, **kwargs):
+        waited.append(time.monotonic())
+        time.sleep(0.030)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "build_manifest", slow_manifest)
+    before = time.monotonic()
+    with gnnmon.collect(tmp_path / "run.jsonl", flush_interval=600.0) as run:  # no scheduled drain meanwhile
+        first = run.outlets.writer.next_drain
+    assert before <= first - 600.0 <= waited[0]
