@@ -132,12 +132,15 @@ def parse(line: bytes | str) -> Any:
     """A JSON line back to Python objects. A string with a lone surrogate (text the OS decoded with
     ``surrogateescape``, written by :func:`encode` as a JSON escape) is read by json where orjson
     refuses it; NaN and Infinity are refused by both (not JSON)."""
-    if _orjson_loads is not None:
+    if _orjson_loads is None:
+        return json.loads(line, parse_constant=_not_json)
+    try:
+        return _orjson_loads(line)
+    except ValueError as first:
         try:
-            return _orjson_loads(line)
+            return json.loads(line, parse_constant=_not_json)
         except ValueError:
-            pass
-    return json.loads(line, parse_constant=_not_json)
+            raise first from None  # orjson's error says where it stopped (its pos)
 
 
 def dumps_str(text: str) -> str:
