@@ -2,6 +2,8 @@
 #   make demo   — create .venv, install, run the main job
 #   make test   — create .venv, install, run the tests
 #   make lint   — ruff and mypy over the code (CI runs it before the tests)
+#   make docs   — the docs site, built strictly into site/ (CI runs it after lint)
+#   make build-check — build the sdist and wheel, check them, run the README's first example from the wheel
 #   make gpu-check — the GPU acceptance run, on a CUDA machine with torch and PyG installed (no .venv)
 PYTHON ?= python3
 VENV ?= .venv
@@ -10,8 +12,10 @@ PY := $(VENV)/bin/python
 # e.g. make test TORCH_SPEC="torch==2.5.1" (install torch first: an unpinned one may be a CUDA build).
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.gnnmon-installed
+DOCS_STAMP := $(VENV)/.gnnmon-docs-installed
+DIST_STAMP := $(VENV)/.gnnmon-dist-installed
 
-.PHONY: venv demo test lint gpu-check clean
+.PHONY: venv demo test lint docs build-check gpu-check clean
 
 venv: $(STAMP)
 
@@ -19,7 +23,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[all,bench,test,lint]"
+	$(PY) -m pip install --quiet -e ".[all,bench]" --group test --group lint
 	touch $(STAMP)
 
 demo: venv
@@ -32,9 +36,27 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --group docs
+	touch $(DOCS_STAMP)
+
+# Strict (mkdocs.yml): a broken link or anchor, a page left out of the nav or an unresolved reference
+# fails it. NO_MKDOCS_2_WARNING quiets Material's end-of-life banner (docs/docs-site.md says what it is).
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+$(DIST_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --group dist
+	touch $(DIST_STAMP)
+
+# dist/gnnmon-*.tar.gz and .whl, twine check --strict, their package data, then the wheel in a fresh
+# venv (TORCH_SPEC first) runs the README's "Three lines" from an empty folder (.ci/build_check.py).
+build-check: $(DIST_STAMP)
+	$(PY) .ci/build_check.py --torch "$(TORCH_SPEC)" --python "$(PYTHON)"
+
 # GPU_CHECK_ARGS="--out $$OUT" writes the results file elsewhere; "--dry-run" lists the steps.
 gpu-check:
 	$(PYTHON) benchmarks/gpu_acceptance.py $(GPU_CHECK_ARGS)
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site dist build

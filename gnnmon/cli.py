@@ -5,6 +5,7 @@ errors on stderr with exit status 2, quiet when its reader goes away (``| head``
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 import warnings
@@ -61,7 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     fc.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     sub.add_parser("fields", help="print the reference of every field a row can hold (markdown)",
                    description="Print every field a row can hold: its unit, meaning and logged name.")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the command's own usage, and the option a typo was near
+        command = sub.choices[args.command]
+        options = [o for a in command._actions for o in a.option_strings]
+        near = [f"{x}: did you mean {m[0]}?" for x in extra if (m := difflib.get_close_matches(x, options, 1))]
+        command.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(near)})" if near else ""))
     for stream in (sys.stdout, sys.stderr):  # a name the OS decoded with surrogateescape: shown escaped
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:

@@ -176,7 +176,9 @@ FIGURES: tuple[Figure, ...] = (
     F("cpu_util_pct", PERCENT, "timeline", "CPU utilisation of the process, sampled"),
     F("gpu_util_pct", PERCENT, "timeline", "utilisation of the row's GPU (NVML)"),
     F("gpu_power_w", WATTS, "timeline", "power of the row's GPU (NVML)"),
-    F("workers_rss_bytes", BYTES, "timeline", "DataLoader workers' RSS, sampled"),
+    F("workers_rss_bytes", BYTES, "timeline", "DataLoader workers' RSS, sampled; counts the pages a forked "
+      "worker shares with the training process, so it can read far above what the workers hold "
+      "(their own memory: gnnmon.devices.children.children_private_memory(), USS/PSS)"),
     F("ram_used_bytes", BYTES, "timeline", "the machine's used RAM, sampled"),
     F("others_cpu_pct", PERCENT, "timeline", "CPU other processes took on the cores this process may run on (its "
       "affinity), % of one core, sampled: the machine's load beside the run"),

@@ -150,3 +150,18 @@ def test_the_forecast_function_is_not_hidden_by_its_subpackage_and_a_late_thread
     for code, printed in ((hidden, ["True gnnmon.forecast.forecast"]), (late, ["False", "1 True"])):
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert (proc.returncode, proc.stdout.splitlines()) == (0, printed), proc.stderr
+
+
+def test_a_mistyped_option_gets_its_commands_usage_and_the_option_it_was_near(tmp_path, capsys):
+    from gnnmon.cli import main
+
+    path = tmp_path / "run.jsonl"
+    planted_run(path, 3)
+    try:
+        main(["report", str(path), "--bi", "epoch"])
+    except SystemExit as exit_:
+        assert exit_.code == 2
+    else:
+        raise AssertionError("a mistyped option was accepted")
+    err = capsys.readouterr().err
+    assert err.startswith("usage: gnnmon report ") and "--bi: did you mean --by?" in err

@@ -23,10 +23,12 @@ def test_parse_device_forms():
     assert parse_device("cuda:1") == torch.device("cuda", 1)
     assert parse_device(torch.device("mps")) == torch.device("mps")
     assert parse_device(2) == torch.device("cuda", 2)
-    assert parse_device("cpu") == torch.device("cpu")
+    assert parse_device("cpu") == torch.device("cpu") and parse_device("cpu:0") == torch.device("cpu", 0)
     for bad, msg in [("gpu", "unknown device 'gpu'"), ("cuda:x", "unknown device"),
                      (-1, ">= 0"), (True, "not bool"), (1.5, "not float"),
-                     ("xla", "unknown device|unsupported device")]:
+                     ("xla", "unknown device|unsupported device"),
+                     ("cpu:1", "cpu is one device, with no index 1; use 'cpu'"),
+                     ("mps:2", "mps is one device, with no index 2")]:
         with pytest.raises(DeviceError, match=msg):
             parse_device(bad)
 

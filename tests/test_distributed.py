@@ -258,17 +258,22 @@ def run_job(tmp_path, scenario: str, world: int = 2, args: tuple[str, ...] = (),
         done.append(subprocess.CompletedProcess(p.args, p.returncode, out.read(), err.read()))
         out.close()
         err.close()
-    aborted = [p for p in done if p.returncode == -6 and TEARDOWN_ABORT in p.stderr]
-    try:
-        ended = gnnmon.load(tmp_path / "job.jsonl").complete
-    except Exception:  # noqa: BLE001 - a file that cannot be read did not end: no second run
-        ended = False
-    clean = sum(p.returncode == 0 for p in done)
-    if retry and not args and aborted and ended and len(aborted) + clean == len(done):
+    if retry and not args and aborted_in_teardown(tmp_path, done):
         for path in tmp_path.glob("job.rank*.jsonl"):
             path.unlink()
         return run_job(tmp_path, scenario, world, args, retry=False)
     return done
+
+
+def aborted_in_teardown(tmp_path, done: list[subprocess.CompletedProcess]) -> bool:
+    """Whether every rank ended its file and each that did not exit 0 aborted in gloo's teardown
+    (:data:`TEARDOWN_ABORT`), with at least one such abort."""
+    aborted = [p for p in done if p.returncode == -6 and TEARDOWN_ABORT in p.stderr]
+    try:
+        ended = gnnmon.load(tmp_path / "job.jsonl").complete
+    except Exception:  # noqa: BLE001 - a file that cannot be read did not end
+        ended = False
+    return bool(aborted) and ended and len(aborted) + sum(p.returncode == 0 for p in done) == len(done)
 
 
 def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pause(tmp_path):

@@ -124,7 +124,13 @@ def test_capacities_are_read_from_sizes_and_devices(fake_cuda):
     assert parse_capacity("80GiB")[0] == 80 * GiB and parse_capacity("80 GB")[0] == 80 * 10**9
     assert parse_capacity(1024)[0] == 1024 and parse_capacity(None) == (None, None)
     fake_cuda.total = 24 * GiB
-    assert parse_capacity("cuda:1") == (24 * GiB, "cuda:1's memory")
+    assert parse_capacity("cuda:1")[0] == 24 * GiB  # CUDA not started: the total, and it says so
+    assert "CUDA has not started here" in parse_capacity("cuda:1")[1]
+    fake_cuda.other = 3 * GiB  # NCCL, cuBLAS workspaces, another process: outside torch's allocator
+    held = fake_cuda.alloc(5 * GiB, 1)  # the allocator's own: still the allocator's to use
+    capacity, what = parse_capacity("cuda:1")
+    assert capacity == 21 * GiB and "3.00 GiB is held outside it" in what
+    fake_cuda.free(held)
     with pytest.raises(ValueError, match="capacity must be bytes, a size such as '80GiB'"):
         parse_capacity("lots")
     with pytest.raises(ValueError, match="positive"):

@@ -13,6 +13,7 @@ import pytest
 
 import gnnmon
 from gnnmon import collect_garbage, gc_controlled, gc_paused, phase
+from gnnmon.measure import gc_control
 
 
 class Node:
@@ -104,6 +105,25 @@ def test_gc_state_restored_after_an_exception_and_after_nesting():
         assert not gc.isenabled()  # it was off before: it stays off
     finally:
         gc.enable()
+
+
+def test_gc_paused_is_also_a_decorator_bare_or_with_options_on_functions_and_methods(monkeypatch):
+    collected = []
+    monkeypatch.setattr(gc_control, "requested_collection", lambda gen, why: collected.append((gen, why)))
+
+    @gc_paused
+    def step(x):
+        return gc.isenabled(), x
+
+    class Trainer:
+        @gc_paused(collect_on_exit=True, generation=1)
+        def evaluate(self, y):
+            return gc.isenabled(), y
+
+    assert step(3) == (False, 3) and gc.isenabled() and step.__name__ == "step"
+    assert Trainer().evaluate(4) == (False, 4) and gc.isenabled() and collected == [(1, "gc_paused")]
+    with pytest.raises(TypeError, match="collect_on_exit must be True or False"):
+        gc_paused(collect_on_exit="yes")
 
 
 def test_gc_paused_three_deep():

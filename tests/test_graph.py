@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch_geometric.data import Batch, Data, HeteroData
 
@@ -73,4 +74,7 @@ def test_record_graph_adds_the_shape_to_the_current_row():
         with gnnmon.phase("data"):
             assert gnnmon.record_graph(chain(5))["num_nodes"] == 5
     assert run.records[0]["num_nodes"] == 5 and run.records[0]["num_edges"] == 4
-    assert gnnmon.record_graph(chain(5)) == {}  # no row open: nothing to add to
+    with pytest.warns(RuntimeWarning, match="outside any decorated call or scope"):
+        assert gnnmon.record_graph(chain(5)) == {}  # no row open: nothing to add to, and it says so
+    with gnnmon.collect(), gnnmon.phase("data"), pytest.raises(TypeError, match="takes PyG data.*Tensor"):
+        gnnmon.record_graph(torch.ones(3))

@@ -23,7 +23,7 @@ import torch
 import gnnmon
 from gnnmon.integrations.metrics import prometheus_metric
 from gnnmon.record.sinks import Batch
-from tests.test_distributed import run_job
+from tests.test_distributed import aborted_in_teardown, run_job
 from tests.wandb_file import history
 
 PLANT_S = 0.02
@@ -184,46 +184,53 @@ def query(port: int, promql: str) -> list[dict]:
 @pytest.mark.slow
 def test_a_two_rank_job_streams_to_prometheus_and_mlflow_at_once(tmp_path):
     """A real Prometheus server scrapes both ranks' endpoints; both ranks log to one sqlite
-    MLflow store. What each reads back equals the rows in that rank's file."""
+    MLflow store. What each reads back equals the rows in that rank's file. A job that aborted in gloo's
+    teardown (torch's, after every file ended) runs once more with a fresh server, store and ports."""
     pytest.importorskip("prometheus_client")
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
-    base = free_port()
-    while True:  # rank 1 serves base + 1
+    for attempt in (1, 2):  # a job that aborted in gloo's teardown runs once more, with sinks of its own
+        work = tmp_path / f"attempt{attempt}"
+        work.mkdir()
+        base = free_port()
+        while True:  # rank 1 serves base + 1
+            try:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", base + 1))
+                break
+            except OSError:
+                base = free_port()
+        server, port = start_prometheus(work, [base, base + 1])
+        store = f"sqlite:///{work / 'mlflow.db'}"
+        client = MlflowClient(store)
+        client.create_experiment("ddp_gcn", artifact_location=(work / "artifacts").as_uri())
         try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", base + 1))
-            break
-        except OSError:
-            base = free_port()
-    server, port = start_prometheus(tmp_path, [base, base + 1])
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(store)
-    client.create_experiment("ddp_gcn", artifact_location=(tmp_path / "artifacts").as_uri())
-    try:
-        done = run_job(tmp_path, "stream", args=(f"prometheus={base}", f"mlflow={store}"))
-        for p in done:
-            assert p.returncode == 0, p.stderr[-3000:]
-        files = {rank: [r for r in map(json.loads, (tmp_path / f"job.rank{rank}.jsonl").read_text().splitlines())
-                        if r["type"] == "row"] for rank in (0, 1)}
-        got = {r["metric"]["rank"]: float(r["value"][1])
-               for r in query(port, 'last_over_time(gnnmon_rows_total{label="step"}[10m])')}
-        assert got == {"0": 20.0, "1": 20.0}
-        for figure, field in (("gnnmon_wall_seconds", "wall_s"), ("gnnmon_step_index", "index")):
+            done = run_job(work, "stream", args=(f"prometheus={base}", f"mlflow={store}"))
+            if attempt == 1 and aborted_in_teardown(work, done):
+                continue
+            for p in done:
+                assert p.returncode == 0, p.stderr[-3000:]
+            files = {rank: [r for r in map(json.loads, (work / f"job.rank{rank}.jsonl").read_text().splitlines())
+                            if r["type"] == "row"] for rank in (0, 1)}
             got = {r["metric"]["rank"]: float(r["value"][1])
-                   for r in query(port, f'last_over_time({figure}{{label="step"}}[10m])')}
-            for rank in (0, 1):
-                assert got[str(rank)] == pytest.approx(files[rank][-1][field], rel=1e-9), figure
-        backward = query(port, 'last_over_time(gnnmon_phase_seconds{phase="backward"}[10m])')
-        assert {r["metric"]["rank"]: pytest.approx(float(r["value"][1]), rel=1e-9) for r in backward} == {
-            str(rank): files[rank][-1]["phase_backward_s"] for rank in (0, 1)}
-    finally:
-        server.kill()
-        server.wait()
+                   for r in query(port, 'last_over_time(gnnmon_rows_total{label="step"}[10m])')}
+            assert got == {"0": 20.0, "1": 20.0}
+            for figure, field in (("gnnmon_wall_seconds", "wall_s"), ("gnnmon_step_index", "index")):
+                got = {r["metric"]["rank"]: float(r["value"][1])
+                       for r in query(port, f'last_over_time({figure}{{label="step"}}[10m])')}
+                for rank in (0, 1):
+                    assert got[str(rank)] == pytest.approx(files[rank][-1][field], rel=1e-9), figure
+            backward = query(port, 'last_over_time(gnnmon_phase_seconds{phase="backward"}[10m])')
+            assert {r["metric"]["rank"]: pytest.approx(float(r["value"][1]), rel=1e-9) for r in backward} == {
+                str(rank): files[rank][-1]["phase_backward_s"] for rank in (0, 1)}
+            break
+        finally:
+            server.kill()
+            server.wait()
     from gnnmon.report.html import render
 
-    page = render(gnnmon.load(tmp_path / "job.jsonl").report())  # the job's page: both ranks, the cross-rank view
+    page = render(gnnmon.load(work / "job.jsonl").report())  # the job's page: both ranks, the cross-rank view
     data = json.loads(page.split('id="gnnmon-data">')[1].split("</script>")[0])
     assert {e["pid"] for e in data["trace"]["traceEvents"] if e.get("cat") == "row"} == {0, 1}
     assert sum(e.get("cat") == "row" for e in data["trace"]["traceEvents"]) == 40 and data["ranks"] == 2

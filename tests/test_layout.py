@@ -178,7 +178,7 @@ def test_the_checker_runs_as_a_script(capsys):
 
 # -- the public API did not move -------------------------------------------------------------
 PUBLIC = [
-    "DeviceError", "GnnmonError", "Report", "ReportFileError", "Run", "RunResult", "__version__", "active_run",
+    "DeviceError", "GnnmonError", "Report", "ReportFileError", "Run", "RunResult", "__version__", "active_run", "calibrate",
     "collect", "collect_garbage", "cuda_timed", "current_row", "default_run", "emit_ranges", "exact_host_memory", "forecast",
     "freeze_gc", "gather", "gc_controlled", "gc_paused", "graph_shape", "iter_rows", "load", "memory_scope",
     "monitor_memory_device", "phase", "record_graph", "sample_utilisation", "timed", "track_compile", "watch_buckets", "watch_layers", "watch_loader",

@@ -17,7 +17,10 @@ from torch_geometric.data import Data  # noqa: E402
 
 from play.neighbor_sampler import make_loader  # noqa: E402
 
-DELAY_S = 0.03
+DELAY_S = 0.2
+SLACK_S = 0.15
+"""What a loaded machine may add to a planted delay (seen: 33 ms of sampling beside busy work); the
+planted delays are long enough that sampling and gathering stay well under them on any machine."""
 N = 1000
 
 
@@ -52,7 +55,7 @@ def test_a_planted_transform_delay_is_named_with_the_batch_it_made(workers):
     rows, seen = consume(loader)
     assert len(rows) == len(loader) == 5
     for row, hops in zip(rows, seen, strict=True):
-        assert DELAY_S <= row["data_transform_s"] < DELAY_S + 0.05
+        assert DELAY_S <= row["data_transform_s"] < DELAY_S + SLACK_S
         assert row["data_sample_s"] < DELAY_S and row["data_gather_s"] < DELAY_S
         assert [row[f"data_hop_{k}_nodes"] for k in range(3)] == hops  # the batch the step got
         assert hops[0] == 200 or row is rows[-1]
@@ -74,7 +77,7 @@ def test_any_loader_wait_is_timed_and_to_moves_the_batch():
     rows, _ = consume_plain(torch.utils.data.DataLoader(Slow(), batch_size=2), to="cpu")
     assert len(rows) == 2
     for row in rows:
-        assert 2 * DELAY_S <= row["data_wait_s"] < 2 * DELAY_S + 0.05
+        assert 2 * DELAY_S <= row["data_wait_s"] < 2 * DELAY_S + SLACK_S
         assert row["data_to_device_s"] >= 0
         assert "data_sample_s" not in row
 
@@ -96,7 +99,7 @@ def test_to_times_the_copy_it_makes():
     with gnnmon.collect() as run, gnnmon.watch_loader([Batch("host"), Batch("host")], to="cpu") as batches:
         for batch in batches:
             step(batch)
-    assert [DELAY_S <= r["data_to_device_s"] < DELAY_S + 0.05 for r in run.records] == [True, True]
+    assert [DELAY_S <= r["data_to_device_s"] < DELAY_S + SLACK_S for r in run.records] == [True, True]
 
 
 def consume_plain(loader, **options):

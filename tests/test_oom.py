@@ -155,6 +155,8 @@ def test_a_cpu_allocation_failure_is_an_oom_with_the_request_and_the_machines_ra
     assert 0 < failed["oom_allocated_bytes"] < failed["oom_device_total_bytes"]
     assert not any(k.startswith("oom_") for k in plain)
     assert any("no forecast for this batch" in n for n in failed["notes"]) is False  # no batch: no forecast asked
+    (said,) = run.report().oom()
+    assert "(its RSS)" in said["words"] and "of RAM" in said["words"] and "held by tensors" not in said["words"]
 
 
 def test_what_counts_as_out_of_memory():

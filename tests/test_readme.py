@@ -32,6 +32,10 @@ def test_the_quick_start_runs_as_printed(tmp_path):
     asked = [r for r in lines if r.get("type") == "gc" and r.get("requested")]
     assert len(asked) == 3 and all(r["reason"] == "collect_garbage" for r in asked)  # one per epoch
     assert (tmp_path / "runs" / "timeline.png").stat().st_size > 5000
+    printed = re.search(r"^([0-9.]+) J over (\d+) rows$", proc.stdout, re.M)  # the energy, printed
+    assert printed and int(printed.group(2)) == len([r for r in lines if r.get("type") == "row"
+                                                     and r.get("parent") is None]), proc.stdout[-2000:]
+    assert float(printed.group(1)) > 0
 
 
 def test_the_three_line_example_prints_what_the_readme_shows(tmp_path):

@@ -59,7 +59,10 @@ class JsonlWriter:
             raise FileExistsError(f"{self.path} exists (mode='x' refuses to overwrite it)")
         old_mode = _replaceable(self.path)
         temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        self._file = open(temp, "xb", buffering=0)
+        try:
+            self._file = open(temp, "xb", buffering=0)
+        except OSError as exc:  # say so of the user's path, not of the temporary file beside it
+            raise type(exc)(exc.errno, f"cannot write a run file at {self.path}: {exc.strerror}") from exc
         try:
             _lock(self._file)  # held while this process writes: another process's run refuses the path
             if old_mode is not None:

@@ -164,7 +164,21 @@ class CudaBackend:
                            split, free, total)
 
     def capacity(self) -> tuple[int, str]:
-        return int(torch.cuda.get_device_properties(self.index).total_memory), f"{self.label}'s memory"
+        """What torch's allocator can have on this device, bytes: the driver's free memory plus what
+        the allocator reserves already, once CUDA runs in this process (memory held outside the
+        allocator — other processes, NCCL, cuBLAS workspaces, the context — counts against it);
+        before that, the device's total memory."""
+        total = int(torch.cuda.get_device_properties(self.index).total_memory)
+        if not torch.cuda.is_initialized():
+            return total, f"{self.label}'s memory (its total: CUDA has not started here, so what others hold is unknown)"
+        free, total = torch.cuda.mem_get_info(self.index)
+        stats = self._stats()
+        reserved = int(stats["reserved_bytes"]["all"]["current"]) if stats else 0
+        outside = total - free - reserved
+        gib = 2**30
+        return int(free + reserved), (f"{self.label}'s memory free for torch's allocator "
+                                      f"({(total - outside) / gib:.2f} of {total / gib:.2f} GiB: "
+                                      f"{outside / gib:.2f} GiB is held outside it)")
 
     # -- timing ---------------------------------------------------------------------------
     def current_stream(self) -> Any:

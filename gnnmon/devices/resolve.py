@@ -52,8 +52,12 @@ def parse_device(device: Any) -> torch.device:
             f"device must be a torch.device, a string such as 'cuda:0' or an int, "
             f"not {type(device).__name__}"
         )
-    if dev.type not in BACKENDS:
+    kind = BACKENDS.get(dev.type)
+    if kind is None:
         raise DeviceError(f"unsupported device {str(dev)!r}: gnnmon measures {', '.join(BACKENDS)}")
+    if kind.resolve_index is None and dev.index:  # "cpu:1": a kind of one device has no other
+        raise DeviceError(f"device {str(dev)!r}: {dev.type} is one device, with no index {dev.index}; "
+                          f"use {dev.type!r}")
     return dev
 
 

@@ -9,11 +9,17 @@ peak over them. The largest size is also the probe of the batches training will 
 out-of-memory error there is caught, reported as "does not fit" with the device's state, and the
 device's cache is emptied, so training starts as it would have. The step trains as it runs: pass
 ``restore=(model, optimizer)`` to put their states back afterwards.
+
+Given a ``capacity``, the model then guides a few probes to the largest batch size whose heaviest
+batch stays under ``fraction`` of it (:mod:`gnnmon.forecast.search`): each probe runs the step once
+on the heaviest of a few batches of the size aimed at (for whole graphs, the largest graphs), so the
+answer is a measured peak, not a forecast.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +29,9 @@ import torch
 
 from gnnmon.devices.oom_error import is_oom
 from gnnmon.figures import MEM_PEAK
+from gnnmon.forecast.forecast import parse_capacity
+from gnnmon.forecast.search import BatchSizeSearch, Probe, search
+from gnnmon.forecast.shapes import item_sizes
 from gnnmon.record.active import collect
 from gnnmon.report.memory_model import MemoryModel
 
@@ -41,6 +50,8 @@ class Calibration:
     """Each measured batch's ``num_nodes`` and ``num_edges``."""
     does_not_fit: dict[str, Any] | None = None
     """The first size whose step ran out of memory: ``size``, its shape and ``error``; None if all fit."""
+    search: BatchSizeSearch | None = None
+    """With a capacity: the probes toward the largest batch size that fits, and what they found."""
 
     def summary(self) -> str:
         lines = [self.model.summary(), f"calibrated on {len(self.shapes)} batches of "
@@ -49,6 +60,8 @@ class Calibration:
             d = self.does_not_fit
             lines.append(f"does not fit: a batch of {d['size']} items ({d['num_nodes']:,} nodes, "
                          f"{d['num_edges']:,} edges) ran out of memory ({d['error']})")
+        if self.search is not None:
+            lines.append(self.search.summary())
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -57,13 +70,20 @@ class Calibration:
 
 def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float] = SIZES, repeats: int = 2,
               label: str | None = None, restore: Sequence[Any] = (), seed: int = 0,
-              confidence: float = 0.95) -> Calibration:
+              confidence: float = 0.95, capacity: Any = None, fraction: float = 0.9, probes: int = 4,
+              candidates: int = 3) -> Calibration:
     """Run ``step(batch)`` (your step decorated with ``@monitor_memory_device``, wrapped to take a
     batch: ``lambda batch: train_step(model, batch, optimizer)``) on ``repeats`` batches at each of
     ``sizes`` times ``loader``'s batch size, and fit the absolute peak (:class:`Calibration`; its
     ``model`` goes to :func:`gnnmon.forecast`). ``restore``: objects with ``state_dict`` (the model,
     the optimizer) put back as they were afterwards. The first batch is a warm-up, left out of the
-    fit. The rows go to a run of their own (in memory), not to the run you are collecting."""
+    fit. The rows go to a run of their own (in memory), not to the run you are collecting.
+    ``capacity`` (bytes, ``"80GiB"`` or a device): then up to ``probes`` probes find the largest
+    batch size whose heaviest batch (of ``candidates`` drawn) peaks under ``fraction`` of it
+    (:attr:`Calibration.search`)."""
+    total = parse_capacity(capacity)[0] if capacity is not None else None
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
     make = _batch_maker(loader)
     base = _batch_size(loader)
     count = _items(loader)
@@ -76,12 +96,13 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     shapes: list[dict[str, int]] = []
     ran: list[int] = []
     failed: dict[str, Any] | None = None
+    found: BatchSizeSearch | None = None
     try:
         with collect(config={"calibration": {"sizes": counts, "repeats": repeats}}) as run:
             plan = [counts[0]] + [c for c in counts for _ in range(repeats)]  # a warm-up call first
             for size in plan:
                 batch = make(rng.sample(range(count), size))
-                shape = {"num_nodes": int(batch.num_nodes), "num_edges": int(getattr(batch, "num_edges", 0) or 0)}
+                shape = _shape(batch)
                 try:
                     step(batch)
                 except Exception as exc:  # only an out-of-memory error is ours to report
@@ -92,21 +113,81 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
                     break
                 shapes.append(shape)
                 ran.append(size)
-        report = run.report()
-        model = report.memory_model(label, MEM_PEAK.name, warmup=1, confidence=confidence)
+
+            def refit() -> MemoryModel:
+                return run.report().memory_model(label, MEM_PEAK.name, warmup=1, confidence=confidence)
+
+            model = refit()
+            if total is not None and failed is None:
+                peaks = [r[MEM_PEAK.name] for r in run.records if r.get("label") == model.label]
+                measured = [(s, sh, float(p)) for s, sh, p in zip(ran, shapes, peaks, strict=False)][1:]
+                probe, heaviest = _prober(step, make, loader, count, rng, candidates, run, model.label)
+                found = search(probe, refit, measured, count, total, fraction, probes, heaviest)
+                model = refit()
     finally:
         for obj, state in saved:
             obj.load_state_dict(state)
     if failed is not None:
         model.notes.append(f"a batch of {failed['size']} items ({failed['num_nodes']:,} nodes) did not fit: "
                            "sizes above it were not tried")
-    return Calibration(model, ran, shapes[1:], failed)
+    return Calibration(model, ran, shapes[1:], failed, found)
+
+
+def _prober(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader: Any, count: int,
+            rng: random.Random, candidates: int, run: Any, label: str,
+            ) -> tuple[Probe, Callable[[int], dict[str, float]] | None]:
+    """A probe that runs ``step`` once on the heaviest of ``candidates`` batches of a size (for
+    whole graphs, the largest graphs), inside the calibration's run: (shape, peak bytes or None,
+    OOM text); and for whole graphs, the heaviest batch's shape at each size."""
+    sizes = item_sizes(getattr(loader, "dataset", None)) if not _is_node_loader(loader) else None
+    order = (sorted(range(len(sizes)), key=lambda i: (sizes[i]["num_nodes"], sizes[i]["num_edges"] or 0),
+                    reverse=True) if sizes else None)
+
+    def probe(size: int) -> tuple[dict[str, int], float | None, str | None]:
+        if order is not None:
+            batch = make(order[:size])
+        else:
+            drawn = [make(rng.sample(range(count), size)) for _ in range(max(1, candidates))]
+            batch = max(drawn, key=lambda b: int(b.num_nodes) + int(getattr(b, "num_edges", 0) or 0))
+        shape = _shape(batch)
+        try:
+            step(batch)
+        except Exception as exc:  # only an out-of-memory error is ours to report
+            if not is_oom(exc):
+                raise
+            _free_device_cache()
+            return shape, None, f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        rows = [r for r in run.records if r.get("label") == label]
+        return shape, float(rows[-1][MEM_PEAK.name]), None
+
+    if order is None or sizes is None:
+        return probe, None
+    sums = list(itertools.accumulate(((sizes[i]["num_nodes"], sizes[i]["num_edges"] or 0) for i in order),
+                                     lambda a, b: (a[0] + b[0], a[1] + b[1])))
+
+    def heaviest(size: int) -> dict[str, float]:
+        n, e = sums[min(size, len(sums)) - 1] if size else (0, 0)
+        return {"num_nodes": n, "num_edges": e, "num_graphs": size}
+
+    return probe, heaviest
+
+
+def _shape(batch: Any) -> dict[str, int]:
+    shape = {"num_nodes": int(batch.num_nodes), "num_edges": int(getattr(batch, "num_edges", 0) or 0)}
+    graphs = getattr(batch, "num_graphs", None)
+    if isinstance(graphs, int):
+        shape["num_graphs"] = graphs
+    return shape
+
+
+def _is_node_loader(loader: Any) -> bool:
+    return callable(loader) and hasattr(loader, "collate_fn") and (hasattr(loader, "node_sampler")
+                                                                   or hasattr(loader, "link_sampler"))
 
 
 def _batch_maker(loader: Any) -> Callable[[list[int]], Any]:
     """How to build a batch of chosen items with the loader's own machinery."""
-    if callable(loader) and hasattr(loader, "collate_fn") and (hasattr(loader, "node_sampler")
-                                                               or hasattr(loader, "link_sampler")):
+    if _is_node_loader(loader):
         return lambda idx: loader(torch.tensor(idx))  # PyG's NodeLoader / LinkLoader: sample and gather
     collate = getattr(loader, "collate_fn", None)
     dataset = getattr(loader, "dataset", None)

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from gnnmon.data.load import load
+from gnnmon.data.result import RunResult
 from gnnmon.devices import get_backend
 from gnnmon.figures import MEM_PEAK, RSS_PEAK
 from gnnmon.forecast.shapes import batch_shapes, item_sizes
@@ -69,12 +70,14 @@ def _model_of(model: Any, label: str | None) -> MemoryModel:
     calibrated = getattr(model, "model", None)
     if isinstance(calibrated, MemoryModel):  # a Calibration
         return calibrated
-    if isinstance(model, torch.nn.Module):
-        raise TypeError(f"forecast's second argument is a memory model or a run (a path, a RunResult, a Report), "
-                        f"not a {type(model).__name__}: to measure your model's step, run "
-                        f"gnnmon.calibrate(step, loader) and pass what it returns")
     if isinstance(model, (str, os.PathLike)):
         model = load(model)
+    elif not isinstance(model, (Report, RunResult)) and not (
+            isinstance(model, list) and all(isinstance(r, dict) for r in model)):
+        how = (": to measure your model's step, run gnnmon.calibrate(step, loader) and pass what it returns"
+               if isinstance(model, (torch.nn.Module, torch.Tensor)) else "")
+        raise TypeError(f"forecast's second argument is a memory model, a calibration or a run (a path, a "
+                        f"RunResult, a Report, rows); got {type(model).__name__}{how}")
     report = model if isinstance(model, Report) else Report(model)
     return report.memory_model(label, MEM_PEAK.name)
 

@@ -39,6 +39,7 @@ compile-time entries) so far; None while Dynamo is not loaded."""
 
 _COMPILE_INNER = "_compile.compile_inner"
 _BACKWARD = "backward._backward_impl"
+_UNSET = object()  # the start of a call whose enter has not finished (None is "Dynamo not loaded")
 _ZERO = {"compile_frames": 0, "compile_recompiles": 0, "compile_graphs": 0,
          "compile_graph_breaks": 0, "compile_s": 0.0, "compile_backward_s": 0.0}
 
@@ -115,14 +116,14 @@ class CompileMeasurement(Measurement):
 
     def __init__(self, row: Any, options: Any) -> None:
         self.row, self.options = row, options
-        self._start: Any = None  # set once whole: an exit that finds none has nothing to compare
+        self._start: Any = _UNSET  # set once whole: an exit that finds it unset has nothing to compare
 
     def __enter__(self) -> CompileMeasurement:
         self._start = snapshot()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self._start is not None:
+        if self._start is not _UNSET:
             self.row.fields.update(compile_fields(self._start, snapshot(), self.row.note))
 
 

@@ -8,9 +8,11 @@ when the body raised.
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from gnnmon.measure.adapters import make_decorator
@@ -87,15 +89,37 @@ class gc_paused:
 
     Nesting-safe and exception-safe; process-wide (see the module doc for threads). With
     ``collect_on_exit=True`` the block ends with one collection of ``generation``, logged as asked.
+    Also a decorator, bare or with those options (``@gc_paused``, ``@gc_paused(collect_on_exit=True)``):
+    each call of the function runs in a pause of its own (no row: ``@gc_controlled`` records one).
     """
 
     __slots__ = ("collect_on_exit", "generation", "_token")
+
+    def __new__(cls, collect_on_exit: Any = False, generation: int = 2) -> Any:
+        if callable(collect_on_exit):  # bare @gc_paused on a function: the function, wrapped
+            return cls._wrap(collect_on_exit, False, 2)
+        return super().__new__(cls)
 
     def __init__(self, collect_on_exit: bool = False, generation: int = 2) -> None:
         if not isinstance(collect_on_exit, bool):
             raise TypeError("gc_paused(): collect_on_exit must be True or False")
         self.collect_on_exit = collect_on_exit
         self.generation = _check_generation(generation, "gc_paused()")
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """``@gc_paused(collect_on_exit=True)``: ``func`` wrapped, each call in a pause of its own."""
+        if not callable(func):
+            raise TypeError("gc_paused(...) decorates a function: @gc_paused(collect_on_exit=True)")
+        return gc_paused._wrap(func, self.collect_on_exit, self.generation)
+
+    @staticmethod
+    def _wrap(func: Callable[..., Any], collect_on_exit: bool, generation: int) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def paused(*args: Any, **kwargs: Any) -> Any:
+            with gc_paused(collect_on_exit, generation):
+                return func(*args, **kwargs)
+
+        return paused
 
     @releasing
     def __enter__(self) -> gc_paused:

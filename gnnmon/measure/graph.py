@@ -9,6 +9,7 @@ imported (gnnmon never imports it). Fields: ``num_nodes``, ``num_edges``, ``num_
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any
 
 import torch
@@ -104,11 +105,15 @@ def _num_graphs(data: Any, pyg: Any) -> int | None:
 
 def record_graph(data: Any) -> dict[str, Any]:
     """Add the shape of ``data`` (a PyG object) to the row being filled, e.g. inside
-    ``with phase("data"):`` right after loading a batch. Returns the fields added ({} if there is
-    no current row or ``data`` is not PyG data)."""
+    ``with phase("data"):`` right after loading a batch. Returns the fields added; outside any
+    row it warns and adds nothing; what is not PyG data is refused (``TypeError``)."""
     row = state.CURRENT_ROW.get()
     shape = graph_shape(data)
-    if row is None or not shape:
+    if not shape:
+        raise TypeError(f"record_graph() takes PyG data (Data, HeteroData, a Batch), got {type(data).__name__}")
+    if row is None:
+        warnings.warn("record_graph() outside any decorated call or scope: no row to add the shape to",
+                      RuntimeWarning, 2)
         return {}
     row.fields.update(shape)
     return shape

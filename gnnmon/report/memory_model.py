@@ -20,7 +20,9 @@ splitting the cost (all of it on one field, or all on the other), so a denser ba
 forecast to fit for the split being unknown.
 
 The upper bound of a prediction is one-sided, at ``confidence``: the fit's robust residual spread
-and its uncertainty at that shape (growing away from the shapes seen), under a normal residual.
+and its uncertainty at that shape (growing away from the shapes seen), under a normal residual;
+beyond the shapes seen it widens by the error the model's own rows showed when the smaller ones
+were fitted and the larger ones forecast (:mod:`gnnmon.report.extrapolation`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ import numpy as np
 
 from gnnmon.data.table import Part, Table
 from gnnmon.figures import MEM_PEAK, MEM_PEAK_DELTA, RSS_PEAK, RSS_PEAK_DELTA
+from gnnmon.report import extrapolation
+from gnnmon.report.extrapolation import Extrapolation
 
 TERMS = ("num_nodes", "num_edges", "num_graphs")
 """The shape fields a model is fitted on by default (those that vary among the rows)."""
@@ -88,6 +92,9 @@ class Prediction:
     confidence: float
     extrapolated: bool
     """The shape lies beyond the largest one the model saw (by more than 10 %)."""
+    widened_bytes: float = 0.0
+    """What the upper bound holds for the model's measured error beyond its shapes
+    (:mod:`gnnmon.report.extrapolation`), bytes; 0 within them."""
 
 
 class UntrustedModelError(ValueError):
@@ -119,6 +126,9 @@ class MemoryModel:
     """Each field left out for moving with a term (``num_edges`` with ``num_nodes``): ``with``
     (the term), ``ratio`` (the smallest and largest field/term ratio among the rows) and
     ``coefficients`` (the fit with this field in the term's place: the other split of the cost)."""
+    extrapolation: Extrapolation | None = None
+    """How the error grew beyond the smaller rows' shapes (the rate that widens a bound beyond the
+    shapes seen); None for a model with nothing fitted."""
     _inverse: Any = None  # (XᵀX)⁻¹ of the scaled design, for the prediction's uncertainty
     _scale: Any = None
 
@@ -160,7 +170,10 @@ class MemoryModel:
                 beyond = True  # off the direction the model saw
             alt_terms = tuple(name if t == split["with"] else t for t in self.terms)
             upper = max(upper, _value(split["coefficients"], alt_terms, given) + width)
-        return Prediction(value, upper, self.confidence, beyond)
+        size = max((float(given[t]) / self.ranges[t][1] for t in self.terms if self.ranges[t][1] > 0),  # type: ignore[arg-type]
+                   default=0.0)
+        widened = self.extrapolation.widening(size) if self.extrapolation else 0.0
+        return Prediction(value, upper + widened, self.confidence, beyond, widened)
 
     def summary(self) -> str:
         """The model in plain words, or why it cannot be trusted."""
@@ -176,6 +189,13 @@ class MemoryModel:
         text = (f"{head} ≈ {formula} (r² {self.r2:.3f} over {self.rows} rows{left}; residual spread "
                 f"{format_bytes(self.spread_bytes)}, {self.confidence:.0%} upper bound "
                 f"+{format_bytes(NormalDist().inv_cdf(self.confidence) * self.spread_bytes)} at the shapes seen)")
+        grow = self.extrapolation
+        if grow is not None and grow.curvature:
+            text += (f"; beyond the shapes seen the upper bound widens, by {format_bytes(grow.widening(2.0))} at "
+                     f"twice the largest (a fit of the smaller rows missed the {grow.checked_rows} larger ones by "
+                     f"a peak that curves)")
+        elif grow is not None and grow.curvature is None:
+            text += f"; the error beyond the shapes seen is not measured ({grow.why_not})"
         for name, split in self.confounded.items():
             lo, hi = split["ratio"]
             text += (f"; {name} moves with {split['with']} ({lo:.3g}-{hi:.3g} {per_of(name)}s per "
@@ -196,6 +216,9 @@ class MemoryModel:
                 "trusted": self.trusted, "problems": self.problems, "notes": self.notes,
                 "confounded": {k: {"with": v["with"], "ratio": list(v["ratio"]), "coefficients": v["coefficients"]}
                                for k, v in self.confounded.items()},
+                "extrapolation": None if self.extrapolation is None else {
+                    "curvature_bytes": self.extrapolation.curvature, "checked_rows": self.extrapolation.checked_rows,
+                    "checked_to": self.extrapolation.checked_to, "why_not": self.extrapolation.why_not},
                 "summary": self.summary()}
 
 
@@ -349,7 +372,7 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
     scale = np.maximum(np.abs(design).max(axis=0), 1.0) if len(y) else np.ones(1 + len(kept))
     z = design / scale
     coefficients: dict[str, float] = {"const": math.nan, **{t: math.nan for t in used}}
-    r2, spread, outliers, inverse, ranges = math.nan, math.nan, 0, None, {}
+    r2, spread, outliers, inverse, ranges, grow = math.nan, math.nan, 0, None, {}, None
     confounded: dict[str, dict[str, Any]] = {}
     if len(y) >= len(used) + 2:
         beta, inliers, spread = _robust_fit(z, y)
@@ -381,9 +404,10 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
         ranges = {t: (float(x[inliers, i].min()), float(x[inliers, i].max())) for t, i in zip(used, kept, strict=True)}
         if used and not problems:
             problems += _misfit(zi, yi, resid, r2, used)
+        grow = extrapolation.measure(x[inliers][:, kept], yi, NormalDist().inv_cdf(confidence), _nonneg)
         y = yi
     return MemoryModel(label, figure, devices, used, coefficients, int(len(y)), outliers, r2, spread, confidence,
-                       ranges, problems, notes, confounded, inverse, scale)
+                       ranges, problems, notes, confounded, grow, inverse, scale)
 
 
 def _misfit(z: np.ndarray, y: np.ndarray, resid: np.ndarray, r2: float, used: tuple[str, ...]) -> list[str]:

@@ -119,20 +119,24 @@ def words(e: dict[str, Any]) -> str:
     state = []
     if e["requested_bytes"] is not None:
         state.append(f"it asked for {b(e['requested_bytes'])}")
-    if e["allocated_bytes"] is not None:
-        state.append(f"{b(e['allocated_bytes'])} was held by tensors")
+    host = str(e.get("device") or "").split(":")[0] == "cpu"
+    owner = "the machine's" if host else "the device's"
+    if e["allocated_bytes"] is not None:  # the host has no tensor count: its figure is the process's RSS
+        state.append(f"the process held {b(e['allocated_bytes'])} (its RSS)" if host
+                     else f"{b(e['allocated_bytes'])} was held by tensors")
     if e["cached_free_bytes"] is not None:
         split = f", {b(e['fragmented_bytes'])} of it in split blocks" if e["fragmented_bytes"] else ""
         state.append(f"{b(e['cached_free_bytes'])} was free in the allocator's cache{split}")
     total = e["device_total_bytes"]
     if total is not None and e["device_free_bytes"] is not None:
-        state.append(f"{b(e['device_free_bytes'])} was free of the device's {b(total)}")
+        state.append(f"{b(e['device_free_bytes'])} was free of the machine's {b(total)} of RAM" if host
+                     else f"{b(e['device_free_bytes'])} was free of {owner} {b(total)}")
     text += ("; " + ", ".join(state) if state else "") + "."
     forecast = e["forecast_bytes"]
     if forecast is None:
         text += f" No forecast ({e['no_forecast']})." if e["no_forecast"] else ""
     elif total is not None and forecast > total:
-        text += f" Its forecast peak, {b(forecast)}, is more than the device's {b(total)}: the batch is too large."
+        text += f" Its forecast peak, {b(forecast)}, is more than {owner} {b(total)}: the batch is too large."
     elif total is not None:
         text += (f" Its forecast peak, {b(forecast)} (upper bound {b(e['forecast_upper_bytes'])}), fits the "
                  f"device's {b(total)}: the batch alone does not explain it (memory held from earlier calls, "

@@ -76,3 +76,11 @@ def test_a_read_only_file_is_refused_and_left_as_it_was(tmp_path):
         gnnmon.collect(path).start()
     assert path.read_text() == "the user's own data\n" and stat.S_IMODE(os.stat(path).st_mode) == 0o444
     assert [p.name for p in tmp_path.iterdir()] == ["run.jsonl"]  # no temporary file left
+
+
+def test_a_path_that_cannot_be_written_is_named_as_the_user_gave_it(tmp_path):
+    missing = tmp_path / "no_such_folder_is_made_in_a_file" / "run.jsonl"
+    (tmp_path / "no_such_folder_is_made_in_a_file").write_text("a file, not a folder")
+    with pytest.raises(OSError, match=rf"cannot write a run file at {missing}") as raised:
+        gnnmon.collect(missing).start()
+    assert ".tmp" not in str(raised.value)

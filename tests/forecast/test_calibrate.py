@@ -89,8 +89,18 @@ def test_calibrate_on_graphs_reports_a_batch_that_does_not_fit_and_restores_the_
 
 
 def test_forecast_given_a_model_object_says_what_it_wants():
-    with pytest.raises(TypeError, match=r"not a Linear: to measure your model's step, run gnnmon.calibrate"):
+    with pytest.raises(TypeError, match=r"got Linear: to measure your model's step, run gnnmon.calibrate"):
         gnnmon.forecast([{"num_nodes": 10, "num_edges": 20}], torch.nn.Linear(2, 2))
+    for wrong, name in ((torch.zeros(3), "Tensor"), (None, "NoneType"), (7, "int")):
+        with pytest.raises(TypeError, match=rf"a memory model, a calibration or a run .*; got {name}"):
+            gnnmon.forecast([{"num_nodes": 10, "num_edges": 20}], wrong)
+    rows = [{"label": "s", "index": i, "error": None, "num_nodes": 100 + 37 * i, "num_edges": 300 + 90 * i,
+             "mem_peak_bytes": A + 1000 * (100 + 37 * i)} for i in range(40)]
+    for wrong in (5, None):
+        with pytest.raises(TypeError, match=r"forecast needs a loader, a dataset of graphs or an iterable of batches"):
+            gnnmon.forecast(wrong, rows)
+    with pytest.raises(TypeError, match=r"a batch whose shape cannot be read: Tensor"):
+        gnnmon.forecast(torch.zeros(3), rows)
 
 
 def test_a_forecast_prints_its_summary():
@@ -106,3 +116,67 @@ def test_a_forecast_prints_its_summary():
     assert str(fc) == fc.summary() and "worst" in str(fc) and "budget" in str(fc)
     assert repr(fc).startswith("<Forecast of 1 batches") and "array" not in repr(fc)
     assert str(model) == model.summary()
+
+
+def _largest_fitting(dataset, limit: float, extra=lambda k: 0.0) -> int:
+    """The truth the search looks for: the largest k whose heaviest batch (the k largest graphs)
+    peaks at or under ``limit`` bytes under the planted step."""
+    sizes = sorted(((int(g.num_nodes), int(g.num_edges)) for g in dataset), reverse=True)
+    best, nodes, edges = 0, 0, 0
+    for k, (n, e) in enumerate(sizes, 1):
+        nodes, edges = nodes + n, edges + e
+        if A + B * nodes + C * edges + extra(k) > limit:
+            break
+        best = k
+    return best
+
+
+def test_calibrate_with_a_capacity_probes_to_the_largest_batch_size_that_fits(fake_cuda):
+    """Graphs of the planted step on the fake CUDA allocator: the search answers the largest batch
+    size whose heaviest batch (the largest graphs) peaks under 90 % of the capacity, measured by its
+    own probe, within the 5 % the search leaves, in at most four probes — where doubling from 2 and
+    halving back would need about log2 of the answer, each a trial step or more."""
+    dataset = FakeDataset(num_graphs=2000, avg_num_nodes=40, avg_degree=6, num_channels=4)
+    loader = DataLoader(dataset, batch_size=16)
+    capacity = 256 * MiB
+    truth = _largest_fitting(dataset, 0.9 * capacity)
+    assert truth > 4 * 32  # the limit lies well beyond the calibration's largest batch (2 x 16)
+    cal = gnnmon.calibrate(planted_step(fake_cuda), loader, capacity=capacity)
+    found = cal.search
+    assert found is not None and 1 <= len(found.probes) <= 4, found.summary()
+    assert 0.95 * truth <= found.batch_size <= truth, (truth, found.summary())
+    best = next(p for p in found.probes if p["size"] == found.batch_size)
+    assert best["fits"] and best["peak_bytes"] <= 0.9 * capacity
+    assert best["peak_bytes"] == A + B * best["num_nodes"] + C * best["num_edges"]  # measured: the planted truth
+    assert "probe" in cal.summary() and f"batch size {found.batch_size:,}" in cal.summary()
+
+
+def test_a_probe_that_runs_out_of_memory_or_over_the_target_steers_the_next(fake_cuda):
+    """A step whose peak jumps where the calibration's batches cannot see it (a planted 80 MiB
+    workspace from 150 graphs up, as a kernel that switches algorithm at a size): the first aim
+    runs over the target or out of memory, and the search still answers a size whose probe
+    measured under the target, the largest one within 5 % of the planted truth, with nothing held."""
+    dataset = FakeDataset(num_graphs=2000, avg_num_nodes=40, avg_degree=6, num_channels=4)
+    loader = DataLoader(dataset, batch_size=16)
+    capacity = 256 * MiB
+    workspace = lambda k: 80 * MiB if k >= 150 else 0  # noqa: E731
+    inner = planted_step(fake_cuda)
+
+    def step(batch):
+        handle = fake_cuda.alloc(workspace(batch.num_graphs), 0)
+        try:
+            inner(batch)
+        finally:
+            fake_cuda.free(handle)
+
+    # the workspace is outside the decorated step: measure the whole step instead
+    step = gnnmon.monitor_memory_device(label="outer", device="cuda:0")(step)
+    fake_cuda.total = capacity
+    cal = gnnmon.calibrate(step, loader, capacity=capacity, label="outer", probes=6)
+    found = cal.search
+    assert found is not None and any(not p["fits"] for p in found.probes), found.summary()
+    truth = _largest_fitting(dataset, 0.9 * capacity, workspace)
+    assert 0.95 * truth <= found.batch_size <= truth, found.summary()
+    best = next(p for p in found.probes if p["size"] == found.batch_size)
+    assert best["fits"] and best["peak_bytes"] <= 0.9 * capacity
+    assert fake_cuda.devices[0].allocated == 0
