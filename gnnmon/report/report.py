@@ -15,6 +15,8 @@ from gnnmon.fields import is_number, row_key
 from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK_DELTA
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.cross_rank import cross_rank
+from gnnmon.report.diagnosis import diagnose
+from gnnmon.report.diagnosis_text import diagnosis_lines
 from gnnmon.report.energy_balance import result_balance
 from gnnmon.report.energy_totals import energy_summary
 from gnnmon.report.exports import export
@@ -244,6 +246,14 @@ class Report:
         :data:`gnnmon.report.exports.EXPORTS`) to ``out``; returns what was written."""
         return export(name, self.result, out)
 
+    def diagnosis(self) -> list[dict[str, Any]]:
+        """What the run's time and memory went to, ranked by the share at stake: each finding's
+        ``kind``, ``label``, ``share`` (of the run's time, or of the memory: ``of``), ``at_stake``
+        (seconds or bytes), ``words``, ``evidence`` (figure, value, unit, where it was measured) and
+        ``next``; [] when nothing stands out beyond the run's own noise. See
+        :mod:`gnnmon.report.diagnosis`."""
+        return diagnose(self)
+
     def gc_summary(self) -> dict[str, Any]:
         """Collections per generation and reason, total and longest pause."""
         return analysis.gc_summary(self.gc_events)
@@ -254,7 +264,7 @@ class Report:
         (a marker), all of it once per value of the marker, in natural order."""
         if by is None:
             return printable(render_markdown(self))
-        text = header_lines(self.manifest)
+        text = header_lines(self.manifest) + diagnosis_lines(self.diagnosis())
         for value, part in self.groups(by).items():
             text += [f"## {by} = {value} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
         return printable("\n".join(text))
