@@ -125,8 +125,8 @@ def spikes(
         slow_epoch = _slow_first_epoch(timed, spread)
         slow = np.flatnonzero(timed.t > threshold).tolist()
         others, idle = timed.column("others_cpu_pct"), timed.column("idle_cpu_pct")
-        usual = busy.usual_others(others[timed.steady])
-        crowded = busy.crowded(others, idle, usual)
+        usual = busy.usual_others_s(others[timed.steady], timed.t[timed.steady])
+        crowded = busy.crowded(others, idle, timed.t, med, usual)
         rows = _picked(timed.part, timed.at[slow].tolist(), SPIKE_FIELDS + tuple(shapes))
         for j, row in zip(slow, rows, strict=True):
             t = float(timed.t[j])
@@ -154,7 +154,8 @@ def spikes(
             elif odd_shape:
                 cause, detail = "shape", odd_shape
             elif crowded[j]:
-                cause, detail = busy.CAUSE, busy.crowded_words(row["others_cpu_pct"], row["idle_cpu_pct"], usual)
+                cause, detail = busy.CAUSE, busy.crowded_words(row["others_cpu_pct"], row["idle_cpu_pct"], t, med,
+                                                                 usual)
             else:
                 detail = _unexplained(row)
             found.append({

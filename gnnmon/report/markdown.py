@@ -95,14 +95,15 @@ def file_notes(end: Mapping[str, Any]) -> list[str]:
             "before and after them are whole.", ""]
 
 
-def render_markdown(report: Explained, header: bool = True) -> str:
+def render_markdown(report: Explained, header: bool = True, diagnosis: bool = True) -> str:
     """The report as markdown: the diagnosis, one table of figures per label (bytes in MiB, seconds
     in ms), then the step analysis, GC, spikes and short steps where the rows have times, then
-    energy (``header``: the versions line and the diagnosis first)."""
+    energy (``header``: the versions line and the diagnosis first; ``diagnosis=False``: without it,
+    for a page that shows it apart)."""
     lines: list[str] = header_lines(report.manifest) if header else []
     if header:
         lines += file_notes(report.result.end)
-        lines += diagnosis_lines(report.diagnosis()) if len(report.table) else []
+        lines += diagnosis_lines(report.diagnosis()) if diagnosis and len(report.table) else []
     summary = report.summary()
     if not summary:
         return "\n".join(lines + ["(no rows recorded)"]) + "\n"

@@ -14,6 +14,7 @@ from gnnmon.data.table import Table, returned
 from gnnmon.fields import is_number, row_key
 from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK_DELTA
 from gnnmon.report import analysis  # the module: Report calls its functions by name
+from gnnmon.report.comparison import Comparison, run_name
 from gnnmon.report.cross_rank import cross_rank
 from gnnmon.report.diagnosis import diagnose
 from gnnmon.report.diagnosis_text import diagnosis_lines
@@ -253,6 +254,15 @@ class Report:
         ``next``; [] when nothing stands out beyond the run's own noise. See
         :mod:`gnnmon.report.diagnosis`."""
         return diagnose(self)
+
+    def compare(self, other: Report, *, max_slowdown: float | None = None,
+                max_memory_growth: float | None = None) -> Comparison:
+        """This run (the base) against ``other`` (the new one): per label and phase, time per step
+        and per 1,000 nodes and edges, peak memory and the memory models, GC, recompilations, data
+        wait and energy per graph, each with a verdict against both runs' noise; the limits (shares:
+        0.05 is 5 %) decide which judged lines are regressions. See :mod:`gnnmon.report.compare`."""
+        return Comparison(self.table, other.table, run_name(self.manifest, "BASE"), run_name(other.manifest, "NEW"),
+                          max_slowdown=max_slowdown, max_memory_growth=max_memory_growth)
 
     def gc_summary(self) -> dict[str, Any]:
         """Collections per generation and reason, total and longest pause."""

@@ -194,12 +194,12 @@ def warm_up(loop: Loop, total: float) -> dict[str, Any] | None:
 
 
 def busy_machine(loop: Loop, total: float) -> dict[str, Any] | None:
-    """Calls slowed while other processes crowded the run's cores."""
+    """Calls slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`)."""
     if not loop.has("others_cpu_pct") or not loop.has("idle_cpu_pct"):
         return None
     others, idle = loop.column("others_cpu_pct"), loop.column("idle_cpu_pct")
-    usual = busy.usual_others(others[loop.steady])
-    crowd = busy.crowded(others, idle, usual) & loop.steady
+    usual = busy.usual_others_s(others[loop.steady], loop.t[loop.steady])
+    crowd = busy.crowded(others, idle, loop.t, loop.level, usual) & loop.steady
     quiet = loop.steady & ~crowd
     m = int(crowd.sum())
     if not m or quiet.sum() < 5:
@@ -209,13 +209,14 @@ def busy_machine(loop: Loop, total: float) -> dict[str, Any] | None:
     slowed = median(loop.t[crowd])
     if slowed <= level + NOISE_K * noise or not beyond_noise(cost, m, noise, total):
         return None
-    took = float(np.mean(others[crowd]))
-    proof = [evidence("others_cpu_pct", took, "%", f"sampled (psutil, the cores this process may run on), mean "
-                      f"over {m} call(s); usually {usual:.0f} %"),
+    took = float(np.mean(busy.others_s(others, loop.t)[crowd]))
+    proof = [evidence("others_cpu_pct", float(np.mean(others[crowd])), "%", f"sampled (psutil, the cores this "
+                      f"process may run on), mean over {m} call(s)"),
+             evidence("others' CPU per call", took, "s", f"others_cpu_pct x the call's time, mean over those calls; "
+                      f"usually {ms(usual)}"),
              evidence("idle_cpu_pct", float(np.mean(idle[crowd])), "%", "sampled, those calls")]
-    words = (f"{m} call(s) of {loop.label} ran while other processes took {took:.0f} % of a core on its cores "
-             f"(usually {usual:.0f} %, {float(np.mean(idle[crowd])):.0f} % idle left): {ms(slowed)} (median) "
-             f"against {ms(level)} otherwise")
+    words = (f"{m} call(s) of {loop.label} ran on full cores while other processes took {ms(took)} of CPU "
+             f"on them per call (usually {ms(usual)}): {ms(slowed)} (median) against {ms(level)} otherwise")
     return finding("busy machine", loop.label, cost, total, words, proof,
                    "not the job's cost: run where these cores are free (pin the job to cores nothing else uses: "
                    "taskset -c, os.sched_setaffinity), and compare timings from a quiet run")
