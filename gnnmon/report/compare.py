@@ -9,7 +9,8 @@ Each label's steady top-level calls (:class:`~gnnmon.report.loops.Loop`) give, p
   (``data_wait_s`` + ``data_to_device_s``): medians over the calls;
 * **memory**: the highest absolute peak (``mem_peak_bytes``), and where both runs' memory models
   (:mod:`gnnmon.report.memory_model`) can be trusted, their coefficients and what each forecasts
-  for the same batch (the new run's largest): the figure memory growth is judged on; else the peak;
+  for the same batch (the new run's largest): the figure memory growth is judged on; else the peak,
+  when the batches are of the same size (within :data:`RESIZED`), and nothing when they are not;
 * **GC** pause per call, **recompilations** (calls that recompiled), **energy per graph**.
 
 A change is given a verdict only beyond the noise of both runs: ``|new − base| > NOISE_K ·
@@ -39,6 +40,10 @@ MEDIAN_SE = 1.2533
 
 MIN_OF_STEP = 0.01
 """A phase's or the data wait's change under this share of the step's time is not a slowdown."""
+
+RESIZED = 0.05
+"""Batches whose median size (nodes + edges) differs by more than this share are not the same
+work: their absolute peaks are shown, not judged, unless both memory models are trusted."""
 
 MIN_CHANGE = 0.005
 """A relative change under this is never given a verdict (0.5 %)."""
@@ -180,9 +185,16 @@ def compare_loops(scope: str, a: Loop, b: Loop, models: Callable[[Loop, Loop], l
         out.append(line(scope, a.label, phase, figure, "s", ta.get(key), tb.get(key), judged, of_step))
     oa, ob = other_figures(a), other_figures(b)
     lines_models = models(a, b)
+    size_a, size_b = _size(a), _size(b)
+    resized = size_a is not None and size_b is not None and \
+        abs(float(np.nanmedian(size_b)) / float(np.nanmedian(size_a)) - 1) > RESIZED
     for key in sorted(set(oa) | set(ob), key=lambda k: k[1]):
-        judged = "memory" if key[1] == "peak memory" and not any(m["judged"] for m in lines_models) else None
+        judged = "memory" if key[1] == "peak memory" and not resized and not any(m["judged"] for m in lines_models) \
+            else None
         out.append(line(scope, a.label, None, key[1], UNITS[key[1]], oa.get(key), ob.get(key), judged))
+        if key[1] == "peak memory" and resized and not any(m["judged"] for m in lines_models):
+            out[-1]["verdict"] += " (not judged: the batches differ in size and no trusted memory model says " \
+                                  "what the same batch needs)"
     return out + lines_models
 
 

@@ -85,6 +85,8 @@ def _creep_of(loop: Loop, figure: str, tau: np.ndarray) -> dict[str, Any] | None
     explained = sum(float(beta[n + 1] / scale[n + 1]) * (float(np.mean(shapes[i][last])) - float(np.mean(shapes[i][first])))
                     for n, i in enumerate(kept)) if first.any() and last.any() else 0.0
     level = median(y[last]) if last.any() else median(y[use])
+    if not level > 0:
+        return None  # nothing held (no DataLoader workers: their RSS reads 0)
     leak = rate > NOISE_K * rate_se and rate * span >= MIN_SHARE * level and not together
     grew = explained >= MIN_SHARE * level
     if not leak and not grew and not (together and rate * span >= MIN_SHARE * level):

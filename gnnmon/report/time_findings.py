@@ -69,7 +69,7 @@ def input_bound(loop: Loop, total: float) -> dict[str, Any] | None:
         elif made > 1.1 * wait:
             words += " (made in the loader's workers, partly while the step ran)"
     else:
-        words += " (a plain DataLoader: its dataset's __getitem__ and collation; PyG's neighbour loaders are split)"
+        words += "; a plain DataLoader: its dataset's __getitem__ and collation (PyG's neighbour loaders are split)"
     if hops:
         words += "; nodes per hop " + " → ".join(f"{h:,.0f}" for h in hops)
     return finding("input-bound", loop.label, cost, total, words, proof, _input_next(parts, hops, made, wait))

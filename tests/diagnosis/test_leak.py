@@ -59,6 +59,7 @@ def diagnose(mode: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="exact host memory needs glibc")
 def test_a_list_that_keeps_a_tensor_is_a_leak_at_its_rate_and_growing_batches_are_not():
     leak = diagnose("leak")["diagnosis"]
