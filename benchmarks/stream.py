@@ -137,11 +137,16 @@ sys.path.insert(0, sys.argv[1])
 kind, path = sys.argv[2], sys.argv[3]
 if kind == "json":
     n = 0
-    with open(path, "rb") as f:
-        for line in f:
-            json.loads(line)
-            n += 1
+    for one in sys.argv[3:]:  # one file, or both of a comparison
+        with open(one, "rb") as f:
+            for line in f:
+                json.loads(line)
+                n += 1
     what = f"{n} lines"
+elif kind == "compare":  # gnnmon compare BASE NEW as the command runs it, imports included
+    import gnnmon
+    text = gnnmon.load(path).report().compare(gnnmon.load(sys.argv[4]).report()).markdown()
+    what = f"{len(text)} characters of markdown"
 else:  # as a user runs it: gnnmon's imports count
     import gnnmon
     text = gnnmon.load(path).report().markdown()
@@ -185,6 +190,21 @@ def report_costs(path: Path, rounds: int = ROUNDS) -> dict[str, Any]:
             "ratio": statistics.median(ratios), "rounds": rounds}
 
 
+def compare_costs(base: Path, new: Path, rounds: int = ROUNDS) -> dict[str, Any]:
+    """``gnnmon compare`` of two files against a ``json.loads`` pass over both, as
+    :func:`report_costs` does for one file."""
+    floor, ours, ratios = [], [], []
+    for _ in range(rounds):
+        floor.append(_run(READ, PACKAGE, "json", str(base), str(new)))
+        ours.append(_run(READ, PACKAGE, "compare", str(base), str(new)))
+        ratios.append(ours[-1]["seconds"] / floor[-1]["seconds"])
+    return {"json.loads of every line of both": floor[len(floor) // 2] | {"seconds": statistics.median(
+                r["seconds"] for r in floor)},
+            "compare of the two": ours[0] | {"seconds": statistics.median(r["seconds"] for r in ours),
+                                             "peak_mib": statistics.median(r["peak_mib"] for r in ours)},
+            "ratio": statistics.median(ratios), "rounds": rounds}
+
+
 def repeat_file(source: Path, target: Path, rows: int) -> None:
     """A file of ``rows`` rows: ``source``'s manifest, then its rows again and again, each with the
     next index and times moved on (what a run that long writes, as far as the report can tell)."""
@@ -220,13 +240,16 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
 
 def tables(results: dict[str, Any]) -> list[str]:
     """The step path's and the report's tables of :func:`measure`'s results."""
-    out = ["| decorated identity call | on the step's path µs (median of paired differences) | "
-           "with its row encoded and written µs | step's path in reference calls |", "| --- | ---: | ---: | ---: |"]
+    out: list[str] = []
     ref = results["reference_us"]
-    for name, r in results["step"].items():
-        out.append(f"| {name} | {r['step_path_us']:.1f} | {r['with_writing_us']:.1f} | {r['step_path_us'] / ref:.1f} |")
-    out += ["", f"The machine's speed today: one reference call (fixed pure-Python work, `reference()` in "
-            f"the script) took {ref:.2f} µs. The last column divides by it, so days can be compared."]
+    if results["step"]:
+        out += ["| decorated identity call | on the step's path µs (median of paired differences) | "
+                "with its row encoded and written µs | step's path in reference calls |", "| --- | ---: | ---: | ---: |"]
+        for name, r in results["step"].items():
+            out.append(f"| {name} | {r['step_path_us']:.1f} | {r['with_writing_us']:.1f} | "
+                       f"{r['step_path_us'] / ref:.1f} |")
+        out += ["", f"The machine's speed today: one reference call (fixed pure-Python work, `reference()` in "
+                f"the script) took {ref:.2f} µs. The last column divides by it, so days can be compared."]
     for size, rep in results["report"].items():
         costs = rep["costs"]
         out += ["", f"Report of a {size} file, each side in a fresh process from the interpreter's start (gnnmon's "
@@ -236,23 +259,36 @@ def tables(results: dict[str, Any]) -> list[str]:
             r = costs[what]
             out.append(f"| {what} | {r['seconds']:.2f} | {r['cpu_s']:.2f} | {r['peak_mib']:.0f} |")
         out.append(f"| ratio (median of the rounds') | {costs['ratio']:.2f}x | | |")
+    for size, costs in results.get("compare", {}).items():
+        out += ["", f"`gnnmon compare` of two {size} files (target: 2x a json.loads pass over both), median of "
+                    f"{costs['rounds']} interleaved rounds:", "", "| what | seconds | peak RSS above the interpreter MiB |",
+                "| --- | ---: | ---: |"]
+        for what in ("json.loads of every line of both", "compare of the two"):
+            out.append(f"| {what} | {costs[what]['seconds']:.2f} | {costs[what]['peak_mib']:.0f} |")
+        out.append(f"| ratio (median of the rounds') | {costs['ratio']:.2f}x | |")
     return out
 
 
-def measure(quick: bool, rows: int = 300_000, rows_10m: bool = False) -> dict[str, Any]:
+def measure(quick: bool, rows: int = 300_000, rows_10m: bool = False, compare_only: bool = False) -> dict[str, Any]:
     """The step path's paired costs and the report's time and memory against a ``json.loads`` pass
-    over a run file of ``rows`` rows (2,000 when ``quick``)."""
+    over a run file of ``rows`` rows (2,000 when ``quick``), and ``gnnmon compare`` of two such files
+    against a pass over both (``compare_only``: that alone)."""
     rows = 2000 if quick else rows
-    results: dict[str, Any] = {"report": {}}
-    print("step path: paired calls ...", flush=True)
-    results["step"] = step_costs(quick)
-    results["reference_us"] = results["step"].pop("reference_us")
+    results: dict[str, Any] = {"report": {}, "compare": {}, "step": {}, "reference_us": 0.0}
+    if not compare_only:
+        print("step path: paired calls ...", flush=True)
+        results["step"] = step_costs(quick)
+        results["reference_us"] = results["step"].pop("reference_us")
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "run.jsonl"
+        path, again = Path(tmp) / "run.jsonl", Path(tmp) / "again.jsonl"
         print(f"report: a {rows:,}-row run ...", flush=True)
         _run(MAKE, str(ROOT), str(path), str(rows))  # always written by this checkout: the same file
         size = f"{rows:,}-row ({path.stat().st_size / 2**20:.0f} MiB)"
-        results["report"][size] = {"costs": report_costs(path)}
+        if not compare_only:
+            results["report"][size] = {"costs": report_costs(path)}
+        print(f"compare: a second {rows:,}-row run ...", flush=True)
+        _run(MAKE, str(ROOT), str(again), str(rows))
+        results["compare"][size] = compare_costs(path, again)
         if rows_10m:
             big = Path(tmp) / "run10m.jsonl"
             print("report: a 10,000,000-row run ...", flush=True)
@@ -267,11 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (what the test runs)")
     parser.add_argument("--rows", type=int, default=300_000, help="rows of the run file the report reads")
     parser.add_argument("--rows-10m", action="store_true", help="also a 10,000,000-row file (8 GB, slow)")
+    parser.add_argument("--compare-only", action="store_true", help="only gnnmon compare of two files against "
+                        "json.loads over both")
     parser.add_argument("--out", default="runs/stream.md", help="the markdown file to write (and its .json)")
     args = parser.parse_args(argv)
-    results = measure(args.quick, args.rows, args.rows_10m)
+    results = measure(args.quick, args.rows, args.rows_10m, args.compare_only)
     meta = {"command": "python benchmarks/stream.py" + (" --quick" if args.quick else "")
-                       + (" --rows-10m" if args.rows_10m else ""),
+                       + (" --rows-10m" if args.rows_10m else "") + (" --compare-only" if args.compare_only else ""),
             "machine": f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}",
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "package": PACKAGE,
             "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

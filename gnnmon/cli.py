@@ -1,11 +1,12 @@
 """The command line: ``gnnmon report RUN``, ``gnnmon export trace|tensorboard RUN -o OUT``,
-``gnnmon forecast RUN --capacity 80GiB``. Behaves like a Unix tool: the report on stdout,
+``gnnmon forecast RUN --capacity 80GiB``, ``gnnmon compare BASE NEW --max-slowdown 5%``. Behaves like a Unix tool: the report on stdout,
 errors on stderr with exit status 2, quiet when its reader goes away (``| head``)."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import os
 import sys
 import warnings
@@ -17,6 +18,7 @@ from gnnmon.data.load import load
 from gnnmon.errors import ReportFileError
 from gnnmon.figures import MEM_PEAK, reference
 from gnnmon.report import Report
+from gnnmon.report.compare_text import said, where
 from gnnmon.report.csv_export import write_csv
 from gnnmon.report.exports import EXPORTS
 
@@ -60,6 +62,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     fc.add_argument("--label", help="the step to model (default: the label with most rows that carry a batch shape)")
     fc.add_argument("--fraction", type=float, default=0.9, help="share of the capacity a batch may use (0.9)")
     fc.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
+    cmp = sub.add_parser("compare", help="compare two runs, per label and phase, for CI", description=(
+        "Compare two runs per label and phase: time per step and per 1,000 nodes and edges (bigger batches are "
+        "not a regression), peak memory and the memory models, GC, recompilations, data wait, energy per "
+        "graph; each change judged against both runs' noise. Exits 1 when a limit is exceeded, naming what "
+        "regressed; 2 on an error."))
+    cmp.add_argument("base", metavar="BASE", help="the run to compare against (a .jsonl file or a job's files)")
+    cmp.add_argument("new", metavar="NEW", help="the run to judge")
+    cmp.add_argument("--max-slowdown", metavar="PCT", type=share, help="exit 1 when a step or phase is slower by "
+                     "more than this (5%% or 0.05), per 1,000 nodes and edges where both runs have shapes")
+    cmp.add_argument("--max-memory-growth", metavar="PCT", type=share, help="exit 1 when peak memory (the memory "
+                     "models' forecast of the same batch where both can be trusted) grows by more than this")
+    cmp.add_argument("--format", choices=("markdown", "json"), default="markdown", help="markdown (default) or json")
+    cmp.add_argument("--html", metavar="OUT", help="also write the comparison as one self-contained page")
+    cmp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     sub.add_parser("fields", help="print the reference of every field a row can hold (markdown)",
                    description="Print every field a row can hold: its unit, meaning and logged name.")
     args, extra = parser.parse_known_args(argv)
@@ -80,20 +96,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.formatwarning = formatted
 
 
+def share(text: str) -> float:
+    """A limit as a share: ``5%`` or ``0.05`` (a bare number is a share, and must be under 1)."""
+    percent = text.strip().endswith("%")
+    try:
+        value = float(text.strip()[:-1]) / 100 if percent else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (e.g. 5%) or a share (0.05)") from None
+    if not percent and value >= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} reads as {100 * value:g} %; write {text}% to mean {text} %")
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a limit is 0 or more")
+    return value
+
+
 def _command(args: argparse.Namespace) -> int:
     if args.command == "fields":
         print(reference(), end="")
         return 0
-
-    bar = _progress_bar(args.path)
-    try:
-        run = load(args.path, strict=not args.lenient, progress=bar.update if bar is not None else None)
-    except (ReportFileError, OSError) as exc:
-        print(f"gnnmon: {exc}", file=sys.stderr)
+    if args.command == "compare":
+        return _compare(args)
+    run = _read(args.path, args.lenient)
+    if run is None:
         return 2
-    finally:
-        if bar is not None:
-            bar.close()
     report = Report(run)
     if args.command == "forecast":
         return _forecast(report, args)
@@ -107,18 +132,69 @@ def _command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"gnnmon: {exc}", file=sys.stderr)
         return 2
-    try:
-        if args.format == "csv":
+    if args.format == "csv":
+        try:
             write_csv(run, sys.stdout)
-        else:
-            sys.stdout.write(report.markdown(by=args.by))
+        except BrokenPipeError:
+            return _reader_gone()
+        return _write("")
+    return _write(report.markdown(by=args.by))
+
+
+def _read(path: str, lenient: bool) -> Any:
+    """A run read for a command; prints the error and returns None where it cannot be read."""
+    bar = _progress_bar(path)
+    try:
+        return load(path, strict=not lenient, progress=bar.update if bar is not None else None)
+    except (ReportFileError, OSError) as exc:
+        print(f"gnnmon: {exc}", file=sys.stderr)
+        return None
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _write(text: str) -> int:
+    """Print ``text`` (and flush); SIGPIPE_EXIT when the reader went away (``| head``): no
+    traceback, and none at exit when Python flushes stdout."""
+    try:
+        sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        # The reader left (``| head``): no traceback, and none at exit when Python flushes stdout.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return SIGPIPE_EXIT
+        return _reader_gone()
     return 0
+
+
+def _reader_gone() -> int:
+    """stdout's reader left: what is left to flush goes nowhere; SIGPIPE_EXIT."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return SIGPIPE_EXIT
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``gnnmon compare``: 1 when a limit is exceeded (each regression named on stderr), 2 when a
+    run cannot be read or the page cannot be written."""
+    base, new = _read(args.base, args.lenient), _read(args.new, args.lenient)
+    if base is None or new is None:
+        return 2
+    comparison = Report(base).compare(Report(new), max_slowdown=args.max_slowdown,
+                                      max_memory_growth=args.max_memory_growth)
+    if args.html is not None:
+        try:
+            print(f"gnnmon: wrote {comparison.to_html(args.html)} to {args.html}", file=sys.stderr)
+        except OSError as exc:
+            print(f"gnnmon: cannot write {args.html}: {exc}", file=sys.stderr)
+            return 2
+    text = json.dumps(comparison.to_dict(), indent=1, default=str) + "\n" if args.format == "json" \
+        else comparison.markdown()
+    code = _write(text)
+    if code:
+        return code
+    bad = comparison.regressions()
+    for ln in bad:
+        print(f"gnnmon: regressed: {where(ln)}: {said(ln)}", file=sys.stderr)
+    return 1 if bad else 0
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

@@ -180,6 +180,10 @@ FIGURES: tuple[Figure, ...] = (
       "worker shares with the training process, so it can read far above what the workers hold "
       "(their own memory: gnnmon.devices.children.children_private_memory(), USS/PSS)"),
     F("ram_used_bytes", BYTES, "timeline", "the machine's used RAM, sampled"),
+    F("others_cpu_pct", PERCENT, "timeline", "CPU other processes took on the cores this process may run on (its "
+      "affinity), % of one core, sampled: the machine's load beside the run"),
+    F("idle_cpu_pct", PERCENT, "timeline", "idle time left on those cores, % of one core, sampled (near 0 with "
+      "others_cpu_pct high: the run shared its cores)"),
     F("util_samples", COUNT, "timeline", "samples inside the row's window"),
     F("cpu_s", SECONDS, "energy", "process CPU time during the row (with energy on: the CPU energy model)"),
     F("energy_gpu_j", JOULES, "energy", "energy of the row's GPU", traced=True),

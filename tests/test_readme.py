@@ -57,3 +57,22 @@ def test_the_three_line_example_prints_what_the_readme_shows(tmp_path):
         elif line.startswith("###"):
             assert line.replace("on cpu", "on ") in [p.replace("on cpu", "on ").replace("on cuda:0", "on ")
                                                      for p in printed]
+
+
+def test_the_answer_first_prints_the_diagnosis_the_readme_shows(tmp_path):
+    """The README's first example: the diagnosis it shows is what the run prints, word for word
+    but for the figures (they vary with the machine), and it leads with input-bound."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## The answer first"):readme.index("## Install")]
+    code, shown = re.findall(r"```(?:python)?\n(.*?)```", section, re.S)
+    (tmp_path / "answer.py").write_text(code)
+    proc = subprocess.run([sys.executable, "answer.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    printed = proc.stdout.splitlines()
+    lines = shown.strip().splitlines()[1:]  # the versions line differs
+    assert lines[0] == "" and lines[1] == "### Diagnosis" and lines[3].startswith("1. **input-bound — ")
+    start = printed.index("### Diagnosis")
+    for want, got in zip(lines[1:], printed[start:start + len(lines) - 1], strict=True):
+        pattern = re.escape(re.sub(r"\d[\d,.]*", "0", want)).replace("0", r"\d[\d,.]*")
+        assert re.fullmatch(pattern, got), (want, got)

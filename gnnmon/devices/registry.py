@@ -132,8 +132,18 @@ def _cuda_in_use() -> torch.device | None:
 
 def _cuda_manifest() -> dict[str, Any]:
     available = torch.cuda.is_available()  # counting devices creates no CUDA context
-    return {"cuda_available": available, "cuda_device_count": torch.cuda.device_count() if available else 0,
-            "cuda_version": torch.version.cuda}
+    out: dict[str, Any] = {"cuda_available": available, "cuda_device_count": torch.cuda.device_count() if available else 0,
+           "cuda_version": torch.version.cuda}
+    if available and torch.cuda.is_initialized():  # its memory, where reading it starts nothing
+        out["cuda_memory_total_bytes"] = [int(torch.cuda.get_device_properties(i).total_memory)
+                                          for i in range(out["cuda_device_count"])]
+    return out
+
+
+def _host_manifest() -> dict[str, Any]:
+    import psutil
+
+    return {"cpu_count": os.cpu_count(), "ram_total_bytes": int(psutil.virtual_memory().total)}
 
 
 def _cuda_collective(process_group_backend: str) -> torch.device | None:
@@ -163,7 +173,7 @@ for _kind in (
                 gauge_index=_cuda_gauge_index, manifest=_cuda_manifest, collective_device=_cuda_collective),
     BackendKind("mps", MpsBackend, _mps_in_use,
                 manifest=lambda: {"mps_available": _mps_available()}),
-    BackendKind(HOST_BACKEND, CpuBackend, accelerator=False, manifest=lambda: {"cpu_count": os.cpu_count()},
+    BackendKind(HOST_BACKEND, CpuBackend, accelerator=False, manifest=_host_manifest,
                 oom_messages=("can't allocate memory", "cannot allocate memory")),
 ):
     register_backend(_kind)

@@ -15,6 +15,7 @@ min_ratio·median)`` (defaults k = 5, min_ratio = 1.5) over the rows after warm-
 * ``gc`` — collections inside it paused it for at least ``gc_share`` of its excess over the median;
 * ``shape`` — its batch (nodes, edges or seed nodes) is more than ``shape_tol`` away from the
   label's median (a partial last batch, an unusually large subgraph, a recompile for a new shape);
+* ``busy machine`` — other processes crowded its cores (sampled: :mod:`gnnmon.report.busy`);
 * ``unexplained``.
 
 A label with too few rows to judge (``min_rows``) still reports a call that compiled and took
@@ -37,6 +38,7 @@ import numpy as np
 from gnnmon.data.table import Part, Table, as_table
 from gnnmon.fields import is_number
 from gnnmon.figures import nested_phases, phase_field
+from gnnmon.report import busy
 from gnnmon.report.stats import describe, percentile
 
 SHAPE_FIELDS = ("num_nodes", "num_edges", "batch_size")
@@ -86,7 +88,8 @@ def _labels_timed(table: Table, warmup: int, min_rows: int) -> Iterable[tuple[st
 
 
 SPIKE_FIELDS = ("index", "gc_pause_s", "gc_collections", "gc_max_generation", "compile_frames", "compile_recompiles",
-                "compile_s", "compile_graph_breaks", "epoch", "cpu_s", "wall_s", "cpu_util_pct")
+                "compile_s", "compile_graph_breaks", "epoch", "cpu_s", "wall_s", "cpu_util_pct", "others_cpu_pct",
+                "idle_cpu_pct")
 """The fields a slow row's cause and detail are read from."""
 
 
@@ -121,6 +124,9 @@ def spikes(
         threshold = max(med + k * spread, min_ratio * med)
         slow_epoch = _slow_first_epoch(timed, spread)
         slow = np.flatnonzero(timed.t > threshold).tolist()
+        others, idle = timed.column("others_cpu_pct"), timed.column("idle_cpu_pct")
+        usual = busy.usual_others_s(others[timed.steady], timed.t[timed.steady])
+        crowded = busy.crowded(others, idle, timed.t, med, usual)
         rows = _picked(timed.part, timed.at[slow].tolist(), SPIKE_FIELDS + tuple(shapes))
         for j, row in zip(slow, rows, strict=True):
             t = float(timed.t[j])
@@ -147,6 +153,9 @@ def spikes(
                           f"paused {pause * 1e3:.1f} ms")
             elif odd_shape:
                 cause, detail = "shape", odd_shape
+            elif crowded[j]:
+                cause, detail = busy.CAUSE, busy.crowded_words(row["others_cpu_pct"], row["idle_cpu_pct"], t, med,
+                                                                 usual)
             else:
                 detail = _unexplained(row)
             found.append({

@@ -1,4 +1,5 @@
-"""A run as one self-contained HTML page that works offline: the run's header, a zoomable timeline
+"""A run as one self-contained HTML page that works offline: the run's header, its diagnosis (the
+findings first, also in the page's data as ``diagnosis``), a zoomable timeline
 (rows, phases, GC pauses, markers and sampled utilisation, memory and power, per rank), each
 label's peak memory per call with the memory model's forecast, and the whole markdown report
 (per-label tables, step analysis, spikes and dips with their causes, layers, the cross-rank view,
@@ -20,15 +21,18 @@ import html
 import json
 import math
 import os
-import re
 from importlib import resources
 from typing import Any
 
+from gnnmon.data.format import printable
 from gnnmon.data.result import RunResult
 from gnnmon.figures import BYTES, MEM_PEAK, RSS_PEAK
+from gnnmon.report.diagnosis_text import diagnosis_html
 from gnnmon.report.exports import register_export
+from gnnmon.report.markdown import render_markdown
+from gnnmon.report.md_html import markdown_html
 from gnnmon.report.report import Report
-from gnnmon.report.text import PUNCTUATION, no_surrogates, strict_json
+from gnnmon.report.text import no_surrogates, strict_json
 from gnnmon.report.trace import chrome_trace
 
 MAX_ROW_MARKS = 20_000
@@ -117,100 +121,6 @@ def memory_lines(report: Report) -> dict[str, dict[str, Any]]:
     return out
 
 
-_CELL_NUMBER = re.compile(r"^[−\-+]?[\d.,]+( ?[%a-zA-Zµ/]+)?$")
-
-
-def _inline(text: str) -> str:
-    """One line of the report's markdown as HTML: its escapes read back (``\\|`` is ``|``; see
-    :mod:`gnnmon.report.text`), ``code`` and **bold** (what it uses), everything else as text."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\" and i + 1 < n and text[i + 1] in PUNCTUATION:
-            out.append(html.escape(text[i + 1]))
-            i += 2
-        elif c == "`" and (end := text.find("`", i + 1)) > i:
-            out.append(f"<code>{html.escape(text[i + 1: end], quote=False)}</code>")  # literal, as markdown's
-            i = end + 1
-        elif text.startswith("**", i) and (end := _unescaped(text, "**", i + 2)) > i + 2:
-            out.append(f"<b>{_inline(text[i + 2: end])}</b>")
-            i = end + 2
-        else:
-            out.append(html.escape(c, quote=False))
-            i += 1
-    return "".join(out)
-
-
-def _unescaped(text: str, mark: str, start: int) -> int:
-    """Where ``mark`` next occurs in ``text`` from ``start`` with no backslash escaping it; -1 if nowhere."""
-    i = start
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-        elif text.startswith(mark, i):
-            return i
-        else:
-            i += 1
-    return -1
-
-
-def _cells(line: str) -> list[str]:
-    """A markdown table row's cells, split at each ``|`` no backslash escapes."""
-    cells, cell, i = [], [], 0
-    while i < len(line):
-        if line[i] == "\\" and i + 1 < len(line):
-            cell.append(line[i: i + 2])
-            i += 2
-            continue
-        if line[i] == "|":
-            cells.append("".join(cell).strip())
-            cell = []
-        else:
-            cell.append(line[i])
-        i += 1
-    cells.append("".join(cell).strip())
-    return cells[1:-1] if len(cells) > 1 else cells
-
-
-def markdown_html(text: str) -> str:
-    """The report's markdown as HTML: headings, tables, lists and paragraphs (what it uses), each
-    text in it as text (see :func:`_inline`)."""
-    out: list[str] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].rstrip()
-        if line.startswith("|"):
-            block = []
-            while i < len(lines) and lines[i].startswith("|"):
-                block.append(_cells(lines[i].strip()))
-                i += 1
-            head, body = block[0], [r for r in block[1:] if not all(set(c) <= set("-: ") for c in r)]
-            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>")
-            for cells in body:
-                out.append("<tr>" + "".join(
-                    f"<td class=\"num\">{_inline(c)}</td>" if _CELL_NUMBER.match(c) else f"<td>{_inline(c)}</td>"
-                    for c in cells) + "</tr>")
-            out.append("</table>")
-            continue
-        if line.startswith("- "):
-            out.append("<ul>")
-            while i < len(lines) and lines[i].startswith("- "):
-                out.append(f"<li>{_inline(lines[i][2:])}</li>")
-                i += 1
-            out.append("</ul>")
-            continue
-        heading = re.match(r"^(#{1,4}) (.*)$", line)
-        if heading:
-            level = min(len(heading.group(1)) + 1, 4)
-            out.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
-        elif line:
-            out.append(f"<p>{_inline(line)}</p>")
-        i += 1
-    return "\n".join(out)
-
-
 def _header(report: RunResult) -> str:
     manifest = report.manifest or {}
     ranks = manifest.get("ranks") or []
@@ -231,7 +141,8 @@ def render(report: Report, title: str = "gnnmon run") -> str:
     trace, notes = timeline_events(report.result)
     ranks = len({e["pid"] for e in trace["traceEvents"] if e.get("ph") != "M"})
     memory = memory_lines(report)
-    data = {"trace": trace, "memory": memory, "ranks": ranks}
+    findings = report.diagnosis()
+    data = {"trace": trace, "memory": memory, "ranks": ranks, "diagnosis": findings}
     payload = script_json(data)
     asset = resources.files("gnnmon.report")
     script, style = (asset / "page.js").read_text("utf-8"), (asset / "page.css").read_text("utf-8")
@@ -241,9 +152,10 @@ def render(report: Report, title: str = "gnnmon run") -> str:
     thinned = "".join(f"<p class=\"meta\">{html.escape(n)}.</p>" for n in notes)
     page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{style}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{_header(report.result)}\n"
+            f"<h2>Diagnosis</h2>\n{diagnosis_html(findings)}\n"
             f"<h2>Timeline</h2>{thinned}<div id=\"timeline\"></div>\n"
             f"<h2>Memory per call</h2>{models}<div id=\"memory\"></div>\n"
-            f"<h2>Report</h2>\n{markdown_html(report.markdown())}\n<div id=\"tip\"></div>\n"
+            f"<h2>Report</h2>\n{markdown_html(printable(render_markdown(report, diagnosis=False)))}\n<div id=\"tip\"></div>\n"
             f"<script type=\"application/json\" id=\"gnnmon-data\">{payload}</script>\n"
             f"<script>{script}</script>\n</body></html>\n")
     return no_surrogates(page)  # a lone one (text from the OS) as its escape: UTF-8 holds none

@@ -27,6 +27,7 @@ from gnnmon.figures import (
     TEXT,
     unit_of,
 )
+from gnnmon.report.diagnosis_text import diagnosis_lines
 from gnnmon.report.stats import STATS
 from gnnmon.report.text import md
 
@@ -59,6 +60,8 @@ class Explained(Protocol):
     def oom(self) -> list[dict[str, Any]]: ...
 
     def layers(self) -> list[dict[str, Any]]: ...
+
+    def diagnosis(self) -> list[dict[str, Any]]: ...
 
 
 MAX_FAILED = 10
@@ -94,13 +97,15 @@ def file_notes(end: Mapping[str, Any]) -> list[str]:
             "before and after them are whole.", ""]
 
 
-def render_markdown(report: Explained, header: bool = True) -> str:
-    """The report as markdown: one table of figures per label (bytes in MiB, seconds in ms), then
-    the step analysis, GC, spikes and short steps where the rows have times, then energy
-    (``header``: the versions line first)."""
+def render_markdown(report: Explained, header: bool = True, diagnosis: bool = True) -> str:
+    """The report as markdown: the diagnosis, one table of figures per label (bytes in MiB, seconds
+    in ms), then the step analysis, GC, spikes and short steps where the rows have times, then
+    energy (``header``: the versions line and the diagnosis first; ``diagnosis=False``: without it,
+    for a page that shows it apart)."""
     lines: list[str] = header_lines(report.manifest) if header else []
     if header:
         lines += file_notes(report.result.end)
+        lines += diagnosis_lines(report.diagnosis()) if diagnosis and len(report.table) else []
     summary = report.summary()
     if not summary:
         return "\n".join(lines + ["(no rows recorded)"]) + "\n"

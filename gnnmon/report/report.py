@@ -14,7 +14,10 @@ from gnnmon.data.table import Table, returned
 from gnnmon.fields import is_number, row_key
 from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK_DELTA
 from gnnmon.report import analysis  # the module: Report calls its functions by name
+from gnnmon.report.comparison import Comparison, run_name
 from gnnmon.report.cross_rank import cross_rank
+from gnnmon.report.diagnosis import diagnose
+from gnnmon.report.diagnosis_text import diagnosis_lines
 from gnnmon.report.energy_balance import result_balance
 from gnnmon.report.energy_totals import energy_summary
 from gnnmon.report.exports import export
@@ -245,6 +248,23 @@ class Report:
         :data:`gnnmon.report.exports.EXPORTS`) to ``out``; returns what was written."""
         return export(name, self.result, out)
 
+    def diagnosis(self) -> list[dict[str, Any]]:
+        """What the run's time and memory went to, ranked by the share at stake: each finding's
+        ``kind``, ``label``, ``share`` (of the run's time, or of the memory: ``of``), ``at_stake``
+        (seconds or bytes), ``words``, ``evidence`` (figure, value, unit, where it was measured) and
+        ``next``; [] when nothing stands out beyond the run's own noise. See
+        :mod:`gnnmon.report.diagnosis`."""
+        return diagnose(self)
+
+    def compare(self, other: Report, *, max_slowdown: float | None = None,
+                max_memory_growth: float | None = None) -> Comparison:
+        """This run (the base) against ``other`` (the new one): per label and phase, time per step
+        and per 1,000 nodes and edges, peak memory and the memory models, GC, recompilations, data
+        wait and energy per graph, each with a verdict against both runs' noise; the limits (shares:
+        0.05 is 5 %) decide which judged lines are regressions. See :mod:`gnnmon.report.compare`."""
+        return Comparison(self.table, other.table, run_name(self.manifest, "BASE"), run_name(other.manifest, "NEW"),
+                          max_slowdown=max_slowdown, max_memory_growth=max_memory_growth)
+
     def gc_summary(self) -> dict[str, Any]:
         """Collections per generation and reason, total and longest pause."""
         return analysis.gc_summary(self.gc_events)
@@ -255,7 +275,7 @@ class Report:
         (a marker), all of it once per value of the marker, in natural order."""
         if by is None:
             return printable(render_markdown(self))
-        text = header_lines(self.manifest)
+        text = header_lines(self.manifest) + diagnosis_lines(self.diagnosis())
         for value, part in self.groups(by).items():
             text += [f"## {md(by)} = {md(value)} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
         return printable("\n".join(text))

@@ -34,6 +34,7 @@ from gnnmon.devices.children import descendant_pids
 from gnnmon.devices.nvml import Nvml
 from gnnmon.devices.rapl import POWERCAP, RaplCumulative, RaplReader, find_zones
 from gnnmon.timeline.counters import ReadCounter, SteppedCounter
+from gnnmon.timeline.machine_load import CoresLoad
 
 Emit = Callable[[list[dict[str, Any]]], None]
 
@@ -86,8 +87,11 @@ class ProcessProbe:
         self.children: dict[int, Any] = {}
         self.include_children = include_children
         self.exclude = exclude  # the sampler process itself, a child of the training process
+        self.load = CoresLoad(psutil, self.me)
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self, sampler_cpu_s: float = 0.0) -> dict[str, Any]:
+        """The process's and its children's figures, and the load on its cores
+        (:mod:`gnnmon.timeline.machine_load`; ``sampler_cpu_s``: the sampler process's CPU so far)."""
         psutil = self.psutil
         me = self.me
         with me.oneshot():
@@ -130,6 +134,7 @@ class ProcessProbe:
             "children_rss_bytes": int(kids_rss),
             "children_cpu_pct": kids_cpu,
             "ram_used_bytes": psutil.virtual_memory().used,
+            **self.load.read(None if cpu is None else cpu + kids_cpu, sampler_cpu_s, now),
         }
 
 
@@ -186,7 +191,7 @@ class Agent:
         sample: dict[str, Any] = {"m": "sample", "t_ns": now, "late_s": late,
                                   "interval_s": self.interval_ns / 1e9}
         try:
-            sample.update(self.probe.sample())
+            sample.update(self.probe.sample(self._cpu() if self.mode == "process" else 0.0))
         except self.probe.psutil.NoSuchProcess:
             raise  # the training process is gone: the loop ends
         except Exception as exc:  # noqa: BLE001 - say what failed in the sample, keep sampling

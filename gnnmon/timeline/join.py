@@ -33,10 +33,14 @@ GAUGES = (
     ("gpu_power_w", "gpu{i}_power_w", "nvml"),
     ("workers_rss_bytes", "children_rss_bytes", "psutil"),
     ("ram_used_bytes", "ram_used_bytes", "psutil"),
+    ("others_cpu_pct", "others_cpu_pct", "psutil"),
+    ("idle_cpu_pct", "idle_cpu_pct", "psutil"),
 )
 """Sampled figures a row gets, each with ``<field>_source``: the training process's and its
 workers' CPU % (100 = one core), the row's GPU's utilisation (% of time a kernel ran) and power
-(W), the DataLoader workers' RSS (bytes) and the machine's used RAM (bytes)."""
+(W), the DataLoader workers' RSS (bytes), the machine's used RAM (bytes), and on the cores the
+process may run on, the CPU other processes took and the idle time left (% of one core:
+:mod:`gnnmon.timeline.machine_load`)."""
 
 
 sample_time: Callable[[Mapping[str, Any]], int] = operator.itemgetter("t_ns")

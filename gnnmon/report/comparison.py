@@ -1,0 +1,75 @@
+"""What ``Report.compare(other)`` returns: two runs' lines (:mod:`gnnmon.report.compare`) in scopes
+(``all``; for distributed jobs also ``rank <r>`` for each rank both ran), the regressions beyond
+the limits given, and the comparison as markdown, plain data (JSON) or a page."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from gnnmon.data.table import Table
+from gnnmon.report.compare import compare_tables, ranks_of, regressions
+from gnnmon.report.compare_text import comparison_markdown, comparison_page
+
+
+def run_name(manifest: Mapping[str, Any], default: str) -> str:
+    """A run's file name (a job's path), else ``default``."""
+    file = ((manifest or {}).get("distributed") or {}).get("job_path") or (manifest or {}).get("file")
+    return os.path.basename(str(file)) if file else default
+
+
+def _rank_tables(table: Table) -> dict[Any, Table]:
+    """A job's rows per rank (each rank's rows once, in order)."""
+    return {rank: t for rank, t in table.where("rank").items() if rank is not None}
+
+
+class Comparison:
+    """Two runs side by side. ``lines``: every figure of every label (and phase) in every scope,
+    each with both values, their standard errors, the relative ``change``, a ``verdict`` (slower,
+    faster, more, less, within noise, same, added, removed) and ``judged`` (``time``, ``memory`` or
+    None); ``regressions(max_slowdown, max_memory_growth)``: the judged lines beyond those limits
+    (shares: 0.05 is 5 %)."""
+
+    def __init__(self, base: Table, new: Table, base_name: str = "BASE", new_name: str = "NEW",
+                 max_slowdown: float | None = None, max_memory_growth: float | None = None) -> None:
+        self.base_name, self.new_name = base_name, new_name
+        self.max_slowdown, self.max_memory_growth = max_slowdown, max_memory_growth
+        self.notes: list[str] = []
+        self.lines = compare_tables("all", base, new)
+        ra, rb = ranks_of(base), ranks_of(new)
+        if len(ra) > 1 or len(rb) > 1:
+            ta, tb = _rank_tables(base), _rank_tables(new)
+            for rank in sorted(set(ta) & set(tb)):
+                self.lines += compare_tables(f"rank {rank}", ta[rank], tb[rank])
+            if set(ra) != set(rb):
+                self.notes.append(f"ranks differ: {base_name} has {len(ra)}, {new_name} {len(rb)}; compared rank "
+                                  "by rank where both have it")
+
+    def regressions(self, max_slowdown: float | None = None, max_memory_growth: float | None = None) -> list[dict[str, Any]]:
+        """The judged lines that regressed beyond the limits (default: those given when made)."""
+        return regressions(self.lines, self.max_slowdown if max_slowdown is None else max_slowdown,
+                           self.max_memory_growth if max_memory_growth is None else max_memory_growth)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as plain data (what ``--format json`` prints)."""
+        return {"base": self.base_name, "new": self.new_name, "max_slowdown": self.max_slowdown,
+                "max_memory_growth": self.max_memory_growth, "notes": self.notes, "lines": self.lines,
+                "regressions": self.regressions()}
+
+    def markdown(self) -> str:
+        """The comparison as markdown: the verdict first, then one table per scope and label."""
+        return comparison_markdown(self)
+
+    def to_html(self, path: str | os.PathLike[str]) -> str:
+        """Write the comparison as one self-contained page; says what was written."""
+        page = comparison_page(self)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
+        return f"a comparison page ({len(page) / 1024:.0f} KiB)"
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
+
+    def __repr__(self) -> str:
+        return f"<gnnmon Comparison: {self.base_name} vs {self.new_name}, {len(self.regressions())} regression(s)>"

@@ -1,0 +1,105 @@
+"""The answer first: what a run's time and memory went to, as a few findings ranked by the share of
+the run's time (or of the memory) at stake — each with its evidence (the figure and where it was
+measured) and the next thing to try. ``report.diagnosis()`` returns them as plain data; the
+markdown report, ``gnnmon report`` and the notebook display open with them, and a run with
+nothing to say says so in one line.
+
+The run's time is its loops' (each label's top-level calls, and the waits for their batches) and
+the garbage collections between calls. Findings about time are in
+:mod:`gnnmon.report.time_findings`, about memory in :mod:`gnnmon.report.memory_findings` and
+:mod:`gnnmon.report.creep` (a leak, or bigger graphs); for a
+distributed job the cross-rank report adds its stragglers and the steps a busy machine held up
+(shares of the job's matched steps' time). Nothing is claimed within the noise the run itself
+shows (:func:`gnnmon.report.loops.beyond_noise`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from gnnmon.data.table import Table
+from gnnmon.report import creep, memory_findings, time_findings
+from gnnmon.report.loops import MIN_SHARE, evidence, finding, loops, ms
+
+STRAGGLER_NEXT = {
+    "gc": "gnnmon.freeze_gc() after set-up and @gc_controlled on every rank's step: a pause on one rank holds up all",
+    "larger batch": "batches of equal size on every rank (a DistributedSampler over shapes, DynamicBatchSampler)",
+    "data loading": "more DataLoader workers on that rank (or persistent_workers=True)",
+    "preempted": "free cores for every rank (one rank shared its cores with another process)",
+}
+"""What to try for a straggler, by its cause; anything else: look at that rank's machine and device."""
+
+
+class Diagnosed(Protocol):
+    """What the diagnosis reads (:class:`gnnmon.report.Report` has all of it)."""
+
+    table: Table
+    manifest: dict[str, Any]
+    gc_events: list[dict[str, Any]]
+
+    def spikes(self, **options: Any) -> list[dict[str, Any]]: ...
+
+    def cross_rank(self) -> dict[str, Any]: ...
+
+    def oom(self) -> list[dict[str, Any]]: ...
+
+    def memory_model(self, label: str | None = None, figure: str = ...) -> Any: ...
+
+
+def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
+    """The findings of a run, the largest share first (see the module doc); [] when nothing
+    stands out."""
+    found: list[dict[str, Any] | None] = []
+    runs = loops(report.table)
+    between = sum(float(e.get("duration_s") or 0.0) for e in report.gc_events if not e.get("row"))
+    total = sum(loop.total for loop in runs) + between
+    if runs:
+        spikes = report.spikes()
+        for loop in runs:
+            found += [time_findings.input_bound(loop, total), time_findings.recompilation(loop, total),
+                      time_findings.warm_up(loop, total), time_findings.busy_machine(loop, total),
+                      time_findings.slow_steps(loop, spikes, total)]
+            found += creep.creep(loop)
+        found.append(time_findings.garbage_collection(runs, report.gc_events, total))
+    found += across_ranks(report.cross_rank())
+    found.append(memory_findings.out_of_memory(report.oom()))
+    found += memory_findings.device_memory(report.table, report.manifest, _models(report))
+    return sorted((f for f in found if f is not None), key=lambda f: -f["share"])
+
+
+def _models(report: Diagnosed) -> Callable[[str, str], Any]:
+    def model_of(label: str, figure: str) -> Any:
+        return report.memory_model(label, figure)
+    return model_of
+
+
+def across_ranks(job: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A distributed job's stragglers (the cross-rank report's verdict) and the steps a busy
+    machine held up, as shares of its matched steps' time."""
+    if not job or not job.get("steps"):
+        return []
+    total = sum(float(s["time_s"]) for s in job["steps"])
+    out = []
+    for s in job.get("stragglers") or ():
+        cause = str(s["cause"]).split(" (")[0]
+        words = (f"rank {s['rank']} held the job up in {s['steps']} of {s['of']} steps, {ms(s['delay_s'])} in all, "
+                 f"mostly {cause}")
+        proof = [evidence("delay_s", float(s["delay_s"]), "s", "the cross-rank report (rows matched by label and "
+                          "index across ranks, on rank 0's clock)")]
+        f = finding("straggler", s.get("label"), float(s["delay_s"]), total, words, proof,
+                    STRAGGLER_NEXT.get(cause, f"look at rank {s['rank']}'s machine and device: it is slower at "
+                                              f"every step"), rank=s["rank"])
+        if f["share"] >= MIN_SHARE:
+            out.append(f)
+    held = job.get("preempted") or []
+    delay = sum(float(s["delay_s"]) for s in held)
+    if held and delay >= MIN_SHARE * total:
+        ranks = sorted({s["slowest_rank"] for s in held})
+        out.append(finding("busy machine", None, delay, total,
+                           f"{len(held)} step(s) were held up by a rank the OS took off the CPU (rank(s) "
+                           f"{', '.join(map(str, ranks))}), {ms(delay)} in all",
+                           [evidence("thread_preempted", float(len(held)), "steps", "the rows' scheduler counters "
+                                     "(collect(sched=)), the cross-rank report")],
+                           STRAGGLER_NEXT["preempted"]))
+    return out

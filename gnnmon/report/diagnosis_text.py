@@ -1,0 +1,69 @@
+"""The diagnosis in words: the markdown section a report opens with, and the same as an HTML
+fragment for a page (:func:`diagnosis_html`: the report page's JSON carries the findings as
+``diagnosis``, and a page may show this fragment first)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from gnnmon.report.loops import MIN_SHARE, ms
+from gnnmon.report.memory_model import format_bytes
+
+NOTHING = (f"Nothing stands out: no cause takes {100 * MIN_SHARE:.0f} % of the run's time or memory beyond the noise its "
+           "own calls show.")
+"""What a run with nothing to say says."""
+
+OF = {"time": "of the run's time", "memory": "of the memory"}
+
+
+def headline(f: dict[str, Any]) -> str:
+    """``input-bound — 41 % of the run's time``."""
+    if f["kind"] == "out of memory":
+        return "out of memory"
+    of = "of the job's time" if f["kind"] == "straggler" or (f["kind"] == "busy machine" and f["label"] is None) \
+        else "of the device's memory" if f["kind"] == "memory" \
+        else "of that memory" if f["of"] == "memory" else OF["time"]
+    return f"{f['kind']} — {100 * f['share']:.0f} % {of}"
+
+
+def value_text(value: float | None, unit: str) -> str:
+    """A figure's value in the unit a reader expects (ms, MiB, %)."""
+    if value is None:
+        return ""
+    if unit == "s":
+        return ms(value)
+    if unit.startswith("bytes"):
+        return format_bytes(value) + unit[len("bytes"):]
+    if unit == "%":
+        return f"{value:.0f} %"
+    return f"{value:,.4g} {unit}".rstrip()
+
+
+def evidence_text(e: dict[str, Any]) -> str:
+    value = value_text(e["value"], e["unit"])
+    return f"`{e['figure']}`" + (f" {value}" if value else "") + f" ({e['where']})"
+
+
+def diagnosis_lines(findings: list[dict[str, Any]]) -> list[str]:
+    """The section a markdown report opens with: each finding ranked, its evidence and next step;
+    or one line when there is nothing to say."""
+    lines = ["### Diagnosis", ""]
+    if not findings:
+        return [*lines, NOTHING, ""]
+    for k, f in enumerate(findings, 1):
+        lines += [f"{k}. **{headline(f)}**: {f['words']}.",
+                  "   Evidence: " + "; ".join(evidence_text(e) for e in f["evidence"]) + ".",
+                  f"   Next: {f['next']}."]
+    return [*lines, ""]
+
+
+def diagnosis_html(findings: list[dict[str, Any]]) -> str:
+    """The diagnosis as an HTML fragment (an ordered list, or the one line), escaped."""
+    if not findings:
+        return f"<p class=\"diagnosis\">{html.escape(NOTHING)}</p>"
+    items = "".join(
+        f"<li><b>{html.escape(headline(f))}</b>: {html.escape(f['words'])}.<br>"
+        f"<small>Evidence: {html.escape('; '.join(evidence_text(e).replace('`', '') for e in f['evidence']))}.</small>"
+        f"<br>Next: {html.escape(f['next'])}.</li>" for f in findings)
+    return f"<ol class=\"diagnosis\">{items}</ol>"

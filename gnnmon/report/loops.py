@@ -1,0 +1,114 @@
+"""What the diagnosis reads a run as: each label's top-level calls (a loop's steps) with their times,
+the data waits before them, their steady level and the spread the run itself shows; and how a
+finding is said (plain data) and judged against that spread.
+
+A finding's time at stake is claimed only when it is at least :data:`MIN_SHARE` of the run's time
+and more than :data:`NOISE_K` times what the steps' own spread could add up to over the steps it
+is in (``spread · √steps``): a cost the run's jitter could make is not a cause.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from gnnmon.data.table import Part, Table
+from gnnmon.report.stats import percentile
+
+MIN_SHARE = 0.05
+"""The least share of the run's time (or of its memory) a finding must hold to be said."""
+
+NOISE_K = 3.0
+"""How many times the run's own noise over the steps concerned a cost must exceed."""
+
+WARMUP = 2
+"""Calls of each label the steady level is judged without (as the step analysis does)."""
+
+
+def median(values: np.ndarray) -> float:
+    return float(percentile(np.sort(values), 50)) if values.size else math.nan
+
+
+def spread(values: np.ndarray) -> float:
+    """The robust standard deviation: 1.4826 × the median absolute deviation."""
+    if not values.size:
+        return math.nan
+    return 1.4826 * median(np.abs(values - median(values)))
+
+
+def beyond_noise(cost: float, steps: int, step_spread: float, total: float, min_share: float = MIN_SHARE) -> bool:
+    """Whether ``cost`` (seconds over ``steps`` steps) is a finding: at least ``min_share`` of
+    ``total`` and more than :data:`NOISE_K` spreads over those steps (see the module doc)."""
+    noise = NOISE_K * (step_spread if math.isfinite(step_spread) else 0.0) * math.sqrt(max(steps, 1))
+    return total > 0 and cost >= min_share * total and cost > noise
+
+
+class Loop:
+    """One label's top-level calls that returned: ``t`` their times (``device_s``, else ``wall_s``,
+    else the window), ``wait`` the loop's wait for each one's batch and its copy to the device
+    (``data_wait_s`` + ``data_to_device_s``, 0 where not watched), ``steady`` the calls after the
+    first :data:`WARMUP`; ``level`` and ``noise`` the steady calls' median and robust spread."""
+
+    def __init__(self, label: str, part: Part, warmup: int = WARMUP) -> None:
+        self.label = label
+        self.part = part
+        keep = np.array([p is None for p in part.objects("parent")], dtype=bool) if "parent" in part.cols \
+            else np.ones(part.n, dtype=bool)
+        if "error" in part.cols:
+            keep &= np.array([e is None for e in part.objects("error")], dtype=bool)
+        t = part.time()
+        keep &= ~np.isnan(t)
+        self.at = np.flatnonzero(keep)
+        self.t = t[keep]
+        self.index = np.nan_to_num(part.numbers("index")[keep], nan=0.0)
+        self.steady = self.index >= warmup
+        if not self.steady.any():
+            self.steady = np.ones(self.t.size, dtype=bool)
+        self.wait = self.zeros("data_wait_s") + self.zeros("data_to_device_s")
+        self.level = median(self.t[self.steady])
+        self.noise = spread(self.t[self.steady])
+
+    def column(self, name: str) -> np.ndarray:
+        """Field ``name`` of these calls, as floats (NaN where missing)."""
+        return self.part.numbers(name)[self.at]
+
+    def zeros(self, name: str) -> np.ndarray:
+        """Field ``name`` of these calls with 0 where missing."""
+        return np.nan_to_num(self.column(name), nan=0.0)
+
+    def has(self, name: str) -> bool:
+        return name in self.part.cols and bool(np.any(~np.isnan(self.column(name))))
+
+    @property
+    def total(self) -> float:
+        """The loop's time: its calls and the waits before them."""
+        return float(np.sum(self.t) + np.sum(self.wait))
+
+
+def loops(table: Table) -> list[Loop]:
+    """Every label's loop that has timed top-level calls."""
+    out = [Loop(label, part) for label, part in table.parts.items()]
+    return [loop for loop in out if loop.t.size]
+
+
+def finding(kind: str, label: str | None, at_stake: float, total: float, words: str,
+            evidence: list[dict[str, Any]], next_step: str, of: str = "time", **extra: Any) -> dict[str, Any]:
+    """A finding as plain data: its ``kind``, the ``label`` it concerns (None: the run), the
+    ``share`` of the run's time (or of the memory, ``of="memory"``) at stake and that amount
+    (``at_stake``, seconds or bytes: ``unit``), what was found in ``words``, its ``evidence``
+    (each figure, its value and unit, and where it was measured) and the ``next`` thing to try."""
+    return {"kind": kind, "label": label, "share": at_stake / total if total > 0 else 0.0, "of": of,
+            "at_stake": at_stake, "unit": "s" if of == "time" else "bytes", "words": words,
+            "evidence": evidence, "next": next_step, **extra}
+
+
+def evidence(figure: str, value: float | None, unit: str, where: str) -> dict[str, Any]:
+    """One figure behind a finding: its name, value (in ``unit``) and where it was measured."""
+    return {"figure": figure, "value": value, "unit": unit, "where": where}
+
+
+def ms(seconds: float) -> str:
+    """Seconds as a reader expects them: ms below a second."""
+    return f"{seconds * 1e3:,.1f} ms" if seconds < 1 else f"{seconds:,.2f} s"

@@ -1,0 +1,110 @@
+"""``gnnmon compare`` and ``Report.compare`` on planted run files (times, shapes and peaks written
+by tests/diagnosis/planted.py: no test here depends on the machine's speed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gnnmon
+from gnnmon.cli import main
+from tests.diagnosis.planted import steps, write_run
+
+ROOT = Path(__file__).resolve().parents[2]
+LIMITS = ["--max-slowdown", "5%", "--max-memory-growth", "10%"]
+
+
+@pytest.fixture
+def base(tmp_path):
+    return write_run(tmp_path / "base.jsonl", steps(seed=1))
+
+
+def test_a_phase_planted_15_percent_slower_exits_1_and_is_named(base, tmp_path, capsys):
+    new = write_run(tmp_path / "new.jsonl", steps(seed=2, slower={"forward": 1.15}))
+    assert main(["compare", str(base), str(new), *LIMITS]) == 1
+    out, err = capsys.readouterr()
+    named = [line for line in err.splitlines() if line.startswith("gnnmon: regressed:")]
+    assert len(named) == 1 and "train_step / phase forward: time per 1,000 nodes+edges +1" in named[0], err
+    change = float(named[0].split("nodes+edges ")[1].split(" %")[0])
+    assert 12 < change < 18  # planted +15 %, 3 % noise per call over 200 calls
+    assert "**Regressed**" in out and "- train_step / phase forward:" in out
+
+
+def test_batches_twice_as_large_at_the_same_cost_per_node_and_edge_exit_0(base, tmp_path, capsys):
+    new = write_run(tmp_path / "new.jsonl", steps(seed=3, scale=2.0))
+    assert main(["compare", str(base), str(new), *LIMITS]) == 0
+    lines = gnnmon.load(base).report().compare(gnnmon.load(new).report()).lines
+    by = {(ln["phase"], ln["figure"]): ln for ln in lines}
+    assert by[(None, "time per step")]["verdict"] == "slower"  # the step took longer ...
+    assert by[("forward", "time per 1,000 nodes+edges")]["verdict"] == "within noise"  # ... at the same cost
+    assert by[(None, "time per 1,000 nodes+edges")]["verdict"] == "faster"  # the constant optimizer, spread thinner
+    assert by[(None, "peak memory")]["verdict"] == "more"  # bigger graphs need more memory, but the model ...
+    forecast = by[(None, "peak forecast for the new run's largest batch")]
+    assert forecast["judged"] == "memory" and abs(forecast["change"]) < 0.001  # ... forecasts the same batch alike
+    assert "No regression" in capsys.readouterr().out
+
+
+def test_a_rerun_of_itself_exits_0(base, tmp_path):
+    again = write_run(tmp_path / "again.jsonl", steps(seed=4))
+    assert main(["compare", str(base), str(again), *LIMITS]) == 0
+    assert main(["compare", str(base), str(base), *LIMITS]) == 0
+
+
+def test_memory_growth_beyond_the_limit_exits_1(base, tmp_path, capsys):
+    rows = steps(seed=5)
+    for r in rows:
+        r["mem_peak_bytes"] += 16 * 2**20  # a buffer of 16 MiB more: +15 % of the 105 MiB peak
+    new = write_run(tmp_path / "new.jsonl", rows)
+    assert main(["compare", str(base), str(new), *LIMITS]) == 1
+    err = capsys.readouterr().err
+    assert "train_step: peak forecast for the new run's largest batch +15." in err, err
+    assert main(["compare", str(base), str(new), "--max-slowdown", "5%"]) == 0  # no memory limit given
+
+
+def test_json_and_html(base, tmp_path, capsys):
+    new = write_run(tmp_path / "new.jsonl", steps(seed=2, slower={"forward": 1.15}))
+    page = tmp_path / "cmp.html"
+    assert main(["compare", str(base), str(new), "--max-slowdown", "0.05", "--format", "json", "--html", str(page)]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["max_slowdown"] == 0.05 and data["base"] == "base.jsonl"
+    assert [(r["label"], r["phase"]) for r in data["regressions"]] == [("train_step", "forward")]
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<b>Regressed</b>" in text and "<table>" in text
+
+
+def test_limits_are_read_as_percentages_or_shares(base, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["compare", str(base), str(base), "--max-slowdown", "5"])
+    assert stop.value.code == 2 and "write 5% to mean 5 %" in capsys.readouterr().err
+
+
+def test_a_job_is_compared_as_a_whole_and_rank_by_rank(tmp_path, capsys):
+    def job(name, slower_rank1):
+        rows = steps(seed=6, rank=0) + steps(seed=7, rank=1, slower={"backward": slower_rank1})
+        return write_run(tmp_path / name, rows)
+
+    base, new = job("base.jsonl", 1.0), job("new.jsonl", 1.3)
+    assert main(["compare", str(base), str(new), "--max-slowdown", "5%"]) == 1
+    err = capsys.readouterr().err
+    assert "train_step / phase backward [rank 1]" in err and "[rank 0]" not in err
+    assert "train_step / phase backward: time per 1,000 nodes+edges" in err  # the job as a whole, too
+
+
+def test_a_label_in_one_run_only_is_said_not_judged(base, tmp_path):
+    new = write_run(tmp_path / "new.jsonl", steps(seed=1) + steps(n=20, seed=8, label="eval_step"))
+    comparison = gnnmon.load(base).report().compare(gnnmon.load(new).report(), max_slowdown=0.05)
+    added = [ln for ln in comparison.lines if ln["label"] == "eval_step"]
+    assert [ln["verdict"] for ln in added] == ["added"] and not comparison.regressions()
+
+
+def test_comparing_imports_no_torch(base, tmp_path):
+    code = ("import sys, gnnmon.cli; code = gnnmon.cli.main(['compare', sys.argv[1], sys.argv[1], '--html', "
+            "sys.argv[2]]); assert 'torch' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m); "
+            "print(code)")
+    proc = subprocess.run([sys.executable, "-c", code, str(base), str(tmp_path / "p.html")], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("0"), proc.stderr[-2000:]

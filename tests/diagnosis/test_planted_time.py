@@ -1,0 +1,96 @@
+"""The diagnosis leads with the planted cause of a run's lost time, and a clean run has nothing to
+say. Each plant is large against the run's own noise (sleeps of tens of ms, collections over a
+large heap), so a slow or busy machine changes the figures a little, never the verdict."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import gnnmon
+from gnnmon.report.diagnosis_text import NOTHING
+
+ITEM_S, STEP_S = 0.030, 0.020
+"""The planted input-bound run: each batch's one item sleeps ITEM_S in __getitem__, each step
+STEP_S: the loop waits for data ITEM_S / (ITEM_S + STEP_S) = 60 % of its time."""
+
+
+class Sleepy(Dataset):
+    def __len__(self) -> int:
+        return 24
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        time.sleep(ITEM_S)
+        return torch.ones(4)
+
+
+def test_a_sleeping_getitem_leads_as_input_bound_with_its_planted_share():
+    @gnnmon.cuda_timed
+    def step(batch):
+        time.sleep(STEP_S)
+
+    with gnnmon.collect() as run, gnnmon.gc_paused():
+        for batch in gnnmon.watch_loader(DataLoader(Sleepy(), batch_size=1)):
+            step(batch)
+    found = run.report().diagnosis()
+    first = found[0]
+    planted = ITEM_S / (ITEM_S + STEP_S)
+    print(f"input-bound: share {first['share']:.3f} against {planted:.3f} planted")
+    assert first["kind"] == "input-bound" and first["label"] == "step", found
+    assert abs(first["share"] - planted) < 0.05, (first["share"], planted)
+    wait = next(e for e in first["evidence"] if e["figure"] == "data_wait_s")
+    assert ITEM_S <= wait["value"] < ITEM_S * 1.5  # a sleep never ends early
+    assert "num_workers" in first["next"]
+
+
+def test_garbage_made_each_step_leads_as_garbage_collection():
+    ballast = [[i] for i in range(300_000)]  # what each full collection must walk
+    paused: list[float] = []
+    started: list[float] = []
+
+    def timer(phase, info):
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            paused.append(time.perf_counter() - started.pop())
+
+    @gnnmon.cuda_timed
+    def step():
+        junk = []
+        for _ in range(20_000):
+            cell: list = []
+            cell.append(cell)  # a cycle: only the collector frees it
+            junk.append(cell)
+        time.sleep(0.005)
+
+    gc.callbacks.append(timer)
+    try:
+        with gnnmon.collect() as run:
+            for _ in range(30):
+                step()
+    finally:
+        gc.callbacks.remove(timer)
+    del ballast
+    found = run.report().diagnosis()
+    first = found[0]
+    assert first["kind"] == "garbage collection", found
+    truth = sum(paused)  # every collection while the run was open, timed by the test's own callback
+    print(f"GC: {first['at_stake']:.3f} s at stake ({first['share']:.2f} of the run) against {truth:.3f} s timed")
+    assert 0.8 * truth <= first["at_stake"] <= 1.05 * truth, (first["at_stake"], truth)
+    assert "freeze_gc" in first["next"]
+
+
+def test_a_clean_run_has_nothing_to_say():
+    @gnnmon.cuda_timed
+    def step():
+        time.sleep(0.05)
+
+    with gnnmon.collect() as run, gnnmon.gc_paused():
+        for _ in range(30):
+            step()
+    report = run.report()
+    assert report.diagnosis() == []
+    assert NOTHING in report.markdown()
