@@ -170,3 +170,43 @@ def test_a_probe_that_runs_out_of_memory_or_over_the_target_steers_the_next(fake
     best = next(p for p in found.probes if p["size"] == found.batch_size)
     assert best["fits"] and best["peak_bytes"] <= 0.9 * capacity
     assert fake_cuda.devices[0].allocated == 0
+
+
+def test_calibrate_primes_the_fit_before_its_first_step(monkeypatch):
+    """The fit's first call in a process keeps host memory (numpy's BLAS buffers): calibrate runs it
+    before the first step, so on the CPU the constant it measures already holds it."""
+    import importlib
+
+    calibration = importlib.import_module("gnnmon.forecast.calibrate")  # the module, not the function
+
+    order: list[str] = []
+    real = calibration.prime
+    monkeypatch.setattr(calibration, "prime", lambda: (order.append("prime"), real())[1])
+
+    @gnnmon.monitor_memory_device(label="train_step")
+    def step(batch):
+        order.append("step")
+
+    graphs = [Data(x=torch.randn(n, 4), edge_index=torch.randint(0, n, (2, 2 * n))) for n in range(5, 105)]
+    gnnmon.calibrate(step, DataLoader(graphs, batch_size=16))
+    assert order[:2] == ["prime", "step"] and order.count("prime") == 1
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_after_priming_a_fit_leaves_no_lasting_host_memory():
+    import subprocess
+    import sys
+
+    code = ("import numpy\n"
+            "from gnnmon.report.memory_model import prime\n"
+            "from gnnmon.report import Report\n"
+            "rss = lambda: int(open('/proc/self/statm').read().split()[1]) * 4096\n"
+            "prime(); before = rss()\n"
+            "rows = [{'label': 's', 'index': i, 'num_nodes': n, 'num_edges': 3 * n + i % 7,\n"
+            "         'mem_peak_bytes': 1e8 + 1e3 * n + (i % 5) * 1e3} for i, n in enumerate(range(100, 4100, 100))]\n"
+            "model = Report(rows).memory_model(figure='mem_peak_bytes', warmup=0)\n"
+            "model.predict(num_nodes=8000, num_edges=24000)\n"
+            "print(rss() - before)\n")
+    grown = int(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                               cwd=__import__("tests.scripts", fromlist=["ROOT"]).ROOT).stdout.split()[-1])
+    assert grown < 512 * 1024, f"a fit after prime() still kept {grown / MiB:.2f} MiB"
