@@ -116,6 +116,7 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
                     break
                 shapes.append(shape)
                 ran.append(size)
+            batch = None  # the last batch is freed: held, it would count in every probe's peak (host memory)
 
             def refit() -> MemoryModel:
                 return run.report().memory_model(label, MEM_PEAK.name, warmup=1, confidence=confidence)
@@ -152,6 +153,7 @@ def _prober(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader
         else:
             drawn = [make(rng.sample(range(count), size)) for _ in range(max(1, candidates))]
             batch = max(drawn, key=lambda b: int(b.num_nodes) + int(getattr(b, "num_edges", 0) or 0))
+            del drawn  # the others are freed: held, they would count in the probe's peak (host memory)
         shape = _shape(batch)
         try:
             step(batch)

@@ -210,3 +210,41 @@ def test_after_priming_a_fit_leaves_no_lasting_host_memory():
     grown = int(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
                                cwd=__import__("tests.scripts", fromlist=["ROOT"]).ROOT).stdout.split()[-1])
     assert grown < 512 * 1024, f"a fit after prime() still kept {grown / MiB:.2f} MiB"
+
+
+def test_a_probe_holds_only_the_batch_it_runs(fake_cuda):
+    """A probe draws a few batches of the size it aims at and runs the heaviest: the others are
+    freed before the step, so on the CPU (where a batch is host memory) they do not count in its
+    peak. Every batch the loader builds is watched; during each step only the stepped one lives."""
+    import gc
+    import weakref
+
+    loader = make_loader(graph(), [5, 5], batch_size=64, shuffle=False)
+    built: list[weakref.ref] = []
+    make = loader.__call__
+
+    def watched(index):
+        batch = make(index)
+        built.append(weakref.ref(batch))
+        return batch
+
+    loader.__call__ = watched  # type: ignore[method-assign]
+    alive: list[int] = []
+    inner = planted_step(fake_cuda)
+
+    def step(batch):
+        gc.collect()
+        alive.append(sum(r() is not None for r in built))
+        inner(batch)
+
+    class Watched:  # calibrate calls the loader: route the call through the watch
+        def __init__(self) -> None:
+            self.__dict__.update({k: getattr(loader, k) for k in ("node_sampler", "collate_fn", "dataset",
+                                                                  "batch_size")})
+
+        def __call__(self, index):
+            return watched(index)
+
+    cal = gnnmon.calibrate(step, Watched(), capacity=256 * MiB)
+    assert cal.search is not None and cal.search.probes, cal.summary()
+    assert alive and max(alive) == 1, alive
