@@ -41,7 +41,7 @@ def test_the_batch_size_search_comparison_runs_at_a_tiny_size(tmp_path):
 
     assert gnn["trial_steps"] == 15 + gnn["probe_steps"] and gnn["probe_steps"] <= 4
     assert gnn["batch_size"] > 0 and gnn["oom_steps"] == 0
-    under = [c for c in gnn["calls"] if c["peak_bytes"] <= gnn["target_bytes"]]
-    assert gnn["batch_size"] == max(c["seeds"] for c in under)  # the largest measured under the target
+    under = [c for c in gnn["calls"] if c["peak_bytes"] <= gnn["capacity_bytes"]]  # fraction 1.0: its target
+    assert gnn["batch_size"] == max(c["seeds"] for c in under)  # the largest measured under it
     text = (tmp_path / "batch_size_search.md").read_text()
     assert "| Lightning Tuner.scale_batch_size(mode='power') |" in text
