@@ -7,10 +7,21 @@ Two models, each trained for real with ``@monitor_memory_device`` on its step:
   fanouts [15, 10] and [25, 10] are forecast (``gnnmon.forecast`` over each loader: its sampler
   only) and run;
 * ``graph``: a GIN graph regression on QM9-shaped molecules with PyG's ``DataLoader``: fitted on
-  batches of 16-64 molecules, batch sizes 128-512 forecast and run.
+  batches of 16-64 molecules, batch sizes 128-512 forecast and run;
+* ``sage``: issue 42's GraphSAGE (64-128-128-10) with ``NeighborLoader([10, 5])`` on a synthetic
+  100,000-node graph (10 edges per node): fitted by ``gnnmon.calibrate`` on an ordinary loader of
+  512 seed nodes (its sizes: 128-1,024), then batch sizes 2,048 and 4,096 and the full-batch step
+  on the whole graph forecast and run;
+* ``link``: the same encoder on a link-prediction step (dot-product scores, one negative per
+  positive) with ``LinkNeighborLoader([10, 5])``, calibrated on 256 seed edges; 1,024 and 2,048
+  forecast and run.
 
-For each configuration: the forecast peak of its worst batch, the measured peak of the run, and
-the error; then the budget ``forecast(...).budget(0.9)`` recommends for ``--capacity`` and whether
+Every study ends with a control: the fitted batch size again, after everything else ran, its peaks
+against the model's forecast for their shapes (the median gap: how far the process's RSS constant
+drifted while the configurations ran).
+
+For each configuration: the forecast peak of its worst batch, the measured peak of the run, the
+error, and whether each run batch's upper bound (from its own shape) covered its measured peak; then the budget ``forecast(...).budget(0.9)`` recommends for ``--capacity`` and whether
 a run at that budget stayed under the target. The peak is the absolute one (``mem_peak_bytes``):
 on the CPU the process's RSS, made exact by ``gnnmon.exact_host_memory()``; on a GPU the caching
 allocator's.
@@ -24,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -37,9 +49,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon.report.memory_model import format_bytes
-from play.models import GCN
-from play.neighbor_sampler import make_loader
-from play.synthetic import FLICKR, QM9, molecules, planted_partition
+from play.models import GCN, SAGE
+from play.neighbor_sampler import make_link_loader, make_loader
+from play.synthetic import FLICKR, QM9, GraphSpec, molecules, planted_partition
+
+STUDIES = ("node", "graph", "sage", "link")
+SAGE_GRAPH = GraphSpec("synthetic", 100_000, 1_000_000, 64, 10)
+"""Issue 42's graph: 100,000 nodes, 10 edges per node (both directions), 64 features, 10 classes."""
 
 
 class GIN(torch.nn.Module):
@@ -58,6 +74,26 @@ class GIN(torch.nn.Module):
         for conv in self.convs:
             h = F.relu(conv(h, batch.edge_index))
         return self.head(global_add_pool(h, batch.batch)).squeeze(-1)
+
+
+class Timeline:
+    """The step, noting each call's phase, its start (the process's memory before the step: RSS on
+    the CPU) and its peak, in the order they ran."""
+
+    def __init__(self, step: Callable[[Any], Any]) -> None:
+        self.step = step
+        self.phase = "fit"
+        self.calls: list[tuple[str, float, float]] = []
+
+    def __call__(self, batch: Any) -> None:
+        self.step(batch)
+        row = gnnmon.active_run().records[-1]
+        self.calls.append((self.phase, float(row["mem_start_bytes"]), float(row["mem_peak_bytes"])))
+
+    def start(self, phase: str) -> float:
+        """The median start of ``phase``'s calls, bytes."""
+        starts = sorted(c[1] for c in self.calls if c[0] == phase)
+        return starts[len(starts) // 2]
 
 
 def train(step: Callable[[Any], Any], loaders: Iterable[Any], limit: int) -> None:
@@ -115,9 +151,139 @@ def graph_study(device: torch.device, tiny: bool) -> tuple[Callable, Any, list, 
     return step, at_budget, fit, tests
 
 
+def sage_graph(tiny: bool) -> Any:
+    """:data:`SAGE_GRAPH` (a tenth of it at ``tiny``)."""
+    return planted_partition(SAGE_GRAPH.scaled(0.1) if tiny else SAGE_GRAPH, seed=0)
+
+
+def sage_step(model: SAGE, optimizer: Any, device: torch.device,
+              backward: Callable[[torch.Tensor], Any] | None = None) -> Callable[[Any], None]:
+    """The node-classification step, decorated: a ``NeighborLoader`` batch's loss on its seed nodes,
+    the whole graph's on its training nodes; ``backward``: how to run it (Lightning's
+    ``manual_backward``), ``loss.backward()`` by default."""
+
+    @gnnmon.monitor_memory_device(label="train_step")
+    def step(batch: Any) -> None:
+        batch = batch.to(device)
+        out = model(batch.x, batch.edge_index)
+        seeds = getattr(batch, "batch_size", None)
+        pick = slice(0, seeds) if seeds is not None else batch.train_mask
+        loss = F.cross_entropy(out[pick], batch.y[pick])
+        (backward or torch.Tensor.backward)(loss)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def sage_study(device: torch.device, tiny: bool) -> dict[str, Any]:
+    data = sage_graph(tiny)
+    model = SAGE(data.num_features, 128, int(data.y.max()) + 1).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def loader(batch_size: int) -> Any:
+        return make_loader(data, [10, 5], batch_size=batch_size, input_nodes=data.train_mask, shuffle=True)
+
+    base = 128 if tiny else 512
+    sizes = (512, 1024) if tiny else (2048, 4096)
+    tests: list[tuple[str, Any]] = [(f"batch {b}, fanouts [10, 5]", loader(b)) for b in sizes]
+    return {"step": sage_step(model, optimizer, device), "ordinary": loader(base),
+            "at_budget": lambda budget: loader(budget["batch_size"]),
+            "tests": [*tests, (f"full batch ({data.num_nodes:,} nodes)", [data])], "budget_from": tests[-1][1],
+            "control": (f"batch {base} again (control)", loader(base)), "sampler": loader(base).sampler_name}
+
+
+def link_study(device: torch.device, tiny: bool) -> dict[str, Any]:
+    data = sage_graph(tiny)
+    model = SAGE(data.num_features, 128, int(data.y.max()) + 1).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    pick = torch.randperm(data.num_edges, generator=torch.Generator().manual_seed(3))[: 4000 if tiny else 40_000]
+    seeds = data.edge_index[:, pick]
+
+    @gnnmon.monitor_memory_device(label="train_step")
+    def step(batch: Any) -> None:
+        batch = batch.to(device)
+        z = model.encode(batch.x, batch.edge_index)
+        src, dst = batch.edge_label_index
+        loss = F.binary_cross_entropy_with_logits((z[src] * z[dst]).sum(-1), batch.edge_label)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def loader(batch_size: int) -> Any:
+        return make_link_loader(data, [10, 5], edge_label_index=seeds, neg_sampling_ratio=1.0,
+                                batch_size=batch_size, shuffle=True)
+
+    base = 64 if tiny else 256
+    sizes = (256, 512) if tiny else (1024, 2048)
+    tests = [(f"batch {b} edges, fanouts [10, 5]", loader(b)) for b in sizes]
+    return {"step": step, "ordinary": loader(base), "at_budget": lambda budget: loader(budget["batch_size"]),
+            "tests": tests, "budget_from": tests[-1][1],
+            "control": (f"batch {base} edges again (control)", loader(base)), "sampler": loader(base).sampler_name}
+
+
+def _asked(model: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """What the model is asked of a row: its terms, and the confounded fields the row has."""
+    return {**{t: row[t] for t in model.terms}, **{t: row[t] for t in model.confounded if row.get(t) is not None}}
+
+
+def run_config(step: Callable[[Any], Any], model: Any, name: str, loader: Any, limit: int) -> dict[str, Any]:
+    """Forecast ``loader``'s batches with ``model``, run ``limit`` of them, compare."""
+    fc = gnnmon.forecast(loader, model, progress=False)
+    with gnnmon.collect() as run:
+        train(step, [loader], limit)
+    rows = [r for r in run.records if r["label"] == "train_step"]
+    preds = [model.predict(**_asked(model, r)) for r in rows]
+    errors = [p.bytes / r["mem_peak_bytes"] - 1 for p, r in zip(preds, rows, strict=True)]
+    return {"config": name, "forecast_worst_bytes": fc.worst[0]["bytes"], "forecast_upper_bytes": fc.peak_bytes,
+            "measured_max_bytes": max(r["mem_peak_bytes"] for r in rows),
+            "per_batch_error_pct": 100 * max(errors, key=abs), "steps": len(rows),
+            "covered": sum(r["mem_peak_bytes"] <= p.upper_bytes for p, r in zip(preds, rows, strict=True)),
+            "gap_median_bytes": sorted(r["mem_peak_bytes"] - p.bytes for p, r in zip(preds, rows, strict=True))[
+                len(rows) // 2]}
+
+
+def measure_calibrated(study: str, device: torch.device, tiny: bool, capacity: str | None) -> dict[str, Any]:
+    """A study whose model comes from ``gnnmon.calibrate`` on an ordinary loader."""
+    torch.manual_seed(0)
+    s = (sage_study if study == "sage" else link_study)(device, tiny)
+    step = Timeline(s["step"])
+    limit = 6 if tiny else 10
+    started = time.perf_counter()
+    cal = gnnmon.calibrate(step, s["ordinary"])
+    took = time.perf_counter() - started
+    model = cal.model
+    result: dict[str, Any] = {"study": study, "model": model.as_dict(), "configs": [], "sampler": s["sampler"],
+                              "calibration": {"sizes": sorted(set(cal.sizes)), "steps": len(cal.sizes),
+                                              "seconds": took}}
+    if not model.trusted:
+        return result
+    step.phase = "configurations"
+    result["configs"] = [run_config(step, model, name, loader, limit) for name, loader in s["tests"]]
+    result["budget"] = run_budget(step, model, s["budget_from"], s["at_budget"], capacity, limit)
+    step.phase = "control"
+    result["control"] = run_config(step, model, *s["control"], limit)
+    result["control"]["start_drift_bytes"] = step.start("control") - step.start("fit")
+    return result
+
+
+def run_budget(step: Callable[[Any], Any], model: Any, loader: Any, at_budget: Callable[[Any], Any],
+               capacity: str | None, limit: int) -> dict[str, Any]:
+    """The budget ``forecast(loader, model, capacity).budget(0.9)`` gives, and a run at it."""
+    cap = capacity or int(1.5 * model.predict(**{t: model.ranges[t][1] for t in model.terms}).bytes)
+    fc = gnnmon.forecast(loader, model, cap, progress=False)
+    budget = fc.budget(0.9)
+    with gnnmon.collect() as run:
+        train(step, [at_budget(budget)], limit)
+    peak = max(r["mem_peak_bytes"] for r in run.records if r["label"] == "train_step")
+    return {**budget, "capacity_bytes": fc.capacity_bytes, "measured_max_bytes": peak,
+            "stayed_under": peak <= budget["target_bytes"]}
+
+
 def measure(study: str, device: torch.device, tiny: bool, capacity: str | None, out: Path) -> dict[str, Any]:
     torch.manual_seed(0)
-    step, at_budget, fit_loaders, tests = (node_study if study == "node" else graph_study)(device, tiny)
+    plain, at_budget, fit_loaders, tests = (node_study if study == "node" else graph_study)(device, tiny)
+    step = Timeline(plain)
     limit = 12 if tiny else 40
     with gnnmon.collect(out / f"memory_forecast_{study}_fit.jsonl") as run:
         train(step, fit_loaders, limit)
@@ -125,51 +291,51 @@ def measure(study: str, device: torch.device, tiny: bool, capacity: str | None, 
     result: dict[str, Any] = {"study": study, "model": model.as_dict(), "configs": []}
     if not model.trusted:
         return result
-    for name, loader in tests:
-        fc = gnnmon.forecast(loader, model, progress=False)
-        with gnnmon.collect() as run:
-            train(step, [loader], limit)
-        rows = [r for r in run.records if r["label"] == "train_step"]
-        errors = [model.predict(**{t: r[t] for t in model.terms}).bytes / r["mem_peak_bytes"] - 1 for r in rows]
-        result["configs"].append({"config": name, "forecast_worst_bytes": fc.worst[0]["bytes"],
-                                  "forecast_upper_bytes": fc.peak_bytes,
-                                  "measured_max_bytes": max(r["mem_peak_bytes"] for r in rows),
-                                  "per_batch_error_pct": 100 * max(errors, key=abs), "steps": len(rows)})
-    cap = capacity or int(1.5 * model.predict(**{t: model.ranges[t][1] for t in model.terms}).bytes)
-    fc = gnnmon.forecast(tests[-1][1], model, cap, progress=False)
-    budget = fc.budget(0.9)
-    with gnnmon.collect() as run:
-        train(step, [at_budget(budget)], limit)
-    peak = max(r["mem_peak_bytes"] for r in run.records if r["label"] == "train_step")
-    result["budget"] = {**budget, "capacity_bytes": fc.capacity_bytes, "measured_max_bytes": peak,
-                        "stayed_under": peak <= budget["target_bytes"]}
+    step.phase = "configurations"
+    result["configs"] = [run_config(step, model, name, loader, limit) for name, loader in tests]
+    result["budget"] = run_budget(step, model, tests[-1][1], at_budget, capacity, limit)
+    step.phase = "control"
+    result["control"] = run_config(step, model, "the largest fitted batch size again (control)", fit_loaders[-1], limit)
+    result["control"]["start_drift_bytes"] = step.start("control") - step.start("fit")
     return result
 
 
 def markdown(results: list[dict[str, Any]], command: str, device: torch.device) -> str:
     lines = ["# Memory forecast: fitted on small batches, checked on larger ones", "",
              f"`{command}` on {device} (the peak: {'RSS, exact' if device.type == 'cpu' else 'allocator'}). "
-             "Forecast worst: the forecast for the worst batch the loader's scan found; measured max: the "
-             "highest peak of the run (other batches: sampling differs between scan and run); error above "
-             "the constant: the error over the part of the peak that grows with the batch; per-batch error: "
-             "each run batch's forecast from its own shape against its measured peak, the worst.", ""]
+             "Forecast worst: the forecast for the worst batch the loader's scan found; upper bound: its upper "
+             "bound; measured max: the highest peak of the run (other batches: sampling differs between scan "
+             "and run); error above the constant: the error over the part of the peak that grows with the batch; "
+             "per-batch error: each run batch's forecast from its own shape against its measured peak, the worst; "
+             "covered: the run batches whose own upper bound is at or above their measured peak.", ""]
     for r in results:
         lines += [f"## {r['study']}", "", f"Model: {r['model']['summary']}", ""]
+        if "calibration" in r:
+            c = r["calibration"]
+            lines += [f"Calibrated by `gnnmon.calibrate` on {c['steps']} steps at batch sizes "
+                      f"{', '.join(map(str, c['sizes']))} ({c['seconds']:.0f} s); sampler: {r['sampler']}.", ""]
         if not r["configs"]:
             continue
         const = r["model"]["coefficients"]["const"]
         lines += ["| configuration | steps | forecast worst | upper bound | measured max | error | error above "
-                  "the constant | worst per-batch error |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for c in r["configs"]:
+                  "the constant | worst per-batch error | covered |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for c in [*r["configs"], r["control"]]:
             f, m = c["forecast_worst_bytes"], c["measured_max_bytes"]
             lines.append(f"| {c['config']} | {c['steps']} | {format_bytes(f)} | {format_bytes(c['forecast_upper_bytes'])} "
                          f"| {format_bytes(m)} | {100 * (f / m - 1):+.1f} % | {100 * (f - m) / (m - const):+.1f} % "
-                         f"| {c['per_batch_error_pct']:+.1f} % |")
+                         f"| {c['per_batch_error_pct']:+.1f} % | {c['covered']}/{c['steps']} |")
+        ctl = r["control"]
+        lines += ["", f"Control: the median gap between the control's peaks and the model's forecast for their "
+                      f"shapes is {format_bytes(ctl['gap_median_bytes'])}; the process's memory at the start "
+                      f"of a step (median) moved by {format_bytes(ctl['start_drift_bytes'])} between the fit and "
+                      "the control."]
         b = r["budget"]
         lines += ["", f"Budget for a capacity of {format_bytes(b['capacity_bytes'])} at 90 % "
                       f"({format_bytes(b['target_bytes'])}): batch size {b['batch_size']:,}, DynamicBatchSampler "
-                      f"max_num {b['max_num_nodes']:,} nodes or {b['max_num_edges']:,} edges. A run at that budget "
-                      f"peaked at {format_bytes(b['measured_max_bytes'])}: "
+                      f"max_num {b['max_num_nodes']:,} nodes or {b['max_num_edges']:,} edges"
+                      f"{' (limited by what the model vouches for)' if b['limited_by_model'] else ''}. A run at that "
+                      f"budget peaked at {format_bytes(b['measured_max_bytes'])}: "
                       f"{'under' if b['stayed_under'] else 'OVER'} the target.", ""]
     return "\n".join(lines)
 
@@ -178,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--tiny", action="store_true", help="small graphs and few steps (the test)")
-    parser.add_argument("--study", choices=("node", "graph", "both"), default="both")
+    parser.add_argument("--study", choices=(*STUDIES, "all"), default="all")
     parser.add_argument("--capacity", help="the memory to budget for (default: 1.5x the largest fitted peak)")
     parser.add_argument("--out", default="runs")
     args = parser.parse_args(argv)
@@ -187,8 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         gnnmon.exact_host_memory()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    studies = ("node", "graph") if args.study == "both" else (args.study,)
-    results = [measure(s, device, args.tiny, args.capacity, out) for s in studies]
+    studies = STUDIES if args.study == "all" else (args.study,)
+    results = [measure(s, device, args.tiny, args.capacity, out) if s in ("node", "graph")
+               else measure_calibrated(s, device, args.tiny, args.capacity) for s in studies]
     command = "python play/memory_forecast.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(results, command.strip(), device)
     (out / "memory_forecast.md").write_text(text)

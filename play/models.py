@@ -1,13 +1,14 @@
 """The node-classification GCN of the seed memory study: two graph convolutions with ReLU and
 dropout, then a linear head (GCNConv by default; GraphConv, the article's operator, as an option),
-with optional activation checkpointing of each convolution."""
+with optional activation checkpointing of each convolution; and the GraphSAGE of issue 42's forecast
+study."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
-from torch_geometric.nn import GCNConv, GraphConv
+from torch_geometric.nn import GCNConv, GraphConv, SAGEConv
 
 CONVS = {"gcn": GCNConv, "graphconv": GraphConv}
 
@@ -43,3 +44,20 @@ class GCN(torch.nn.Module):
                 x = self._conv(conv, x, edge_index)
             x = F.dropout(x, self.dropout, self.training)
         return self.head(x)
+
+
+class SAGE(torch.nn.Module):
+    """GraphSAGE ``in-hidden-hidden-classes``: two ``SAGEConv`` layers (mean aggregation) with ReLU,
+    then a linear head; :meth:`encode` stops before the head (node embeddings for link prediction)."""
+
+    def __init__(self, in_dim: int, hidden: int, classes: int) -> None:
+        super().__init__()
+        self.conv1 = SAGEConv(in_dim, hidden)
+        self.conv2 = SAGEConv(hidden, hidden)
+        self.head = torch.nn.Linear(hidden, classes)
+
+    def encode(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.conv2(F.relu(self.conv1(x, edge_index)), edge_index))
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encode(x, edge_index))

@@ -13,7 +13,8 @@ sampling in plain PyTorch, vectorised per hop:
   it was sampled for; ``edge`` are positions in the sampler's CSC order (PyG maps them back to
   edge ids with ``perm``); ``num_sampled_nodes`` / ``num_sampled_edges`` per hop.
 
-:func:`make_loader` uses PyG's own sampler when pyg-lib or torch-sparse is installed.
+:func:`make_loader` and :func:`make_link_loader` use PyG's own sampler when pyg-lib or torch-sparse
+is installed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 import torch_geometric.typing
-from torch_geometric.loader import NeighborLoader
+from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
 from torch_geometric.sampler import NeighborSampler, SamplerOutput
 
 
@@ -146,5 +147,20 @@ def make_loader(data: Any, num_neighbors: list[int], **kwargs: Any) -> NeighborL
                                    replace=kwargs.pop("replace", False),
                                    share_memory=kwargs.get("num_workers", 0) > 0)
     loader = NeighborLoader(data, num_neighbors=num_neighbors, neighbor_sampler=sampler, **kwargs)
+    loader.sampler_name = "gnnmon play TorchNeighborSampler (pure PyTorch)"
+    return loader
+
+
+def make_link_loader(data: Any, num_neighbors: list[int], **kwargs: Any) -> LinkNeighborLoader:
+    """PyG's LinkNeighborLoader, with PyG's sampler when pyg-lib / torch-sparse exist, else ours
+    (``loader.sampler_name`` says which ran)."""
+    if native_sampler_available():
+        loader = LinkNeighborLoader(data, num_neighbors=num_neighbors, **kwargs)
+        loader.sampler_name = "pyg-lib" if torch_geometric.typing.WITH_PYG_LIB else "torch-sparse"
+        return loader
+    sampler = TorchNeighborSampler(data, num_neighbors=num_neighbors,
+                                   replace=kwargs.pop("replace", False),
+                                   share_memory=kwargs.get("num_workers", 0) > 0)
+    loader = LinkNeighborLoader(data, num_neighbors=num_neighbors, neighbor_sampler=sampler, **kwargs)
     loader.sampler_name = "gnnmon play TorchNeighborSampler (pure PyTorch)"
     return loader

@@ -1,5 +1,5 @@
 """Will it fit: the shapes a loader would make are read without running a model (the sampler alone
-for a NeighborLoader, graph sizes for a DataLoader over graphs) and match the batches it makes; the
+for a NeighborLoader and a LinkNeighborLoader, one item per seed edge there, graph sizes for a DataLoader over graphs) and match the batches it makes; the
 forecast over a planted model finds the planted largest batch; the budget keeps every batch a
 loader made at that budget under the target; the command line prints the model and budgets."""
 
@@ -21,7 +21,7 @@ from torch_geometric.data import Data  # noqa: E402
 from torch_geometric.datasets import FakeDataset  # noqa: E402
 from torch_geometric.loader import DataLoader, DynamicBatchSampler  # noqa: E402
 
-from play.neighbor_sampler import make_loader  # noqa: E402  (PyG's own sampler where pyg-lib exists)
+from play.neighbor_sampler import make_link_loader, make_loader  # noqa: E402  (PyG's own sampler where pyg-lib exists)
 
 MiB, GiB = 2**20, 2**30
 A, B, C = 300 * MiB, 40_000, 9_000  # the planted truth: bytes, per node, per edge
@@ -60,6 +60,21 @@ def test_a_neighbor_loaders_shapes_come_from_its_sampler_alone():
     assert fc.batches == len(scanned) and fc.worst[0]["batch"] == worst
     assert fc.worst[0]["bytes"] == pytest.approx(truth(scanned[worst]), rel=0.01)
     assert fc.capacity_bytes == 4 * GiB and fc.headroom_bytes == 4 * GiB - fc.worst[0]["upper_bytes"]
+
+
+def test_a_link_loaders_shapes_come_from_its_sampler_alone_one_item_per_seed_edge():
+    torch.manual_seed(0)
+    n = 2000
+    data = Data(x=torch.randn(n, 8), edge_index=torch.randint(0, n, (2, 12_000)))
+    seeds = data.edge_index[:, :1000]
+    loader = make_link_loader(data, [-1, -1], edge_label_index=seeds, batch_size=128, shuffle=False)
+    scanned = list(batch_shapes(loader, progress=False))
+    assert [(s["num_nodes"], s["num_edges"]) for s in scanned] == full_shapes(loader)
+    assert [s["items"] for s in scanned] == [128] * (1000 // 128) + [1000 % 128]  # seed edges, not batches
+
+    budget = gnnmon.forecast(loader, planted_model(), capacity="4GiB", progress=False).budget(0.9)
+    per_edge = max(s["num_nodes"] / s["items"] for s in scanned)
+    assert budget["batch_size"] >= 0.9 * budget["max_num_nodes"] / per_edge > 128  # a budget in seed edges
 
 
 def test_a_graph_loaders_shapes_come_from_graph_sizes_and_its_budgets_hold():

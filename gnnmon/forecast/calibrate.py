@@ -33,7 +33,7 @@ from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.forecast.search import BatchSizeSearch, Probe, search
 from gnnmon.forecast.shapes import item_sizes
 from gnnmon.record.active import collect
-from gnnmon.report.memory_model import MemoryModel
+from gnnmon.report.memory_model import MemoryModel, prime
 
 SIZES = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 """Batch sizes tried, as multiples of the loader's batch size (smallest first)."""
@@ -78,6 +78,8 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     ``model`` goes to :func:`gnnmon.forecast`). ``restore``: objects with ``state_dict`` (the model,
     the optimizer) put back as they were afterwards. The first batch is a warm-up, left out of the
     fit. The rows go to a run of their own (in memory), not to the run you are collecting.
+    The fit's numerical routines run once before the first step (:func:`~gnnmon.report.memory_model.prime`):
+    the host memory their first call keeps is then in the constant the calibration measures.
     ``capacity`` (bytes, ``"80GiB"`` or a device): then up to ``probes`` probes find the largest
     batch size whose heaviest batch (of ``candidates`` drawn) peaks under ``fraction`` of it
     (:attr:`Calibration.search`)."""
@@ -92,6 +94,7 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
         raise ValueError(f"calibrate needs at least 3 distinct batch sizes; the loader has {count} items "
                          f"and a batch size of {base}")
     saved = [(obj, copy.deepcopy(obj.state_dict())) for obj in restore]
+    prime()  # the fit's first call leaves host memory behind: before the constant is measured, not after
     rng = random.Random(seed)
     shapes: list[dict[str, int]] = []
     ran: list[int] = []
@@ -109,6 +112,7 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
                     break
                 shapes.append(shape)
                 ran.append(size)
+            batch = None  # the last batch is freed: held, it would count in every probe's peak (host memory)
 
             def refit() -> MemoryModel:
                 return run.report().memory_model(label, MEM_PEAK.name, warmup=1, confidence=confidence)
@@ -145,6 +149,7 @@ def _prober(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader
         else:
             drawn = [make(rng.sample(range(count), size)) for _ in range(max(1, candidates))]
             batch = max(drawn, key=lambda b: int(b.num_nodes) + int(getattr(b, "num_edges", 0) or 0))
+            del drawn  # the others are freed: held, they would count in the probe's peak (host memory)
         shape = _shape(batch)
         error = _run(step, batch)
         if error is not None:

@@ -2,6 +2,9 @@
 
 * a PyG ``NeighborLoader`` (any ``NodeLoader``): its sampler alone runs on each batch of seed nodes
   (``sample_from_nodes``); features are never gathered;
+* a PyG ``LinkNeighborLoader`` (any ``LinkLoader``): its sampler alone runs on each batch of seed
+  edges, with the loader's negative sampling (``sample_from_edges``); ``items`` counts the seed
+  edges;
 * a ``DataLoader`` over a dataset of graphs (PyG's, with a batch size or a ``batch_sampler`` such as
   ``DynamicBatchSampler``): each graph's size is read once (from an ``InMemoryDataset``'s slices
   where it has them, else from the graph) and summed over the indices each batch would hold;
@@ -54,6 +57,12 @@ def _node_loader(loader: Any, show: bool | None) -> Iterator[dict[str, Any]]:
         yield _sampled(out, len(index))
 
 
+def _link_loader(loader: Any, show: bool | None) -> Iterator[dict[str, Any]]:
+    for index in _progress(loader.batch_sampler, len(loader.batch_sampler), show):
+        out = loader.link_sampler.sample_from_edges(loader.input_data[index], neg_sampling=loader.neg_sampling)
+        yield _sampled(out, len(index))
+
+
 def graph_sizes(dataset: Any) -> list[dict[str, Any]]:
     """Each graph's shape, in the dataset's order: from an ``InMemoryDataset``'s slices (no graph
     is built) where it has ``x``/``edge_index`` slices, else from each graph."""
@@ -92,6 +101,9 @@ def batch_shapes(source: Any, progress: bool | None = None,
     graphs' shapes where :func:`item_sizes` has read them already."""
     if hasattr(source, "node_sampler") and hasattr(source, "input_data") and hasattr(source, "batch_sampler"):
         yield from _node_loader(source, progress)
+        return
+    if hasattr(source, "link_sampler") and hasattr(source, "input_data") and hasattr(source, "batch_sampler"):
+        yield from _link_loader(source, progress)
         return
     sizes = item_sizes(source) if sizes is None else sizes
     if sizes is not None:

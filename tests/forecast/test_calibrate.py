@@ -253,3 +253,81 @@ def test_calibrating_the_quick_start_model_forecasts_a_larger_batch_within_its_b
     assert got["trusted"], got["summary"]
     assert got["measured"] <= got["upper"], got
     assert got["bytes"] <= got["upper"]
+
+
+def test_calibrate_primes_the_fit_before_its_first_step(monkeypatch):
+    """The fit's first call in a process keeps host memory (numpy's BLAS buffers): calibrate runs it
+    before the first step, so on the CPU the constant it measures already holds it."""
+    import importlib
+
+    calibration = importlib.import_module("gnnmon.forecast.calibrate")  # the module, not the function
+
+    order: list[str] = []
+    real = calibration.prime
+    monkeypatch.setattr(calibration, "prime", lambda: (order.append("prime"), real())[1])
+
+    @gnnmon.monitor_memory_device(label="train_step")
+    def step(batch):
+        order.append("step")
+
+    graphs = [Data(x=torch.randn(n, 4), edge_index=torch.randint(0, n, (2, 2 * n))) for n in range(5, 105)]
+    gnnmon.calibrate(step, DataLoader(graphs, batch_size=16))
+    assert order[:2] == ["prime", "step"] and order.count("prime") == 1
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_after_priming_a_fit_leaves_no_lasting_host_memory():
+    import subprocess
+    import sys
+
+    code = ("import numpy\n"
+            "from gnnmon.report.memory_model import prime\n"
+            "from gnnmon.report import Report\n"
+            "rss = lambda: int(open('/proc/self/statm').read().split()[1]) * 4096\n"
+            "prime(); before = rss()\n"
+            "rows = [{'label': 's', 'index': i, 'num_nodes': n, 'num_edges': 3 * n + i % 7,\n"
+            "         'mem_peak_bytes': 1e8 + 1e3 * n + (i % 5) * 1e3} for i, n in enumerate(range(100, 4100, 100))]\n"
+            "model = Report(rows).memory_model(figure='mem_peak_bytes', warmup=0)\n"
+            "model.predict(num_nodes=8000, num_edges=24000)\n"
+            "print(rss() - before)\n")
+    grown = int(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                               cwd=__import__("tests.scripts", fromlist=["ROOT"]).ROOT).stdout.split()[-1])
+    assert grown < 512 * 1024, f"a fit after prime() still kept {grown / MiB:.2f} MiB"
+
+
+def test_a_probe_holds_only_the_batch_it_runs(fake_cuda):
+    """A probe draws a few batches of the size it aims at and runs the heaviest: the others are
+    freed before the step, so on the CPU (where a batch is host memory) they do not count in its
+    peak. Every batch the loader builds is watched; during each step only the stepped one lives."""
+    import gc
+    import weakref
+
+    loader = make_loader(graph(), [5, 5], batch_size=64, shuffle=False)
+    built: list[weakref.ref] = []
+    make = loader.__call__
+
+    def watched(index):
+        batch = make(index)
+        built.append(weakref.ref(batch))
+        return batch
+
+    loader.__call__ = watched  # type: ignore[method-assign]
+    alive: list[int] = []
+    inner = planted_step(fake_cuda)
+
+    def step(batch):
+        gc.collect()
+        alive.append(sum(r() is not None for r in built))
+        inner(batch)
+
+    class Watched:  # calibrate calls the loader: route the call through the watch
+        def __init__(self) -> None:
+            self.__dict__.update({k: getattr(loader, k) for k in ("node_sampler", "collate_fn", "dataset",
+                                                                  "batch_size")})
+
+        def __call__(self, index):
+            return watched(index)
+
+    cal = gnnmon.calibrate(step, Watched(), capacity=256 * MiB)
+    assert cal.search is not None and cal.search.probes, cal.summary()
+    assert alive and max(alive) == 1, alive

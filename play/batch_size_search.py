@@ -1,0 +1,221 @@
+"""The largest batch size that fits: gnnmon's model-guided probes against halving and doubling.
+
+The same GraphSAGE step as ``play/memory_forecast.py``'s ``sage`` study (64-128-128-10,
+``NeighborLoader([10, 5])`` on the synthetic 100,000-node graph) runs on the CPU under a simulated
+capacity: a wrapper runs the ``@monitor_memory_device`` step, reads its measured peak (the absolute
+one, ``mem_peak_bytes``: the process's RSS made exact by ``gnnmon.exact_host_memory()``) from the
+row it just wrote, and when that peak is over the capacity raises
+``RuntimeError("DefaultCPUAllocator: can't allocate memory: ...")``, the text Lightning's and
+accelerate's out-of-memory detectors recognise. The capacity is the peak of a warm-up step at the
+loader's batch size (512 seed nodes) plus ``--headroom`` (default 200 MiB), so every method meets
+the same limit above the same process. Each method runs in a fresh process of its own:
+
+* ``gnnmon``: ``gnnmon.calibrate(step, loader, capacity=..., fraction=...)`` (its calibration steps
+  at 1/4-2x the batch size, then its probes), at fraction 0.9 (its default) and 1.0 (no margin,
+  as the others);
+* ``lightning-power`` / ``lightning-binsearch``: ``Tuner.scale_batch_size`` on a LightningModule
+  whose ``training_step`` runs the same step (manual optimisation), its defaults (``init_val`` 2,
+  ``steps_per_trial`` 3, ``max_trials`` 25, ``max_val`` 8192; binsearch takes a 5 % margin off);
+* ``accelerate-128`` / ``accelerate-8192``: ``find_executable_batch_size`` around a function that
+  runs 3 steps at its batch size, from its default ``starting_batch_size`` of 128 and from 8,192
+  (Lightning's ``max_val``): it only shrinks (by 0.9) from where it starts.
+
+Trial steps: every call of the step the method made (an out-of-memory one included). Then a check
+run of 5 batches at the size found gives its measured peak, against the target (0.9 x capacity)
+and the capacity.
+
+Run: ``python play/batch_size_search.py`` (about 10 minutes on 2 busy CPU cores), ``--tiny`` (the
+test: a tenth of the graph). Writes ``runs/batch_size_search.md`` and ``.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gnnmon
+from gnnmon.report.memory_model import format_bytes
+from play.memory_forecast import sage_graph, sage_step, train
+from play.models import SAGE
+from play.neighbor_sampler import make_loader
+
+METHODS = ("gnnmon-0.9", "gnnmon-1.0", "lightning-power", "lightning-binsearch", "accelerate-128",
+           "accelerate-8192")
+FRACTION = 0.9
+"""The target the table measures every method against: this share of the capacity."""
+CHECK_STEPS = 5
+
+
+class Capacity:
+    """A simulated device of ``capacity`` bytes around a decorated step: a call whose measured peak
+    (its gnnmon row's ``mem_peak_bytes``) is over it raises the CPU allocator's out-of-memory error."""
+
+    def __init__(self, capacity: float) -> None:
+        self.capacity = capacity
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, step: Callable[[Any], Any], batch: Any) -> None:
+        step(batch)
+        row = gnnmon.active_run().records[-1]
+        peak = float(row["mem_peak_bytes"])
+        seeds = getattr(batch, "batch_size", None)
+        self.calls.append({"seeds": seeds, "num_nodes": row.get("num_nodes"), "peak_bytes": peak,
+                           "oom": peak > self.capacity})
+        if peak > self.capacity:
+            raise RuntimeError(f"DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                               f"{int(peak - self.capacity)} bytes (simulated: the step peaked at "
+                               f"{format_bytes(peak)} over a capacity of {format_bytes(self.capacity)})")
+
+
+def run_method(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
+    """One method in this process (see the module's docstring)."""
+    import lightning.pytorch as pl  # imported by every method, so each process holds the same
+    from accelerate.utils import find_executable_batch_size
+    from lightning.pytorch.tuner import Tuner
+
+    gnnmon.exact_host_memory()
+    torch.manual_seed(0)
+    device = torch.device("cpu")
+    data = sage_graph(tiny)
+    net = SAGE(data.num_features, 128, int(data.y.max()) + 1)
+    optimizer = torch.optim.Adam(net.parameters(), lr=0.01)
+    base = 128 if tiny else 512
+
+    def loader(batch_size: int) -> Any:
+        return make_loader(data, [10, 5], batch_size=batch_size, input_nodes=data.train_mask, shuffle=True)
+
+    step = sage_step(net, optimizer, device)
+    with gnnmon.collect() as run:
+        train(step, [loader(base)], 2)
+    capacity = max(r["mem_peak_bytes"] for r in run.records) + headroom
+    sim = Capacity(capacity)
+    out: dict[str, Any] = {"method": method, "capacity_bytes": capacity, "target_bytes": FRACTION * capacity}
+    started = time.perf_counter()
+    with gnnmon.collect():
+        if method.startswith("gnnmon"):
+            fraction = float(method.split("-")[1])
+            cal = gnnmon.calibrate(lambda b: sim(step, b), loader(base), capacity=capacity, fraction=fraction)
+            assert cal.search is not None
+            found = cal.search.batch_size
+            out["probe_steps"] = len(cal.search.probes)
+            out["summary"] = cal.summary()
+        elif method.startswith("lightning"):
+
+            class Module(pl.LightningModule):
+                def __init__(self) -> None:
+                    super().__init__()
+                    self.net = net
+                    self.batch_size = 2
+                    self.automatic_optimization = False
+
+                def configure_optimizers(self) -> Any:
+                    return torch.optim.Adam(self.net.parameters(), lr=0.01)
+
+                def train_dataloader(self) -> Any:
+                    return loader(self.batch_size)
+
+                def training_step(self, batch: Any, index: int) -> None:
+                    sim(sage_step(self.net, self.optimizers(), device, self.manual_backward), batch)
+
+            with tempfile.TemporaryDirectory() as root:
+                trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False,
+                                     enable_checkpointing=False, enable_progress_bar=False,
+                                     enable_model_summary=False, use_distributed_sampler=False,
+                                     default_root_dir=root)
+                found = Tuner(trainer).scale_batch_size(Module(), mode=method.split("-")[1]) or 0
+        else:
+            start = int(method.split("-")[1])
+            tries: list[int] = []
+
+            @find_executable_batch_size(starting_batch_size=start)
+            def trial(batch_size: int) -> int:
+                tries.append(batch_size)
+                train(lambda b: sim(step, b), [loader(batch_size)], 3)
+                return batch_size
+
+            found = trial()
+            out["tried"] = tries
+    out["seconds"] = time.perf_counter() - started
+    out["trial_steps"] = len(sim.calls)
+    out["oom_steps"] = sum(c["oom"] for c in sim.calls)
+    out["batch_size"] = found
+    out["calls"] = sim.calls
+    if found:
+        with gnnmon.collect() as run:
+            train(step, [loader(found)], CHECK_STEPS)
+        out["check_peak_bytes"] = max(r["mem_peak_bytes"] for r in run.records if r["label"] == "train_step")
+    return out
+
+
+NAMES = {"gnnmon-0.9": "gnnmon.calibrate(capacity=, fraction=0.9)",
+         "gnnmon-1.0": "gnnmon.calibrate(capacity=, fraction=1.0)",
+         "lightning-power": "Lightning Tuner.scale_batch_size(mode='power')",
+         "lightning-binsearch": "Lightning Tuner.scale_batch_size(mode='binsearch')",
+         "accelerate-128": "accelerate find_executable_batch_size(starting_batch_size=128)",
+         "accelerate-8192": "accelerate find_executable_batch_size(starting_batch_size=8192)"}
+
+
+def markdown(results: list[dict[str, Any]], command: str) -> str:
+    lines = ["# The largest batch size that fits: probes against halving and doubling", "",
+             f"`{command}` on the CPU; the capacity is simulated (a step whose measured peak is over it "
+             "raises the CPU allocator's out-of-memory error); the target is 90 % of it. Trial steps: the "
+             f"step's calls during the search (out-of-memory ones included); check: the highest peak of "
+             f"{CHECK_STEPS} batches at the size found.", "",
+             "| method | trial steps | of which out of memory | batch size found | check peak | vs target | "
+             "vs capacity | wall time |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        steps = f"{r['trial_steps']}"
+        if "probe_steps" in r:
+            steps += f" ({r['trial_steps'] - r['probe_steps']} calibration + {r['probe_steps']} probes)"
+        peak = r.get("check_peak_bytes")
+        lines.append(f"| {NAMES[r['method']]} | {steps} | {r['oom_steps']} | {r['batch_size']:,} | "
+                     + (f"{format_bytes(peak)} | {100 * (peak / r['target_bytes'] - 1):+.1f} % | "
+                        f"{100 * (peak / r['capacity_bytes'] - 1):+.1f} %" if peak else "- | - | -")
+                     + f" | {r['seconds']:.0f} s |")
+    caps = sorted({format_bytes(r["capacity_bytes"]) for r in results})
+    lines += ["", f"Capacity (warm-up peak + headroom, per process): {', '.join(caps)}.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="a tenth of the graph (the test)")
+    parser.add_argument("--headroom", type=float, help="MiB above the warm-up step's peak (default 200; 30 tiny)")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--out", default="runs")
+    args = parser.parse_args(argv)
+    headroom = (args.headroom if args.headroom is not None else 30 if args.tiny else 200) * 2**20
+    if args.child:
+        print(json.dumps(run_method(args.child, args.tiny, headroom)))
+        return 0
+    results = []
+    for method in args.methods.split(","):
+        cmd = [sys.executable, __file__, "--child", method, "--headroom", str(headroom / 2**20)]
+        done = subprocess.run(cmd + (["--tiny"] if args.tiny else []), check=True, capture_output=True, text=True)
+        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"{method}: batch size {results[-1]['batch_size']}, {results[-1]['trial_steps']} trial steps",
+              file=sys.stderr)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = "python play/batch_size_search.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = markdown(results, command.strip())
+    (out / "batch_size_search.md").write_text(text)
+    (out / "batch_size_search.json").write_text(json.dumps(results, indent=1, default=str))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

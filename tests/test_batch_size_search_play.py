@@ -1,0 +1,47 @@
+"""play/batch_size_search.py at its tiny size, against what each method is known to do: Lightning's
+power mode tries 2, 4, 8, ... with 3 steps each and stops at the first size with an out-of-memory
+step (the simulated capacity: a step whose measured peak is over it raises the CPU allocator's
+error), keeping the size before; accelerate shrinks from its start by 0.9 until a size's steps all
+fit; gnnmon's calibration runs 15 steps, then at most 4 probes, and what it found ran under its
+target. Slow: three fresh processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.scripts import ROOT
+
+pytest.importorskip("torch_geometric")
+pytest.importorskip("lightning")
+pytest.importorskip("accelerate")
+
+
+@pytest.mark.slow
+def test_the_batch_size_search_comparison_runs_at_a_tiny_size(tmp_path):
+    subprocess.run([sys.executable, str(ROOT / "play" / "batch_size_search.py"), "--tiny", "--out", str(tmp_path),
+                    "--methods", "gnnmon-1.0,lightning-power,accelerate-8192"],
+                   check=True, capture_output=True, text=True, timeout=1200)
+    gnn, power, accel = json.loads((tmp_path / "batch_size_search.json").read_text())
+
+    sizes = [c["seeds"] for c in power["calls"]]
+    tried = sorted({s for s in sizes if s & (s - 1) == 0})  # a loader's last, partial batch aside
+    assert tried == [2 ** k for k in range(1, len(tried) + 1)]
+    failed = [c for c in power["calls"] if c["oom"]]
+    assert len(failed) == 1 and power["batch_size"] == tried[-1] // 2 == power["calls"][-4]["seeds"]
+
+    chain = [8192]
+    while chain[-1] != accel["batch_size"]:
+        chain.append(int(chain[-1] * 0.9))
+    assert accel["tried"] == chain
+    assert accel["oom_steps"] == len(chain) - 1 and accel["trial_steps"] >= len(chain) - 1 + 3
+
+    assert gnn["trial_steps"] == 15 + gnn["probe_steps"] and gnn["probe_steps"] <= 4
+    assert gnn["batch_size"] > 0 and gnn["oom_steps"] == 0
+    under = [c for c in gnn["calls"] if c["peak_bytes"] <= gnn["capacity_bytes"]]  # fraction 1.0: its target
+    assert gnn["batch_size"] == max(c["seeds"] for c in under)  # the largest measured under it
+    text = (tmp_path / "batch_size_search.md").read_text()
+    assert "| Lightning Tuner.scale_batch_size(mode='power') |" in text
