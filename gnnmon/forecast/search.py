@@ -118,6 +118,10 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
         k = _aim(model, shape_of, target, scale, min(count, ceiling - 1, int(REACH * largest_ran)))
         if ceiling <= count and floor and ceiling_peak > floor_peak:  # bracketed: aim at the chord
             k = int(floor + (target - floor_peak) / (ceiling_peak - floor_peak) * (ceiling - floor))
+        if k == 0 and floor == 0:
+            out.stopped = (f"nothing fits: the model's constant alone, {format_bytes(model.coefficients['const'])}, "
+                           f"with a batch of one is above the target")
+            break
         if k <= floor * (1 + MIN_GAIN):
             out.stopped = f"the next aim ({k:,}) gains less than {MIN_GAIN:.0%} over {floor:,}"
             break

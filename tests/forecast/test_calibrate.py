@@ -331,3 +331,10 @@ def test_a_probe_holds_only_the_batch_it_runs(fake_cuda):
     cal = gnnmon.calibrate(step, Watched(), capacity=256 * MiB)
     assert cal.search is not None and cal.search.probes, cal.summary()
     assert alive and max(alive) == 1, alive
+
+
+def test_a_capacity_below_the_models_constant_says_nothing_fits(fake_cuda):
+    dataset = FakeDataset(num_graphs=200, avg_num_nodes=40, avg_degree=6, num_channels=4)
+    cal = gnnmon.calibrate(planted_step(fake_cuda), DataLoader(dataset, batch_size=16), capacity=32 * MiB)
+    assert cal.search is not None and cal.search.batch_size == 0 and not cal.search.probes
+    assert "nothing fits" in cal.search.stopped and "64" in cal.search.stopped  # the planted 64 MiB constant
