@@ -345,3 +345,18 @@ def test_a_run_made_but_never_started_says_so_when_read(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a started run reads without a warning
         assert len(started.records) == 1
+
+
+def test_a_mark_on_a_stopped_run_says_no_row_will_carry_it(tmp_path):
+    import warnings as _warnings
+
+    path = tmp_path / "r.jsonl"
+    with gnnmon.collect(path) as run:
+        run.mark("epoch", 0)
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        run.mark("epoch", 1)
+    (said,) = [w for w in caught if "stopped run" in str(w.message)]
+    assert "no row will carry it" in str(said.message) and str(path) in str(said.message)
+    assert [m["value"] for m in run.markers] == [0, 1]  # kept in memory, as the warning says
+    assert sum('"type":"marker"' in line.replace(" ", "") for line in path.read_text().splitlines()) == 1

@@ -423,6 +423,10 @@ class Run:
         if carry and not (value is None or isinstance(value, (str, int, float, bool))):
             raise TypeError(f"a carried marker value must be a str, number, bool or None (rows are "
                             f"flat); got {type(value).__name__}: pass carry=False to record it only")
+        if self._state in ("stopping", "stopped"):
+            where = f" and {self.path} is closed" if self.path else ""
+            warnings.warn(f"run.mark({kind!r}, {value!r}) on a stopped run: no row will carry it{where}; it "
+                          f"is kept in run.markers only (mark before the rows it describes)", UserWarning, 2)
         with self._lock:
             if carry:
                 self._marks = {**self._marks, kind: value}  # replaced, not changed: rows read it unlocked
