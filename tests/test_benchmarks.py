@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,21 @@ def test_layers_cost_benchmark_prints_every_variant():
                 "| watch_loader (per batch", "| a Python comm hook (DDP's allreduce_hook) |", "| watch_buckets |"):
         assert row in proc.stdout, proc.stdout
     assert "MLP (1 bucket), against DDP's built-in all-reduce, 40 turns" in proc.stdout
+
+
+def test_host_memory_benchmark_quick(tmp_path):
+    """``benchmarks/host_memory.py --quick`` on the default and exact_host_memory(): the tables are
+    written, and with exact_host_memory() both planted 16 MiB windows inside the GraphSAGE step
+    (one tensor, and 64 of 256 KiB) read their planted size (timings: printed, not asserted)."""
+    out = tmp_path / "host.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_memory.py"), "--quick",
+                           "--variants", "default,exact 64 KiB", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| exact 64 KiB |" in out.read_text()
+    rows = {r["variant"]: r for r in json.loads(out.with_suffix(".json").read_text())["rows"]}
+    assert set(rows) == {"default", "exact 64 KiB"} and rows["default"]["wall_ratio"] == 1.0
+    cpus = os.cpu_count() or 1  # the kernel's RSS counters may lag by this much (tests/test_memory_cpu.py)
+    slack = max(2**19, 2 * cpus * max(32, 2 * cpus) * os.sysconf("SC_PAGE_SIZE")) / 2**24  # of 16 MiB
+    for plant in rows["exact 64 KiB"]["plants"].values():
+        assert plant["windows"] == 1 and 1 - slack <= plant["ratio_min"] <= plant["ratio_max"] <= 1 + slack, plant

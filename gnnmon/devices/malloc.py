@@ -21,7 +21,14 @@ def exact_host_memory(mmap_threshold: int = 64 * 1024) -> bool:
     loading data: large blocks freed into the heap before the call can still be reused without
     touching RSS (it also asks glibc to release free heap memory now, ``malloc_trim(0)``). The same
     from the shell, for a whole run: ``MALLOC_MMAP_THRESHOLD_=65536 python train.py``. Returns
-    False where it cannot be set (not glibc)."""
+    False where it cannot be set (not glibc).
+
+    Its cost, measured on issue 42's GraphSAGE loop (``benchmarks/host_memory.py``, 2-core VM, paired
+    against glibc's defaults in alternating processes): 1.77x the wall time and 1.63x the CPU time
+    of a step, from 5.3x the page faults. A 1 or 4 MiB threshold costs about as much and under-reads
+    blocks below it (16 MiB planted as 256 KiB tensors read 0.79 and 0.68 of it); see
+    ``docs/memory.md``. Call it where per-step and per-layer peaks are wanted, not in a run timed for
+    speed."""
     global _mmap_threshold
     if isinstance(mmap_threshold, bool) or not isinstance(mmap_threshold, int) or mmap_threshold < 4096:
         raise ValueError(f"mmap_threshold must be an int of bytes >= 4096, got {mmap_threshold!r}")

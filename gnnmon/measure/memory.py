@@ -26,7 +26,7 @@ from gnnmon.measure.row_device import row_backend
 
 CACHED_NOTE = ("cpu: freed memory stays in the process for reuse (glibc), so a call's peak shows only "
                "growth beyond what earlier calls left; gnnmon.exact_host_memory() returns large frees "
-               "to the OS")
+               "to the OS (at a cost in page faults: 1.6-1.8x a GraphSAGE step's time, docs/memory.md)")
 
 DEFAULT_SAMPLE_INTERVAL = 0.005
 """Seconds between samples where a peak can only be sampled (MPS, child processes, non-Linux RSS)."""
