@@ -269,6 +269,13 @@ def tables(results: dict[str, Any]) -> list[str]:
     return out
 
 
+def _has_compare() -> bool:
+    """Whether the gnnmon measured (``GNNMON_BENCH_PACKAGE``, an earlier commit) has ``Report.compare``."""
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); from gnnmon.report import Report; "
+             "sys.exit(0 if hasattr(Report, 'compare') else 3)")
+    return subprocess.run([sys.executable, "-c", probe, PACKAGE], capture_output=True).returncode == 0
+
+
 def measure(quick: bool, rows: int = 300_000, rows_10m: bool = False, compare_only: bool = False) -> dict[str, Any]:
     """The step path's paired costs and the report's time and memory against a ``json.loads`` pass
     over a run file of ``rows`` rows (2,000 when ``quick``), and ``gnnmon compare`` of two such files
@@ -286,9 +293,12 @@ def measure(quick: bool, rows: int = 300_000, rows_10m: bool = False, compare_on
         size = f"{rows:,}-row ({path.stat().st_size / 2**20:.0f} MiB)"
         if not compare_only:
             results["report"][size] = {"costs": report_costs(path)}
-        print(f"compare: a second {rows:,}-row run ...", flush=True)
-        _run(MAKE, str(ROOT), str(again), str(rows))
-        results["compare"][size] = compare_costs(path, again)
+        if _has_compare():
+            print(f"compare: a second {rows:,}-row run ...", flush=True)
+            _run(MAKE, str(ROOT), str(again), str(rows))
+            results["compare"][size] = compare_costs(path, again)
+        else:
+            print("compare: skipped (the measured gnnmon has no Report.compare)", flush=True)
         if rows_10m:
             big = Path(tmp) / "run10m.jsonl"
             print("report: a 10,000,000-row run ...", flush=True)
