@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gnnmon
 from gnnmon.report.cross_rank import OUTSIDE
 from play.ddp_gcn import BACKWARD_SLEEP_S, BACKWARD_STEP
-from tests.test_distributed import run_job
+from tests.record.test_distributed import run_job
 
 
 def _steps(entries: list[dict]) -> list[str]:

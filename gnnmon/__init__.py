@@ -6,7 +6,7 @@ it imports torch only once a name that needs it is first used.
 The package follows the data: ``measure`` (on the step's path) fills rows in ``record`` (row,
 run, storage), ``timeline`` samples beside the steps, ``report`` explains a run, ``forecast``
 reads a loader's batches with a run's memory model, and ``devices`` holds the raw counters under
-all of them. Imports point down that flow (tests/test_layout.py).
+all of them. Imports point down that flow (tests/project/test_layout.py).
 """
 
 from __future__ import annotations

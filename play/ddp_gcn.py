@@ -5,7 +5,7 @@ where each rank has a GPU is the same code path in gnnmon; this script stays on 
 
 writes ``runs/ddp.rank0.jsonl`` and ``runs/ddp.rank1.jsonl``; ``gnnmon report runs/ddp.jsonl``
 reads both. A GCN on a random graph, 20 steps, each ``@cuda_timed`` with forward/backward/
-optimizer phases. Scenarios (``tests/test_distributed.py`` runs each):
+optimizer phases. Scenarios (``tests/record/test_distributed.py`` runs each):
 
 * ``plant``: rank 1 sleeps 50 ms in step 5's forward pass (a straggler: rank 0 waits for it in
   the backward all-reduce); rank 0 collects a heap of 1,000,000 lists in step 12's forward pass;

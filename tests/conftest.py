@@ -91,7 +91,7 @@ def cycles_per_s():
     """Calibrate torch.cuda._sleep: cycles per second of GPU time, timed with two events, after
     half a second of warm-up (an idle GPU runs at a lower clock, and _sleep counts clock cycles).
     Only a nominal figure: the truth each timing test checks against is planted work timed by
-    its own pair of events (``planted`` in tests/test_cuda.py), immune to clock changes. CUDA tests only."""
+    its own pair of events (``planted`` in tests/devices/test_cuda.py), immune to clock changes. CUDA tests only."""
     import torch
 
     torch.cuda.synchronize()

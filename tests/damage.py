@@ -1,4 +1,4 @@
-"""Hand-damaged run files, for tests/test_damaged_files.py: a good run file made by a real run (two
+"""Hand-damaged run files, for tests/data/test_damaged_files.py: a good run file made by a real run (two
 labels, a nested row, a call that raised, phases, a PyG batch's shape, markers, a GC pause, samples,
 an energy counter's points), each field of each kind of line damaged in many ways, and every
 command and ``gnnmon.load`` run on each damaged file, in this process (the CLI's ``main``).

@@ -1,6 +1,6 @@
 """An Intel XPU backend for gnnmon, written the way a user adds a device kind gnnmon does not ship:
 this one module, against ``torch.xpu``, and one registration, ``register_backend(KIND)``
-(``tests/test_backend_contract.py`` makes it, over the faithful fake of ``torch.xpu`` in
+(``tests/devices/test_backend_contract.py`` makes it, over the faithful fake of ``torch.xpu`` in
 ``tests/fakes.py``). Nothing in gnnmon names it.
 
 Memory: the caching allocator's counters (``torch.xpu.memory_stats``, read without a synchronize):

@@ -6,7 +6,7 @@ decorators and scopes (:mod:`gnnmon.measure.adapters`), a phase outside any row
 What holds whatever interrupts it (an exception a signal handler raises can land at any line):
 
 * a measurement is listed in ``row.entered`` before it is entered, so its exit always runs;
-* a measurement's exit never assumes its entry finished (``tests/test_lifecycle.py`` raises at
+* a measurement's exit never assumes its entry finished (``tests/measure/test_lifecycle.py`` raises at
   every line of every entry): state is set in ``__init__`` to "nothing started" and published
   whole at the end of ``__enter__``;
 * an exception from a measurement's exit is its own failure (a note and a warning) unless a signal

@@ -87,7 +87,7 @@ class GcLog:
         # callback can run inside ContextVar.reset() (a collection triggered by the HAMT node it
         # allocates), and get() would then cache a borrowed reference to the value being removed,
         # which later get() calls return after it is freed (CPython's contextvar_del clears its
-        # cache before the change, not after; tests/test_gc.py plants it).
+        # cache before the change, not after; tests/measure/test_gc.py plants it).
         context = contextvars.copy_context()
         row = context.get(state.CURRENT_ROW)
         opened = context.get(state.OPEN_PHASE)

@@ -575,7 +575,7 @@ def test_the_all_extra_is_what_gnnmon_uses_and_the_peers_are_in_bench():
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
-    extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())[
+    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
         "project"]["optional-dependencies"]
     names = {spec.split(">")[0].split("=")[0] for spec in extras["all"]}
     assert not names & {"memory-profiler", "pytorch-memlab"}

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import gnnmon
-from tests.test_cuda import elapsed, planted
-from tests.test_layers import BACKWARD_SLEEP_S, PLANT_BYTES, SLEEP_S, Net, graph
+from tests.devices.test_cuda import elapsed, planted
+from tests.measure.test_layers import BACKWARD_SLEEP_S, PLANT_BYTES, SLEEP_S, Net, graph
 
 pytestmark = [
     pytest.mark.cuda,

@@ -18,7 +18,7 @@ import torch
 import gnnmon
 from gnnmon import ReportFileError, memory_scope, monitor_memory_device
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @monitor_memory_device(label="step")

@@ -12,7 +12,7 @@ import pytest
 
 from tests.fake_nvml import FakeNvml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_runner_quick(tmp_path):

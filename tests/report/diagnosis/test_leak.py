@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 KEPT = 4 * 2**20
 """Bytes the leaking step keeps each call (a float32 tensor of 1 Mi elements)."""

@@ -14,7 +14,7 @@ import pytest
 
 from play.pna_steps import PRESETS, verdicts
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FINDINGS = ("gen-2 GC spikes at small batches", "the periodic short step at the largest batch",
             "step time grows with batch size", "forward's share gives way to backward's",
             "GPU utilisation rises monotonically", "0 -> 2 workers lifts GPU utilisation",

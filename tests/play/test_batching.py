@@ -16,7 +16,7 @@ import torch
 from play.batching import ALGORITHMS, Batcher, SchNetOnBonds, Shape, collate, next_pow2, permutation_p
 from play.synthetic import QM9, qm9_molecules
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def planted_sizes(n: int = 200) -> tuple[list[int], list[int]]:

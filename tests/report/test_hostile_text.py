@@ -20,7 +20,7 @@ import gnnmon
 from gnnmon.report.html import markdown_html, render, script_json
 from gnnmon.report.text import md, printable
 from gnnmon.report.trace import chrome_trace
-from tests.test_html import browser, count, load_page  # noqa: F401 - the browser fixture, shared
+from tests.report.test_html import browser, count, load_page  # noqa: F401 - the browser fixture, shared
 
 PWN = "window.__pwned=1"
 HOSTILE = [

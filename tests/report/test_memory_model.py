@@ -180,7 +180,7 @@ def test_on_the_cpu_with_exact_host_memory():
     a, b, c = 128 * MiB, 8192, 2048
     assert got["trusted"], got["problems"]
     assert close(got["coefficients"]["num_nodes"], b) and close(got["coefficients"]["num_edges"], c)
-    # 128 MiB: 5 % of it outweighs RSS counter slack even on many cores (tests/test_memory_cpu.py)
+    # 128 MiB: 5 % of it outweighs RSS counter slack even on many cores (tests/devices/test_memory_cpu.py)
     assert close(got["coefficients"]["const"], a)
     assert close(got["held_out"], a + b * 15_000 + c * 60_000)
 

@@ -12,7 +12,7 @@ import pytest
 import gnnmon
 from gnnmon import Report, cuda_timed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = [128, 256, 32, 512, 64]  # the order a sweep ran them in; as strings they sort 128, 256, 32, …
 
 

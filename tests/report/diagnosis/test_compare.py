@@ -1,5 +1,5 @@
 """``gnnmon compare`` and ``Report.compare`` on planted run files (times, shapes and peaks written
-by tests/diagnosis/planted.py: no test here depends on the machine's speed)."""
+by tests/report/diagnosis/planted.py: no test here depends on the machine's speed)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 import gnnmon
 from gnnmon.cli import main
-from tests.diagnosis.planted import steps, write_run
+from tests.report.diagnosis.planted import steps, write_run
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LIMITS = ["--max-slowdown", "5%", "--max-memory-growth", "10%"]
 
 

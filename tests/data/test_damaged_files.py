@@ -24,7 +24,7 @@ import gnnmon
 from gnnmon.errors import ReportFileError
 from tests.damage import DAMAGES, LINE_DAMAGES, Case, cases, damaged, exercise, good_run, run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from tests.importgraph import (
 )
 
 PACKAGE = Path(gnnmon.__file__).resolve().parent
-FILES = Path(__file__).resolve().parent / "files"
+FILES = Path(__file__).resolve().parents[1] / "files"
 
 
 def test_no_import_cycle_not_even_through_annotations():
@@ -258,7 +258,7 @@ def test_every_name_the_readme_uses_exists():
 
 
 def test_a_file_written_before_the_move_loads_the_same(tmp_path):
-    """tests/data/run-0.1.0-flat-layout.jsonl was written by gnnmon 0.1.0 before the package was
+    """tests/files/run-0.1.0-flat-layout.jsonl was written by gnnmon 0.1.0 before the package was
     regrouped (commit 5110ccb; the script is in its first lines' config)."""
     path = FILES / "run-0.1.0-flat-layout.jsonl"
     raw = [json.loads(line) for line in path.read_text().splitlines()]

@@ -11,7 +11,7 @@ from pathlib import Path
 import gnnmon
 from gnnmon.record.options import Options
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference"
 
 

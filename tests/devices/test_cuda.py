@@ -274,7 +274,7 @@ def test_the_energy_of_rows_sums_to_the_counter_read_directly():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from benchmarks.gpu import energy_split
 
     split = energy_split(torch.device(DEV), rows=10, row_s=0.3)
@@ -292,7 +292,7 @@ def test_the_flickr_study_on_the_gpu_keeps_each_devices_memory_apart(tmp_path):
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from play.flickr_memory import Setting, run_sweep
     from play.synthetic import GraphSpec, planted_partition
 

@@ -23,7 +23,7 @@ import torch
 import gnnmon
 from gnnmon.integrations.metrics import prometheus_metric
 from gnnmon.record.sinks import Batch
-from tests.test_distributed import aborted_in_teardown, run_job
+from tests.record.test_distributed import aborted_in_teardown, run_job
 from tests.wandb_file import history
 
 PLANT_S = 0.02

@@ -18,7 +18,7 @@ import gnnmon
 from gnnmon.data.paths import job_files, rank_path
 from gnnmon.devices.ranks import LAUNCHERS, current_rank
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

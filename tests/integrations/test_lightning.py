@@ -220,7 +220,7 @@ def test_the_play_script_runs_and_writes_every_view(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, str(root / "play" / "lightning_gcn.py"), "--epochs", "2", "--graphs", "80",
                            "--batch-size", "32", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -289,7 +289,7 @@ def test_the_flickr_worked_example_runs_and_prints_its_layers():
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, str(root / "play" / "layers_flickr.py"), "--fraction", "0.05",
                            "--steps", "3", "--hidden", "32"], capture_output=True, text=True, timeout=300, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]

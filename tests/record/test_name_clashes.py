@@ -23,7 +23,7 @@ import pytest
 import gnnmon
 from gnnmon.figures import FIGURES, IDENTITY_FIELDS, figure_of, logged_name
 from gnnmon.record.names import LINE_FIELDS, clash
-from tests.test_integrations import free_port, query, scrape, start_prometheus
+from tests.integrations.test_integrations import free_port, query, scrape, start_prometheus
 
 FAMILY_MEMBERS = {"phase_<name>_s": "phase_load_s", "phase_<name>_in": "phase_load_in",
                   "num_nodes__<type>": "num_nodes__paper", "num_edges__<type>": "num_edges__cites",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from play.cora_optimisations import CONFIGS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_walk_through_runs_and_judges_every_claim(tmp_path):
