@@ -7,6 +7,8 @@ what the code relies on holds on both, a full core whose extra time went to othe
 from __future__ import annotations
 
 import os
+import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -20,6 +22,13 @@ from gnnmon.report import busy
 BUSY = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
 QUIET, CROWDED = 14, 8
 """Calls before and after the busy processes, and while they run."""
+
+
+def beside(core: int) -> int:
+    """Start a busy process on ``core`` that is not the run's child (the sampler counts its
+    children's CPU as the run's own: a DataLoader's workers); returns its pid."""
+    shell = f"{shlex.quote(sys.executable)} -c {shlex.quote(BUSY)} {core} >/dev/null 2>&1 & echo $!"
+    return int(subprocess.run(["sh", "-c", shell], capture_output=True, text=True, check=True).stdout)
 
 
 def spin(n: int) -> int:
@@ -47,15 +56,13 @@ def test_a_busy_process_beside_the_run_leads_as_a_busy_machine():
         with gnnmon.collect(sample=0.05) as run, gnnmon.gc_paused():
             for _ in range(QUIET):
                 step()
-            crowd = [subprocess.Popen([sys.executable, "-c", BUSY, str(core)]) for _ in range(2)]
+            crowd = [beside(core) for _ in range(2)]
             try:
                 for _ in range(CROWDED):
                     step()
             finally:
-                for p in crowd:
-                    p.kill()
-                for p in crowd:
-                    p.wait()
+                for pid in crowd:
+                    os.kill(pid, signal.SIGKILL)
             for _ in range(QUIET):
                 step()
     finally:
