@@ -11,6 +11,7 @@ the sinks keep it apart from their own series (see :mod:`gnnmon.integrations.met
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
@@ -111,3 +112,11 @@ class RowView:
 
     def __repr__(self) -> str:
         return f"<gnnmon row {self._row.key}>"
+
+
+def warn_late_mark(state: str, kind: str, value: Any, path: Any) -> None:
+    """A marker set on a stopped run: no row will carry it and its file is closed; say so."""
+    if state in ("stopping", "stopped"):
+        where = f" and {path} is closed" if path else ""
+        warnings.warn(f"run.mark({kind!r}, {value!r}) on a stopped run: no row will carry it{where}; it is kept "
+                      f"in run.markers only (mark before the rows it describes)", UserWarning, 3)

@@ -43,7 +43,7 @@ from gnnmon.record.inbox import Deferred, Inbox
 from gnnmon.record.interrupts import HELD, held_section, releasing
 from gnnmon.record.manifest import build_manifest, distributed_entry
 from gnnmon.record.memory_history import History
-from gnnmon.record.names import check_name
+from gnnmon.record.names import check_name, warn_late_mark
 from gnnmon.record.options import Options
 from gnnmon.record.outlets import Outlets
 from gnnmon.record.sinks import Batch, JsonlSink, Sink, as_sinks
@@ -413,9 +413,8 @@ class Run:
 
     # -- markers ----------------------------------------------------------------------------
     def mark(self, kind: str, value: Any = None, *, carry: bool = True) -> None:
-        """Record a marker (e.g. ``run.mark("epoch", 3)``); rows opened after it carry
-        ``kind=value``. ``carry=False`` only records it (for values that are not row fields, such as
-        a dict of settings read back from a loader)."""
+        """Record a marker (``run.mark("epoch", 3)``); rows opened after it carry ``kind=value``.
+        ``carry=False`` only records it (values that are not row fields: a dict of settings)."""
         if not isinstance(kind, str) or not kind.isidentifier():
             raise ValueError(f"marker kind must be an identifier string, got {kind!r}")
         if carry:
@@ -423,10 +422,7 @@ class Run:
         if carry and not (value is None or isinstance(value, (str, int, float, bool))):
             raise TypeError(f"a carried marker value must be a str, number, bool or None (rows are "
                             f"flat); got {type(value).__name__}: pass carry=False to record it only")
-        if self._state in ("stopping", "stopped"):
-            where = f" and {self.path} is closed" if self.path else ""
-            warnings.warn(f"run.mark({kind!r}, {value!r}) on a stopped run: no row will carry it{where}; it "
-                          f"is kept in run.markers only (mark before the rows it describes)", UserWarning, 2)
+        warn_late_mark(self._state, kind, value, self.path)
         with self._lock:
             if carry:
                 self._marks = {**self._marks, kind: value}  # replaced, not changed: rows read it unlocked
