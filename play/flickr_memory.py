@@ -161,6 +161,9 @@ def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, step
     # the DataLoader pins what collate returns. With False (PyG's inferred choice for CPU data in
     # some versions) they are gathered afterwards in the main process, from unpinned memory, and
     # pin_memory pins only the sampler's index tensors.
+    import psutil
+
+    others = {c.pid for c in psutil.Process().children()}  # not the loader's: a test runner's, a forkserver
     loader = make_loader(data, list(setting.fanouts), batch_size=setting.batch_size,
                          input_nodes=data.train_mask, shuffle=True, filter_per_worker=True,
                          num_workers=setting.num_workers, pin_memory=setting.pin_memory)
@@ -186,8 +189,6 @@ def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, step
     }
     run.mark("config", name)
     run.mark("stage", "warm-up")
-    import psutil
-
     if setting.num_workers > (os.cpu_count() or 1):
         readback["note"] = f"{setting.num_workers} workers on {os.cpu_count()} CPU cores"
     batches = iter(loader)
@@ -209,7 +210,7 @@ def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, step
                     hook.remove()
                 readback["activation_dtype"] = seen_dtypes[0] if seen_dtypes else None
                 readback["conv_output_dtype"] = conv_dtypes[0] if conv_dtypes else None
-                readback["worker_processes"] = len(psutil.Process().children())
+                readback["worker_processes"] = len([c for c in psutil.Process().children() if c.pid not in others])
                 readback["conv_forwards_per_step"] = model.conv_calls - calls
         readback["last_loss"] = float(loss)
         if setting.num_workers:  # what the workers add: private memory, read once (slow to read)
