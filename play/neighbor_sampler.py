@@ -135,32 +135,29 @@ def native_sampler_available() -> bool:
     return bool(torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE)
 
 
-def make_loader(data: Any, num_neighbors: list[int], **kwargs: Any) -> NeighborLoader:
-    """PyG's NeighborLoader, with PyG's sampler when pyg-lib / torch-sparse exist, else ours.
-
-    ``loader.sampler_name`` says which ran."""
+def _with_sampler(cls: Any, data: Any, num_neighbors: list[int], **kwargs: Any) -> Any:
+    """``cls`` (PyG's NeighborLoader or LinkNeighborLoader) with PyG's sampler when pyg-lib /
+    torch-sparse exist, else ours; ``loader.sampler_name`` says which ran."""
     if native_sampler_available():
-        loader = NeighborLoader(data, num_neighbors=num_neighbors, **kwargs)
+        loader = cls(data, num_neighbors=num_neighbors, **kwargs)
         loader.sampler_name = "pyg-lib" if torch_geometric.typing.WITH_PYG_LIB else "torch-sparse"
         return loader
     sampler = TorchNeighborSampler(data, num_neighbors=num_neighbors,
                                    replace=kwargs.pop("replace", False),
                                    share_memory=kwargs.get("num_workers", 0) > 0)
-    loader = NeighborLoader(data, num_neighbors=num_neighbors, neighbor_sampler=sampler, **kwargs)
+    loader = cls(data, num_neighbors=num_neighbors, neighbor_sampler=sampler, **kwargs)
     loader.sampler_name = "gnnmon play TorchNeighborSampler (pure PyTorch)"
     return loader
+
+
+def make_loader(data: Any, num_neighbors: list[int], **kwargs: Any) -> NeighborLoader:
+    """PyG's NeighborLoader, with PyG's sampler when pyg-lib / torch-sparse exist, else ours.
+
+    ``loader.sampler_name`` says which ran."""
+    return _with_sampler(NeighborLoader, data, num_neighbors, **kwargs)
 
 
 def make_link_loader(data: Any, num_neighbors: list[int], **kwargs: Any) -> LinkNeighborLoader:
     """PyG's LinkNeighborLoader, with PyG's sampler when pyg-lib / torch-sparse exist, else ours
     (``loader.sampler_name`` says which ran)."""
-    if native_sampler_available():
-        loader = LinkNeighborLoader(data, num_neighbors=num_neighbors, **kwargs)
-        loader.sampler_name = "pyg-lib" if torch_geometric.typing.WITH_PYG_LIB else "torch-sparse"
-        return loader
-    sampler = TorchNeighborSampler(data, num_neighbors=num_neighbors,
-                                   replace=kwargs.pop("replace", False),
-                                   share_memory=kwargs.get("num_workers", 0) > 0)
-    loader = LinkNeighborLoader(data, num_neighbors=num_neighbors, neighbor_sampler=sampler, **kwargs)
-    loader.sampler_name = "gnnmon play TorchNeighborSampler (pure PyTorch)"
-    return loader
+    return _with_sampler(LinkNeighborLoader, data, num_neighbors, **kwargs)
