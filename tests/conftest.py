@@ -3,6 +3,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import time
 
 import psutil
 import pytest
@@ -31,13 +32,34 @@ def _outside_any_launcher():
 
 @pytest.fixture(autouse=True)
 def _no_leftovers():
-    """Every test must leave GC enabled, no gnnmon thread running and no sampler process."""
+    """Every test must leave GC enabled, no gnnmon thread running, no sampler process and no child
+    process it started (a worker a later test would count as the run's)."""
     gc_was = gc.isenabled()
+    before = set(live_children())
     yield
     assert gc.isenabled() == gc_was, "test left automatic GC changed"
     left = [t.name for t in threading.enumerate() if t.name.startswith("gnnmon")]
     assert not left, f"gnnmon threads left running: {left}"
     assert not sampler_processes(), "a sampler process was left running"
+    deadline = time.monotonic() + 10.0  # workers told to stop take a moment to exit
+    while (new := set(live_children()) - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not new, f"child processes left running: {sorted(new)}"
+
+
+def live_children() -> list[int]:
+    """Pids of this process's live descendants that are not Python's own helpers (its resource
+    tracker and forkserver live as long as the process)."""
+    from gnnmon.devices.children import is_python_helper
+
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and not is_python_helper(child):
+                out.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
 
 
 def sampler_processes() -> list[psutil.Process]:

@@ -11,22 +11,64 @@ from typing import Any
 OWN: set[int] = set()
 """Pids of gnnmon's own processes (the timeline's sampler): children, but never counted as workers."""
 
+PYTHON_HELPERS = ("from multiprocessing.resource_tracker import", "from multiprocessing.forkserver import")
+"""How the helper processes Python's multiprocessing starts begin their command line (its resource
+tracker and its forkserver, ``python -c "from multiprocessing.... import main; main(...)"``): a
+process's children that outlive every worker, hold no tensors and are never counted as workers.
+The workers a forkserver forks inherit its command line; they are told apart by their parent."""
+
+_helper_of: dict[int, bool] = {}
+"""pid -> whether it is one of Python's helpers, read once per process (its command line is fixed)."""
+
+
+def _helper_cmdline(proc: Any) -> bool:
+    import psutil
+
+    try:
+        cmdline = proc.cmdline()
+    except psutil.Error:  # exited, or not ours to read: a worker as far as anyone can tell
+        return False
+    return "-c" in cmdline[:-1] and cmdline[cmdline.index("-c") + 1].startswith(PYTHON_HELPERS)
+
+
+def is_python_helper(proc: Any) -> bool:
+    """Whether a psutil Process is multiprocessing's resource tracker or forkserver, not a worker
+    the forkserver forked (cached by pid)."""
+    known = _helper_of.get(proc.pid)
+    if known is not None:
+        return known
+    helper = _helper_cmdline(proc)
+    if helper:
+        import psutil
+
+        try:
+            parent = proc.parent()
+        except psutil.Error:
+            parent = None
+        helper = parent is None or not _helper_cmdline(parent)
+    if len(_helper_of) > 4096:  # pids of long-gone processes
+        _helper_of.clear()
+    _helper_of[proc.pid] = helper
+    return helper
+
 
 def _descendants() -> list[Any]:
-    """psutil Processes of this process's live descendants, gnnmon's own left out."""
+    """psutil Processes of this process's live descendants, gnnmon's own and Python's helpers left out."""
     import psutil
 
     pids = descendant_pids(os.getpid())
     if pids is None:
-        return [c for c in psutil.Process().children(recursive=True) if c.pid not in OWN]
+        return [c for c in psutil.Process().children(recursive=True) if c.pid not in OWN and not is_python_helper(c)]
     out = []
     for pid in pids:
         if pid in OWN:
             continue
         try:
-            out.append(psutil.Process(pid))
+            proc = psutil.Process(pid)
         except psutil.NoSuchProcess:
             continue
+        if not is_python_helper(proc):
+            out.append(proc)
     return out
 
 

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gnnmon.devices.children import descendant_pids
+from gnnmon.devices.children import descendant_pids, is_python_helper
 from gnnmon.devices.nvml import Nvml
 from gnnmon.devices.rapl import POWERCAP, RaplCumulative, RaplReader, find_zones
 from gnnmon.timeline.counters import ReadCounter, SteppedCounter
@@ -116,6 +116,8 @@ class ProcessProbe:
                         proc = psutil.Process(pid)
                     except psutil.NoSuchProcess:
                         continue
+                if is_python_helper(proc):  # multiprocessing's resource tracker or forkserver
+                    continue
                 try:
                     kid = proc.cpu_times()
                     kids_rss += proc.memory_info().rss

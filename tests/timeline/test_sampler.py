@@ -378,6 +378,44 @@ def test_host_memory_of_workers_leaves_the_sampler_process_out():
         assert children_private_memory()["processes"] == 0
 
 
+def test_pythons_own_helper_processes_are_not_workers(tmp_path):
+    """multiprocessing's resource tracker and forkserver are children of the training process that
+    outlive every worker: neither host memory nor the sampler counts them, while a worker forked by
+    the forkserver (its grandchild) and a plain forked worker are counted. Planted in a fresh
+    interpreter, so the helpers end with it."""
+    script = tmp_path / "helpers.py"
+    script.write_text(textwrap.dedent("""
+        import json, multiprocessing as mp, sys, time
+        from multiprocessing import forkserver, resource_tracker
+        import gnnmon
+        from gnnmon.devices.children import children_rss
+
+        if __name__ == "__main__":
+            resource_tracker.ensure_running()
+            forkserver.ensure_running()
+            assert children_rss()[1] == 0, children_rss()
+            workers = [mp.get_context(m).Process(target=time.sleep, args=(60,)) for m in ("fork", "forkserver")]
+            for w in workers:
+                w.start()
+            try:
+                counted = children_rss()[1]
+                with gnnmon.collect(sys.argv[1], sample=0.02):
+                    time.sleep(0.5)
+            finally:
+                for w in workers:
+                    w.terminate()
+                    w.join()
+            print(json.dumps({"counted": counted}))
+    """))
+    path = tmp_path / "run.jsonl"
+    out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, timeout=120,
+                         cwd=os.getcwd())
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1]) == {"counted": 2}
+    samples = gnnmon.load(path).samples
+    assert samples and {s["children"] for s in samples} == {2}
+
+
 def test_max_records_bounds_the_samples_kept_in_memory_too(tmp_path, monkeypatch):
     """A long run at a short interval: with max_records the oldest samples leave memory (the file
     keeps every one), but never one that a row still waiting for its join needs."""
