@@ -65,7 +65,7 @@ def _case(good: Path, line_kind: str, field: str | None, damage: str, nth: int =
     return found[nth - 1]
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 @example(data=("row", "t_start_ns", "string"))  # was: to_frame's DateParseError
@@ -92,11 +92,13 @@ def test_every_command_on_a_damaged_file_gives_a_result_or_one_line_naming_line_
 
 @pytest.mark.parametrize("damage", ["string", "huge", "object"])
 def test_the_command_line_exits_2_with_one_line_and_no_traceback(good, tmp_path, damage):
-    """The real ``python -m gnnmon``, as a user runs it."""
+    """The real ``python -m gnnmon``, as a user runs it: every command on a string where a time
+    belongs, the report on the other damages (the commands read through one loader)."""
     case = _case(good, "row", "t_start_ns", damage)
     path = damaged(good, case, tmp_path / "run.jsonl")
-    for argv in (["report", str(path)], ["export", "trace", str(path), "-o", str(tmp_path / "t.json")],
-                 ["report", str(path), "--html", str(tmp_path / "p.html")], ["forecast", str(path)]):
+    commands = [["report", str(path)], ["export", "trace", str(path), "-o", str(tmp_path / "t.json")],
+                ["report", str(path), "--html", str(tmp_path / "p.html")], ["forecast", str(path)]]
+    for argv in commands if damage == "string" else commands[:1]:
         proc = subprocess.run([sys.executable, "-m", "gnnmon", *argv], capture_output=True, text=True, timeout=120,
                               cwd=ROOT)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr

@@ -219,8 +219,8 @@ def long_step(x):
 
 
 @pytest.mark.slow
-def test_300k_calls_flat_memory_flat_time_no_full_collection(tmp_path):
-    n, quarter = 300_000, 75_000
+def test_120k_calls_flat_memory_flat_time_no_full_collection(tmp_path):
+    n, quarter = 120_000, 30_000
     path = tmp_path / "long.jsonl"
     x = torch.ones(8)
     full = [0]

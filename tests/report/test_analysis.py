@@ -52,11 +52,13 @@ def test_planted_rows_analysis():
 
 
 def test_a_planted_full_collection_makes_a_gc_spike():
-    ballast = [[i] for i in range(300_000)]  # makes a full collection take tens of ms
+    """Steps of 50 ms (a loaded machine oversleeps by a few ms, far below the 1.5x a spike needs)
+    and one full collection over a million live objects (100 ms or more) in step 8."""
+    ballast = [[i] for i in range(1_000_000)]
 
     @cuda_timed(label="step")
     def step(k):
-        time.sleep(0.005)
+        time.sleep(0.05)
         if k == 8:
             gc.collect()
 
