@@ -29,8 +29,13 @@ $(STAMP): pyproject.toml Makefile
 demo: venv
 	$(PY) play/flickr_memory.py
 
+# The suite runs in TEST_JOBS processes (pytest-xdist): its slow tests mostly wait on child
+# processes, servers and sleeps, so two processes halve it even on two cores. At least 2, at most 4
+# (each process holds torch and PyG: about 1 GiB). TEST_JOBS=0 runs it in this process.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 2 ] && n=2; [ $$n -gt 4 ] && n=4; echo $$n)
+
 test: venv
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_JOBS) --dist worksteal --durations=15
 
 lint: venv
 	$(VENV)/bin/ruff check .

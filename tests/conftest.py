@@ -47,18 +47,32 @@ def _no_leftovers():
     assert not new, f"child processes left running: {sorted(new)}"
 
 
+KEPT: set[int] = set()
+"""Pids of processes a module- or session-scoped fixture owns (a browser's driver): they and their
+descendants outlive the test that started them, and its fixture ends them."""
+
+
 def live_children() -> list[int]:
-    """Pids of this process's live descendants that are not Python's own helpers (its resource
-    tracker and forkserver live as long as the process)."""
+    """Pids of this process's live descendants, less Python's own helpers (its resource tracker
+    and forkserver live as long as the process) and the processes of :data:`KEPT`."""
     from gnnmon.devices.children import is_python_helper
 
     out = []
-    for child in psutil.Process().children(recursive=True):
+    todo = [psutil.Process()]
+    while todo:
         try:
-            if child.status() != psutil.STATUS_ZOMBIE and not is_python_helper(child):
-                out.append(child.pid)
+            kids = todo.pop().children()
         except psutil.NoSuchProcess:
             continue
+        for child in kids:
+            if child.pid in KEPT:
+                continue
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE and not is_python_helper(child):
+                    out.append(child.pid)
+            except psutil.NoSuchProcess:
+                continue
+            todo.append(child)
     return out
 
 

@@ -15,6 +15,7 @@ import pytest
 
 import gnnmon
 from gnnmon.report.html import MAX_ROW_MARKS, markdown_html, memory_lines, thin
+from tests.conftest import KEPT
 
 CALLS, PLANT_S = 12, 0.01
 
@@ -51,8 +52,10 @@ def browser():
     options.binary_location = chromium
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
+    KEPT.add(driver.service.process.pid)  # the browser outlives the test that started it
     yield driver
     driver.quit()
+    KEPT.discard(driver.service.process.pid)
 
 
 def load_page(driver, page: Path) -> list[dict]:

@@ -8,6 +8,7 @@ import gc
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -456,8 +457,12 @@ def test_no_sample_reads_a_utilisation_over_a_window_the_kernel_cannot_resolve()
     # can come later than the shortest window, and then measures the start (waiting for the
     # sampler: 0 % is then true). The rule itself is checked on planted CPU times below.
     measured = [u for u in util[1:] if u is not None]  # the samples taken while busy() ran
-    assert len(measured) >= 5 and min(measured[:-1]) >= 50 and max(measured) <= 100 * (os.cpu_count() or 1) + 10
-    assert run.records[0]["cpu_util_pct"] >= 60
+    assert len(measured) >= 5 and max(measured) <= 100 * (os.cpu_count() or 1) + 10
+    # the truth: 0.6 s of CPU over the row's wall time (a loaded machine lends the core part-time)
+    row = run.records[0]
+    truth = 100 * 0.6 / row["wall_s"]
+    assert abs(row["cpu_util_pct"] - truth) <= max(15, 0.25 * truth), (row["cpu_util_pct"], truth)
+    assert abs(statistics.mean(measured[:-1]) - truth) <= max(20, 0.3 * truth), (measured, truth)
 
     from gnnmon.timeline.join import gauge_at
 
