@@ -8,7 +8,9 @@ row it just wrote, and when that peak is over the capacity raises
 ``RuntimeError("DefaultCPUAllocator: can't allocate memory: ...")``, the text Lightning's and
 accelerate's out-of-memory detectors recognise. The capacity is the peak of a warm-up step at the
 loader's batch size (512 seed nodes) plus ``--headroom`` (default 200 MiB), so every method meets
-the same limit above the same process. Each method runs in a fresh process of its own:
+the same limit above the same process. Each method runs in a fresh process of its own (``--fork``:
+in a process forked from one that imported torch, PyG, Lightning and accelerate once, the test's
+shortcut):
 
 * ``gnnmon``: ``gnnmon.calibrate(step, loader, capacity=..., fraction=...)`` (its calibration steps
   at 1/4-2x the batch size, then its probes), at fraction 0.9 (its default) and 1.0 (no margin,
@@ -158,6 +160,44 @@ def run_method(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
     return out
 
 
+def run_forked(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
+    """:func:`run_method` in a child forked from this process (which has imported what every method
+    imports, and runs nothing itself): each method starts from the same process, one import for all."""
+    import gc
+    import os
+    import traceback
+
+    import lightning.pytorch  # imported once, here, for every forked method
+    import lightning.pytorch.tuner  # noqa: F401
+    from accelerate.utils import find_executable_batch_size  # noqa: F401
+
+    gc.freeze()  # the imports' objects stay out of the children's collections (Python's advice for fork)
+    read, write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: the method's figures down the pipe, then out without the parent's clean-up
+        os.close(read)
+        code = 1
+        try:
+            with os.fdopen(write, "w") as pipe:
+                pipe.write(json.dumps(run_method(method, tiny, headroom)))
+            code = 0
+        except BaseException:  # noqa: BLE001 - reported, then the exit status says it failed
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code:
+        raise RuntimeError(f"the forked {method} run failed (exit {code})")
+    return dict(json.loads(text))
+
+
 NAMES = {"gnnmon-0.9": "gnnmon.calibrate(capacity=, fraction=0.9)",
          "gnnmon-1.0": "gnnmon.calibrate(capacity=, fraction=1.0)",
          "lightning-power": "Lightning Tuner.scale_batch_size(mode='power')",
@@ -193,20 +233,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a tenth of the graph (the test)")
     parser.add_argument("--headroom", type=float, help="MiB above the warm-up step's peak (default 200; 30 tiny)")
     parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--fork", action="store_true",
+                        help="one fresh process imports everything once and forks a child per method")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="runs")
     args = parser.parse_args(argv)
     headroom = (args.headroom if args.headroom is not None else 30 if args.tiny else 200) * 2**20
-    if args.child:
-        print(json.dumps(run_method(args.child, args.tiny, headroom)))
+    if args.child:  # the methods, comma-separated (several only with --fork): a JSON list on the last line
+        run = run_forked if args.fork else run_method
+        print(json.dumps([run(m, args.tiny, headroom) for m in args.child.split(",")]))
         return 0
-    results = []
-    for method in args.methods.split(","):
-        cmd = [sys.executable, __file__, "--child", method, "--headroom", str(headroom / 2**20)]
-        done = subprocess.run(cmd + (["--tiny"] if args.tiny else []), check=True, capture_output=True, text=True)
-        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(f"{method}: batch size {results[-1]['batch_size']}, {results[-1]['trial_steps']} trial steps",
-              file=sys.stderr)
+    methods = args.methods.split(",")
+    results: list[dict[str, Any]] = []
+    for group in [methods] if args.fork else [[m] for m in methods]:
+        cmd = [sys.executable, __file__, "--child", ",".join(group), "--headroom", str(headroom / 2**20)]
+        cmd += ["--tiny"] if args.tiny else []
+        done = subprocess.run(cmd + (["--fork"] if args.fork else []), capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"{', '.join(group)} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        results += json.loads(done.stdout.strip().splitlines()[-1])
+        for r in results[-len(group):]:
+            print(f"{r['method']}: batch size {r['batch_size']}, {r['trial_steps']} trial steps", file=sys.stderr)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python play/batch_size_search.py " + " ".join(argv if argv is not None else sys.argv[1:])

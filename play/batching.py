@@ -30,6 +30,9 @@ between algorithms at each number of steps. Writes ``runs/batching_<mode>_<algor
 ``runs/batching.md`` (tables and the claims table), ``runs/batching.json`` and ``runs/batching.png``.
 
     .venv/bin/python play/batching.py [--device cpu|cuda|mps] [--steps 300] [--batch-size 32]
+
+Each run has a process of its own (an empty inductor cache: every run compiles cold);
+``--same-process`` runs them one after another in this one (the test, with ``--backend eager``).
 """
 
 from __future__ import annotations
@@ -553,6 +556,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one", nargs=2, metavar=("MODE", "ALGORITHM"), help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--render", metavar="JSON", help="write the tables again from a saved batching.json")
+    parser.add_argument("--same-process", action="store_true",
+                        help="run every configuration in this process, one after another (Dynamo reset "
+                             "before each; a later run may reuse an earlier run's inductor kernels, so "
+                             "compile times are for --backend eager or a test, not a cold-start figure)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     out = Path(args.out)
@@ -581,13 +588,18 @@ def main(argv: list[str] | None = None) -> int:
         g.y = (g.y - mean) / std  # trained on the standardised target; RMSE reported in its units
     print(f"data: {note}", flush=True)
     data = out / "batching_data.pt"
-    torch.save({"graphs": graphs, "split": split, "std": std}, data)
+    if not args.same_process:
+        torch.save({"graphs": graphs, "split": split, "std": std}, data)
     results = []
     try:
         plan = [(mode, algorithm) for mode in args.modes for algorithm in args.algorithms]
         for mode, algorithm in progress(plan, "batching runs"):
             t0 = time.perf_counter()
-            r = run_in_process(mode, algorithm, args, data, out)
+            if args.same_process:
+                r = run_one(mode, algorithm, graphs, split, args, device,
+                            out / f"batching_{mode}_{algorithm.replace('^', '')}.jsonl", std, args.seed)
+            else:
+                r = run_in_process(mode, algorithm, args, data, out)
             results.append(r)
             print(f"  {mode:<6} {algorithm:<16} {time.perf_counter() - t0:6.1f} s  combined "
                   f"{r['combined_ms']:8.2f} ms  compile {r['compile_s']:5.1f} s  recompiles {r['recompiles']:2d}  "

@@ -284,7 +284,7 @@ def measure(study: str, device: torch.device, tiny: bool, capacity: str | None, 
     torch.manual_seed(0)
     plain, at_budget, fit_loaders, tests = (node_study if study == "node" else graph_study)(device, tiny)
     step = Timeline(plain)
-    limit = 12 if tiny else 40
+    limit = 6 if tiny else 40
     with gnnmon.collect(out / f"memory_forecast_{study}_fit.jsonl") as run:
         train(step, fit_loaders, limit)
     model = run.report().memory_model("train_step", "mem_peak_bytes")

@@ -68,7 +68,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "example": {"layers": 4, "hidden": 32, "graphs": 10_000, "batch_sizes": [128], "workers": 0,
                 "worker_sweep": [], "epochs": 4, "sample": None, "energy": False},
     "tiny": {"layers": 2, "hidden": 8, "graphs": 300, "batch_sizes": [16, 32, 64, 128], "workers": 2,
-             "worker_sweep": [0, 2, 4], "epochs": 2, "sample": 0.5, "energy": False},
+             "worker_sweep": [0, 2, 4], "epochs": 1, "sample": 0.5, "energy": False},
 }
 # The study's figures (bs512 / 1024 / 2048 / 4096 unless said), to set ours beside.
 STUDY = {"step_ms": "105 / 148 / 322 / 775 (raw baseline); 105 -> 615 controlled",

@@ -3,17 +3,14 @@ power mode tries 2, 4, 8, ... with 3 steps each and stops at the first size with
 step (the simulated capacity: a step whose measured peak is over it raises the CPU allocator's
 error), keeping the size before; accelerate shrinks from its start by 0.9 until a size's steps all
 fit; gnnmon's calibration runs 15 steps, then at most 4 probes, and what it found ran under its
-target. Slow: three fresh processes."""
+target. The methods run in children forked from one fresh process (``--fork``: one start of torch,
+PyG, Lightning and accelerate instead of three); the script's own part runs in the test's process."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-
-from tests.scripts import ROOT
 
 pytest.importorskip("torch_geometric")
 pytest.importorskip("lightning")
@@ -22,9 +19,10 @@ pytest.importorskip("accelerate")
 
 @pytest.mark.slow
 def test_the_batch_size_search_comparison_runs_at_a_tiny_size(tmp_path):
-    subprocess.run([sys.executable, str(ROOT / "play" / "batch_size_search.py"), "--tiny", "--out", str(tmp_path),
-                    "--methods", "gnnmon-1.0,lightning-power,accelerate-8192"],
-                   check=True, capture_output=True, text=True, timeout=1200)
+    from play.batch_size_search import main
+
+    assert main(["--tiny", "--fork", "--out", str(tmp_path),
+                 "--methods", "gnnmon-1.0,lightning-power,accelerate-8192"]) == 0
     gnn, power, accel = json.loads((tmp_path / "batch_size_search.json").read_text())
 
     sizes = [c["seeds"] for c in power["calls"]]

@@ -3,7 +3,7 @@ by ``gnnmon.calibrate`` for the GraphSAGE, full-batch and link cases) are truste
 calibrated configuration's run batches are covered by their upper bounds; node and graph, fitted
 from a run in the same process, are covered once the drift of the process's memory the control
 measured is added, and forecast within 10 % of their measured peaks (absolute, RSS made exact); a run at the recommended budget stays under its
-target; each study ends with a control whose drift is reported. Slow: about 3 minutes of CPU."""
+target; each study ends with a control whose drift is reported. Slow: about half a minute of CPU."""
 
 from __future__ import annotations
 
