@@ -11,20 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.fake_nvml import FakeNvml
+from tests.scripts import one_thread
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def one_thread() -> dict[str, str]:
-    """The scripts' environment, with one torch thread: on a 2-core machine that other processes
-    keep busy, two OpenMP threads wait on each other (a GCN step of the Flickr stand-in took 0.7 s
-    instead of 0.04 s)."""
-    return {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
 @pytest.fixture
 def one_torch_thread():
-    """One torch thread in this process for the test (see :func:`one_thread`)."""
+    """One torch thread in this process for the test (see :func:`tests.scripts.one_thread`)."""
     import torch
 
     threads = torch.get_num_threads()

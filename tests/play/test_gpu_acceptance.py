@@ -12,8 +12,7 @@ import psutil
 import pytest
 
 from benchmarks.gpu_acceptance import BUDGET_S, STEPS, Step, device_slug, main, run
-from tests.play.test_benchmarks import one_thread
-from tests.scripts import ROOT
+from tests.scripts import ROOT, one_thread
 
 
 def test_the_dry_run_lists_every_step_with_its_limit_and_claim_within_nine_minutes(capsys):
