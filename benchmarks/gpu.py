@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
 from gnnmon.devices.cuda import cuda_uuids
-from play.models import GCN
-from play.neighbor_sampler import make_loader
-from play.synthetic import FLICKR, planted_partition
+
+if TYPE_CHECKING:  # PyG is imported by the realistic loop alone: the energy check runs without it
+    from play.models import GCN
 
 
 def _median_us(fn: Callable[[], Any], calls: int, repeats: int = 5) -> float:
@@ -138,6 +138,10 @@ class Realistic:
     """The GCN train step and its fixed batches, on ``device`` (or on the CPU under the fake)."""
 
     def __init__(self, device: torch.device, scale: float, batches: int, hidden: int = 256) -> None:
+        from play.models import GCN
+        from play.neighbor_sampler import make_loader
+        from play.synthetic import FLICKR, planted_partition
+
         spec = FLICKR if scale == 1.0 else FLICKR.scaled(scale)
         data = planted_partition(spec)
         loader = make_loader(data, [10, 5], batch_size=1024 if scale == 1.0 else 64,
@@ -288,9 +292,11 @@ SLOW = ("torch_geometric.profile.profileit",)
 
 
 def run_interleaved(name: str, variants: dict[str, tuple[Callable, Any, Any]], make_args: Callable[[int], tuple],
-                    steps: int, rounds: int, sync: Callable[[], None], slow_steps: int) -> list[dict[str, Any]]:
+                    steps: int, rounds: int, sync: Callable[[], None], slow_steps: int,
+                    settle: bool = True) -> list[dict[str, Any]]:
     """Each round runs every variant once, in shuffled order, each right after a bare pass of as
-    many steps; a pass ends with a device synchronize. Median over rounds of the ratio."""
+    many steps; a pass ends with a device synchronize (and, with ``settle``, starts after a
+    ``gc.collect()``). Median over rounds of the ratio."""
     names = list(variants)
     n_steps = {n: (slow_steps if n in SLOW else steps) for n in names}
     ratio: dict[str, list[float]] = {n: [] for n in names}
@@ -300,7 +306,8 @@ def run_interleaved(name: str, variants: dict[str, tuple[Callable, Any, Any]], m
 
     def one_pass(n: str, count: int) -> float:
         fn, ctx, after = variants[n]
-        gc.collect()
+        if settle:
+            gc.collect()
         sync()
         with ctx() if ctx else contextlib.nullcontext():
             t0 = time.perf_counter()
@@ -477,7 +484,9 @@ def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any
 class Sizes:
     """How much of each part runs: calls per call-cost figure; the realistic loop's stand-in scale,
     batches, steps a pass, rounds and warm-up steps; the tiny loop's calls a pass and rounds; the
-    energy split's rows and seconds a row; the kill part's trials."""
+    energy split's rows and seconds a row; the kill part's trials; whether each pass of the loops
+    starts after a ``gc.collect()`` (a quarter of a second with PyG loaded, on a 2-core machine:
+    at the quick size, most of its time)."""
 
     calls: int
     scale: float
@@ -490,10 +499,11 @@ class Sizes:
     energy_rows: int
     energy_row_s: float
     kill_trials: int
+    settle: bool = True
 
 
 SIZES = {
-    "quick": Sizes(50, 0.02, 4, 4, 2, 2, 50, 2, 3, 0.1, 2),  # seconds: what the tests run on the fake
+    "quick": Sizes(20, 0.01, 2, 2, 1, 1, 20, 1, 3, 0.1, 1, settle=False),  # every part once: the tests, on the fake
     "check": Sizes(500, 1.0, 20, 20, 4, 4, 1000, 4, 10, 0.3, 3),  # the GPU acceptance run (make gpu-check)
     "full": Sizes(2000, 1.0, 40, 40, 7, 8, 2000, 7, 20, 0.3, 10),  # about 170 s on an H100
 }
@@ -529,13 +539,13 @@ def run_gpu(tmp: Path, sizes: Sizes, device: str = "cuda:0", fake: bool = False,
     results["loop"] = {"sampler": loop.sampler, "nodes": loop.nodes, "edges": loop.edges,
                        "batches": len(loop.batches)}
     results["overhead"] = run_interleaved(
-        "GCN step", realistic_variants(dev, tmp, item=False), loop.args, z.steps, z.rounds, sync, z.warmup)
+        "GCN step", realistic_variants(dev, tmp, item=False), loop.args, z.steps, z.rounds, sync, z.warmup, z.settle)
     results["overhead"] += run_interleaved(
-        "GCN step + loss.item()", realistic_variants(dev, tmp, item=True), loop.args, z.steps, z.rounds, sync, 2)
+        "GCN step + loss.item()", realistic_variants(dev, tmp, item=True), loop.args, z.steps, z.rounds, sync, 2, z.settle)
     print("gpu: tiny loop ...", flush=True)
     x = torch.ones(1024, device="cpu" if fake else dev)
     results["overhead"] += run_interleaved(
-        "tiny step (x + 1)", tiny_variants(dev, tmp), lambda i: (x,), z.tiny_calls, z.tiny_rounds, sync, 50)
+        "tiny step (x + 1)", tiny_variants(dev, tmp), lambda i: (x,), z.tiny_calls, z.tiny_rounds, sync, 50, z.settle)
     if not fake and not before:
         print("gpu: accuracy ...", flush=True)
         results["accuracy"] = accuracy(dev)

@@ -123,7 +123,10 @@ HEAVY = ("memory_profiler.memory_usage", "codecarbon start_task/stop_task")
 
 
 def run_overhead(name: str, step: Callable, make_args: Callable[[int], tuple], calls: int, rounds: int,
-                 tmp: Path, heavy_calls: int | None = None) -> list[dict[str, Any]]:
+                 tmp: Path, heavy_calls: int | None = None, settle: bool = True) -> list[dict[str, Any]]:
+    """Every variant of :func:`overhead_variants`, ``rounds`` times, each pass of ``calls`` calls
+    right after a bare pass; with ``settle``, each pass starts after a ``gc.collect()`` (a quarter
+    of a second with PyG loaded on a busy 2-core machine: ``--quick`` leaves it out)."""
     variants = overhead_variants(step, tmp)
     tracker_of = variants.pop("_tracker")[0]
     names = list(variants)
@@ -135,7 +138,8 @@ def run_overhead(name: str, step: Callable, make_args: Callable[[int], tuple], c
 
     def one_pass(n: str) -> float:
         fn, ctx = variants[n]
-        gc.collect()
+        if settle:
+            gc.collect()
         t0 = time.perf_counter()
         with ctx() if ctx else contextlib.nullcontext():
             t0 = time.perf_counter()
@@ -486,18 +490,18 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([sys.executable, __file__, "--accuracy-only", str(acc)] + (["--quick"] if q else []),
                        check=True)
         results.update(json.loads(acc.read_text()))
-        step, make = realistic_loop(0.02 if q else 1.0, 2 if q else 8)
+        step, make = realistic_loop(0.01 if q else 1.0, 2 if q else 8)
         print("overhead: realistic GCN loop ...", flush=True)
         results["overhead"] += run_overhead("GCN on Flickr stand-in", step, make, 2 if q else 4,
-                                            2 if q else 15, tmp)
+                                            1 if q else 15, tmp, settle=not q)
         for loop, (step, make) in tiny_loops().items():
             print(f"overhead: {loop} ...", flush=True)
-            results["overhead"] += run_overhead(loop, step, make, 200 if q else 5000, 2 if q else 7, tmp,
-                                                heavy_calls=5 if q else 10)
+            results["overhead"] += run_overhead(loop, step, make, 50 if q else 5000, 1 if q else 7, tmp,
+                                                heavy_calls=2 if q else 10, settle=not q)
         print("scale: rows streamed to disk ...", flush=True)
         results["scale"] = run_scale([100, 1000] if q else [10_000, 100_000, 1_000_000], tmp)
         print("durability: SIGKILL mid-run ...", flush=True)
-        results["kill"] = run_kill_loss(2 if q else 10, 0.05, tmp)
+        results["kill"] = run_kill_loss(1 if q else 10, 0.05, tmp)
     from benchmarks import stream
 
     results["stream"] = stream.measure(q)  # the step's path, paired; a long run's report

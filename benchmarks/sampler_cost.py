@@ -39,7 +39,11 @@ def _in(samples: list[dict[str, Any]], a: int, b: int) -> list[int]:
 def cadence(mode: str, load: str, interval: float, seconds: float) -> dict[str, Any]:
     """Samples taken while the training process runs ``load``: a pure-Python busy loop, or a pause
     (``gc.collect()`` over millions of containers, the GIL held throughout)."""
-    heap = [[i] for i in range(3_000_000)] if load == "gc pause" else None
+    gc.disable()  # built without the collections its growth would set off (seconds, on a busy machine)
+    try:
+        heap = [[i] for i in range(3_000_000)] if load == "gc pause" else None
+    finally:
+        gc.enable()
     with gnnmon.collect(sample=interval, sampler=mode) as run:
         time.sleep(2 * interval)
         a = time.time_ns()
@@ -147,7 +151,8 @@ def markdown(r: dict[str, Any], meta: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="short loads (a smoke run)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: loads of 0.5 s, the sampler's own "
+                        "cost over 0.5 s, one energy split (0.1 s, --read-ms)")
     parser.add_argument("--read-ms", type=float, default=3.5, help="how long a fake counter read takes")
     parser.add_argument("--out", type=Path, default=None, help="write the markdown here (and .json beside)")
     args = parser.parse_args(argv)
@@ -162,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         for interval in (0.1, 0.5):
             for energy in (False, True):
                 print(f"own cost: {interval} s, energy={energy} ...", flush=True)
-                results["cost"].append(own_cost(interval, energy, args.read_ms, 1.0 if args.quick else 5.0, tmp))
-        for interval, read_ms in ((0.5, 0.0), (0.5, args.read_ms), (0.1, args.read_ms)):
+                results["cost"].append(own_cost(interval, energy, args.read_ms, 0.5 if args.quick else 5.0, tmp))
+        splits = ((0.5, 0.0), (0.5, args.read_ms), (0.1, args.read_ms))
+        for interval, read_ms in splits[-1:] if args.quick else splits:
             print(f"attribution: {interval} s, read {read_ms} ms ...", flush=True)
             results["attribution"].append(attribution(interval, read_ms, tmp))
     meta = {"command": "python benchmarks/sampler_cost.py" + (" --quick" if args.quick else ""),

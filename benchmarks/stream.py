@@ -12,8 +12,8 @@ measures another gnnmon (an earlier commit) the same way, for before/after.
   ``stop()`` has written every row, minus a loop of bare calls, per call.
 * Report: each in a fresh process, as a user runs it (from the interpreter's start, imports
   included), time and peak RSS above the interpreter's own: a ``json.loads`` of every line of the
-  file (the floor: reading it), then ``gnnmon.load(path).report().markdown()``; three rounds, one
-  after the other, and the median of the rounds' ratios.
+  file (the floor: reading it), then ``gnnmon.load(path).report().markdown()``; three rounds (one
+  with ``--quick``), one after the other, and the median of the rounds' ratios.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def reference():
     return sum(fields.values()) + len(str(fields))
 
 x = torch.ones(8)
-n, rounds = int(sys.argv[2]), int(sys.argv[3])
+n, rounds, warm = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 pc = time.perf_counter_ns
 out = {}
 refs = []
@@ -82,7 +82,7 @@ for _ in range(rounds):
     refs.append((pc() - t0) / n / 1e3)
 with tempfile.TemporaryDirectory() as d:
     for name, fn in (("timing + GC", timing_gc), ("full stack", full), ("full stack + one phase", full_phase)):
-        for _ in range(2000):
+        for _ in range(warm):
             fn(x)
         paired, written = [], []
         for r in range(rounds):
@@ -121,11 +121,12 @@ def step(x):
     return x
 
 x = torch.ones(8)
-with gnnmon.collect(sys.argv[2]) as run:
-    for i in range(int(sys.argv[3])):
-        if i % 1000 == 0:
-            run.mark("block", i // 1000)
-        step(x)
+for path in sys.argv[3:]:  # one run a file
+    with gnnmon.collect(path) as run:
+        for i in range(int(sys.argv[2])):
+            if i % 1000 == 0:
+                run.mark("block", i // 1000)
+            step(x)
 print("{}")
 """
 
@@ -159,7 +160,7 @@ print(json.dumps({"seconds": seconds, "cpu_s": cpu, "peak_mib": (peak - base) / 
 
 ROUNDS = 3
 """Report rounds: each a ``json.loads`` pass and gnnmon's report, each in a fresh process, one
-after the other (the machine's speed drifts: the ratio is taken within a round)."""
+after the other (the machine's speed drifts: the ratio is taken within a round). ``--quick``: one."""
 
 
 def _run(code: str, *args: str, timeout: float = 3600) -> dict[str, Any]:
@@ -171,7 +172,8 @@ def _run(code: str, *args: str, timeout: float = 3600) -> dict[str, Any]:
 
 
 def step_costs(quick: bool) -> dict[str, Any]:
-    return _run(STEP, PACKAGE, "2000" if quick else "20000", "1" if quick else "5")
+    """Pairs a round, rounds, and warm-up calls a variant: 20,000, 5 and 2,000 (``quick``: 500, 1, 500)."""
+    return _run(STEP, PACKAGE, "500" if quick else "20000", "1" if quick else "5", "500" if quick else "2000")
 
 
 def report_costs(path: Path, rounds: int = ROUNDS) -> dict[str, Any]:
@@ -281,6 +283,7 @@ def measure(quick: bool, rows: int = 300_000, rows_10m: bool = False, compare_on
     over a run file of ``rows`` rows (2,000 when ``quick``), and ``gnnmon compare`` of two such files
     against a pass over both (``compare_only``: that alone)."""
     rows = 2000 if quick else rows
+    rounds = 1 if quick else ROUNDS
     results: dict[str, Any] = {"report": {}, "compare": {}, "step": {}, "reference_us": 0.0}
     if not compare_only:
         print("step path: paired calls ...", flush=True)
@@ -288,15 +291,16 @@ def measure(quick: bool, rows: int = 300_000, rows_10m: bool = False, compare_on
         results["reference_us"] = results["step"].pop("reference_us")
     with tempfile.TemporaryDirectory() as tmp:
         path, again = Path(tmp) / "run.jsonl", Path(tmp) / "again.jsonl"
-        print(f"report: a {rows:,}-row run ...", flush=True)
-        _run(MAKE, str(ROOT), str(path), str(rows))  # always written by this checkout: the same file
+        compare = _has_compare()
+        print(f"report: {'two' if compare else 'a'} {rows:,}-row run{'s' if compare else ''} ...", flush=True)
+        # always written by this checkout: the same files, one run each, in one process
+        _run(MAKE, str(ROOT), str(rows), str(path), *([str(again)] if compare else []))
         size = f"{rows:,}-row ({path.stat().st_size / 2**20:.0f} MiB)"
         if not compare_only:
-            results["report"][size] = {"costs": report_costs(path)}
-        if _has_compare():
-            print(f"compare: a second {rows:,}-row run ...", flush=True)
-            _run(MAKE, str(ROOT), str(again), str(rows))
-            results["compare"][size] = compare_costs(path, again)
+            results["report"][size] = {"costs": report_costs(path, rounds)}
+        if compare:
+            print("compare: the two runs ...", flush=True)
+            results["compare"][size] = compare_costs(path, again, rounds)
         else:
             print("compare: skipped (the measured gnnmon has no Report.compare)", flush=True)
         if rows_10m:
@@ -310,7 +314,8 @@ def measure(quick: bool, rows: int = 300_000, rows_10m: bool = False, compare_on
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (what the test runs)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: 500 pairs, 2,000-row files, one round "
+                        "(what the test runs)")
     parser.add_argument("--rows", type=int, default=300_000, help="rows of the run file the report reads")
     parser.add_argument("--rows-10m", action="store_true", help="also a 10,000,000-row file (8 GB, slow)")
     parser.add_argument("--compare-only", action="store_true", help="only gnnmon compare of two files against "

@@ -11,14 +11,26 @@ from pathlib import Path
 import pytest
 
 from tests.fake_nvml import FakeNvml
+from tests.scripts import one_thread
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread in this process for the test (see :func:`tests.scripts.one_thread`)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def test_runner_quick(tmp_path):
     out = tmp_path / "bench.md"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, env=one_thread(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = out.read_text()
     for heading in ("### Overhead", "### Memory accuracy", "### Timing accuracy", "### Scale",
@@ -34,10 +46,11 @@ def test_runner_quick(tmp_path):
     assert data["scale"][-1]["read_back"] == 1000 and data["scale"][-1]["read_back_in_order"]
 
 
-def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypatch):
+def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypatch, one_torch_thread):
     """``benchmarks/run.py --device cuda`` at a tiny size, in-process, on the fake torch.cuda: every
     variant runs (or says why not) and the tables are written (the numbers mean nothing here)."""
     sys.path.insert(0, str(ROOT))
+    from benchmarks.gpu import SIZES
     from benchmarks.run import main_cuda
 
     FakeNvml(n=2, ramp_w=300.0, period=0.1).install(monkeypatch, tmp_path / "nvml")
@@ -54,7 +67,7 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
     assert rows[("GCN step", "torch_geometric.profile.profileit")]["note"].startswith("not run")
     assert rows[("tiny step (x + 1)", "full stack")]["ratio"] > 0
     assert fake_cuda.sync_calls  # the passes ended with a device synchronize
-    assert data["kill"]["trials"] == 2
+    assert data["kill"]["trials"] == SIZES["quick"].kill_trials
     split = data["energy_split"]
     assert split["rows"] == 3 and split["period_s"] == pytest.approx(0.1, abs=0.005)
     assert abs(split["window_error_pct"]) < 2  # the timeline reproduces the counter read directly
@@ -67,7 +80,7 @@ def test_sampler_benchmark_quick(tmp_path):
     except what cannot be noise: the process sampler keeps its grid through the planted loads)."""
     out = tmp_path / "sampler.md"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sampler_cost.py"), "--quick", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, env=one_thread(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = out.read_text()
     for heading in ("### Cadence", "### The sampler process's own cost", "### Energy per row"):
@@ -83,7 +96,7 @@ def test_stream_benchmark_quick(tmp_path):
     json.loads pass are written (figures printed, not asserted: they are timings)."""
     out = tmp_path / "stream.md"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stream.py"), "--quick", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, env=one_thread(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(out.with_suffix(".json").read_text())
     assert set(data["step"]) == {"timing + GC", "full stack", "full stack + one phase"} and data["reference_us"] > 0
@@ -92,13 +105,13 @@ def test_stream_benchmark_quick(tmp_path):
     assert lines >= 2004  # the manifest, 2,000 rows, 2 markers, the end line (and any GC events)
     ours = report["costs"]["gnnmon.load(path).report().markdown()"]
     assert "markdown" in ours["what"] and ours["torch"] is False  # reading a run loads no torch
-    assert report["costs"]["rounds"] == 3 and report["costs"]["ratio"] > 0
+    assert report["costs"]["rounds"] == 1 and report["costs"]["ratio"] > 0  # --quick: one round
 
 
 def test_sched_cost_benchmark_runs():
     """``benchmarks/sched_cost.py``: prints its one paired figure (a timing: printed, not asserted)."""
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sched_cost.py"), "--pairs", "200"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, env=one_thread(), timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "sched on minus off, per decorated call (full stack): median" in proc.stdout and "over 200 pairs" in proc.stdout
 
@@ -107,7 +120,7 @@ def test_sched_cost_benchmark_runs():
 def test_ddp_loaded_benchmark_counts_one_run():
     """``benchmarks/ddp_loaded.py`` with one run and no busy loop: the plant named, the count printed."""
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ddp_loaded.py"), "--runs", "1", "--busy", "0"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, env=one_thread(), timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "run 0: spikes ['7 buckets" in proc.stdout and "waiting (rank 1)" in proc.stdout
     assert "plant named (rank 1, step 7, within 10 ms): 1 of 1 runs" in proc.stdout
@@ -118,7 +131,7 @@ def test_layers_cost_benchmark_prints_every_variant():
     """``benchmarks/layers_cost.py`` at a tiny size: a row per watch, the DDP ones with their bucket
     count (timings: printed, not asserted)."""
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "layers_cost.py"), "--pairs", "5"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, env=one_thread(), timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for row in ("| watch_layers(every=1) |", "| watch_layers(every=10) |", "| watch_layers(every=1, memory=False) |",
                 "| watch_loader (per batch", "| a Python comm hook (DDP's allreduce_hook) |", "| watch_buckets |"):
@@ -133,7 +146,7 @@ def test_host_memory_benchmark_quick(tmp_path):
     out = tmp_path / "host.md"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_memory.py"), "--quick",
                            "--variants", "default,exact 64 KiB", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, env=one_thread(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| exact 64 KiB |" in out.read_text()
     rows = {r["variant"]: r for r in json.loads(out.with_suffix(".json").read_text())["rows"]}

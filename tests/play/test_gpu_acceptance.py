@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from benchmarks.gpu_acceptance import BUDGET_S, STEPS, Step, device_slug, main, run
-from tests.scripts import ROOT
+from tests.scripts import ROOT, one_thread
 
 
 def test_the_dry_run_lists_every_step_with_its_limit_and_claim_within_nine_minutes(capsys):
@@ -60,7 +60,7 @@ def test_the_fake_run_checks_what_the_cpu_can_against_the_fakes(tmp_path):
     CUDA and NVML; the rows' energy is the planted 300 W times their time; the GPU-only steps say
     so; the results file and its JSON are written."""
     proc = subprocess.run([sys.executable, "benchmarks/gpu_acceptance.py", "--fake", "--out", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          cwd=ROOT, capture_output=True, text=True, env=one_thread(), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (md,) = tmp_path.glob("gpu-fake-*.md")
     data = json.loads(md.with_suffix(".json").read_text())
