@@ -5,6 +5,11 @@ import os
 import threading
 import time
 
+# One torch thread in the suite's processes and their children: the suite runs in several
+# processes on as few as two cores, where two OpenMP threads per process wait on each other (a GCN
+# step took 0.7 s instead of 0.04 s). Set before torch is imported; a user's setting stands.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import psutil
 import pytest
 

@@ -22,7 +22,8 @@ def run_script(code: str, *args: str, timeout: float = 120, check: bool = True) 
     """``code`` (dedented) in a fresh interpreter with ``args``; a hang past ``timeout`` seconds
     fails the test, and so does a non-zero exit when ``check``."""
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
-                          timeout=timeout, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+                          timeout=timeout, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
+                                                       "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
     if check:
         assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
