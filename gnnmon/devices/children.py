@@ -18,7 +18,8 @@ process's children that outlive every worker, hold no tensors and are never coun
 The workers a forkserver forks inherit its command line; they are told apart by their parent."""
 
 _helper_of: dict[int, bool] = {}
-"""pid -> whether it is one of Python's helpers, read once per process (its command line is fixed)."""
+"""pid -> whether it is one of Python's helpers, read once per process (its command line is fixed
+once it has run exec; a process under a second old is asked again)."""
 
 
 def _helper_cmdline(proc: Any) -> bool:
@@ -46,10 +47,24 @@ def is_python_helper(proc: Any) -> bool:
         except psutil.Error:
             parent = None
         helper = parent is None or not _helper_cmdline(parent)
+    if not helper and _young(proc):  # perhaps between its fork and its exec: ask again next time
+        return False
     if len(_helper_of) > 4096:  # pids of long-gone processes
         _helper_of.clear()
     _helper_of[proc.pid] = helper
     return helper
+
+
+def _young(proc: Any) -> bool:
+    """Whether a process started under a second ago (or its start cannot be read)."""
+    import time
+
+    import psutil
+
+    try:
+        return time.time() - proc.create_time() < 1.0
+    except psutil.Error:
+        return True
 
 
 def _descendants() -> list[Any]:
