@@ -454,7 +454,8 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     # No other step is a spike. A rank the OS deschedules for 5-10 ms on a busy machine holds a
     # step up too: its thread preempted ("preempted"), or its wait in a collective that every rank
     # made running long ("collective"); those are listed apart, and none comes near the plant.
-    assert [s["index"] for s in job["spikes"]] == [BACKWARD_STEP], job["spikes"]
+    # (Step 0, DDP's first, which builds its buckets, is warm-up: it can read 14 ms against 5.)
+    assert [s["index"] for s in job["spikes"] if s["index"] > 0] == [BACKWARD_STEP], job["spikes"]
     assert all(s["delay_s"] < BACKWARD_SLEEP_S / 4 for s in job["preempted"] + job["collective"])
     assert not any(s.get("constant") for s in job["stragglers"]), job["stragglers"]
 
