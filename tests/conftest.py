@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import threading
 import time
 
@@ -9,6 +10,13 @@ import time
 # processes on as few as two cores, where two OpenMP threads per process wait on each other (a GCN
 # step took 0.7 s instead of 0.04 s). Set before torch is imported; a user's setting stands.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Ctrl-C as a terminal gives it, whatever started the suite: a shell's background job (``make test
+# &``, nohup) inherits SIGINT ignored, and so does every process the tests start, where Python
+# then raises no KeyboardInterrupt (and gnnmon leaves an ignored SIGINT ignored, as it should).
+# A Python handler is not inherited across exec: the tests' processes start with the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import psutil
 import pytest

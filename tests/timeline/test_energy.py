@@ -3,6 +3,7 @@ model for real on this machine, and every missing-dependency path."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -136,7 +137,13 @@ def test_a_two_rank_job_read_back_has_each_ranks_energy_and_the_jobs_total(fake_
         balance = energy["balance"][f"rank{rank}:gpu0_energy_mj"]
         assert balance["rows"] == len(RANK_STEPS_S[rank])
         assert balance["rows_j"] == pytest.approx(planted[rank], rel=0.01)
-        assert balance["counter_j"] == pytest.approx(watts * balance["span_s"], rel=0.01)
+        # Each point is placed at its read's middle, ± err_ns (half the read): a read the OS
+        # interrupts on a busy machine moves the span's ends by up to that.
+        lines = (json.loads(line) for line in (tmp_path / f"job.rank{rank}.jsonl").read_text().splitlines())
+        points = sorted((p for p in lines if p.get("type") == "point" and p["key"] == "gpu0_energy_mj"),
+                        key=lambda p: p["t_ns"])
+        slack_j = watts * (points[0]["err_ns"] + points[-1]["err_ns"]) / 1e9
+        assert abs(balance["counter_j"] - watts * balance["span_s"]) <= 0.01 * watts * balance["span_s"] + slack_j
         added = balance["rows_j"] + balance["gaps_j"] + balance["outside_j"]
         assert added == pytest.approx(balance["counter_j"], rel=0.01)
     assert energy["total"]["energy_gpu_j"] == pytest.approx(planted[0] + planted[1], rel=0.01)
