@@ -451,12 +451,15 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     (spike,) = [s for s in job["spikes"] if s["index"] == BACKWARD_STEP]
     assert (spike["slowest_rank"], spike["via"]) == (1, "buckets")
     assert abs(spike["delay_s"] - BACKWARD_SLEEP_S) <= 0.010 and spike["cause"] == "waiting (rank 1)"
-    # No other step is a spike. A rank the OS deschedules for 5-10 ms on a busy machine holds a
-    # step up too: its thread preempted ("preempted"), or its wait in a collective that every rank
-    # made running long ("collective"); those are listed apart, and none comes near the plant.
+    # No other step is a spike. A rank the OS deschedules on a busy machine holds a step up too
+    # (5-10 ms here; 20-30 ms with two CPU burners beside the suite): its thread preempted
+    # ("preempted"), or its wait in a collective that every rank made running long ("collective");
+    # those are listed apart, the planted step is not among them, and none is as long as the plant.
     # (Step 0, DDP's first, which builds its buckets, is warm-up: it can read 14 ms against 5.)
     assert [s["index"] for s in job["spikes"] if s["index"] > 0] == [BACKWARD_STEP], job["spikes"]
-    assert all(s["delay_s"] < BACKWARD_SLEEP_S / 4 for s in job["preempted"] + job["collective"])
+    apart = job["preempted"] + job["collective"]
+    assert BACKWARD_STEP not in [s["index"] for s in apart]
+    assert all(s["delay_s"] < BACKWARD_SLEEP_S for s in apart), apart
     assert not any(s.get("constant") for s in job["stragglers"]), job["stragglers"]
 
 
