@@ -220,14 +220,48 @@ def _asked(model: MemoryModel, shape: dict[str, Any]) -> dict[str, Any]:
     return asked
 
 
+def held_now(model: MemoryModel) -> float | None:
+    """What the model's device holds now, bytes, read as its rows' start was (the CPU: the
+    process's RSS; CUDA: its allocator's allocated bytes); None where it cannot say."""
+    if model.figure == RSS_PEAK.name or not model.devices:
+        import psutil  # a dependency; a forecast is off the step's path
+
+        return float(psutil.Process().memory_info().rss)
+    state = get_backend(torch.device(model.devices[0])).memory_state()
+    return None if state is None else float(state.allocated)
+
+
+def _anchor(fitted: MemoryModel, anchor: Any) -> MemoryModel:
+    """``fitted`` raised to the memory held when the step will start (see :func:`forecast`)."""
+    if anchor is None or anchor is False:
+        return fitted
+    if isinstance(anchor, bool) or anchor == "auto":
+        if fitted.start_bytes is None or (anchor == "auto" and fitted.pid != os.getpid()):
+            return fitted
+        held = held_now(fitted)
+        return fitted if held is None else fitted.anchored(held)
+    return fitted.anchored(anchor)
+
+
 def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label: str | None = None,
-             top: int = 10, progress: bool | None = None) -> Forecast:
+             top: int = 10, progress: bool | None = None, anchor: Any = "auto") -> Forecast:
     """Forecast the peak of every batch ``loader_or_dataset`` would make (a ``NeighborLoader``, a
     ``DataLoader`` over graphs, a dataset, or batches / shape dicts; see
     :mod:`gnnmon.forecast.shapes`) with ``model``: a :class:`~gnnmon.report.memory_model.MemoryModel`
     of the absolute peak, or a run (a path, a RunResult, a Report) to fit one from (``label``:
     which step). ``capacity``: bytes, ``"80GiB"`` or a device whose memory it is. The model is
-    never asked to run: shapes only."""
+    never asked to run: shapes only.
+
+    ``anchor``: the memory the device holds when the step starts. The model's constant is what it
+    held at its fitted steps' start; where it holds more now (on the CPU the constant is the whole
+    process's RSS, which grows as the process runs), every forecast is raised by the difference
+    (:meth:`~gnnmon.report.memory_model.MemoryModel.anchored`), never lowered. ``"auto"``: read
+    the device now when this process recorded the model's rows (a calibration, or a run's report
+    in the same process); ``True``: read it whatever process recorded them; bytes: that much;
+    ``False``: the model as fitted."""
+    if not (anchor is None or isinstance(anchor, (bool, int, float)) or anchor == "auto"):
+        raise ValueError(f"anchor must be 'auto', True, False or the bytes the device holds when the step starts; "
+                         f"got {anchor!r}")
     fitted = _model_of(model, label)
     if fitted.figure not in (MEM_PEAK.name, RSS_PEAK.name):
         raise ValueError(f"forecast needs a model of the absolute peak (figure={MEM_PEAK.name!r}), not "
@@ -265,4 +299,10 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
             ratios["edges_per_node_min"] = min(ratios["edges_per_node_min"], g["num_edges"] / g["num_nodes"])
     graphs = sorted(sizes or [], key=lambda s: (s["num_edges"], s["num_nodes"]),
                     reverse=True)
-    return Forecast(fitted, total, what, count, [w[2] for w in sorted(worst, reverse=True)], ratios, graphs)
+    held = _anchor(fitted, anchor)  # after the scan: what the sampler's work left held counts too
+    shift = held.anchor_bytes - fitted.anchor_bytes  # every forecast moves by it, their order does not
+    entries = [w[2] for w in sorted(worst, reverse=True)]
+    for entry in entries:
+        entry["bytes"] += shift
+        entry["upper_bytes"] += shift
+    return Forecast(held, total, what, count, entries, ratios, graphs)

@@ -27,19 +27,19 @@ were fitted and the larger ones forecast (:mod:`gnnmon.report.extrapolation`).
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
 from gnnmon.data.table import Part, Table
-from gnnmon.figures import MEM_PEAK, MEM_PEAK_DELTA, RSS_PEAK, RSS_PEAK_DELTA
+from gnnmon.figures import MEM_PEAK, MEM_PEAK_DELTA, MEM_START, RSS_PEAK, RSS_PEAK_DELTA, RSS_START
 from gnnmon.report import extrapolation
 from gnnmon.report.extrapolation import Extrapolation
+from gnnmon.report.least_squares import lstsq, nonneg, robust_fit, varies
 
 TERMS = ("num_nodes", "num_edges", "num_graphs")
 """The shape fields a model is fitted on by default (those that vary among the rows)."""
@@ -48,11 +48,10 @@ PER = {"num_nodes": "node", "num_edges": "edge", "num_graphs": "graph"}
 
 FIGURES = (MEM_PEAK_DELTA.name, MEM_PEAK.name, RSS_PEAK_DELTA.name, RSS_PEAK.name)
 """Figures a model may be fitted on: the peak above the step's start, or the absolute peak."""
+STARTS = {MEM_PEAK.name: MEM_START.name, RSS_PEAK.name: RSS_START.name}
+"""The memory held at the step's start, for each absolute figure."""
 
-MIN_SPREAD = 0.05
-"""A shape field varies when its 5th-95th percentile range is at least this share of its median."""
 MIN_R2 = 0.9
-OUTLIER_K = 4.0
 MAX_CORR = 0.95
 """Two shape fields more correlated than this cannot be told apart: the second is left out, and
 bounds a prediction off the ratio they kept (:attr:`MemoryModel.confounded`)."""
@@ -129,12 +128,39 @@ class MemoryModel:
     extrapolation: Extrapolation | None = None
     """How the error grew beyond the smaller rows' shapes (the rate that widens a bound beyond the
     shapes seen); None for a model with nothing fitted."""
+    start_bytes: float | None = None
+    """What the device held at the fitted steps' start without their batch, bytes (the constant of
+    their start fitted on the shape; a model of the absolute peak whose rows record the start, else
+    None): the part of the constant that is not the step's. On the CPU it is the whole process's
+    RSS, which drifts as the process runs (:meth:`anchored`)."""
+    pid: int | None = None
+    """The process that recorded the fitted rows, where the run's manifest says."""
+    anchor_bytes: float = 0.0
+    """What :meth:`anchored` added to the constant, bytes."""
     _inverse: Any = None  # (XᵀX)⁻¹ of the scaled design, for the prediction's uncertainty
     _scale: Any = None
 
     @property
     def trusted(self) -> bool:
         return not self.problems
+
+    def anchored(self, held_bytes: float) -> MemoryModel:
+        """This model for a device that holds ``held_bytes`` when the step starts: its constant (and
+        the other split's) raised by what that is above :attr:`start_bytes`, never lowered. A model
+        of the absolute peak measured the memory held then; on the CPU that is the whole process,
+        and whatever it holds more by the time of the forecast (objects, loaders, heap growth) adds
+        to every peak."""
+        if self.start_bytes is None:
+            raise ValueError(f"the model of {self.label!r} ({self.figure}) does not know the memory held at its "
+                             f"steps' start: anchor a model of the absolute peak fitted on rows that record it")
+        shift = max(0.0, float(held_bytes) - self.start_bytes)
+        if shift < 1.0:  # under a byte: the start's fit rounding, not memory
+            return self
+        confounded = {k: {**v, "coefficients": {**v["coefficients"], "const": v["coefficients"]["const"] + shift}}
+                      for k, v in self.confounded.items()}
+        return replace(self, coefficients={**self.coefficients, "const": self.coefficients["const"] + shift},
+                       confounded=confounded, start_bytes=self.start_bytes + shift,
+                       anchor_bytes=self.anchor_bytes + shift, notes=list(self.notes), problems=list(self.problems))
 
     def units(self) -> dict[str, str]:
         """Each coefficient's unit: ``bytes/node`` ..., ``bytes`` for ``const``."""
@@ -199,6 +225,9 @@ class MemoryModel:
                    + ("" if grow.curvature is not None else f"; the curve is not measured: {grow.why_not}"))
             text += (f"; beyond the shapes seen the upper bound widens, by {format_bytes(grow.widening(2.0, twice))} "
                      f"at twice the largest ({how})")
+        if self.anchor_bytes:
+            text += (f"; the constant is raised by {format_bytes(self.anchor_bytes)}: the device held that much more "
+                     f"than at the fitted steps' start")
         for name, split in self.confounded.items():
             lo, hi = split["ratio"]
             text += (f"; {name} moves with {split['with']} ({lo:.3g}-{hi:.3g} {per_of(name)}s per "
@@ -222,63 +251,13 @@ class MemoryModel:
                 "extrapolation": None if self.extrapolation is None else {
                     "curvature_bytes": self.extrapolation.curvature, "checked_rows": self.extrapolation.checked_rows,
                     "checked_to": self.extrapolation.checked_to, "why_not": self.extrapolation.why_not},
+                "start_bytes": self.start_bytes, "pid": self.pid, "anchor_bytes": self.anchor_bytes,
                 "summary": self.summary()}
 
 
 def _value(coefficients: dict[str, float], terms: Sequence[str], given: dict[str, Any]) -> float:
     """``const + Σ coefficient·value`` for the terms, bytes."""
     return float(coefficients["const"] + sum(coefficients[t] * float(given[t]) for t in terms))
-
-
-def _varies(values: np.ndarray) -> bool:
-    lo, mid, hi = np.percentile(values, [5, 50, 95])
-    return len(np.unique(values)) >= 3 and (hi - lo) >= MIN_SPREAD * max(abs(mid), 1.0)
-
-
-def _lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.linalg.lstsq(x, y, rcond=None)[0]
-
-
-def _nonneg(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Least squares with every coefficient but the first (the constant) at 0 or more: the best of
-    the unconstrained fits over each set of free terms whose coefficients come out non-negative
-    (the constrained optimum lies on one of those faces; a model has a handful of terms)."""
-    k = x.shape[1] - 1
-    beta = _lstsq(x, y)
-    if k == 0 or (beta[1:] >= 0).all():
-        return beta
-    best, best_rss = None, math.inf
-    for size in range(k, -1, -1):
-        for free in itertools.combinations(range(1, k + 1), size):
-            cols = [0, *free]
-            b = _lstsq(x[:, cols], y)
-            if (b[1:] < 0).any():
-                continue
-            rss = float(np.sum((y - x[:, cols] @ b) ** 2))
-            if rss < best_rss:
-                best_rss, best = rss, np.zeros(k + 1)
-                best[cols] = b
-    assert best is not None  # the constant alone is always a candidate
-    return best
-
-
-def _robust_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Least squares (shape coefficients at 0 or more: :func:`_nonneg`) refitted without the rows
-    beyond ``OUTLIER_K`` robust spreads, until stable: (coefficients, inlier mask, robust spread of
-    the inliers' residuals)."""
-    keep = np.ones(len(y), dtype=bool)
-    for _ in range(10):
-        beta = _nonneg(x[keep], y[keep])
-        resid = y - x @ beta
-        r = resid[keep]
-        spread = 1.4826 * float(np.median(np.abs(r - np.median(r))))
-        # a floor of 0.1 % of the typical figure: rows that agree that well are never outliers
-        limit = max(OUTLIER_K * spread, 1e-3 * float(np.median(np.abs(y))), 1.0)
-        new = np.abs(resid - np.median(r)) <= limit
-        if new.sum() < x.shape[1] + 2 or (new == keep).all():
-            break
-        keep = new
-    return beta, keep, spread
 
 
 def _pick_label(table: Table, figure: str) -> str:
@@ -295,8 +274,9 @@ def _pick_label(table: Table, figure: str) -> str:
 
 
 def _rows(part: Part, figure: str, terms: Sequence[str], device: str | None, warmup: int,
-          ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """The usable rows' shape matrix and figure, and their devices."""
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """The usable rows' shape matrix, figure and start (:data:`STARTS`; NaN where unknown), and
+    their devices."""
     y = part.numbers(figure)
     keep = ~np.isnan(y) & (part.numbers("index") >= warmup)
     keep &= np.array([e is None for e in part.objects("error")], dtype=bool) if "error" in part.cols else True
@@ -307,7 +287,8 @@ def _rows(part: Part, figure: str, terms: Sequence[str], device: str | None, war
     for c in cols:
         keep &= ~np.isnan(c)
     x = np.column_stack(cols)[keep] if cols else np.empty((int(keep.sum()), 0))
-    return x, y[keep], sorted({str(d) for d, k in zip(devices, keep, strict=True) if k and d is not None})
+    start = part.numbers(STARTS[figure]) if STARTS.get(figure) in part.cols else np.full(part.n, math.nan)
+    return x, y[keep], start[keep], sorted({str(d) for d, k in zip(devices, keep, strict=True) if k and d is not None})
 
 
 def prime() -> None:
@@ -330,8 +311,9 @@ def prime() -> None:
 
 def fit(table: Table, label: str | None = None, figure: str = MEM_PEAK_DELTA.name, *,
         device: str | None = None, warmup: int = 2, terms: Sequence[str] | None = None,
-        confidence: float = 0.95) -> MemoryModel:
-    """Fit the memory model of ``label``'s rows (see :meth:`gnnmon.Report.memory_model`)."""
+        confidence: float = 0.95, pid: int | None = None) -> MemoryModel:
+    """Fit the memory model of ``label``'s rows (see :meth:`gnnmon.Report.memory_model`); ``pid``:
+    the process that recorded them (its run's manifest)."""
     if figure not in FIGURES:
         raise ValueError(f"figure must be one of {', '.join(FIGURES)}; got {figure!r}")
     if not 0.5 <= confidence < 1:
@@ -344,21 +326,21 @@ def fit(table: Table, label: str | None = None, figure: str = MEM_PEAK_DELTA.nam
         raise ValueError(f"the rows of {label!r} carry no {figure}: measure them with @monitor_memory_device")
     if terms is None:
         model = _fit(part, label, figure, tuple(t for t in TERMS if t in part.cols), device, warmup, confidence,
-                     auto=True)
+                     pid, auto=True)
         typed = tuple(k for k in part.cols if k.startswith(("num_nodes__", "num_edges__")))
         if typed and model.r2 < 0.99:  # a heterogeneous batch: per-type terms may explain more
-            other = _fit(part, label, figure, typed, device, warmup, confidence, auto=True)
+            other = _fit(part, label, figure, typed, device, warmup, confidence, pid, auto=True)
             if not other.problems and other.spread_bytes < 0.7 * model.spread_bytes:
                 other.notes.append(f"per-type terms fit better than the totals (spread "
                                    f"{format_bytes(other.spread_bytes)} < {format_bytes(model.spread_bytes)})")
                 return other
         return model
-    return _fit(part, label, figure, tuple(terms), device, warmup, confidence, auto=False)
+    return _fit(part, label, figure, tuple(terms), device, warmup, confidence, pid, auto=False)
 
 
 def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: str | None, warmup: int,
-         confidence: float, auto: bool) -> MemoryModel:
-    x, y, devices = _rows(part, figure, terms, device, warmup)
+         confidence: float, pid: int | None, auto: bool) -> MemoryModel:
+    x, y, start, devices = _rows(part, figure, terms, device, warmup)
     if device is None and len({d.split(":")[0] for d in devices}) > 1:
         raise ValueError(f"the rows of {label!r} ran on {', '.join(devices)}: pass device= to fit one of them")
     problems: list[str] = []
@@ -367,7 +349,7 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
     for i, t in enumerate(terms):
         if not len(y):
             continue
-        if _varies(x[:, i]):
+        if varies(x[:, i]):
             kept.append(i)
             continue
         span = f"({float(x[:, i].min()):,.0f}-{float(x[:, i].max()):,.0f})"
@@ -395,11 +377,12 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
     coefficients: dict[str, float] = {"const": math.nan, **{t: math.nan for t in used}}
     r2, spread, outliers, inverse, ranges, grow = math.nan, math.nan, 0, None, {}, None
     confounded: dict[str, dict[str, Any]] = {}
+    held = None
     if len(y) >= len(used) + 2:
-        beta, inliers, spread = _robust_fit(z, y)
+        beta, inliers, spread = robust_fit(z, y)
         beta = beta / scale
         coefficients = {"const": float(beta[0]), **{t: float(beta[i + 1]) for i, t in enumerate(used)}}
-        free = _lstsq(z[inliers], y[inliers]) / scale  # what the fit would say without the constraint
+        free = lstsq(z[inliers], y[inliers]) / scale  # what the fit would say without the constraint
         for i, t in enumerate(used):
             if free[i + 1] < 0:
                 notes.append(f"{t}: an unconstrained fit gives {format_bytes(float(free[i + 1]))} per {per_of(t)}, "
@@ -408,7 +391,7 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
             alt_cols = [j if k == i else k for k in kept]
             alt = np.column_stack([np.ones(len(y)), x[:, alt_cols]])
             alt_scale = np.maximum(np.abs(alt).max(axis=0), 1.0)
-            alt_beta = _nonneg(alt[inliers] / alt_scale, y[inliers]) / alt_scale
+            alt_beta = nonneg(alt[inliers] / alt_scale, y[inliers]) / alt_scale
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratios = x[inliers, j] / x[inliers, i]
             ratios = ratios[np.isfinite(ratios)]
@@ -425,10 +408,22 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
         ranges = {t: (float(x[inliers, i].min()), float(x[inliers, i].max())) for t, i in zip(used, kept, strict=True)}
         if used and not problems:
             problems += _misfit(zi, yi, resid, r2, used)
-        grow = extrapolation.measure(x[inliers][:, kept], yi, NormalDist().inv_cdf(confidence), _nonneg)
+        grow = extrapolation.measure(x[inliers][:, kept], yi, NormalDist().inv_cdf(confidence), nonneg)
+        held = _held_without_a_batch(z[inliers], start[inliers], scale)
         y = yi
     return MemoryModel(label, figure, devices, used, coefficients, int(len(y)), outliers, r2, spread, confidence,
-                       ranges, problems, notes, confounded, grow, inverse, scale)
+                       ranges, problems, notes, confounded, grow, held, pid, _inverse=inverse, _scale=scale)
+
+
+def _held_without_a_batch(z: np.ndarray, start: np.ndarray, scale: np.ndarray) -> float | None:
+    """What the device held at a step's start, the batch's own memory taken out: the constant of
+    the start fitted on the shape (the batch a step receives is held when it starts; a forecast
+    made between steps holds none), bytes; None where the rows do not record the start."""
+    known = ~np.isnan(start)
+    if known.sum() < z.shape[1] + 2:
+        return None
+    beta = nonneg(z[known], start[known]) / scale
+    return float(beta[0])
 
 
 def _misfit(z: np.ndarray, y: np.ndarray, resid: np.ndarray, r2: float, used: tuple[str, ...]) -> list[str]:
@@ -439,9 +434,8 @@ def _misfit(z: np.ndarray, y: np.ndarray, resid: np.ndarray, r2: float, used: tu
     if rss <= 0:
         return []
     curved = np.column_stack([z, z[:, 1:] ** 2])
-    r_curved = y - curved @ _lstsq(curved, y)
+    r_curved = y - curved @ lstsq(curved, y)
     if float(np.sum(r_curved**2)) < 0.25 * rss and np.max(np.abs(resid)) > 0.02 * max(float(np.mean(np.abs(y))), 1.0):
         return [f"the peak curves with {' and '.join(used)}: a linear model misses by up to "
                 f"{format_bytes(float(np.max(np.abs(resid))))} (a squared term halves its error or better)"]
     return []
-

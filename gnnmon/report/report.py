@@ -202,7 +202,9 @@ class Report:
         The model's ``predict(num_nodes=..., num_edges=...)`` gives bytes and an upper bound at
         ``confidence``; ``summary()`` says it in words, or why it cannot be trusted. See
         :mod:`gnnmon.report.memory_model`."""
-        return fit(self.table, label, figure, device=device, warmup=warmup, terms=terms, confidence=confidence)
+        pid = (self.manifest or {}).get("pid")
+        return fit(self.table, label, figure, device=device, warmup=warmup, terms=terms, confidence=confidence,
+                   pid=pid if isinstance(pid, int) else None)
 
     def layers(self, label: str | None = None) -> list[dict[str, Any]]:
         """Per label and watched layer (``gnnmon.watch_layers``): median forward and backward time,
