@@ -14,31 +14,13 @@ import torch
 import gnnmon
 
 pyg = pytest.importorskip("torch_geometric")
-from torch_geometric.data import Data  # noqa: E402
 
 from play.neighbor_sampler import make_loader  # noqa: E402
 
+# the planted step on the fake CUDA allocator: A + B·nodes + C·edges bytes above what the device holds
+from tests.forecast.test_calibrate import A, B, C, graph, planted_step  # noqa: E402
+
 MiB = 2**20
-A, B, C = 64 * MiB, 2048, 512  # the planted step: bytes, per node, per edge, above what the device holds
-
-
-def graph(n: int = 3000) -> Data:
-    g = torch.Generator().manual_seed(0)
-    return Data(x=torch.randn(n, 4), edge_index=torch.randint(0, n, (2, 8 * n), generator=g))
-
-
-def planted_step(fake_cuda):
-    @gnnmon.monitor_memory_device(label="train_step", device="cuda:0")
-    def train_step(batch):
-        handles = []
-        try:
-            for nbytes in (A, B * batch.num_nodes, C * batch.num_edges):
-                handles.append(fake_cuda.alloc(nbytes, 0))
-        finally:
-            for h in handles:
-                fake_cuda.free(h)
-
-    return train_step
 
 
 def rows(start: float, figure: str = "mem_peak_bytes", batch_per_node: float = 0.0, **extra) -> list[dict]:
