@@ -5,6 +5,7 @@ torchrun's environment and, for real, by a 2-process gloo job on the CPU."""
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -446,7 +447,9 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     rows = {(r["rank"], r["index"]): r for r in run.records}
     assert all(r["ddp_buckets"] >= 1 for r in run.records)
     slow0, slow1 = rows[(0, BACKWARD_STEP)], rows[(1, BACKWARD_STEP)]
-    assert slow0["wall_s"] >= BACKWARD_SLEEP_S and slow1["wall_s"] >= BACKWARD_SLEEP_S  # both waited
+    # both waited: rank 0 from its own start, which a busy machine may put after rank 1's
+    arrived_late_s = max(slow0["t_start_ns"] - slow1["t_start_ns"], 0) / 1e9
+    assert slow1["wall_s"] >= BACKWARD_SLEEP_S and slow0["wall_s"] >= BACKWARD_SLEEP_S - arrived_late_s, (slow0, slow1)
     # rank 1's buckets were ready the sleep later than rank 0's, less what a busy machine added to
     # rank 0's own backward at that step (its excess over its usual time to its buckets)
     ready0 = sorted(r["ddp_ready_s"] for r in run.records if r["rank"] == 0)
@@ -456,16 +459,27 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     assert slow1["ddp_ready_thread_waits"] >= 1 and slow1["ddp_ready_thread_cpu_s"] < BACKWARD_SLEEP_S / 2
     assert slow1["ddp_ready_s"] - slow1["ddp_ready_thread_cpu_s"] >= BACKWARD_SLEEP_S
     job = run.report().cross_rank()
-    (spike,) = [s for s in job["spikes"] if s["index"] == BACKWARD_STEP]
-    assert (spike["slowest_rank"], spike["via"]) == (1, "buckets")
-    assert abs(spike["delay_s"] - BACKWARD_SLEEP_S) <= 0.010 and spike["cause"] == "waiting (rank 1)"
+    (plant,) = [s for s in job["spikes"] + job["collective"] if s["index"] == BACKWARD_STEP]
+    assert (plant["slowest_rank"], plant["via"]) == (1, "buckets")
+    assert abs(plant["delay_s"] - BACKWARD_SLEEP_S) <= 0.010
+    # Its cause is "waiting (rank 1)", a spike, unless rank 0 also gave the CPU up more often than
+    # usual up to its own buckets, at least as often more as rank 1 did: the report's rule for a
+    # wait every rank made, listed apart under "collective". On a machine loaded beyond the job
+    # (two CPU burners beside the suite) rank 0's thread did, once in several runs.
+    def extra_waits(row: dict) -> float:
+        mine = [r["ddp_ready_thread_waits"] for r in run.records if r["rank"] == row["rank"]]
+        return row["ddp_ready_thread_waits"] - statistics.median(mine)
+
+    every_rank_waited = extra_waits(slow0) >= max(extra_waits(slow1), 1)
+    assert plant["cause"] == ("collective (rank 1)" if every_rank_waited else "waiting (rank 1)"), (slow0, slow1)
+    spikes = [BACKWARD_STEP] if not every_rank_waited else []
     # No other step is a spike. A rank the OS deschedules on a busy machine holds a step up too
     # (5-10 ms here; 20-30 ms with two CPU burners beside the suite): its thread preempted
     # ("preempted"), or its wait in a collective that every rank made running long ("collective");
     # those are listed apart, the planted step is not among them, and none is as long as the plant.
     # (Step 0, DDP's first, which builds its buckets, is warm-up: it can read 14 ms against 5.)
-    assert [s["index"] for s in job["spikes"] if s["index"] > 0] == [BACKWARD_STEP], job["spikes"]
-    apart = job["preempted"] + job["collective"]
+    assert [s["index"] for s in job["spikes"] if s["index"] > 0] == spikes, job["spikes"]
+    apart = [s for s in job["preempted"] + job["collective"] if s is not plant]
     assert BACKWARD_STEP not in [s["index"] for s in apart]
     assert all(s["delay_s"] < BACKWARD_SLEEP_S for s in apart), apart
     assert not any(s.get("constant") for s in job["stragglers"]), job["stragglers"]

@@ -132,21 +132,26 @@ def test_a_two_rank_job_read_back_has_each_ranks_energy_and_the_jobs_total(fake_
     assert all(job.ranks[r].sampler_stats["samples"] > 0 for r in (0, 1))  # each rank's sampler cost
     assert {p["rank"] for p in job.points} == {0, 1}
     energy = job.report().energy()
+    total_slack_j = 0.0
     for rank, watts in RANK_POWER_W.items():
-        assert energy["by_rank"][rank]["energy_gpu_j"] == pytest.approx(planted[rank], rel=0.01)
-        balance = energy["balance"][f"rank{rank}:gpu0_energy_mj"]
-        assert balance["rows"] == len(RANK_STEPS_S[rank])
-        assert balance["rows_j"] == pytest.approx(planted[rank], rel=0.01)
-        # Each point is placed at its read's middle, ± err_ns (half the read): a read the OS
-        # interrupts on a busy machine moves the span's ends by up to that.
+        # Each point is placed at its read's middle, ± err_ns (half the read; where the counter
+        # stepped, half the gap between reads): a read the OS interrupts on a busy machine moves a
+        # row's ends, and the span's, by up to the error of the points around them.
         lines = (json.loads(line) for line in (tmp_path / f"job.rank{rank}.jsonl").read_text().splitlines())
         points = sorted((p for p in lines if p.get("type") == "point" and p["key"] == "gpu0_energy_mj"),
                         key=lambda p: p["t_ns"])
-        slack_j = watts * (points[0]["err_ns"] + points[-1]["err_ns"]) / 1e9
-        assert abs(balance["counter_j"] - watts * balance["span_s"]) <= 0.01 * watts * balance["span_s"] + slack_j
+        worst_err_s = max(p["err_ns"] for p in points) / 1e9
+        rows_slack_j = watts * 2 * worst_err_s * len(RANK_STEPS_S[rank])  # both ends of each row
+        total_slack_j += rows_slack_j
+        assert abs(energy["by_rank"][rank]["energy_gpu_j"] - planted[rank]) <= 0.01 * planted[rank] + rows_slack_j
+        balance = energy["balance"][f"rank{rank}:gpu0_energy_mj"]
+        assert balance["rows"] == len(RANK_STEPS_S[rank])
+        assert abs(balance["rows_j"] - planted[rank]) <= 0.01 * planted[rank] + rows_slack_j
+        span_slack_j = watts * (points[0]["err_ns"] + points[-1]["err_ns"]) / 1e9
+        assert abs(balance["counter_j"] - watts * balance["span_s"]) <= 0.01 * watts * balance["span_s"] + span_slack_j
         added = balance["rows_j"] + balance["gaps_j"] + balance["outside_j"]
         assert added == pytest.approx(balance["counter_j"], rel=0.01)
-    assert energy["total"]["energy_gpu_j"] == pytest.approx(planted[0] + planted[1], rel=0.01)
+    assert abs(energy["total"]["energy_gpu_j"] - planted[0] - planted[1]) <= 0.01 * (planted[0] + planted[1]) + total_slack_j
 
 
 def test_steps_are_found_where_they_happened_on_a_simulated_clock():
