@@ -461,7 +461,8 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     job = run.report().cross_rank()
     (plant,) = [s for s in job["spikes"] + job["collective"] if s["index"] == BACKWARD_STEP]
     assert (plant["slowest_rank"], plant["via"]) == (1, "buckets")
-    assert abs(plant["delay_s"] - BACKWARD_SLEEP_S) <= 0.010
+    # within 10 ms of the sleep, less what the busy machine added to rank 0's own way to its buckets
+    assert BACKWARD_SLEEP_S - excess0 - 0.010 <= plant["delay_s"] <= BACKWARD_SLEEP_S + 0.010, (plant, excess0)
     # Its cause is "waiting (rank 1)", a spike, unless rank 0 also gave the CPU up more often than
     # usual up to its own buckets, at least as often more as rank 1 did: the report's rule for a
     # wait every rank made, listed apart under "collective". On a machine loaded beyond the job
