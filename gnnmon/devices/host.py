@@ -47,6 +47,8 @@ class HostMemory:
                     self._mode = "exact"
                     return self._mode
                 except OSError as exc:
+                    if exc.errno is None:  # raised, not refused by the OS: a signal handler's TimeoutError
+                        raise
                     self._why_sampled = f"VmHWM reset unavailable ({exc.__class__.__name__}: {exc})"
             else:
                 self._why_sampled = f"no VmHWM on {sys.platform}"

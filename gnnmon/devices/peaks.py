@@ -12,8 +12,13 @@ Two ways to know the highest value a memory figure reached inside a window:
 * :class:`PolledPeaks` — sampled, for figures with no peak counter (MPS, RSS without procfs, child
   processes). A daemon thread reads the figure every ``interval`` seconds while any window is open
   and is stopped and joined when the last window closes — or, while :func:`hold_pollers` is in
-  force (a ``collect`` run), when the hold ends, so rows do not start and join a thread each.
-  Peaks between two samples are missed.
+  force (a ``collect`` run), when the hold ends, so rows do not start and join a thread each. A
+  window its opener lost (an exception a signal handler raised inside ``open``) is dropped once
+  nothing holds it, and the thread then ends at its next sample. Peaks between two samples are
+  missed.
+
+Closing a window twice (its first close was interrupted after the window ended) only reads the
+figures again: a row's exit that runs again after an interruption never fails for it.
 
 Both work on tuples of figures (e.g. allocated and reserved bytes) read together.
 """
@@ -77,15 +82,17 @@ class CounterPeaks:
             return window
 
     def close(self, window: PeakWindow) -> tuple[Figures, Figures]:
-        """End a window: returns ``(current, peak)`` figures at its end."""
+        """End a window: returns ``(current, peak)`` figures at its end. Closing it again (its
+        first close was interrupted after it ended) only reads the counter."""
         with self._lock:
             current, peak = self._read()
             opened = self._open
-            if window not in opened:
-                raise RuntimeError("peak window closed twice or never opened")
-            for w in opened:
-                w.fold(peak)  # the counter's peak is at least current: folds both
-            opened.discard(window)
+            if window in opened:
+                for w in opened:
+                    w.fold(peak)  # the counter's peak is at least current: folds both
+                opened.discard(window)
+            else:
+                window.fold(current)
             return tuple(current), tuple(window.peak)
 
     @property
@@ -125,7 +132,9 @@ class PolledPeaks:
         self.interval = float(interval)
         self._name = name
         self._lock = threading.RLock()
-        self._open: list[PeakWindow] = []
+        # held weakly, as in CounterPeaks: a window whose opener was interrupted before it kept it
+        # is gone once nothing holds it, and the thread stops at its next sample
+        self._open: weakref.WeakSet[PeakWindow] = weakref.WeakSet()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.samples = 0
@@ -141,12 +150,15 @@ class PolledPeaks:
                 self.samples += 1
                 for w in self._open:
                     w.fold(values)
+                if not self._open and not _holds and self._thread is threading.current_thread():
+                    self._thread = None  # every window was lost or closed, and no run holds the thread
+                    return
 
     def open(self) -> PeakWindow:
         values = self._read()
         with self._lock:
             window = PeakWindow(tuple(values))
-            self._open.append(window)
+            self._open.add(window)
             if self._thread is None:
                 self._stop = threading.Event()
                 self._thread = threading.Thread(
@@ -156,13 +168,12 @@ class PolledPeaks:
             return window
 
     def close(self, window: PeakWindow) -> tuple[Figures, Figures]:
+        """End a window: returns ``(current, peak)`` figures at its end. Closing it again (its
+        first close was interrupted after it ended) only reads the figures."""
         values = self._read()
         thread = None
         with self._lock:
-            try:
-                self._open.remove(window)
-            except ValueError:
-                raise RuntimeError("peak window closed twice or never opened") from None
+            self._open.discard(window)
             window.fold(values)
             if not self._open and self._thread is not None and not _holds:
                 thread, self._thread = self._thread, None

@@ -163,6 +163,37 @@ def test_sampled_fallback_is_labelled(monkeypatch):
     assert window.peak - window.start >= 95 * MiB
 
 
+def test_a_handlers_timeout_during_the_first_window_never_chooses_sampled_peaks(monkeypatch):
+    """A ``TimeoutError`` a signal handler raises (an ``OSError`` with no errno) while the host's
+    first window probes ``clear_refs`` reaches the caller and decides nothing: the next window
+    probes again. The OS refusing the probe (``EACCES``) is what chooses sampled peaks."""
+    import errno
+
+    from gnnmon.devices import host as host_module
+
+    real = host_module.RssCounter
+
+    def refused(error):
+        def make():
+            raise error
+        return make
+
+    host = host_module.HostMemory()
+    monkeypatch.setattr(host_module, "RssCounter", refused(TimeoutError("step timed out")))
+    with pytest.raises(TimeoutError, match="step timed out"):
+        host.open(False, 0.005)
+    assert host._mode is None  # nothing decided
+    monkeypatch.setattr(host_module, "RssCounter", real)
+    host.close(host.open(False, 0.005))
+    assert host.exact == host_module.HOST.exact  # probed again: what this machine offers
+
+    host = host_module.HostMemory()
+    monkeypatch.setattr(host_module, "RssCounter", refused(PermissionError(errno.EACCES, "Permission denied")))
+    window = host.close(host.open(False, 0.005))
+    assert not host.exact and window.how == "sampled:psutil@5ms"
+    assert "PermissionError" in host.why_sampled
+
+
 REUSE = r"""
 import sys, torch, gnnmon
 if sys.argv[1] == "exact":

@@ -148,25 +148,36 @@ LEFTOVERS = """
         with probe as fields:
             pass
         exact = HOST.exact_windows()
+        sampled = sum(len(peaks._open) for peaks in HOST._polled.values())
         return {"gc_enabled": gc.isenabled(), "row": repr(state.CURRENT_ROW.get()),
                 "phase": getattr(state.OPEN_PHASE.get(), "name", None),
                 "pauses": gc_control._depth + len(gc_control._owners),
                 "held": HELD.depth, "next_parent": fields["parent"],
-                "windows": 0 if exact is None else exact.depth}
+                "windows": sampled if exact is None else exact.depth, "host": HOST._mode}
 """
 
 CLEAN = {"gc_enabled": True, "row": "None", "phase": None, "pauses": 0, "held": 0, "next_parent": None,
          "windows": 0}
+"""What ``leftovers()`` reads after an interrupted loop, less the host's peak mode (``host``)."""
 
 
+@pytest.mark.parametrize("host", ["probed", "sampled"])
 @pytest.mark.parametrize("exception", ["TimeoutError", "KeyboardInterrupt"])
-def test_exceptions_from_an_alarm_handler_leave_nothing_stale(exception):
+def test_exceptions_from_an_alarm_handler_leave_nothing_stale(exception, host):
     """A handler raising ``exception`` every 0.7 ms for 1.5 s over trivial decorated calls with a
     phase, caught in the loop: afterwards GC is on, no row, phase, window, pause or held section
-    is left, the next row has no parent, and gnnmon warned of nothing (no measurement failed)."""
+    is left, the next row has no parent, gnnmon warned of nothing (no measurement failed), and no
+    thread of gnnmon's outlives the run. The host's peak mode is the one this machine offers, the
+    first window's probe interrupted or not (``probed``), or the sampled one forced (``sampled``:
+    machines without ``clear_refs``)."""
     proc = run_script(textwrap.dedent(LEFTOVERS) + textwrap.dedent(f"""
-        import gc, json, signal, sys, time
+        import gc, json, signal, sys, threading, time
         import gnnmon
+        from gnnmon.devices.host import HOST
+        from gnnmon.devices.rss import RssCounter
+
+        if "{host}" == "sampled":
+            HOST._mode = "sampled"
 
         {{step}}
 
@@ -200,13 +211,22 @@ def test_exceptions_from_an_alarm_handler_leave_nothing_stale(exception):
             left = leftovers()
             rows = run.records
         failed = [str(w.message) for w in caught if "gnnmon" in str(w.message)]
-        print(json.dumps({{"raised": raised, "left": left, "gnnmon_warnings": failed,
+        try:
+            RssCounter()
+            offered = "exact"
+        except OSError:
+            offered = "sampled"
+        threads = [t.name for t in threading.enumerate() if t.name.startswith("gnnmon")]
+        print(json.dumps({{"raised": raised, "left": left, "gnnmon_warnings": failed, "offered": offered,
+                          "threads": threads,
                           "interrupted": sum(1 for r in rows if r.get("error") == "{exception}")}}))
     """).replace("{step}", STEP), timeout=120)
     out = json.loads(proc.stdout)
     assert out["raised"] > 100  # the handler raised often, at every kind of moment
+    assert out["left"].pop("host") == (out["offered"] if host == "probed" else "sampled")
     assert out["left"] == CLEAN
     assert out["gnnmon_warnings"] == []  # no measurement took an interrupted entry for its own failure
+    assert out["threads"] == []
 
 
 def test_a_held_section_an_exception_left_open_neither_holds_ctrl_c_nor_outlives_the_next_entry():
