@@ -186,17 +186,17 @@ def buckets(pairs: int) -> None:
     """The ``watch_buckets`` rows (see the module doc): a step of a small DDP MLP (one bucket),
     short enough that microseconds show; DDP's built-in all-reduce, a plain Python comm hook and
     the watch run in turn, each against the built-in in the same turn."""
-    import socket
+    import datetime
 
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     backend = "nccl" if DEVICE.type == "cuda" and dist.is_nccl_available() else "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    # a one-rank group meets in this process's own store: no port that another job on the machine
+    # can take between a probe and the bind; a rendezvous that still stalls fails within a minute
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=60))
     try:
         torch.manual_seed(0)
         base = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))

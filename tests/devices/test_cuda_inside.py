@@ -6,8 +6,8 @@ allocator's state at the failure, the allocation history's snapshot)."""
 
 from __future__ import annotations
 
+import datetime
 import pickle
-import socket
 
 import pytest
 import torch
@@ -61,11 +61,11 @@ def test_layers_are_timed_by_events_and_their_peaks_read_from_the_allocator(cycl
 def one_rank_group():
     import torch.distributed as dist
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     backend = "nccl" if dist.is_nccl_available() else "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    # a one-rank group meets in this process's own store: no port that another job on the machine
+    # can take between a probe and the bind; a rendezvous that still stalls fails within a minute
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=60))
     yield backend
     dist.destroy_process_group()
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fake_nvml import FakeNvml
-from tests.scripts import one_thread
+from tests.scripts import run_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,8 +28,7 @@ def one_torch_thread():
 
 def test_runner_quick(tmp_path):
     out = tmp_path / "bench.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(out)],
-                          capture_output=True, text=True, env=one_thread(), timeout=600)
+    proc = run_benchmark("run.py", "--quick", "--out", str(out), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = out.read_text()
     for heading in ("### Overhead", "### Memory accuracy", "### Timing accuracy", "### Scale",
@@ -79,8 +77,7 @@ def test_sampler_benchmark_quick(tmp_path):
     """``benchmarks/sampler_cost.py --quick``: every table is written (figures printed, not asserted,
     except what cannot be noise: the process sampler keeps its grid through the planted loads)."""
     out = tmp_path / "sampler.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sampler_cost.py"), "--quick", "--out", str(out)],
-                          capture_output=True, text=True, env=one_thread(), timeout=600)
+    proc = run_benchmark("sampler_cost.py", "--quick", "--out", str(out), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = out.read_text()
     for heading in ("### Cadence", "### The sampler process's own cost", "### Energy per row"):
@@ -95,8 +92,7 @@ def test_stream_benchmark_quick(tmp_path):
     """``benchmarks/stream.py --quick``: the step-path table and the report of a file against a
     json.loads pass are written (figures printed, not asserted: they are timings)."""
     out = tmp_path / "stream.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stream.py"), "--quick", "--out", str(out)],
-                          capture_output=True, text=True, env=one_thread(), timeout=600)
+    proc = run_benchmark("stream.py", "--quick", "--out", str(out), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(out.with_suffix(".json").read_text())
     assert set(data["step"]) == {"timing + GC", "full stack", "full stack + one phase"} and data["reference_us"] > 0
@@ -110,8 +106,7 @@ def test_stream_benchmark_quick(tmp_path):
 
 def test_sched_cost_benchmark_runs():
     """``benchmarks/sched_cost.py``: prints its one paired figure (a timing: printed, not asserted)."""
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sched_cost.py"), "--pairs", "200"],
-                          capture_output=True, text=True, env=one_thread(), timeout=300)
+    proc = run_benchmark("sched_cost.py", "--pairs", "200", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "sched on minus off, per decorated call (full stack): median" in proc.stdout and "over 200 pairs" in proc.stdout
 
@@ -125,8 +120,7 @@ def test_ddp_loaded_benchmark_counts_one_run():
     under ``collective`` instead: how often is what the benchmark counts (docs/distributed.md)."""
     import re
 
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ddp_loaded.py"), "--runs", "1", "--busy", "0"],
-                          capture_output=True, text=True, env=one_thread(), timeout=300)
+    proc = run_benchmark("ddp_loaded.py", "--runs", "1", "--busy", "0", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("run 0: spikes ["))
     found = re.search(r"'7 buckets (\d+\.\d) ms (waiting|collective) \(rank 1\)'", line)
@@ -139,8 +133,7 @@ def test_ddp_loaded_benchmark_counts_one_run():
 def test_layers_cost_benchmark_prints_every_variant():
     """``benchmarks/layers_cost.py`` at a tiny size: a row per watch, the DDP ones with their bucket
     count (timings: printed, not asserted)."""
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "layers_cost.py"), "--pairs", "5"],
-                          capture_output=True, text=True, env=one_thread(), timeout=300)
+    proc = run_benchmark("layers_cost.py", "--pairs", "5", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for row in ("| watch_layers(every=1) |", "| watch_layers(every=10) |", "| watch_layers(every=1, memory=False) |",
                 "| watch_loader (per batch", "| a Python comm hook (DDP's allreduce_hook) |", "| watch_buckets |"):
@@ -153,9 +146,8 @@ def test_host_memory_benchmark_quick(tmp_path):
     written, and with exact_host_memory() both planted 16 MiB windows inside the GraphSAGE step
     (one tensor, and 64 of 256 KiB) read their planted size (timings: printed, not asserted)."""
     out = tmp_path / "host.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_memory.py"), "--quick",
-                           "--variants", "default,exact 64 KiB", "--out", str(out)],
-                          capture_output=True, text=True, env=one_thread(), timeout=600)
+    proc = run_benchmark("host_memory.py", "--quick", "--variants", "default,exact 64 KiB", "--out", str(out),
+                         timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| exact 64 KiB |" in out.read_text()
     rows = {r["variant"]: r for r in json.loads(out.with_suffix(".json").read_text())["rows"]}
