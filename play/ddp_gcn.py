@@ -13,8 +13,9 @@ optimizer phases. Scenarios (``tests/record/test_distributed.py`` runs each):
 * ``gc``: no plant; the loop runs under ``gc_paused()`` and the step is
   ``@gc_controlled(collect=5)``: every rank collects after the same steps;
 * ``backward``: no phases; ``gnnmon.watch_buckets`` on the DDP model; rank 1 sleeps 80 ms inside
-  step 7's backward (a hook on its first layer's weight gradient). Both ranks' rows end together
-  (the all-reduce waits); the gradient buckets were ready 80 ms later on rank 1;
+  step 7's backward (a hook on its first layer's weight gradient) and prints to stderr how long
+  the sleep took (``SLEPT``). Both ranks' rows end together (the all-reduce waits); the gradient
+  buckets were ready 80 ms later on rank 1;
 * ``stream``: no plant; the rows also go to the sinks named after the scenario:
   ``prometheus=PORT`` (rank k serves PORT + LOCAL_RANK and waits up to 30 s at the end for a
   last scrape) and ``mlflow=TRACKING_URI`` (one MLflow run per rank in the experiment ``ddp_gcn``).
@@ -48,6 +49,8 @@ from gnnmon import cuda_timed, gc_controlled, gc_paused, phase
 
 SLEEP_STEP, GC_STEP, KILL_STEP, BACKWARD_STEP = 5, 12, 8, 7
 BACKWARD_SLEEP_S = 0.08
+SLEPT = "backward plant slept (s): "
+"""What rank 1 prints to stderr after the backward plant's sleep, before the seconds it took."""
 
 
 class GCN(torch.nn.Module):
@@ -92,7 +95,15 @@ def main() -> None:
         gnnmon.watch_buckets(model)
         if rank == 1:
             weight = next(model.module.conv1.parameters())
-            weight.register_hook(lambda grad: time.sleep(BACKWARD_SLEEP_S) if at[0] == BACKWARD_STEP else None)
+
+            def slow_backward(grad: torch.Tensor) -> None:
+                if at[0] == BACKWARD_STEP:
+                    t0 = time.perf_counter()
+                    time.sleep(BACKWARD_SLEEP_S)
+                    # what the sleep really took: a busy machine wakes the thread late
+                    print(f"{SLEPT}{time.perf_counter() - t0:.6f}", file=sys.stderr, flush=True)
+
+            weight.register_hook(slow_backward)
 
     def plain_step(s: int) -> None:
         at[0] = s
