@@ -478,12 +478,22 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     every_rank_waited = extra_waits(slow0) >= max(extra_waits(slow1), 1)
     assert plant["cause"] == ("collective (rank 1)" if every_rank_waited else "waiting (rank 1)"), (slow0, slow1)
     spikes = [BACKWARD_STEP] if not every_rank_waited else []
-    # No other step is a spike. A rank the OS deschedules on a busy machine holds a step up too
-    # (5-10 ms here; 20-30 ms with two CPU burners beside the suite): its thread preempted
-    # ("preempted"), or its wait in a collective that every rank made running long ("collective");
-    # those are listed apart, the planted step is not among them, and none is as long as the plant.
+    # No other step is a spike like the plant. A rank the OS deschedules on a busy machine holds a
+    # step up too (5-10 ms here; 20-30 ms with two CPU burners beside the suite): its thread
+    # preempted ("preempted"), or its wait in a collective that every rank made running long
+    # ("collective"); those are listed apart, the planted step is not among them, and none is as
+    # long as the plant. A thread that gave the CPU up on such a machine (for a lock, a page fault)
+    # waited as a sleep does, and its counters cannot tell the two apart: the report names a short
+    # "waiting" spike (docs/distributed.md: one of 6.3 ms in 36 runs beside two busy loops; none in
+    # 16 on an idle machine; benchmarks/ddp_loaded.py counts them). Any other spike is that, short,
+    # never an echo of the plant, which would be as long as it. (In the full suite beside two
+    # burners, step 8 was once a 22 ms spike, of a cause that run did not show.)
     # (Step 0, DDP's first, which builds its buckets, is warm-up: it can read 14 ms against 5.)
-    assert [s["index"] for s in job["spikes"] if s["index"] > 0] == spikes, job["spikes"]
+    others = [s for s in job["spikes"] if s["index"] not in (0, *spikes)]
+    shown = json.dumps({"others": others, "rows": [r for r in run.records if r["index"] in {s["index"] for s in others}]},
+                       default=str)
+    assert [s["index"] for s in job["spikes"] if s["index"] == BACKWARD_STEP] == spikes, shown
+    assert all(s["cause"].startswith("waiting ") and s["delay_s"] < BACKWARD_SLEEP_S / 2 for s in others), shown
     apart = [s for s in job["preempted"] + job["collective"] if s is not plant]
     assert BACKWARD_STEP not in [s["index"] for s in apart]
     assert all(s["delay_s"] < BACKWARD_SLEEP_S for s in apart), apart
