@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -440,32 +442,50 @@ def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any
     except Exception as exc:  # noqa: BLE001 - no NVML, no counter: say so
         return {"skipped": f"no NVML energy counter: {type(exc).__name__}: {exc}"}
 
-    def at_step() -> tuple[float, int]:
+    def at_step() -> tuple[float, int, int]:
+        """The counter's value at its next step (J), when that step was (epoch ns: midway between
+        the start of the last read that showed the old value and the end of the one that showed
+        the new), and how far either way it may have been (ns): a busy machine widens that."""
         v0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
-        while (v := pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)) == v0:
-            pass
-        return v / 1e3, time.time_ns()
+        before = time.time_ns()
+        while True:
+            t0 = time.time_ns()
+            v = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+            t1 = time.time_ns()
+            if v != v0:
+                return v / 1e3, (before + t1) // 2, (t1 - before) // 2
+            before = t0
 
     place = torch.device("cpu") if _is_fake() else device
     n = 256 if _is_fake() else 4096
     a, b = torch.randn(n, n, device=place), torch.randn(n, n, device=place) / n**0.5
     key = f"gpu{device.index or 0}_energy_mj"
-    with gnnmon.collect(sample=0.1, energy=True) as run:
-        e_a, t_a = at_step()
-        for _ in range(rows):
-            with gnnmon.timed(device=device, label="matmul"):
-                t = time.perf_counter()
-                while time.perf_counter() - t < row_s:
-                    for _ in range(8):
-                        a = (a @ b).clamp_(-1.0, 1.0)
-                    torch.cuda.synchronize(device)
-        e_b, t_b = at_step()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "split.jsonl"
+        with gnnmon.collect(path, sample=0.1, energy=True) as run:
+            e_a, t_a, err_a = at_step()
+            for _ in range(rows):
+                with gnnmon.timed(device=device, label="matmul"):
+                    t = time.perf_counter()
+                    while time.perf_counter() - t < row_s:
+                        for _ in range(8):
+                            a = (a @ b).clamp_(-1.0, 1.0)
+                        torch.cuda.synchronize(device)
+            e_b, t_b, err_b = at_step()
+        # the points as the file keeps them: each with its placing error (err_ns)
+        lines = (json.loads(line) for line in path.read_text().splitlines())
+        points = [p for p in lines if p.get("type") == "point" and p["key"] == key]
     pynvml.nvmlShutdown()
     records = run.records
     report = run.report().energy()
     balance = report.get("balance", {}).get(key, {})
     window = run.counters.delta(key, t_a, t_b)
     direct = e_b - e_a
+    # how far the window may be off from its ends' placing alone: the direct reads' and gnnmon's
+    # points' nearest each end, at the window's mean power
+    near = [min(points, key=lambda p: abs(p["t_ns"] - t))["err_ns"] for t in (t_a, t_b)] if points else [0, 0]
+    placing_s = (err_a + err_b + sum(near)) / 1e9
+    watts = direct / ((t_b - t_a) / 1e9) if t_b > t_a else 0.0
     rows_j = sum(r["energy_gpu_j"] for r in records if isinstance(r.get("energy_gpu_j"), float))
     rows_s = sum((r["t_end_ns"] - r["t_start_ns"]) / 1e9 for r in records)
     return {"rows": len(records), "row_s": row_s, "rows_s": rows_s, "rows_j": rows_j,
@@ -473,6 +493,8 @@ def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any
             "period_s": balance.get("period_s"), "direct_j": direct,
             "gnnmon_window_j": None if window is None else window / 1e3,
             "window_error_pct": None if window is None or not direct else 100 * (window / 1e3 / direct - 1),
+            "placing_s": placing_s,
+            "placing_pct": 100 * watts * placing_s / direct if direct else None,
             "rows_share_of_direct_pct": 100 * rows_j / direct if direct else None,
             "sources": sorted({str(r.get("energy_gpu_j_source")) for r in records}),
             "sampler": run.sampler_stats.get("counters", {}).get(key)}
