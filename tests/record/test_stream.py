@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 import json
 import math
-import statistics
 import threading
 import time
 import warnings
@@ -235,8 +234,9 @@ def test_120k_calls_flat_memory_flat_time_no_full_collection(tmp_path):
     process = psutil.Process()
     rss0 = process.memory_info().rss
     # CPU seconds of this process (every thread: the writer's too) per block of 1,000 calls: what
-    # the calls cost, which other processes on a busy machine do not stretch as they stretch the
-    # wall time (beside two CPU burners the last quarter's wall time once read 1.34x the first's)
+    # the calls cost, which other processes stretch less than the wall time (beside two CPU
+    # burners the last quarter's wall time once read 1.34x the first's, and its median CPU time
+    # once 1.33x: shared caches and cores slow the CPU time too, in bursts)
     blocks = []
     gc.callbacks.append(count)
     try:
@@ -256,10 +256,10 @@ def test_120k_calls_flat_memory_flat_time_no_full_collection(tmp_path):
     growth = (max(rss_peak, process.memory_info().rss) - rss0) / 2**20
     assert growth <= 64, f"RSS grew {growth:.1f} MiB over {n} calls"
     assert full[0] <= 1, f"{full[0]} full collections during {n} calls"
-    # the median block of each quarter: a burst of noise on a shared VM moves a quarter's total,
-    # a cost that grows with the run moves every block
+    # the cheapest block of each quarter: a burst of other work on a shared machine slows some
+    # blocks, a cost that grows with the run slows every block, the cheapest too
     per = quarter // 1000
-    first, last = statistics.median(blocks[:per]), statistics.median(blocks[-per:])
+    first, last = min(blocks[:per]), min(blocks[-per:])
     assert last <= 1.3 * first, f"last quarter {last * 1e3:.1f} ms per 1,000 calls vs first {first * 1e3:.1f} ms"
     assert len(run.records) == WINDOW
     rows = 0
