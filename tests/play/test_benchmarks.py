@@ -69,7 +69,7 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
     split = data["energy_split"]
     assert split["rows"] == 3 and split["period_s"] == pytest.approx(0.1, abs=0.005)
     # the timeline reproduces the counter read directly, within 2 % and what placing the window's
-    # ends allows (the direct reads' and the points' errors at its power: beside two CPU burners
+    # ends allows (the direct reads' and the points' errors at its power: beside three CPU burners
     # the error once read 2.02 %, and once -2.79 % where placing allowed 4.24 %)
     assert 0 <= split["placing_pct"] and abs(split["window_error_pct"]) < 2 + split["placing_pct"], split
     assert split["rows_j"] == pytest.approx(300.0 * split["rows_s"], rel=0.03)  # 300 W planted × the rows' time

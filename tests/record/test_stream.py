@@ -234,7 +234,7 @@ def test_120k_calls_flat_memory_flat_time_no_full_collection(tmp_path):
     process = psutil.Process()
     rss0 = process.memory_info().rss
     # CPU seconds of this process (every thread: the writer's too) per block of 1,000 calls: what
-    # the calls cost, which other processes stretch less than the wall time (beside two CPU
+    # the calls cost, which other processes stretch less than the wall time (beside three CPU
     # burners the last quarter's wall time once read 1.34x the first's, and its median CPU time
     # once 1.33x: shared caches and cores slow the CPU time too, in bursts)
     blocks = []

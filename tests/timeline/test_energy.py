@@ -83,7 +83,7 @@ def test_energy_per_row_from_a_stepped_counter_against_a_planted_power_profile(f
         errors.append(r["energy_gpu_j"] / planted - 1)
         short = r["wall_s"] < 0.1
         # the source names the period learned so far from the steps seen: 100 ms, within what
-        # placing each step allows on a busy machine (101 ms once, beside two CPU burners)
+        # placing each step allows on a busy machine (101 ms once, beside three CPU burners)
         how = (r"measured:nvml-energy-counter\(share of a (\d+)ms step, by time\)" if short else
                r"measured:nvml-energy-counter\(interpolated between (\d+)ms steps\)")
         named = re.fullmatch(how, r["energy_gpu_j_source"])

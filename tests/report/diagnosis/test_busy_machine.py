@@ -2,7 +2,7 @@
 longer 'unexplained'. The run and eight busy processes are pinned to one core the test process may
 use, so the test holds on a quiet 64-core machine (the core's others' share goes from about 0 to
 8/9) as on a busy 2-core one (it goes from k/(k+1) to (k+8)/(k+9) for k processes already there,
-and k may come and go: another test process, a burner; with four, beside two CPU burners, the
+and k may come and go: another test process, a burner; with four, beside three CPU burners, the
 crowded calls once did not stand out from the quiet ones' spread): what the code relies on holds
 on both, a full core whose extra time went to other processes."""
 
