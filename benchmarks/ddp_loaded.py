@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon.report.cross_rank import OUTSIDE
-from play.ddp_gcn import BACKWARD_STEP, SLEPT
+from play.ddp_gcn import BACKWARD_STEP, slept_s
 from tests.record.test_distributed import run_job
 
 
@@ -50,7 +50,7 @@ def main() -> None:
                     print(f"run {i}: a rank failed: {procs[-1].stderr[-500:]}", flush=True)
                     continue
                 job = gnnmon.load(Path(d) / "job.jsonl").report().cross_rank()
-            slept = float(procs[1].stderr.split(SLEPT)[1].split()[0])
+            slept = slept_s(procs[1].stderr)
             plant = [s for s in job["spikes"] if s["index"] == BACKWARD_STEP and s["slowest_rank"] == 1
                      and abs(s["delay_s"] - slept) <= 0.010]
             others = [s for s in job["spikes"] if s not in plant]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import random
 import statistics
 import sys
@@ -39,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
+from gnnmon.data.format import POINT
+from gnnmon.data.read import read_lines
 from gnnmon.devices.cuda import cuda_uuids
 
 if TYPE_CHECKING:  # PyG is imported by the realistic loop alone: the energy check runs without it
@@ -473,8 +474,7 @@ def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any
                         torch.cuda.synchronize(device)
             e_b, t_b, err_b = at_step()
         # the points as the file keeps them: each with its placing error (err_ns)
-        lines = (json.loads(line) for line in path.read_text().splitlines())
-        points = [p for p in lines if p.get("type") == "point" and p["key"] == key]
+        points = [p for p in read_lines(path) if p.get("type") == POINT and p["key"] == key]
     pynvml.nvmlShutdown()
     records = run.records
     report = run.report().energy()

@@ -53,6 +53,12 @@ SLEPT = "backward plant slept (s): "
 """What rank 1 prints to stderr after the backward plant's sleep, before the seconds it took."""
 
 
+def slept_s(stderr: str) -> float:
+    """The seconds the backward plant's sleep took, from rank 1's ``stderr`` (its one ``SLEPT`` line)."""
+    (slept,) = [float(line[len(SLEPT):]) for line in stderr.splitlines() if line.startswith(SLEPT)]
+    return slept
+
+
 class GCN(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -438,14 +438,14 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     """Rank 1 sleeps 80 ms inside step 7's backward (a hook on a weight's gradient); no phases.
     The all-reduce makes both ranks' rows equally long; the buckets were ready 80 ms later on rank
     1, and the report says so at that step and at no other."""
-    from play.ddp_gcn import BACKWARD_SLEEP_S, BACKWARD_STEP, SLEPT
+    from play.ddp_gcn import BACKWARD_SLEEP_S, BACKWARD_STEP, slept_s
 
     procs = run_job(tmp_path, "backward")
     for p in procs:
         assert p.returncode == 0, p.stderr[-3000:]
     # the plant's truth: what the sleep took (a busy machine wakes the thread late: 91.6 ms once,
     # beside three CPU burners)
-    (slept,) = [float(line[len(SLEPT):]) for line in procs[1].stderr.splitlines() if line.startswith(SLEPT)]
+    slept = slept_s(procs[1].stderr)
     assert slept >= BACKWARD_SLEEP_S
     run = gnnmon.load(tmp_path / "job.jsonl")
     rows = {(r["rank"], r["index"]): r for r in run.records}

@@ -3,7 +3,6 @@ model for real on this machine, and every missing-dependency path."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -13,7 +12,9 @@ import pytest
 
 import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device
+from gnnmon.data.format import POINT
 from gnnmon.data.points import Counters
+from gnnmon.data.read import read_lines
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.nvml import Nvml
 from gnnmon.devices.rapl import RaplReader, find_zones
@@ -141,9 +142,8 @@ def test_a_two_rank_job_read_back_has_each_ranks_energy_and_the_jobs_total(fake_
         # Each point is placed at its read's middle, ± err_ns (half the read; where the counter
         # stepped, half the gap between reads): a read the OS interrupts on a busy machine moves a
         # row's ends, and the span's, by up to the error of the points around them.
-        lines = (json.loads(line) for line in (tmp_path / f"job.rank{rank}.jsonl").read_text().splitlines())
-        points = sorted((p for p in lines if p.get("type") == "point" and p["key"] == "gpu0_energy_mj"),
-                        key=lambda p: p["t_ns"])
+        points = sorted((p for p in read_lines(tmp_path / f"job.rank{rank}.jsonl")
+                         if p.get("type") == POINT and p["key"] == "gpu0_energy_mj"), key=lambda p: p["t_ns"])
         worst_err_s = max(p["err_ns"] for p in points) / 1e9
         rows_slack_j = watts * 2 * worst_err_s * len(RANK_STEPS_S[rank])  # both ends of each row
         total_slack_j += rows_slack_j
