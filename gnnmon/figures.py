@@ -151,16 +151,20 @@ FIGURES: tuple[Figure, ...] = (
       "row's start to the last bucket ready (the all-reduce's wait left out)"),
     F("ddp_ready_thread_preempted", COUNT, "ddp", "`thread_preempted` over that time"),
     F("ddp_ready_thread_waits", COUNT, "ddp", "`thread_waits` over that time"),
+    F("ddp_ready_thread_queued_s", SECONDS, "ddp", "`thread_queued_s` over that time"),
     F("thread_cpu_s", SECONDS, "sched", "CPU time (user + system) of the thread that ran the row, in it "
       "(`collect(sched=)`: on in a distributed job); `wall_s` minus it: off the CPU"),
     F("thread_preempted", COUNT, "sched", "times the OS took the CPU from that thread in the row, while it could "
       "run (involuntary context switches)"),
     F("thread_waits", COUNT, "sched", "times that thread gave the CPU up in the row: a sleep, I/O, a lock, a "
       "blocking wait (voluntary context switches)"),
+    F("thread_queued_s", SECONDS, "sched", "time that thread waited for a core in the row while it could run "
+      "(run-queue delay, Linux schedstat); off the CPU minus it: time it gave the CPU up"),
     F("before_s", SECONDS, "sched", "host time from that thread's previous top-level row's end to this row's start"),
     F("before_thread_cpu_s", SECONDS, "sched", "`thread_cpu_s` over that time"),
     F("before_thread_preempted", COUNT, "sched", "`thread_preempted` over that time"),
     F("before_thread_waits", COUNT, "sched", "`thread_waits` over that time"),
+    F("before_thread_queued_s", SECONDS, "sched", "`thread_queued_s` over that time"),
     F("data_wait_s", SECONDS, "data", "the loop's wait in `next()` for the batch this row consumes (`watch_loader`)", traced=True),
     F("data_sample_s", SECONDS, "data", "neighbour sampling of that batch (PyG neighbour loaders; in a worker too)", traced=True),
     F("data_gather_s", SECONDS, "data", "joining its sampled nodes with their features (`filter_fn`, transform aside)", traced=True),

@@ -30,7 +30,7 @@ from typing import Any
 
 from torch import nn
 
-from gnnmon.devices.sched import thread_times
+from gnnmon.devices.sched import Times, thread_times
 from gnnmon.measure.row_device import row_backend
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.interrupts import raised_by_handler
@@ -52,7 +52,7 @@ class BucketRecord:
         self.closed = False
         self._lock = threading.Lock()
         self.sched0 = row.sched0  # the row's thread's scheduler counters at its start, if read
-        self.sched: tuple[float, int, int] | None = None  # the same at the last bucket ready
+        self.sched: Times | None = None  # the same at the last bucket ready
         self.thread = threading.get_ident()
 
     def bucket_ready(self) -> None:

@@ -37,11 +37,11 @@ class Options:
     or ``"thread"``. ``distributed``: measure the clock offset between ranks with collectives.
     ``memory_history``: keep PyTorch's CUDA allocation history (its newest N events; a private
     PyTorch API, see :mod:`gnnmon.record.memory_history`) and dump it at the run's first out-of-memory
-    error, next to the run's file (None: off). ``sched``: each top-level row's thread CPU time
-    and context switches, in it and since the thread's previous row (``thread_*`` fields; Linux;
-    about 3 µs a row on the 2-core VM, ``benchmarks/sched_cost.py``): ``"auto"`` records them
-    in a distributed job, where the cross-rank report tells a rank the OS descheduled from one
-    that computed.
+    error, next to the run's file (None: off). ``sched``: each top-level row's thread CPU time,
+    context switches and run-queue time, in it and since the thread's previous row (``thread_*``
+    fields; Linux; 22-29 µs a row on the 2-core VM, ``benchmarks/sched_cost.py``): ``"auto"``
+    records them in a distributed job, where the cross-rank report tells a rank the OS descheduled
+    from one that waited or computed.
     """
 
     config: Mapping[str, Any] | None = None

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Any
 
@@ -22,7 +22,7 @@ import torch
 
 from gnnmon.devices import Backend
 from gnnmon.devices.ranges import RANGES, pop_range, push_range
-from gnnmon.devices.sched import thread_times
+from gnnmon.devices.sched import Times, thread_times
 from gnnmon.fields import add_note
 from gnnmon.record import state
 from gnnmon.record.active import active_run
@@ -91,7 +91,7 @@ class Row:
         self.gc_gen = -1
         # Process CPU-seconds, for the CPU energy model (a clock read, ~1 µs; only with energy on).
         self._cpu0 = time.process_time() if self.run.energy is not None else None
-        self.sched0: tuple[float, int, int] | None = None  # its thread's counters at its start (sched on)
+        self.sched0: Times | None = None  # its thread's counters at its start (sched on)
         self._sched_tid = 0
         self._range = None
         self.closed = False
@@ -281,30 +281,33 @@ class Row:
 
 
 _LAST_END = threading.local()
-"""Per thread: ``(t_end_ns, cpu_s, preempted, waits)`` when its last top-level row ended."""
+"""Per thread: ``(t_end_ns, (cpu_s, preempted, waits, queued_s))`` when its last top-level row ended."""
 
 
-def _sched_before(fields: dict[str, Any], now: tuple[float, int, int]) -> None:
+def _sched_before(fields: dict[str, Any], now: Times) -> None:
     """The thread's scheduler counters since its previous top-level row ended (``before_*``)."""
     last = getattr(_LAST_END, "times", None)
     if last is not None:
         fields["before_s"] = (fields["t_start_ns"] - last[0]) / 1e9
-        put_sched(fields, "before_thread_", last[1:], now)
+        put_sched(fields, "before_thread_", last[1], now)
 
 
-def _sched_in(fields: dict[str, Any], start: tuple[float, int, int]) -> None:
+def _sched_in(fields: dict[str, Any], start: Times) -> None:
     """The thread's scheduler counters in the row (``thread_*``); kept for the next row's ``before_*``."""
     now = thread_times()
     put_sched(fields, "thread_", start, now)
-    _LAST_END.times = (fields["t_end_ns"], *now)
+    _LAST_END.times = (fields["t_end_ns"], now)
 
 
-def put_sched(fields: dict[str, Any], prefix: str, start: Sequence[float], end: Sequence[float]) -> None:
-    """``<prefix>cpu_s``, ``<prefix>preempted``, ``<prefix>waits``: a thread's scheduler counters
+def put_sched(fields: dict[str, Any], prefix: str, start: Times, end: Times) -> None:
+    """``<prefix>cpu_s``, ``<prefix>preempted``, ``<prefix>waits`` and, where the kernel keeps it,
+    ``<prefix>queued_s``: a thread's scheduler counters
     (:func:`~gnnmon.devices.sched.thread_times`) from ``start`` to ``end``."""
     fields[f"{prefix}cpu_s"] = end[0] - start[0]
     fields[f"{prefix}preempted"] = end[1] - start[1]
     fields[f"{prefix}waits"] = end[2] - start[2]
+    if start[3] is not None and end[3] is not None:
+        fields[f"{prefix}queued_s"] = end[3] - start[3]
 
 
 def current_row() -> RowView | None:

@@ -30,11 +30,11 @@ in a ``data`` phase or row, or before the row started with a ``data`` row in bet
 for its batch (``data_wait_s`` of ``gnnmon.watch_loader``) of half the delay; then, where the
 rows carry the thread's scheduler counters (``collect(sched=)``, on in a distributed job) and
 the rank's thread computed less than half the delay more than usual over the time the delay
-fell in, ``preempted`` where the OS took the CPU from it there and it gave the CPU up no more
-often than usual, yet was off it for half the delay (a busy machine: the step is listed under
-``preempted``, not as a spike),
-or ``waiting`` (CPU rows) where it gave the CPU up and was off it for half the delay more than
-usual (a sleep, I/O, a lock) — ``collective`` where that wait was one every rank made there (the
+fell in and was off the CPU for half the delay more than usual, ``preempted`` where most of that
+time it waited on a run queue (``thread_queued_s``: ready to run, no core; a busy machine: the step
+is listed under ``preempted``, not as a spike), or ``waiting`` (CPU rows) where most of it it
+gave the CPU up (a sleep, I/O, a lock; without the run-queue time, context switches are counted:
+:func:`_off_cpu`) — ``collective`` where that wait was one every rank made there (the
 others also gave the CPU up more often than usual, or, after its buckets, it gave the CPU up no
 more often than usual: the all-reduce's wait): its collective ended late (listed under
 ``collective``, not as a spike); ``compute`` where it was in the buckets
@@ -55,6 +55,8 @@ BUCKETS = "ddp_ready_s"
 OUTSIDE = {"preempted": "preempted", "collective": "collective"}
 """Steps held up by what is not the job's own work, listed apart from the spikes (the report's key:
 the cause it names): a rank the OS took off the CPU, a rank whose collective ended late."""
+Window = tuple[float, float, float, float, "float | None"]
+"""A rank's thread over some time: ``(wall s, CPU s, preempted, waits, run-queue s or None)``."""
 CALIBRATE_MIN = 8
 """Matched steps of a label needed to learn its ranks' usual lags and its noise; with fewer, a
 spread above ``min_delay_s`` and ``min_share`` of the step names a rank."""
@@ -278,7 +280,7 @@ class _History:
         self.rows = rows
         self.starts = [int(r.get("t_start_ns") or 0) for r in rows]
         self.by_key = {(r["label"], int(r["index"])): r for r in rows}
-        self._usual: dict[tuple[str, str], tuple[float, float, float, float] | None] = {}
+        self._usual: dict[tuple[str, str], Window | None] = {}
 
     def previous(self, row: Mapping[str, Any]) -> dict[str, Any] | None:
         """This rank's previous row of ``row``'s label (None for its first)."""
@@ -296,20 +298,25 @@ class _History:
         return float(row.get("gc_pause_s") or 0.0) + sum(float(r.get("gc_pause_s") or 0.0)
                                                          for r in self.between(row))
 
-    def usual_sched(self, label: str, via: str) -> tuple[float, float, float, float] | None:
+    def usual_sched(self, label: str, via: str) -> Window | None:
         """The medians of :func:`_window` over this rank's rows of ``label`` (None with fewer than
-        :data:`CALIBRATE_MIN`)."""
+        :data:`CALIBRATE_MIN`; the run-queue time None unless every one of them has it)."""
         key = (label, via)
         if key not in self._usual:
             windows = [w for r in self.rows if r["label"] == label and (w := _window(r, via)) is not None]
-            self._usual[key] = (tuple(statistics.median(x) for x in zip(*windows, strict=True))
-                                if len(windows) >= CALIBRATE_MIN else None)
+            usual = None
+            if len(windows) >= CALIBRATE_MIN:
+                med = statistics.median
+                queued = [w[4] for w in windows if w[4] is not None]
+                usual = (med(w[0] for w in windows), med(w[1] for w in windows), med(w[2] for w in windows),
+                         med(w[3] for w in windows), med(queued) if len(queued) == len(windows) else None)
+            self._usual[key] = usual
         return self._usual[key]
 
 
-def _window(row: Mapping[str, Any], via: str) -> tuple[float, float, float, float] | None:
+def _window(row: Mapping[str, Any], via: str) -> Window | None:
     """A rank's thread over the time a delay seen ``via`` fell in (``thread_*`` fields of
-    ``collect(sched=)``): ``(wall s, CPU s, preempted, waits)``. Late buckets: the row up to its
+    ``collect(sched=)``): ``(wall s, CPU s, preempted, waits, run-queue s or None)``. Late buckets: the row up to its
     last bucket ready; a late arrival: the time since the thread's previous row; the whole row:
     its part after its last bucket was ready (the all-reduce, the optimizer; all of it without
     buckets); a phase: the row."""
@@ -322,23 +329,27 @@ def _window(row: Mapping[str, Any], via: str) -> tuple[float, float, float, floa
     return _sched_part(row, "wall_s", "thread_")
 
 
-def _sched_part(row: Mapping[str, Any], wall: str, prefix: str) -> tuple[float, float, float, float] | None:
-    """``(wall s, CPU s, preempted, waits)`` from a row's ``wall`` field and its ``<prefix>cpu_s``,
-    ``<prefix>preempted`` and ``<prefix>waits``; None where it has none."""
+def _sched_part(row: Mapping[str, Any], wall: str, prefix: str) -> Window | None:
+    """``(wall s, CPU s, preempted, waits, run-queue s)`` from a row's ``wall`` field and its
+    ``<prefix>cpu_s``, ``<prefix>preempted``, ``<prefix>waits`` and ``<prefix>queued_s`` (None
+    where the row has none: a kernel without schedstat); None where it has none of the others."""
     values = (row.get(wall), row.get(f"{prefix}cpu_s"), row.get(f"{prefix}preempted"), row.get(f"{prefix}waits"))
     if not all(isinstance(v, (int, float)) for v in values):
         return None
-    return float(values[0]), float(values[1]), float(values[2]), float(values[3])  # type: ignore[arg-type]
+    queued = row.get(f"{prefix}queued_s")
+    return (float(values[0]), float(values[1]), float(values[2]), float(values[3]),  # type: ignore[arg-type]
+            float(queued) if isinstance(queued, (int, float)) else None)
 
 
-def _tail(row: Mapping[str, Any]) -> tuple[float, float, float, float] | None:
+def _tail(row: Mapping[str, Any]) -> Window | None:
     """The row after its last gradient bucket was ready (the all-reduce, the optimizer), or all of
     it where it has no bucket figures."""
     whole = _sched_part(row, "wall_s", "thread_")
     ready = _sched_part(row, "ddp_ready_s", "ddp_ready_thread_")
     if whole is None or ready is None:
         return whole
-    return whole[0] - ready[0], whole[1] - ready[1], whole[2] - ready[2], whole[3] - ready[3]
+    queued = None if whole[4] is None or ready[4] is None else whole[4] - ready[4]
+    return whole[0] - ready[0], whole[1] - ready[1], whole[2] - ready[2], whole[3] - ready[3], queued
 
 
 def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: float,
@@ -368,21 +379,21 @@ def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: fl
 def _off_cpu(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: float,
              histories: Mapping[int, _History]) -> str | None:
     """Where ``rank``'s thread spent the delay, from its scheduler counters over the time the delay
-    fell in (:func:`_window`), where it computed less than half the delay more than usual:
-    ``preempted`` if the OS took the CPU from it there (more often than usual) while it gave the
-    CPU up no more often than usual, and it was off the CPU for at least half the delay (more than
-    usual; the whole window where it never gave the CPU up): a thread that does not give the CPU up
-    is off it only while another task holds its core, a busy machine, not the job; ``waiting`` (CPU
-    rows only: on a GPU the host thread waits for the device) if it gave the CPU up and was off it
-    for at least half the delay more than usual (a sleep, I/O, a lock); ``collective`` where that
-    wait was one every rank made, only longer here: every other rank also gave the CPU up there more
-    often than usual at this step, no less often than this one (a collective in the window: DDP's
-    bucket rebuild in its second step, a barrier; judged only over a window that ends before the
-    step's all-reduce, where the others wait for this rank: up to the buckets, or before the row),
-    or, after its buckets were ready (on time: the
-    delay was not found before them), it gave the CPU up no more often than usual (its usual wait,
-    the all-reduce's). Its communication thread or its step's thread ran late on a busy machine, or
-    a slow link: not a wait of the job's own. None where the rows carry no counters or they say
+    fell in (:func:`_window`), where it computed less than half the delay more than usual and was
+    off the CPU for at least half the delay more than usual: ``preempted`` where it spent more of
+    that extra time on a run queue (ready to run, no core: a busy machine, not the job) than given
+    up; ``waiting`` (CPU rows only: on a GPU the host thread waits for the device) where it gave the
+    CPU up for longer (a sleep, I/O, a lock). Rows without the run-queue time (a kernel without
+    schedstat) count switches instead: ``preempted`` where the OS took the CPU from it more often
+    than usual while it gave the CPU up no more often than usual (or never, off the CPU for half
+    the delay), else ``waiting``. A ``waiting`` is ``collective`` where that wait was one every
+    rank made, only longer here: every other rank also gave the CPU up there more often than usual
+    at this step, no less often than this one (a collective in the window: DDP's bucket rebuild in
+    its second step, a barrier; judged only over a window that ends before the step's all-reduce,
+    where the others wait for this rank: up to the buckets, or before the row), or, after its
+    buckets were ready (on time: the delay was not found before them), it gave the CPU up no more
+    often than usual (its usual wait, the all-reduce's). Its communication thread ran late, or a
+    slow link: not a wait of the job's own. None where the rows carry no counters or they say
     neither."""
     row = rows[rank]
     window, usual = _window(row, via), histories[rank].usual_sched(row["label"], via)
@@ -402,12 +413,22 @@ def _off_cpu(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: 
     return verdict
 
 
-def _verdict(window: tuple[float, float, float, float], usual: tuple[float, float, float, float],
-             delay: float, on_cpu: bool) -> str | None:
-    """:func:`_off_cpu` over one window, against its usual values."""
-    wall, cpu, preempted, waits = window
+def _verdict(window: Window, usual: Window, delay: float, on_cpu: bool) -> str | None:
+    """:func:`_off_cpu` over one window, against its usual values. With the run-queue time, time is
+    weighed: of the time off the CPU more than usual (half the delay at least), the larger part
+    names the cause: on a run queue, ``preempted``; given up, ``waiting``. Without it, switches are
+    counted (the rules of :func:`_off_cpu`)."""
+    wall, cpu, preempted, waits, queued = window
     if cpu - usual[1] >= 0.5 * delay:
         return None
+    if queued is not None and usual[4] is not None:
+        off_extra = (wall - cpu) - (usual[0] - usual[1])
+        if off_extra < 0.5 * delay:
+            return None
+        queued_extra = queued - usual[4]
+        if queued_extra >= off_extra - queued_extra:
+            return "preempted"
+        return "waiting" if on_cpu else None
     if waits == 0:
         return "preempted" if preempted >= 1 and wall - cpu >= 0.5 * delay else None
     off_extra = (wall - cpu) - (usual[0] - usual[1])

@@ -102,14 +102,16 @@ def test_a_bad_sched_option_is_named():
         gnnmon.collect(sched="yes")
 
 
-def _job(plant: dict[int, dict[str, float]], steps: int = 30) -> list[dict]:
+def _job(plant: dict[int, dict[str, float]], steps: int = 30, queued: bool = False) -> list[dict]:
     """Two ranks whose rows end together (DDP), each with its thread's counters: 20 ms of backward
     CPU to the last bucket ready, one wait in the all-reduce, 1 ms to the next row. ``plant[i]``
     changes rank 1 at step i: ``arrive`` s later (``arrive_cpu``, ``arrive_preempted``,
-    ``arrive_waits`` in the time before the row), its buckets ``late`` s later (``late_cpu``,
-    ``late_preempted``, ``late_waits`` up to them), its row ending ``tail`` s after the others'
-    (``tail_preempted``, ``tail_waits`` after its buckets; it then starts its next row that much
-    later); ``others_late_waits``: rank 0's waits up to its buckets."""
+    ``arrive_waits``, ``arrive_queued`` in the time before the row), its buckets ``late`` s later
+    (``late_cpu``, ``late_preempted``, ``late_waits``, ``late_queued`` up to them), its row ending
+    ``tail`` s after the others' (``tail_preempted``, ``tail_waits``, ``tail_queued`` after its
+    buckets; it then starts its next row that much later); ``others_late_waits``: rank 0's waits up
+    to its buckets. With ``queued``, rows carry the run-queue times: 0.5 ms in each window but
+    those planted."""
     rows, t = [], {0: 0, 1: 0}
     for i in range(steps):
         p = plant.get(i, {})
@@ -136,6 +138,10 @@ def _job(plant: dict[int, dict[str, float]], steps: int = 30) -> list[dict]:
                 "before_thread_preempted": int(p.get("arrive_preempted", 0)) if mine else 0,
                 "before_thread_waits": int(p.get("arrive_waits", 0)) if mine else 0,
             })
+            if queued:
+                late_q, tail_q = (p.get("late_queued", 0.0005), p.get("tail_queued", 0.0005)) if mine else (0.0005,) * 2
+                rows[-1].update(ddp_ready_thread_queued_s=late_q, thread_queued_s=late_q + tail_q,
+                                before_thread_queued_s=p.get("arrive_queued", 0.0005) if mine else 0.0005)
         t = {k: ends[k] + 1_000_000 for k in (0, 1)}
     return rows
 
@@ -219,7 +225,7 @@ def test_the_counters_are_read_twice_per_top_level_row_and_never_otherwise(monke
     import gnnmon.record.row as row_module
 
     reads = []
-    monkeypatch.setattr(row_module, "thread_times", lambda: reads.append(1) or (0.0, 0, 0))
+    monkeypatch.setattr(row_module, "thread_times", lambda: reads.append(1) or (0.0, 0, 0, None))
 
     @cuda_timed
     def inner() -> None:
@@ -266,3 +272,150 @@ def test_a_sleep_in_one_ranks_forward_is_its_wait_not_a_collective_though_the_ot
     step = next(s for s in job["spikes"] if s["index"] == 5)
     assert (step["slowest_rank"], step["via"], step["cause"]) == (1, "forward", "waiting (rank 1)")
     assert job["collective"] == []
+
+
+def _forward_sleep_job(queued: bool) -> list[dict]:
+    """Rank 1 sleeps 50 ms in step 5's forward. Being the slowest, it skips its usual wait in the
+    all-reduce, so its row counts one wait, as usual, and on a busy machine three preemptions
+    against a usual one. With ``queued``, its run-queue time is 3 ms there against a usual 1 ms."""
+    rows, t = [], 0
+    for i in range(20):
+        slow = i == 5
+        for rank in (0, 1):
+            forward = 0.010 + (0.050 if slow and rank == 1 else 0.0)
+            backward = 0.010 + (0.050 if slow and rank == 0 else 0.0)
+            wall = forward + backward
+            rows.append({"label": "step", "index": i, "rank": rank, "parent": None, "backend": "cpu",
+                         "t_start_ns": t, "t_end_ns": t + int(wall * 1e9), "wall_s": wall,
+                         "phase_forward_s": forward, "phase_backward_s": backward, "gc_pause_s": 0.0,
+                         "thread_cpu_s": 0.017, "thread_preempted": 3 if slow and rank == 1 else 1,
+                         "thread_waits": 1, "before_s": 0.001, "before_thread_cpu_s": 0.001,
+                         "before_thread_preempted": 0, "before_thread_waits": 0})
+            if queued:
+                rows[-1].update(thread_queued_s=0.003 if slow and rank == 1 else 0.001,
+                                before_thread_queued_s=0.0)
+        t += int(0.120 * 1e9)
+    return rows
+
+
+def test_with_run_queue_time_a_sleep_that_took_the_usual_waits_place_is_waiting_not_preempted():
+    """Counting switches, the sleep looks like preemption (no more waits than usual, more
+    preemptions); weighing time, 48 of its 50 extra ms off the CPU were given up."""
+    from gnnmon.report.cross_rank import cross_rank
+
+    def cause(rows: list[dict]) -> tuple:
+        job = cross_rank(rows)
+        step = next(s for s in job["spikes"] + job["preempted"] if s["index"] == 5)
+        return step["slowest_rank"], step["via"], step["cause"]
+
+    assert cause(_forward_sleep_job(queued=True)) == (1, "forward", "waiting (rank 1)")
+    assert cause(_forward_sleep_job(queued=False)) == (1, "forward", "preempted (rank 1)")  # counts only
+
+
+def test_with_run_queue_time_the_larger_share_of_the_time_off_the_cpu_names_the_cause():
+    """Step 5: 8 ms late to arrive, 7.5 ms of it on a run queue, though the thread also gave the
+    CPU up twice (a short read): preempted. Step 23: buckets 12 ms late, 11 ms queued, two waits:
+    preempted. Step 11: buckets 80 ms late, given up (a sleep), four preemptions: waiting. Step
+    17: computed. Counting switches instead, steps 5 and 23 would be waits."""
+    from gnnmon.report.cross_rank import cross_rank
+
+    plant = {5: {"arrive": 0.008, "arrive_waits": 2, "arrive_queued": 0.0075},
+             11: {"late": 0.080, "late_waits": 1, "late_preempted": 4, "late_queued": 0.002},
+             17: {"late": 0.030, "late_cpu": 0.030},
+             23: {"late": 0.012, "late_waits": 2, "late_preempted": 2, "late_queued": 0.011}}
+    job = cross_rank(_job(plant, queued=True))
+    assert {s["index"]: s["cause"] for s in job["spikes"]} == {11: "waiting (rank 1)", 17: "compute (rank 1)"}
+    assert {s["index"]: (s["via"], s["cause"]) for s in job["preempted"]} == {
+        5: ("arrival", "preempted (rank 1)"), 23: ("buckets", "preempted (rank 1)")}
+    counted = cross_rank(_job(plant))
+    assert {s["index"]: s["cause"] for s in counted["spikes"]} == {
+        5: "waiting (rank 1)", 11: "waiting (rank 1)", 17: "compute (rank 1)", 23: "waiting (rank 1)"}
+
+
+needs_run_queue = pytest.mark.skipif(not sched.QUEUED_AVAILABLE, reason="this kernel keeps no schedstat run delay")
+
+
+@needs_run_queue
+def test_run_queue_time_is_none_of_a_sleep_and_most_of_a_shared_cores_wait():
+    """Planted: a 30 ms sleep (off the CPU, given up: its run-queue time is at most the wake-up's
+    wait, so off-CPU minus it covers the sleep) and a spin on a core a spinning process shares
+    (off the CPU waiting for that core: most of it on the run queue)."""
+    @cuda_timed
+    def nap() -> None:
+        time.sleep(0.030)
+
+    with gnnmon.collect(sched=True) as run:
+        nap()
+    (row,) = run.records
+    off = row["wall_s"] - row["thread_cpu_s"]
+    assert 0 <= row["thread_queued_s"] <= off
+    assert off - row["thread_queued_s"] >= 0.029  # the sleep, given up
+
+    ctx = multiprocessing.get_context("spawn")
+    ready, stop = ctx.Event(), ctx.Event()
+    core, before = sorted(os.sched_getaffinity(0))[0], os.sched_getaffinity(0)
+    child = ctx.Process(target=_spinner, args=(ready, stop), daemon=True)
+    child.start()
+    try:
+        assert ready.wait(60)
+        os.sched_setaffinity(child.pid, {core})
+        os.sched_setaffinity(0, {core})
+
+        @cuda_timed
+        def step() -> None:
+            _spin(0.050)
+
+        with gnnmon.collect(sched=True) as run:
+            step()
+    finally:
+        os.sched_setaffinity(0, before)
+        stop.set()
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+    (row,) = run.records
+    off = row["wall_s"] - row["thread_cpu_s"]
+    assert off >= 0.010  # the spinner held the core
+    assert 0.5 * off <= row["thread_queued_s"] <= off + 0.001
+
+
+@needs_run_queue
+def test_each_thread_and_each_forked_child_reads_its_own_run_queue_time():
+    """The file kept open is the reading thread's own (``/proc/<pid>/task/<tid>/schedstat``): in
+    another thread, and in a forked child of a thread that had opened its own."""
+    import threading
+
+    def own_file() -> str:
+        assert sched.thread_queued_s() is not None
+        return os.readlink(f"/proc/self/fd/{sched._local.fd}")
+
+    here = own_file()
+    assert here == f"/proc/{os.getpid()}/task/{threading.get_native_id()}/schedstat"
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append((own_file(), threading.get_native_id())))
+    worker.start()
+    worker.join()
+    assert seen[0][0] == f"/proc/{os.getpid()}/task/{seen[0][1]}/schedstat"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its file and exit without running the parent's cleanup
+        try:
+            os.write(write, f"{own_file()}|{os.getpid()}|{threading.get_native_id()}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    got = os.read(read, 4096).decode().split("|")
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert got[0] == f"/proc/{got[1]}/task/{got[2]}/schedstat" and got[1] != str(os.getpid())
+
+
+def test_without_the_kernels_run_queue_time_rows_carry_the_counts_alone(monkeypatch):
+    monkeypatch.setattr(sched, "QUEUED_AVAILABLE", False)
+    assert sched.thread_queued_s() is None
+    if not sched.AVAILABLE:
+        return
+    assert sched.thread_times()[3] is None
+    with gnnmon.collect(sched=True) as run:
+        cuda_timed(lambda: None)()
+    assert "thread_cpu_s" in run.records[0] and not any(k.endswith("queued_s") for k in run.records[0])

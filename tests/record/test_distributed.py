@@ -454,11 +454,14 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     # both waited: rank 0 from its own start, which a busy machine may put after rank 1's
     arrived_late_s = max(slow0["t_start_ns"] - slow1["t_start_ns"], 0) / 1e9
     assert slow1["wall_s"] >= BACKWARD_SLEEP_S and slow0["wall_s"] >= BACKWARD_SLEEP_S - arrived_late_s, (slow0, slow1)
-    # rank 1's buckets were ready the sleep later than rank 0's, less what a busy machine added to
-    # rank 0's own backward at that step (its excess over its usual time to its buckets)
+    # rank 1's time to its buckets holds the sleep, and no more than its longest way to them at
+    # another step beside it (rank 0's is not the measure: beside two CPU burners rank 0 took 17.7
+    # ms to its buckets at that step, rank 1 85.1 ms with the sleep)
+    ready1 = [r["ddp_ready_s"] for r in run.records if r["rank"] == 1 and r["index"] not in (0, BACKWARD_STEP)]
+    assert slept <= slow1["ddp_ready_s"] <= slept + max(ready1) + 0.010, (slow1, slept, max(ready1))
+    # what a busy machine added to rank 0's own backward at that step (over its usual time to its buckets)
     ready0 = sorted(r["ddp_ready_s"] for r in run.records if r["rank"] == 0)
     excess0 = max(slow0["ddp_ready_s"] - ready0[len(ready0) // 2], 0.0)
-    assert slow1["ddp_ready_s"] - slow0["ddp_ready_s"] >= BACKWARD_SLEEP_S * 0.9 - excess0, (slow0, slow1)
     # the rank's thread up to its last bucket: asleep (it gave the CPU up), not computing
     assert slow1["ddp_ready_thread_waits"] >= 1 and slow1["ddp_ready_thread_cpu_s"] < BACKWARD_SLEEP_S / 2
     assert slow1["ddp_ready_s"] - slow1["ddp_ready_thread_cpu_s"] >= BACKWARD_SLEEP_S
