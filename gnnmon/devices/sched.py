@@ -103,7 +103,9 @@ def thread_queued_s() -> float | None:
         fd = _local.fd = stat.fd
     try:
         return _read_queued_s(fd)
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError):  # closed under it (a user's closerange): open anew next time
+        _local.stat.fd = -1  # not ours to close any more: the number may be another file's now
+        del _local.stat, _local.fd
         return None
 
 

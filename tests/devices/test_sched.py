@@ -419,3 +419,33 @@ def test_without_the_kernels_run_queue_time_rows_carry_the_counts_alone(monkeypa
     with gnnmon.collect(sched=True) as run:
         cuda_timed(lambda: None)()
     assert "thread_cpu_s" in run.records[0] and not any(k.endswith("queued_s") for k in run.records[0])
+
+
+@needs_run_queue
+def test_a_schedstat_file_closed_under_gnnmon_is_opened_anew_and_no_other_file_is_closed():
+    """User code that closes every descriptor (a daemonising library) closes the thread's schedstat
+    file: that read gives None, the next opens its own file again; the number, which may belong to
+    another file by then, is never closed by gnnmon."""
+    import threading
+
+    def in_thread() -> list:
+        seen = [sched.thread_queued_s()]
+        fd = sched._local.fd
+        os.close(fd)
+        other = os.open(os.devnull, os.O_RDONLY)  # takes the number back, most likely
+        try:
+            seen.append(sched.thread_queued_s())  # reads /dev/null or EBADF: no figure
+            seen.append(sched.thread_queued_s())  # its own file again
+            seen.append(os.readlink(f"/proc/self/fd/{sched._local.fd}"))
+            seen.append(os.fstat(other).st_ino == os.stat(os.devnull).st_ino)  # still open, still /dev/null
+        finally:
+            os.close(other)
+        return seen
+
+    out: list = []
+    worker = threading.Thread(target=lambda: out.extend(in_thread()))
+    worker.start()
+    worker.join()
+    first, broken, again, path, other_open = out
+    assert isinstance(first, float) and broken is None and isinstance(again, float) and again >= first
+    assert path.endswith("/schedstat") and other_open
