@@ -10,6 +10,7 @@ energy) is read here: the run joins the timeline to rows by their ``t_start_ns``
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -282,6 +283,16 @@ class Row:
 
 _LAST_END = threading.local()
 """Per thread: ``(t_end_ns, (cpu_s, preempted, waits, queued_s))`` when its last top-level row ended."""
+
+
+def _forget_last_ends() -> None:
+    """A forked child's thread counts from zero: its parent's last row is not its previous one."""
+    global _LAST_END
+    _LAST_END = threading.local()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_last_ends)
 
 
 def _sched_before(fields: dict[str, Any], now: Times) -> None:

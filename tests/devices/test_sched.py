@@ -335,21 +335,29 @@ def test_with_run_queue_time_the_larger_share_of_the_time_off_the_cpu_names_the_
 needs_run_queue = pytest.mark.skipif(not sched.QUEUED_AVAILABLE, reason="this kernel keeps no schedstat run delay")
 
 
+def _read_around(work) -> tuple[float, float, float]:
+    """``(wall s, CPU s, run-queue s)`` of the calling thread over ``work()``: the clock read outside
+    the counters' reads, so the wall holds their window (the run-queue time in it is no more than
+    the wall minus the CPU time)."""
+    t0 = time.perf_counter()
+    s0 = sched.thread_times()
+    work()
+    s1 = sched.thread_times()
+    wall = time.perf_counter() - t0
+    return wall, s1[0] - s0[0], s1[3] - s0[3]  # type: ignore[operator]
+
+
 @needs_run_queue
 def test_run_queue_time_is_none_of_a_sleep_and_most_of_a_shared_cores_wait():
-    """Planted: a 30 ms sleep (off the CPU, given up: its run-queue time is at most the wake-up's
-    wait, so off-CPU minus it covers the sleep) and a spin on a core a spinning process shares
-    (off the CPU waiting for that core: most of it on the run queue)."""
-    @cuda_timed
-    def nap() -> None:
-        time.sleep(0.030)
+    """Planted: a 30 ms sleep (off the CPU, given up: the run-queue time is at most the wake-up's
+    wait, so the time off the CPU less it covers the sleep) and a spin on a core a spinning process
+    shares (off the CPU waiting for that core: on the run queue, as the thread never gives it up)."""
+    wall, cpu, queued = _read_around(lambda: time.sleep(0.030))
+    assert 0 <= queued and wall - cpu - queued >= 0.0295  # the sleep, given up
 
-    with gnnmon.collect(sched=True) as run:
-        nap()
-    (row,) = run.records
-    off = row["wall_s"] - row["thread_cpu_s"]
-    assert 0 <= row["thread_queued_s"] <= off
-    assert off - row["thread_queued_s"] >= 0.029  # the sleep, given up
+    @cuda_timed
+    def step() -> None:
+        _spin(0.050)
 
     ctx = multiprocessing.get_context("spawn")
     ready, stop = ctx.Event(), ctx.Event()
@@ -360,11 +368,7 @@ def test_run_queue_time_is_none_of_a_sleep_and_most_of_a_shared_cores_wait():
         assert ready.wait(60)
         os.sched_setaffinity(child.pid, {core})
         os.sched_setaffinity(0, {core})
-
-        @cuda_timed
-        def step() -> None:
-            _spin(0.050)
-
+        wall, cpu, queued = _read_around(lambda: _spin(0.050))
         with gnnmon.collect(sched=True) as run:
             step()
     finally:
@@ -373,10 +377,13 @@ def test_run_queue_time_is_none_of_a_sleep_and_most_of_a_shared_cores_wait():
         child.join(10)
         if child.is_alive():
             child.kill()
+    assert wall - cpu >= 0.010  # the spinner held the core
+    assert 0.5 * (wall - cpu) <= queued <= wall - cpu
+    # the row's counters: read around its wall (its decorators' work between), so the run-queue
+    # time can only be more of the time off the CPU than over the spin alone
     (row,) = run.records
     off = row["wall_s"] - row["thread_cpu_s"]
-    assert off >= 0.010  # the spinner held the core
-    assert 0.5 * off <= row["thread_queued_s"] <= off + 0.001
+    assert off >= 0.010 and row["thread_queued_s"] >= 0.5 * off
 
 
 @needs_run_queue
@@ -449,3 +456,39 @@ def test_a_schedstat_file_closed_under_gnnmon_is_opened_anew_and_no_other_file_i
     first, broken, again, path, other_open = out
     assert isinstance(first, float) and broken is None and isinstance(again, float) and again >= first
     assert path.endswith("/schedstat") and other_open
+
+
+@needs_thread_usage
+def test_a_forked_childs_first_row_has_no_time_before_it_from_its_parent():
+    """A forked child's thread counts CPU time, switches and run-queue time from zero: its first row
+    is not measured from its parent's last one (which would give negative counts)."""
+    import json
+
+    @cuda_timed
+    def step() -> None:
+        _spin(0.005)
+
+    with gnnmon.collect(sched=True) as run:
+        step()
+    assert "thread_cpu_s" in run.records[0]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            with gnnmon.collect(sched=True) as child:
+                step()
+                step()
+            os.write(write, json.dumps([{k: v for k, v in r.items() if "thread" in k or k == "before_s"}
+                                        for r in child.records]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    chunks = []
+    while chunk := os.read(read, 65536):
+        chunks.append(chunk)
+    os.close(read)
+    os.waitpid(pid, 0)
+    first, second = json.loads(b"".join(chunks))
+    assert "before_s" not in first and not any(k.startswith("before_") for k in first)
+    assert second["before_s"] >= 0 and all(second[k] >= 0 for k in second if k.startswith("before_thread_"))
+    assert first["thread_cpu_s"] >= 0.005 and first["thread_waits"] >= 0
