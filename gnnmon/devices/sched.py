@@ -78,8 +78,14 @@ QUEUED_AVAILABLE = AVAILABLE and _probe()
 _local = threading.local()
 
 
+def sched_state() -> threading.local:
+    """The calling thread's scheduler state (its open ``schedstat``; the counters at its last
+    top-level row's end): forgotten in a forked child, whose thread counts from zero and whose
+    files are its own."""
+    return _local
+
+
 def _forget_after_fork() -> None:
-    """A forked child's thread is not its parent's: its files must be opened anew."""
     global _local
     _local = threading.local()
 

@@ -10,7 +10,6 @@ energy) is read here: the run joins the timeline to rows by their ``t_start_ns``
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import time
@@ -23,7 +22,7 @@ import torch
 
 from gnnmon.devices import Backend
 from gnnmon.devices.ranges import RANGES, pop_range, push_range
-from gnnmon.devices.sched import Times, thread_times
+from gnnmon.devices.sched import Times, sched_state, thread_times
 from gnnmon.fields import add_note
 from gnnmon.record import state
 from gnnmon.record.active import active_run
@@ -281,23 +280,9 @@ class Row:
             self.close()
 
 
-_LAST_END = threading.local()
-"""Per thread: ``(t_end_ns, (cpu_s, preempted, waits, queued_s))`` when its last top-level row ended."""
-
-
-def _forget_last_ends() -> None:
-    """A forked child's thread counts from zero: its parent's last row is not its previous one."""
-    global _LAST_END
-    _LAST_END = threading.local()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_last_ends)
-
-
 def _sched_before(fields: dict[str, Any], now: Times) -> None:
     """The thread's scheduler counters since its previous top-level row ended (``before_*``)."""
-    last = getattr(_LAST_END, "times", None)
+    last = getattr(sched_state(), "last_end", None)  # (t_end_ns, its Times)
     if last is not None:
         fields["before_s"] = (fields["t_start_ns"] - last[0]) / 1e9
         put_sched(fields, "before_thread_", last[1], now)
@@ -307,7 +292,7 @@ def _sched_in(fields: dict[str, Any], start: Times) -> None:
     """The thread's scheduler counters in the row (``thread_*``); kept for the next row's ``before_*``."""
     now = thread_times()
     put_sched(fields, "thread_", start, now)
-    _LAST_END.times = (fields["t_end_ns"], now)
+    sched_state().last_end = (fields["t_end_ns"], now)
 
 
 def put_sched(fields: dict[str, Any], prefix: str, start: Times, end: Times) -> None:

@@ -4,9 +4,11 @@ process pinned to the thread's core), and what the cross-rank report makes of th
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -29,6 +31,27 @@ def _spinner(ready, stop) -> None:  # a process that keeps its core busy until t
     ready.set()
     while not stop.is_set():
         pass
+
+
+@contextlib.contextmanager
+def _sharing_a_core() -> Iterator[None]:
+    """This thread pinned, for the block, to one core with a process that spins on it."""
+    ctx = multiprocessing.get_context("spawn")
+    ready, stop = ctx.Event(), ctx.Event()
+    core, before = sorted(os.sched_getaffinity(0))[0], os.sched_getaffinity(0)
+    child = ctx.Process(target=_spinner, args=(ready, stop), daemon=True)
+    child.start()
+    try:
+        assert ready.wait(60)
+        os.sched_setaffinity(child.pid, {core})
+        os.sched_setaffinity(0, {core})  # this thread (Linux: the calling thread)
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+        stop.set()
+        child.join(10)
+        if child.is_alive():
+            child.kill()
 
 
 @needs_thread_usage
@@ -58,29 +81,12 @@ def test_cpu_time_waits_and_the_time_before_a_row_are_the_planted_ones():
 def test_a_process_spinning_on_the_threads_core_shows_as_preemptions():
     """Pinned to one core with a spinning process: the thread gets about half of it, taken from it
     while it could run (involuntary context switches), not given up."""
-    ctx = multiprocessing.get_context("spawn")
-    ready, stop = ctx.Event(), ctx.Event()
-    core = sorted(os.sched_getaffinity(0))[0]
-    before = os.sched_getaffinity(0)
-    child = ctx.Process(target=_spinner, args=(ready, stop), daemon=True)
-    child.start()
-    try:
-        assert ready.wait(60)
-        os.sched_setaffinity(child.pid, {core})
-        os.sched_setaffinity(0, {core})  # this thread (Linux: the calling thread)
+    @cuda_timed
+    def step() -> None:
+        _spin(0.050)
 
-        @cuda_timed
-        def step() -> None:
-            _spin(0.050)
-
-        with gnnmon.collect(sched=True) as run:
-            step()
-    finally:
-        os.sched_setaffinity(0, before)
-        stop.set()
-        child.join(10)
-        if child.is_alive():
-            child.kill()
+    with _sharing_a_core(), gnnmon.collect(sched=True) as run:
+        step()
     (row,) = run.records
     assert row["thread_cpu_s"] >= 0.050
     assert row["thread_preempted"] >= 1
@@ -246,13 +252,10 @@ def test_the_counters_are_read_twice_per_top_level_row_and_never_otherwise(monke
     assert len(reads) == 4
 
 
-def test_a_sleep_in_one_ranks_forward_is_its_wait_not_a_collective_though_the_others_waited_for_it():
-    """Rank 1 sleeps 50 ms in step 5's forward (one wait more than usual, off the CPU); rank 0
-    waits for it in the all-reduce of its backward, giving the CPU up three times more than usual.
-    The delay is seen in a phase, whose window is the whole row: the others' extra waits there are
-    their wait for rank 1, not a collective every rank made."""
-    from gnnmon.report.cross_rank import cross_rank
-
+def _forward_sleep_rows(sched_fields) -> list[dict]:
+    """Two ranks, 20 steps with phases: rank 1 sleeps 50 ms in step 5's forward, rank 0 waits for
+    it in its backward (the all-reduce). ``sched_fields(slow, rank)``: each row's ``thread_*``
+    counters (the time before each row: 1 ms of CPU, no switch)."""
     rows, t = [], 0
     for i in range(20):
         slow = i == 5
@@ -263,12 +266,22 @@ def test_a_sleep_in_one_ranks_forward_is_its_wait_not_a_collective_though_the_ot
             rows.append({"label": "step", "index": i, "rank": rank, "parent": None, "backend": "cpu",
                          "t_start_ns": t, "t_end_ns": t + int(wall * 1e9), "wall_s": wall,
                          "phase_forward_s": forward, "phase_backward_s": backward, "gc_pause_s": 0.0,
-                         "thread_cpu_s": 0.019, "thread_preempted": 0,
-                         "thread_waits": 1 + (3 if slow and rank == 0 else 1 if slow else 0),
                          "before_s": 0.001, "before_thread_cpu_s": 0.001, "before_thread_preempted": 0,
-                         "before_thread_waits": 0})
+                         "before_thread_waits": 0, **sched_fields(slow, rank)})
         t += int(0.120 * 1e9)
-    job = cross_rank(rows)
+    return rows
+
+
+def test_a_sleep_in_one_ranks_forward_is_its_wait_not_a_collective_though_the_others_waited_for_it():
+    """Rank 1 sleeps 50 ms in step 5's forward (one wait more than usual, off the CPU); rank 0
+    waits for it in the all-reduce of its backward, giving the CPU up three times more than usual.
+    The delay is seen in a phase, whose window is the whole row: the others' extra waits there are
+    their wait for rank 1, not a collective every rank made."""
+    from gnnmon.report.cross_rank import cross_rank
+
+    job = cross_rank(_forward_sleep_rows(lambda slow, rank: {
+        "thread_cpu_s": 0.019, "thread_preempted": 0,
+        "thread_waits": 1 + (3 if slow and rank == 0 else 1 if slow else 0)}))
     step = next(s for s in job["spikes"] if s["index"] == 5)
     assert (step["slowest_rank"], step["via"], step["cause"]) == (1, "forward", "waiting (rank 1)")
     assert job["collective"] == []
@@ -278,24 +291,14 @@ def _forward_sleep_job(queued: bool) -> list[dict]:
     """Rank 1 sleeps 50 ms in step 5's forward. Being the slowest, it skips its usual wait in the
     all-reduce, so its row counts one wait, as usual, and on a busy machine three preemptions
     against a usual one. With ``queued``, its run-queue time is 3 ms there against a usual 1 ms."""
-    rows, t = [], 0
-    for i in range(20):
-        slow = i == 5
-        for rank in (0, 1):
-            forward = 0.010 + (0.050 if slow and rank == 1 else 0.0)
-            backward = 0.010 + (0.050 if slow and rank == 0 else 0.0)
-            wall = forward + backward
-            rows.append({"label": "step", "index": i, "rank": rank, "parent": None, "backend": "cpu",
-                         "t_start_ns": t, "t_end_ns": t + int(wall * 1e9), "wall_s": wall,
-                         "phase_forward_s": forward, "phase_backward_s": backward, "gc_pause_s": 0.0,
-                         "thread_cpu_s": 0.017, "thread_preempted": 3 if slow and rank == 1 else 1,
-                         "thread_waits": 1, "before_s": 0.001, "before_thread_cpu_s": 0.001,
-                         "before_thread_preempted": 0, "before_thread_waits": 0})
-            if queued:
-                rows[-1].update(thread_queued_s=0.003 if slow and rank == 1 else 0.001,
-                                before_thread_queued_s=0.0)
-        t += int(0.120 * 1e9)
-    return rows
+    def fields(slow: bool, rank: int) -> dict:
+        mine = slow and rank == 1
+        out = {"thread_cpu_s": 0.017, "thread_preempted": 3 if mine else 1, "thread_waits": 1}
+        if queued:
+            out.update(thread_queued_s=0.003 if mine else 0.001, before_thread_queued_s=0.0)
+        return out
+
+    return _forward_sleep_rows(fields)
 
 
 def test_with_run_queue_time_a_sleep_that_took_the_usual_waits_place_is_waiting_not_preempted():
@@ -359,24 +362,10 @@ def test_run_queue_time_is_none_of_a_sleep_and_most_of_a_shared_cores_wait():
     def step() -> None:
         _spin(0.050)
 
-    ctx = multiprocessing.get_context("spawn")
-    ready, stop = ctx.Event(), ctx.Event()
-    core, before = sorted(os.sched_getaffinity(0))[0], os.sched_getaffinity(0)
-    child = ctx.Process(target=_spinner, args=(ready, stop), daemon=True)
-    child.start()
-    try:
-        assert ready.wait(60)
-        os.sched_setaffinity(child.pid, {core})
-        os.sched_setaffinity(0, {core})
+    with _sharing_a_core():
         wall, cpu, queued = _read_around(lambda: _spin(0.050))
         with gnnmon.collect(sched=True) as run:
             step()
-    finally:
-        os.sched_setaffinity(0, before)
-        stop.set()
-        child.join(10)
-        if child.is_alive():
-            child.kill()
     assert wall - cpu >= 0.010  # the spinner held the core
     assert 0.5 * (wall - cpu) <= queued <= wall - cpu
     # the row's counters: read around its wall (its decorators' work between), so the run-queue
@@ -394,7 +383,7 @@ def test_each_thread_and_each_forked_child_reads_its_own_run_queue_time():
 
     def own_file() -> str:
         assert sched.thread_queued_s() is not None
-        return os.readlink(f"/proc/self/fd/{sched._local.fd}")
+        return os.readlink(f"/proc/self/fd/{sched.sched_state().fd}")
 
     here = own_file()
     assert here == f"/proc/{os.getpid()}/task/{threading.get_native_id()}/schedstat"
@@ -437,13 +426,13 @@ def test_a_schedstat_file_closed_under_gnnmon_is_opened_anew_and_no_other_file_i
 
     def in_thread() -> list:
         seen = [sched.thread_queued_s()]
-        fd = sched._local.fd
+        fd = sched.sched_state().fd
         os.close(fd)
         other = os.open(os.devnull, os.O_RDONLY)  # takes the number back, most likely
         try:
             seen.append(sched.thread_queued_s())  # reads /dev/null or EBADF: no figure
             seen.append(sched.thread_queued_s())  # its own file again
-            seen.append(os.readlink(f"/proc/self/fd/{sched._local.fd}"))
+            seen.append(os.readlink(f"/proc/self/fd/{sched.sched_state().fd}"))
             seen.append(os.fstat(other).st_ino == os.stat(os.devnull).st_ino)  # still open, still /dev/null
         finally:
             os.close(other)
