@@ -1,12 +1,15 @@
 """The record as a stream: rows leave through sinks on the writer thread, a bounded window stays in
-memory without driving full collections, and a long run costs the same per call at its end as at
-its start."""
+memory without driving full collections, and a long run does the same work per call at its end as
+at its start (counted, in profile events and in what the run holds: a busy machine stretches time,
+not counts)."""
 
 from __future__ import annotations
 
+import collections
 import gc
 import json
 import math
+import sys
 import threading
 import time
 import warnings
@@ -217,8 +220,46 @@ def long_step(x):
     return x
 
 
+def _held(root: object) -> int:
+    """Entries of every container reachable from ``root`` through gnnmon's own objects and the
+    builtin containers (not functions, modules, classes or threads): what a run keeps, counted. A
+    deque with a ``maxlen`` counts as its bound, and its items are not followed: it cannot grow."""
+    containers = (list, tuple, dict, set, frozenset, collections.deque)
+    seen: set[int] = set()
+    stack = [root]
+    held = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, collections.deque) and obj.maxlen is not None:
+            held += obj.maxlen
+            continue
+        if isinstance(obj, containers):
+            held += len(obj)
+        elif not type(obj).__module__.startswith("gnnmon"):
+            continue
+        stack.extend(gc.get_referents(obj))
+    return held
+
+
+class _Events:
+    """Counts profile events (Python and C calls and returns) per thread name and per part of a
+    run: the work done, counted, which a busy machine cannot stretch as it stretches time."""
+
+    def __init__(self) -> None:
+        self.part: object = None
+        self.counts: collections.Counter = collections.Counter()
+
+    def __call__(self, frame, event, arg) -> None:
+        part = self.part
+        if part is not None:
+            self.counts[threading.current_thread().name, part] += 1
+
+
 @pytest.mark.slow
-def test_120k_calls_flat_memory_flat_time_no_full_collection(tmp_path):
+def test_120k_calls_flat_memory_flat_work_no_full_collection(tmp_path):
     n, quarter = 120_000, 30_000
     path = tmp_path / "long.jsonl"
     x = torch.ones(8)
@@ -233,34 +274,56 @@ def test_120k_calls_flat_memory_flat_time_no_full_collection(tmp_path):
     gc.collect()
     process = psutil.Process()
     rss0 = process.memory_info().rss
-    # CPU seconds of this process (every thread: the writer's too) per block of 1,000 calls: what
-    # the calls cost, which other processes stretch less than the wall time (beside three CPU
-    # burners the last quarter's wall time once read 1.34x the first's, and its median CPU time
-    # once 1.33x: shared caches and cores slow the CPU time too, in bursts)
-    blocks = []
+    # a cost that grows with the run shows as more work a call at its end than at its start: the
+    # step's own events are counted over one block of 1,000 calls at the start and one at the end,
+    # the writer thread's (it is started inside collect, so threading.setprofile reaches it, and
+    # only it) over the first and the last quarter; what the run keeps is counted at both ends
+    events = _Events()
+    blocks = {2_000: "first", n - 1_000: "last"}
+    held = {}
     gc.callbacks.append(count)
+    threading.setprofile(events)
     try:
         with gnnmon.collect(path) as run:
-            t = time.process_time()
+            threading.setprofile(None)
             for i in range(n):
+                if i % quarter == 0:
+                    events.part = i // quarter
                 if i % 1000 == 0:
                     run.mark("block", i // 1000)
+                if i in blocks:
+                    events.part = blocks[i]
+                    sys.setprofile(events)
                 long_step(x)
-                if i % 1000 == 999:
-                    now = time.process_time()
-                    blocks.append(now - t)
-                    t = now
+                if i + 1 - 1000 in blocks:
+                    sys.setprofile(None)
+                    events.part = i // quarter
+                if i + 1 in (quarter, n):
+                    run.flush()  # every row written: what stays is the run's own
+                    held[i + 1] = _held(run)
+            events.part = None
             rss_peak = process.memory_info().rss
     finally:
+        threading.setprofile(None)
+        sys.setprofile(None)
         gc.callbacks.remove(count)
     growth = (max(rss_peak, process.memory_info().rss) - rss0) / 2**20
     assert growth <= 64, f"RSS grew {growth:.1f} MiB over {n} calls"
     assert full[0] <= 1, f"{full[0]} full collections during {n} calls"
-    # the cheapest block of each quarter: a burst of other work on a shared machine slows some
-    # blocks, a cost that grows with the run slows every block, the cheapest too
-    per = quarter // 1000
-    first, last = min(blocks[:per]), min(blocks[-per:])
-    assert last <= 1.3 * first, f"last quarter {last * 1e3:.1f} ms per 1,000 calls vs first {first * 1e3:.1f} ms"
+    step = threading.current_thread().name
+    first, last = events.counts[step, "first"], events.counts[step, "last"]
+    assert first > 10_000, "the step's profile events were not counted"  # about 300 a call
+    assert last <= 1.01 * first, f"the step's last 1,000 calls made {last} profile events, its first {first}"
+    writer = {part: c for (name, part), c in events.counts.items() if name == "gnnmon-writer"}
+    assert writer.get(0, 0) > quarter, f"the writer thread's events were not counted: {writer}"
+    # the writer drains on a clock, so a quarter's events also hold a few drains' fixed work more
+    # or less: 2 % apart over four quarters in a quiet run
+    assert writer[3] <= 1.1 * writer[0], f"the writer's events by quarter: {writer}"
+    # the run keeps its markers (a list entry and a marker's fields each), nothing a row
+    per_mark = 1 + len(run.markers[-1])
+    marks = (n - quarter) // 1000
+    assert held[n] - held[quarter] <= marks * per_mark, \
+        f"the run held {held[n]} entries at its end, {held[quarter]} after a quarter and {marks} marks"
     assert len(run.records) == WINDOW
     rows = 0
     for i, row in enumerate(gnnmon.iter_rows(path)):
