@@ -96,8 +96,9 @@ def test_a_long_gil_hold_that_fills_the_pipe_does_not_stall_the_sampler():
         time.sleep(0.05)
     during = in_window(run.samples, a, b)
     assert (b - a) / 1e9 >= 1.9
-    assert len(during) >= 300, len(during)  # 400 due; a 2-core machine may delay a few
-    assert sum(len(json.dumps(s)) for s in during) > 65536  # more than a pipe holds
+    # more was sampled while nobody read than the pipe holds: a sampler that waited on the pipe
+    # would have stopped at what it holds (of 400 due, a busy machine's scheduler may skip some)
+    assert sum(len(json.dumps(s)) for s in during) > 65536, len(during)
 
 
 def test_samples_are_timestamped_and_have_process_and_host_figures():
@@ -236,10 +237,15 @@ def test_a_thread_sampler_asked_for_and_its_cadence_on_a_quiet_process():
     s.go()
     time.sleep(1.02)
     s.stop()
-    times = [m["t_ns"] / 1e9 for m in got if m["type"] == "sample"][1:-1]  # grid only
-    assert 18 <= len(times) <= 22
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-    assert max(abs(g - 0.05) for g in gaps) < 0.04 and not sampler_threads()
+    grid = [m for m in got if m["type"] == "sample"][1:-1]  # grid only
+    # each sample says when it was due; the dues keep to the 50 ms grid, and a deadline the
+    # thread woke too late for is skipped, counted, not shifted: samples and skips fill 1 s
+    dues = [m["t_ns"] / 1e9 - m["late_s"] for m in grid]
+    steps = [(b - a) / 0.05 for a, b in zip(dues, dues[1:], strict=False)]
+    assert all(k >= 0.999 and abs(k - round(k)) < 1e-3 for k in steps), steps
+    assert 18 <= len(grid) + s.bye["skipped"] <= 22, (len(grid), s.bye)
+    assert statistics.median(m["late_s"] for m in grid) < 0.025  # most on time on a quiet process
+    assert not sampler_threads()
 
 
 def test_the_sampler_process_imports_no_torch_and_answers_now():
