@@ -10,6 +10,7 @@ import math
 import random
 import sys
 import types
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -244,20 +245,26 @@ def test_as_table_keeps_a_table_and_makes_one_from_rows():
 
 # -- memory -------------------------------------------------------------------------------------
 
-def held(root) -> tuple[int, int]:
-    """Bytes and objects reachable from ``root`` (each object once, by ``sys.getsizeof``; classes,
-    modules and functions left out): what the table keeps alive."""
+def reachable(root: object, follow: Callable[[object], bool] = lambda obj: True) -> Iterator[object]:
+    """Each object reachable from ``root``, once (by ``gc.get_referents``; classes, modules and
+    functions left out), walking on from those ``follow`` accepts."""
     seen: set[int] = set()
     stack = [root]
-    size = 0
     while stack:
         obj = stack.pop()
         if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType)):
             continue
         seen.add(id(obj))
-        size += sys.getsizeof(obj)
-        stack.extend(gc.get_referents(obj))
-    return size, len(seen)
+        yield obj
+        if follow(obj):
+            stack.extend(gc.get_referents(obj))
+
+
+def held(root) -> tuple[int, int]:
+    """Bytes and objects reachable from ``root`` (each object once, by ``sys.getsizeof``): what the
+    table keeps alive."""
+    sizes = [sys.getsizeof(obj) for obj in reachable(root)]
+    return sum(sizes), len(sizes)
 
 
 def long_run(n):

@@ -24,6 +24,7 @@ from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
 from gnnmon.record import run as run_module
 from gnnmon.record.options import WINDOW
 from gnnmon.record.sinks import Batch, sink
+from tests.data.test_table import reachable
 
 
 class RecordingSink:
@@ -220,28 +221,21 @@ def long_step(x):
     return x
 
 
+CONTAINERS = (list, tuple, dict, set, frozenset, collections.deque)
+
+
 def _held(root: object) -> int:
     """Entries of every container reachable from ``root`` through gnnmon's own objects and the
     builtin containers (not functions, modules, classes or threads): what a run keeps, counted. A
     deque with a ``maxlen`` counts as its bound, and its items are not followed: it cannot grow."""
-    containers = (list, tuple, dict, set, frozenset, collections.deque)
-    seen: set[int] = set()
-    stack = [root]
-    held = 0
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, collections.deque) and obj.maxlen is not None:
-            held += obj.maxlen
-            continue
-        if isinstance(obj, containers):
-            held += len(obj)
-        elif not type(obj).__module__.startswith("gnnmon"):
-            continue
-        stack.extend(gc.get_referents(obj))
-    return held
+    def bounded(obj: object) -> bool:
+        return isinstance(obj, collections.deque) and obj.maxlen is not None
+
+    def follow(obj: object) -> bool:
+        return not bounded(obj) and (isinstance(obj, CONTAINERS) or type(obj).__module__.startswith("gnnmon"))
+
+    return sum(obj.maxlen if bounded(obj) else len(obj)
+               for obj in reachable(root, follow) if isinstance(obj, CONTAINERS))
 
 
 class _Events:
