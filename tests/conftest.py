@@ -107,6 +107,7 @@ def fake_cuda(monkeypatch):
     clear_backends()
     fake = FakeCuda(n=2).install(monkeypatch)
     yield fake
+    fake.retired = True
     clear_backends()
 
 

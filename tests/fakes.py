@@ -34,17 +34,35 @@ They follow the documented behaviour of the real modules:
   device_type=)`` builds a stream object from it, as ``torch.cuda.current_stream`` does; streams
   built count in ``streams_built``.
 
+* Every call costs what it cost on a real GPU: the fake CUDA busy-waits the host time
+  :data:`CUDA_COSTS_US` gives for it (an H200's and an H100's figures, DESIGN.md) and counts it by
+  kind in ``calls`` (and per thread in ``thread_calls``), so that the CPU suite and benchmarks see
+  the CUDA time a row spends (``charged_ns``). ``FakeCuda(costs={})`` charges nothing.
+* A process forked after CUDA started cannot use it, as with the real driver: in the child
+  ``is_initialized()`` is False, ``torch.cuda._is_in_bad_fork()`` True, every call that would reach
+  the driver (a stat read, a peak reset, a sync, a stream, a new event, an allocation) raises
+  torch's "Cannot re-initialize CUDA in forked subprocess", an inherited event's methods raise
+  "CUDA error: initialization error", and an inherited event that had been recorded, destroyed
+  there, **aborts the child** (the real one's destructor calls CUDA and ``std::terminate`` ends
+  the process: "DataLoader worker exited unexpectedly"). A fake retired at the end of its test
+  (``retired = True``, the fixtures' teardown) stops aborting: garbage of an old test collected in
+  a later test's child is not that test's fault.
+
 Tests allocate on the fake with :meth:`FakeCuda.alloc` / :meth:`FakeMps.alloc` inside the measured
-call, and read back what the fake saw (``sync_calls``, ``reset_calls``, ``event_syncs``).
+call, and read back what the fake saw (``sync_calls``, ``reset_calls``, ``event_syncs``, ``calls``).
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
+import os
+import sys
 import threading
 import time
 import types
 import uuid
+import weakref
 from typing import Any
 
 import torch
@@ -52,29 +70,84 @@ import torch
 _SEGMENT = 2 * 2**20
 
 
+CUDA_COSTS_US: dict[str, float] = {
+    "stats": 12.0,  # torch._C._cuda_memoryStats: the nested dict (H200, torch 2.11, 2026-11-27)
+    "memory_stats": 78.0,  # torch.cuda.memory_stats: the flat dict, built in Python (H200)
+    "memory_allocated": 80.0,  # torch.cuda.memory_allocated: calls memory_stats (H200)
+    "event_create": 1.8,  # torch.cuda.Event(enable_timing=True) (H100, torch 2.11)
+    "event_record": 7.8,  # Event.record: created + recorded 9.6 on the H200, less the creation
+    "event_query": 0.7,  # Event.query (H100)
+    "synchronize": 7.4,  # torch.cuda.synchronize on an idle device (H200), before any wait
+    "reset_peak": 0.5,  # torch.cuda.reset_peak_memory_stats (H100; not yet measured on the H200)
+    "driver_record": 0.23,  # cuEventRecord through cuda.bindings (RTX 4090, cuda-python PR #1856)
+}
+"""Host time, µs, each fake CUDA call charges (busy-waiting, holding the GIL as the real calls do).
+Calls not listed (the current device or stream, mem_get_info, elapsed_time) are counted, not
+charged: their cost on a GPU machine is not measured yet."""
+
+FORKED_ERROR = ("Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
+                "you must use the 'spawn' start method")
+"""What torch raises for a CUDA call in a process forked after CUDA started."""
+
+
+def _busy(us: float) -> None:
+    end = time.perf_counter_ns() + int(us * 1e3)
+    while time.perf_counter_ns() < end:
+        pass
+
+
 class _FakeEvent:
-    """Like torch.cuda.Event / torch.mps.event.Event on a fake device timeline."""
+    """Like torch.cuda.Event / torch.mps.event.Event on a fake device timeline. Created on the
+    device (``handle``) when first recorded, as torch's is."""
 
     def __init__(self, owner: Any, enable_timing: bool = False) -> None:
+        owner.charge("event_create")
         self.owner = owner
         self.enable_timing = enable_timing
         self.at: float | None = None
+        self.created_in: int | None = None  # the pid whose first record created it on the device
+        self.handle = 0  # cuda_event: the device's handle, 0 until created
         owner.events_created += 1
 
+    @property
+    def cuda_event(self) -> int:
+        return self.handle
+
+    def _usable(self) -> None:
+        if self.created_in is not None and self.created_in != os.getpid() and self.owner.forked():
+            raise RuntimeError("CUDA error: initialization error")
+
     def record(self, stream: Any = None) -> None:
+        self.owner.usable()
+        self._usable()
+        self.owner.charge("event_record")
+        self.mark(stream)
+
+    def mark(self, stream: Any) -> None:
+        """Record it on the timeline (what the driver does, however it is asked to)."""
+        if self.created_in is None:
+            self.created_in = os.getpid()
+            self.handle = self.owner.new_handle(self)
+            self.owner.begin()
         self.owner.records.append(stream)
         self.at = max(time.perf_counter(), self.owner.free_at)
 
     def query(self) -> bool:
+        self._usable()
         self.owner.event_queries += 1
+        self.owner.charge("event_query")
         return self.at is None or time.perf_counter() >= self.at
 
     def synchronize(self) -> None:
+        self._usable()
         self.owner.event_syncs += 1
+        self.owner.charge("event_sync")
         if self.at is not None:
             time.sleep(max(0.0, self.at - time.perf_counter()))
 
     def elapsed_time(self, end: _FakeEvent) -> float:
+        self._usable()
+        self.owner.charge("elapsed_time")
         if not (self.enable_timing and end.enable_timing):
             raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
         if self.at is None or end.at is None:
@@ -83,9 +156,23 @@ class _FakeEvent:
             raise RuntimeError("CUDA error: device not ready")
         return (end.at - self.at) * 1e3
 
+    def __del__(self) -> None:
+        # torch's CUDAEvent destructor sets the device and destroys the event: in a forked child
+        # CUDA fails there, the error escapes a destructor and std::terminate aborts the process.
+        created = getattr(self, "created_in", None)
+        owner = getattr(self, "owner", None)
+        if created is not None and created != os.getpid() and owner is not None and owner.forked() \
+                and not owner.retired:
+            os.write(2, b"terminate called after throwing an instance of 'c10::Error'\n"
+                        b"  what():  CUDA error: initialization error (fake: a CUDA event inherited from the "
+                        b"parent was destroyed in a forked child)\n")
+            os.abort()
+
 
 class _Timeline:
     """The device's queue: when the work queued so far will be done."""
+
+    costs: dict[str, float] = {}  # what each call charges, µs (none: see FakeCuda)
 
     def __init__(self) -> None:
         self.free_at = 0.0
@@ -93,6 +180,37 @@ class _Timeline:
         self.event_syncs = 0
         self.event_queries = 0
         self.records: list[Any] = []
+        self.retired = False
+        self.calls: collections.Counter[str] = collections.Counter()
+        self.thread_calls: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+        self.charged_ns = 0
+        self._handles = itertools.count(0x7F00_0000_0000, 0x40)
+        self.by_handle: weakref.WeakValueDictionary[int, _FakeEvent] = weakref.WeakValueDictionary()
+
+    def charge(self, kind: str) -> None:
+        """Count one call of ``kind`` and spend its host time (:data:`CUDA_COSTS_US`)."""
+        self.calls[kind] += 1
+        self.thread_calls[threading.current_thread().name][kind] += 1
+        us = self.costs.get(kind)
+        if us:
+            t0 = time.perf_counter_ns()
+            _busy(us)
+            self.charged_ns += time.perf_counter_ns() - t0
+
+    def forked(self) -> bool:
+        """Whether this process was forked after the device started (a device that cannot run there)."""
+        return False
+
+    def usable(self) -> None:
+        """Raise what the real module raises for a device call where the device cannot run."""
+
+    def begin(self) -> None:
+        """The device starts (an event created on it starts CUDA's context)."""
+
+    def new_handle(self, event: _FakeEvent) -> int:
+        handle = next(self._handles)
+        self.by_handle[handle] = event
+        return handle
 
     def launch(self, seconds: float) -> None:
         """Queue ``seconds`` of device work; returns at once, like a kernel launch."""
@@ -123,13 +241,14 @@ class FakeStream:
         return f"FakeStream(id={self.stream_id}, device={self.device_index})"
 
 
-def _stat(current: int, peak: int) -> dict[str, int]:
-    return {"current": current, "peak": peak, "allocated": 0, "freed": 0}
+def _stat(current: int, peak: int, allocated: int = 0, freed: int = 0) -> dict[str, int]:
+    return {"current": current, "peak": peak, "allocated": allocated, "freed": freed}
 
 
 class _CudaDevice:
     def __init__(self) -> None:
         self.allocated = self.allocated_peak = 0
+        self.allocated_total = self.freed_total = 0  # bytes ever allocated and freed (only grow)
         self.reserved = self.reserved_peak = 0
         self.retries = 0
         self.ooms = 0
@@ -142,8 +261,10 @@ class FakeCuda(_Timeline):
 
     kind = "cuda"  # the torch device type it stands for
 
-    def __init__(self, n: int = 2, total_bytes: int = 16 * 2**30) -> None:
+    def __init__(self, n: int = 2, total_bytes: int = 16 * 2**30, costs: dict[str, float] | None = None) -> None:
         super().__init__()
+        self.costs = CUDA_COSTS_US if costs is None else costs
+        self.started_in: int | None = None  # the pid in which CUDA started (initialised)
         self.devices = [_CudaDevice() for _ in range(n)]
         # CUDA index i is NVML's GPU n-1-i: the two orders differ, as with CUDA_VISIBLE_DEVICES.
         self.uuids = [uuid.UUID(int=1000 + (n - 1 - i)) for i in range(n)]
@@ -162,20 +283,45 @@ class FakeCuda(_Timeline):
         self._ids = itertools.count()
         self._lock = threading.Lock()
 
+    @property
+    def initialized(self) -> bool:
+        return self.started_in is not None
+
+    @initialized.setter
+    def initialized(self, value: bool) -> None:
+        if not value:
+            self.started_in = None
+        elif self.started_in is None:
+            self.started_in = os.getpid()
+
+    def forked(self) -> bool:
+        """torch.cuda._is_in_bad_fork(): this process was forked after CUDA started in its parent."""
+        return self.started_in is not None and self.started_in != os.getpid()
+
+    def usable(self) -> None:
+        if self.forked():
+            raise RuntimeError(FORKED_ERROR)
+
+    def begin(self) -> None:
+        self.initialized = True
+
     # -- what tests use --------------------------------------------------------------------
     def alloc(self, nbytes: int, device: Any = None) -> int:
         """Allocate ``nbytes`` on a device; returns a handle for :meth:`free`."""
+        self.usable()
         i = self._index(device)
         self.initialized = True
         with self._lock:
             d = self.devices[i]
             d.allocated += nbytes
+            d.allocated_total += nbytes
             if d.allocated > d.reserved:
                 need = d.allocated - d.reserved
                 d.reserved += -(-need // _SEGMENT) * _SEGMENT
                 if d.reserved > self.total:
                     d.ooms += 1
                     d.allocated -= nbytes
+                    d.allocated_total -= nbytes
                     d.reserved -= -(-need // _SEGMENT) * _SEGMENT
                     raise self.out_of_memory(nbytes, i, d)
             d.allocated_peak = max(d.allocated_peak, d.allocated)
@@ -188,6 +334,7 @@ class FakeCuda(_Timeline):
         with self._lock:
             i, nbytes = self._blocks.pop(handle)
             self.devices[i].allocated -= nbytes
+            self.devices[i].freed_total += nbytes
 
     def out_of_memory(self, nbytes: int, i: int, d: _CudaDevice) -> BaseException:
         """The error an allocation of ``nbytes`` on device ``i`` that does not fit raises."""
@@ -217,12 +364,14 @@ class FakeCuda(_Timeline):
         return True
 
     def is_initialized(self) -> bool:
-        return self.initialized
+        return self.initialized and not self.forked()
 
     def device_count(self) -> int:
         return len(self.devices)
 
     def current_device(self) -> int:
+        self.usable()
+        self.charge("current_device")
         self.initialized = True
         return self.current
 
@@ -230,15 +379,21 @@ class FakeCuda(_Timeline):
         self.current = self._index(device)
 
     def synchronize(self, device: Any = None) -> None:
+        self.usable()
+        self.charge("synchronize")
         self.initialized = True
         self.sync_calls.append(self._index(device))
         self.wait_idle()
 
     def current_stream(self, device: Any = None) -> FakeStream:
+        self.usable()
+        self.charge("current_stream")
         return FakeStream(self, self.stream_id, self._index(device), 1)
 
     def get_current_stream_data(self, index: int) -> tuple[int, int, int]:
         """``torch._C._cuda_getCurrentStream``: (stream id, device index, device type)."""
+        self.usable()
+        self.charge("current_stream")
         return (self.stream_id, self._index(index), 1)
 
     def Stream(self, stream_id: int = 0, device_index: int = 0, device_type: int = 1) -> FakeStream:  # torch's name
@@ -251,7 +406,8 @@ class FakeCuda(_Timeline):
 
     def memory_stats(self, device: Any = None) -> dict[str, Any]:
         self.stats_calls += 1
-        if not self.initialized:
+        self.charge("memory_stats")
+        if not self.is_initialized():
             return {}
         d = self.devices[self._index(device)]
         return {
@@ -264,23 +420,25 @@ class FakeCuda(_Timeline):
         }
 
     def memory_stats_as_nested_dict(self, device: Any = None) -> dict[str, Any]:
-        if not self.initialized:
+        if not self.is_initialized():
             return {}
         return self.raw_memory_stats(self._index(device))
 
     def raw_memory_stats(self, index: int) -> dict[str, Any]:
         """``torch._C._cuda_memoryStats(index)``: the nested dict (CUDA must be initialised)."""
         self.stats_calls += 1
+        self.usable()
+        self.charge("stats")
         if not self.initialized:
             raise RuntimeError("fake: torch._C._cuda_memoryStats called before CUDA was initialised")
         self.stats_on.append(self._index(index))
         d = self.devices[self._index(index)]
         empty = _stat(0, 0)
+        allocated = _stat(d.allocated, d.allocated_peak, d.allocated_total, d.freed_total)
         return {
             "num_alloc_retries": d.retries,
             "num_ooms": d.ooms,
-            "allocated_bytes": {"all": _stat(d.allocated, d.allocated_peak), "small_pool": empty,
-                                "large_pool": _stat(d.allocated, d.allocated_peak)},
+            "allocated_bytes": {"all": allocated, "small_pool": empty, "large_pool": dict(allocated)},
             "reserved_bytes": {"all": _stat(d.reserved, d.reserved_peak), "small_pool": empty,
                                "large_pool": _stat(d.reserved, d.reserved_peak)},
             "inactive_split_bytes": {"all": _stat(d.split, d.split), "small_pool": empty,
@@ -289,6 +447,8 @@ class FakeCuda(_Timeline):
 
     def mem_get_info(self, device: Any = None) -> tuple[int, int]:
         """``torch.cuda.mem_get_info``: (free, total) bytes as the driver sees them."""
+        self.usable()
+        self.charge("mem_get_info")
         d = self.devices[self._index(device)]
         return self.total - d.reserved - self.other, self.total
 
@@ -305,12 +465,17 @@ class FakeCuda(_Timeline):
             pickle.dump({"segments": [], "device_traces": [[]], "fake": True}, f)
 
     def memory_allocated(self, device: Any = None) -> int:
+        self.charge("memory_allocated")
+        if not self.is_initialized():
+            return 0
         return self.devices[self._index(device)].allocated
 
     def max_memory_allocated(self, device: Any = None) -> int:
         return self.devices[self._index(device)].allocated_peak
 
     def reset_peak_memory_stats(self, device: Any = None) -> None:
+        self.usable()
+        self.charge("reset_peak")
         i = self._index(device)
         self.reset_calls.append(i)
         d = self.devices[i]
@@ -334,6 +499,8 @@ class FakeCuda(_Timeline):
         monkeypatch.setattr(torch._C, "_cuda_memoryStats", self.raw_memory_stats, raising=False)
         monkeypatch.setattr(torch._C, "_cuda_getCurrentStream", self.get_current_stream_data, raising=False)
         monkeypatch.setattr(torch.cuda, "_raw_device_uuid_nvml", self.raw_device_uuid_nvml, raising=False)
+        monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", self.forked, raising=False)
+        monkeypatch.setattr(torch._C, "_cuda_isInBadFork", self.forked, raising=False)
         return self
 
     def raw_device_uuid_nvml(self) -> list[str]:

@@ -7,6 +7,7 @@ May import: the root modules (``gnnmon.errors``, ``gnnmon.fields``) only."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import torch
@@ -14,6 +15,7 @@ import torch
 from gnnmon.devices.base import Backend
 from gnnmon.devices.cpu import CpuBackend
 from gnnmon.devices.cuda import CudaBackend
+from gnnmon.devices.fork import set_aside
 from gnnmon.devices.mps import MpsBackend
 from gnnmon.devices.registry import BACKENDS, BackendKind, register_backend
 from gnnmon.errors import DeviceError
@@ -60,3 +62,17 @@ def clear_backends() -> None:
     with _LOCK:
         _CACHE.clear()
         _BY_DEVICE.clear()
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: the parent's backends (CUDA's event pools and streams) are set aside,
+    never used or freed here (:mod:`gnnmon.devices.fork`); the child makes its own."""
+    global _LOCK
+    _LOCK = threading.RLock()  # another thread of the parent may have held it at the fork
+    set_aside(list(_CACHE.values()))
+    _CACHE.clear()
+    _BY_DEVICE.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

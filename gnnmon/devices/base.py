@@ -93,6 +93,11 @@ class Backend(Protocol):
         """The device's memory now, read after an allocation failed (never on the step's path);
         None where the device holds nothing yet (CUDA not started)."""
 
+    # Optional: ``activity(fresh: bool) -> int``, a count that changes whenever the device's
+    # allocator hands out memory (CUDA: bytes ever allocated), read anew or (``fresh`` False) from
+    # the last read. A backend that has it measures a call whose arguments are on the host, while
+    # the device is in use, on whichever of the two did the work (gnnmon.measure.row_device).
+
     def capacity(self) -> tuple[int, str]:
         """All the memory the device offers the process, in bytes, and what that is in words
         (``"cuda:0's memory"``, ``"the machine's RAM"``): what a forecast batch must fit in."""

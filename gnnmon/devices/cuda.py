@@ -136,6 +136,13 @@ class CudaBackend:
     def _reset(self) -> None:
         torch.cuda.reset_peak_memory_stats(self.index)
 
+    def activity(self, fresh: bool) -> int:
+        """A count that changes whenever the allocator hands out memory on this device (bytes ever
+        allocated), from a new read, or, ``fresh`` False, from the last read made (one that a
+        window's end just made): whether a call used the device, at no read of its own."""
+        stats = self._stats() if fresh or not self._last else self._last
+        return int(stats["allocated_bytes"]["all"]["allocated"]) if stats else 0
+
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.index)
 

@@ -22,12 +22,17 @@ import torch
 from gnnmon.devices.base import Backend
 from gnnmon.devices.cpu import CpuBackend
 from gnnmon.devices.cuda import CudaBackend, check_cuda_index
+from gnnmon.devices.fork import cuda_lost
 from gnnmon.devices.mps import MpsBackend
 from gnnmon.fields import HOST_BACKEND
 
 
 def _none() -> None:
     return None
+
+
+def _never() -> bool:
+    return False
 
 
 def _nothing() -> dict[str, Any]:
@@ -73,6 +78,9 @@ class BackendKind:
     oom_messages: tuple[str, ...] = ("out of memory",)
     """Phrases (lower case) in the text of the error this kind's allocator raises when it runs out
     of memory, for errors whose type does not say so (a ``RuntimeError``)."""
+    lost: Callable[[], bool] = _never
+    """True in a process where this kind cannot run though its parent used it (CUDA in a child
+    forked after CUDA started: :mod:`gnnmon.devices.fork`); its calls are then measured on the host."""
 
     @property
     def in_use_source(self) -> str:
@@ -170,7 +178,8 @@ def _mps_in_use() -> torch.device | None:
 
 for _kind in (
     BackendKind("cuda", CudaBackend, _cuda_in_use, resolve_index=check_cuda_index,
-                gauge_index=_cuda_gauge_index, manifest=_cuda_manifest, collective_device=_cuda_collective),
+                gauge_index=_cuda_gauge_index, manifest=_cuda_manifest, collective_device=_cuda_collective,
+                lost=cuda_lost),
     BackendKind("mps", MpsBackend, _mps_in_use,
                 manifest=lambda: {"mps_available": _mps_available()}),
     BackendKind(HOST_BACKEND, CpuBackend, accelerator=False, manifest=_host_manifest,

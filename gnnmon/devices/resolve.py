@@ -87,6 +87,16 @@ BY_ARGUMENT = "argument"
 BY_EXPLICIT = "explicit"
 BY_DEFAULT = "torch default device"
 BY_NOTHING = "cpu: no accelerator in use"
+BY_WORK = "{type}: its allocator was used (arguments on the cpu)"
+"""A call whose arguments are on the host, while an accelerator is in use, that used the accelerator."""
+BY_HOST_WORK = "cpu: arguments on the cpu, {type}'s allocator unused"
+"""The same, when the call did not use it: its work was the host's."""
+EITHER = "either"
+"""What :func:`choose_backend` says of such a call until it ends: measured on the accelerator and
+the host, and settled then (:mod:`gnnmon.measure.row_device`) as :data:`BY_WORK` or
+:data:`BY_HOST_WORK`."""
+BY_FORK = "cpu: a forked child, where {type} cannot run"
+"""A call in a child forked after its parent started a device that cannot run there (CUDA)."""
 
 
 def infer_device() -> tuple[torch.device, str]:
@@ -96,7 +106,8 @@ def infer_device() -> tuple[torch.device, str]:
     1. torch's default device, where one was set (``torch.set_default_device``);
     2. else the first accelerator kind in use in this process (:mod:`gnnmon.devices.registry`:
        CUDA initialised, then MPS holding memory): ``cuda in use``, ``mps in use``;
-    3. else the CPU: ``cpu: no accelerator in use``.
+    3. else the CPU: ``cpu: no accelerator in use`` (or, in a child forked from a CUDA process,
+       :data:`BY_FORK`).
 
     Never the CPU silently while a GPU is in use. A call that is the first to use an accelerator
     is measured on the CPU (none was in use when it started); its row says so, from
@@ -107,6 +118,9 @@ def infer_device() -> tuple[torch.device, str]:
     used = accelerator_in_use()
     if used is not None:
         return used[1], used[0].in_use_source
+    for kind in BACKENDS.values():
+        if kind.lost():
+            return dev, BY_FORK.format(type=kind.type)
     return dev, BY_NOTHING
 
 
@@ -123,14 +137,26 @@ def accelerator_in_use() -> tuple[BackendKind, torch.device] | None:
 def choose_backend(found: torch.device | None, explicit: Any = None) -> tuple[Backend, str]:
     """The backend a call is measured on, and how its device was chosen (a row's
     ``device_source``): ``explicit`` (a ``device=`` value) if given, else ``found`` (the device of
-    its arguments, :func:`~gnnmon.devices.arguments.scan_arguments`), else :func:`infer_device`."""
+    its arguments, :func:`~gnnmon.devices.arguments.scan_arguments`), else :func:`infer_device`;
+    the host where that device cannot run in this process (:data:`BY_FORK`). Arguments on the
+    host while an accelerator that can say whether a call used it is in use: that accelerator,
+    with :data:`EITHER`, for the row to settle when the call ends."""
     if explicit is not None:
         dev = explicit if isinstance(explicit, torch.device) else parse_device(explicit)
-        return backend_for(dev), BY_EXPLICIT
-    if found is not None:
+        how = BY_EXPLICIT
+    elif found is not None:
         dev, how = found, BY_ARGUMENT
+        if found.type == HOST_BACKEND:  # a batch moved inside the step: where did the work run?
+            used = accelerator_in_use()
+            if used is not None:
+                backend = backend_for(used[1])
+                if getattr(backend, "activity", None) is not None:
+                    return backend, EITHER
     else:
         dev, how = infer_device()
+    kind = BACKENDS.get(dev.type)
+    if kind is not None and kind.lost():  # a forked child: its CUDA objects are the parent's
+        return backend_for(_CPU), BY_FORK.format(type=dev.type)
     try:
         return backend_for(dev), how
     except DeviceError:

@@ -16,17 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gnnmon.devices.base import MemoryWindow
 from gnnmon.devices.host import EXACT_SOURCE, HOST
 from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.errors import is_positive_number
 from gnnmon.measure.adapters import make_decorator, make_scope
 from gnnmon.measure.lifecycle import Measurement
-from gnnmon.measure.row_device import row_backend
-
-CACHED_NOTE = ("cpu: freed memory stays in the process for reuse (glibc), so a call's peak shows only "
-               "growth beyond what earlier calls left; gnnmon.exact_host_memory() returns large frees "
-               "to the OS (at a cost in page faults: 1.6-1.8x a GraphSAGE step's time, docs/memory.md)")
+from gnnmon.measure.memory_fields import CACHED_NOTE, device_figures, host_as_device, host_figures
+from gnnmon.measure.row_device import row_backend, window_read_at_end, work_starts
 
 DEFAULT_SAMPLE_INTERVAL = 0.005
 """Seconds between samples where a peak can only be sampled (MPS, child processes, non-Linux RSS)."""
@@ -69,6 +65,7 @@ class MemoryMeasurement(Measurement):
             self._host = HOST.open(o["include_children"], interval)
         if not backend.memory_is_host:
             self._device = backend.open_window(interval)
+            work_starts(self.row, False)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -83,6 +80,8 @@ class MemoryMeasurement(Measurement):
         finally:
             # Close windows even if the sync failed (a device error): the peak stacks stay sound.
             device = None if token is None else backend.close_window(token)
+            if token is not None:
+                window_read_at_end(self.row)
             self._device = None
             if type(host) is list:  # an exact RSS window: [start, peak]
                 end = HOST.exact_windows().close(host)  # type: ignore[union-attr]
@@ -106,55 +105,6 @@ class MemoryMeasurement(Measurement):
         if device is not None:
             device_figures(fields, device)
         return None
-
-
-def host_figures(fields: dict[str, Any], window: MemoryWindow) -> None:
-    """The host process's ``rss_*`` figures (bytes) from a sampled window over its RSS (and its
-    child processes', apart, where it was asked for them)."""
-    children = window.children
-    if children is not None:
-        fields["rss_children_start_bytes"] = children[0]
-        fields["rss_children_peak_bytes"] = children[2]
-        fields["rss_children_end_bytes"] = children[1]
-    fields["rss_start_bytes"] = window.start
-    fields["rss_peak_bytes"] = window.peak
-    fields["rss_end_bytes"] = window.end
-    fields["rss_peak_bytes_source"] = window.how
-
-
-def host_as_device(fields: dict[str, Any]) -> None:
-    """On the CPU the device's ``mem_*`` figures (bytes) are the host's ``rss_*`` ones, copied
-    within the row's fields (on the step's path: no dict made)."""
-    start, peak, end = fields["rss_start_bytes"], fields["rss_peak_bytes"], fields["rss_end_bytes"]
-    fields["mem_start_bytes"] = start
-    fields["mem_end_bytes"] = end
-    fields["mem_peak_bytes"] = peak
-    fields["mem_peak_delta_bytes"] = peak - start
-    fields["mem_peak_bytes_source"] = fields["rss_peak_bytes_source"]
-    fields["mem_end_delta_bytes"] = end - start
-
-
-def device_figures(fields: dict[str, Any], window: MemoryWindow) -> None:
-    """An accelerator's ``mem_*`` figures (bytes), and its allocator's counts, from its window."""
-    start, end, peak = window.start, window.end, window.peak
-    fields["mem_start_bytes"] = start
-    fields["mem_end_bytes"] = end
-    fields["mem_peak_bytes"] = peak
-    fields["mem_peak_delta_bytes"] = peak - start
-    fields["mem_peak_bytes_source"] = window.how
-    reserved = window.reserved
-    if reserved is not None:
-        fields["mem_reserved_start_bytes"], fields["mem_reserved_end_bytes"], fields["mem_reserved_peak_bytes"] = (
-            reserved)
-    driver = window.driver
-    if driver is not None:
-        (fields["mem_driver_start_bytes"], fields["mem_driver_bytes"], fields["mem_driver_peak_bytes"],
-         fields["mem_recommended_max_bytes"]) = driver
-    if window.retries is not None:
-        fields["cuda_alloc_retries"] = window.retries
-    if window.failures is not None:
-        fields["cuda_ooms"] = window.failures
-    fields["mem_end_delta_bytes"] = end - start
 
 
 monitor_memory_device = make_decorator(MemoryMeasurement, "monitor_memory_device")

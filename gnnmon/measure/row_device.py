@@ -5,16 +5,63 @@ The first measurement that needs a device chooses it (:func:`~gnnmon.devices.res
 (:meth:`~gnnmon.record.row.Row.use_device`), which keeps it as its ``device``, ``backend`` and
 ``device_source``; the later ones reuse it unless they name a device of their own. A row that no
 measurement chose a device for gets one when it closes, for its identity fields only.
+
+A call whose arguments are on the host while an accelerator is in use (``batch =
+batch.to(device)`` inside the step, PyG's usual loop) is measured on both — the accelerator's
+window and events, and the host's RSS and wall time, which every row has — and settled when it
+closes: on the accelerator if its allocator handed out memory during the call (a GPU step always
+does), else on the host (a CPU-only function in a GPU process). Its ``device_source`` says which
+(:data:`~gnnmon.devices.resolve.BY_WORK`, :data:`~gnnmon.devices.resolve.BY_HOST_WORK`). Whether
+the allocator was used is read from the reads the row's memory window makes at its ends; a row
+without one makes one read at each end for it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gnnmon.devices import Backend
-from gnnmon.devices.resolve import BY_NOTHING, choose_backend, started_during
+from gnnmon.devices import Backend, backend_for
+from gnnmon.devices.malloc import mmap_threshold
+from gnnmon.devices.resolve import (
+    BY_ARGUMENT,
+    BY_HOST_WORK,
+    BY_NOTHING,
+    BY_WORK,
+    EITHER,
+    choose_backend,
+    started_during,
+)
+from gnnmon.measure.memory_fields import CACHED_NOTE, host_instead
 from gnnmon.record.interrupts import raised_by_handler
 from gnnmon.record.row import Row
+
+
+class Placing:
+    """A row measured on an accelerator until it ends, then settled on whichever did its work:
+    the accelerator's ``activity`` count at the row's start (None until a measurement used the
+    device) and whether a memory window's end read it last."""
+
+    __slots__ = ("start", "read_at_end")
+
+    def __init__(self) -> None:
+        self.start: int | None = None
+        self.read_at_end = False
+
+
+def work_starts(row: Row, fresh: bool) -> None:
+    """A measurement of ``row`` starts on its device: where the row's device is settled at its
+    end, the accelerator's count is taken now, from a new read or (``fresh`` False) from the read
+    the measurement just made."""
+    placing = row.placing
+    if placing is not None and placing.start is None:
+        placing.start = row.backend.activity(fresh)  # type: ignore[union-attr]
+
+
+def window_read_at_end(row: Row) -> None:
+    """A memory window of ``row`` has just closed: its read is the row's end read."""
+    placing = row.placing
+    if placing is not None:
+        placing.read_at_end = True
 
 
 def row_backend(row: Row, explicit: Any = None) -> Backend:
@@ -26,8 +73,44 @@ def row_backend(row: Row, explicit: Any = None) -> Backend:
             return backend
     backend, how = choose_backend(row.found, explicit)
     if row.backend is None:
+        if how == EITHER:
+            row.placing = Placing()
+            how = BY_WORK.format(type=backend.name)  # until it is settled otherwise
         row.use_device(backend, how)
     return backend
+
+
+def _settle(row: Row, placing: Placing) -> None:
+    """Where ``row``'s work ran (see the module doc): the accelerator, if its allocator's count
+    moved between the row's ends; else the host, whose memory (RSS) and wall times the row then
+    reports in place of the accelerator's, its event spans given back unread."""
+    row.placing = None
+    backend = row.backend
+    if placing.start is None or backend is None:  # no measurement used the device: the arguments'
+        host = backend_for(row.found) if row.found is not None else None
+        if host is not None:
+            row.backend = host
+            fields = row.fields
+            fields["device"], fields["backend"], fields["device_source"] = host.label, host.name, BY_ARGUMENT
+        return
+    if backend.activity(not placing.read_at_end) != placing.start:  # type: ignore[attr-defined]
+        return
+    host = backend_for(row.found)  # type: ignore[arg-type]
+    fields = row.fields
+    fields["device"], fields["backend"] = host.label, host.name
+    fields["device_source"] = BY_HOST_WORK.format(type=backend.name)
+    row.backend = host
+    spans = row.deferred()
+    for span in [d for d in spans if getattr(d, "backend", None) is backend and hasattr(d, "on_host")]:
+        spans.remove(span)
+        span.on_host(fields)
+    if fields.get("device_s_source") == "events":
+        fields["device_s"] = fields["wall_s"]
+        fields["device_s_source"] = "wall"
+    if "mem_start_bytes" in fields:
+        host_instead(fields)
+        if mmap_threshold() is None:
+            row.note(CACHED_NOTE)
 
 
 def close_row(row: Row, error: BaseException | None) -> None:
@@ -47,4 +130,12 @@ def close_row(row: Row, error: BaseException | None) -> None:
             started = started_during()
             if started is not None:
                 row.note(started)
+        placing = row.placing
+        if placing is not None:
+            try:
+                _settle(row, placing)
+            except Exception as exc:
+                if raised_by_handler(exc):
+                    raise
+                row.note(f"device not settled (kept {row.fields['device']}): {exc}")
     row.close(error)

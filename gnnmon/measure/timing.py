@@ -25,7 +25,7 @@ from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import parse_device
 from gnnmon.measure.adapters import is_compiling, make_decorator, make_scope
 from gnnmon.measure.lifecycle import Measurement
-from gnnmon.measure.row_device import close_row, row_backend
+from gnnmon.measure.row_device import close_row, row_backend, work_starts
 from gnnmon.record import state
 from gnnmon.record.interrupts import hold, reentered, release, releasing
 from gnnmon.record.row import Row, open_phase
@@ -42,15 +42,32 @@ def check_sync(sync: Any, where: str) -> str:
 class EventSpan:
     """Device time between two recorded events, read when the end event has completed; both
     events then go back to the backend's pool. The seconds go to ``field`` (added to what it
-    holds with ``accumulate``) and, where ``also`` names one, are set in that field too."""
+    holds with ``accumulate``) and, where ``also`` names one, are set in that field too. ``wall``:
+    the host's seconds over the same span, what :meth:`on_host` writes instead."""
 
-    __slots__ = ("start", "end", "field", "accumulate", "backend", "also")
+    __slots__ = ("start", "end", "field", "accumulate", "backend", "also", "wall")
 
     def __init__(self, start: Any, end: Any, field: str, accumulate: bool, backend: Backend,
-                 also: str | None = None) -> None:
+                 also: str | None = None, wall: float = 0.0) -> None:
         self.start, self.end, self.field, self.accumulate = start, end, field, accumulate
         self.backend = backend
         self.also = also
+        self.wall = wall
+
+    def on_host(self, fields: dict[str, Any]) -> None:
+        """The span's work was the host's (its row settled there): its wall time is written, and
+        its events go back to the pool unread (an event may be recorded again before it completes)."""
+        self._write(fields, self.wall)
+        self.backend.release_event(self.start)
+        self.backend.release_event(self.end)
+
+    def _write(self, fields: dict[str, Any], seconds: float) -> None:
+        if self.accumulate:
+            fields[self.field] = (fields.get(self.field) or 0.0) + seconds
+        else:
+            fields[self.field] = seconds
+        if self.also is not None:
+            fields[self.also] = seconds
 
     def ready(self) -> bool:
         return bool(self.end.query())
@@ -59,13 +76,7 @@ class EventSpan:
         start, end = self.start, self.end
         if not end.query():  # only a row forced out early waits for its device work
             end.synchronize()
-        seconds = start.elapsed_time(end) / 1e3
-        if self.accumulate:
-            fields[self.field] = (fields.get(self.field) or 0.0) + seconds
-        else:
-            fields[self.field] = seconds
-        if self.also is not None:
-            fields[self.also] = seconds
+        self._write(fields, start.elapsed_time(end) / 1e3)
         self.backend.release_event(start)
         self.backend.release_event(end)
 
@@ -104,7 +115,7 @@ class Stopwatch:
         if self.source == "events":
             end = self.backend.record_event()
             wall = (time.perf_counter_ns() - self._t0) / 1e9
-            return wall, EventSpan(self._ev0, end, "device_s", False, self.backend)
+            return wall, EventSpan(self._ev0, end, "device_s", False, self.backend, wall=wall)
         if self.source == "sync":
             self.backend.synchronize()
         wall = (time.perf_counter_ns() - self._t0) / 1e9
@@ -154,6 +165,7 @@ class TimingMeasurement(Measurement):
         if backend.memory_is_host:  # the CPU: work is synchronous, device time is wall time
             self._t0 = time.perf_counter_ns()
             return self
+        work_starts(row, True)
         watch = Stopwatch(backend, sync)
         watch.start()
         self._watch = watch
@@ -241,6 +253,7 @@ class phase:
             if backend.memory_is_host and not self._own:  # the CPU: device time is wall time
                 self._watch = None
             else:
+                work_starts(row, True)
                 self._watch = Stopwatch(backend, self.sync or row.sync)
                 self._watch.start()
         except BaseException as exc:

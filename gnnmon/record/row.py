@@ -44,7 +44,7 @@ class Row:
     """
 
     __slots__ = (
-        "fields", "run", "parent", "sync", "owner", "entered", "found", "backend", "_deferred",
+        "fields", "run", "parent", "sync", "owner", "entered", "found", "backend", "placing", "_deferred",
         "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "sched0", "_sched_tid", "_range", "closed", "_view",
     )
 
@@ -65,6 +65,7 @@ class Row:
         self.owner = owner
         self.entered: list[Any] = []  # measurements entered, outermost first, until they exit
         self.backend: Backend | None = None  # handed by the measure stage (use_device)
+        self.placing: Any = None  # while its device is settled only at its end (measure/row_device.py)
         self._deferred: list[Deferred] | None = None
         self._after: list[Callable[[], Any]] | None = None
         self.sync = "events"  # the row's timing mode, which its phases follow
@@ -164,6 +165,13 @@ class Row:
         if self._deferred is None:
             self._deferred = []
         self._deferred.append(item)
+
+    def deferred(self) -> list[Deferred]:
+        """The figures registered to be read later (the list itself: a row settled on the host
+        takes its event spans off it, :mod:`gnnmon.measure.row_device`)."""
+        if self._deferred is None:
+            self._deferred = []
+        return self._deferred
 
     def after_close(self, action: Callable[[], Any]) -> None:
         """Run ``action`` once the row is closed (outside its window), e.g. a deferred collection."""

@@ -34,6 +34,7 @@ from gnnmon.data.paths import rank_path
 from gnnmon.data.points import Counters
 from gnnmon.data.result import RunResult
 from gnnmon.devices.cuda import cuda_uuids
+from gnnmon.devices.fork import set_aside
 from gnnmon.devices.peaks import hold_pollers, release_pollers
 from gnnmon.devices.ranks import current_rank
 from gnnmon.errors import NEVER_STARTED
@@ -239,17 +240,16 @@ class Run:
         return self._state == "active"
 
     def after_fork_in_child(self) -> None:
-        """In a forked child (a DataLoader worker): this run is the parent's. Its writer thread
-        and the sampler's reader thread did not come along, its locks may have been held at the
-        fork, and its sinks and sampler process are the parent's. The child keeps its newest rows
-        in memory only (no sinks, no timeline, fresh locks), never writes into the parent's file
-        and never talks to the parent's sampler."""
+        """In a forked child (a DataLoader worker): this run is the parent's. Its threads did not
+        come along, its locks may have been held at the fork, and its sinks, sampler process and
+        pending rows are the parent's (their CUDA events are set aside: :mod:`gnnmon.devices.fork`).
+        The child keeps its newest rows in memory only, with fresh locks, no sinks and no timeline."""
         self.outlets.forget()
-        self._sampler = None
-        self.join = None
+        self._sampler = self.join = None
         self._lock = threading.RLock()
         self._draining = False
-        self._inbox.clear()
+        set_aside(self._inbox)
+        self._inbox = Inbox()
         self._others.clear()
         self.max_records = CHILD_MAX_RECORDS
         self._window = deque(list(self._window)[-CHILD_MAX_RECORDS:], maxlen=CHILD_MAX_RECORDS)

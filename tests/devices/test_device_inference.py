@@ -97,3 +97,107 @@ def test_without_any_accelerator_the_cpu_is_chosen_and_said():
         assert row["device"] == "cpu" and row["device_source"] == "cpu: no accelerator in use"
     else:  # on a GPU machine where an earlier test put something on the GPU
         assert row["device_source"] == "cuda in use"
+
+
+def _cuda_started(fake_cuda) -> None:
+    fake_cuda.free(fake_cuda.alloc(MiB, 0))  # the model was put on the GPU: CUDA is in use
+
+
+def test_a_step_given_the_loaders_cpu_batch_is_measured_on_the_gpu_it_moves_it_to(fake_cuda):
+    """PyG's usual loop: ``batch = batch.to(device)`` inside the step, the loader's batch on the host.
+    The step's work is the GPU's: its row is (planted 96 MiB, planted 20 ms of device work), and
+    says how that was found, from the two reads its memory window makes and no other."""
+    _cuda_started(fake_cuda)
+
+    @monitor_memory_device
+    @cuda_timed
+    def train_step(batch):
+        with gnnmon.phase("forward"):
+            h = fake_cuda.alloc(96 * MiB, 0)  # the batch moved to the GPU, and its activations
+            fake_cuda.launch(0.02)
+        fake_cuda.free(h)
+
+    with gnnmon.collect() as run:
+        train_step(torch.ones(8))  # warm: the pool has its events
+        reads = fake_cuda.calls["stats"]
+        train_step(torch.ones(8))
+        assert fake_cuda.calls["stats"] - reads == 2  # one read at each end, none more for the choice
+    row = run.records[-1]
+    assert (row["device"], row["backend"]) == ("cuda:0", "cuda")
+    assert row["device_source"] == "cuda: its allocator was used (arguments on the cpu)"
+    assert row["mem_peak_delta_bytes"] == 96 * MiB and row["mem_peak_bytes_source"] == "measured:cuda-allocator"
+    assert row["device_s_source"] == "events" and row["device_s"] >= 0.02 - 1e-9
+    assert row["phase_forward_s"] >= 0.02 - 1e-9
+    assert row["rss_peak_bytes"] >= row["rss_start_bytes"]  # the host's figures are there too
+
+
+def test_a_cpu_only_function_in_a_gpu_process_stays_on_the_cpu(fake_cuda):
+    """A function given host tensors that never uses the GPU (a collate, a metric on the host) in a
+    process whose model is on the GPU: its row is the host's — RSS as its memory (a planted 64 MiB
+    tensor), wall time as its device time, even while the GPU is busy with earlier work — and the
+    events it recorded go back to the pool unread."""
+    _cuda_started(fake_cuda)
+
+    @monitor_memory_device
+    @cuda_timed
+    def host_work(x):
+        with gnnmon.phase("build"):
+            y = torch.ones(16 * MiB, dtype=torch.float32)  # 64 MiB on the host
+            y += 1
+        return float(y[0]) + float(x[0])
+
+    with gnnmon.collect() as run:
+        for _ in range(3):
+            fake_cuda.launch(0.2)  # the GPU busy with queued work the function does not wait for
+            assert host_work(torch.ones(2)) == 3.0
+    rows = run.records
+    created = fake_cuda.events_created
+    assert created == 4  # the first call's four events, given back and reused by the next calls
+    for row in rows:
+        assert (row["device"], row["backend"]) == ("cpu", "cpu")
+        assert row["device_source"] == "cpu: arguments on the cpu, cuda's allocator unused"
+        assert row["device_s"] == row["wall_s"] and row["device_s_source"] == "wall"
+        assert 0 < row["phase_build_s"] <= row["wall_s"] < 0.2  # the host's time, not the queue's
+        assert row["mem_peak_bytes_source"] == row["rss_peak_bytes_source"]
+        assert row["mem_peak_bytes"] == row["rss_peak_bytes"]
+        assert "mem_reserved_peak_bytes" not in row and "cuda_ooms" not in row
+    exact = [r for r in rows if r["rss_peak_bytes_source"].startswith("measured:")]
+    assert all(r["mem_peak_delta_bytes"] >= 60 * MiB for r in exact if r["index"] == 0)
+
+
+def test_a_row_timed_only_settles_with_one_read_at_each_end(fake_cuda):
+    """``@cuda_timed`` alone on a host batch, in a GPU process: one allocator read at each end
+    decides, and the GPU step is timed by events, the host function by the wall."""
+    _cuda_started(fake_cuda)
+
+    @cuda_timed
+    def gpu(x):
+        fake_cuda.free(fake_cuda.alloc(MiB, 0))
+        fake_cuda.launch(0.01)
+
+    @cuda_timed
+    def host(x):
+        return x + 1
+
+    with gnnmon.collect() as run:
+        reads = fake_cuda.calls["stats"]
+        gpu(torch.ones(2))
+        host(torch.ones(2))
+        assert fake_cuda.calls["stats"] - reads == 4
+    g, h = run.records
+    assert g["backend"] == "cuda" and g["device_s_source"] == "events" and g["device_s"] >= 0.01 - 1e-9
+    assert h["backend"] == "cpu" and h["device_s"] == h["wall_s"]
+
+
+def test_a_row_with_no_device_measurement_keeps_its_arguments_device(fake_cuda):
+    _cuda_started(fake_cuda)
+
+    @gnnmon.gc_controlled
+    def step(x):
+        fake_cuda.free(fake_cuda.alloc(MiB, 0))
+
+    with gnnmon.collect() as run:
+        step(torch.ones(2))
+    (row,) = run.records
+    assert (row["device"], row["device_source"]) == ("cpu", "argument")
+    assert fake_cuda.calls["stats"] == 0
