@@ -55,6 +55,7 @@ call, and read back what the fake saw (``sync_calls``, ``reset_calls``, ``event_
 from __future__ import annotations
 
 import collections
+import enum
 import itertools
 import os
 import sys
@@ -85,9 +86,24 @@ CUDA_COSTS_US: dict[str, float] = {
 Calls not listed (the current device or stream, mem_get_info, elapsed_time) are counted, not
 charged: their cost on a GPU machine is not measured yet."""
 
+class CUresult(enum.IntEnum):
+    """``cuda.bindings.driver.CUresult``: the driver's result codes (those the fake returns)."""
+
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_NOT_INITIALIZED = 3
+    CUDA_ERROR_INVALID_CONTEXT = 201
+    CUDA_ERROR_INVALID_HANDLE = 400
+
+
 FORKED_ERROR = ("Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
                 "you must use the 'spawn' start method")
 """What torch raises for a CUDA call in a process forked after CUDA started."""
+
+
+_PID = [os.getpid()]
+"""This process's pid, kept by a fork hook (a getpid per fake call would cost more than the call)."""
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
 def _busy(us: float) -> None:
@@ -114,7 +130,7 @@ class _FakeEvent:
         return self.handle
 
     def _usable(self) -> None:
-        if self.created_in is not None and self.created_in != os.getpid() and self.owner.forked():
+        if self.created_in is not None and self.created_in != _PID[0] and self.owner.forked():
             raise RuntimeError("CUDA error: initialization error")
 
     def record(self, stream: Any = None) -> None:
@@ -126,7 +142,7 @@ class _FakeEvent:
     def mark(self, stream: Any) -> None:
         """Record it on the timeline (what the driver does, however it is asked to)."""
         if self.created_in is None:
-            self.created_in = os.getpid()
+            self.created_in = _PID[0]
             self.handle = self.owner.new_handle(self)
             self.owner.begin()
         self.owner.records.append(stream)
@@ -183,6 +199,7 @@ class _Timeline:
         self.retired = False
         self.calls: collections.Counter[str] = collections.Counter()
         self.thread_calls: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+        self._by_ident: dict[int, collections.Counter[str]] = {}
         self.charged_ns = 0
         self._handles = itertools.count(0x7F00_0000_0000, 0x40)
         self.by_handle: weakref.WeakValueDictionary[int, _FakeEvent] = weakref.WeakValueDictionary()
@@ -190,7 +207,11 @@ class _Timeline:
     def charge(self, kind: str) -> None:
         """Count one call of ``kind`` and spend its host time (:data:`CUDA_COSTS_US`)."""
         self.calls[kind] += 1
-        self.thread_calls[threading.current_thread().name][kind] += 1
+        ident = threading.get_ident()
+        mine = self._by_ident.get(ident)
+        if mine is None:  # named once per thread (a name read per call would cost more than the call)
+            mine = self._by_ident[ident] = self.thread_calls[threading.current_thread().name]
+        mine[kind] += 1
         us = self.costs.get(kind)
         if us:
             t0 = time.perf_counter_ns()
@@ -230,6 +251,13 @@ class FakeStream:
         self.stream_id, self.device_index, self.device_type = stream_id, device_index, device_type
         owner.streams_built += 1
 
+    @classmethod
+    def of(cls, stream_id: int, device_index: int) -> FakeStream:
+        """The stream a raw handle names (no Python stream object built: not counted)."""
+        stream = cls.__new__(cls)
+        stream.stream_id, stream.device_index, stream.device_type = stream_id, device_index, 1
+        return stream
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, FakeStream) and (self.stream_id, self.device_index) == (
             other.stream_id, other.device_index)
@@ -261,9 +289,13 @@ class FakeCuda(_Timeline):
 
     kind = "cuda"  # the torch device type it stands for
 
-    def __init__(self, n: int = 2, total_bytes: int = 16 * 2**30, costs: dict[str, float] | None = None) -> None:
+    def __init__(self, n: int = 2, total_bytes: int = 16 * 2**30, costs: dict[str, float] | None = None,
+                 driver: bool = True) -> None:
         super().__init__()
         self.costs = CUDA_COSTS_US if costs is None else costs
+        self.driver = driver  # cuda.bindings.driver installed beside torch (its CUDA wheels bring it)
+        self.driver_refuses: int | None = None  # a CUresult every cuEventRecord returns instead of success
+        self.capturing = False  # the current stream is capturing a CUDA graph
         self.started_in: int | None = None  # the pid in which CUDA started (initialised)
         self.devices = [_CudaDevice() for _ in range(n)]
         # CUDA index i is NVML's GPU n-1-i: the two orders differ, as with CUDA_VISIBLE_DEVICES.
@@ -292,11 +324,11 @@ class FakeCuda(_Timeline):
         if not value:
             self.started_in = None
         elif self.started_in is None:
-            self.started_in = os.getpid()
+            self.started_in = _PID[0]
 
     def forked(self) -> bool:
         """torch.cuda._is_in_bad_fork(): this process was forked after CUDA started in its parent."""
-        return self.started_in is not None and self.started_in != os.getpid()
+        return self.started_in is not None and self.started_in != _PID[0]
 
     def usable(self) -> None:
         if self.forked():
@@ -348,6 +380,8 @@ class FakeCuda(_Timeline):
     def _index(self, device: Any) -> int:
         if device is None:
             return self.current
+        if type(device) is int and 0 <= device < len(self.devices):
+            return device
         if isinstance(device, str):
             device = torch.device(device)
         if isinstance(device, torch.device):
@@ -395,6 +429,39 @@ class FakeCuda(_Timeline):
         self.usable()
         self.charge("current_stream")
         return (self.stream_id, self._index(index), 1)
+
+    def raw_stream(self, index: int) -> int:
+        """``torch._C._cuda_getCurrentRawStream(i)``: the current stream's ``cudaStream_t`` (0: the
+        default stream)."""
+        self.usable()
+        self.charge("current_stream")
+        i = self._index(index)
+        return 0 if self.stream_id == 0 else 0x5000_0000 + (self.stream_id << 8) + i
+
+    def get_device(self) -> int:
+        """``torch._C._cuda_getDevice()``."""
+        self.usable()
+        return self.current
+
+    def is_capturing(self) -> bool:
+        """``torch._C._cuda_isCurrentStreamCapturing()``."""
+        return self.capturing
+
+    def cu_event_record(self, event: Any, stream: Any) -> tuple[Any, ...]:
+        """``cuda.bindings.driver.cuEventRecord(hEvent, hStream)``: ``(CUresult,)``; the event must
+        have been created (recorded once by torch), the NULL stream is the current device's."""
+        self.charge("driver_record")
+        if self.forked():
+            return (CUresult.CUDA_ERROR_NOT_INITIALIZED,)
+        if self.driver_refuses is not None:
+            return (CUresult(self.driver_refuses),)
+        target = self.by_handle.get(int(event))
+        if target is None:
+            return (CUresult.CUDA_ERROR_INVALID_HANDLE,)
+        raw = int(stream)
+        stream_id, index = (0, self.current) if raw == 0 else ((raw - 0x5000_0000) >> 8, raw & 0xFF)
+        target.mark(FakeStream.of(stream_id, index))
+        return (CUresult.CUDA_SUCCESS,)
 
     def Stream(self, stream_id: int = 0, device_index: int = 0, device_type: int = 1) -> FakeStream:  # torch's name
         return FakeStream(self, stream_id, device_index, device_type)
@@ -501,6 +568,18 @@ class FakeCuda(_Timeline):
         monkeypatch.setattr(torch.cuda, "_raw_device_uuid_nvml", self.raw_device_uuid_nvml, raising=False)
         monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", self.forked, raising=False)
         monkeypatch.setattr(torch._C, "_cuda_isInBadFork", self.forked, raising=False)
+        monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", self.raw_stream, raising=False)
+        monkeypatch.setattr(torch._C, "_cuda_getDevice", self.get_device, raising=False)
+        monkeypatch.setattr(torch._C, "_cuda_isCurrentStreamCapturing", self.is_capturing, raising=False)
+        cuda_pkg = types.ModuleType("cuda")
+        bindings = types.ModuleType("cuda.bindings")
+        driver = types.ModuleType("cuda.bindings.driver")
+        driver.CUresult = CUresult  # type: ignore[attr-defined]
+        driver.cuEventRecord = self.cu_event_record  # type: ignore[attr-defined]
+        bindings.driver = driver  # type: ignore[attr-defined]
+        cuda_pkg.bindings = bindings  # type: ignore[attr-defined]
+        for name, module in (("cuda", cuda_pkg), ("cuda.bindings", bindings), ("cuda.bindings.driver", driver)):
+            monkeypatch.setitem(sys.modules, name, module if self.driver else None)
         return self
 
     def raw_device_uuid_nvml(self) -> list[str]:

@@ -92,7 +92,7 @@ def test_a_forked_dataloader_worker_survives_rows_whose_cuda_events_are_pending(
         return x
 
     with gnnmon.collect(tmp_path / "r.jsonl") as run:
-        for epoch in range(2):
+        for _epoch in range(2):
             loader = DataLoader(_Numbers(), batch_size=8, num_workers=2, multiprocessing_context="fork")
             seen = []
             for batch in loader:  # the workers fork while earlier steps' events are pending

@@ -168,3 +168,17 @@ def test_host_memory_benchmark_quick(tmp_path):
     slack = max(2**19, 2 * cpus * max(32, 2 * cpus) * os.sysconf("SC_PAGE_SIZE")) / 2**24  # of 16 MiB
     for plant in rows["exact 64 KiB"]["plants"].values():
         assert plant["windows"] == 1 and 1 - slack <= plant["ratio_min"] <= plant["ratio_max"] <= 1 + slack, plant
+
+
+def test_row_cost_benchmark_prints_the_budget_and_meets_it(tmp_path):
+    """``benchmarks/row_cost.py --quick``: each stack's CUDA calls a row against the fake CUDA and
+    their price at an H200's costs, beside the budget in docs/performance.md (counts, not timings:
+    the full stack with three phases makes exactly its budget, 26.3 µs of calls at those prices)."""
+    out = tmp_path / "row_cost.md"
+    proc = run_benchmark("row_cost.py", "--quick", "--out", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    text = out.read_text()
+    assert "over budget: nothing" in text
+    full = next(line for line in text.splitlines() if line.startswith("| full stack + 3 phases |"))
+    cells = [c.strip() for c in full.strip("|").split("|")]
+    assert cells[1:3] == ["2", "1"] and float(cells[-2]) == pytest.approx(2 * 12 + 0.5 + 8 * 0.23, abs=0.05)
