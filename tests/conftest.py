@@ -43,6 +43,24 @@ def _outside_any_launcher():
     os.environ.update(kept)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cuda_in_use_if_asked():
+    """``GNNMON_TEST_CUDA_IN_USE=1``: the suite as it runs on a GPU machine where an earlier test
+    of the same worker started CUDA — the fake CUDA installed and started for the whole session
+    (a test's own ``fake_cuda`` replaces it while it runs). A test that assumes the CPU fails here
+    as it would there: it must pin ``device="cpu"``."""
+    if os.environ.get("GNNMON_TEST_CUDA_IN_USE") != "1":
+        yield None
+        return
+    patch = pytest.MonkeyPatch()
+    clear_backends()
+    fake = FakeCuda(n=1, costs={}).install(patch)
+    fake.free(fake.alloc(2**20, 0))
+    yield fake
+    patch.undo()
+    clear_backends()
+
+
 @pytest.fixture(autouse=True)
 def _no_leftovers():
     """Every test must leave GC enabled, no gnnmon thread running, no sampler process and no child

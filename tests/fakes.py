@@ -468,8 +468,8 @@ class FakeCuda(_Timeline):
 
     def get_device_properties(self, device: Any = None) -> Any:
         i = self._index(device)
-        return types.SimpleNamespace(name=f"Fake GPU {i}", uuid=self.uuids[i],
-                                     total_memory=self.total)
+        return types.SimpleNamespace(name=f"Fake GPU {i}", uuid=self.uuids[i], total_memory=self.total,
+                                     multi_processor_count=132, major=9, minor=0)
 
     def memory_stats(self, device: Any = None) -> dict[str, Any]:
         self.stats_calls += 1

@@ -175,7 +175,8 @@ class LayerWatch:
         self.step = None
         if row is None or row.fields["index"] % self.every:
             return
-        step = self.step = StepRecord(row, [layer.field for layer in self.layers], self.memory)
+        device = next((layer.params[0].device for layer in self.layers if layer.params), None)
+        step = self.step = StepRecord(row, [layer.field for layer in self.layers], self.memory, device)
         row.defer(step)
         row.after_close(step.finish)
 
