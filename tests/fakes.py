@@ -100,12 +100,6 @@ FORKED_ERROR = ("Cannot re-initialize CUDA in forked subprocess. To use CUDA wit
 """What torch raises for a CUDA call in a process forked after CUDA started."""
 
 
-_PID = [os.getpid()]
-"""This process's pid, kept by a fork hook (a getpid per fake call would cost more than the call)."""
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
-
-
 def _busy(us: float) -> None:
     end = time.perf_counter_ns() + int(us * 1e3)
     while time.perf_counter_ns() < end:
@@ -130,7 +124,7 @@ class _FakeEvent:
         return self.handle
 
     def _usable(self) -> None:
-        if self.created_in is not None and self.created_in != _PID[0] and self.owner.forked():
+        if self.created_in is not None and self.created_in != os.getpid() and self.owner.forked():
             raise RuntimeError("CUDA error: initialization error")
 
     def record(self, stream: Any = None) -> None:
@@ -142,7 +136,7 @@ class _FakeEvent:
     def mark(self, stream: Any) -> None:
         """Record it on the timeline (what the driver does, however it is asked to)."""
         if self.created_in is None:
-            self.created_in = _PID[0]
+            self.created_in = os.getpid()
             self.handle = self.owner.new_handle(self)
             self.owner.begin()
         self.owner.records.append(stream)
@@ -324,11 +318,11 @@ class FakeCuda(_Timeline):
         if not value:
             self.started_in = None
         elif self.started_in is None:
-            self.started_in = _PID[0]
+            self.started_in = os.getpid()
 
     def forked(self) -> bool:
         """torch.cuda._is_in_bad_fork(): this process was forked after CUDA started in its parent."""
-        return self.started_in is not None and self.started_in != _PID[0]
+        return self.started_in is not None and self.started_in != os.getpid()
 
     def usable(self) -> None:
         if self.forked():

@@ -7,6 +7,7 @@ May import: the root modules (``gnnmon.errors``, ``gnnmon.fields``) only."""
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 
@@ -15,7 +16,7 @@ import torch
 from gnnmon.devices.base import Backend
 from gnnmon.devices.cpu import CpuBackend
 from gnnmon.devices.cuda import CudaBackend
-from gnnmon.devices.fork import set_aside
+from gnnmon.devices.fork import cuda_lost, set_aside
 from gnnmon.devices.mps import MpsBackend
 from gnnmon.devices.registry import BACKENDS, BackendKind, register_backend
 from gnnmon.errors import DeviceError
@@ -66,12 +67,17 @@ def clear_backends() -> None:
 
 def _after_fork_in_child() -> None:
     """In a forked child: the parent's backends (CUDA's event pools and streams) are set aside,
-    never used or freed here (:mod:`gnnmon.devices.fork`); the child makes its own."""
+    never used or freed here (:mod:`gnnmon.devices.fork`); the child makes its own. In a child of
+    a process that runs CUDA, what it inherited is also frozen out of its garbage collector
+    (``gc.freeze``): the parent's cyclic garbage — a dropped backend, a user's profiler, anything
+    holding a CUDA event — is never freed there, where freeing an event aborts the child."""
     global _LOCK
     _LOCK = threading.RLock()  # another thread of the parent may have held it at the fork
     set_aside(list(_CACHE.values()))
     _CACHE.clear()
     _BY_DEVICE.clear()
+    if cuda_lost():
+        gc.freeze()
 
 
 if hasattr(os, "register_at_fork"):

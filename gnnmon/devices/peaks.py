@@ -150,7 +150,9 @@ class PolledPeaks:
                 self.samples += 1
                 for w in self._open:
                     w.fold(values)
-                if not self._open and not _holds and self._thread is threading.current_thread():
+                if self._thread is not threading.current_thread():
+                    return  # orphaned: its opener was interrupted before it kept the thread
+                if not self._open and not _holds:
                     self._thread = None  # every window was lost or closed, and no run holds the thread
                     return
 
@@ -160,11 +162,12 @@ class PolledPeaks:
             window = PeakWindow(tuple(values))
             self._open.add(window)
             if self._thread is None:
-                self._stop = threading.Event()
-                self._thread = threading.Thread(
-                    target=self._loop, args=(self._stop,), name=self._name, daemon=True
-                )
-                self._thread.start()
+                # kept only once started: an exception a signal handler raises in between leaves
+                # no thread that was never started to join, and the started one ends as an orphan
+                stop = threading.Event()
+                thread = threading.Thread(target=self._loop, args=(stop,), name=self._name, daemon=True)
+                thread.start()
+                self._stop, self._thread = stop, thread
             return window
 
     def close(self, window: PeakWindow) -> tuple[Figures, Figures]:

@@ -31,7 +31,7 @@ from typing import Any
 from torch import nn
 
 from gnnmon.devices.sched import Times, thread_times
-from gnnmon.measure.row_device import row_backend
+from gnnmon.measure.row_device import model_backend
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.interrupts import raised_by_handler
 from gnnmon.record.row import Row, filling_row, put_sched
@@ -43,8 +43,8 @@ class BucketRecord:
     __slots__ = ("backend", "start_ev", "last_ev", "first_ns", "last_ns", "count", "closed", "_lock", "sched0",
                  "sched", "thread")
 
-    def __init__(self, row: Row) -> None:
-        backend = self.backend = row_backend(row)
+    def __init__(self, row: Row, model: Any = None) -> None:
+        backend = self.backend = model_backend(row, model)
         self.start_ev = None if backend.memory_is_host else backend.record_event()
         self.last_ev: Any = None
         self.first_ns = self.last_ns = 0
@@ -131,7 +131,7 @@ class BucketWatch:
         if row is None:
             return
         try:
-            record = self.record = BucketRecord(row)
+            record = self.record = BucketRecord(row, module)
         except Exception as exc:  # the user's step must not fail for a figure
             if raised_by_handler(exc):  # a step timeout from a signal handler: the caller's
                 raise

@@ -10,11 +10,10 @@ from typing import Any
 
 from gnnmon.devices import Backend
 from gnnmon.devices.host import HOST
-from gnnmon.devices.resolve import BY_EXPLICIT
 from gnnmon.fields import add_note
 from gnnmon.figures import LAYER_FIGURES
 from gnnmon.measure.memory import DEFAULT_SAMPLE_INTERVAL
-from gnnmon.measure.row_device import row_backend
+from gnnmon.measure.row_device import model_backend
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.row import Row
 
@@ -148,15 +147,12 @@ class StepRecord:
     """The layers' figures of one watched row; the run reads it when it finishes the row
     (a :class:`~gnnmon.record.inbox.Deferred`)."""
 
-    def __init__(self, row: Row, names: list[str], memory: bool, device: Any = None) -> None:
+    def __init__(self, row: Row, names: list[str], memory: bool, model: Any = None) -> None:
         """``names``: the layers' ``<name>`` in ``layer_<name>_<figure>``, by layer index;
-        ``memory``: open peak windows per layer; ``device``: where the model's parameters are,
-        which the layers are measured on unless the row's device was named (``device=``)."""
+        ``memory``: open peak windows per layer; ``model``: whose device the layers are measured
+        on (:func:`~gnnmon.measure.row_device.model_backend`)."""
         self.row = row
-        backend = row_backend(row)
-        if device is not None and device.type != backend.name and row.fields.get("device_source") != BY_EXPLICIT:
-            backend = row_backend(row, device)  # a CPU model in a process that runs CUDA elsewhere
-        self.backend = backend
+        self.backend = model_backend(row, model)
         self.events = not self.backend.memory_is_host
         windows = LayerMemory(self.backend) if memory else None
         self.memory = windows if windows is not None and windows.available else None

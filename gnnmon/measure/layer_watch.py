@@ -175,8 +175,7 @@ class LayerWatch:
         self.step = None
         if row is None or row.fields["index"] % self.every:
             return
-        device = next((layer.params[0].device for layer in self.layers if layer.params), None)
-        step = self.step = StepRecord(row, [layer.field for layer in self.layers], self.memory, device)
+        step = self.step = StepRecord(row, [layer.field for layer in self.layers], self.memory, module)
         row.defer(step)
         row.after_close(step.finish)
 

@@ -24,6 +24,7 @@ from gnnmon.devices import Backend, backend_for
 from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.devices.resolve import (
     BY_ARGUMENT,
+    BY_EXPLICIT,
     BY_HOST_WORK,
     BY_NOTHING,
     BY_WORK,
@@ -77,6 +78,18 @@ def row_backend(row: Row, explicit: Any = None) -> Backend:
             row.placing = Placing()
             how = BY_WORK.format(type=backend.name)  # until it is settled otherwise
         row.use_device(backend, how)
+    return backend
+
+
+def model_backend(row: Row, module: Any) -> Backend:
+    """The backend a model's own figures in ``row`` (its layers, its DDP buckets) are measured on:
+    the device of the model's first parameter, unless the row's device was named (``device=``);
+    the row's where the model has none. A host model in a process that runs CUDA elsewhere is the
+    host's, though a step with no arguments there is measured on the GPU in use."""
+    backend = row_backend(row)
+    device = next((p.device for p in module.parameters()), None) if module is not None else None
+    if device is not None and device.type != backend.name and row.fields.get("device_source") != BY_EXPLICIT:
+        return row_backend(row, device)
     return backend
 
 

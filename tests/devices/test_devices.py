@@ -67,7 +67,9 @@ def test_nothing_with_a_device_means_the_default():
     with gnnmon.collect() as run:
         plain(1)
         explicit(torch.ones(1, device=META))
-    assert [(r["label"], r["device"]) for r in run.records] == [("plain", "cpu"), ("explicit", "cpu")]
+    # the default: the CPU, or the GPU in use where an earlier test of this worker started CUDA
+    default = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_initialized() else "cpu"
+    assert [(r["label"], r["device"]) for r in run.records] == [("plain", default), ("explicit", "cpu")]
 
 
 def test_unsupported_device_in_arguments_is_a_clear_error():

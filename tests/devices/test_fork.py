@@ -91,6 +91,7 @@ def test_a_forked_dataloader_worker_survives_rows_whose_cuda_events_are_pending(
         fake_cuda.free(h)
         return x
 
+    fake_cuda.free(fake_cuda.alloc(MiB, 0))  # the model is on the GPU before the first workers fork
     with gnnmon.collect(tmp_path / "r.jsonl") as run:
         for _epoch in range(2):
             loader = DataLoader(_Numbers(), batch_size=8, num_workers=2, multiprocessing_context="fork")
@@ -150,3 +151,27 @@ def test_a_decorated_function_in_a_forked_worker_measures_the_host(fake_cuda, tm
         assert item["device_s"] == item["wall_s"]  # the host's work is synchronous
         assert all(how.startswith("measured:") or how.startswith("sampled:") for how in item["rss"])
     assert run.records == []  # the workers' rows stayed in the workers
+
+
+class _Cycle:
+    """Garbage the parent's collector has not reached yet, holding a recorded CUDA event."""
+
+    def __init__(self) -> None:
+        self.me = self
+        self.event = torch.cuda.Event(enable_timing=True)
+        self.event.record()
+
+
+@needs_fork
+def test_the_parents_cyclic_garbage_holding_a_cuda_event_is_never_freed_in_a_worker(fake_cuda):
+    """A worker whose collector runs (``_Numbers.__getitem__`` calls ``gc.collect()``) while the
+    parent's uncollected garbage holds a recorded CUDA event: gnnmon freezes what the child
+    inherited (``gc.freeze``), so the event is not destroyed there and the worker lives."""
+    fake_cuda.alloc(MiB, 0)
+    with gnnmon.collect(), gnnmon.gc_paused():  # the garbage stays uncollected until the workers fork
+        _Cycle()
+        loader = iter(DataLoader(_Numbers(), batch_size=8, num_workers=2, multiprocessing_context="fork"))
+        first = next(loader)
+    rest = list(loader)
+    assert sorted(int(v) for b in [first, *rest] for v in b[:, 0]) == list(range(64))
+    gc.collect()  # the parent frees its garbage as usual

@@ -1,4 +1,5 @@
-"""Memory figures on the CPU backend against planted allocations (exact VmHWM on Linux)."""
+"""Memory figures on the CPU backend against planted allocations (exact VmHWM on Linux); each
+measurement names ``device="cpu"``, as on a GPU machine whose worker has started CUDA."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def plant(nbytes: int) -> None:
 
 @linux_exact
 def test_planted_256mib_peak_within_two_percent():
-    @monitor_memory_device
+    @monitor_memory_device(device="cpu")
     def step():
         plant(256 * MiB)
 
@@ -82,11 +83,11 @@ def test_small_planted_allocations_are_exact_too():
 
 @linux_exact
 def test_nested_monitors_keep_their_own_peaks():
-    @monitor_memory_device(label="inner")
+    @monitor_memory_device(label="inner", device="cpu")
     def inner(size):
         plant(size)
 
-    @monitor_memory_device(label="outer")
+    @monitor_memory_device(label="outer", device="cpu")
     def outer():
         plant(300 * MiB)  # before the inner calls: their resets must not hide it
         inner(100 * MiB)
@@ -107,11 +108,11 @@ def test_nested_monitors_keep_their_own_peaks():
 
 @linux_exact
 def test_outer_peak_after_inner_calls():
-    @monitor_memory_device(label="inner")
+    @monitor_memory_device(label="inner", device="cpu")
     def inner():
         plant(20 * MiB)
 
-    with memory_scope(label="outer") as outer:
+    with memory_scope(label="outer", device="cpu") as outer:
         inner()
         plant(200 * MiB)  # after the inner reset: counted by the outer only
         inner()
@@ -121,7 +122,7 @@ def test_outer_peak_after_inner_calls():
 @linux_exact
 def test_held_allocation_shows_in_end():
     keep = []
-    with memory_scope() as fields:
+    with memory_scope(device="cpu") as fields:
         t = torch.ones(64 * MiB, dtype=torch.uint8)
         keep.append(t)
     assert abs(fields["mem_end_delta_bytes"] - 64 * MiB) < 2 * MiB
@@ -134,7 +135,7 @@ CHILD = "import sys,time; b=bytearray(%d); b[::4096]=b'\\x01'*len(b[::4096]); pr
 def test_include_children_counts_a_worker_process():
     size = 120 * MiB
 
-    @monitor_memory_device(include_children=True, sample_interval=0.01)
+    @monitor_memory_device(include_children=True, sample_interval=0.01, device="cpu")
     def spawn_worker():
         p = subprocess.Popen([sys.executable, "-c", CHILD % (size, 0.6)], stdout=subprocess.PIPE)
         assert p.stdout.readline().strip() == b"ready"
@@ -236,7 +237,7 @@ def test_cached_memory_is_noted_on_cpu_rows():
     from gnnmon.devices.malloc import mmap_threshold
     from gnnmon.measure.memory import CACHED_NOTE
 
-    with memory_scope() as fields:
+    with memory_scope(device="cpu") as fields:
         pass
     assert (CACHED_NOTE in fields["notes"]) == (mmap_threshold() is None)
     with pytest.raises(ValueError, match="mmap_threshold"):

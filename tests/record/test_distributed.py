@@ -638,10 +638,10 @@ def test_a_step_timeout_landing_in_the_bucket_watch_reaches_the_caller_and_the_w
     made = buckets.BucketRecord
     timeouts = [True]
 
-    def record(row):
+    def record(row, model=None):
         if timeouts and timeouts.pop():
             alarm(signal.SIGALRM, None)
-        return made(row)
+        return made(row, model)
 
     previous = signal.signal(signal.SIGALRM, alarm)
     monkeypatch.setattr(buckets, "BucketRecord", record)

@@ -184,7 +184,7 @@ def test_a_nested_phase_is_part_of_its_parent_and_the_shares_add_up():
     add up to the step, the residual is not negative, and the trace places attn inside forward."""
     import time
 
-    @gnnmon.cuda_timed(label="gat")
+    @gnnmon.cuda_timed(label="gat", device="cpu")  # the host's sleeps (a GPU machine's default: its GPU)
     def step() -> None:
         with gnnmon.phase("forward"):
             time.sleep(0.01)
