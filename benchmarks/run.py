@@ -24,6 +24,7 @@ import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -349,7 +350,6 @@ def run_kill_loss(trials: int, flush: float, tmp: Path, pause_s: float = 0.001) 
     """A child streams decorated steps (one every ~1 ms) to a file; it is SIGKILLed at a random
     moment; the rows it reported complete are compared with the rows on disk."""
     import signal
-    import subprocess
     import warnings
 
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
@@ -426,6 +426,10 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
                 "Bare and decorated identity calls alternate inside `collect(path)`; the figure is the median "
                 "of their differences. The report reads a run file in a fresh process.", ""]
         out += stream.tables(results["stream"])
+    if results.get("row_cost"):
+        out += ["", "### A row's CUDA calls, counted on the fake CUDA (`benchmarks/row_cost.py`)", "",
+                "Each stack's CUDA calls a row on the step's thread, their price at an H200's costs, and the "
+                "budget in docs/performance.md.", "", results["row_cost"]]
     return "\n".join(out)
 
 
@@ -485,7 +489,6 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         print("accuracy: planted allocations and durations (fresh process) ...", flush=True)
         acc = tmp / "accuracy.json"
-        import subprocess
 
         subprocess.run([sys.executable, __file__, "--accuracy-only", str(acc)] + (["--quick"] if q else []),
                        check=True)
@@ -505,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks import stream
 
     results["stream"] = stream.measure(q)  # the step's path, paired; a long run's report
+    print("a row's CUDA calls, on the fake CUDA at H200 prices ...", flush=True)
+    results["row_cost"] = subprocess.run([sys.executable, str(Path(__file__).with_name("row_cost.py"))]
+                                         + (["--quick"] if q else []), capture_output=True, text=True,
+                                         timeout=600).stdout.strip()
     meta = {
         "command": "python benchmarks/run.py" + (" --quick" if q else ""),
         "machine": f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "

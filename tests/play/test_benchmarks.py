@@ -32,8 +32,9 @@ def test_runner_quick(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = out.read_text()
     for heading in ("### Overhead", "### Memory accuracy", "### Timing accuracy", "### Scale",
-                    "### The step's path, paired"):
+                    "### The step's path, paired", "### A row's CUDA calls"):
         assert heading in text
+    assert "over budget: nothing" in text  # the fake CUDA's counts, beside the budget
     data = json.loads(out.with_suffix(".json").read_text())
     assert set(data["stream"]["step"]) == {"timing + GC", "full stack", "full stack + one phase"}
     assert all(r["step_path_us"] > 0 for r in data["stream"]["step"].values())
