@@ -183,3 +183,21 @@ def test_row_cost_benchmark_prints_the_budget_and_meets_it(tmp_path):
     full = next(line for line in text.splitlines() if line.startswith("| full stack + 3 phases |"))
     cells = [c.strip() for c in full.strip("|").split("|")]
     assert cells[1:3] == ["2", "1"] and float(cells[-2]) == pytest.approx(2 * 12 + 0.5 + 8 * 0.23, abs=0.05)
+
+
+def test_traceml_peer_benchmark_runs_both_tools_on_the_same_step(tmp_path):
+    """``benchmarks/traceml_peer.py --quick``: under ``traceml run``, TraceML's traced step and
+    gnnmon's full stack each get a ratio against the adjacent bare pass of the same GCN step
+    (timings: printed, not asserted)."""
+    from benchmarks.traceml_peer import traceml_launcher
+
+    if traceml_launcher() is None:
+        pytest.skip("TraceML is not installed (the bench extra)")
+    out = tmp_path / "peer.md"
+    proc = run_benchmark("traceml_peer.py", "--quick", "--out", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    data = json.loads(out.with_suffix(".json").read_text())
+    ratios = {r["variant"]: r["ratio"] for r in data["rows"]}
+    assert ratios["TraceML trace_step (init mode='auto')"] > 0
+    assert ratios["gnnmon full stack, phases inside, rows to a file"] > 0
+    assert "| TraceML trace_step (init mode='auto') |" in out.read_text()

@@ -595,7 +595,7 @@ def test_the_all_extra_is_what_gnnmon_uses_and_the_peers_are_in_bench():
     extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
         "project"]["optional-dependencies"]
     names = {spec.split(">")[0].split("=")[0] for spec in extras["all"]}
-    peers = {"memory-profiler", "pytorch-memlab", "accelerate"}  # what benchmarks/ compares against
+    peers = {"memory-profiler", "pytorch-memlab", "accelerate", "traceml-ai"}  # what benchmarks/ compares against
     assert not names & peers
     assert {spec.split(">")[0] for spec in extras["bench"]} == peers
     for extra in ("pyg", "nvml", "energy", "report"):  # every extra gnnmon itself uses is in all
