@@ -201,3 +201,14 @@ def test_traceml_peer_benchmark_runs_both_tools_on_the_same_step(tmp_path):
     assert ratios["TraceML trace_step (init mode='auto')"] > 0
     assert ratios["gnnmon full stack, phases inside, rows to a file"] > 0
     assert "| TraceML trace_step (init mode='auto') |" in out.read_text()
+
+
+def test_loader_workers_benchmark_reads_every_row_of_a_forked_loader(tmp_path):
+    """``benchmarks/loader_workers.py`` at a tiny size on the host: a NeighborLoader whose two
+    workers fork each epoch feeds the full stack; every batch arrives and every row is read."""
+    proc = run_benchmark("loader_workers.py", "--device", "cpu", "--steps", "20", "--workers", "2", "--scale", "0.02",
+                         "--out", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    result = json.loads((tmp_path / "workers.json").read_text())
+    assert result["rows"] == result["batches"] == 20 and result["phases_read"] == 20
+    assert result["children_forked"] >= 2 * result["epochs"]
