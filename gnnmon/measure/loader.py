@@ -19,100 +19,122 @@ it):
 ``to=device`` moves each batch there (``batch.to(device, non_blocking=True)``) and times it
 (``data_to_device_s``, host time: on a GPU the time to queue the copy from pinned memory, or to
 copy from pageable memory).
+
+Each pass over the watch (an epoch) puts its wrappers on the loader when it starts and takes them
+off when it ends — exhausted, broken off, garbage-collected, or its ``with`` left — so the loader
+iterated directly afterwards is the loader as it was. Passes that overlap on one loader share one
+set of wrappers (never one wrapper around another). The wrappers never change what the loader
+yields: a batch's times travel on the batch object as a hidden attribute (not a field: PyG's
+``keys()``, ``to()`` and pickling between processes leave it be), which the watch takes off. A
+worker that outlives the pass (``persistent_workers=True``) keeps timing its batches; a direct
+iteration then gets the loader's own batches, with the hidden attribute left on them.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gnnmon.devices.resolve import parse_device
 from gnnmon.record import state
 
-
-class Timed:
-    """A batch (or sampler output) with the loader's times for it, as it travels from a worker
-    process; picklable."""
-
-    __slots__ = ("value", "times")
-
-    def __init__(self, value: Any, times: dict[str, float]) -> None:
-        self.value, self.times = value, times
-
-    def __getstate__(self) -> tuple[Any, dict[str, float]]:
-        return self.value, self.times
-
-    def __setstate__(self, pickled: tuple[Any, dict[str, float]]) -> None:
-        self.value, self.times = pickled
+TIMES = "_gnnmon_loader_times"
+"""The hidden attribute (in the object's ``__dict__``, not a PyG field) that carries a batch's
+loader times from where they are measured (a worker process too) to the watch."""
 
 
-_MISSING: Any = object()
+def _attach(obj: Any, times: dict[str, float]) -> None:
+    """Put ``times`` on ``obj`` (merged with what it carries); an object without a ``__dict__``
+    goes without (its times are lost, never the object)."""
+    own = getattr(obj, "__dict__", None)
+    if isinstance(own, dict):
+        carried = own.get(TIMES)
+        own[TIMES] = {**carried, **times} if carried else times
+
+
+def take_times(obj: Any) -> dict[str, float] | None:
+    """The loader times ``obj`` carries, taken off it; None where it carries none."""
+    own = getattr(obj, "__dict__", None)
+    return own.pop(TIMES, None) if isinstance(own, dict) else None
 
 
 def _add(times: dict[str, float], name: str, t0: int) -> None:
     times[name] = times.get(name, 0.0) + (time.perf_counter_ns() - t0) / 1e9
 
 
+class _Clock:
+    """The times of the batch being made in this process (set by the collate or filter wrapper
+    around the sampler and transform wrappers it calls); picklable, as the wrappers are, so that a
+    ``spawn`` worker gets them."""
+
+    __slots__ = ("times",)
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] | None = None
+
+
+class _Timed:
+    """A wrapper around one of a loader's functions (module level: picklable for workers). A
+    bound method is kept as its function and its object: pickled as a method it would be looked
+    up again on the object in the worker, where the attribute is this wrapper."""
+
+    __slots__ = ("func", "owner", "clock", "kind")
+
+    def __init__(self, func: Callable[..., Any], clock: _Clock, kind: str) -> None:
+        self.owner = getattr(func, "__self__", None) if inspect.ismethod(func) else None
+        self.func = func.__func__ if self.owner is not None else func  # type: ignore[attr-defined]
+        self.clock, self.kind = clock, kind
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        clock, kind = self.clock, self.kind
+        if kind == "sample" or kind == "transform":  # inside a collate or filter being timed
+            t0 = time.perf_counter_ns()
+            try:
+                return self.func(*args, **kwargs) if self.owner is None else self.func(self.owner, *args, **kwargs)
+            finally:
+                if clock.times is not None:
+                    _add(clock.times, "data_sample_s" if kind == "sample" else "data_transform_s", t0)
+        times: dict[str, float] = {}
+        if kind == "filter":  # the sampler's output, with the times its collate measured (a worker's too)
+            carried = take_times(args[0]) if args else None
+            if carried:
+                times.update(carried)
+        outer, clock.times = clock.times, times
+        t0 = time.perf_counter_ns()
+        try:
+            out = self.func(*args, **kwargs) if self.owner is None else self.func(self.owner, *args, **kwargs)
+        finally:
+            clock.times = outer
+        if kind == "filter":
+            _add(times, "data_gather_s", t0)
+            times["data_gather_s"] -= times.get("data_transform_s", 0.0)
+        _attach(out, times)
+        return out
+
+
+_MISSING: Any = object()
+
+
 class _Split:
     """Wrappers put on one PyG loader instance (its ``collate_fn``, ``filter_fn``, ``transform``
-    and its sampler's sampling method); :meth:`remove` puts the originals back."""
+    and its sampler's sampling method) for as long as a pass of some watch is open on it;
+    :meth:`remove` puts the originals back."""
 
     def __init__(self, loader: Any) -> None:
-        self.loader = loader
         sampler = getattr(loader, "node_sampler", None) or getattr(loader, "link_sampler", None)
         method = "sample_from_nodes" if hasattr(loader, "node_sampler") else "sample_from_edges"
         self.saved: list[tuple[Any, str, Any]] = []  # (object, attribute, the instance's own value)
-        self.times: dict[str, float] | None = None  # the batch being made in this process
-        collate, filter_fn, transform = loader.collate_fn, loader.filter_fn, getattr(loader, "transform", None)
-        sample = getattr(sampler, method)
-
-        def timed_sample(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter_ns()
-            try:
-                return sample(*args, **kwargs)
-            finally:
-                if self.times is not None:
-                    _add(self.times, "data_sample_s", t0)
-
-        def timed_collate(index: Any) -> Any:
-            times: dict[str, float] = {}
-            self.times = times
-            try:
-                out = collate(index)
-            finally:
-                self.times = None
-            if isinstance(out, Timed):  # filtered in the worker (filter_per_worker): its times too
-                return Timed(out.value, {**times, **out.times})
-            return Timed(out, times)
-
-        def timed_filter(out: Any) -> Any:
-            times: dict[str, float] = {}
-            if isinstance(out, Timed):  # made in a worker (or in the main process by timed_collate)
-                out, times = out.value, dict(out.times)
-            self.times = times
-            t0 = time.perf_counter_ns()
-            try:
-                data = filter_fn(out)
-            finally:
-                self.times = None
-            _add(times, "data_gather_s", t0)
-            times["data_gather_s"] -= times.get("data_transform_s", 0.0)
-            return Timed(data, times)
-
-        def timed_transform(data: Any) -> Any:
-            t0 = time.perf_counter_ns()
-            try:
-                return transform(data)  # type: ignore[misc]
-            finally:
-                if self.times is not None:
-                    _add(self.times, "data_transform_s", t0)
-
-        self._set(sampler, method, timed_sample)
-        self._set(loader, "collate_fn", timed_collate)
-        self._set(loader, "filter_fn", timed_filter)
+        self.passes = 0  # open passes sharing these wrappers
+        clock = _Clock()
+        transform = getattr(loader, "transform", None)
+        self._set(sampler, method, _Timed(getattr(sampler, method), clock, "sample"))
+        self._set(loader, "collate_fn", _Timed(loader.collate_fn, clock, "collate"))
+        self._set(loader, "filter_fn", _Timed(loader.filter_fn, clock, "filter"))
         if transform is not None:
-            self._set(loader, "transform", timed_transform)
+            self._set(loader, "transform", _Timed(transform, clock, "transform"))
 
     def _set(self, obj: Any, name: str, value: Any) -> None:
         self.saved.append((obj, name, vars(obj).get(name, _MISSING)))
@@ -127,6 +149,29 @@ class _Split:
         self.saved.clear()
 
 
+_SPLITS: weakref.WeakKeyDictionary[Any, _Split] = weakref.WeakKeyDictionary()
+"""The loaders a pass is open on now, and their wrappers (one set per loader, however many passes)."""
+
+
+def _splittable(loader: Any) -> bool:
+    return (hasattr(loader, "node_sampler") or hasattr(loader, "link_sampler")) and hasattr(loader, "filter_fn")
+
+
+def _begin_pass(loader: Any) -> _Split:
+    split = _SPLITS.get(loader)
+    if split is None:
+        split = _SPLITS[loader] = _Split(loader)
+    split.passes += 1
+    return split
+
+
+def _end_pass(loader: Any, split: _Split) -> None:
+    split.passes -= 1
+    if split.passes <= 0 and _SPLITS.get(loader) is split:
+        del _SPLITS[loader]
+        split.remove()
+
+
 def _hops(batch: Any, fields: dict[str, Any]) -> None:
     hops = getattr(batch, "num_sampled_nodes", None)
     if isinstance(hops, (list, tuple)):
@@ -136,45 +181,60 @@ def _hops(batch: Any, fields: dict[str, Any]) -> None:
 
 class LoaderWatch:
     """An iterable over ``loader``'s batches that times each one (see :mod:`gnnmon.measure.loader`);
-    a context manager: leaving it (or :meth:`remove`) takes the wrappers off the loader."""
+    each iteration is a pass (an epoch); a context manager: leaving it (or :meth:`remove`) ends
+    its passes still open."""
 
     def __init__(self, loader: Any, *, to: Any = None) -> None:
         if not hasattr(loader, "__iter__"):
             raise TypeError(f"watch_loader: loader must be iterable, got {type(loader).__name__}")
         self.loader = loader
         self.to = None if to is None else parse_device(to)
-        split = (hasattr(loader, "node_sampler") or hasattr(loader, "link_sampler")) and hasattr(loader, "filter_fn")
-        self._split = _Split(loader) if split else None
+        self._split = _splittable(loader)
+        # this watch's passes not ended yet (their generators; held weakly: one dropped unfinished
+        # is closed by the garbage collector, which ends it)
+        self._open: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def __iter__(self) -> Iterator[Any]:
-        iterator = iter(self.loader)
-        to = self.to
-        while True:
-            t0 = time.perf_counter_ns()
-            try:
-                batch = next(iterator)
-            except StopIteration:
-                return
-            fields: dict[str, Any] = {"data_wait_s": (time.perf_counter_ns() - t0) / 1e9}
-            if isinstance(batch, Timed):
-                batch, times = batch.value, batch.times
-                fields.update(times)
-            _hops(batch, fields)
-            if to is not None:
-                t1 = time.perf_counter_ns()
-                batch = batch.to(to, non_blocking=True)
-                fields["data_to_device_s"] = (time.perf_counter_ns() - t1) / 1e9
-            state.NEXT_BATCH[:] = [fields]
-            yield batch
+        passing = self._pass()
+        self._open.add(passing)
+        return passing
+
+    def _pass(self) -> Iterator[Any]:
+        loader, to = self.loader, self.to
+        split = _begin_pass(loader) if self._split else None
+        try:
+            iterator = iter(loader)
+            while True:
+                t0 = time.perf_counter_ns()
+                try:
+                    batch = next(iterator)
+                except StopIteration:
+                    return
+                fields: dict[str, Any] = {"data_wait_s": (time.perf_counter_ns() - t0) / 1e9}
+                times = take_times(batch)
+                if times:
+                    fields.update(times)
+                _hops(batch, fields)
+                if to is not None:
+                    t1 = time.perf_counter_ns()
+                    batch = batch.to(to, non_blocking=True)
+                    fields["data_to_device_s"] = (time.perf_counter_ns() - t1) / 1e9
+                state.NEXT_BATCH[:] = [fields]
+                yield batch
+        finally:
+            if split is not None:
+                _end_pass(loader, split)
+            state.NEXT_BATCH.clear()  # a batch left unconsumed (broken off) names no later row
 
     def __len__(self) -> int:
         return len(self.loader)
 
     def remove(self) -> None:
-        """Put the loader's own methods back; a batch's figures not yet taken by a row are dropped."""
-        if self._split is not None:
-            self._split.remove()
-            self._split = None
+        """End this watch's passes still open: the loader's own methods come back once no pass of
+        any watch is open on it; a batch's figures not yet taken by a row are dropped."""
+        for passing in list(self._open):
+            passing.close()
+        self._open.clear()
         state.NEXT_BATCH.clear()
 
     def __enter__(self) -> LoaderWatch:
@@ -187,5 +247,6 @@ class LoaderWatch:
 def watch_loader(loader: Any, *, to: Any = None) -> LoaderWatch:
     """Iterate ``loader`` through this to put each batch's wait (``data_wait_s``) and, for PyG's
     neighbour loaders, its sampling, gathering and transform times and nodes per hop on the row of
-    the step that consumes it; ``to``: move each batch to that device and time the copy."""
+    the step that consumes it; ``to``: move each batch to that device and time the copy. Each pass
+    puts the loader back as it was when it ends."""
     return LoaderWatch(loader, to=to)
