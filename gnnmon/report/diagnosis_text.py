@@ -5,10 +5,12 @@ fragment for a page (:func:`diagnosis_html`: the report page's JSON carries the 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 from gnnmon.report.loops import MIN_SHARE, ms
 from gnnmon.report.memory_model import format_bytes
+from gnnmon.report.text import md
 
 NOTHING = (f"Nothing stands out: no cause takes {100 * MIN_SHARE:.0f} % of the run's time or memory beyond the noise its "
            "own calls show.")
@@ -40,21 +42,25 @@ def value_text(value: float | None, unit: str) -> str:
     return f"{value:,.4g} {unit}".rstrip()
 
 
-def evidence_text(e: dict[str, Any]) -> str:
+def evidence_text(e: dict[str, Any], text: Callable[[Any], str] = str) -> str:
+    """A finding's evidence: the figure, its value and where it was measured (``text``: how the
+    words are written, :func:`~gnnmon.report.text.md` for markdown)."""
     value = value_text(e["value"], e["unit"])
-    return f"`{e['figure']}`" + (f" {value}" if value else "") + f" ({e['where']})"
+    return f"`{e['figure']}`" + (f" {value}" if value else "") + f" ({text(e['where'])})"
 
 
 def diagnosis_lines(findings: list[dict[str, Any]]) -> list[str]:
     """The section a markdown report opens with: each finding ranked, its evidence and next step;
-    or one line when there is nothing to say."""
+    or one line when there is nothing to say. The words hold your labels and names: written as
+    markdown that reads back as that text (a label ``a|<b>x</b>`` with a line break in it stays
+    one list item)."""
     lines = ["### Diagnosis", ""]
     if not findings:
         return [*lines, NOTHING, ""]
     for k, f in enumerate(findings, 1):
-        lines += [f"{k}. **{headline(f)}**: {f['words']}.",
-                  "   Evidence: " + "; ".join(evidence_text(e) for e in f["evidence"]) + ".",
-                  f"   Next: {f['next']}."]
+        lines += [f"{k}. **{md(headline(f))}**: {md(f['words'])}.",
+                  "   Evidence: " + "; ".join(evidence_text(e, md) for e in f["evidence"]) + ".",
+                  f"   Next: {md(f['next'])}."]
     return [*lines, ""]
 
 

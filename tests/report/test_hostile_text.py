@@ -208,3 +208,26 @@ def test_the_trace_is_strict_json_with_every_name_as_it_was(tmp_path):
     back = orjson.loads((tmp_path / "t2.json").read_bytes())
     assert [e["name"] for e in back["traceEvents"] if e.get("cat") == "row"] == ["caf\\udce9"]
     assert chrome_trace(report.result)["traceEvents"]
+
+
+def test_the_diagnosis_names_a_hostile_label_as_text_in_one_list_item():
+    """A label with a line break, a table bar and markup, named by the diagnosis (planted slow
+    calls): each finding stays one item of the list, nothing becomes markup, and the label reads
+    back as it was."""
+    markdown_it = pytest.importorskip("markdown_it")
+    label = "step|<b>x</b>\n**y** [z](javascript:alert(1))"
+    rows = [{"label": label, "index": i, "parent": None, "error": None, "t_start_ns": i * 10**8,
+             "t_end_ns": i * 10**8 + 1, "wall_s": 0.2 if i % 5 == 4 else 0.02, "device_s": None,
+             "notes": ()} for i in range(30)]
+    text = gnnmon.Report(rows).markdown()
+    section = text.split("### Diagnosis", 1)[1].split("\n### ", 1)[0]
+    parser = markdown_it.MarkdownIt("commonmark", {"html": True})
+    tokens = parser.parse(section)
+    items = [t for t in tokens if t.type == "list_item_open" and t.level == 1]
+    findings = [line for line in section.splitlines() if line[:1].isdigit()]
+    assert findings and len(items) == len(findings), section
+    inline = [c for t in tokens if t.type == "inline" for c in t.children or []]
+    assert not [c for c in inline if c.type in ("html_inline", "link_open", "strong_open") and label[:4] in str(c)]
+    assert [c for c in inline if c.type == "link_open"] == []
+    shown = html_.unescape(parser.render(section))
+    assert printable(label) in shown
