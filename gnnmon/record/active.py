@@ -8,8 +8,10 @@ from collections.abc import Sequence
 from threading import get_ident
 from typing import Any
 
-from gnnmon.record import state
+from gnnmon.record import sigterm, state
 from gnnmon.record.run import Run
+
+_ = sigterm  # imported for what it does: SIGTERM ends the active runs cleanly (its module doc)
 
 DEFAULT_MAX_RECORDS = 10_000
 """Rows the default run keeps (in memory only)."""

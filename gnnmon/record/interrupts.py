@@ -47,7 +47,7 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class _Held:
-    __slots__ = ("depth", "holder", "pending", "installed", "in_gc", "unmeasured")
+    __slots__ = ("depth", "holder", "pending", "installed", "in_gc", "unmeasured", "later")
 
     def __init__(self) -> None:
         self.depth = 0  # held sections open on the main thread
@@ -56,13 +56,20 @@ class _Held:
         self.installed = False
         self.in_gc = False  # gnnmon's GC callback runs on the main thread
         self.unmeasured = 0  # decorated calls a signal handler made while gnnmon was interrupted
+        self.later: Callable[[], Any] | None = None  # a handler's work that waits for the state to be whole
 
 
 HELD = _Held()
 
 
+def holding_or_releasing(frame: FrameType | None) -> bool:
+    """Whether a signal handler called at ``frame`` interrupted gnnmon's own bookkeeping (a held
+    section, or a function that ends in a release): its work must wait for :func:`release`."""
+    return _releases_soon(frame) or bool(HELD.depth) and _holding(frame)
+
+
 def _on_sigint(signum: int, frame: FrameType | None) -> None:
-    if _releases_soon(frame) or HELD.depth and _holding(frame):
+    if holding_or_releasing(frame):
         HELD.pending = True
         return
     HELD.depth, HELD.holder = 0, None  # a section an exception left open holds nothing
@@ -125,6 +132,10 @@ def release(held: bool, undo: Callable[[], Any] | None = None, value: T = None) 
         HELD.depth -= 1
         if not HELD.depth:
             HELD.holder = None
+            later = HELD.later
+            if later is not None:  # a SIGTERM that came during the section (gnnmon.record.sigterm)
+                HELD.later = None
+                later()
         if HELD.pending and not HELD.depth:
             if undo is not None:
                 undo()

@@ -117,6 +117,7 @@ class Run:
         self._state = "new"
         self.thread: int | None = None  # the thread that started it
         self.ended = "stop"  # how the run ended, for its end line: see stop()
+        self.signal: str | None = None  # a SIGTERM's name, set by gnnmon.record.sigterm while active
         self._last_error = None  # sys.last_value when the run started (an uncaught error's, if any, is newer)
         self._unmeasured_at_start = 0
         self.history = History(opts.memory_history)  # CUDA's allocation history, opt-in
@@ -213,8 +214,7 @@ class Run:
         self.complete = True
 
     def stop_at_exit(self) -> None:
-        """:meth:`stop` at interpreter exit, saying whether an uncaught exception caused it (the
-        interpreter keeps the last one it printed in ``sys.last_value``)."""
+        """:meth:`stop` at interpreter exit, saying whether an uncaught exception (``sys.last_value``) caused it."""
         last = getattr(sys, "last_value", None)
         self.stop("exit" if last is None or last is self._last_error else f"uncaught {type(last).__name__}")
 
@@ -339,9 +339,8 @@ class Run:
         return out, encoded
 
     def _trim_samples(self) -> None:
-        """In a bounded run, keep about as many samples as rows in memory (sinks get all), never
-        one that a row still waiting for its join may need (called under the run's lock, where
-        rows are joined; the sampler's thread only appends)."""
+        """In a bounded run, keep about as many samples as rows in memory (sinks get all), never one
+        a row waiting for its join needs (under the run's lock; the sampler's thread only appends)."""
         samples = self.samples
         cut = len(samples) - self.max_records if self.max_records is not None else 0
         oldest = self._inbox.oldest_start()
@@ -361,11 +360,12 @@ class Run:
         unmeasured = HELD.unmeasured - self._unmeasured_at_start
         if unmeasured:
             end["unmeasured_calls"] = unmeasured  # made by signal handlers that interrupted gnnmon
+        if self.signal:  # a SIGTERM came while it was active (gnnmon.record.sigterm)
+            end["signal"] = self.signal
         return end
 
     def flush(self) -> None:
-        """Finish every row closed so far and hand it to the sinks (waits for the device where
-        needed, and for the writer thread)."""
+        """Finish every row closed so far and hand it to the sinks (waiting for the device, the writer)."""
         writer = self.outlets.writer
         if writer is not None:
             writer.flush()
@@ -433,13 +433,13 @@ class Run:
 
     # -- reading ----------------------------------------------------------------------------
     def result(self) -> RunResult:
-        """What this run holds now as a plain :class:`~gnnmon.data.result.RunResult` (the
-        window of rows, GC events, samples, points, markers), for reports and exports."""
+        """What this run holds now as a plain :class:`~gnnmon.data.result.RunResult`, for reports and exports."""
         records = self.records
         return RunResult(records, manifest=self.manifest, gc_events=list(self.gc_events),
                          samples=list(self.samples), markers=list(self.markers),
                          points=self.counters.points(), path=self.path, complete=self.complete,
-                         end={"sampler": self.sampler_stats, "children_forked": self.children_forked})
+                         end={"sampler": self.sampler_stats, "children_forked": self.children_forked,
+                              "signal": self.signal})
 
     def report(self) -> Report:
         """A :class:`gnnmon.report.Report` over this run's rows in memory."""

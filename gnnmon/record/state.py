@@ -35,6 +35,10 @@ DEFAULT: list[Any] = []
 
 LOCK = threading.RLock()
 
+ON_RUNS: list[Any] = []
+"""Functions called, without arguments, after a run joins or leaves :data:`RUNS` (the SIGTERM
+watch, :mod:`gnnmon.record.sigterm`, follows whether any run is active)."""
+
 _fork_hook: list[bool] = []
 _exit_hook: list[bool] = []
 
@@ -53,6 +57,8 @@ def push(run: Any) -> None:
     _watch_exit()
     with LOCK:
         RUNS.append(run)
+    for hook in ON_RUNS:
+        hook()
 
 
 def pop(run: Any) -> None:
@@ -60,6 +66,8 @@ def pop(run: Any) -> None:
     with LOCK:
         if run in RUNS:
             RUNS.remove(run)
+    for hook in ON_RUNS:
+        hook()
 
 
 def _in_forked_child() -> None:

@@ -87,6 +87,32 @@ def header_lines(m: Mapping[str, Any]) -> list[str]:
     return [" · ".join(parts), ""] if parts else []
 
 
+DID_NOT_END = ("**Did not end: killed, or still being written.** This run's file has no end line: the "
+               "process was killed (SIGKILL, an out-of-memory killer, a crash, a lost machine) or is still "
+               "running. Its rows are those on disk; a kill loses at most the last flush interval's.")
+"""What a report of a file without its end line says first."""
+
+
+def ending_lines(result: Any) -> list[str]:
+    """How the run ended, where that is news, before anything else: a file without an end line
+    (:data:`DID_NOT_END`), a run a SIGTERM ended, or one that went on after it (your handler)."""
+    if result is None:
+        return []
+    end = result.end
+    if result.complete is False and result.path is not None:
+        return [DID_NOT_END, ""]
+    if not end:
+        return []
+    ended, signal = str(end.get("ended") or ""), end.get("signal")
+    if ended.startswith("signal "):
+        name = md(ended.split(" ", 1)[1])
+        return [f"**Ended by {name}** (how Slurm, Kubernetes and `timeout` end a job): every row returned before "
+                "it is here, and the process then ended by the signal.", ""]
+    if signal:
+        return [f"A {md(signal)} came during this run; your handler took it, and the run ended: {md(ended)}.", ""]
+    return []
+
+
 def file_notes(end: Mapping[str, Any]) -> list[str]:
     """What the run's file says it is missing (lines a failed write lost), before anything else."""
     lost = end.get("lines_lost") if end else None
@@ -102,7 +128,7 @@ def render_markdown(report: Explained, header: bool = True, diagnosis: bool = Tr
     in ms), then the step analysis, GC, spikes and short steps where the rows have times, then
     energy (``header``: the versions line and the diagnosis first; ``diagnosis=False``: without it,
     for a page that shows it apart)."""
-    lines: list[str] = header_lines(report.manifest) if header else []
+    lines: list[str] = ending_lines(report.result) + header_lines(report.manifest) if header else []
     if header:
         lines += file_notes(report.result.end)
         lines += diagnosis_lines(report.diagnosis()) if diagnosis and len(report.table) else []

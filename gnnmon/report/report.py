@@ -23,7 +23,7 @@ from gnnmon.report.energy_totals import energy_summary
 from gnnmon.report.exports import export
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
 from gnnmon.report.layer_table import layer_table
-from gnnmon.report.markdown import MAX_TABLE, header_lines, render_markdown
+from gnnmon.report.markdown import MAX_TABLE, ending_lines, header_lines, render_markdown
 from gnnmon.report.memory_model import MemoryModel, fit
 from gnnmon.report.oom_report import oom_report
 from gnnmon.report.stats import describe
@@ -277,7 +277,7 @@ class Report:
         (a marker), all of it once per value of the marker, in natural order."""
         if by is None:
             return printable(render_markdown(self))
-        text = header_lines(self.manifest) + diagnosis_lines(self.diagnosis())
+        text = ending_lines(self.result) + header_lines(self.manifest) + diagnosis_lines(self.diagnosis())
         for value, part in self.groups(by).items():
             text += [f"## {md(by)} = {md(value)} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
         return printable("\n".join(text))
