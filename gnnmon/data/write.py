@@ -90,25 +90,35 @@ class JsonlWriter:
 
     def write_lines(self, lines: list[bytes]) -> None:
         """Encoded lines (no newline) in one write (the writer thread's batches). A write that
-        fails (a full disk) leaves no part of a line: the file is cut back to its last whole line
-        before the error is raised, so the lines written after it (once there is room again) are
-        whole lines of their own."""
+        fails (a full disk) keeps the whole lines that fit and no part of a line: the file is cut
+        back to the last whole line written before the error is raised, with the number of this
+        batch's lines that are in the file as its ``lines_written`` (the rest are lost), so the
+        lines written after it (once there is room again) are whole lines of their own."""
         if not lines:
             return
         data = b"\n".join(lines) + b"\n"
         with self._lock:  # reentrant: a signal handler's row in this thread must not wait on itself
             if self._file.closed:
                 raise ValueError(f"report file {self.path} is already closed")
-            if self._torn and not self._cut_back():
+            prefixed = self._torn and not self._cut_back()
+            if prefixed:
                 data = b"\n" + data  # the part left ends as a line of its own, skipped by the reader
             view = memoryview(data)
             try:
                 while view:
                     view = view[self._file.write(view):]
-            except BaseException:
-                if len(view) < len(data):  # part of the batch is in the file
+            except BaseException as exc:
+                written = len(data) - len(view)
+                whole = data.rfind(b"\n", 0, written) + 1  # bytes of the whole lines that fit
+                kept = data.count(b"\n", 0, whole) - (1 if prefixed and whole else 0)
+                if written:  # part of the batch is in the file: keep its whole lines, cut the rest
+                    if whole:
+                        self._end += whole
+                        self.lines += kept
                     self._torn = True
                     self._cut_back()
+                if isinstance(exc, Exception):
+                    exc.lines_written = max(kept, 0)  # type: ignore[attr-defined]
                 raise
             self._end = self._file.tell()  # the file's end: whole lines up to here
             self._torn = False

@@ -127,8 +127,8 @@ the user's code."""
 class JsonlSink:
     """The run's JSON Lines file: the manifest first (the file is put in place whole when the run
     starts: a run that cannot start leaves a previous file untouched), then every batch in one
-    unbuffered write, then the end line. A failed write warns once and counts its lines in
-    :attr:`lines_lost`; the next batch tries again."""
+    unbuffered write, then the end line. A failed write keeps the whole lines that fit, warns once
+    and counts the others in :attr:`lines_lost`; the next batch tries again."""
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "w") -> None:
         self.path = Path(path)
@@ -173,7 +173,7 @@ class JsonlSink:
         try:
             file.write_lines(lines)
         except Exception as exc:  # noqa: BLE001 - the user's run comes first; the rows stay in memory
-            self._failed(exc, len(lines))
+            self._failed(exc, len(lines) - getattr(exc, "lines_written", 0))  # those that fit are in the file
 
     def _failed(self, exc: BaseException, lost: int) -> None:
         self.lines_lost += lost

@@ -63,3 +63,34 @@ def test_a_disk_that_fills_and_frees_again_leaves_whole_lines_and_says_what_it_l
     assert "No space left" in loaded.end["write_errors"][0]
     text = loaded.report().markdown()
     assert "20 lines of this run were lost" in text and "No space left" in text
+
+
+def test_a_disk_with_room_for_some_lines_keeps_every_whole_line_that_fits(tmp_path):
+    """A batch of 3,000 rows meets a disk with about 100 lines' room left: the whole lines that fit
+    are in the file (a batch is no longer written whole or not at all), the rest are counted."""
+    path = tmp_path / "run.jsonl"
+
+    @gnnmon.cuda_timed(label="step", device="cpu")
+    def step(i):
+        return i
+
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        with gnnmon.collect(path, flush_interval=3600) as run:
+            writer = run.outlets.file.file
+            step(-1)
+            run.flush()
+            line = len(path.read_bytes().split(b"\n")[1]) + 1  # one row's line, bytes
+            quota = writer._file = QuotaFile(writer._file, writer._file.tell() + 100 * line + line // 2)
+            for i in range(3000):
+                step(i)
+            run.flush()
+            on_disk = [json.loads(x) for x in path.read_bytes().split(b"\n")[:-1]]
+            fitted = sum(o["type"] == "row" for o in on_disk) - 1  # rows of this batch that fit
+            others = len(on_disk) - 2 - fitted  # other lines of the batch that fit (GC events)
+            quota.capacity = 1 << 30  # room for the end line
+    assert 90 <= fitted + others <= 105  # about 100 lines' room: the lines vary by a few bytes
+    assert run.lines_lost >= 3000 - fitted - others and run.lines_lost - (3000 - fitted) <= 100
+    loaded = gnnmon.load(path)  # strict: every line whole
+    assert [r["index"] for r in loaded.records] == list(range(fitted + 1))
+    assert loaded.end["lines_lost"] == run.lines_lost
