@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 import gnnmon  # noqa: E402
-from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase  # noqa: E402
+from benchmarks.gpu import phased_step  # noqa: E402
+from gnnmon import cuda_timed, gc_controlled, monitor_memory_device  # noqa: E402
 
 
 def run(device: str, steps: int, workers: int, scale: float, out: Path) -> dict[str, Any]:
@@ -44,16 +44,7 @@ def run(device: str, steps: int, workers: int, scale: float, out: Path) -> dict[
     @cuda_timed
     @gc_controlled
     def train_step(batch: Any) -> torch.Tensor:
-        batch = batch.to(dev, non_blocking=True)
-        with phase("forward"):
-            out = model(batch.x, batch.edge_index)
-            loss = F.cross_entropy(out[: batch.batch_size], batch.y[: batch.batch_size])
-        with phase("backward"):
-            loss.backward()
-        with phase("optimizer"):
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        return loss.detach()
+        return phased_step(model, batch.to(dev, non_blocking=True), opt)  # benchmarks/gpu.py's step
 
     batches = epochs = 0
     t0 = time.perf_counter()
