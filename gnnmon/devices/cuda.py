@@ -158,11 +158,16 @@ class CudaBackend:
         torch.cuda.reset_peak_memory_stats(self.index)
 
     def activity(self, fresh: bool) -> int:
-        """A count that changes whenever the allocator hands out memory on this device (bytes ever
-        allocated), from a new read, or, ``fresh`` False, from the last read made (one that a
-        window's end just made): whether a call used the device, at no read of its own."""
+        """A count that changes whenever the allocator is asked for memory on this device (bytes
+        ever allocated, plus the allocations it retried or refused: a step whose first allocation
+        ran out of memory used the device too), from a new read, or, ``fresh`` False, from the
+        last read made (one that a window's end just made): whether a call used the device, at no
+        read of its own."""
         stats = self._stats() if fresh or not self._last else self._last
-        return int(stats["allocated_bytes"]["all"]["allocated"]) if stats else 0
+        if not stats:
+            return 0
+        return int(stats["allocated_bytes"]["all"]["allocated"]) + stats.get("num_ooms", 0) + stats.get(
+            "num_alloc_retries", 0)
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.index)

@@ -162,12 +162,18 @@ def _cuda_gauge_index(label: str) -> int | None:
     return int(label.split(":")[1]) if ":" in label else 0
 
 
+_MPS_BACKEND = getattr(torch.backends, "mps", None)
+_MPS = getattr(torch, "mps", None)
+# The modules, looked up once (reading them off torch per row cost ~0.5 µs); their functions are
+# read at each call, so a test's fake is seen.
+
+
 def _mps_available() -> bool:
-    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    return bool(_MPS_BACKEND is not None and _MPS_BACKEND.is_available())
 
 
 def _mps_in_use() -> torch.device | None:
-    mps = getattr(torch, "mps", None)
+    mps = _MPS
     if mps is None or not _mps_available():
         return None
     try:

@@ -4,6 +4,7 @@ every row says how its device was chosen (``device_source``)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import gnnmon
@@ -201,3 +202,19 @@ def test_a_row_with_no_device_measurement_keeps_its_arguments_device(fake_cuda):
     (row,) = run.records
     assert (row["device"], row["device_source"]) == ("cpu", "argument")
     assert fake_cuda.calls["stats"] == 0
+
+
+def test_a_host_batch_step_that_runs_out_of_gpu_memory_is_the_gpus(fake_cuda):
+    """Its first allocation on the GPU failed: nothing was allocated, yet the GPU was used and its
+    row is the GPU's, with the out-of-memory figures."""
+    _cuda_started(fake_cuda)
+
+    @monitor_memory_device
+    def train_step(batch):
+        fake_cuda.alloc(64 * 2**30, 0)  # beyond the fake GPU's 16 GiB
+
+    with gnnmon.collect() as run:
+        with pytest.raises(torch.OutOfMemoryError):
+            train_step(torch.ones(2))
+    (row,) = run.records
+    assert row["backend"] == "cuda" and row["cuda_ooms"] == 1 and row["error"] == "OutOfMemoryError"
