@@ -25,6 +25,7 @@ Both work on tuples of figures (e.g. allocated and reserved bytes) read together
 
 from __future__ import annotations
 
+import signal
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -122,6 +123,35 @@ def release_pollers() -> None:
         poller.stop_if_idle()
 
 
+def _start_whole(thread: threading.Thread) -> None:
+    """``thread.start()`` with the signals held back from this thread (``pthread_sigmask``; a plain
+    start where it does not exist), so that no Python signal handler runs, and raises, inside it:
+    an exception raised inside ``Thread.start()`` leaves a thread that runs untracked, or one that
+    never started (``join`` then fails). The mask before is read first, and put back however the
+    block ends (a handler whose signal came before the block may still raise at its first call);
+    the signals held back are delivered then, microseconds later. The thread keeps them blocked,
+    so the process's signals go to the main thread, where Python runs its handlers anyway."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:
+        thread.start()
+        return
+    before = mask(signal.SIG_BLOCK, ())  # the mask now: blocking nothing
+    try:
+        mask(signal.SIG_BLOCK, signal.valid_signals())
+        thread.start()
+    finally:
+        mask(signal.SIG_SETMASK, before)
+
+
+def _join(thread: threading.Thread) -> None:
+    """Wait for a polling thread to end; one that never started (a signal handler's exception cut
+    its ``start()`` short) has nothing to wait for."""
+    try:
+        thread.join()
+    except RuntimeError:  # "cannot join thread before it is started"
+        pass
+
+
 class PolledPeaks:
     """Windows over a figure that can only be sampled; one daemon thread while any window is open."""
 
@@ -159,15 +189,16 @@ class PolledPeaks:
     def open(self) -> PeakWindow:
         values = self._read()
         with self._lock:
-            window = PeakWindow(tuple(values))
-            self._open.add(window)
             if self._thread is None:
-                # kept only once started: an exception a signal handler raises in between leaves
-                # no thread that was never started to join, and the started one ends as an orphan
+                # started before the window exists (a signal held back during the start is handled
+                # as it ends: its exception then loses no window), and kept once started: one that
+                # an exception cut off runs untracked and ends at its next sample
                 stop = threading.Event()
                 thread = threading.Thread(target=self._loop, args=(stop,), name=self._name, daemon=True)
-                thread.start()
+                _start_whole(thread)
                 self._stop, self._thread = stop, thread
+            window = PeakWindow(tuple(values))
+            self._open.add(window)
             return window
 
     def close(self, window: PeakWindow) -> tuple[Figures, Figures]:
@@ -182,7 +213,7 @@ class PolledPeaks:
                 thread, self._thread = self._thread, None
                 self._stop.set()
         if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            _join(thread)
         return tuple(values), tuple(window.peak)
 
     def stop_if_idle(self) -> None:
@@ -193,7 +224,7 @@ class PolledPeaks:
                 thread, self._thread = self._thread, None
                 self._stop.set()
         if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            _join(thread)
 
     @property
     def running(self) -> bool:
