@@ -38,7 +38,8 @@ gave the CPU up (a sleep, I/O, a lock; without the run-queue time, context switc
 others also gave the CPU up more often than usual, or, after its buckets, it gave the CPU up no
 more often than usual: the all-reduce's wait): its collective ended late (listed under
 ``collective``, not as a spike); ``compute`` where it was in the buckets
-(the rank's own backward took longer); else ``unexplained``. Each names the rank: ``gc (rank 0)``.
+(the rank's own backward took longer: on a CPU row with counters, its thread computed at least
+half the delay more than usual); else ``unexplained``. Each names the rank: ``gc (rank 0)``.
 """
 
 from __future__ import annotations
@@ -371,9 +372,17 @@ def _cause(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: fl
     off_cpu = _off_cpu(rank, rows, via, delay, histories)
     if off_cpu is not None:
         return f"{off_cpu} (rank {rank})"
-    if via == "buckets":
+    if via == "buckets" and not _computed_less(rows[rank], via, delay, histories[rank]):
         return f"compute (rank {rank})"
     return f"unexplained (rank {rank})"
+
+
+def _computed_less(row: Mapping[str, Any], via: str, delay: float, history: _History) -> bool:
+    """Whether a CPU row's thread computed less than half the delay more than usual over the
+    window the delay fell in: its own work did not take longer, so "compute" would be a guess (a
+    thread partly queued, partly given up, each under half the delay)."""
+    window, usual = _window(row, via), history.usual_sched(row["label"], via)
+    return row.get("backend") == "cpu" and window is not None and usual is not None and window[1] - usual[1] < 0.5 * delay
 
 
 def _off_cpu(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: float,

@@ -5,8 +5,9 @@ process pinned to the thread's core), and what the cross-rank report makes of th
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -27,31 +28,25 @@ def _spin(seconds: float) -> None:
         pass
 
 
-def _spinner(ready, stop) -> None:  # a process that keeps its core busy until told to stop
-    ready.set()
-    while not stop.is_set():
-        pass
+_SPINNER = "import sys\nsys.stdout.write('ready\\n')\nsys.stdout.flush()\nwhile True:\n    pass\n"
+"""A process that says it is ready, then keeps its core busy until killed: a bare interpreter
+(no torch to import), so that it starts in milliseconds however busy the machine is."""
 
 
 @contextlib.contextmanager
 def _sharing_a_core() -> Iterator[None]:
     """This thread pinned, for the block, to one core with a process that spins on it."""
-    ctx = multiprocessing.get_context("spawn")
-    ready, stop = ctx.Event(), ctx.Event()
     core, before = sorted(os.sched_getaffinity(0))[0], os.sched_getaffinity(0)
-    child = ctx.Process(target=_spinner, args=(ready, stop), daemon=True)
-    child.start()
+    child = subprocess.Popen([sys.executable, "-c", _SPINNER], stdout=subprocess.PIPE)
     try:
-        assert ready.wait(60)
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
         os.sched_setaffinity(child.pid, {core})
         os.sched_setaffinity(0, {core})  # this thread (Linux: the calling thread)
         yield
     finally:
         os.sched_setaffinity(0, before)
-        stop.set()
-        child.join(10)
-        if child.is_alive():
-            child.kill()
+        child.kill()
+        child.wait()
 
 
 @needs_thread_usage
@@ -481,3 +476,24 @@ def test_a_forked_childs_first_row_has_no_time_before_it_from_its_parent():
     assert "before_s" not in first and not any(k.startswith("before_") for k in first)
     assert second["before_s"] >= 0 and all(second[k] >= 0 for k in second if k.startswith("before_thread_"))
     assert first["thread_cpu_s"] >= 0.005 and first["thread_waits"] >= 0
+
+
+def test_late_buckets_whose_thread_computed_no_more_than_usual_are_not_called_compute():
+    """At step 18 rank 0 reached its buckets 10 ms sooner than usual and rank 1 12 ms later, 6 ms
+    more CPU and 6 ms more off it (half queued): a 22 ms spike of which neither the CPU nor the time
+    off it is half. Its cause is "unexplained", not "compute"; 30 ms more CPU is "compute"."""
+    from gnnmon.report.cross_rank import cross_rank
+
+    def plant(late_cpu: float) -> list[dict]:
+        rows = _job({18: {"late": 0.012 if late_cpu < 0.012 else late_cpu, "late_cpu": late_cpu,
+                          "late_queued": 0.0035}}, queued=True)
+        (early,) = [r for r in rows if r["index"] == 18 and r["rank"] == 0]
+        early.update(ddp_ready_s=0.010, ddp_ready_thread_cpu_s=0.010)
+        return rows
+
+    (spike,) = cross_rank(plant(0.006))["spikes"]
+    assert (spike["index"], spike["slowest_rank"], spike["via"]) == (18, 1, "buckets")
+    assert abs(spike["delay_s"] - 0.022) < 1e-6
+    assert spike["cause"] == "unexplained (rank 1)"
+    (computed,) = cross_rank(plant(0.030))["spikes"]
+    assert (computed["index"], computed["cause"]) == (18, "compute (rank 1)")
