@@ -35,13 +35,13 @@ from typing import Any
 
 from gnnmon.fields import row_key
 from gnnmon.figures import STEP_FIGURES
-from gnnmon.measure.lifecycle import Measurement, begin, exit_measurements, open_row
+from gnnmon.measure.bracket import Bracket
+from gnnmon.measure.lifecycle import Measurement, open_row
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
 from gnnmon.record.active import active_run, collect
 from gnnmon.record.interrupts import held_section
 from gnnmon.record.options import Options
-from gnnmon.record.row import Row
 from gnnmon.record.run import Run
 from gnnmon.record.sinks import Batch
 
@@ -132,12 +132,13 @@ class LoggerSink:
 
 
 class _OpenRow:
-    """The row of the batch in flight, its measurements and the open phase."""
+    """The bracket of the batch in flight (its row and measurements) and the open phase."""
 
-    __slots__ = ("row", "phase", "stepped")
+    __slots__ = ("bracket", "row", "phase", "stepped")
 
-    def __init__(self, row: Row) -> None:
-        self.row = row
+    def __init__(self, bracket: Bracket) -> None:
+        self.bracket = bracket
+        self.row = bracket.row
         self.phase: phase | None = None
         self.stepped = False  # the optimizer stepped in this batch
 
@@ -158,7 +159,7 @@ class _OpenRow:
                 self.phase.__exit__(None if error is None else type(error), error, None)
                 self.phase = None
         finally:
-            exit_measurements(self.row, 0, error, True)
+            self.bracket.close(error)
         return self.row.fields
 
 
@@ -255,9 +256,7 @@ class GnnmonCallback(Callback):
 
     # -- a training batch ---------------------------------------------------------------------
     def _open_row(self, label: str, batch: Any) -> _OpenRow:
-        row = open_row(label, (batch,), {}).open()
-        begin(row, self._measures, own=True)
-        return _OpenRow(row)
+        return _OpenRow(Bracket(open_row(label, (batch,), {}).open(), True, self._measures))
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         with held_section():  # a Ctrl-C waits until the row is whole (record/interrupts.py)

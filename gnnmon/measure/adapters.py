@@ -24,15 +24,11 @@ from typing import Any
 
 import torch
 
-from gnnmon.measure.lifecycle import Measurement, enter_measurements, exit_measurements, open_row
+from gnnmon.measure.bracket import Bracket, unmeasured
+from gnnmon.measure.lifecycle import Measurement, open_row
 from gnnmon.record import state
-from gnnmon.record.interrupts import HELD, hold, interrupted, reentered, release, releasing
+from gnnmon.record.interrupts import hold, release, releasing
 from gnnmon.record.row import Row
-
-is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-"""True while ``torch.compile`` traces the code that calls it (Dynamo folds it to a constant): a
-gnnmon decorator or phase inside a compiled function then adds nothing to the graph (no graph
-break, no row); measure around the compiled call instead (docs/timing-and-gc.md)."""
 
 # (wrapper expected next, row it should join), set by an outer wrapper just before it calls down.
 _JOIN: ContextVar[tuple[Any, Row] | None] = ContextVar("gnnmon_join", default=None)
@@ -129,13 +125,17 @@ def _check_target(func: Any, where: str) -> None:
 
 
 @releasing
-def _finish(row: Row | None, start: int, own: bool, exc: BaseException | None, token: Any, held: bool,
-            result: Any = None) -> Any:
-    """:func:`exit_measurements`, then reset the join and end the held section ``held`` (a Ctrl-C
-    that came meanwhile is raised here, the row whole); returns ``result``."""
+def _finish(bracket: Bracket | None, exc: BaseException | None, token: Any, held: bool, result: Any = None,
+            started: bool = True) -> Any:
+    """Close ``bracket`` (one that has not ``started`` the user's code fails: its row says it did
+    not start), then reset the join and end the held section ``held`` (a Ctrl-C that came meanwhile
+    is raised here, the row whole); returns ``result``."""
     try:
-        if row is not None:
-            exit_measurements(row, start, exc, own)
+        if bracket is not None:
+            if started:
+                bracket.close(exc)
+            else:
+                bracket.fail(exc)  # type: ignore[arg-type]
     finally:
         if token is not None:
             _JOIN.reset(token)
@@ -168,15 +168,12 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # A signal handler's call while gnnmon's code is interrupted, or one traced by
         # torch.compile: the call alone (record/interrupts.py; no graph break, no row).
-        if (HELD.depth or HELD.in_gc) and interrupted() or is_compiling():
+        if unmeasured():
             return target(*args, **kwargs)
         # gnnmon's own steps run held (a Ctrl-C waits for them); the user's call does not.
         held = hold()
-        row: Row | None = None
-        own = True
+        bracket: Bracket | None = None
         token = None
-        start = 0
-        started = False
         try:
             joined = _JOIN.get()
             if joined is not None and joined[1].closed:
@@ -184,26 +181,24 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
             if joined is None or joined[0] is not wrapper:
                 name = row_label if by_class is None or not args else by_class(args[0])
                 row = open_row(name, args, kwargs, sys._getframe() if held else None).open()
+                bracket = Bracket(row, True, measures)
                 if joined is not None or inner is not None:
                     token = _JOIN.set((inner, row))
             else:
-                own = False
-                row = joined[1]
+                bracket = Bracket(joined[1], False, measures)
                 # Tell the next gnnmon wrapper below to join; clear the invitation otherwise.
-                token = _JOIN.set((inner, row))
-            start = len(row.entered)
-            enter_measurements(measures, row)
+                token = _JOIN.set((inner, bracket.row))
             was_held, held = held, False
             release(was_held)  # raises a Ctrl-C that came during the set-up: the row closes with it
-            started = True
-            result = target(*args, **kwargs)
-            held = hold()
         except BaseException as exc:
-            if not started and own and row is not None:
-                row.note(f"did not start: {type(exc).__name__}: {exc}")
-            _finish(row, start, own, exc, token, held or hold())
+            _finish(bracket, exc, token, held or hold(), started=False)
             raise
-        return _finish(row, start, own, None, token, held, result)
+        try:
+            result = target(*args, **kwargs)
+        except BaseException as exc:
+            _finish(bracket, exc, token, hold())
+            raise
+        return _finish(bracket, None, token, hold(), result)
 
     wrapper.__gnnmon_self__ = wrapper  # type: ignore[attr-defined]
     wrapper.__gnnmon_label__ = label  # type: ignore[attr-defined]
@@ -245,13 +240,12 @@ class _Scope:
     row, as stacked decorators do: ``with memory_scope(label="x"), timed(label="x"):`` — the inner
     one joins the row the outer one opened, adding its measurement (not one already there)."""
 
-    __slots__ = ("_cls", "_label", "_options", "_row", "_start", "_own", "_frame", "_outer")
+    __slots__ = ("_cls", "_label", "_options", "_bracket", "_frame", "_outer", "_entered")
 
     def __init__(self, cls: type[Measurement], label: str, options: dict) -> None:
         self._cls, self._label, self._options = cls, label, options
-        self._row: Row | None = None
-        self._start = 0  # where this scope's measurement sits in the row's entered list
-        self._own = True  # the row is this scope's (else it joined an outer scope's)
+        self._bracket: Bracket | None = None  # set while the scope is open and measured
+        self._entered = False  # entered once (a scope object is one block's)
         self._frame: FrameType | None = None
         self._outer: _Scope | None = None
 
@@ -259,7 +253,8 @@ class _Scope:
         """The row of the innermost open scope if this one stacks on it: same label, opened in the
         same frame, still the current row, without this kind of measurement."""
         outer = _OPEN_SCOPE.get()
-        row = outer._row if outer is not None else None
+        bracket = outer._bracket if outer is not None else None
+        row = bracket.row if bracket is not None else None
         if (row is None or outer is None or outer._frame is not frame or outer._label != self._label
                 or row.closed or state.CURRENT_ROW.get() is not row
                 or any(type(m) is self._cls for m in row.entered)):
@@ -268,48 +263,49 @@ class _Scope:
 
     @releasing
     def __enter__(self) -> MutableMapping[str, Any]:
-        if self._row is not None:
-            raise RuntimeError("this gnnmon scope is already open; make a new one per block")
-        if reentered():  # a signal handler's block while gnnmon's code is interrupted: unmeasured
+        if self._entered:
+            raise RuntimeError("this gnnmon scope was entered already; make a new one per block")
+        self._entered = True
+        if unmeasured():
             return {"label": self._label, "notes": ("unmeasured: a signal handler interrupted gnnmon",)}
         held = hold()
         frame = sys._getframe(1)
-        row = self._joins(frame)
-        own = self._own = row is None
         try:
-            if row is None:
-                self._row = row = Row(self._label).open()
-            else:
-                self._row = row
-            self._start = len(row.entered)
-            enter_measurements([(self._cls, self._options)], row)
-        except BaseException as exc:
-            _finish(row, self._start, own, exc, None, held)
-            self._row = None
+            row = self._joins(frame)
+            measures = [(self._cls, self._options)]
+            bracket = Bracket(Row(self._label).open(), True, measures) if row is None else \
+                Bracket(row, False, measures)
+        except BaseException:
+            release(held)
             raise
-        self._frame, self._outer = frame, _OPEN_SCOPE.get()
+        self._bracket, self._frame, self._outer = bracket, frame, _OPEN_SCOPE.get()
         _OPEN_SCOPE.set(self)
-        start = self._start
-        # a Ctrl-C raised here: the block never runs, so the row closes now (its own), with it
-        return release(held, undo=lambda: self._undo(row, start, own), value=row.user_fields())
+        # a Ctrl-C raised here: the block never runs, so the row closes now, saying so
+        return release(held, undo=self._not_started, value=bracket.row.user_fields())
 
-    def _undo(self, row: Row, start: int, own: bool) -> None:
+    def _not_started(self) -> None:
+        bracket = self._bracket
         self._leave()
-        exit_measurements(row, start, KeyboardInterrupt(), own)
+        if bracket is not None:
+            bracket.not_started()
 
     def _leave(self) -> None:
         if _OPEN_SCOPE.get() is self:
             _OPEN_SCOPE.set(self._outer)
         self._outer = self._frame = None
+        self._bracket = None
 
     @releasing
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        row = self._row
-        if row is None:  # unmeasured
+        bracket = self._bracket
+        if bracket is None:  # unmeasured, or closed when a Ctrl-C stopped its entry
             return None
         held = hold()  # from here a Ctrl-C waits for the row to be whole
-        self._leave()
-        _finish(row, self._start, self._own, exc, None, held)
+        try:
+            self._leave()
+            bracket.close(exc)
+        finally:
+            release(held)
         return None
 
 

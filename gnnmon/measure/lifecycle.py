@@ -1,7 +1,7 @@
-"""The row life cycle, written once: a call's row is opened, its measurements are entered in
-order (outermost first), the call runs, they are exited in reverse and the row is closed. The
-decorators and scopes (:mod:`gnnmon.measure.adapters`), a phase outside any row
-(:mod:`gnnmon.measure.timing`) and the Lightning callback all go through these functions.
+"""Measurements and their life cycle in a row: a call's row is opened, its measurements are
+entered in order (outermost first), the call runs, they are exited in reverse and the row is
+closed. :class:`~gnnmon.measure.bracket.Bracket` is the one path through these functions that
+decorated calls, scopes, phases and the Lightning callback all take.
 
 What holds whatever interrupts it (an exception a signal handler raises can land at any line):
 
@@ -105,18 +105,3 @@ def exit_measurements(row: Row, start: int, exc: BaseException | None, own: bool
     exit_all(row.entered, start, exc)
     if own:
         close_row(row, exc)
-
-
-def begin(row: Row, measures: list[tuple[type[Measurement], dict]], own: bool) -> int:
-    """Enter ``measures`` into ``row`` (open; the caller's own when ``own``); returns where they
-    start in ``row.entered``. If the entry is interrupted, what was entered is exited (and an own
-    row closed, noted as not started) with the exception, which propagates."""
-    start = len(row.entered)
-    try:
-        enter_measurements(measures, row)
-    except BaseException as exc:
-        if own:
-            row.note(f"did not start: {type(exc).__name__}: {exc}")
-        exit_measurements(row, start, exc, own)
-        raise
-    return start

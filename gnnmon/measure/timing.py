@@ -23,11 +23,12 @@ from typing import Any
 from gnnmon.devices import Backend
 from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import parse_device
-from gnnmon.measure.adapters import is_compiling, make_decorator, make_scope
+from gnnmon.measure.adapters import make_decorator, make_scope
+from gnnmon.measure.bracket import Bracket, unmeasured
 from gnnmon.measure.lifecycle import Measurement
-from gnnmon.measure.row_device import close_row, row_backend, work_starts
+from gnnmon.measure.row_device import row_backend, work_starts
 from gnnmon.record import state
-from gnnmon.record.interrupts import hold, reentered, release, releasing
+from gnnmon.record.interrupts import hold, release, releasing
 from gnnmon.record.row import Row, open_phase
 
 SYNC_MODES = ("events", "sync", "none")
@@ -201,11 +202,11 @@ class phase:
     a row of its own, labelled ``name``, with ``wall_s`` and ``device_s`` too. A phase repeated in
     one row is summed. A phase opened inside another of the same row is part of it: the row says
     so (``phase_attn_in = "forward"``) and the step's shares count the outer one only. GC events
-    that fall inside a phase name it.
+    that fall inside a phase name it. A phase is a measurement of its row (:class:`PhaseClock`):
+    a row that closes before the phase's exit comes ends the phase with it.
     """
 
-    __slots__ = ("name", "field", "sync", "device", "outer", "closed", "_row", "_in", "_own", "_watch", "_t0",
-                 "_range")
+    __slots__ = ("name", "field", "sync", "device", "outer", "closed", "own", "_in", "_bracket", "_t1")
 
     def __init__(self, name: str, *, sync: str | None = None, device: Any = None) -> None:
         field = _PHASE_FIELDS.get(name) if type(name) is str else None
@@ -217,94 +218,115 @@ class phase:
         self.field = field
         self.sync = None if sync is None else check_sync(sync, "phase()")
         self.device = None if device is None else parse_device(device)
-        self._row: Row | None = None
+        self._bracket: Bracket | None = None  # set while the phase is open and measured
+        self.outer: phase | None = None  # the phase open when this one opened
         self.closed = False
+        self.own = False  # the row is this phase's own (no row was open)
+        self._t1 = 0  # perf_counter_ns at the phase's exit (0: not come)
 
     @releasing
     def __enter__(self) -> phase:
-        if is_compiling() or reentered():  # traced by torch.compile (nothing of gnnmon goes into the
-            self._row = None  # graph), or a signal handler's block while gnnmon's code is interrupted
+        if unmeasured():
+            self._bracket = None
             return self
         held = hold()  # a Ctrl-C waits until the phase is whole (record/interrupts.py)
         try:
-            self._open()
+            row = state.CURRENT_ROW.get()
+            if row is not None and row.closed:  # left current by an interrupted call
+                row = None
+            self.own = own = row is None
+            if own:
+                row = Row(self.name).open()
+            self._in = row
+            self._bracket = Bracket(row, own, [(PhaseClock, self)])
         except BaseException:
             release(held)
             raise
-        return release(held, undo=self._interrupted, value=self)  # a Ctrl-C raised here: the block never runs
+        return release(held, undo=self._not_started, value=self)  # a Ctrl-C raised here: the block never runs
 
-    def _interrupted(self) -> None:
-        self.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None)
+    def _not_started(self) -> None:
+        bracket, self._bracket = self._bracket, None
+        if bracket is not None:
+            bracket.not_started()
 
     def row_closed(self) -> bool:
         """Whether the row this phase times into has closed (then the phase is over too)."""
         return bool(self._in.closed)
 
-    def _open(self) -> None:
-        row = state.CURRENT_ROW.get()
-        if row is not None and row.closed:  # left current by an interrupted call
-            row = None
-        self._own = row is None
-        if row is None:
-            row = Row(self.name).open()
-        self._row = self._in = row
-        try:
-            backend = row_backend(row, self.device)
-            if backend.memory_is_host and not self._own:  # the CPU: device time is wall time
-                self._watch = None
-            else:
-                work_starts(row, True)
-                self._watch = Stopwatch(backend, self.sync or row.sync)
-                self._watch.start()
-        except BaseException as exc:
-            self._row = None
-            if self._own:
-                close_row(row, exc)
-            raise
-        self.outer, self.closed = state.OPEN_PHASE.get(), False
-        outer = open_phase(self.outer)
-        if outer is not None and outer._in is row and outer.name != self.name:
-            row.fields.setdefault(_PARENT_FIELDS.get(self.name) or _parent_field(self.name), outer.name)
-        state.OPEN_PHASE.set(self)
-        self._range = push_range(f"{row.fields['label']}.{self.name}") if RANGES.on else None
-        self._t0 = time.perf_counter_ns()
-
     @releasing
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        row = self._row
-        if row is None:  # entered while traced by torch.compile (no clock in the graph), or closed
+        bracket = self._bracket
+        if bracket is None:  # entered while traced by torch.compile (no clock in the graph), or closed
             return
-        t1 = time.perf_counter_ns()
-        self._row = None
+        self._t1 = time.perf_counter_ns()
+        self._bracket = None
         held = hold()
         try:
-            self._close(row, exc, t1)
+            bracket.close(exc)
         finally:
             release(held)
 
-    def _close(self, row: Row, exc: BaseException | None, t1: int) -> None:
-        self.closed = True
-        if state.OPEN_PHASE.get() is self:  # the nearest enclosing phase still open is current again
-            state.OPEN_PHASE.set(open_phase(self.outer))
-        if self._range is not None:
-            pop_range(self._range)
+
+class PhaseClock(Measurement):
+    """A phase's clock, a measurement of the phase's row: its field (summed over the row), its
+    device time from the row's backend, the enclosing phase it ran inside, its profiler range, and
+    for a row of the phase's own, ``wall_s`` and ``device_s``."""
+
+    __slots__ = ("phase", "_watch", "_t0", "_range")
+    name = "phase"
+
+    def __init__(self, row: Row, options: Any) -> None:
+        self.row = row
+        self.phase: phase = options
+        self._watch: Stopwatch | None = None
+        self._range: Any = None
+        self._t0: int | None = None  # set last: an exit that finds none has no clock to stop
+
+    def __enter__(self) -> PhaseClock:
+        ph, row = self.phase, self.row
+        backend = row_backend(row, ph.device)
+        if not backend.memory_is_host or ph.own:  # on the host a nested phase's device time is its wall time
+            work_starts(row, True)
+            watch = Stopwatch(backend, ph.sync or row.sync)
+            watch.start()
+            self._watch = watch
+        ph.outer, ph.closed, ph._t1 = state.OPEN_PHASE.get(), False, 0
+        outer = open_phase(ph.outer)
+        if outer is not None and outer._in is row and outer.name != ph.name:
+            row.fields.setdefault(_PARENT_FIELDS.get(ph.name) or _parent_field(ph.name), outer.name)
+        state.OPEN_PHASE.set(ph)
+        self._range = push_range(f"{row.fields['label']}.{ph.name}") if RANGES.on else None
+        self._t0 = time.perf_counter_ns()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        ph = self.phase
+        t1 = ph._t1 or time.perf_counter_ns()  # a row closed before the phase's exit ends it now
+        ph.closed = True
+        if state.OPEN_PHASE.get() is ph:  # the nearest enclosing phase still open is current again
+            state.OPEN_PHASE.set(open_phase(ph.outer))
+        opened, self._range = self._range, None
+        if opened is not None:
+            pop_range(opened)
+        t0, self._t0 = self._t0, None
+        if t0 is None:  # its entry did not finish: nothing timed
+            return
+        row, watch = self.row, self._watch
         fields = row.fields
-        watch = self._watch
         if watch is None:
-            fields[self.field] = (fields.get(self.field) or 0.0) + (t1 - self._t0) / 1e9
+            fields[ph.field] = (fields.get(ph.field) or 0.0) + (t1 - t0) / 1e9
             return
         wall, device = watch.stop()
         if isinstance(device, EventSpan):
             # one span, read once: the phase's field, and the device time of a row of its own
-            device.field, device.accumulate = self.field, True
-            if self._own:
+            device.field, device.accumulate = ph.field, True
+            if ph.own:
                 device.also = "device_s"
         else:
             value = wall if device is None else device
-            fields[self.field] = (fields.get(self.field) or 0.0) + value
-        if self._own:
+            fields[ph.field] = (fields.get(ph.field) or 0.0) + value
+        if ph.own:
             _fill_time(row, watch, wall, device)  # defers the span (device_s None until it is read)
-            close_row(row, exc)
         elif isinstance(device, EventSpan):
             row.defer(device)
 

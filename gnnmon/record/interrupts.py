@@ -189,13 +189,14 @@ def interrupted(skip: int = 2) -> bool:
     return False
 
 
-def reentered() -> bool:
-    """:func:`interrupted` for the entry of a scope, a phase or a GC pause, checked only while a
+def reentered(up: int = 0) -> bool:
+    """:func:`interrupted` for the entry of a row's bracket or a GC pause, checked only while a
     held section or the GC callback is open (the common case costs one attribute read); one that
-    gnnmon's own code enters in its held section (the Lightning callback's phases) is not."""
-    if not (HELD.depth or HELD.in_gc) or sys._getframe(2).f_code.co_filename.startswith(_PACKAGE):
+    gnnmon's own code enters in its held section (the Lightning callback's phases) is not.
+    ``up``: gnnmon's frames between the entry and this call."""
+    if not (HELD.depth or HELD.in_gc) or sys._getframe(2 + up).f_code.co_filename.startswith(_PACKAGE):
         return False
-    return interrupted(3)
+    return interrupted(3 + up)
 
 
 _RELEASING.update((hold.__code__, release.__code__))

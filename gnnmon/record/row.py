@@ -369,14 +369,34 @@ def exit_all(entered: list[Any], start: int, exc: BaseException | None) -> None:
     exception a signal handler raised propagates, leaving the rest to :meth:`Row.heal`."""
     exc_type, tb = (None, None) if exc is None else (type(exc), exc.__traceback__)
     while len(entered) > start:
-        measure = entered[-1]
-        try:
-            measure.__exit__(exc_type, exc, tb)
-        except Exception as err:  # a broken figure must not change the user's call
-            if raised_by_handler(err):
-                raise
-            measure.failed(err)
+        _exit(entered[-1], exc_type, exc, tb)
         del entered[-1]
+
+
+def exit_these(entered: list[Any], these: list[Any], exc: BaseException | None) -> None:
+    """Exit the measurements ``these`` (innermost first) that ``entered`` still lists, each removed
+    from it once its exit has run, whatever was entered after them (a phase closed before one
+    opened inside it); failures as in :func:`exit_all`."""
+    exc_type, tb = (None, None) if exc is None else (type(exc), exc.__traceback__)
+    for measure in reversed(these):
+        if entered and entered[-1] is measure:  # closed in order, as nearly always
+            _exit(measure, exc_type, exc, tb)
+            del entered[-1]
+            continue
+        for at in range(len(entered) - 2, -1, -1):
+            if entered[at] is measure:
+                _exit(measure, exc_type, exc, tb)
+                del entered[at]
+                break
+
+
+def _exit(measure: Any, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+    try:
+        measure.__exit__(exc_type, exc, tb)
+    except Exception as err:  # a broken figure must not change the user's call
+        if raised_by_handler(err):
+            raise
+        measure.failed(err)
 
 
 def _pop_quietly(opened: Any) -> None:

@@ -1,0 +1,84 @@
+"""A row's bracket: the one path every measured row takes between the user's code and the record.
+
+A decorated call, a scope, a phase and a Lightning batch each make a :class:`Bracket` around the
+user's code: its row (opened, or joined), the measurements it entered into that row, and whether
+the row is its own to close. What each form does differently is only how it finds its row (a
+wrapper's invitation to join, a scope stacked on another, the current row for a phase, a batch);
+what every form must do the same is written here once:
+
+* :func:`unmeasured` — the entry that runs the user's code alone: traced by ``torch.compile``
+  (nothing of gnnmon goes into the graph) or called by a signal handler while gnnmon's code is
+  interrupted (:mod:`gnnmon.record.interrupts`);
+* ``Bracket(row, own, measures)`` — the measurements entered, outermost first; an entry that
+  fails or is interrupted closes what it opened (:meth:`Bracket.fail`), and an own row says it
+  ``did not start``;
+* :meth:`Bracket.not_started` — the ``undo`` of a held section's release: a Ctrl-C that came while
+  the bracket opened is raised before the user's code runs, with the row closed and saying so;
+* :meth:`Bracket.close` — the measurements exited innermost first, an own row closed.
+
+The caller holds the section (:func:`~gnnmon.record.interrupts.hold`) around opening the bracket
+and :meth:`~Bracket.close`: a held section belongs to the frame that opens it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gnnmon.measure.lifecycle import Measurement, enter_measurements, exit_measurements
+from gnnmon.record.interrupts import reentered
+from gnnmon.record.row import Row, exit_these
+
+is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+"""True while ``torch.compile`` traces the code that calls it (Dynamo folds it to a constant): a
+gnnmon decorator or phase inside a compiled function then adds nothing to the graph (no graph
+break, no row); measure around the compiled call instead (docs/timing-and-gc.md)."""
+
+def unmeasured() -> bool:
+    """Whether the decorated call, scope or phase whose entry calls this runs the user's code
+    alone: traced by ``torch.compile``, or entered by a signal handler while gnnmon's own code is
+    interrupted (:func:`~gnnmon.record.interrupts.reentered`)."""
+    return is_compiling() or reentered(1)
+
+
+class Bracket:
+    """One row's bracket: ``row``, where this bracket's measurements start in ``row.entered``, and
+    whether the row is this bracket's ``own`` (else another's, which closes it). A bracket on a
+    row of its own ends everything entered in the row since it opened; one that joined another's
+    row ends only its own measurements (``mine``): phases of one row may close in any order."""
+
+    __slots__ = ("row", "start", "own", "mine")
+
+    def __init__(self, row: Row, own: bool, measures: list[tuple[type[Measurement], Any]]) -> None:
+        """Open the bracket on ``row`` with ``measures`` entered (outermost first). If an entry
+        fails or is interrupted, what was entered is exited, an own row is closed saying it did not
+        start (:meth:`fail`), and the exception propagates."""
+        entered = row.entered
+        self.row, self.own, self.start, self.mine = row, own, len(entered), None
+        try:
+            enter_measurements(measures, row)
+        except BaseException as exc:
+            self.fail(exc)
+            raise
+        if not own:
+            self.mine = entered[self.start:]
+
+    def fail(self, exc: BaseException) -> None:
+        """The user's code never ran: an own row says why, and everything closes with ``exc``."""
+        if self.own:
+            self.row.note(f"did not start: {type(exc).__name__}: {exc}")
+        exit_measurements(self.row, self.start, exc, self.own)
+
+    def not_started(self) -> None:
+        """A Ctrl-C came while the bracket opened: it closes before the user's code runs."""
+        self.fail(KeyboardInterrupt())
+
+    def close(self, exc: BaseException | None = None) -> None:
+        """Exit this bracket's measurements (innermost first) and close the row if it is its own."""
+        mine = self.mine
+        if mine is None:
+            exit_measurements(self.row, self.start, exc, self.own)
+        else:
+            exit_these(self.row.entered, mine, exc)
