@@ -141,13 +141,13 @@ class Realistic:
     """The GCN train step and its fixed batches, on ``device`` (or on the CPU under the fake)."""
 
     def __init__(self, device: torch.device, scale: float, batches: int, hidden: int = 256) -> None:
+        from gnnmon.integrations.pyg_sampler import neighbor_loader
         from play.models import GCN
-        from play.neighbor_sampler import make_loader
         from play.synthetic import FLICKR, planted_partition
 
         spec = FLICKR if scale == 1.0 else FLICKR.scaled(scale)
         data = planted_partition(spec)
-        loader = make_loader(data, [10, 5], batch_size=1024 if scale == 1.0 else 64,
+        loader = neighbor_loader(data, [10, 5], batch_size=1024 if scale == 1.0 else 64,
                              input_nodes=data.train_mask, shuffle=True)
         self.sampler = loader.sampler_name
         it = iter(loader)

@@ -101,7 +101,7 @@ def child(variant: str, graph: Path, steps: int, plant_steps: int) -> dict[str, 
     from torch_geometric.nn import SAGEConv
 
     import gnnmon
-    from play.neighbor_sampler import make_loader
+    from gnnmon.integrations.pyg_sampler import neighbor_loader
 
     data = torch.load(graph, weights_only=False)
     torch.manual_seed(0)
@@ -142,7 +142,7 @@ def child(variant: str, graph: Path, steps: int, plant_steps: int) -> dict[str, 
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    loader = make_loader(data, [10, 5], batch_size=1024, shuffle=True, input_nodes=data.train_mask)
+    loader = neighbor_loader(data, [10, 5], batch_size=1024, shuffle=True, input_nodes=data.train_mask)
     batches = iter(loader)
 
     def next_batch() -> Any:

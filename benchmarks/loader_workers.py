@@ -30,8 +30,8 @@ from gnnmon import cuda_timed, gc_controlled, monitor_memory_device  # noqa: E40
 
 
 def run(device: str, steps: int, workers: int, scale: float, out: Path) -> dict[str, Any]:
+    from gnnmon.integrations.pyg_sampler import neighbor_loader
     from play.models import GCN
-    from play.neighbor_sampler import make_loader
     from play.synthetic import FLICKR, planted_partition
 
     dev = torch.device(device)
@@ -50,7 +50,7 @@ def run(device: str, steps: int, workers: int, scale: float, out: Path) -> dict[
     t0 = time.perf_counter()
     with gnnmon.collect(out / "workers.jsonl", sample=0.5) as collected:
         while batches < steps:
-            loader = make_loader(data, [10, 5], batch_size=1024 if scale == 1.0 else 64, input_nodes=data.train_mask,
+            loader = neighbor_loader(data, [10, 5], batch_size=1024 if scale == 1.0 else 64, input_nodes=data.train_mask,
                                  shuffle=True, num_workers=workers, multiprocessing_context="fork")
             collected.mark("epoch", epochs)
             for batch in loader:

@@ -44,8 +44,8 @@ if os.environ.get("GNNMON_BENCH_PACKAGE"):
 import gnnmon
 from benchmarks.gpu import plain_step
 from gnnmon import cuda_timed, gc_controlled, memory_scope, monitor_memory_device
+from gnnmon.integrations.pyg_sampler import neighbor_loader
 from play.models import GCN
-from play.neighbor_sampler import make_loader
 from play.synthetic import FLICKR, planted_partition
 
 MiB = 2**20
@@ -179,7 +179,7 @@ def realistic_loop(scale: float, batches: int) -> tuple[Callable, Callable[[int]
     seeds) sampled once beforehand so every variant does the same work."""
     spec = FLICKR if scale == 1.0 else FLICKR.scaled(scale)
     data = planted_partition(spec)
-    loader = make_loader(data, [10, 5], batch_size=256, input_nodes=data.train_mask, shuffle=True)
+    loader = neighbor_loader(data, [10, 5], batch_size=256, input_nodes=data.train_mask, shuffle=True)
     it = iter(loader)
     fixed = [next(it) for _ in range(batches)]
     torch.manual_seed(0)

@@ -47,10 +47,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
+from gnnmon.integrations.pyg_sampler import neighbor_loader
 from gnnmon.report.memory_model import format_bytes
 from play.memory_forecast import sage_graph, sage_step, train
 from play.models import SAGE
-from play.neighbor_sampler import make_loader
 
 METHODS = ("gnnmon-0.9", "gnnmon-1.0", "lightning-power", "lightning-binsearch", "accelerate-128",
            "accelerate-8192")
@@ -95,7 +95,7 @@ def run_method(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
     base = 128 if tiny else 512
 
     def loader(batch_size: int) -> Any:
-        return make_loader(data, [10, 5], batch_size=batch_size, input_nodes=data.train_mask, shuffle=True)
+        return neighbor_loader(data, [10, 5], batch_size=batch_size, input_nodes=data.train_mask, shuffle=True)
 
     step = sage_step(net, optimizer, device)
     with gnnmon.collect() as run:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device, track_compile
-from play.neighbor_sampler import make_loader
+from gnnmon.integrations.pyg_sampler import neighbor_loader
 from play.progress import progress
 from play.synthetic import CORA, GraphSpec, planted_partition
 
@@ -115,7 +115,7 @@ def make_epoch(config: str, data: Any, device: torch.device, backend: str) -> tu
         return loss.detach()
 
     if sampled:
-        loader = make_loader(data, [10, 5], batch_size=128, input_nodes=data.train_mask, shuffle=True)
+        loader = neighbor_loader(data, [10, 5], batch_size=128, input_nodes=data.train_mask, shuffle=True)
 
         def epoch() -> float:
             total = 0.0

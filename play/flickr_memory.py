@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
+from gnnmon.integrations.pyg_sampler import neighbor_loader
 from play.models import GCN
-from play.neighbor_sampler import make_loader
 from play.progress import progress
 from play.synthetic import FLICKR, GraphSpec, planted_partition
 
@@ -164,7 +164,7 @@ def _run_config(data: Any, setting: Setting, name: str, *, run: gnnmon.Run, step
     import psutil
 
     others = {c.pid for c in psutil.Process().children()}  # not the loader's: a test runner's, a forkserver
-    loader = make_loader(data, list(setting.fanouts), batch_size=setting.batch_size,
+    loader = neighbor_loader(data, list(setting.fanouts), batch_size=setting.batch_size,
                          input_nodes=data.train_mask, shuffle=True, filter_per_worker=True,
                          num_workers=setting.num_workers, pin_memory=setting.pin_memory)
     step = make_step(model, optimizer, device, setting)

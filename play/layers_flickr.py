@@ -18,9 +18,9 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
+from gnnmon.integrations.pyg_sampler import neighbor_loader
 from gnnmon.report.markdown import layer_lines
 from play.models import CONVS, GCN
-from play.neighbor_sampler import make_loader
 from play.synthetic import FLICKR, planted_partition
 
 
@@ -36,7 +36,7 @@ def main() -> None:
     torch.manual_seed(0)
     data = planted_partition(FLICKR.scaled(args.fraction))
     device = torch.device(args.device)
-    loader = make_loader(data, [25, 10], batch_size=1024, shuffle=True, input_nodes=data.train_mask)
+    loader = neighbor_loader(data, [25, 10], batch_size=1024, shuffle=True, input_nodes=data.train_mask)
     model = GCN(FLICKR.num_features, args.hidden, FLICKR.num_classes, conv=args.conv).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 

@@ -48,9 +48,9 @@ from torch_geometric.nn import GINConv, global_add_pool
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
+from gnnmon.integrations.pyg_sampler import link_neighbor_loader, neighbor_loader
 from gnnmon.report.memory_model import format_bytes
 from play.models import GCN, SAGE
-from play.neighbor_sampler import make_link_loader, make_loader
 from play.synthetic import FLICKR, QM9, GraphSpec, molecules, planted_partition
 
 STUDIES = ("node", "graph", "sage", "link")
@@ -119,13 +119,13 @@ def node_study(device: torch.device, tiny: bool) -> tuple[Callable, Any, list, l
         optimizer.zero_grad(set_to_none=True)
 
     def loader(batch_size: int, fanouts: list[int]) -> Any:
-        return make_loader(data, fanouts, batch_size=batch_size, shuffle=True)
+        return neighbor_loader(data, fanouts, batch_size=batch_size, shuffle=True)
 
     fit = [loader(b, [10, 5]) for b in (32, 64, 128)]
     sizes = (128, 256) if tiny else (256, 512, 1024)
     tests = [(f"batch {b}, fanouts [10, 5]", loader(b, [10, 5])) for b in sizes]
     tests += [(f"batch 128, fanouts {f}", loader(128, f)) for f in ([15, 10], [25, 10])]
-    return step, lambda budget: make_loader(data, [10, 5], batch_size=budget["batch_size"], shuffle=True), fit, tests
+    return step, lambda budget: neighbor_loader(data, [10, 5], batch_size=budget["batch_size"], shuffle=True), fit, tests
 
 
 def graph_study(device: torch.device, tiny: bool) -> tuple[Callable, Any, list, list]:
@@ -182,7 +182,7 @@ def sage_study(device: torch.device, tiny: bool) -> dict[str, Any]:
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 
     def loader(batch_size: int) -> Any:
-        return make_loader(data, [10, 5], batch_size=batch_size, input_nodes=data.train_mask, shuffle=True)
+        return neighbor_loader(data, [10, 5], batch_size=batch_size, input_nodes=data.train_mask, shuffle=True)
 
     base = 128 if tiny else 512
     sizes = (512, 1024) if tiny else (2048, 4096)
@@ -211,7 +211,7 @@ def link_study(device: torch.device, tiny: bool) -> dict[str, Any]:
         optimizer.zero_grad(set_to_none=True)
 
     def loader(batch_size: int) -> Any:
-        return make_link_loader(data, [10, 5], edge_label_index=seeds, neg_sampling_ratio=1.0,
+        return link_neighbor_loader(data, [10, 5], edge_label_index=seeds, neg_sampling_ratio=1.0,
                                 batch_size=batch_size, shuffle=True)
 
     base = 64 if tiny else 256

@@ -21,8 +21,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
+from gnnmon.integrations.pyg_sampler import neighbor_loader
 from play.models import GCN
-from play.neighbor_sampler import make_loader
 from play.synthetic import FLICKR, planted_partition
 
 GC_STEP = 15
@@ -61,7 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     data = planted_partition(FLICKR.scaled(args.fraction))
-    loader = make_loader(data, [25, 10], batch_size=512, shuffle=True, input_nodes=data.train_mask)
+    loader = neighbor_loader(data, [25, 10], batch_size=512, shuffle=True, input_nodes=data.train_mask)
     model = GCN(FLICKR.num_features, 128, FLICKR.num_classes)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 

@@ -15,7 +15,7 @@ import gnnmon
 
 pyg = pytest.importorskip("torch_geometric")
 
-from play.neighbor_sampler import make_loader  # noqa: E402
+from gnnmon.integrations.pyg_sampler import neighbor_loader  # noqa: E402
 
 # the planted step on the fake CUDA allocator: A + B·nodes + C·edges bytes above what the device holds
 from tests.forecast.test_calibrate import A, B, C, graph, planted_step  # noqa: E402
@@ -69,7 +69,7 @@ def test_a_model_of_the_growth_cannot_be_anchored():
 
 
 def test_a_later_forecast_in_the_same_process_counts_a_ballast_the_device_holds(fake_cuda):
-    loader = make_loader(graph(), [10, 5], batch_size=64, shuffle=False)
+    loader = neighbor_loader(graph(), [10, 5], batch_size=64, shuffle=False)
     step = planted_step(fake_cuda)
     cal = gnnmon.calibrate(step, loader)
     assert cal.model.start_bytes == 0 and cal.model.pid == os.getpid()

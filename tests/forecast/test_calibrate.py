@@ -18,7 +18,7 @@ from torch_geometric.data import Data  # noqa: E402
 from torch_geometric.datasets import FakeDataset  # noqa: E402
 from torch_geometric.loader import DataLoader  # noqa: E402
 
-from play.neighbor_sampler import make_loader  # noqa: E402
+from gnnmon.integrations.pyg_sampler import neighbor_loader  # noqa: E402
 
 MiB = 2**20
 A, B, C = 64 * MiB, 2048, 512
@@ -51,7 +51,7 @@ def test_an_ordinary_runs_refusal_names_calibrate():
 
 
 def test_calibrate_on_a_neighbor_loader_fits_the_planted_peak(fake_cuda):
-    loader = make_loader(graph(), [10, 5], batch_size=64, shuffle=True)
+    loader = neighbor_loader(graph(), [10, 5], batch_size=64, shuffle=True)
     cal = gnnmon.calibrate(planted_step(fake_cuda), loader)
     model = cal.model
     assert model.trusted, model.problems
@@ -310,7 +310,7 @@ def test_a_probe_holds_only_the_batch_it_runs(fake_cuda):
     import gc
     import weakref
 
-    loader = make_loader(graph(), [5, 5], batch_size=64, shuffle=False)
+    loader = neighbor_loader(graph(), [5, 5], batch_size=64, shuffle=False)
     built: list[weakref.ref] = []
     make = loader.__call__
 

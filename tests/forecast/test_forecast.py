@@ -21,7 +21,10 @@ from torch_geometric.data import Data  # noqa: E402
 from torch_geometric.datasets import FakeDataset  # noqa: E402
 from torch_geometric.loader import DataLoader, DynamicBatchSampler  # noqa: E402
 
-from play.neighbor_sampler import make_link_loader, make_loader  # noqa: E402  (PyG's own sampler where pyg-lib exists)
+from gnnmon.integrations.pyg_sampler import (  # noqa: E402  (PyG's own sampler where pyg-lib exists)
+    link_neighbor_loader,
+    neighbor_loader,
+)
 
 MiB, GiB = 2**20, 2**30
 A, B, C = 300 * MiB, 40_000, 9_000  # the planted truth: bytes, per node, per edge
@@ -50,7 +53,7 @@ def test_a_neighbor_loaders_shapes_come_from_its_sampler_alone():
     torch.manual_seed(0)
     n = 2000
     data = Data(x=torch.randn(n, 8), edge_index=torch.randint(0, n, (2, 12_000)))
-    loader = make_loader(data, [-1, -1], batch_size=128, shuffle=False)  # all neighbours: deterministic
+    loader = neighbor_loader(data, [-1, -1], batch_size=128, shuffle=False)  # all neighbours: deterministic
     scanned = list(batch_shapes(loader, progress=False))
     assert [(s["num_nodes"], s["num_edges"]) for s in scanned] == full_shapes(loader)
     assert [s["items"] for s in scanned] == [128] * (n // 128) + [n % 128]
@@ -67,7 +70,7 @@ def test_a_link_loaders_shapes_come_from_its_sampler_alone_one_item_per_seed_edg
     n = 2000
     data = Data(x=torch.randn(n, 8), edge_index=torch.randint(0, n, (2, 12_000)))
     seeds = data.edge_index[:, :1000]
-    loader = make_link_loader(data, [-1, -1], edge_label_index=seeds, batch_size=128, shuffle=False)
+    loader = link_neighbor_loader(data, [-1, -1], edge_label_index=seeds, batch_size=128, shuffle=False)
     scanned = list(batch_shapes(loader, progress=False))
     assert [(s["num_nodes"], s["num_edges"]) for s in scanned] == full_shapes(loader)
     assert [s["items"] for s in scanned] == [128] * (1000 // 128) + [1000 % 128]  # seed edges, not batches

@@ -15,7 +15,7 @@ import gnnmon
 pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data  # noqa: E402
 
-from play.neighbor_sampler import make_loader  # noqa: E402
+from gnnmon.integrations.pyg_sampler import neighbor_loader  # noqa: E402
 
 DELAY_S = 0.2
 SLACK_S = 0.15
@@ -50,7 +50,7 @@ def consume(loader, **options):
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_planted_transform_delay_is_named_with_the_batch_it_made(workers):
-    loader = make_loader(graph(), [5, 3], batch_size=200, transform=slow_transform, num_workers=workers)
+    loader = neighbor_loader(graph(), [5, 3], batch_size=200, transform=slow_transform, num_workers=workers)
     own = {name: vars(loader).get(name) for name in ("collate_fn", "filter_fn", "transform")}
     rows, seen = consume(loader)
     assert len(rows) == len(loader) == 5

@@ -19,7 +19,7 @@ pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data  # noqa: E402
 from torch_geometric.loader import DataLoader as PygLoader  # noqa: E402
 
-from play.neighbor_sampler import make_link_loader, make_loader  # noqa: E402
+from gnnmon.integrations.pyg_sampler import link_neighbor_loader, neighbor_loader  # noqa: E402
 
 N = 600
 EPOCHS = 3
@@ -35,8 +35,8 @@ def loaders(workers: int = 0, **kw):
     data = graph()
     edges = data.edge_index[:, :400]
     return {
-        "NeighborLoader": (make_loader(data, [4, 2], batch_size=100, num_workers=workers, **kw), Data),
-        "LinkNeighborLoader": (make_link_loader(data, [4, 2], edge_label_index=edges, batch_size=100,
+        "NeighborLoader": (neighbor_loader(data, [4, 2], batch_size=100, num_workers=workers, **kw), Data),
+        "LinkNeighborLoader": (link_neighbor_loader(data, [4, 2], edge_label_index=edges, batch_size=100,
                                                 num_workers=workers, **kw), Data),
         "PyG DataLoader": (PygLoader([graph() for _ in range(4)], batch_size=2, num_workers=workers, **kw),
                            pyg.data.Batch),

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce
 
-from play.neighbor_sampler import TorchNeighborSampler, make_loader
+from gnnmon.integrations.pyg_sampler import TorchNeighborSampler, neighbor_loader
 
 
 @st.composite
@@ -23,7 +23,7 @@ def graphs(draw):
 
 
 def one_batch(data, seeds, fanouts, replace=False):
-    loader = make_loader(data, fanouts, batch_size=len(seeds), input_nodes=torch.tensor(seeds),
+    loader = neighbor_loader(data, fanouts, batch_size=len(seeds), input_nodes=torch.tensor(seeds),
                          shuffle=False, replace=replace)
     assert isinstance(loader.node_sampler, TorchNeighborSampler)
     return next(iter(loader))

@@ -1,9 +1,15 @@
-"""Neighbour sampling for PyG's ``NeighborLoader`` without pyg-lib or torch-sparse.
+"""Neighbour sampling for PyG's ``NeighborLoader`` and ``LinkNeighborLoader`` without pyg-lib or
+torch-sparse, which PyG's own sampler needs (pyg-lib is on PyG's wheel index only; torch-sparse
+compiles from source). Without either, PyG raises at the first batch::
 
-PyG's ``NeighborSampler`` calls pyg-lib (``torch.ops.pyg.neighbor_sample``) or torch-sparse; neither
-is installable here (pyg-lib is only on PyG's own wheel index; torch-sparse compiles for ~25 min).
-:class:`TorchNeighborSampler` subclasses it and implements the same homogeneous, directional
-sampling in plain PyTorch, vectorised per hop:
+    from gnnmon.integrations.pyg_sampler import neighbor_loader
+    loader = neighbor_loader(data, num_neighbors=[10, 5], batch_size=1024, shuffle=True)
+
+:func:`neighbor_loader` and :func:`link_neighbor_loader` are PyG's own loaders, with PyG's sampler
+where pyg-lib or torch-sparse is installed and :class:`TorchNeighborSampler` otherwise
+(``loader.sampler_name`` says which ran). :class:`TorchNeighborSampler` subclasses PyG's
+``NeighborSampler`` and implements the same homogeneous, directional sampling in plain PyTorch,
+vectorised per hop:
 
 * hop by hop, for every node added in the previous hop (the seeds first), up to ``fanout``
   incoming neighbours, uniformly, without replacement by default (``replace=True``: exactly
@@ -13,8 +19,8 @@ sampling in plain PyTorch, vectorised per hop:
   it was sampled for; ``edge`` are positions in the sampler's CSC order (PyG maps them back to
   edge ids with ``perm``); ``num_sampled_nodes`` / ``num_sampled_edges`` per hop.
 
-:func:`make_loader` and :func:`make_link_loader` use PyG's own sampler when pyg-lib or torch-sparse
-is installed.
+Heterogeneous, temporal and disjoint sampling are PyG's alone (``NotImplementedError`` here).
+Importing this module imports PyG (``pip install "gnnmon[pyg]"``).
 """
 
 from __future__ import annotations
@@ -23,12 +29,20 @@ import warnings
 from typing import Any
 
 import torch
-import torch_geometric.typing
-from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
-from torch_geometric.sampler import NeighborSampler, SamplerOutput
+
+try:
+    import torch_geometric.typing
+    from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
+    from torch_geometric.sampler import NeighborSampler, SamplerOutput
+except ImportError as exc:  # pragma: no cover - PyG is an extra
+    raise ImportError("gnnmon.integrations.pyg_sampler needs PyG: pip install torch-geometric "
+                      "(or 'gnnmon[pyg]')") from exc
+
+__all__ = ["TorchNeighborSampler", "link_neighbor_loader", "native_sampler_available", "neighbor_loader",
+           "sample_neighbors"]
 
 
-class TorchNeighborSampler(NeighborSampler):
+class TorchNeighborSampler(NeighborSampler):  # type: ignore[misc]  # PyG ships no types
     """``NeighborSampler`` with a pure-PyTorch homogeneous sampling routine."""
 
     def __init__(self, data: Any, num_neighbors: Any, **kwargs: Any) -> None:
@@ -132,6 +146,7 @@ def _first_appearance_unique(values: torch.Tensor) -> torch.Tensor:
 
 
 def native_sampler_available() -> bool:
+    """Whether PyG's own sampler can run here (pyg-lib or torch-sparse is installed)."""
     return bool(torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE)
 
 
@@ -146,18 +161,19 @@ def _with_sampler(cls: Any, data: Any, num_neighbors: list[int], **kwargs: Any) 
                                    replace=kwargs.pop("replace", False),
                                    share_memory=kwargs.get("num_workers", 0) > 0)
     loader = cls(data, num_neighbors=num_neighbors, neighbor_sampler=sampler, **kwargs)
-    loader.sampler_name = "gnnmon play TorchNeighborSampler (pure PyTorch)"
+    loader.sampler_name = "gnnmon TorchNeighborSampler (pure PyTorch)"
     return loader
 
 
-def make_loader(data: Any, num_neighbors: list[int], **kwargs: Any) -> NeighborLoader:
-    """PyG's NeighborLoader, with PyG's sampler when pyg-lib / torch-sparse exist, else ours.
-
-    ``loader.sampler_name`` says which ran."""
+def neighbor_loader(data: Any, num_neighbors: list[int], **kwargs: Any) -> NeighborLoader:
+    """PyG's ``NeighborLoader(data, num_neighbors=..., **kwargs)``, with PyG's sampler when pyg-lib
+    or torch-sparse is installed, else :class:`TorchNeighborSampler` (``loader.sampler_name`` says
+    which ran). ``replace=True`` samples with replacement."""
     return _with_sampler(NeighborLoader, data, num_neighbors, **kwargs)
 
 
-def make_link_loader(data: Any, num_neighbors: list[int], **kwargs: Any) -> LinkNeighborLoader:
-    """PyG's LinkNeighborLoader, with PyG's sampler when pyg-lib / torch-sparse exist, else ours
+def link_neighbor_loader(data: Any, num_neighbors: list[int], **kwargs: Any) -> LinkNeighborLoader:
+    """PyG's ``LinkNeighborLoader(data, num_neighbors=..., **kwargs)``, with PyG's sampler when
+    pyg-lib or torch-sparse is installed, else :class:`TorchNeighborSampler`
     (``loader.sampler_name`` says which ran)."""
     return _with_sampler(LinkNeighborLoader, data, num_neighbors, **kwargs)
