@@ -26,12 +26,27 @@ SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reade
 
 DESCRIPTION = "Read a gnnmon run (a JSON Lines file, or a distributed job's files) and print its report."
 
+NO_MODEL = 3
+"""``gnnmon forecast``'s exit status when the run's memory model cannot be trusted: it says why and
+what would make one, and forecasts nothing (not an error of the command: 2 is)."""
+
+EXITS = {
+    "report": "Exit status: 0 the report printed; 2 an error (a file missing or damaged, bad options).",
+    "export": "Exit status: 0 written; 2 an error (a file missing or damaged, the output not writable).",
+    "forecast": f"Exit status: 0 the forecast printed; {NO_MODEL} no trusted memory model (the run's batches do not "
+                "vary enough, or too few: it says what to measure); 2 an error.",
+    "compare": "Exit status: 0 within the limits; 1 a limit exceeded (what regressed is named); 2 an error.",
+    "fields": "Exit status: 0.",
+}
+"""What each command's exit status means, shown at the end of its ``--help``."""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gnnmon", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(prog="gnnmon", description=DESCRIPTION,
+                                     epilog="Each command's --help ends with what its exit status means.")
     parser.add_argument("--version", action="version", version=f"gnnmon {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    rep = sub.add_parser("report", help="print the report of a run", description=(
+    rep = sub.add_parser("report", help="print the report of a run", epilog=EXITS["report"], description=(
         "Print the report of a run: per-label figures, step analysis, GC, spikes, energy, and for a "
         "distributed job the cross-rank section."))
     rep.add_argument("path", metavar="RUN", help="a run's .jsonl file; for a distributed job the path its "
@@ -43,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "browser (timeline, memory per call, the whole report; works offline)")
     rep.add_argument("--by", metavar="MARKER", help="one report per value of a marker the rows carry (e.g. "
                      "config), in natural order; spikes judged within each")
-    exp = sub.add_parser("export", help="write a run for another tool: " + ", ".join(EXPORTS),
+    exp = sub.add_parser("export", help="write a run for another tool: " + ", ".join(EXPORTS), epilog=EXITS["export"],
                          description="Write a run for another tool or reader. " + " ".join(
                              f"{name}: {e.what}." for name, e in EXPORTS.items()))
     exp.add_argument("kind", choices=tuple(EXPORTS), help="what to write: " + "; ".join(
@@ -53,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="the file to write (the TensorBoard export: its log folder)")
     exp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     fc = sub.add_parser("forecast", help="fit a run's memory model and print the batch budgets for a device",
-                        description=(
+                        epilog=EXITS["forecast"], description=(
         f"Fit the step's peak memory ({MEM_PEAK.name}) against its batches' nodes, edges and graphs, "
         "forecast the run's own batches, and with --capacity print the largest DynamicBatchSampler "
         "max_num and batch size whose worst batch stays under --fraction of it."))
@@ -62,11 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     fc.add_argument("--label", help="the step to model (default: the label with most rows that carry a batch shape)")
     fc.add_argument("--fraction", type=float, default=0.9, help="share of the capacity a batch may use (0.9)")
     fc.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
-    cmp = sub.add_parser("compare", help="compare two runs, per label and phase, for CI", description=(
+    cmp = sub.add_parser("compare", help="compare two runs, per label and phase, for CI", epilog=EXITS["compare"],
+                         description=(
         "Compare two runs per label and phase: time per step and per 1,000 nodes and edges (bigger batches are "
         "not a regression), peak memory and the memory models, GC, recompilations, data wait, energy per "
-        "graph; each change judged against both runs' noise. Exits 1 when a limit is exceeded, naming what "
-        "regressed; 2 on an error."))
+        "graph; each change judged against both runs' noise."))
     cmp.add_argument("base", metavar="BASE", help="the run to compare against (a .jsonl file or a job's files)")
     cmp.add_argument("new", metavar="NEW", help="the run to judge")
     cmp.add_argument("--max-slowdown", metavar="PCT", type=share, help="exit 1 when a step or phase is slower by "
@@ -76,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmp.add_argument("--format", choices=("markdown", "json"), default="markdown", help="markdown (default) or json")
     cmp.add_argument("--html", metavar="OUT", help="also write the comparison as one self-contained page")
     cmp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
-    sub.add_parser("fields", help="print the reference of every field a row can hold (markdown)",
+    sub.add_parser("fields", help="print the reference of every field a row can hold (markdown)", epilog=EXITS["fields"],
                    description="Print every field a row can hold: its unit, meaning and logged name.")
     args, extra = parser.parse_known_args(argv)
     if extra:  # the command's own usage, and the option a typo was near
@@ -223,7 +238,7 @@ def _forecast(report: Any, args: argparse.Namespace) -> int:
         model = report.memory_model(args.label, MEM_PEAK.name)
         if not model.trusted:
             print(model.summary())
-            return 1
+            return NO_MODEL
         part = report.table.parts[model.label]
         rows = [r for r in map(part.row, range(part.n)) if r.get("error") is None]
         print(forecast(rows, model, args.capacity, progress=False).summary(args.fraction))

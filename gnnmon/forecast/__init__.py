@@ -5,7 +5,8 @@ that keep the worst batch under a device's memory.
 May import: gnnmon.measure, gnnmon.record, gnnmon.report, gnnmon.data, gnnmon.devices and the root
 modules."""
 
+from gnnmon.forecast.budget import Budget
 from gnnmon.forecast.calibrate import Calibration, calibrate
 from gnnmon.forecast.forecast import Forecast, forecast
 
-__all__ = ["Calibration", "Forecast", "calibrate", "forecast"]
+__all__ = ["Budget", "Calibration", "Forecast", "calibrate", "forecast"]

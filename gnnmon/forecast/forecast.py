@@ -33,6 +33,7 @@ from gnnmon.data.load import load
 from gnnmon.data.result import RunResult
 from gnnmon.devices import get_backend
 from gnnmon.figures import MEM_PEAK, RSS_PEAK
+from gnnmon.forecast.budget import Budget
 from gnnmon.forecast.shapes import batch_shapes, item_sizes
 from gnnmon.report import Report
 from gnnmon.report.memory_model import MemoryModel, format_bytes
@@ -147,9 +148,10 @@ class Forecast:
             return int(VOUCH * model.ranges[split["with"]][1] * split["ratio"][1])
         return 0
 
-    def budget(self, fraction: float = 0.9) -> dict[str, Any]:
+    def budget(self, fraction: float = 0.9) -> Budget:
         """The largest ``DynamicBatchSampler`` ``max_num`` (nodes and edges) and batch size whose
-        worst batch stays under ``fraction × capacity`` (see the module's docstring)."""
+        worst batch stays under ``fraction × capacity`` (see the module's docstring), as a
+        :class:`~gnnmon.forecast.budget.Budget` (``print(budget)`` says it in a line)."""
         if self.capacity_bytes is None:
             raise ValueError("a budget needs a capacity: forecast(..., capacity='80GiB' or 'cuda:0')")
         if not 0 < fraction <= 1:
@@ -163,7 +165,7 @@ class Forecast:
         nodes = largest(lambda n: self._upper(n, n * dense, 1) <= target, high=node_cap)
         edges = largest(lambda e: self._upper(e / sparse, e, 1) <= target, high=edge_cap)
         out: dict[str, Any] = {"target_bytes": target, "fraction": fraction,
-                               "max_num_nodes": nodes, "max_num_edges": edges,
+                               "max_num_nodes": int(nodes), "max_num_edges": int(edges),
                                "limited_by_model": bool(node_cap and nodes >= node_cap)}
         a, b = self.model.coefficients.get("num_nodes", 0.0), self.model.coefficients.get("num_edges", 0.0)
         out["binds"] = "edges" if b * r["edges_per_node_max"] > a else "nodes"
@@ -180,7 +182,8 @@ class Forecast:
             out["batch_size"] = largest(lambda k: self._upper(k * r["nodes_per_item_max"],
                                                                k * r["edges_per_item_max"], 1) <= target,
                                          high=item_cap)
-        return out
+        out["batch_size"] = int(out["batch_size"])
+        return Budget(**out)
 
     def __str__(self) -> str:
         return self.summary()
@@ -202,11 +205,11 @@ class Forecast:
                          + (f"headroom {format_bytes(h)}" if h is not None and h >= 0
                             else f"the worst batch is {format_bytes(-(h or 0))} over"))
             b = self.budget(fraction)
-            lines.append(f"budget at {fraction:.0%} ({format_bytes(b['target_bytes'])}): "
-                         f"DynamicBatchSampler(mode='node', max_num={b['max_num_nodes']:,}) or "
-                         f"(mode='edge', max_num={b['max_num_edges']:,}); batch_size <= {b['batch_size']:,} "
-                         f"({b['binds']} weigh most)")
-            if b["limited_by_model"]:
+            lines.append(f"budget at {fraction:.0%} ({format_bytes(b.target_bytes)}): "
+                         f"DynamicBatchSampler(mode='node', max_num={b.max_num_nodes:,}) or "
+                         f"(mode='edge', max_num={b.max_num_edges:,}); batch_size <= {b.batch_size:,} "
+                         f"({b.binds} weigh most)")
+            if b.limited_by_model:
                 lines.append(f"note: the budget stops at {VOUCH:g}x the largest batch the model was fitted on: it "
                              f"vouches for nothing larger; measure a larger batch to size beyond it")
         return "\n".join(lines)

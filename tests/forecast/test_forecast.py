@@ -5,6 +5,7 @@ loader made at that budget under the target; the command line prints the model a
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -12,6 +13,7 @@ import torch
 
 import gnnmon
 from gnnmon.cli import main
+from gnnmon.forecast.budget import Budget
 from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.forecast.shapes import batch_shapes
 from gnnmon.report.memory_model import UntrustedModelError
@@ -78,6 +80,14 @@ def test_a_link_loaders_shapes_come_from_its_sampler_alone_one_item_per_seed_edg
     budget = gnnmon.forecast(loader, planted_model(), capacity="4GiB", progress=False).budget(0.9)
     per_edge = max(s["num_nodes"] / s["items"] for s in scanned)
     assert budget["batch_size"] >= 0.9 * budget["max_num_nodes"] / per_edge > 128  # a budget in seed edges
+    # plain data: whole numbers where PyG takes whole numbers, one line when printed, JSON when asked
+    assert isinstance(budget, Budget)
+    assert budget.batch_size == budget["batch_size"] and type(budget.batch_size) is int and budget.fits
+    assert type(budget.max_num_nodes) is int and type(budget.max_num_edges) is int
+    assert budget.target_bytes == 0.9 * 4 * 2**30 and budget.fraction == 0.9
+    assert json.loads(json.dumps(budget.as_dict()))["batch_size"] == budget.batch_size and dict(budget) == budget.as_dict()
+    assert str(budget).startswith(f"batch_size <= {budget.batch_size:,}, or DynamicBatchSampler(mode='node', max_num="
+                                  f"{budget.max_num_nodes:,})") and "3.6 GiB (90% of the capacity)" in str(budget)
 
 
 def test_a_graph_loaders_shapes_come_from_graph_sizes_and_its_budgets_hold():
@@ -138,6 +148,29 @@ def test_a_model_that_cannot_be_trusted_is_refused_before_the_scan():
     delta = [dict(r, mem_peak_delta_bytes=r["mem_peak_bytes"]) for r in flat]
     with pytest.raises(ValueError, match="absolute peak"):
         gnnmon.forecast([], gnnmon.Report(delta).memory_model(figure="mem_peak_delta_bytes"))
+
+
+def test_the_command_exits_3_with_the_reason_when_the_model_cannot_be_trusted(tmp_path, capsys):
+    """Not an error (2) and not compare's "limit exceeded" (1): its own status, which its --help names."""
+    @gnnmon.monitor_memory_device(device="cpu")
+    def step(batch):
+        return batch.x.sum()
+
+    batch = Data(x=torch.randn(100, 4), edge_index=torch.randint(0, 100, (2, 400)))
+    with gnnmon.collect(tmp_path / "flat.jsonl"):
+        for _ in range(40):  # one batch shape: nothing to fit a slope on
+            step(batch)
+    assert main(["forecast", str(tmp_path / "flat.jsonl"), "--capacity", "1GiB"]) == 3
+    out = capsys.readouterr().out
+    assert "barely vary" in out and "budget" not in out
+    for command in ("report", "export", "forecast", "compare", "fields"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        shown = " ".join(capsys.readouterr().out.split())
+        assert "Exit status: 0" in shown, command
+    with pytest.raises(SystemExit):
+        main(["forecast", "--help"])
+    assert "3 no trusted memory model" in " ".join(capsys.readouterr().out.split())
 
 
 def test_capacities_are_read_from_sizes_and_devices(fake_cuda):

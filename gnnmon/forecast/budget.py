@@ -1,0 +1,62 @@
+"""A forecast's budget: the largest batch settings whose worst batch stays under a target share
+of the device's memory (:meth:`gnnmon.forecast.forecast.Forecast.budget`). Plain data with the
+units in its fields' names, which reads as a mapping too (``budget["batch_size"]``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gnnmon.report.memory_model import format_bytes
+
+
+@dataclass(frozen=True)
+class Budget(Mapping[str, Any]):
+    """``batch_size``: the largest batch size whose worst batch fits (0: none does: the model's
+    constant alone is over the target); ``max_num_nodes`` / ``max_num_edges``: the largest
+    ``max_num`` of PyG's ``DynamicBatchSampler`` in ``mode="node"`` / ``"edge"``; ``target_bytes``:
+    ``fraction`` × the capacity, bytes; ``binds``: which of nodes and edges weighs most in the
+    model; ``limited_by_model``: the budget stops at what the model vouches for (a larger batch
+    must be measured to size beyond it); ``beyond_fitted``: the node budget over the largest batch
+    the model was fitted on (above 1: an extrapolation; None without one)."""
+
+    batch_size: int
+    max_num_nodes: int
+    max_num_edges: int
+    target_bytes: float
+    fraction: float
+    binds: str
+    limited_by_model: bool
+    beyond_fitted: float | None
+
+    @property
+    def fits(self) -> bool:
+        """Whether any batch fits under the target (a batch size of at least 1)."""
+        return self.batch_size >= 1
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (JSON-ready)."""
+        return asdict(self)
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.__dataclass_fields__)
+
+    def __len__(self) -> int:
+        return len(self.__dataclass_fields__)
+
+    def __str__(self) -> str:
+        target = f"{format_bytes(self.target_bytes)} ({self.fraction:.0%} of the capacity)"
+        if not self.fits:
+            return f"no batch fits under {target}: the model's constant alone is over it"
+        text = (f"batch_size <= {self.batch_size:,}, or DynamicBatchSampler(mode='node', max_num="
+                f"{self.max_num_nodes:,}) / (mode='edge', max_num={self.max_num_edges:,}), under {target}; "
+                f"{self.binds} weigh most")
+        if self.limited_by_model:
+            text += "; stopped where the model stops vouching (measure a larger batch to size beyond it)"
+        return text
