@@ -62,6 +62,19 @@ def three_lines() -> str:
     return found.group(1)
 
 
+WHEEL_EXAMPLE = re.compile(r'<!-- example: runs from the wheel; prints "([^"]+)" -->\n```python\n(.*?)```', re.S)
+"""A docs example that must run as printed from the wheel, and what its output must hold."""
+
+
+def wheel_examples() -> list[tuple[str, str, str]]:
+    """(name, code, expected output) of every docs example marked to run from the wheel."""
+    found = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        for i, (expect, code) in enumerate(WHEEL_EXAMPLE.findall(page.read_text())):
+            found.append((f"{page.stem}_{i}.py", code, expect))
+    return found
+
+
 def check_contents(sdist: Path, wheel: Path, ver: str) -> None:
     with zipfile.ZipFile(wheel) as whl:
         names = set(whl.namelist())
@@ -140,6 +153,16 @@ def main() -> int:
         if "### train_step" not in report or shown != f"gnnmon {ver}":
             sys.exit(f"the installed gnnmon command did not report the run ({shown!r})")
         print(f"gnnmon {ver} from {where[0]}: 20 rows recorded, the report printed, `gnnmon report` read the file")
+
+        examples = wheel_examples()
+        step(f"run the docs' {len(examples)} example(s) marked to run from the wheel, with gnnmon[pyg] installed")
+        run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", f"{wheel}[pyg]", env=env)
+        for name, code, expect in examples:
+            (work / name).write_text(code)
+            printed = run(python, "-I", name, cwd=work, env=env, capture_output=True).stdout
+            if expect not in printed:
+                sys.exit(f"docs example {name} did not print {expect!r}; it printed:\n{printed}")
+            print(f"{name}: {printed.splitlines()[0]}")
 
     print(f"\nbuild check passed in {time.monotonic() - STARTED:.0f} s: {sdist.name}, {wheel.name}")
     return 0

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _help(*command: str) -> str:
-    env = dict(os.environ, COLUMNS="100", PYTHONPATH=str(ROOT))  # the checkout's gnnmon, wrapped alike everywhere
+    env = dict(os.environ, COLUMNS="80", PYTHONPATH=str(ROOT))  # the checkout's gnnmon, wrapped alike everywhere
     done = subprocess.run([sys.executable, "-m", "gnnmon", *command, "--help"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
