@@ -104,8 +104,12 @@ def test_a_clean_run_has_no_spikes():
     with gnnmon.collect() as run:
         for _ in range(15):
             step()
-    assert run.report().spikes() == []
-    text = run.report().markdown()
+    # the steps as planted: a busy machine oversleeps a sleep now and then (32 ms for 20 once), which
+    # is a spike the report is right to show; a clean run is one whose steps took what was planted
+    rows = [dict(r, wall_s=0.02 + 1e-5 * (i % 3), device_s=0.02 + 1e-5 * (i % 3)) for i, r in enumerate(run.records)]
+    report = gnnmon.Report(rows)
+    assert report.spikes() == []
+    text = report.markdown()
     assert "No row exceeded" in text and "Step analysis" in text
 
 
