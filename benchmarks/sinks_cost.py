@@ -12,7 +12,6 @@ temporary folder; W&B to an offline run there.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon.data.format import encode
+from gnnmon.data.read import read_lines
 from gnnmon.record.sinks import Batch, JsonlSink
 
 BATCH = 50
@@ -49,7 +49,7 @@ def real_rows(path: Path, n: int) -> tuple[dict[str, Any], list[dict[str, Any]],
     with gnnmon.collect(path, sample=0.02):
         for _ in range(n):
             step(x)
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines = [line for line in read_lines(path) if line["type"] != "same"]  # rows made whole, as gnnmon reads them
     return lines[0], [r for r in lines if r["type"] == "row"], [r for r in lines if r["type"] == "sample"]
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import gnnmon
-from gnnmon.cli import main
+from gnnmon.cli import NO_MODEL, main
 from gnnmon.errors import ReportFileError
 from gnnmon.report.exports import EXPORTS
 
@@ -284,7 +284,7 @@ def exercise(path: Path, case: Case, out: Path, *, full: bool = True, plot: bool
                     problems.append(f"gnnmon {' '.join(argv[:2])}: exit 2 with another message than load's: {err!r}")
                 elif refused is None and argv[0] != "forecast" and "--by" not in argv:
                     problems.append(f"gnnmon {' '.join(argv[:2])}: exit 2 on a file load reads: {err!r}")
-            elif code not in (0, 1) or (code == 1 and argv[0] != "forecast"):
+            elif code not in (0, NO_MODEL) or (code == NO_MODEL and argv[0] != "forecast"):
                 problems.append(f"gnnmon {' '.join(argv[:2])}: exit {code}: {err!r}")
             elif refused is not None:
                 problems.append(f"gnnmon {' '.join(argv[:2])}: exit {code} on a file load refused")

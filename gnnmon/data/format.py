@@ -2,7 +2,8 @@
 
 A file is a manifest line first (versions, devices, options, the user's config), then, in the
 order they arrived, rows, GC events, utilisation samples, energy counters' points and markers,
-and an end line when the run ended cleanly. :data:`KINDS` names every kind of line; this module
+and an end line when the run ended cleanly; what repeats on rows is said once, in ``same`` lines
+(:mod:`gnnmon.data.same`). :data:`KINDS` names every kind of line; this module
 turns objects into lines and back. Non-finite floats are written as ``null`` (strict JSON),
 tensors (where torch is loaded) as their values, anything else JSON cannot hold as its repr; a
 string with a lone surrogate (a name the OS decoded with ``surrogateescape``) as a JSON escape,
@@ -41,9 +42,14 @@ MANIFEST_START = b'{"type":"manifest","format":"gnnmon.jsonl"'
 """How every manifest line gnnmon writes begins: a cut-off first line is gnnmon's only if it does."""
 
 MANIFEST, ROW, GC, SAMPLE, POINT, MARKER, END = "manifest", "row", "gc", "sample", "point", "marker", "end"
-KINDS = (MANIFEST, ROW, GC, SAMPLE, POINT, MARKER, END)
+SAME = "same"
+KINDS = (MANIFEST, ROW, GC, SAMPLE, POINT, MARKER, END, SAME)
 """The ``type`` of every line: the manifest (first), a row, a GC event, a utilisation sample, an
-energy counter's point (``key``, ``t_ns``, ``value``, ``err_ns``, ``step``), a marker, the end line."""
+energy counter's point (``key``, ``t_ns``, ``value``, ``err_ns``, ``step``), a marker, the end
+line, and a set of fields repeated on rows (:mod:`gnnmon.data.same`)."""
+
+SAME_FIELD = "same"
+"""A row line's field naming the set of repeated fields it holds too (read back onto the row)."""
 
 MAX_TENSOR_VALUES = 1000
 """A tensor in a config or marker is stored as its values up to this many, else as its repr."""

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from gnnmon.data.format import FORMAT, ROW, parse
+from gnnmon.data.expand import Expander
+from gnnmon.data.format import FORMAT, ROW, SAME, SAME_FIELD, parse
 from gnnmon.errors import ReportFileError
 
 SKIP_HINT = "load(path, strict=False) or gnnmon report --lenient"
@@ -29,8 +30,32 @@ def read_chunks(path: str | os.PathLike[str], strict: bool = True,
 
     A cut-off last line (a killed writer) is skipped with a warning. A corrupt line before it raises
     :class:`ReportFileError` naming the line, unless ``strict=False`` (then it is skipped, warned).
-    Rows are not checked here: see :func:`bad_row`.
+    Rows are not checked here: see :func:`bad_row`. What the file says once for many rows (``same``
+    lines, :mod:`gnnmon.data.same`) is put back onto each row here: every reader sees rows whole.
     """
+    expander = Expander()
+    unknown: set[str] = set()  # the sets said to be missing (each once)
+    for n, objs in _chunks(path, strict, progress):
+        for i, obj in enumerate(objs):
+            kind = obj.get("type")
+            if kind == SAME:
+                expander.declare(obj)
+            elif kind == ROW and SAME_FIELD in obj:
+                ident = obj.get(SAME_FIELD)
+                whole = expander.expand(obj)
+                if whole is not None:
+                    objs[i] = whole
+                elif repr(ident) not in unknown and len(unknown) < 100:
+                    # the line that declared it is damaged (the reader names that line) or lost: the rows are kept
+                    unknown.add(repr(ident))
+                    warnings.warn(f"{path}:{n + i}: rows name a set of repeated fields ({ident!r}) no line before "
+                                  "them declares: read without them", RuntimeWarning, 3)
+        yield n, objs
+
+
+def _chunks(path: Path | str | os.PathLike[str], strict: bool,
+            progress: Callable[[int], Any] | None) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """:func:`read_chunks` before the rows are made whole."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no gnnmon report at {path}")

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from gnnmon.data.column import ABSENT, NO_INT, Column
-from gnnmon.data.format import END, GC, MANIFEST, MARKER, POINT, ROW, SAMPLE
+from gnnmon.data.format import END, GC, MANIFEST, MARKER, POINT, ROW, SAME, SAMPLE
 from gnnmon.data.read import SKIP_HINT, row_lines
 from gnnmon.data.table import Table
 from gnnmon.errors import ReportFileError
@@ -112,6 +112,7 @@ LINES: dict[str, dict[str, Field]] = {
     MARKER: {"kind": F(STRING, True), "t_ns": F(CLOCK, True), "carry": F(FLAG)},
     END: {"rows": F(INTEGER), "end_ns": F(CLOCK), "ended": F(STRING), "sampler": F(OBJECT),
           "children_forked": F(INTEGER), "signal": F(STRING)},
+    SAME: {"id": F(INTEGER, True), "keys": F(STRINGS, True), "fields": F(OBJECT, True), "alias": F(OBJECT)},
 }
 """Each kind of line's named fields (a sample's fields named with a unit's suffix are numbers too)."""
 
@@ -193,7 +194,8 @@ def repair(obj: dict[str, Any], damage: list[Damage]) -> bool:
 
 
 WHOSE = {ROW: "a row's", GC: "a GC event's", SAMPLE: "a sample's", POINT: "an energy counter's point's",
-         MARKER: "a marker's", END: "the end line's", MANIFEST: "the manifest's"}
+         MARKER: "a marker's", END: "the end line's", MANIFEST: "the manifest's",
+         SAME: "a set of repeated fields'"}
 
 def _whose(kind: Any) -> str:
     return WHOSE.get(kind, "a line's") if isinstance(kind, str) else "a line's"

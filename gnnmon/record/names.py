@@ -5,8 +5,8 @@ refused at the call, with the clash named.
 
 gnnmon's own fields are those :mod:`gnnmon.figures` declares (a figure, or a member of a declared
 family: ``phase_<name>_s``, ``num_nodes__<type>``, ``<figure>_source``, ...), the names that start
-a measured figure (``mem_``, ``rss_``, ``phase_``, ``gc_``: room for figures to come), and two a
-reader gives every row: the line's ``type`` and a job's ``rank``. Every other name is yours, and
+a measured figure (``mem_``, ``rss_``, ``phase_``, ``gc_``: room for figures to come), and those
+of the file's lines: the line's ``type``, a job's ``rank`` and ``same`` (:mod:`gnnmon.data.same`). Every other name is yours, and
 the sinks keep it apart from their own series (see :mod:`gnnmon.integrations.metrics`)."""
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ import warnings
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
+from gnnmon.data.format import SAME_FIELD
 from gnnmon.fields import ROW_FIELD_PREFIXES
 from gnnmon.figures import figure_of
 
-LINE_FIELDS = ("type", "rank")
-"""Fields a run file's reader gives rows besides the figures: the line's kind, a job's rank."""
+LINE_FIELDS = ("type", "rank", SAME_FIELD)
+"""Fields a run file's lines use besides the figures: the line's kind, a job's rank, and the set of
+repeated fields a row line names (:mod:`gnnmon.data.same`)."""
 
 
 def clash(name: Any) -> str | None:
@@ -28,7 +30,8 @@ def clash(name: Any) -> str | None:
     if not isinstance(name, str):
         return f"no field: a field's name is a string, not {type(name).__name__}"
     if name in LINE_FIELDS:
-        return f"the {'kind of line' if name == 'type' else 'rank a job gives each row'} a run file records"
+        return {"type": "the kind of line a run file records", "rank": "the rank a job gives each row"}.get(
+            name, "the set of repeated fields a run file's row line names")
     figure = figure_of(name)
     if figure is not None:
         what = figure.meaning.split(" (")[0]

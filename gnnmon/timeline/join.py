@@ -97,6 +97,12 @@ def _gauge_keys(index: int | None) -> list[tuple[str, str | None, str]]:
     return keys
 
 
+def _kept(name: str, value: float) -> float | int:
+    """A gauge's value to the resolution its samples have: bytes whole, percent and watts to two
+    decimals (a mean or an interpolation of samples carries no more)."""
+    return round(value) if name.endswith("_bytes") else round(value, 2)
+
+
 def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> None:
     """Add every :data:`GAUGES` figure, its source and ``util_samples`` (samples in the window)."""
     a, b = fields["t_start_ns"], fields["t_end_ns"]
@@ -114,11 +120,11 @@ def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> No
         if window:
             values = [s[key] for s in window if _number(s.get(key))]
             if values:
-                fields[name] = sum(values) / len(values)
+                fields[name] = _kept(name, sum(values) / len(values))
                 fields[f"{name}_source"] = f"measured:{how}{every}"
                 continue
         value = gauge_at(samples, key, mid, lo, window=True)
-        fields[name] = value
+        fields[name] = value if value is None else _kept(name, value)
         if value is None:
             fields[f"{name}_source"] = None
             note(fields, f"{name}: no {key} sample on each side of the row")

@@ -23,6 +23,7 @@ import torch
 import gnnmon
 from gnnmon.integrations.metrics import prometheus_metric
 from gnnmon.record.sinks import Batch
+from tests import rawjsonl
 from tests.record.test_distributed import aborted_in_teardown, run_job
 from tests.wandb_file import history
 
@@ -46,7 +47,7 @@ def planted_run(path: Path, sinks: list, calls: int = 4, **options) -> list[dict
     with gnnmon.collect(path, sinks=sinks, **options):
         for i in range(calls):
             step(i)
-    return [r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == "row"]
+    return [r for r in rawjsonl.lines(path) if r["type"] == "row"]
 
 
 def scrape(port: int) -> dict[tuple[str, frozenset], float]:
@@ -211,8 +212,8 @@ def test_a_two_rank_job_streams_to_prometheus_and_mlflow_at_once(tmp_path):
                 continue
             for p in done:
                 assert p.returncode == 0, p.stderr[-3000:]
-            files = {rank: [r for r in map(json.loads, (work / f"job.rank{rank}.jsonl").read_text().splitlines())
-                            if r["type"] == "row"] for rank in (0, 1)}
+            files = {rank: [r for r in rawjsonl.lines(work / f"job.rank{rank}.jsonl") if r["type"] == "row"]
+                     for rank in (0, 1)}
             got = {r["metric"]["rank"]: float(r["value"][1])
                    for r in query(port, 'last_over_time(gnnmon_rows_total{label="step"}[10m])')}
             assert got == {"0": 20.0, "1": 20.0}

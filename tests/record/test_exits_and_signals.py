@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import rawjsonl
 from tests.scripts import run_script
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32",
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win3
 
 
 def lines_of(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return rawjsonl.lines(path)
 
 
 # -- exits ------------------------------------------------------------------------------------

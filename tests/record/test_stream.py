@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import gc
-import json
 import math
 import sys
 import threading
@@ -24,6 +23,7 @@ from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
 from gnnmon.record import run as run_module
 from gnnmon.record.options import WINDOW
 from gnnmon.record.sinks import Batch, sink
+from tests import rawjsonl
 from tests.data.test_table import reachable
 
 
@@ -341,9 +341,8 @@ def test_the_report_of_a_file_equals_the_report_of_every_row_in_memory(tmp_path)
             gnnmon.collect_garbage()
     loaded = gnnmon.load(path).report()
     live = run.report()
-    # both against the file read by json alone, with the statistics computed without gnnmon
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    rows = [{k: v for k, v in obj.items() if k != "type"} for obj in lines if obj["type"] == "row"]
+    # both against the file read by json alone (tests/rawjsonl.py), with the statistics computed without gnnmon
+    rows = rawjsonl.rows(path)
     assert len(rows) == 1200 and loaded.records == rows and live.records == rows
     expected = {}
     for label in dict.fromkeys(r["label"] for r in rows):

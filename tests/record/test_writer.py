@@ -9,7 +9,6 @@ the thread (conftest.py checks that no gnnmon thread is left after each test).""
 from __future__ import annotations
 
 import errno
-import json
 import threading
 import time
 import warnings
@@ -22,6 +21,7 @@ from gnnmon.data.write import JsonlWriter
 from gnnmon.record.outlets import Outlets
 from gnnmon.record.sinks import SINK_FAILED, Batch, JsonlSink
 from gnnmon.record.writer import Writer
+from tests import rawjsonl
 
 MANIFEST = {"type": "manifest", "format": "gnnmon.jsonl", "run": "planted"}
 
@@ -120,8 +120,8 @@ class Pipe:
 
 
 def lines(path) -> list[dict]:
-    """The file as json reads it."""
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    """The file as json reads it, rows made whole (tests/rawjsonl.py)."""
+    return rawjsonl.lines(path)
 
 
 def row_indexes(path) -> list[int]:
