@@ -1,13 +1,15 @@
 """What repeats on every row, said once in a run file and read back onto every row.
 
 A row's sources (``*_source``), notes, device, backend, its fields that are null, its figures
-that are zero, and the figures that equal another of the same row (a CPU row's ``mem_*`` are its ``rss_*``; its
-``device_s`` is its ``wall_s``) are the same on row after row. :class:`Compactor` writes them as a
-``same`` line when a set of them first appears (``{"type": "same", "id": 3, "fields": {...},
-"keys": [...], "alias": {"mem_start_bytes": "rss_start_bytes"}}``) and each row that has exactly that set as
-``"same": 3`` beside its own fields (the set also lists the row's keys in their order).
-:class:`~gnnmon.data.expand.Expander` puts them back onto each row as the file is read, so that every reader (``gnnmon.load``, ``iter_rows``, the CLI) sees the row as it was
-recorded; a file without ``same`` lines (any older one) reads as it always did.
+that are zero, and the figures that equal another of the same row (a CPU row's ``mem_*`` are its
+``rss_*``; its ``device_s`` is its ``wall_s``) are the same on row after row. :class:`Compactor`
+writes them as a ``same`` line when a set of them first appears (``{"type": "same", "id": 3,
+"keys": [...], "alias": {"mem_start_bytes": "rss_start_bytes"}, "fields": {...}}``: the row's keys
+in their order, the fields equal to another, the fields said once) and each row that has exactly
+that set as ``"same": 3`` beside its own fields. :class:`~gnnmon.data.expand.Expander` puts them
+back onto each row as the file is read, so that every reader (``gnnmon.load``, ``iter_rows``, the
+CLI) sees the row as it was recorded; a file without ``same`` lines (any older one) reads as it
+always did.
 
 The compactor keeps at most :data:`MAX_SETS` sets (a run whose notes differ on every row writes
 those rows whole): its memory is flat however long the run. A writer that loses lines (a full
@@ -52,6 +54,8 @@ def _kind(key: str) -> int:
 
 
 _NUMBERS = (int, float)
+
+
 class Compactor:
     """Turns rows into a run file's lines with what repeats said once (see the module doc)."""
 

@@ -267,7 +267,7 @@ class _Scope:
             raise RuntimeError("this gnnmon scope was entered already; make a new one per block")
         self._entered = True
         if unmeasured():
-            return {"label": self._label, "notes": ("unmeasured: a signal handler interrupted gnnmon",)}
+            return {"label": self._label, "notes": ("unmeasured: traced by torch.compile, or a signal handler interrupted gnnmon",)}
         held = hold()
         frame = sys._getframe(1)
         try:

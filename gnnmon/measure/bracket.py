@@ -36,6 +36,7 @@ is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is
 gnnmon decorator or phase inside a compiled function then adds nothing to the graph (no graph
 break, no row); measure around the compiled call instead (docs/timing-and-gc.md)."""
 
+
 def unmeasured() -> bool:
     """Whether the decorated call, scope or phase whose entry calls this runs the user's code
     alone: traced by ``torch.compile``, or entered by a signal handler while gnnmon's own code is
