@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import os
 import platform
 import socket
@@ -52,6 +53,7 @@ def build_manifest(config: dict[str, Any] | None, options: dict[str, Any]) -> di
         "start_time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
         "start_ns": time.time_ns(),
         "devices": _devices(),
+        "gc_frozen": gc.get_freeze_count(),  # objects set-up froze (gnnmon.freeze_gc()): the GC advice knows
         "options": options,
         "config": dict(config or {}),
     }

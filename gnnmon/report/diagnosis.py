@@ -61,7 +61,8 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
                       time_findings.warm_up(loop, total), time_findings.busy_machine(loop, total),
                       time_findings.slow_steps(loop, spikes, total)]
             found += creep.creep(loop)
-        found.append(time_findings.garbage_collection(runs, report.gc_events, total))
+        frozen = bool((report.manifest or {}).get("gc_frozen"))
+        found.append(time_findings.garbage_collection(runs, report.gc_events, total, frozen))
     found += across_ranks(report.cross_rank())
     found.append(memory_findings.out_of_memory(report.oom()))
     found += memory_findings.device_memory(report.table, report.manifest, _models(report))

@@ -108,8 +108,12 @@ def _fix(part: str, hops: list[float]) -> str:
     return "a lighter transform, or one done once (pre_transform) instead of per batch"
 
 
-def garbage_collection(loops: list[Loop], gc_events: Iterable[Mapping[str, Any]], total: float) -> dict[str, Any] | None:
-    """Pauses of garbage collection, inside calls and between them."""
+def garbage_collection(loops: list[Loop], gc_events: Iterable[Mapping[str, Any]], total: float,
+                       frozen: bool = False) -> dict[str, Any] | None:
+    """Pauses of garbage collection, inside calls and between them. The next step is what is not
+    done yet: ``freeze_gc()`` unless set-up was frozen (``frozen``: the manifest's ``gc_frozen``, or
+    a ``freeze`` in the run), and where most of the pauses are collections the loop asked for
+    (``collect_garbage()``, ``gc_paused``), fewer of those."""
     inside = sum(float(loop.zeros("gc_pause_s").sum()) for loop in loops)
     rows = sum(int(np.count_nonzero(loop.zeros("gc_pause_s"))) for loop in loops)
     between = [e for e in gc_events if not e.get("row")]
@@ -129,10 +133,23 @@ def garbage_collection(loops: list[Loop], gc_events: Iterable[Mapping[str, Any]]
     words += f": {ms(inside)} inside {rows} call(s)" if inside else ""
     words += f"{',' if inside else ':'} {ms(outside)} in {len(between)} collection(s) between calls" if between else ""
     automatic = inside >= outside
-    next_step = ("gnnmon.freeze_gc() once set-up is done (what is alive then is never scanned again), and "
-                 "@gc_controlled on the step with gnnmon.collect_garbage() between epochs (collections where you choose)"
-                 if automatic else "gnnmon.freeze_gc() once set-up is done: each collection between calls walks "
-                 "every object set-up left alive")
+    frozen = frozen or any(e.get("reason") == "freeze" for e in gc_events)
+    asked = sum(float(e.get("duration_s") or 0.0) for e in between if e.get("requested") and e.get("reason") != "freeze")
+    if asked >= 0.5 * cost:
+        words += f"; {ms(asked)} of it in the collections the loop asked for"
+        next_step = ("fewer of the collections you ask for (collect_garbage() every few epochs, or of generation 0 "
+                     "or 1)" + ("" if frozen else ", and gnnmon.freeze_gc() once set-up is done: each walks every "
+                                "object set-up left alive"))
+    elif frozen:
+        next_step = ("@gc_controlled on the step with gnnmon.collect_garbage() between epochs (collections where you "
+                     "choose); set-up is frozen already" if automatic else
+                     "set-up is frozen already: what the collections between calls walk is the loop's own garbage "
+                     "(fewer cycles: detach tensors kept in lists, drop references to graphs between steps)")
+    else:
+        next_step = ("gnnmon.freeze_gc() once set-up is done (what is alive then is never scanned again), and "
+                     "@gc_controlled on the step with gnnmon.collect_garbage() between epochs (collections where you "
+                     "choose)" if automatic else "gnnmon.freeze_gc() once set-up is done: each collection between "
+                     "calls walks every object set-up left alive")
     label = main.label if len(loops) == 1 or automatic else None
     return finding("garbage collection", label, cost, total, words, proof, next_step)
 

@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import gnnmon
 from gnnmon.report.diagnosis_text import NOTHING
+from gnnmon.report.loops import ms
 
 ITEM_S, STEP_S = 0.030, 0.020
 """The planted input-bound run: each batch's one item sleeps ITEM_S in __getitem__, each step
@@ -81,6 +82,59 @@ def test_garbage_made_each_step_leads_as_garbage_collection():
     print(f"GC: {first['at_stake']:.3f} s at stake ({first['share']:.2f} of the run) against {truth:.3f} s timed")
     assert 0.8 * truth <= first["at_stake"] <= 1.05 * truth, (first["at_stake"], truth)
     assert "freeze_gc" in first["next"]
+
+
+def _cyclic_step():
+    @gnnmon.cuda_timed
+    def step():
+        junk = []
+        for _ in range(20_000):
+            cell: list = []
+            cell.append(cell)  # a cycle: only the collector frees it
+            junk.append(cell)
+        time.sleep(0.005)
+
+    return step
+
+
+def test_a_frozen_set_up_is_not_told_to_freeze_again():
+    """The README's Quick start freezes before collect(): the manifest counts what it froze, and the
+    advice is what is left to do (collections where you choose), not freeze_gc() again."""
+    ballast = [[i] for i in range(300_000)]
+    step = _cyclic_step()
+    assert gnnmon.freeze_gc() >= 300_000
+    try:
+        with gnnmon.collect() as run:
+            for _ in range(30):
+                step()
+    finally:
+        gc.unfreeze()
+    del ballast
+    assert run.manifest["gc_frozen"] >= 300_000
+    (first,) = [f for f in run.report().diagnosis() if f["kind"] == "garbage collection"]
+    assert "freeze_gc" not in first["next"] and "set-up is frozen already" in first["next"], first["next"]
+    assert "@gc_controlled" in first["next"]
+
+
+def test_pauses_the_loop_asked_for_are_told_apart_from_automatic_ones():
+    """Most of the time is collect_garbage() between steps, each walking what set-up left unfrozen
+    (torch, PyG, 100,000 planted objects): the finding says so and advises fewer of them (and the
+    freeze)."""
+    ballast = [[i] for i in range(100_000)]
+
+    @gnnmon.cuda_timed
+    def step():
+        time.sleep(0.002)
+
+    with gnnmon.collect() as run, gnnmon.gc_paused():
+        for _ in range(10):
+            step()
+            gnnmon.collect_garbage()
+    del ballast
+    asked = sum(e["duration_s"] for e in run.gc_events if e["requested"])
+    (first,) = [f for f in run.report().diagnosis() if f["kind"] == "garbage collection"]
+    assert f"{ms(asked)} of it in the collections the loop asked for" in first["words"], first["words"]
+    assert first["next"].startswith("fewer of the collections you ask for") and "freeze_gc()" in first["next"]
 
 
 def test_a_clean_run_has_nothing_to_say():
