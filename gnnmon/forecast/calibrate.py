@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import itertools
 import random
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ from gnnmon.figures import MEM_PEAK
 from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.forecast.search import BatchSizeSearch, Probe, search
 from gnnmon.forecast.shapes import item_sizes
+from gnnmon.measure.memory_fields import CACHED_NOTE
 from gnnmon.record.active import collect
 from gnnmon.report.memory_model import MemoryModel, prime
 
@@ -130,7 +132,16 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     if failed is not None:
         model.notes.append(f"a batch of {failed['size']} items ({failed['num_nodes']:,} nodes) did not fit: "
                            "sizes above it were not tried")
+    if any(CACHED_NOTE in (r.get("notes") or ()) for r in run.records):
+        model.notes.append(INEXACT_HOST)
+        warnings.warn(f"gnnmon.calibrate: {INEXACT_HOST}", RuntimeWarning, 2)
     return Calibration(model, ran, shapes[1:], failed, found)
+
+
+INEXACT_HOST = ("host memory was measured without gnnmon.exact_host_memory(): freed memory stayed in the "
+                "process, so each batch's peak shows only growth beyond what earlier batches left and the fit "
+                "can be several times off; call gnnmon.exact_host_memory() first (docs/memory.md)")
+"""What a calibration on the host says when the allocator kept freed memory (its peaks are not each batch's)."""
 
 
 def _prober(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader: Any, count: int,

@@ -7,6 +7,7 @@ model names it."""
 from __future__ import annotations
 
 import random
+import warnings
 
 import pytest
 import torch
@@ -261,6 +262,30 @@ def test_calibrating_the_quick_start_model_forecasts_a_larger_batch_within_its_b
     assert got["trusted"], got["summary"]
     assert got["measured"] <= got["upper"], got
     assert got["bytes"] <= got["upper"]
+    assert "exact_host_memory" not in proc.stderr and "exact_host_memory" not in got["summary"]  # it was on
+
+
+def test_calibrating_host_memory_without_exact_host_memory_says_its_peaks_are_not_each_batchs():
+    """The allocator keeps freed memory unless gnnmon.exact_host_memory() was called: the fit is
+    made of growth beyond what earlier batches left, and the calibration says so (a warning and a
+    note on its model); with it on (an earlier test in this process may have turned it on for
+    good) there is nothing to say."""
+    from gnnmon.devices.malloc import mmap_threshold
+    from gnnmon.forecast.calibrate import INEXACT_HOST
+
+    @gnnmon.monitor_memory_device(label="train_step", device="cpu")
+    def step(batch):
+        return torch.ones(batch.num_nodes, 64).sum()
+
+    graphs = [Data(x=torch.randn(n, 4), edge_index=torch.randint(0, n, (2, 2 * n))) for n in range(5, 105)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cal = gnnmon.calibrate(step, DataLoader(graphs, batch_size=16))
+    said = [str(w.message) for w in caught if "exact_host_memory" in str(w.message)]
+    if mmap_threshold() is None:  # off: the host's allocator kept what the batches freed
+        assert said == [f"gnnmon.calibrate: {INEXACT_HOST}"] and INEXACT_HOST in cal.model.notes
+    else:
+        assert said == [] and INEXACT_HOST not in cal.model.notes
 
 
 def test_calibrate_primes_the_fit_before_its_first_step(monkeypatch):
