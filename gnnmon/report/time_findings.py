@@ -116,6 +116,7 @@ def garbage_collection(loops: list[Loop], gc_events: Iterable[Mapping[str, Any]]
     (``collect_garbage()``, ``gc_paused``), fewer of those."""
     inside = sum(float(loop.zeros("gc_pause_s").sum()) for loop in loops)
     rows = sum(int(np.count_nonzero(loop.zeros("gc_pause_s"))) for loop in loops)
+    gc_events = list(gc_events)  # read twice below
     between = [e for e in gc_events if not e.get("row")]
     outside = sum(float(e.get("duration_s") or 0.0) for e in between)
     cost = inside + outside
