@@ -6,7 +6,7 @@ nothing to say says so in one line.
 
 The run's time is its loops' (each label's top-level calls, and the waits for their batches) and
 the garbage collections between calls. Findings about time are in
-:mod:`gnnmon.report.time_findings`, about memory in :mod:`gnnmon.report.memory_findings` and
+:mod:`gnnmon.report.time_findings` (garbage collection in :mod:`gnnmon.report.gc_finding`), about memory in :mod:`gnnmon.report.memory_findings` and
 :mod:`gnnmon.report.creep` (a leak, or bigger graphs); for a
 distributed job the cross-rank report adds its stragglers and the steps a busy machine held up
 (shares of the job's matched steps' time). Nothing is claimed within the noise the run itself
@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from gnnmon.data.table import Table
-from gnnmon.report import creep, memory_findings, time_findings
+from gnnmon.report import creep, gc_finding, memory_findings, time_findings
 from gnnmon.report.loops import MIN_SHARE, evidence, finding, loops, ms
 
 STRAGGLER_NEXT = {
@@ -62,7 +62,7 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
                       time_findings.slow_steps(loop, spikes, total)]
             found += creep.creep(loop)
         frozen = bool((report.manifest or {}).get("gc_frozen"))
-        found.append(time_findings.garbage_collection(runs, report.gc_events, total, frozen))
+        found.append(gc_finding.garbage_collection(runs, report.gc_events, total, frozen))
     found += across_ranks(report.cross_rank())
     found.append(memory_findings.out_of_memory(report.oom()))
     found += memory_findings.device_memory(report.table, report.manifest, _models(report))
