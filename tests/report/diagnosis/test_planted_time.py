@@ -47,6 +47,19 @@ def test_a_sleeping_getitem_leads_as_input_bound_with_its_planted_share():
     assert "num_workers" in first["next"]
 
 
+def _cyclic_step():
+    @gnnmon.cuda_timed
+    def step():
+        junk = []
+        for _ in range(20_000):
+            cell: list = []
+            cell.append(cell)  # a cycle: only the collector frees it
+            junk.append(cell)
+        time.sleep(0.005)
+
+    return step
+
+
 def test_garbage_made_each_step_leads_as_garbage_collection():
     ballast = [[i] for i in range(300_000)]  # what each full collection must walk
     paused: list[float] = []
@@ -58,15 +71,7 @@ def test_garbage_made_each_step_leads_as_garbage_collection():
         elif started:
             paused.append(time.perf_counter() - started.pop())
 
-    @gnnmon.cuda_timed
-    def step():
-        junk = []
-        for _ in range(20_000):
-            cell: list = []
-            cell.append(cell)  # a cycle: only the collector frees it
-            junk.append(cell)
-        time.sleep(0.005)
-
+    step = _cyclic_step()
     gc.callbacks.append(timer)
     try:
         with gnnmon.collect() as run:
@@ -82,19 +87,6 @@ def test_garbage_made_each_step_leads_as_garbage_collection():
     print(f"GC: {first['at_stake']:.3f} s at stake ({first['share']:.2f} of the run) against {truth:.3f} s timed")
     assert 0.8 * truth <= first["at_stake"] <= 1.05 * truth, (first["at_stake"], truth)
     assert "freeze_gc" in first["next"]
-
-
-def _cyclic_step():
-    @gnnmon.cuda_timed
-    def step():
-        junk = []
-        for _ in range(20_000):
-            cell: list = []
-            cell.append(cell)  # a cycle: only the collector frees it
-            junk.append(cell)
-        time.sleep(0.005)
-
-    return step
 
 
 def test_a_frozen_set_up_is_not_told_to_freeze_again():
