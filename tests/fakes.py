@@ -18,7 +18,9 @@ They follow the documented behaviour of the real modules:
   of ..."), counted in ``num_ooms``; ``inactive_split_bytes`` is what a test plants in
   ``devices[i].split``; ``torch.cuda.mem_get_info(i)`` returns (total − reserved − ``other``, total)
   where ``other`` stands for other processes. ``torch.cuda.memory._record_memory_history`` and
-  ``_dump_snapshot`` keep their calls in ``history_calls`` and write a small pickle.
+  ``_dump_snapshot`` keep their calls in ``history_calls`` and write a small pickle; a history
+  recorded with C++ frames (torch's default) is symbolized at the dump by the ``addr2line``
+  processes torch starts and never ends, as the real one is.
 * ``torch.xpu`` (:class:`FakeXpu`) is the fake ``torch.cuda`` under Intel's name, with Intel's
   out-of-memory error.
 * ``torch.mps`` has ``current_allocated_memory`` (tensors), ``driver_allocated_memory`` (more: the
@@ -513,15 +515,23 @@ class FakeCuda(_Timeline):
         d = self.devices[self._index(device)]
         return self.total - d.reserved - self.other, self.total
 
-    def record_memory_history(self, enabled: Any = "all", max_entries: int = 1) -> None:
-        """``torch.cuda.memory._record_memory_history``."""
-        self.history_calls.append(("record", enabled if enabled is None else max_entries))
+    def record_memory_history(self, enabled: Any = "all", context: Any = "all", stacks: str = "all",
+                              max_entries: int = sys.maxsize, **_: Any) -> None:
+        """``torch.cuda.memory._record_memory_history`` (its defaults: C++ frames too)."""
+        self.history_stacks = stacks
+        self.history_calls.append(("record", None) if enabled is None else ("record", max_entries, stacks))
 
     def dump_snapshot(self, filename: str = "dump_snapshot.pickle") -> None:
-        """``torch.cuda.memory._dump_snapshot``: a pickle of the allocator's segments."""
+        """``torch.cuda.memory._dump_snapshot``: a pickle of the allocator's segments. A history
+        that records C++ frames (``stacks="all"``) has them symbolized as torch does, by the
+        ``addr2line`` processes torch starts and keeps for the process's life (one per library)."""
         import pickle
 
         self.history_calls.append(("dump", filename))
+        if getattr(self, "history_stacks", None) == "all":
+            from torch._C._profiler import gather_traceback, symbolize_tracebacks
+
+            symbolize_tracebacks([gather_traceback(python=True, script=True, cpp=True)])
         with open(filename, "wb") as f:
             pickle.dump({"segments": [], "device_traces": [[]], "fake": True}, f)
 
@@ -555,6 +565,11 @@ class FakeCuda(_Timeline):
             "get_device_properties", "memory_stats_as_nested_dict", "Stream", "mem_get_info",
         ):
             monkeypatch.setattr(torch.cuda, name, getattr(self, name))
+        # torch.manual_seed seeds every device's generator once CUDA is initialized: the fake's
+        # devices each have one (CPU generators), and torch.cuda.random sees the fake's count
+        monkeypatch.setattr(torch.cuda, "default_generators", tuple(torch.Generator() for _ in self.devices))
+        for name in ("device_count", "is_initialized", "current_device"):
+            monkeypatch.setattr(torch.cuda.random, name, getattr(self, name))
         monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", self.record_memory_history)
         monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", self.dump_snapshot)
         monkeypatch.setattr(torch._C, "_cuda_memoryStats", self.raw_memory_stats, raising=False)

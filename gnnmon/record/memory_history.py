@@ -17,7 +17,9 @@ _FILE_BAD = re.compile(r"[^\w.-]", re.ASCII)
 class History:
     """PyTorch's CUDA allocation history for one run (``torch.cuda.memory._record_memory_history``,
     a private API: guarded; a failure leaves the run going without it), keeping the newest
-    ``entries`` events (None: off), dumped at the run's first out-of-memory error."""
+    ``entries`` events (None: off), dumped at the run's first out-of-memory error. Each event keeps
+    its Python stack only: C++ frames (torch's default) cost an unwind per allocation and, at the
+    dump, ``addr2line`` processes that torch keeps running until the process exits."""
 
     def __init__(self, entries: int | None) -> None:
         self.entries = entries
@@ -35,7 +37,7 @@ class History:
         if record is None:
             return {**entry, "why": "this torch has no torch.cuda.memory._record_memory_history"}
         try:
-            record(max_entries=self.entries)
+            record(max_entries=self.entries, stacks="python")
         except Exception as exc:  # noqa: BLE001 - a private API that changed: the run goes on without it
             return {**entry, "why": f"{type(exc).__name__}: {exc}"}
         self.recording = True

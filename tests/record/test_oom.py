@@ -116,7 +116,7 @@ def test_the_report_says_what_happened(fake_cuda, tmp_path):
 
 def test_the_allocation_history_is_dumped_once_beside_the_run(fake_cuda, tmp_path):
     run, _ = run_until_oom(fake_cuda, tmp_path, memory_history=5000)
-    assert fake_cuda.history_calls[0] == ("record", 5000) and fake_cuda.history_calls[-1] == ("record", None)
+    assert fake_cuda.history_calls[0] == ("record", 5000, "python") and fake_cuda.history_calls[-1] == ("record", None)
     snapshot = run.records[-1]["oom_snapshot"]
     assert snapshot == str(tmp_path / "run.oom-step-30.pickle")
     assert pickle.loads((tmp_path / "run.oom-step-30.pickle").read_bytes())["fake"] is True
