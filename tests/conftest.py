@@ -5,6 +5,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 # One torch thread in the suite's processes and their children: the suite runs in several
 # processes on as few as two cores, where two OpenMP threads per process wait on each other (a GCN
@@ -63,19 +64,32 @@ def _cuda_in_use_if_asked():
 
 @pytest.fixture(autouse=True)
 def _no_leftovers():
-    """Every test must leave GC enabled, no gnnmon thread running, no sampler process and no child
-    process it started (a worker a later test would count as the run's)."""
-    gc_was = gc.isenabled()
+    """Every test must leave GC enabled and unfrozen as it found it, no gnnmon thread running, no
+    sampler process and no child process it started (a worker a later test would count as the run's)."""
+    gc_was, frozen_was = gc.isenabled(), gc.get_freeze_count()
     before = set(live_children())
     yield
     assert gc.isenabled() == gc_was, "test left automatic GC changed"
+    # more frozen than before is a leak; fewer is a test's gc.unfreeze() of what a library froze at import
+    assert gc.get_freeze_count() <= frozen_was, "test left objects frozen (gc.freeze() without gc.unfreeze())"
     left = [t.name for t in threading.enumerate() if t.name.startswith("gnnmon")]
     assert not left, f"gnnmon threads left running: {left}"
     assert not sampler_processes(), "a sampler process was left running"
     deadline = time.monotonic() + 10.0  # workers told to stop take a moment to exit
     while (new := set(live_children()) - before) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not new, f"child processes left running: {sorted(new)}"
+    assert not new, f"child processes left running: {described(new)}"
+
+
+def described(pids: set[int]) -> list[str]:
+    """``pid: command line`` of each process (what a leftover is, for the failure's message)."""
+    out = []
+    for pid in sorted(pids):
+        try:
+            out.append(f"{pid}: {' '.join(psutil.Process(pid).cmdline())[:200]}")
+        except psutil.Error:
+            out.append(f"{pid}: (gone)")
+    return out
 
 
 KEPT: set[int] = set()
@@ -99,12 +113,26 @@ def live_children() -> list[int]:
             if child.pid in KEPT:
                 continue
             try:
-                if child.status() != psutil.STATUS_ZOMBIE and not is_python_helper(child):
+                if child.status() != psutil.STATUS_ZOMBIE and not is_python_helper(child) and not is_runtime(child):
                     out.append(child.pid)
             except psutil.NoSuchProcess:
                 continue
             todo.append(child)
     return out
+
+
+RUNTIMES = ("orted",)
+"""Daemons a library's runtime starts once and keeps for the life of the process, which no test
+can end: Open MPI's ``orted``, which ``MPI_Init`` starts in a process that was not launched by
+``mpirun`` (Lightning's MPI environment check initialises MPI where mpi4py is installed)."""
+
+
+def is_runtime(proc: psutil.Process) -> bool:
+    try:
+        cmdline = proc.cmdline()
+    except psutil.Error:
+        return False
+    return bool(cmdline) and Path(cmdline[0]).name in RUNTIMES
 
 
 def sampler_processes() -> list[psutil.Process]:
