@@ -418,12 +418,12 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
 def _held_without_a_batch(z: np.ndarray, start: np.ndarray, scale: np.ndarray) -> float | None:
     """What the device held at a step's start, the batch's own memory taken out: the constant of
     the start fitted on the shape (the batch a step receives is held when it starts; a forecast
-    made between steps holds none), bytes; None where the rows do not record the start."""
+    made between steps holds none), whole bytes; None where the rows do not record the start."""
     known = ~np.isnan(start)
     if known.sum() < z.shape[1] + 2:
         return None
     beta = nonneg(z[known], start[known]) / scale
-    return float(beta[0])
+    return float(round(beta[0]))  # whole bytes: a fit's last digits are rounding, not memory
 
 
 def _misfit(z: np.ndarray, y: np.ndarray, resid: np.ndarray, r2: float, used: tuple[str, ...]) -> list[str]:
