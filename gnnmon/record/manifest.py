@@ -53,10 +53,20 @@ def build_manifest(config: dict[str, Any] | None, options: dict[str, Any]) -> di
         "start_time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
         "start_ns": time.time_ns(),
         "devices": _devices(),
-        "gc_frozen": gc.get_freeze_count(),  # objects set-up froze (gnnmon.freeze_gc()): the GC advice knows
+        **gc_state(),
         "options": options,
         "config": dict(config or {}),
     }
+
+
+def gc_state() -> dict[str, int | None]:
+    """``gc_frozen``: objects frozen out of the collector (``gnnmon.freeze_gc()``, or a library's
+    own ``gc.freeze()``: a CUDA build of torch freezes a few hundred at import); ``gc_tracked``:
+    the objects the collector still walks, counted only where some are frozen (a count walks
+    them all: tens of milliseconds for half a million), else None. Set-up counts as frozen where
+    the frozen outnumber the tracked: the GC advice knows."""
+    frozen = gc.get_freeze_count()
+    return {"gc_frozen": frozen, "gc_tracked": len(gc.get_objects()) if frozen else None}
 
 
 def distributed_entry(rank: RankInfo | None, collectives: bool, job_path: str | None) -> dict[str, Any] | None:

@@ -61,7 +61,7 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
                       time_findings.warm_up(loop, total), time_findings.busy_machine(loop, total),
                       time_findings.slow_steps(loop, spikes, total)]
             found += creep.creep(loop)
-        frozen = bool((report.manifest or {}).get("gc_frozen"))
+        frozen = gc_finding.set_up_frozen(report.manifest or {})
         found.append(gc_finding.garbage_collection(runs, report.gc_events, total, frozen))
     found += across_ranks(report.cross_rank())
     found.append(memory_findings.out_of_memory(report.oom()))

@@ -12,11 +12,19 @@ import numpy as np
 from gnnmon.report.loops import Loop, beyond_noise, evidence, finding, ms, spread
 
 
+def set_up_frozen(manifest: Mapping[str, Any]) -> bool:
+    """Whether the run's set-up was frozen before it started: more objects frozen than the
+    collector still tracked (the manifest's ``gc_frozen`` and ``gc_tracked``). A few hundred that a
+    library froze at import are not a frozen set-up; a file without ``gc_tracked`` counts any."""
+    frozen, tracked = manifest.get("gc_frozen") or 0, manifest.get("gc_tracked")
+    return bool(frozen) and (tracked is None or frozen >= tracked)
+
+
 def garbage_collection(loops: list[Loop], gc_events: Iterable[Mapping[str, Any]], total: float,
                        frozen: bool = False) -> dict[str, Any] | None:
     """Pauses of garbage collection, inside calls and between them. The next step is what is not
-    done yet: ``freeze_gc()`` unless set-up was frozen (``frozen``: the manifest's ``gc_frozen``, or
-    a ``freeze`` in the run), and where most of the pauses are collections the loop asked for
+    done yet: ``freeze_gc()`` unless set-up was frozen (``frozen``: :func:`set_up_frozen`, or a
+    ``freeze`` in the run), and where most of the pauses are collections the loop asked for
     (``collect_garbage()``, ``gc_paused``), fewer of those."""
     inside = sum(float(loop.zeros("gc_pause_s").sum()) for loop in loops)
     rows = sum(int(np.count_nonzero(loop.zeros("gc_pause_s"))) for loop in loops)
