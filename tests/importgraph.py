@@ -139,6 +139,28 @@ def outside_imports(package_dir: Path, path: Path) -> list[tuple[str, int]]:
     return [(name, line) for name, line in found if name != package_dir.name]
 
 
+def outside_modules(package_dir: Path, path: Path) -> list[str]:
+    """The modules outside gnnmon that one file imports, by their full dotted names (``from
+    torch_geometric.loader import NeighborLoader``: ``torch_geometric.loader`` and
+    ``torch_geometric.loader.NeighborLoader``, which may be a module or a name in one), annotations
+    only under ``TYPE_CHECKING`` left out: a submodule's own side effects are its package's."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    typing_lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for sub in node.body:
+                typing_lines.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno in typing_lines:
+            continue
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*"]
+    return [name for name in found if name.split(".")[0] != package_dir.name]
+
+
 def heavy(package_dir: Path, stages: tuple[str, ...] = TORCH_FREE, banned: tuple[str, ...] = HEAVY
           ) -> list[tuple[str, str, int, str]]:
     """``(module, banned package, line, how it is reached)`` for every module in ``stages``, or

@@ -12,7 +12,7 @@ PROBE = r"""
 import atexit, gc, importlib, importlib.util, logging, os, signal, sys, threading, warnings
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from tests.importgraph import module_name, outside_imports
+from tests.importgraph import module_name, outside_imports, outside_modules
 
 import torch
 
@@ -40,13 +40,30 @@ for name in outside:
         continue
     with warnings.catch_warnings():
         importlib.import_module(name)
+# and the submodules they name (torch_geometric.loader, cuda.bindings.driver): on a CUDA build of
+# torch, one that loads triton registers its own atexit handlers
+submodules = sorted({m for path in paths.values() for m in outside_modules(package, path)})
+
+
+def import_all(names):
+    for name in names:
+        with warnings.catch_warnings():
+            try:
+                importlib.import_module(name)
+            except Exception:  # a name in a module, not a module; or one this machine cannot load
+                pass
+
+
+import_all(m for m in submodules if m.split(".")[0] not in missing | {"torch_geometric"})
 before = state()
 import gnnmon
 assert "torch_geometric" not in sys.modules, "import gnnmon must not import PyG"
+changed = {k: (before[k], v) for k, v in state().items() if before[k] != v}
+assert not changed, ("import gnnmon", changed)
 # PyG is imported by the one module made for it (gnnmon.integrations.pyg_sampler): its side effects are PyG's
 if importlib.util.find_spec("torch_geometric") is not None:
-    with warnings.catch_warnings():
-        importlib.import_module("torch_geometric")
+    import_all(["torch_geometric"] + [m for m in submodules if m.split(".")[0] == "torch_geometric"])
+before = state()
 skipped = []
 for name in names:
     try:
