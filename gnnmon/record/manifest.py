@@ -60,8 +60,8 @@ def build_manifest(config: dict[str, Any] | None, options: dict[str, Any]) -> di
 
 
 def gc_state() -> dict[str, int | None]:
-    """``gc_frozen``: objects frozen out of the collector (``gnnmon.freeze_gc()``, or a library's
-    own ``gc.freeze()``: a CUDA build of torch freezes a few hundred at import); ``gc_tracked``:
+    """``gc_frozen``: objects frozen out of the collector (``gnnmon.freeze_gc()``, or what froze
+    before it: 375 objects on an H200 machine once torch 2.11 was imported); ``gc_tracked``:
     the objects the collector still walks, counted only where some are frozen (a count walks
     them all: tens of milliseconds for half a million), else None. Set-up counts as frozen where
     the frozen outnumber the tracked: the GC advice knows."""

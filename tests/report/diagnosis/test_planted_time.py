@@ -114,8 +114,8 @@ def test_a_frozen_set_up_is_not_told_to_freeze_again():
 
 
 def test_a_few_objects_a_library_froze_at_import_are_not_a_frozen_set_up():
-    """A CUDA build of torch freezes a few hundred objects at import (375 with torch 2.11 on an
-    H200): planted here by a ``gc.freeze()`` before anything is imported, then 300,000 objects of
+    """On an H200 machine 375 objects were frozen once torch 2.11 was imported, before any set-up:
+    planted here by a ``gc.freeze()`` before anything is imported, then 300,000 objects of
     set-up left unfrozen. The manifest counts both, and the advice is still ``freeze_gc()``."""
     script = textwrap.dedent("""
         import gc
