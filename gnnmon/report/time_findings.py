@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from gnnmon.report import busy
-from gnnmon.report.loops import NOISE_K, Loop, beyond_noise, evidence, finding, median, ms, spread
+from gnnmon.report.loops import NOISE_K, WARMUP, Loop, beyond_noise, evidence, finding, median, ms, spread
 
 WARMUP_SHARE = 0.10
 """The least share of the run's time warm-up must take to be said."""
@@ -137,21 +137,37 @@ def recompilation(loop: Loop, total: float) -> dict[str, Any] | None:
                    "torch._dynamo.mark_dynamic on the node dimension) so one graph serves every shape")
 
 
+def crowded_calls(loop: Loop) -> np.ndarray:
+    """Per call: slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`);
+    all False where the machine's load was not sampled. Such a call's excess is the busy
+    machine's, never warm-up's: each call's time is shared out once."""
+    if not loop.has("others_cpu_pct") or not loop.has("idle_cpu_pct"):
+        return np.zeros(loop.t.size, dtype=bool)
+    others, idle = loop.column("others_cpu_pct"), loop.column("idle_cpu_pct")
+    usual = busy.usual_others_s(others[loop.steady], loop.t[loop.steady])
+    return busy.crowded(others, idle, loop.t, loop.level, usual)
+
+
 def warm_up(loop: Loop, total: float) -> dict[str, Any] | None:
-    """The first calls' excess over the steady level, and a slow first epoch's."""
-    first = ~loop.steady
+    """The first calls' excess over the steady level, and a slow first epoch's: calls slow for
+    reasons of their own (compiling, caches and the allocator filling), not crowded ones, and never
+    most of the loop (at most its first :data:`~gnnmon.report.loops.WARMUP` calls, fewer than half
+    of them; a first epoch of fewer than half of them)."""
+    crowd = crowded_calls(loop)
+    n = loop.t.size
+    first = (loop.index < min(WARMUP, (n - 1) // 2)) & ~crowd
     cost = float(np.maximum(loop.t[first] - loop.level, 0.0).sum())
     m = int(first.sum())
     words = f"the first {m} call(s) of {loop.label} took {ms(float(loop.t[first].sum()))} against " \
             f"{ms(loop.level)} per call after them" if m else ""
     epochs = loop.column("epoch")
-    known = ~np.isnan(epochs) & loop.steady
+    known = ~np.isnan(epochs) & loop.steady & ~crowd
     values = np.unique(epochs[known])
     if values.size >= 2:
         in_first = known & (epochs == values[0])
         later = median(loop.t[known & (epochs != values[0])])
         level = median(loop.t[in_first])
-        if level > max(1.2 * later, later + NOISE_K * loop.noise):
+        if 2 * int(in_first.sum()) < n and level > max(1.2 * later, later + NOISE_K * loop.noise):
             cost += float(np.maximum(loop.t[in_first] - later, 0.0).sum())
             m += int(in_first.sum())
             words += ("; " if words else "") + f"its first epoch's calls took {ms(level)} (median) against {ms(later)} later"
@@ -164,16 +180,15 @@ def warm_up(loop: Loop, total: float) -> dict[str, Any] | None:
 
 
 def busy_machine(loop: Loop, total: float) -> dict[str, Any] | None:
-    """Calls slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`)."""
-    if not loop.has("others_cpu_pct") or not loop.has("idle_cpu_pct"):
-        return None
-    others, idle = loop.column("others_cpu_pct"), loop.column("idle_cpu_pct")
-    usual = busy.usual_others_s(others[loop.steady], loop.t[loop.steady])
-    crowd = busy.crowded(others, idle, loop.t, loop.level, usual) & loop.steady
+    """Calls slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`), the
+    first calls among them (their excess is the machine's, not warm-up's)."""
+    crowd = crowded_calls(loop)
     quiet = loop.steady & ~crowd
     m = int(crowd.sum())
     if not m or quiet.sum() < 5:
         return None
+    others, idle = loop.column("others_cpu_pct"), loop.column("idle_cpu_pct")
+    usual = busy.usual_others_s(others[loop.steady], loop.t[loop.steady])
     level, noise = median(loop.t[quiet]), spread(loop.t[quiet])
     cost = float(np.maximum(loop.t[crowd] - level, 0.0).sum())
     slowed = median(loop.t[crowd])
