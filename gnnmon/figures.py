@@ -170,6 +170,7 @@ FIGURES: tuple[Figure, ...] = (
     F("data_gather_s", SECONDS, "data", "joining its sampled nodes with their features (`filter_fn`, transform aside)", traced=True),
     F("data_transform_s", SECONDS, "data", "the loader's `transform` on it", traced=True),
     F("data_to_device_s", SECONDS, "data", "`watch_loader(to=...)`: host time of its copy to the device", traced=True),
+    F("data_workers", COUNT, "data", "the watched loader's `num_workers` (0: batches made in the training process)"),
     F("data_hop_<k>_nodes", COUNT, "data", "its nodes per hop (hop 0: the seeds), from `num_sampled_nodes`"),
     F("compile_frames", COUNT, "compile", "frames torch.compile compiled during the call"),
     F("compile_recompiles", COUNT, "compile", "of those, recompilations"),

@@ -151,7 +151,9 @@ def _cuda_manifest() -> dict[str, Any]:
 def _host_manifest() -> dict[str, Any]:
     import psutil
 
-    return {"cpu_count": os.cpu_count(), "ram_total_bytes": int(psutil.virtual_memory().total)}
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    # cpu_usable: the cores this process may run on (its affinity), what its loader's workers share
+    return {"cpu_count": os.cpu_count(), "cpu_usable": usable, "ram_total_bytes": int(psutil.virtual_memory().total)}
 
 
 def _cuda_collective(process_group_backend: str) -> torch.device | None:

@@ -201,6 +201,8 @@ class LoaderWatch:
 
     def _pass(self) -> Iterator[Any]:
         loader, to = self.loader, self.to
+        workers = getattr(loader, "num_workers", None)
+        workers = workers if isinstance(workers, int) else None
         split = _begin_pass(loader) if self._split else None
         try:
             iterator = iter(loader)
@@ -211,6 +213,8 @@ class LoaderWatch:
                 except StopIteration:
                     return
                 fields: dict[str, Any] = {"data_wait_s": (time.perf_counter_ns() - t0) / 1e9}
+                if workers is not None:
+                    fields["data_workers"] = workers
                 times = take_times(batch)
                 if times:
                     fields.update(times)

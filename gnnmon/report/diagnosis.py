@@ -56,8 +56,10 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
     total = sum(loop.total for loop in runs) + between
     if runs:
         spikes = report.spikes()
+        host = ((report.manifest or {}).get("devices") or {})
+        cores = host.get("cpu_usable") or host.get("cpu_count")
         for loop in runs:
-            found += [time_findings.input_bound(loop, total), time_findings.recompilation(loop, total),
+            found += [time_findings.input_bound(loop, total, cores), time_findings.recompilation(loop, total),
                       time_findings.warm_up(loop, total), time_findings.busy_machine(loop, total),
                       time_findings.slow_steps(loop, spikes, total)]
             found += creep.creep(loop)

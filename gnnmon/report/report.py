@@ -134,8 +134,9 @@ class Report:
         """
         if by is not None:
             return {value: part.summary() for value, part in self.groups(by).items()}
-        # A figure None in one label still shows there, count 0; marker values are not figures.
-        names = self.table.figures(skip={m["kind"] for m in self.markers if m.get("carry", True)})
+        # A figure None in one label still shows there, count 0; marker values and the loader's
+        # setting (data_workers: the diagnosis reads it) are not figures.
+        names = self.table.figures(skip={m["kind"] for m in self.markers if m.get("carry", True)} | {"data_workers"})
         out: dict[str, dict[str, dict[str, float]]] = {}
         for label, part in self.table.parts.items():
             cols, keep = part.cols, returned(part)
