@@ -279,6 +279,8 @@ def run_budget(step: Callable[[Any], Any], model: Any, loader: Any, at_budget: C
     cap = capacity or int(1.5 * model.predict(**{t: model.ranges[t][1] for t in model.terms}).bytes)
     fc = gnnmon.forecast(loader, model, cap, progress=False)
     budget = fc.budget(0.9)
+    if not budget.fits:  # batch size 0: no loader takes it
+        return {**budget, "capacity_bytes": fc.capacity_bytes, "measured_max_bytes": None, "stayed_under": None}
     with gnnmon.collect() as run:
         train(step, [at_budget(budget)], limit)
     peak = max(r["mem_peak_bytes"] for r in run.records if r["label"] == "train_step")
@@ -341,6 +343,10 @@ def markdown(results: list[dict[str, Any]], command: str, device: torch.device) 
                       f"of a step (median) moved by {format_bytes(ctl['start_drift_bytes'])} between the fit and "
                       "the control."]
         b = r["budget"]
+        if not b["batch_size"]:
+            lines += ["", f"Budget for a capacity of {format_bytes(b['capacity_bytes'])} at 90 % "
+                          f"({format_bytes(b['target_bytes'])}): no batch fits: {b['why']}.", ""]
+            continue
         lines += ["", f"Budget for a capacity of {format_bytes(b['capacity_bytes'])} at 90 % "
                       f"({format_bytes(b['target_bytes'])}): batch size {b['batch_size']:,}, DynamicBatchSampler "
                       f"max_num {b['max_num_nodes']:,} nodes or {b['max_num_edges']:,} edges"

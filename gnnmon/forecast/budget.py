@@ -13,8 +13,8 @@ from gnnmon.report.memory_model import format_bytes
 
 @dataclass(frozen=True)
 class Budget(Mapping[str, Any]):
-    """``batch_size``: the largest batch size whose worst batch fits (0: none does: the model's
-    constant alone is over the target); ``max_num_nodes`` / ``max_num_edges``: the largest
+    """``batch_size``: the largest batch size whose worst batch fits (0: none does, and ``why``
+    says which of the model's figures is over the target); ``max_num_nodes`` / ``max_num_edges``: the largest
     ``max_num`` of PyG's ``DynamicBatchSampler`` in ``mode="node"`` / ``"edge"``; ``target_bytes``:
     ``fraction`` × the capacity, bytes; ``binds``: which of nodes and edges weighs most in the
     model; ``limited_by_model``: the budget stops at what the model vouches for (a larger batch
@@ -29,6 +29,8 @@ class Budget(Mapping[str, Any]):
     binds: str
     limited_by_model: bool
     beyond_fitted: float | None
+    why: str | None = None
+    """Where no batch fits: what is over the target, in the forecast's own figures (None where one fits)."""
 
     @property
     def fits(self) -> bool:
@@ -53,7 +55,7 @@ class Budget(Mapping[str, Any]):
     def __str__(self) -> str:
         target = f"{format_bytes(self.target_bytes)} ({self.fraction:.0%} of the capacity)"
         if not self.fits:
-            return f"no batch fits under {target}: the model's constant alone is over it"
+            return f"no batch fits under {target}: {self.why or 'the model vouches for no batch size'}"
         text = (f"batch_size <= {self.batch_size:,}, or DynamicBatchSampler(mode='node', max_num="
                 f"{self.max_num_nodes:,}) / (mode='edge', max_num={self.max_num_edges:,}), under {target}; "
                 f"{self.binds} weigh most")

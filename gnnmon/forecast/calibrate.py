@@ -73,7 +73,7 @@ class Calibration:
 def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float] = SIZES, repeats: int = 2,
               label: str | None = None, restore: Sequence[Any] = (), seed: int = 0,
               confidence: float = 0.95, capacity: Any = None, fraction: float = 0.9, probes: int = 4,
-              candidates: int = 3) -> Calibration:
+              candidates: int = 3, exact_host: bool = True) -> Calibration:
     """Run ``step(batch)`` (your step decorated with ``@monitor_memory_device``, wrapped to take a
     batch: ``lambda batch: train_step(model, batch, optimizer)``) on ``repeats`` batches at each of
     ``sizes`` times ``loader``'s batch size, and fit the absolute peak (:class:`Calibration`; its
@@ -84,7 +84,11 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     the host memory their first call keeps is then in the constant the calibration measures.
     ``capacity`` (bytes, ``"80GiB"`` or a device): then up to ``probes`` probes find the largest
     batch size whose heaviest batch (of ``candidates`` drawn) peaks under ``fraction`` of it
-    (:attr:`Calibration.search`)."""
+    (:attr:`Calibration.search`). A step measured on the host needs exact host memory
+    (:func:`gnnmon.exact_host_memory`, called first): without it the allocator keeps what each
+    batch frees, the peaks are not each batch's, and calibrate raises :class:`InexactHostMemory`
+    after its warm-up call (the model and optimizer put back); ``exact_host=False`` fits them
+    anyway, with a warning and a note on the model."""
     total = parse_capacity(capacity)[0] if capacity is not None else None
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
@@ -105,10 +109,12 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     try:
         with collect(config={"calibration": {"sizes": counts, "repeats": repeats}}) as run:
             plan = [counts[0]] + [c for c in counts for _ in range(repeats)]  # a warm-up call first
-            for size in plan:
+            for i, size in enumerate(plan):
                 batch = make(rng.sample(range(count), size))
                 shape = _shape(batch)
                 error = _run(step, batch)
+                if i == 0 and exact_host and _cached(run.records[-1:]):
+                    raise InexactHostMemory(INEXACT_HOST.replace("the fit can be", "a fit would be"))
                 if error is not None:
                     failed = {"size": size, **shape, "error": error}
                     break
@@ -132,15 +138,25 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     if failed is not None:
         model.notes.append(f"a batch of {failed['size']} items ({failed['num_nodes']:,} nodes) did not fit: "
                            "sizes above it were not tried")
-    if any(CACHED_NOTE in (r.get("notes") or ()) for r in run.records):
+    if _cached(run.records):
         model.notes.append(INEXACT_HOST)
         warnings.warn(f"gnnmon.calibrate: {INEXACT_HOST}", RuntimeWarning, 2)
     return Calibration(model, ran, shapes[1:], failed, found)
 
 
+class InexactHostMemory(ValueError):
+    """calibrate was asked to measure host memory the allocator keeps (no exact host memory)."""
+
+
+def _cached(records: Sequence[dict[str, Any]]) -> bool:
+    """Whether any of these rows measured host memory the allocator kept (its note says so)."""
+    return any(CACHED_NOTE in (r.get("notes") or ()) for r in records)
+
+
 INEXACT_HOST = ("host memory was measured without gnnmon.exact_host_memory(): freed memory stayed in the "
                 "process, so each batch's peak shows only growth beyond what earlier batches left and the fit "
-                "can be several times off; call gnnmon.exact_host_memory() first (docs/memory.md)")
+                "can be several times off; call gnnmon.exact_host_memory() first (docs/memory.md), or "
+                "calibrate(..., exact_host=False) to fit them anyway")
 """What a calibration on the host says when the allocator kept freed memory (its peaks are not each batch's)."""
 
 

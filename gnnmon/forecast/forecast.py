@@ -183,7 +183,27 @@ class Forecast:
                                                                k * r["edges_per_item_max"], 1) <= target,
                                          high=item_cap)
         out["batch_size"] = int(out["batch_size"])
+        if out["batch_size"] < 1:
+            out["why"] = self._why_none(target, item_cap)
         return Budget(**out)
+
+    def _why_none(self, target: float, item_cap: int) -> str:
+        """Why no batch size fits under ``target``, in this forecast's own figures: the constant's
+        upper bound, else a batch of one item's, else the model vouches for none."""
+        r, fmt = self.ratios, format_bytes
+        alone = self._upper(0, 0, 0)
+        if alone > target:
+            return (f"the model's constant alone is forecast at up to {fmt(alone)}, over the target {fmt(target)} "
+                    "(a smaller model, a larger device, or a fraction nearer 1)")
+        nodes, edges = r["nodes_per_item_max"], r["edges_per_item_max"]
+        if self.biggest_items:
+            nodes, edges = self.biggest_items[0]["num_nodes"], self.biggest_items[0]["num_edges"]
+        one = self._upper(nodes, edges, 1)
+        if one > target:
+            return (f"a batch of one item ({nodes:,.0f} nodes, {edges:,.0f} edges at most) is forecast at up to "
+                    f"{fmt(one)}, over the target {fmt(target)}; the constant alone, {fmt(alone)}, is under it")
+        return (f"the model vouches for no batch size (it saw at most {item_cap} items' worth of nodes): "
+                "calibrate on larger batches")
 
     def __str__(self) -> str:
         return self.summary()

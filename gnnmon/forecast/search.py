@@ -71,15 +71,16 @@ def _aim(model: MemoryModel, shape_of: Callable[[int], dict[str, float]], target
          cap: int) -> int:
     """The largest size in [0, cap] whose heaviest batch's forecast upper bound (its growing part
     times ``scale``) stays under ``target``."""
+    return largest(lambda k: aimed_upper(model, shape_of(k), scale) <= target, max(cap, 0))
+
+
+def aimed_upper(model: MemoryModel, shape: dict[str, float], scale: float) -> float:
+    """The forecast upper bound a probe aims with for a batch of ``shape``: its growing part (above
+    the constant) times ``scale``, bytes."""
     const = model.coefficients["const"]
-
-    def fits(k: int) -> bool:
-        shape = shape_of(k)
-        upper = model.predict(**{t: shape.get(t, 0.0) for t in model.terms},
-                              **{t: shape[t] for t in model.confounded if shape.get(t)}).upper_bytes
-        return const + scale * (upper - const) <= target
-
-    return largest(fits, max(cap, 0))
+    upper = model.predict(**{t: shape.get(t, 0.0) for t in model.terms},
+                          **{t: shape[t] for t in model.confounded if shape.get(t)}).upper_bytes
+    return const + scale * (upper - const)
 
 
 def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[int, dict[str, int], float]],
@@ -119,8 +120,9 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
         if ceiling <= count and floor and ceiling_peak > floor_peak:  # bracketed: aim at the chord
             k = int(floor + (target - floor_peak) / (ceiling_peak - floor_peak) * (ceiling - floor))
         if k == 0 and floor == 0:
-            out.stopped = (f"nothing fits: the model's constant alone, {format_bytes(model.coefficients['const'])}, "
-                           f"with a batch of one is above the target")
+            out.stopped = (f"nothing fits: a batch of one item is forecast at up to "
+                           f"{format_bytes(aimed_upper(model, shape_of(1), scale))} (the model's constant "
+                           f"{format_bytes(model.coefficients['const'])}), over the target {format_bytes(target)}")
             break
         if k <= floor * (1 + MIN_GAIN):
             out.stopped = f"the next aim ({k:,}) gains less than {MIN_GAIN:.0%} over {floor:,}"

@@ -265,24 +265,34 @@ def test_calibrating_the_quick_start_model_forecasts_a_larger_batch_within_its_b
     assert "exact_host_memory" not in proc.stderr and "exact_host_memory" not in got["summary"]  # it was on
 
 
-def test_calibrating_host_memory_without_exact_host_memory_says_its_peaks_are_not_each_batchs():
-    """The allocator keeps freed memory unless gnnmon.exact_host_memory() was called: the fit is
-    made of growth beyond what earlier batches left, and the calibration says so (a warning and a
-    note on its model); with it on (an earlier test in this process may have turned it on for
-    good) there is nothing to say."""
+def test_calibrating_host_memory_without_exact_host_memory_refuses_or_says_its_peaks_are_not_each_batchs():
+    """The allocator keeps freed memory unless gnnmon.exact_host_memory() was called: calibrate
+    refuses after its warm-up call, naming the reason and both ways on, and puts the model back;
+    with exact_host=False it fits and says so (a warning and a note on its model). With exact host
+    memory on (an earlier test in this process may have turned it on for good) there is nothing to
+    refuse or say."""
     from gnnmon.devices.malloc import mmap_threshold
-    from gnnmon.forecast.calibrate import INEXACT_HOST
+    from gnnmon.forecast.calibrate import INEXACT_HOST, InexactHostMemory
+
+    net = torch.nn.Linear(4, 4)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
 
     @gnnmon.monitor_memory_device(label="train_step", device="cpu")
     def step(batch):
+        with torch.no_grad():
+            net.weight.add_(1.0)  # the step trains: calibrate puts it back, refused or not
         return torch.ones(batch.num_nodes, 64).sum()
 
     graphs = [Data(x=torch.randn(n, 4), edge_index=torch.randint(0, n, (2, 2 * n))) for n in range(5, 105)]
+    if mmap_threshold() is None:  # off: the host's allocator keeps what the batches free
+        with pytest.raises(InexactHostMemory, match=r"exact_host_memory\(\) first .* exact_host=False"):
+            gnnmon.calibrate(step, DataLoader(graphs, batch_size=16), restore=(net,))
+        assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        cal = gnnmon.calibrate(step, DataLoader(graphs, batch_size=16))
+        cal = gnnmon.calibrate(step, DataLoader(graphs, batch_size=16), exact_host=False)
     said = [str(w.message) for w in caught if "exact_host_memory" in str(w.message)]
-    if mmap_threshold() is None:  # off: the host's allocator kept what the batches freed
+    if mmap_threshold() is None:
         assert said == [f"gnnmon.calibrate: {INEXACT_HOST}"] and INEXACT_HOST in cal.model.notes
     else:
         assert said == [] and INEXACT_HOST not in cal.model.notes
@@ -304,7 +314,7 @@ def test_calibrate_primes_the_fit_before_its_first_step(monkeypatch):
         order.append("step")
 
     graphs = [Data(x=torch.randn(n, 4), edge_index=torch.randint(0, n, (2, 2 * n))) for n in range(5, 105)]
-    gnnmon.calibrate(step, DataLoader(graphs, batch_size=16))
+    gnnmon.calibrate(step, DataLoader(graphs, batch_size=16), exact_host=False)
     assert order[:2] == ["prime", "step"] and order.count("prime") == 1
 
 

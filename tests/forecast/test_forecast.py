@@ -116,6 +116,23 @@ def test_a_graph_loaders_shapes_come_from_graph_sizes_and_its_budgets_hold():
     assert 0.75 * exact <= budget["batch_size"] <= exact
 
 
+def test_a_budget_where_nothing_fits_says_what_is_over_the_target_in_its_own_figures():
+    """The planted 300 MiB constant against targets below it, and between it and a batch of one
+    graph: batch size 0, each time with the reason its own numbers bear out."""
+    dataset = FakeDataset(num_graphs=50, avg_num_nodes=2000, avg_degree=4, num_channels=4)
+    loader = DataLoader(dataset, batch_size=4, shuffle=False)
+    below = gnnmon.forecast(loader, planted_model(), capacity=256 * MiB, progress=False).budget(0.9)
+    assert below.batch_size == 0 and not below.fits
+    assert below.why.startswith("the model's constant alone is forecast at up to 30") and "over the target 230" in below.why
+    assert str(below).startswith("no batch fits under 230 MiB (90% of the capacity): the model's constant alone")
+    biggest = max(truth({"num_nodes": g.num_nodes, "num_edges": g.num_edges}) for g in dataset)
+    between = gnnmon.forecast(loader, planted_model(), capacity=(A + biggest) / 2 / 0.9, progress=False).budget(0.9)
+    assert between.batch_size == 0 and "a batch of one item" in between.why, between.why
+    assert "the constant alone, 30" in between.why and "is under it" in between.why
+    fits = gnnmon.forecast(loader, planted_model(), capacity=4 * GiB, progress=False).budget(0.9)
+    assert fits.fits and fits.why is None
+
+
 def test_no_budget_goes_beyond_what_the_model_vouches_for():
     """One batch of 1,000 nodes and 5,000 edges against 80 GiB: the planted model (fitted on 100-5,000
     nodes) would fit billions, but every budget stops at VOUCH times the largest batch it saw, and
