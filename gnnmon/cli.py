@@ -18,6 +18,7 @@ from gnnmon.data.load import load
 from gnnmon.errors import ReportFileError
 from gnnmon.figures import MEM_PEAK, reference
 from gnnmon.report import Report
+from gnnmon.report.compare import band
 from gnnmon.report.compare_text import said, where
 from gnnmon.report.csv_export import write_csv
 from gnnmon.report.exports import EXPORTS
@@ -27,6 +28,9 @@ SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reade
 DESCRIPTION = "Read a gnnmon run (a JSON Lines file, or a distributed job's files) and print its report."
 
 NO_MODEL = 3
+INCONCLUSIVE = 4
+"""``gnnmon compare``'s exit status when nothing regressed but a judged step's noise is wider than
+its limit: the gate cannot tell a change of the limit's size from noise (it says which, and how wide)."""
 """``gnnmon forecast``'s exit status when the run's memory model cannot be trusted: it says why and
 what would make one, and forecasts nothing (not an error of the command: 2 is)."""
 
@@ -35,7 +39,9 @@ EXITS = {
     "export": "Exit status: 0 written; 2 an error (a file missing or damaged, the output not writable).",
     "forecast": f"Exit status: 0 the forecast printed; {NO_MODEL} no trusted memory model (the run's batches do not "
                 "vary enough, or too few: it says what to measure); 2 an error.",
-    "compare": "Exit status: 0 within the limits; 1 a limit exceeded (what regressed is named); 2 an error.",
+    "compare": f"Exit status: 0 within the limits; 1 a limit exceeded (what regressed is named); {INCONCLUSIVE} "
+               "inconclusive: nothing regressed, but a step's noise is wider than the limit (named, with its "
+               "width); 2 an error.",
     "fields": "Exit status: 0.",
 }
 """What each command's exit status means, shown at the end of its ``--help``."""
@@ -188,8 +194,9 @@ def _reader_gone() -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    """``gnnmon compare``: 1 when a limit is exceeded (each regression named on stderr), 2 when a
-    run cannot be read or the page cannot be written."""
+    """``gnnmon compare``: 1 when a limit is exceeded (each regression named on stderr);
+    :data:`INCONCLUSIVE` when none is but a judged step's noise is wider than its limit (named, with
+    its width); 2 when a run cannot be read or the page cannot be written."""
     base, new = _read(args.base, args.lenient), _read(args.new, args.lenient)
     if base is None or new is None:
         return 2
@@ -209,7 +216,13 @@ def _compare(args: argparse.Namespace) -> int:
     bad = comparison.regressions()
     for ln in bad:
         print(f"gnnmon: regressed: {where(ln)}: {said(ln)}", file=sys.stderr)
-    return 1 if bad else 0
+    if bad:
+        return 1
+    unsure = comparison.inconclusive()
+    for ln in unsure:
+        print(f"gnnmon: inconclusive: {where(ln)}: {said(ln)}, noise ±{100 * (band(ln) or 0.0):.1f} % is wider "
+              "than the limit", file=sys.stderr)
+    return INCONCLUSIVE if unsure else 0
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

@@ -14,12 +14,21 @@ Each label's steady top-level calls (:class:`~gnnmon.report.loops.Loop`) give, p
 * **GC** pause per call, **recompilations** (calls that recompiled), **energy per graph**.
 
 A change is given a verdict only beyond the noise of both runs: ``|new − base| > NOISE_K ·
-√(se_base² + se_new²)``, se the standard error of each run's figure (of a median: 1.2533 × the
-robust spread / √calls); within it the verdict is ``within noise``. Counts (recompilations) are
-exact. A judged line regresses when its verdict is the worse one and it changed by more than the
-limit (``max_slowdown``, ``max_memory_growth``, e.g. 0.05); a phase's or the data wait's change
-must also be at least :data:`MIN_OF_STEP` of the step's time to count. A distributed job is
-compared as a whole (every rank's rows together) and rank by rank. Nothing here imports torch.
+√(se_base² + se_new²)``, se the standard error of each run's figure: of a median, the larger of
+1.2533 × the robust spread / √calls and what the medians of :data:`BLOCKS` stretches of the run
+say. Where those disagree beyond :data:`DRIFTS` times what their calls' noise explains, the run
+drifts (a busy VM's speed, a phase that takes one of two times a stretch at a time): the
+stretches stand in for reruns, and the level is known only to within their standard deviation;
+else their standard deviation / √stretches (batch means). Within it the verdict is ``within
+noise``. Counts (recompilations) are exact. A judged line regresses when its verdict is
+the worse one and it changed by more than the limit (``max_slowdown``, ``max_memory_growth``, e.g.
+0.05); a phase's or the data wait's change must also add at least :data:`MIN_OF_STEP` of the
+step's time, and more than the step's own noise band: a phase too small to matter, or within
+what the whole step varies by, cannot fail the step alone. Where a
+judged figure's noise band (``NOISE_K`` standard errors, as a share of the base) is wider than its
+limit, the gate cannot tell a change of that size from noise: :func:`inconclusive` names it with
+its band. A distributed job is compared as a whole (every rank's rows together) and rank by rank.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -45,6 +54,13 @@ RESIZED = 0.05
 """Batches whose median size (nodes + edges) differs by more than this share are not the same
 work: their absolute peaks are shown, not judged, unless both memory models are trusted."""
 
+BLOCKS = 8
+"""Stretches of a run whose medians show its drift (at least 5 calls each, 3 stretches or none)."""
+
+DRIFTS = 1.5
+"""Stretches whose medians spread more than this many times what their calls' noise explains
+show a run that drifts: its level is then known only to that spread."""
+
 MIN_CHANGE = 0.005
 """A relative change under this is never given a verdict (0.5 %)."""
 
@@ -57,10 +73,21 @@ Figure = tuple[float, float]
 
 
 def _median_of(values: np.ndarray) -> Figure | None:
+    """The median of the calls in order, and its standard error (see the module doc)."""
     values = values[~np.isnan(values)]
     if not values.size:
         return None
-    return median(values), MEDIAN_SE * spread(values) / math.sqrt(values.size)
+    calls = MEDIAN_SE * spread(values)  # one call's contribution: a median's se is this / √calls
+    se = calls / math.sqrt(values.size)
+    blocks = min(BLOCKS, values.size // 5)
+    if blocks >= 3:
+        medians = np.array([median(np.sort(b)) for b in np.array_split(values, blocks)])
+        disagree = float(medians.std(ddof=1))
+        if disagree > DRIFTS * calls / math.sqrt(values.size / blocks):
+            se = max(se, disagree)  # the stretches disagree beyond their calls' noise: the level is known to that
+        else:
+            se = max(se, disagree / math.sqrt(blocks))
+    return median(values), se
 
 
 def _mean_of(values: np.ndarray) -> Figure | None:
@@ -91,12 +118,15 @@ def time_figures(loop: Loop) -> dict[tuple[str | None, str], Figure]:
     if loop.has("data_wait_s"):
         series["data wait"] = np.where(np.isnan(loop.column("data_wait_s")), np.nan, loop.wait)
     out: dict[tuple[str | None, str], Figure] = {}
+    # in the order the calls started (a job's ranks ran side by side, their rows one file after another)
+    start = loop.column("t_start_ns")[steady] if loop.has("t_start_ns") else np.arange(int(steady.sum()), dtype=float)
+    order = np.argsort(np.nan_to_num(start, nan=np.inf), kind="stable")
     for phase, values in series.items():
-        per_step = _median_of(values[steady])
+        per_step = _median_of(values[steady][order])
         if per_step is not None:
             out[(phase, "time per step")] = per_step
         if size is not None:
-            per_size = _median_of((values / size)[steady])
+            per_size = _median_of((values / size)[steady][order])
             if per_size is not None:
                 out[(phase, "time per 1,000 nodes+edges")] = per_size
     return out
@@ -253,14 +283,51 @@ def ranks_of(table: Table) -> list[Any]:
     return sorted(found)
 
 
+def _limit(ln: dict[str, Any], max_slowdown: float | None, max_memory_growth: float | None) -> float | None:
+    return max_slowdown if ln["judged"] == "time" else max_memory_growth if ln["judged"] == "memory" else None
+
+
 def regressions(lines: Iterable[dict[str, Any]], max_slowdown: float | None = None,
                 max_memory_growth: float | None = None) -> list[dict[str, Any]]:
     """The judged lines whose verdict is the worse one beyond their limit (see the module doc)."""
+    lines = list(lines)
+    steps = {(ln["scope"], ln["label"]): band(ln) for ln in lines if ln["judged"] == "time" and ln["phase"] is None}
     out = []
     for ln in lines:
-        limit = max_slowdown if ln["judged"] == "time" else max_memory_growth if ln["judged"] == "memory" else None
+        limit = _limit(ln, max_slowdown, max_memory_growth)
         if limit is None or ln["verdict"] not in ("slower", "more") or ln["change"] is None:
             continue
-        if ln["change"] > limit and (ln["of_step"] is None or ln["of_step"] >= MIN_OF_STEP):
+        floor = max(MIN_OF_STEP, steps.get((ln["scope"], ln["label"])) or 0.0)  # the step's own noise
+        if ln["change"] > limit and (ln["of_step"] is None or ln["of_step"] >= floor):
             out.append(ln)
     return out
+
+
+def band(ln: dict[str, Any]) -> float | None:
+    """A line's noise band: ``NOISE_K`` standard errors of the difference, as a share of the base."""
+    if not ln["base"] or ln["base_se"] is None or ln["new_se"] is None:
+        return None
+    return NOISE_K * math.hypot(ln["base_se"], ln["new_se"]) / abs(ln["base"])
+
+
+def inconclusive(lines: Iterable[dict[str, Any]], max_slowdown: float | None = None,
+                 max_memory_growth: float | None = None) -> list[dict[str, Any]]:
+    """The judged lines of a whole step (not a phase's) that did not regress but whose noise band
+    is wider than their limit: a change of the limit's size could hide in it."""
+    bad = {id(ln) for ln in regressions(lines, max_slowdown, max_memory_growth)}
+    out = []
+    for ln in lines:
+        limit = _limit(ln, max_slowdown, max_memory_growth)
+        wide = band(ln)
+        if limit is not None and ln["phase"] is None and id(ln) not in bad and wide is not None and wide > limit:
+            out.append(ln)
+    return out
+
+
+def others_load(table: Table) -> float | None:
+    """Other processes' CPU on the run's cores, % of one core: the median over its calls (sampled),
+    None where the load was not sampled."""
+    found = [loop.column("others_cpu_pct") for loop in loops(table) if loop.has("others_cpu_pct")]
+    values = np.concatenate(found) if found else np.array([])
+    values = values[~np.isnan(values)]
+    return median(values) if values.size else None

@@ -8,6 +8,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from gnnmon.data.format import printable
+from gnnmon.report.compare import band
 from gnnmon.report.diagnosis_text import value_text
 from gnnmon.report.md_html import markdown_html
 
@@ -23,6 +24,8 @@ class Compared(Protocol):
     lines: list[dict[str, Any]]
 
     def regressions(self) -> list[dict[str, Any]]: ...
+
+    def inconclusive(self) -> list[dict[str, Any]]: ...
 
 
 def where(ln: dict[str, Any]) -> str:
@@ -70,7 +73,14 @@ def verdict_lines(c: Compared) -> list[str]:
         out += [f"**Regressed** beyond the limits ({limits(c)}):", ""]
         out += [f"- {where(ln)}: {said(ln)}" for ln in bad]
     else:
-        out.append(f"No regression beyond the limits ({limits(c)}) and both runs' noise.")
+        unsure = c.inconclusive()
+        if unsure:
+            out += [f"**Inconclusive**: no regression beyond the limits ({limits(c)}), but the runs' noise is "
+                    "wider than the limit where:", ""]
+            out += [f"- {where(ln)}: {said(ln)}, noise ±{100 * (band(ln) or 0.0):.1f} %" for ln in unsure]
+            out += ["", "Compare longer runs, or several runs a side, to narrow it."]
+        else:
+            out.append(f"No regression beyond the limits ({limits(c)}) and both runs' noise.")
     moved = [ln for ln in c.lines if ln["judged"] and ln["verdict"] in ("slower", "faster", "more", "less")
              and ln not in bad]
     if moved:

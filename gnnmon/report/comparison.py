@@ -9,8 +9,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from gnnmon.data.table import Table
-from gnnmon.report.compare import compare_tables, ranks_of, regressions
+from gnnmon.report.compare import compare_tables, inconclusive, others_load, ranks_of, regressions
 from gnnmon.report.compare_text import comparison_markdown, comparison_page
+
+LOAD_DIFFERS = 25.0
+"""Other processes' CPU (% of one core) by which two runs' loads must differ to be named."""
 
 
 def run_name(manifest: Mapping[str, Any], default: str) -> str:
@@ -45,17 +48,28 @@ class Comparison:
             if set(ra) != set(rb):
                 self.notes.append(f"ranks differ: {base_name} has {len(ra)}, {new_name} {len(rb)}; compared rank "
                                   "by rank where both have it")
+        la, lb = others_load(base), others_load(new)
+        if la is not None and lb is not None and abs(la - lb) >= LOAD_DIFFERS:
+            self.notes.append(f"the machine's load differed: other processes took {la:.0f} % of a core on "
+                              f"{base_name}'s cores and {lb:.0f} % on {new_name}'s (median over the calls, "
+                              "sampled): a change in time may be the machine's, not the code's")
 
     def regressions(self, max_slowdown: float | None = None, max_memory_growth: float | None = None) -> list[dict[str, Any]]:
         """The judged lines that regressed beyond the limits (default: those given when made)."""
         return regressions(self.lines, self.max_slowdown if max_slowdown is None else max_slowdown,
                            self.max_memory_growth if max_memory_growth is None else max_memory_growth)
 
+    def inconclusive(self, max_slowdown: float | None = None,
+                     max_memory_growth: float | None = None) -> list[dict[str, Any]]:
+        """The judged step lines whose noise is wider than their limit (and that did not regress)."""
+        return inconclusive(self.lines, self.max_slowdown if max_slowdown is None else max_slowdown,
+                            self.max_memory_growth if max_memory_growth is None else max_memory_growth)
+
     def to_dict(self) -> dict[str, Any]:
         """The comparison as plain data (what ``--format json`` prints)."""
         return {"base": self.base_name, "new": self.new_name, "max_slowdown": self.max_slowdown,
                 "max_memory_growth": self.max_memory_growth, "notes": self.notes, "lines": self.lines,
-                "regressions": self.regressions()}
+                "regressions": self.regressions(), "inconclusive": self.inconclusive()}
 
     def markdown(self) -> str:
         """The comparison as markdown: the verdict first, then one table per scope and label."""

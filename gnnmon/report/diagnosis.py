@@ -6,7 +6,8 @@ nothing to say says so in one line.
 
 The run's time is its loops' (each label's top-level calls, and the waits for their batches) and
 the garbage collections between calls. Findings about time are in
-:mod:`gnnmon.report.time_findings` (garbage collection in :mod:`gnnmon.report.gc_finding`), about memory in :mod:`gnnmon.report.memory_findings` and
+:mod:`gnnmon.report.time_findings` (the wait for data in :mod:`gnnmon.report.input_finding`, garbage
+collection in :mod:`gnnmon.report.gc_finding`), about memory in :mod:`gnnmon.report.memory_findings` and
 :mod:`gnnmon.report.creep` (a leak, or bigger graphs); for a
 distributed job the cross-rank report adds its stragglers and the steps a busy machine held up
 (shares of the job's matched steps' time). Nothing is claimed within the noise the run itself
@@ -19,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from gnnmon.data.table import Table
-from gnnmon.report import creep, gc_finding, memory_findings, time_findings
+from gnnmon.report import creep, gc_finding, input_finding, memory_findings, time_findings
 from gnnmon.report.loops import MIN_SHARE, evidence, finding, loops, ms
 
 STRAGGLER_NEXT = {
@@ -59,7 +60,7 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
         host = ((report.manifest or {}).get("devices") or {})
         cores = host.get("cpu_usable") or host.get("cpu_count")
         for loop in runs:
-            found += [time_findings.input_bound(loop, total, cores), time_findings.recompilation(loop, total),
+            found += [input_finding.input_bound(loop, total, cores), time_findings.recompilation(loop, total),
                       time_findings.warm_up(loop, total), time_findings.busy_machine(loop, total),
                       time_findings.slow_steps(loop, spikes, total)]
             found += creep.creep(loop)
