@@ -314,6 +314,7 @@ def inconclusive(lines: Iterable[dict[str, Any]], max_slowdown: float | None = N
                  max_memory_growth: float | None = None) -> list[dict[str, Any]]:
     """The judged lines of a whole step (not a phase's) that did not regress but whose noise band
     is wider than their limit: a change of the limit's size could hide in it."""
+    lines = list(lines)  # read twice
     bad = {id(ln) for ln in regressions(lines, max_slowdown, max_memory_growth)}
     out = []
     for ln in lines:

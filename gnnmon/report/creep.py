@@ -136,8 +136,7 @@ def _creep_of(loop: Loop, figure: str, tau: np.ndarray) -> dict[str, Any] | None
         return finding("creep", loop.label, whole.rate * span, level, words, proof,
                        "vary the batch sizes within an epoch (or run an epoch at a fixed size) to tell them apart",
                        of="memory")
-    if leak:
-        assert late_fit is not None
+    if leak and late_fit is not None:
         since = _started(y, used, tau, use, late_fit, t0, t1)
         values = np.unique(loop.column("epoch")[use])
         label = values[min(int(since), values.size - 1)]
@@ -160,7 +159,7 @@ def _creep_of(loop: Loop, figure: str, tau: np.ndarray) -> dict[str, Any] | None
                        f"run {MIN_EPOCHS} epochs or more (with run.mark('epoch', e)): a leak goes on growing in "
                        "the later ones", of="memory")
     words = (f"{figure} of {loop.label} grew {format_bytes(explained)} between the first and the last epoch, "
-             f"explained by bigger graphs; no leak beyond the noise")
+             "explained by bigger graphs; no leak beyond the noise")
     return finding("creep", loop.label, explained, level, words, proof,
                    "nothing leaks: larger batches need more memory (gnnmon forecast RUN --capacity ... says how large "
                    "they may grow)", of="memory")
