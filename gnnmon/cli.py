@@ -20,12 +20,16 @@ from gnnmon.figures import MEM_PEAK, reference
 from gnnmon.report import Report
 from gnnmon.report.compare import band
 from gnnmon.report.compare_text import said, where
+from gnnmon.report.comparison import Comparison
 from gnnmon.report.csv_export import write_csv
 from gnnmon.report.exports import EXPORTS
 
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
 
 DESCRIPTION = "Read a gnnmon run (a JSON Lines file, or a distributed job's files) and print its report."
+
+NEW_SIDE = "--new-side-runs"
+"""The option ``--`` between two sides of ``gnnmon compare`` becomes (the runs after it)."""
 
 NO_MODEL = 3
 INCONCLUSIVE = 4
@@ -88,8 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Compare two runs per label and phase: time per step and per 1,000 nodes and edges (bigger batches are "
         "not a regression), peak memory and the memory models, GC, recompilations, data wait, energy per "
         "graph; each change judged against both runs' noise."))
-    cmp.add_argument("base", metavar="BASE", help="the run to compare against (a .jsonl file or a job's files)")
-    cmp.add_argument("new", metavar="NEW", help="the run to judge")
+    cmp.add_argument("runs", metavar="RUN", nargs="+", help="BASE NEW: the run to compare against and the run "
+                     "to judge (a .jsonl file or a job's files); or BASE... -- NEW...: several runs a side, whose "
+                     "spread between runs joins each run's own noise")
     cmp.add_argument("--max-slowdown", metavar="PCT", type=share, help="exit 1 when a step or phase is slower by "
                      "more than this (5%% or 0.05), per 1,000 nodes and edges where both runs have shapes")
     cmp.add_argument("--max-memory-growth", metavar="PCT", type=share, help="exit 1 when peak memory (the memory "
@@ -97,8 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmp.add_argument("--format", choices=("markdown", "json"), default="markdown", help="markdown (default) or json")
     cmp.add_argument("--html", metavar="OUT", help="also write the comparison as one self-contained page")
     cmp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
+    cmp.add_argument(NEW_SIDE, dest="new_runs", nargs="+", default=None, help=argparse.SUPPRESS)
     sub.add_parser("fields", help="print the reference of every field a row can hold (markdown)", epilog=EXITS["fields"],
                    description="Print every field a row can hold: its unit, meaning and logged name.")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compare"] and "--" in argv:  # BASE... -- NEW...: the runs after the marker are the new side
+        at = argv.index("--")
+        argv = argv[:at] + [NEW_SIDE] + argv[at + 1:]
     args, extra = parser.parse_known_args(argv)
     if extra:  # the command's own usage, and the option a typo was near
         command = sub.choices[args.command]
@@ -197,11 +207,25 @@ def _compare(args: argparse.Namespace) -> int:
     """``gnnmon compare``: 1 when a limit is exceeded (each regression named on stderr);
     :data:`INCONCLUSIVE` when none is but a judged step's noise is wider than its limit (named, with
     its width); 2 when a run cannot be read or the page cannot be written."""
-    base, new = _read(args.base, args.lenient), _read(args.new, args.lenient)
-    if base is None or new is None:
+    if args.new_runs:
+        bases, news = args.runs, args.new_runs
+    elif len(args.runs) == 2:
+        bases, news = args.runs[:1], args.runs[1:]
+    else:
+        print(f"gnnmon: compare takes BASE NEW, or BASE... -- NEW... (several runs a side, -- between them); "
+              f"got {len(args.runs)} run(s) and no --", file=sys.stderr)
         return 2
-    comparison = Report(base).compare(Report(new), max_slowdown=args.max_slowdown,
-                                      max_memory_growth=args.max_memory_growth)
+    read = [_read(path, args.lenient) for path in [*bases, *news]]
+    if any(r is None for r in read):
+        return 2
+    reports = [Report(r) for r in read]
+    if len(reports) == 2:
+        comparison = reports[0].compare(reports[1], max_slowdown=args.max_slowdown,
+                                        max_memory_growth=args.max_memory_growth)
+    else:
+        comparison = Comparison.of_runs([r.table for r in reports[:len(bases)]],
+                                        [r.table for r in reports[len(bases):]],
+                                        max_slowdown=args.max_slowdown, max_memory_growth=args.max_memory_growth)
     if args.html is not None:
         try:
             print(f"gnnmon: wrote {comparison.to_html(args.html)} to {args.html}", file=sys.stderr)

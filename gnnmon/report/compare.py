@@ -34,7 +34,7 @@ Nothing here imports torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -332,3 +332,37 @@ def others_load(table: Table) -> float | None:
     values = np.concatenate(found) if found else np.array([])
     values = values[~np.isnan(values)]
     return median(values) if values.size else None
+
+
+def merged(tables: Sequence[Table]) -> Table:
+    """Several runs' rows in one table, run after run (each run's calls keep their own index)."""
+    if len(tables) == 1:
+        return tables[0]
+    out = Table()
+    for table in tables:
+        for row in table.rows():
+            out.add(row)
+    return out
+
+
+def between_runs(lines: list[dict[str, Any]], bases: Sequence[Table], news: Sequence[Table]) -> None:
+    """Widen each time line of the whole job to the spread between its side's runs: the standard
+    deviation of the runs' own figures / √runs, where a side has two runs or more; its verdict is
+    given again against the widened noise."""
+    sides = []
+    for tables in (bases, news):
+        per_run: dict[tuple[str, str | None, str], list[float]] = {}
+        for table in tables:
+            for loop in loops(table):
+                for (phase, figure), (value, _) in time_figures(loop).items():
+                    per_run.setdefault((loop.label, phase, figure), []).append(value)
+        sides.append({k: float(np.std(v, ddof=1)) / math.sqrt(len(v)) for k, v in per_run.items() if len(v) >= 2})
+    for ln in lines:
+        if ln["scope"] != "all" or ln["unit"] != "s" or not ln["figure"].startswith("time"):
+            continue
+        key = (ln["label"], ln["phase"], ln["figure"])
+        for side, se in (("base", sides[0].get(key)), ("new", sides[1].get(key))):
+            if se is not None and ln[f"{side}_se"] is not None:
+                ln[f"{side}_se"] = max(ln[f"{side}_se"], se)
+        if ln["base"] is not None and ln["new"] is not None:
+            ln["change"], ln["verdict"] = verdict((ln["base"], ln["base_se"]), (ln["new"], ln["new_se"]), "time")

@@ -5,11 +5,11 @@ the limits given, and the comparison as markdown, plain data (JSON) or a page.""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gnnmon.data.table import Table
-from gnnmon.report.compare import compare_tables, inconclusive, others_load, ranks_of, regressions
+from gnnmon.report.compare import between_runs, compare_tables, inconclusive, merged, others_load, ranks_of, regressions
 from gnnmon.report.compare_text import comparison_markdown, comparison_page
 
 LOAD_DIFFERS = 25.0
@@ -53,6 +53,20 @@ class Comparison:
             self.notes.append(f"the machine's load differed: other processes took {la:.0f} % of a core on "
                               f"{base_name}'s cores and {lb:.0f} % on {new_name}'s (median over the calls, "
                               "sampled): a change in time may be the machine's, not the code's")
+
+    @classmethod
+    def of_runs(cls, bases: Sequence[Table], news: Sequence[Table], base_name: str = "BASE", new_name: str = "NEW",
+                max_slowdown: float | None = None, max_memory_growth: float | None = None) -> Comparison:
+        """Several runs a side (reruns of the same code): each side's calls together, and each time
+        figure's standard error at least the spread of its runs' own figures / √runs (the spread
+        between reruns that one run cannot show); the names say how many runs each side has."""
+        if not bases or not news:
+            raise ValueError("compare needs at least one run on each side")
+        names = (f"{base_name} ({len(bases)} runs)" if len(bases) > 1 else base_name,
+                 f"{new_name} ({len(news)} runs)" if len(news) > 1 else new_name)
+        out = cls(merged(bases), merged(news), *names, max_slowdown=max_slowdown, max_memory_growth=max_memory_growth)
+        between_runs(out.lines, bases, news)
+        return out
 
     def regressions(self, max_slowdown: float | None = None, max_memory_growth: float | None = None) -> list[dict[str, Any]]:
         """The judged lines that regressed beyond the limits (default: those given when made)."""

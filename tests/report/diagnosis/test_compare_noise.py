@@ -99,3 +99,38 @@ def test_a_difference_in_the_machines_load_is_named_beside_the_verdict():
     assert f"note: {note}" in c.markdown()
     same = Comparison(table(base), table(base), max_slowdown=0.05)
     assert not [n for n in same.notes if "load differed" in n]
+
+
+def offset(seed: int, spread: float, slower: float = 1.0) -> list[dict]:
+    """A steady run (3 % a call) at a level of its own: every time times a factor drawn once for the
+    run from N(1, ``spread``), as reruns on a busy VM land (±20 % between identical runs), and ``slower``."""
+    factor = random.Random(seed + 500).gauss(1.0, spread) * slower
+    rows = steps(seed=seed)
+    for r in rows:
+        for key in [k for k in r if k.startswith("phase_")] + ["wall_s", "device_s"]:
+            r[key] *= factor
+    return rows
+
+
+def test_several_runs_a_side_carry_the_spread_between_reruns(tmp_path, capsys):
+    """Runs steady within themselves but 10 % apart from rerun to rerun: one against one, the gate
+    cannot see that spread and often fails identical code; three a side, it says so and fails none
+    of 10 identical trios; a planted +10 % on runs 1 % apart is caught in 9 of 10 or more."""
+    alone = sum(bool(Comparison(table(offset(2 * k, 0.10)), table(offset(2 * k + 1, 0.10)),
+                                max_slowdown=0.05).regressions()) for k in range(10))
+    trios = [Comparison.of_runs([table(offset(6 * k + i, 0.10)) for i in range(3)],
+                                [table(offset(6 * k + 3 + i, 0.10)) for i in range(3)], max_slowdown=0.05)
+             for k in range(10)]
+    assert alone >= 3 and sum(bool(c.regressions()) for c in trios) <= 1, alone
+    caught = sum(any(ln["phase"] is None for ln in Comparison.of_runs(
+        [table(offset(6 * k + i, 0.01)) for i in range(3)],
+        [table(offset(6 * k + 3 + i, 0.01, slower=1.10)) for i in range(3)], max_slowdown=0.05).regressions())
+        for k in range(10))
+    assert caught >= 9, caught
+    # the command line: BASE... -- NEW...
+    paths = [write_run(tmp_path / f"run{i}.jsonl", offset(i, 0.01, slower=1.10 if i >= 3 else 1.0)) for i in range(6)]
+    code = main(["compare", *map(str, paths[:3]), "--", *map(str, paths[3:]), "--max-slowdown", "5%"])
+    out, err = capsys.readouterr()
+    assert code == 1 and "## gnnmon compare: BASE (3 runs) → NEW (3 runs)" in out, (code, err)
+    assert main(["compare", *map(str, paths[:3])]) == 2
+    assert "compare takes BASE NEW, or BASE... -- NEW..." in capsys.readouterr().err
