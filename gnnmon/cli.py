@@ -88,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fc.add_argument("--fraction", type=float, default=0.9, help="share of the capacity a batch may use (0.9)")
     fc.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     cmp = sub.add_parser("compare", help="compare two runs, per label and phase, for CI", epilog=EXITS["compare"],
+                         usage="gnnmon compare [options] BASE NEW\n       gnnmon compare [options] BASE... -- NEW...",
                          description=(
         "Compare two runs per label and phase: time per step and per 1,000 nodes and edges (bigger batches are "
         "not a regression), peak memory and the memory models, GC, recompilations, data wait, energy per "
