@@ -25,6 +25,10 @@ def test_the_quick_start_runs_as_printed(tmp_path):
                                             "HOME": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "### train_step — 24 call(s)" in proc.stdout  # 3 epochs of 256 graphs in batches of 32
+    # no advice the script already follows: it freezes set-up and its step is @gc_controlled
+    start = proc.stdout.index("### Diagnosis")
+    diagnosis = proc.stdout[start:proc.stdout.index("\n### ", start + 1)]
+    assert "freeze_gc()" not in diagnosis and "@gc_controlled" not in diagnosis, diagnosis
     lines = rawjsonl.lines(tmp_path / "runs" / "quickstart.jsonl")  # rows made whole: repeated fields said once
     steps = [r for r in lines if r.get("type") == "row" and r["label"] == "train_step"]
     assert len(steps) == 24 and sum(r["num_graphs"] for r in steps) == 3 * 256
