@@ -122,7 +122,8 @@ def test_sched_cost_benchmark_runs():
 def test_ddp_loaded_benchmark_counts_one_run():
     """``benchmarks/ddp_loaded.py`` with one run and no busy loop of its own: the plant found at step
     7 in rank 1's buckets, within 10 ms of what its 80 ms sleep took plus what the machine added to
-    rank 1's way to its buckets there, and the count printed agrees with the run's line.
+    rank 1's way to its buckets there, less what it added to rank 0's, and the count printed agrees
+    with the run's line.
     Its cause is ``waiting (rank 1)``, a spike; on a machine loaded beyond the job (two CPU burners
     beside the whole suite) rank 0 once gave the CPU up in the same window, and the step was listed
     under ``collective`` instead: how often is what the benchmark counts (docs/distributed.md)."""
@@ -131,15 +132,17 @@ def test_ddp_loaded_benchmark_counts_one_run():
     proc = run_benchmark("ddp_loaded.py", "--runs", "1", "--busy", "0", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("run 0: slept "))
-    printed = re.match(r"run 0: slept (\d+\.\d) ms; held (\d+\.\d) ms;", line)
-    slept, held = float(printed.group(1)), float(printed.group(2))  # the sleep; what the machine added
+    printed = re.match(r"run 0: slept (\d+\.\d) ms; held (\d+\.\d) ms \(rank 0 (\d+\.\d) ms\);", line)
+    # the sleep; what the machine added to rank 1's way to its buckets there, and to rank 0's
+    slept, held, other = (float(printed.group(k)) for k in (1, 2, 3))
     assert slept >= 80, line
     found = re.search(r"'7 buckets (\d+\.\d) ms (waiting|collective) \(rank 1\)'", line)
-    # within 10 ms of the sleep and what a busy machine added to rank 1's way to its buckets there
-    # (beside two CPU burners: 90.9 ms named against an 80.2 ms sleep); each printed to 0.1 ms
-    assert found and abs(float(found.group(1)) - slept) <= 10.2 + held, line
+    # within 10 ms of the sleep, plus what a busy machine added to rank 1's way (beside two CPU
+    # burners: 90.9 ms named against an 80.2 ms sleep), less what it added to rank 0's (66.5 ms
+    # against 80.1: rank 1 waited less for a rank 0 that was late too); each printed to 0.1 ms
+    assert found and -(10.2 + other) <= float(found.group(1)) - slept <= 10.2 + held, line
     named = int(found.group(2) == "waiting")  # a spike; a collective is listed apart
-    assert f"plant named (rank 1, step 7, within 10 ms of its sleep and held time): {named} of 1 runs" in proc.stdout
+    assert f"plant named (rank 1, step 7, within 10 ms of its sleep and held times): {named} of 1 runs" in proc.stdout
 
 
 @pytest.mark.slow
