@@ -8,7 +8,7 @@ the tally says how many passed, regressed or were inconclusive.
 
     python play/compare_reruns.py --runs 20 --out runs/reruns     # about 10 minutes on 2 cores
 
-``--tiny`` is what the test runs (a small graph, 4 runs).
+``--tiny`` is what the test runs (a small graph, 2 identical runs and a planted one).
 """
 
 from __future__ import annotations
@@ -111,10 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=20, help="identical runs (even); half as many planted ones")
     parser.add_argument("--scale", type=float, default=0.1, help="the Flickr stand-in's size, a share of Flickr")
-    parser.add_argument("--tiny", action="store_true", help="4 runs on a small graph (the test's size)")
+    parser.add_argument("--tiny", action="store_true", help="3 runs on a small graph (the test's size)")
     parser.add_argument("--out", default="runs/reruns")
     args = parser.parse_args(argv)
-    runs, scale = (4, 0.01) if args.tiny else (args.runs - args.runs % 2, args.scale)
+    runs, scale = (2, 0.01) if args.tiny else (args.runs - args.runs % 2, args.scale)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     same = [out / f"same{i}.jsonl" for i in range(runs)]
