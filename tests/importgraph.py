@@ -119,22 +119,27 @@ def imports_of(package_dir: Path, path: Path) -> list[Import]:
     return [imp for imp in found if imp.target != me]
 
 
-def outside_imports(package_dir: Path, path: Path) -> list[tuple[str, int]]:
-    """The top-level packages outside gnnmon that one file imports (anywhere in it, functions
-    included; annotations only under ``TYPE_CHECKING`` left out), with the line."""
+def _runtime_imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    """One file's import statements (anywhere in it, functions included), those only under
+    ``TYPE_CHECKING`` (annotations) left out."""
     tree = ast.parse(path.read_text(), filename=str(path))
     typing_lines: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and _is_type_checking(node.test):
             for sub in node.body:
                 typing_lines.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
+    return [node for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno not in typing_lines]
+
+
+def outside_imports(package_dir: Path, path: Path) -> list[tuple[str, int]]:
+    """The top-level packages outside gnnmon that one file imports (anywhere in it, functions
+    included; annotations only under ``TYPE_CHECKING`` left out), with the line."""
     found = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno in typing_lines:
-            continue
+    for node in _runtime_imports(path):
         if isinstance(node, ast.Import):
             found += [(alias.name.split(".")[0], node.lineno) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        elif not node.level and node.module:
             found.append((node.module.split(".")[0], node.lineno))
     return [(name, line) for name, line in found if name != package_dir.name]
 
@@ -144,19 +149,11 @@ def outside_modules(package_dir: Path, path: Path) -> list[str]:
     torch_geometric.loader import NeighborLoader``: ``torch_geometric.loader`` and
     ``torch_geometric.loader.NeighborLoader``, which may be a module or a name in one), annotations
     only under ``TYPE_CHECKING`` left out: a submodule's own side effects are its package's."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    typing_lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for sub in node.body:
-                typing_lines.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
     found = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno in typing_lines:
-            continue
+    for node in _runtime_imports(path):
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        elif not node.level and node.module:
             found += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*"]
     return [name for name in found if name.split(".")[0] != package_dir.name]
 
