@@ -66,18 +66,24 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
 
 def _workers(loop: Loop) -> int | None:
     """The watched loader's num_workers (its median over the loop's calls), None where not recorded."""
-    if not loop.has("data_workers"):
-        return None
-    return int(median(loop.column("data_workers")[~np.isnan(loop.column("data_workers"))]))
+    workers = _known_median(loop, "data_workers")
+    return None if workers is None else int(workers)
 
 
 def _spare_cores(loop: Loop, cores: int | None) -> float | None:
     """Cores that stood idle beside the loop: the sampled ``idle_cpu_pct`` (median over its calls,
     % of one core), bounded by ``cores``; None where neither is known."""
-    if loop.has("idle_cpu_pct"):
-        idle = median(loop.column("idle_cpu_pct")[~np.isnan(loop.column("idle_cpu_pct"))]) / 100.0
-        return min(idle, float(cores)) if cores else idle
-    return None
+    idle = _known_median(loop, "idle_cpu_pct")
+    if idle is None:
+        return None
+    return min(idle / 100.0, float(cores)) if cores else idle / 100.0
+
+
+def _known_median(loop: Loop, name: str) -> float | None:
+    """The median of field ``name`` over the loop's calls that have it; None where none does."""
+    values = loop.column(name)
+    values = values[~np.isnan(values)]
+    return median(values) if values.size else None
 
 
 def _hops(loop: Loop) -> list[float]:

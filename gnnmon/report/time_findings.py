@@ -61,11 +61,20 @@ def crowded_calls(loop: Loop) -> np.ndarray:
     """Per call: slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`);
     all False where the machine's load was not sampled. Such a call's excess is the busy
     machine's, never warm-up's: each call's time is shared out once."""
-    if not loop.has("others_cpu_pct") or not loop.has("idle_cpu_pct"):
+    load = _load(loop)
+    if load is None:
         return np.zeros(loop.t.size, dtype=bool)
-    others, idle = loop.column("others_cpu_pct"), loop.column("idle_cpu_pct")
-    usual = busy.usual_others_s(others[loop.steady], loop.t[loop.steady])
+    others, idle, usual = load
     return busy.crowded(others, idle, loop.t, loop.level, usual)
+
+
+def _load(loop: Loop) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """The sampled ``others_cpu_pct`` and ``idle_cpu_pct`` of each call and the others' usual CPU
+    seconds per call (over the steady calls); None where the load was not sampled."""
+    if not loop.has("others_cpu_pct") or not loop.has("idle_cpu_pct"):
+        return None
+    others, idle = loop.column("others_cpu_pct"), loop.column("idle_cpu_pct")
+    return others, idle, busy.usual_others_s(others[loop.steady], loop.t[loop.steady])
 
 
 def warm_up(loop: Loop, total: float) -> dict[str, Any] | None:
@@ -102,13 +111,15 @@ def warm_up(loop: Loop, total: float) -> dict[str, Any] | None:
 def busy_machine(loop: Loop, total: float) -> dict[str, Any] | None:
     """Calls slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`), the
     first calls among them (their excess is the machine's, not warm-up's)."""
-    crowd = crowded_calls(loop)
+    load = _load(loop)
+    if load is None:
+        return None
+    others, idle, usual = load
+    crowd = busy.crowded(others, idle, loop.t, loop.level, usual)
     quiet = loop.steady & ~crowd
     m = int(crowd.sum())
     if not m or quiet.sum() < 5:
         return None
-    others, idle = loop.column("others_cpu_pct"), loop.column("idle_cpu_pct")
-    usual = busy.usual_others_s(others[loop.steady], loop.t[loop.steady])
     level, noise = median(loop.t[quiet]), spread(loop.t[quiet])
     cost = float(np.maximum(loop.t[crowd] - level, 0.0).sum())
     slowed = median(loop.t[crowd])
