@@ -158,6 +158,35 @@ def test_a_two_rank_job_read_back_has_each_ranks_energy_and_the_jobs_total(fake_
     assert abs(energy["total"]["energy_gpu_j"] - planted[0] - planted[1]) <= 0.01 * (planted[0] + planted[1]) + total_slack_j
 
 
+def test_a_read_held_up_mid_call_is_taken_again_and_the_tightest_kept():
+    """A counter ramping at 1000 W, read on the real clock; the 4th read is held up 40 ms after it
+    took its value (the sampler preempted mid-call, as on a loaded machine), so its middle is 20 ms
+    after the value's instant. The read is taken again: the point is placed within 5 ms of the
+    instant its value belongs to, and the reread is counted."""
+    from gnnmon.timeline.counters import ReadCounter
+
+    calls = [0]
+
+    def read():
+        a = time.time_ns()
+        t_value = time.time_ns()
+        calls[0] += 1
+        if calls[0] == 4:
+            time.sleep(0.04)  # held up after taking its value
+        b = time.time_ns()
+        return t_value * 1e-6, (a + b) // 2  # 1000 W: mJ = ns × 1e-6
+
+    counter = ReadCounter("gpu0_energy_mj", read)
+    points = []
+    for _ in range(5):
+        points.append(counter.poll())
+        time.sleep(0.005)
+    off_ns = [abs(p["t_ns"] - p["value"] * 1e6) for p in points]
+    assert max(off_ns) < 5_000_000, off_ns  # the held-up read alone would be 20 ms off
+    assert counter.rereads >= 1 and counter.describe()["rereads"] == counter.rereads
+    assert counter.reads == 5 + counter.rereads
+
+
 def test_steps_are_found_where_they_happened_on_a_simulated_clock():
     """A counter stepping every 97-103 ms (the spread measured on an H100; phase 37 ms), each read
     taking 0.2 ms, driven on a simulated clock: every step is placed within half a read interval
