@@ -232,6 +232,15 @@ class Agent:
             watched = [] if closed else [commands_fd]
             ready, _, _ = select.select(watched, [], [], max(0, wake - now) / 1e9)
             out: list[dict[str, Any]] = []
+            now = time.time_ns()
+            if started and now >= next_sample:  # before a command's sample: samples go out in time order
+                out.extend(self.sample(next_sample))
+                next_sample += step
+                now = time.time_ns()
+                if now > next_sample:  # deadlines missed (this process was paused): skip them
+                    missed = (now - next_sample) // step + 1
+                    self.skipped += missed
+                    next_sample += missed * step
             if ready:
                 data = os.read(commands_fd, 4096)
                 if not data:  # the pipe closed: the training process is gone or done with us
@@ -247,7 +256,8 @@ class Agent:
                         out.extend(self.sample(t))
                         if word != "go":  # covered once every counter has a point after t
                             requests.append((arg if word == "now" else "bye", t, t + self._patience()))
-                        stopping = stopping or word == "stop"
+                        if word == "stop":  # its sample is the last: none on the grid after it
+                            stopping, next_sample = True, 2**62
                 if closed and not stopping:
                     return  # nobody asked for a last sample: nobody will read it
             now = time.time_ns()
@@ -260,14 +270,6 @@ class Agent:
                     point = counter.poll()
                     if point is not None:
                         out.append(point | {"m": "point"})
-            if started and now >= next_sample:
-                out.extend(self.sample(next_sample))
-                next_sample += step
-                now = time.time_ns()
-                if now > next_sample:  # deadlines missed (this process was paused): skip them
-                    missed = (now - next_sample) // step + 1
-                    self.skipped += missed
-                    next_sample += missed * step
             done = False
             for request in list(requests):
                 ident, since, give_up = request
