@@ -20,7 +20,11 @@ shortcut):
   ``steps_per_trial`` 3, ``max_trials`` 25, ``max_val`` 8192; binsearch takes a 5 % margin off);
 * ``accelerate-128`` / ``accelerate-8192``: ``find_executable_batch_size`` around a function that
   runs 3 steps at its batch size, from its default ``starting_batch_size`` of 128 and from 8,192
-  (Lightning's ``max_val``): it only shrinks (by 0.9) from where it starts.
+  (Lightning's ``max_val``): it only shrinks (by 0.9) from where it starts;
+* ``exhaustive``: the true limits the others are measured against, at the target (0.9 x capacity)
+  and at the capacity: bisection over 1-8,192 seeds to the last seed, each size judged by the
+  heaviest of 3 batches drawn at it (what gnnmon's probe runs); its answers are the largest sizes
+  that fit.
 
 Trial steps: every call of the step the method made (an out-of-memory one included). Then a check
 run of 5 batches at the size found gives its measured peak, against the target (0.9 x capacity)
@@ -52,7 +56,7 @@ from gnnmon.report.memory_model import format_bytes
 from play.memory_forecast import sage_graph, sage_step, train
 from play.models import SAGE
 
-METHODS = ("gnnmon-0.9", "gnnmon-1.0", "lightning-power", "lightning-binsearch", "accelerate-128",
+METHODS = ("exhaustive", "gnnmon-0.9", "gnnmon-1.0", "lightning-power", "lightning-binsearch", "accelerate-128",
            "accelerate-8192")
 FRACTION = 0.9
 """The target the table measures every method against: this share of the capacity."""
@@ -80,6 +84,15 @@ class Capacity:
                                f"{format_bytes(peak)} over a capacity of {format_bytes(self.capacity)})")
 
 
+def true_limit(fits: Callable[[int], bool], high: int) -> int:
+    """The largest size in [0, high] that fits, by bisection to the last item (fits is taken as monotone)."""
+    lo, hi = 0, high + 1  # lo fits (0: trivially), hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
 def run_method(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
     """One method in this process (see the module's docstring)."""
     import lightning.pytorch as pl  # imported by every method, so each process holds the same
@@ -105,12 +118,33 @@ def run_method(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
     out: dict[str, Any] = {"method": method, "capacity_bytes": capacity, "target_bytes": FRACTION * capacity}
     started = time.perf_counter()
     with gnnmon.collect():
-        if method.startswith("gnnmon"):
+        if method == "exhaustive":
+            gen = torch.Generator().manual_seed(1)
+            ordinary = loader(base)
+            items = len(ordinary.dataset)  # a NodeLoader is called with positions among its seed nodes
+
+            def heaviest_peak(size: int) -> float:
+                drawn = [ordinary(torch.randperm(items, generator=gen)[:size]) for _ in range(3)]
+                batch = max(drawn, key=lambda b: int(b.num_nodes) + int(b.num_edges))
+                del drawn
+                try:
+                    sim(step, batch)
+                except RuntimeError:
+                    pass  # over the capacity: its peak is in sim.calls
+                return float(sim.calls[-1]["peak_bytes"])
+
+            high = min(8192, items)
+            out["limits"] = {"target": true_limit(lambda k: heaviest_peak(k) <= FRACTION * capacity, high),
+                             "capacity": true_limit(lambda k: heaviest_peak(k) <= capacity, high)}
+            found = out["limits"]["target"]
+        elif method.startswith("gnnmon"):
             fraction = float(method.split("-")[1])
             cal = gnnmon.calibrate(lambda b: sim(step, b), loader(base), capacity=capacity, fraction=fraction)
             assert cal.search is not None
             found = cal.search.batch_size
             out["probe_steps"] = len(cal.search.probes)
+            out["twin_steps"] = len(cal.twins)
+            out["off_by"] = cal.search.off_by
             out["summary"] = cal.summary()
         elif method.startswith("lightning"):
 
@@ -198,7 +232,8 @@ def run_forked(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
     return dict(json.loads(text))
 
 
-NAMES = {"gnnmon-0.9": "gnnmon.calibrate(capacity=, fraction=0.9)",
+NAMES = {"exhaustive": "exhaustive bisection (the true limit at 0.9 x capacity)",
+         "gnnmon-0.9": "gnnmon.calibrate(capacity=, fraction=0.9)",
          "gnnmon-1.0": "gnnmon.calibrate(capacity=, fraction=1.0)",
          "lightning-power": "Lightning Tuner.scale_batch_size(mode='power')",
          "lightning-binsearch": "Lightning Tuner.scale_batch_size(mode='binsearch')",
@@ -212,19 +247,29 @@ def markdown(results: list[dict[str, Any]], command: str) -> str:
              "raises the CPU allocator's out-of-memory error); the target is 90 % of it. Trial steps: the "
              f"step's calls during the search (out-of-memory ones included); check: the highest peak of "
              f"{CHECK_STEPS} batches at the size found.", "",
-             "| method | trial steps | of which out of memory | batch size found | check peak | vs target | "
-             "vs capacity | wall time |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| method | trial steps | of which out of memory | batch size found | vs the true limit | check peak | "
+             "vs target | vs capacity | wall time |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    limits = next((r["limits"] for r in results if "limits" in r), None)
     for r in results:
         steps = f"{r['trial_steps']}"
         if "probe_steps" in r:
-            steps += f" ({r['trial_steps'] - r['probe_steps']} calibration + {r['probe_steps']} probes)"
+            steps += (f" ({r['trial_steps'] - r['probe_steps'] - r['twin_steps']} calibration + {r['twin_steps']} "
+                      f"twins + {r['probe_steps']} probes)")
         peak = r.get("check_peak_bytes")
-        lines.append(f"| {NAMES[r['method']]} | {steps} | {r['oom_steps']} | {r['batch_size']:,} | "
+        aims = "target" if r["method"] in ("exhaustive", "gnnmon-0.9") else "capacity"
+        truth = limits[aims] if limits else None
+        versus = f"{100 * (r['batch_size'] / truth - 1):+.1f} % of {truth:,}" if truth else "-"
+        lines.append(f"| {NAMES[r['method']]} | {steps} | {r['oom_steps']} | {r['batch_size']:,} | {versus} | "
                      + (f"{format_bytes(peak)} | {100 * (peak / r['target_bytes'] - 1):+.1f} % | "
                         f"{100 * (peak / r['capacity_bytes'] - 1):+.1f} %" if peak else "- | - | -")
                      + f" | {r['seconds']:.0f} s |")
     caps = sorted({format_bytes(r["capacity_bytes"]) for r in results})
-    lines += ["", f"Capacity (warm-up peak + headroom, per process): {', '.join(caps)}.", ""]
+    lines += ["", f"Capacity (warm-up peak + headroom, per process): {', '.join(caps)}."]
+    if limits:
+        lines.append(f"True limits (exhaustive bisection, heaviest of 3 batches per size): {limits['target']:,} seeds "
+                     f"at 0.9 x capacity (gnnmon at 0.9 is measured against it), {limits['capacity']:,} at the "
+                     "capacity (the others).")
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -10,10 +10,16 @@ out-of-memory error there is caught, reported as "does not fit" with the device'
 device's cache is emptied, so training starts as it would have. The step trains as it runs: pass
 ``restore=(model, optimizer)`` to put their states back afterwards.
 
-Given a ``capacity``, the model then guides a few probes to the largest batch size whose heaviest
-batch stays under ``fraction`` of it (:mod:`gnnmon.forecast.search`): each probe runs the step once
-on the heaviest of a few batches of the size aimed at (for whole graphs, the largest graphs), so the
-answer is a measured peak, not a forecast.
+For a neighbour loader over an in-memory graph, twins of a few sampled batches — every edge among
+their nodes, and half their edges — run too (:mod:`gnnmon.forecast.variants`): sampled batches keep
+edges per node nearly constant, so without them a node's cost and an edge's cannot be told apart
+and a full batch's many edges per node are guessed, not measured.
+
+Given a ``capacity``, the model then aims probes at the largest batch size whose heaviest batch
+stays under ``fraction`` of it, until the largest that fits and the smallest that does not are
+within 5 % (:mod:`gnnmon.forecast.search`): each probe runs the step once on the heaviest of a few
+batches of the size aimed at (for whole graphs, the largest graphs), so the answer is a measured
+peak, not a forecast.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import torch
 
 from gnnmon.devices.oom_error import is_oom
 from gnnmon.figures import MEM_PEAK
+from gnnmon.forecast import variants
 from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.forecast.search import BatchSizeSearch, Probe, search
 from gnnmon.forecast.shapes import item_sizes
@@ -39,6 +46,12 @@ from gnnmon.report.memory_model import MemoryModel, prime
 
 SIZES = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 """Batch sizes tried, as multiples of the loader's batch size (smallest first)."""
+
+TWINS = (("denser", 0.5), ("denser", 1.0), ("denser", 2.0), ("sparser", 1.0), ("sparser", 2.0))
+"""The batches off the loader's edges-per-node ratio a calibration adds (:mod:`gnnmon.forecast.variants`):
+which twin, of a batch of this multiple of the batch size (denser ones for a neighbour loader only)."""
+SPARSER_SHARE = 0.5
+"""The share of its edges a sparser twin keeps."""
 
 
 @dataclass
@@ -54,10 +67,32 @@ class Calibration:
     """The first size whose step ran out of memory: ``size``, its shape and ``error``; None if all fit."""
     search: BatchSizeSearch | None = None
     """With a capacity: the probes toward the largest batch size that fits, and what they found."""
+    twins: list[dict[str, Any]] = field(default_factory=list)
+    """The batches run off the loader's edges-per-node ratio: ``twin`` (``denser`` or ``sparser``),
+    ``size`` (the sampled batch's items), ``num_nodes``, ``num_edges``; where one could not run,
+    ``error`` says why (out of memory: no larger denser twin ran; refused by the step: no later twin)."""
+
+    def measured_terms(self) -> dict[str, str]:
+        """Each shape field's cost: ``measured`` (a coefficient of its own), or why not (it moved
+        with another field in every batch, or barely varied)."""
+        model, out = self.model, {}
+        for t in model.terms:
+            out[t] = "measured"
+        for t, split in model.confounded.items():
+            lo, hi = split["ratio"]
+            out[t] = f"not measured: it moved with {split['with']} ({lo:.3g}-{hi:.3g} per unit) in every batch"
+        return out
 
     def summary(self) -> str:
         lines = [self.model.summary(), f"calibrated on {len(self.shapes)} batches of "
                  f"{min(self.sizes)}-{max(self.sizes)} items"]
+        ran = [t for t in self.twins if "error" not in t]
+        if ran:
+            ratios = [t["num_edges"] / t["num_nodes"] for t in ran if t["num_nodes"]]
+            lines.append(f"and {len(ran)} twins off the sampler's edges per node ({', '.join(sorted({t['twin'] for t in ran}))}: "
+                         f"{min(ratios):.3g}-{max(ratios):.3g} edges per node)")
+        lines += [f"twin {t['twin']} of {t['size']} items did not run: {t['error']}" for t in self.twins if "error" in t]
+        lines += [f"{t}: {how}" for t, how in self.measured_terms().items() if how != "measured"]
         if self.does_not_fit:
             d = self.does_not_fit
             lines.append(f"does not fit: a batch of {d['size']} items ({d['num_nodes']:,} nodes, "
@@ -72,8 +107,8 @@ class Calibration:
 
 def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float] = SIZES, repeats: int = 2,
               label: str | None = None, restore: Sequence[Any] = (), seed: int = 0,
-              confidence: float = 0.95, capacity: Any = None, fraction: float = 0.9, probes: int = 4,
-              candidates: int = 3, exact_host: bool = True) -> Calibration:
+              confidence: float = 0.95, capacity: Any = None, fraction: float = 0.9, probes: int = 8,
+              candidates: int = 3, exact_host: bool = True, twins: bool = True) -> Calibration:
     """Run ``step(batch)`` (your step decorated with ``@monitor_memory_device``, wrapped to take a
     batch: ``lambda batch: train_step(model, batch, optimizer)``) on ``repeats`` batches at each of
     ``sizes`` times ``loader``'s batch size, and fit the absolute peak (:class:`Calibration`; its
@@ -83,12 +118,15 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     The fit's numerical routines run once before the first step (:func:`~gnnmon.report.memory_model.prime`):
     the host memory their first call keeps is then in the constant the calibration measures.
     ``capacity`` (bytes, ``"80GiB"`` or a device): then up to ``probes`` probes find the largest
-    batch size whose heaviest batch (of ``candidates`` drawn) peaks under ``fraction`` of it
-    (:attr:`Calibration.search`). A step measured on the host needs exact host memory
+    batch size whose heaviest batch (of ``candidates`` drawn) peaks under ``fraction`` of it, to
+    within 5 % (:attr:`Calibration.search` says how close it got). A step measured on the host needs exact host memory
     (:func:`gnnmon.exact_host_memory`, called first): without it the allocator keeps what each
     batch frees, the peaks are not each batch's, and calibrate raises :class:`InexactHostMemory`
     after its warm-up call (the model and optimizer put back); ``exact_host=False`` fits them
-    anyway, with a warning and a note on the model."""
+    anyway, with a warning and a note on the model. ``twins`` (a neighbour loader over an
+    in-memory graph): also run the step on :data:`TWINS`, sampled batches with every edge among
+    their nodes and with half their edges (:mod:`gnnmon.forecast.variants`), so the per-node and
+    per-edge costs are each measured and a full batch is forecast from what an edge costs."""
     total = parse_capacity(capacity)[0] if capacity is not None else None
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
@@ -121,6 +159,7 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
                 shapes.append(shape)
                 ran.append(size)
             batch = None  # the last batch is freed: held, it would count in every probe's peak (host memory)
+            done_twins = _run_twins(step, make, loader, base, count, rng) if twins and failed is None else []
 
             def refit() -> MemoryModel:
                 return run.report().memory_model(label, MEM_PEAK.name, warmup=1, confidence=confidence)
@@ -141,7 +180,45 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     if _cached(run.records):
         model.notes.append(INEXACT_HOST)
         warnings.warn(f"gnnmon.calibrate: {INEXACT_HOST}", RuntimeWarning, 2)
-    return Calibration(model, ran, shapes[1:], failed, found)
+    return Calibration(model, ran, shapes[1:], failed, found, done_twins)
+
+
+def _run_twins(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader: Any, base: int,
+               count: int, rng: random.Random) -> list[dict[str, Any]]:
+    """Run the step on :data:`TWINS` of the loader's batches (denser ones for a neighbour loader
+    over an in-memory graph only: a batch of whole graphs holds every edge among its nodes
+    already); what ran, and where one could not (out of memory, or the step refused it: it already
+    took the loader's own batches, so the twin is at fault), why."""
+    graph = variants.graph_of(loader) if _is_node_loader(loader) else None
+    out: list[dict[str, Any]] = []
+    generator = torch.Generator().manual_seed(rng.randrange(2**31))
+    dense_fits = graph is not None
+    for twin, multiple in TWINS:
+        if twin == "denser" and not dense_fits:
+            continue
+        size = max(1, min(count, round(multiple * base)))
+        sampled = make(rng.sample(range(count), size))
+        batch = (variants.denser(sampled, graph) if twin == "denser"
+                 else variants.sparser(sampled, SPARSER_SHARE, generator))
+        sampled = None
+        if batch is None:
+            continue
+        entry: dict[str, Any] = {"twin": twin, "size": size, **_shape(batch)}
+        refused = False
+        try:
+            error = _run(step, batch)
+        except Exception as exc:  # noqa: BLE001 - the step ran the loader's batches: the twin is at fault
+            error = f"the step refused it: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            refused = True
+        batch = None
+        if error is not None:
+            out.append({**entry, "error": error})
+            if refused:
+                break  # no other twin would do
+            dense_fits = False  # out of memory: no larger denser twin either; sparser ones still run
+            continue
+        out.append(entry)
+    return out
 
 
 class InexactHostMemory(ValueError):

@@ -200,7 +200,8 @@ class MemoryModel:
                    default=0.0)
         widened = (self.extrapolation.widening(size, value - self.coefficients["const"])
                    if self.extrapolation else 0.0)
-        return Prediction(value, upper + widened, self.confidence, beyond, widened)
+        # whole bytes, rounded up: a fit with no spread forecasts a peak to within rounding, not under it
+        return Prediction(value, float(math.ceil(upper + widened)), self.confidence, beyond, widened)
 
     def summary(self) -> str:
         """The model in plain words, or why it cannot be trusted."""

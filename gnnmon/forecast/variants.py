@@ -1,0 +1,79 @@
+"""Batches off a neighbour loader's edges-per-node ratio, so a calibration measures a node's cost
+and an edge's apart.
+
+A neighbour sampler keeps edges per node nearly constant (each sampled edge brings about one new
+node), so its batches at any size move nodes and edges together and cannot tell one's cost from
+the other's; a full batch then has ten or twenty times the edges per node the fit saw. Two variants
+of a sampled batch keep its nodes (and every node attribute and batch field: ``batch_size``,
+``n_id``, ``input_id``) and change its edges, so the user's step takes them as it takes the
+loader's own:
+
+* :func:`denser`: every edge of the loader's graph among the batch's nodes (the induced subgraph:
+  a full batch's density where the batch covers the graph), edge attributes gathered from the graph;
+* :func:`sparser`: a share of the batch's own edges, the rest dropped at random.
+
+Each is a batch a real step can meet (a full-batch step, a sampler with ``subgraph_type="induced"``,
+edge dropout), not a synthetic shape.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+HOP_COUNTS = ("num_sampled_nodes", "num_sampled_edges")
+"""Per-hop counts a sampled batch carries for ``trim_to_layer``: a variant's edges no longer follow
+the hops, so it drops them (a step that trims then runs untrimmed, which is what a full batch does)."""
+
+
+def graph_of(loader: Any) -> Any | None:
+    """The in-memory graph a PyG node loader samples from (``loader.data``), or None (a remote
+    feature and graph store, or a loader of whole graphs)."""
+    data = getattr(loader, "data", None)
+    if data is None or isinstance(data, tuple) or getattr(data, "edge_index", None) is None:
+        return None
+    return data
+
+
+def denser(batch: Any, graph: Any) -> Any | None:
+    """``batch`` with every edge of ``graph`` among its nodes (``batch.n_id``: their ids in the
+    graph); None where the batch does not say which graph nodes it holds."""
+    n_id = getattr(batch, "n_id", None)
+    if not isinstance(n_id, torch.Tensor) or getattr(batch, "edge_index", None) is None:
+        return None
+    edge_index = graph.edge_index
+    local = torch.full((int(graph.num_nodes),), -1, dtype=torch.long, device=edge_index.device)
+    local[n_id.to(edge_index.device)] = torch.arange(n_id.numel(), device=edge_index.device)
+    src, dst = local[edge_index[0]], local[edge_index[1]]
+    keep = (src >= 0) & (dst >= 0)
+    out = _without_hops(batch)
+    out.edge_index = torch.stack([src[keep], dst[keep]]).to(batch.edge_index.device)
+    for key in list(out.keys()):
+        if key == "edge_index" or not batch.is_edge_attr(key):
+            continue
+        if key == "e_id":
+            out.e_id = keep.nonzero().view(-1).to(batch.edge_index.device)
+        elif key in graph and isinstance(graph[key], torch.Tensor) and graph.is_edge_attr(key):
+            out[key] = graph[key][keep.to(graph[key].device)].to(batch[key].device)
+        else:
+            return None  # an edge attribute the graph does not hold: this batch cannot be densified
+    return out
+
+
+def sparser(batch: Any, share: float, generator: torch.Generator) -> Any | None:
+    """``batch`` with about ``share`` of its edges, drawn at random; None for a batch without edges."""
+    edges = int(getattr(batch, "num_edges", 0) or 0)
+    if edges == 0:
+        return None
+    keep = torch.rand(edges, generator=generator) < share
+    return _without_hops(batch).edge_subgraph(keep.to(batch.edge_index.device))
+
+
+def _without_hops(batch: Any) -> Any:
+    out = copy.copy(batch)
+    for key in HOP_COUNTS:
+        if key in out:
+            del out[key]
+    return out

@@ -1,0 +1,110 @@
+"""Nodes and edges measured apart: a neighbour sampler keeps edges per node within a few per cent,
+so its batches alone cannot tell a node's cost from an edge's; calibrate's twins (every edge among a
+batch's nodes, half its edges) can. The planted step allocates ``64 MiB + 2,048 B·nodes + 512
+B·edges`` on the fake CUDA allocator."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gnnmon
+
+pyg = pytest.importorskip("torch_geometric")
+from torch_geometric.data import Data  # noqa: E402
+from torch_geometric.datasets import FakeDataset  # noqa: E402
+from torch_geometric.loader import DataLoader  # noqa: E402
+from torch_geometric.utils import subgraph  # noqa: E402
+
+from gnnmon.forecast import variants  # noqa: E402
+from gnnmon.integrations.pyg_sampler import neighbor_loader  # noqa: E402
+from tests.forecast.test_calibrate import A, B, C, planted_step  # noqa: E402
+
+
+def sparse_graph(n: int = 200_000, per_node: int = 8) -> Data:
+    """A graph so large against the batches that sampled neighbourhoods barely overlap: every
+    sampled batch has 0.98-0.99 edges per node."""
+    g = torch.Generator().manual_seed(0)
+    return Data(x=torch.randn(n, 4), edge_index=torch.randint(0, n, (2, per_node * n), generator=g),
+                edge_attr=torch.arange(per_node * n, dtype=torch.float).view(-1, 1))
+
+
+@pytest.fixture
+def loader():
+    return neighbor_loader(sparse_graph(), [10, 5], batch_size=64, shuffle=True)
+
+
+def test_sampled_batches_alone_cannot_split_the_cost_the_twins_can(fake_cuda, loader):
+    """The premise planted: the loader's own batches keep edges per node within 5 %; the fit of them
+    alone puts every byte on nodes. With the twins, both costs come out within 10 % of the planted
+    2,048 B per node and 512 B per edge, and a full batch (8 edges per node) is forecast within 10 %."""
+    alone = gnnmon.calibrate(planted_step(fake_cuda), loader, twins=False)
+    ratios = [s["num_edges"] / s["num_nodes"] for s in alone.shapes]
+    assert max(ratios) / min(ratios) < 1.05, ratios  # the premise: edges per node within 5 %
+    assert alone.model.terms == ("num_nodes",) and "num_edges" in alone.model.confounded
+    assert alone.measured_terms()["num_edges"].startswith("not measured")
+
+    cal = gnnmon.calibrate(planted_step(fake_cuda), loader)
+    model = cal.model
+    assert set(model.terms) == {"num_nodes", "num_edges"}, model.summary()
+    assert model.coefficients["num_nodes"] == pytest.approx(B, rel=0.10)
+    assert model.coefficients["num_edges"] == pytest.approx(C, rel=0.10)
+    assert cal.measured_terms() == {"num_nodes": "measured", "num_edges": "measured"}
+    assert [t["twin"] for t in cal.twins] == ["denser", "denser", "denser", "sparser", "sparser"]
+    assert "twins off the sampler's edges per node" in cal.summary()
+
+    full = loader.data
+    truth = A + B * full.num_nodes + C * full.num_edges
+    fc = gnnmon.forecast([full], cal, progress=False)
+    assert fc.worst[0]["bytes"] == pytest.approx(truth, rel=0.10)
+    assert fc.worst[0]["upper_bytes"] >= truth  # its bound covers it
+    old = gnnmon.forecast([full], alone, progress=False).worst[0]
+    assert old["bytes"] < 0.8 * truth  # all on nodes: a full batch's edges are missed
+
+
+def test_a_denser_twin_holds_every_edge_among_the_batch_nodes_and_keeps_its_fields(loader):
+    batch = loader(torch.arange(32))
+    graph = loader.data
+    twin = variants.denser(batch, graph)
+    expected, attr = subgraph(batch.n_id, graph.edge_index, graph.edge_attr, relabel_nodes=True,
+                              num_nodes=graph.num_nodes)
+    assert twin.num_nodes == batch.num_nodes and twin.batch_size == 32
+    assert torch.equal(twin.x, batch.x) and torch.equal(twin.n_id, batch.n_id)
+    assert sorted(map(tuple, twin.edge_index.t().tolist())) == sorted(map(tuple, expected.t().tolist()))
+    assert torch.equal(twin.edge_attr.view(-1), graph.edge_attr[twin.e_id].view(-1))
+    assert sorted(twin.edge_attr.view(-1).tolist()) == sorted(attr.view(-1).tolist())
+    assert twin.num_edges >= batch.num_edges  # the sampled edges are among them
+    assert "num_sampled_edges" not in twin and "num_sampled_edges" in batch  # its hops no longer hold
+
+
+def test_a_sparser_twin_keeps_about_half_the_edges_and_every_node(loader):
+    batch = loader(torch.arange(64))
+    twin = variants.sparser(batch, 0.5, torch.Generator().manual_seed(0))
+    assert twin.num_nodes == batch.num_nodes and twin.batch_size == 64
+    assert 0.4 * batch.num_edges < twin.num_edges < 0.6 * batch.num_edges
+    assert twin.edge_attr.shape[0] == twin.num_edges == twin.e_id.numel()
+
+
+def test_a_step_that_refuses_a_twin_is_noted_and_the_calibration_stands(fake_cuda, loader):
+    inner = planted_step(fake_cuda)
+
+    def step(batch):
+        if "num_sampled_edges" not in batch:  # a step that trims to layers needs the hop counts
+            raise KeyError("num_sampled_edges")
+        inner(batch)
+
+    cal = gnnmon.calibrate(step, loader, label="train_step")
+    assert len(cal.twins) == 1 and "KeyError" in cal.twins[0]["error"], cal.twins
+    assert cal.model.trusted and "did not run" in cal.summary()
+    assert cal.measured_terms()["num_edges"].startswith("not measured")
+
+
+def test_a_loader_of_whole_graphs_gets_sparser_twins_only(fake_cuda):
+    """Graphs of one density (6 edges per node on average): their batches keep the ratio, so the
+    costs are split by batches with half their edges; a batch of whole graphs has no denser twin."""
+    dataset = FakeDataset(num_graphs=200, avg_num_nodes=40, avg_degree=6, num_channels=4)
+    cal = gnnmon.calibrate(planted_step(fake_cuda), DataLoader(dataset, batch_size=16))
+    assert [t["twin"] for t in cal.twins] == ["sparser", "sparser"]
+    assert set(cal.model.terms) == {"num_nodes", "num_edges"}, cal.model.summary()
+    assert cal.model.coefficients["num_nodes"] == pytest.approx(B, rel=0.10)
+    assert cal.model.coefficients["num_edges"] == pytest.approx(C, rel=0.10)
