@@ -2,8 +2,9 @@
 # One call on a lent GPU machine (../shared/GPU.md): at most 590 s, so that it fits the 600 s a
 # call may run and, with the machine's start, the 15 minutes a session has. The wheels it lacks;
 # 300 steps of a NeighborLoader with 4 forked workers under the full stack (the fork that killed a
-# worker on an H200); TraceML against gnnmon on the same step; then `make gpu-check` (cuda tests,
-# the step's cost, the suite, the studies) with what is left, about 7.5 minutes. Each part under its
+# worker on an H200); TraceML against gnnmon on the same step; issue 53's full-batch forecast
+# (play/memory_forecast.py --study dense); then `make gpu-check` (cuda tests, the step's cost, the
+# suite, the studies) with what is left, about 6.5 minutes. Each part under its
 # own limit, writing into $OUT as it goes. Here first: bash ../shared/gpu/fetch-wheels.sh \
 #   traceml-ai rich msgspec pyyaml markdown-it-py mdurl pygments   (then carry .whl).
 set -u
@@ -19,6 +20,8 @@ timeout 50 python3 benchmarks/loader_workers.py --device cuda --out "$OUT/worker
 echo "workers rc=$? at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 timeout 60 python3 benchmarks/traceml_peer.py --device cuda --out "$OUT/traceml.md" > "$OUT/traceml.log" 2>&1
 echo "traceml rc=$? at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+timeout 60 python3 play/memory_forecast.py --device cuda --study dense --out "$OUT/dense" > "$OUT/dense.log" 2>&1
+echo "dense forecast rc=$? at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 budget=$((575 - (SECONDS - t0)))
 timeout $((budget + 10)) make gpu-check GPU_CHECK_ARGS="--out $OUT --budget $budget" > "$OUT/gpu-check.log" 2>&1
 echo "gpu-check rc=$? at $((SECONDS - t0)) s (budget $budget s)" | tee -a "$OUT/summary.txt"

@@ -53,9 +53,12 @@ from gnnmon.report.memory_model import format_bytes
 from play.models import GCN, SAGE
 from play.synthetic import FLICKR, QM9, GraphSpec, molecules, planted_partition
 
-STUDIES = ("node", "graph", "sage", "link")
+STUDIES = ("node", "graph", "sage", "dense", "link")
 SAGE_GRAPH = GraphSpec("synthetic", 100_000, 1_000_000, 64, 10)
 """Issue 42's graph: 100,000 nodes, 10 edges per node (both directions), 64 features, 10 classes."""
+DENSE_GRAPH = GraphSpec("synthetic", 60_000, 1_200_000, 64, 10)
+"""Issue 53's graph: 60,000 nodes, 20 edges per node, where a full batch has 10-20 times the edges
+per node a sampled batch has."""
 
 
 class GIN(torch.nn.Module):
@@ -193,6 +196,25 @@ def sage_study(device: torch.device, tiny: bool) -> dict[str, Any]:
             "control": (f"batch {base} again (control)", loader(base)), "sampler": loader(base).sampler_name}
 
 
+def dense_study(device: torch.device, tiny: bool) -> dict[str, Any]:
+    """Issue 53's case: the sage model on :data:`DENSE_GRAPH`, ``NeighborLoader([15, 10])`` from 512
+    seeds (64 tiny); 8 times the batch and the full batch forecast and run."""
+    data = planted_partition(DENSE_GRAPH.scaled(0.1) if tiny else DENSE_GRAPH, seed=0)
+    model = SAGE(data.num_features, 128, int(data.y.max()) + 1).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def loader(batch_size: int) -> Any:
+        return neighbor_loader(data, [15, 10], batch_size=batch_size, input_nodes=data.train_mask, shuffle=True)
+
+    base = 64 if tiny else 512
+    return {"step": sage_step(model, optimizer, device), "ordinary": loader(base),
+            "at_budget": lambda budget: loader(budget["batch_size"]),
+            "tests": [(f"batch {8 * base} (8x), fanouts [15, 10]", loader(8 * base)),
+                      (f"full batch ({data.num_nodes:,} nodes, {data.num_edges:,} edges)", [data])],
+            "budget_from": loader(8 * base),
+            "control": (f"batch {base} again (control)", loader(base)), "sampler": loader(base).sampler_name}
+
+
 def link_study(device: torch.device, tiny: bool) -> dict[str, Any]:
     data = sage_graph(tiny)
     model = SAGE(data.num_features, 128, int(data.y.max()) + 1).to(device)
@@ -252,7 +274,7 @@ def run_config(step: Callable[[Any], Any], model: Any, name: str, loader: Any, l
 def measure_calibrated(study: str, device: torch.device, tiny: bool, capacity: str | None) -> dict[str, Any]:
     """A study whose model comes from ``gnnmon.calibrate`` on an ordinary loader."""
     torch.manual_seed(0)
-    s = (sage_study if study == "sage" else link_study)(device, tiny)
+    s = {"sage": sage_study, "dense": dense_study, "link": link_study}[study](device, tiny)
     step = Timeline(s["step"])
     limit = 6 if tiny else 10
     started = time.perf_counter()
@@ -261,6 +283,7 @@ def measure_calibrated(study: str, device: torch.device, tiny: bool, capacity: s
     model = cal.model
     result: dict[str, Any] = {"study": study, "model": model.as_dict(), "configs": [], "sampler": s["sampler"],
                               "calibration": {"sizes": sorted(set(cal.sizes)), "steps": len(cal.sizes),
+                                              "twins": cal.twins, "measured_terms": cal.measured_terms(),
                                               "seconds": took}}
     if not model.trusted:
         return result
@@ -314,6 +337,7 @@ def markdown(results: list[dict[str, Any]], command: str, device: torch.device) 
              "Forecast worst: the forecast for the worst batch the loader's scan found; upper bound: its upper "
              "bound; measured max: the highest peak of the run (other batches: sampling differs between scan "
              "and run); error above the constant: the error over the part of the peak that grows with the batch; "
+             "upper bound above the constant: that part of the upper bound against the measured one; "
              "per-batch error: each run batch's forecast from its own shape against its measured peak, the worst; "
              "covered: the run batches whose own upper bound is at or above their measured peak; raised by: what "
              "the forecast, made just before the configuration ran, added to the model's constant for the memory "
@@ -323,18 +347,25 @@ def markdown(results: list[dict[str, Any]], command: str, device: torch.device) 
         lines += [f"## {r['study']}", "", f"Model: {r['model']['summary']}", ""]
         if "calibration" in r:
             c = r["calibration"]
+            twins = [t for t in c.get("twins", []) if "error" not in t]
+            spread = ", ".join(f"{t['twin']} {t['num_edges'] / t['num_nodes']:.3g} edges/node" for t in twins)
             lines += [f"Calibrated by `gnnmon.calibrate` on {c['steps']} steps at batch sizes "
-                      f"{', '.join(map(str, c['sizes']))} ({c['seconds']:.0f} s); sampler: {r['sampler']}.", ""]
+                      f"{', '.join(map(str, c['sizes']))} and {len(twins)} twins "
+                      f"({spread}) "
+                      f"({c['seconds']:.0f} s); sampler: {r['sampler']}. Per-edge cost: "
+                      f"{c.get('measured_terms', {}).get('num_edges', 'not asked')}.", ""]
         if not r["configs"]:
             continue
         lines += ["| configuration | steps | raised by | forecast worst | upper bound | measured max | error | "
-                  "error above the constant | worst per-batch error | covered | covered as fitted |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "error above the constant | upper bound above the constant | worst per-batch error | covered | "
+                  "covered as fitted |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for c in [*r["configs"], r["control"]]:
             f, m, const = c["forecast_worst_bytes"], c["measured_max_bytes"], c["const_bytes"]
             lines.append(f"| {c['config']} | {c['steps']} | {format_bytes(c['anchor_bytes'])} | {format_bytes(f)} "
                          f"| {format_bytes(c['forecast_upper_bytes'])} "
                          f"| {format_bytes(m)} | {100 * (f / m - 1):+.1f} % | {100 * (f - m) / (m - const):+.1f} % "
+                         f"| {(c['forecast_upper_bytes'] - const) / (m - const):.2f}x measured "
                          f"| {c['per_batch_error_pct']:+.1f} % | {c['covered']}/{c['steps']} "
                          f"| {c['covered_as_fitted']}/{c['steps']} |")
         ctl = r["control"]

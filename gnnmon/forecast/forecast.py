@@ -269,7 +269,7 @@ def _anchor(fitted: MemoryModel, anchor: Any) -> MemoryModel:
 def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label: str | None = None,
              top: int = 10, progress: bool | None = None, anchor: Any = "auto") -> Forecast:
     """Forecast the peak of every batch ``loader_or_dataset`` would make (a ``NeighborLoader``, a
-    ``DataLoader`` over graphs, a dataset, or batches / shape dicts; see
+    ``DataLoader`` over graphs, a dataset, one graph — the full-batch step —, or batches / shape dicts; see
     :mod:`gnnmon.forecast.shapes`) with ``model``: a :class:`~gnnmon.report.memory_model.MemoryModel`
     of the absolute peak, or a run (a path, a RunResult, a Report) to fit one from (``label``:
     which step). ``capacity``: bytes, ``"80GiB"`` or a device whose memory it is. The model is

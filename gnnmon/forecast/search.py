@@ -67,6 +67,8 @@ class BatchSizeSearch:
     over: int | None = None
     """The smallest size measured over the target (or out of memory); None where none was: the
     limit then lies somewhere above :attr:`batch_size`."""
+    items: int = 0
+    """The items the loader has: no batch is larger."""
 
     @property
     def off_by(self) -> float | None:
@@ -77,7 +79,9 @@ class BatchSizeSearch:
         return (self.over - 1) / self.batch_size - 1
 
     def summary(self) -> str:
-        if self.over is None:
+        if self.over is None and self.items and self.batch_size >= self.items:
+            bound = "no batch is larger"
+        elif self.over is None:
             bound = "no size over it was tried: the limit may be further above"
         elif self.batch_size:
             bound = f"{self.over:,} was over it: the answer is at most {self.off_by:.1%} below the limit"
@@ -123,7 +127,7 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
     the shape of the heaviest batch of a size where it is known (the largest graphs summed), else
     the items per batch of the largest batches measured times the size."""
     target = fraction * capacity
-    out = BatchSizeSearch(0, target, capacity)
+    out = BatchSizeSearch(0, target, capacity, items=count)
     under = [(s, p) for s, _, p in measured if p <= target]
     over = [(s, p) for s, _, p in measured if p > target]
     floor, floor_peak = max(under, default=(0, 0.0))

@@ -9,6 +9,7 @@
   ``DynamicBatchSampler``): each graph's size is read once (from an ``InMemoryDataset``'s slices
   where it has them, else from the graph) and summed over the indices each batch would hold;
 * a dataset of graphs: each graph as a batch of one;
+* one graph (a PyG ``Data`` or ``HeteroData``): the full batch, the whole graph in one step;
 * any other iterable: its items, as :func:`gnnmon.graph_shape` reads them (a loader of another kind
   is run in full), or shape dicts as a run's rows carry them.
 
@@ -104,6 +105,10 @@ def batch_shapes(source: Any, progress: bool | None = None,
         return
     if hasattr(source, "link_sampler") and hasattr(source, "input_data") and hasattr(source, "batch_sampler"):
         yield from _link_loader(source, progress)
+        return
+    pyg = sys.modules.get("torch_geometric.data")
+    if pyg is not None and isinstance(source, pyg.data.BaseData):  # one graph: the full batch
+        yield {**graph_shape(source), "items": 1}
         return
     sizes = item_sizes(source) if sizes is None else sizes
     if sizes is not None:

@@ -142,8 +142,9 @@ def _largest_fitting(dataset, limit: float, extra=lambda k: 0.0) -> int:
 def test_calibrate_with_a_capacity_probes_to_the_largest_batch_size_that_fits(fake_cuda):
     """Graphs of the planted step on the fake CUDA allocator: the search answers the largest batch
     size whose heaviest batch (the largest graphs) peaks under 90 % of the capacity, measured by its
-    own probe, within the 5 % the search leaves, in at most four probes — where doubling from 2 and
-    halving back would need about log2 of the answer, each a trial step or more."""
+    own probe, with a probe over the target at most 5 % above it (the bracket closed), in at most
+    four probes — where doubling from 2 and halving back would need about log2 of the answer, each
+    a trial step or more."""
     torch.manual_seed(0)  # the same graphs whatever ran before in this process (one draw fell 6 % short)
     dataset = FakeDataset(num_graphs=2000, avg_num_nodes=40, avg_degree=6, num_channels=4)
     loader = DataLoader(dataset, batch_size=16)
@@ -154,6 +155,8 @@ def test_calibrate_with_a_capacity_probes_to_the_largest_batch_size_that_fits(fa
     found = cal.search
     assert found is not None and 1 <= len(found.probes) <= 4, found.summary()
     assert 0.95 * truth <= found.batch_size <= truth, (truth, found.summary())
+    assert found.over is not None and truth < found.over and found.off_by <= 0.05  # the limit bracketed
+    assert "closed within 5%" in found.stopped and "at most" in found.summary()
     best = next(p for p in found.probes if p["size"] == found.batch_size)
     assert best["fits"] and best["peak_bytes"] <= 0.9 * capacity
     assert best["peak_bytes"] == A + B * best["num_nodes"] + C * best["num_edges"]  # measured: the planted truth

@@ -55,7 +55,8 @@ def test_sampled_batches_alone_cannot_split_the_cost_the_twins_can(fake_cuda, lo
 
     full = loader.data
     truth = A + B * full.num_nodes + C * full.num_edges
-    fc = gnnmon.forecast([full], cal, progress=False)
+    fc = gnnmon.forecast(full, cal, progress=False)  # one graph: the full-batch step
+    assert fc.batches == 1 and fc.worst[0]["num_edges"] == full.num_edges
     assert fc.worst[0]["bytes"] == pytest.approx(truth, rel=0.10)
     assert fc.worst[0]["upper_bytes"] >= truth  # its bound covers it
     old = gnnmon.forecast([full], alone, progress=False).worst[0]
