@@ -1,7 +1,8 @@
 """The largest batch size that fits: gnnmon's model-guided probes against halving and doubling.
 
 The same GraphSAGE step as ``play/memory_forecast.py``'s ``sage`` study (64-128-128-10,
-``NeighborLoader([10, 5])`` on the synthetic 100,000-node graph) runs on the CPU under a simulated
+``NeighborLoader([10, 5])`` on the synthetic 100,000-node graph) runs on the CPU (``--device cuda``:
+the GPU, its allocator's peak) under a simulated
 capacity: a wrapper runs the ``@monitor_memory_device`` step, reads its measured peak (the absolute
 one, ``mem_peak_bytes``: the process's RSS made exact by ``gnnmon.exact_host_memory()``) from the
 row it just wrote, and when that peak is over the capacity raises
@@ -65,10 +66,11 @@ CHECK_STEPS = 5
 
 class Capacity:
     """A simulated device of ``capacity`` bytes around a decorated step: a call whose measured peak
-    (its gnnmon row's ``mem_peak_bytes``) is over it raises the CPU allocator's out-of-memory error."""
+    (its gnnmon row's ``mem_peak_bytes``) is over it raises the device allocator's out-of-memory error."""
 
-    def __init__(self, capacity: float) -> None:
+    def __init__(self, capacity: float, device: torch.device) -> None:
         self.capacity = capacity
+        self.device = device
         self.calls: list[dict[str, Any]] = []
 
     def __call__(self, step: Callable[[Any], Any], batch: Any) -> None:
@@ -79,9 +81,12 @@ class Capacity:
         self.calls.append({"seeds": seeds, "num_nodes": row.get("num_nodes"), "peak_bytes": peak,
                            "oom": peak > self.capacity})
         if peak > self.capacity:
+            said = (f"(simulated: the step peaked at {format_bytes(peak)} over a capacity of "
+                    f"{format_bytes(self.capacity)})")
+            if self.device.type == "cuda":  # the text each finder recognises for the device
+                raise RuntimeError(f"CUDA out of memory. Tried to allocate {int(peak - self.capacity)} bytes {said}")
             raise RuntimeError(f"DefaultCPUAllocator: can't allocate memory: you tried to allocate "
-                               f"{int(peak - self.capacity)} bytes (simulated: the step peaked at "
-                               f"{format_bytes(peak)} over a capacity of {format_bytes(self.capacity)})")
+                               f"{int(peak - self.capacity)} bytes {said}")
 
 
 def true_limit(fits: Callable[[int], bool], high: int) -> int:
@@ -93,17 +98,18 @@ def true_limit(fits: Callable[[int], bool], high: int) -> int:
     return lo
 
 
-def run_method(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
+def run_method(method: str, tiny: bool, headroom: float, device_name: str = "cpu") -> dict[str, Any]:
     """One method in this process (see the module's docstring)."""
     import lightning.pytorch as pl  # imported by every method, so each process holds the same
     from accelerate.utils import find_executable_batch_size
     from lightning.pytorch.tuner import Tuner
 
-    gnnmon.exact_host_memory()
+    device = torch.device(device_name)
+    if device.type == "cpu":
+        gnnmon.exact_host_memory()
     torch.manual_seed(0)
-    device = torch.device("cpu")
     data = sage_graph(tiny)
-    net = SAGE(data.num_features, 128, int(data.y.max()) + 1)
+    net = SAGE(data.num_features, 128, int(data.y.max()) + 1).to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=0.01)
     base = 128 if tiny else 512
 
@@ -114,7 +120,7 @@ def run_method(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
     with gnnmon.collect() as run:
         train(step, [loader(base)], 2)
     capacity = max(r["mem_peak_bytes"] for r in run.records) + headroom
-    sim = Capacity(capacity)
+    sim = Capacity(capacity, device)
     out: dict[str, Any] = {"method": method, "capacity_bytes": capacity, "target_bytes": FRACTION * capacity}
     started = time.perf_counter()
     with gnnmon.collect():
@@ -165,7 +171,7 @@ def run_method(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
                     sim(sage_step(self.net, self.optimizers(), device, self.manual_backward), batch)
 
             with tempfile.TemporaryDirectory() as root:
-                trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False,
+                trainer = pl.Trainer(accelerator=device.type, devices=1, max_epochs=1, logger=False,
                                      enable_checkpointing=False, enable_progress_bar=False,
                                      enable_model_summary=False, use_distributed_sampler=False,
                                      default_root_dir=root)
@@ -194,7 +200,7 @@ def run_method(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
     return out
 
 
-def run_forked(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
+def run_forked(method: str, tiny: bool, headroom: float, device_name: str = "cpu") -> dict[str, Any]:
     """:func:`run_method` in a child forked from this process (which has imported what every method
     imports, and runs nothing itself): each method starts from the same process, one import for all."""
     import gc
@@ -215,7 +221,7 @@ def run_forked(method: str, tiny: bool, headroom: float) -> dict[str, Any]:
         code = 1
         try:
             with os.fdopen(write, "w") as pipe:
-                pipe.write(json.dumps(run_method(method, tiny, headroom)))
+                pipe.write(json.dumps(run_method(method, tiny, headroom, device_name)))
             code = 0
         except BaseException:  # noqa: BLE001 - reported, then the exit status says it failed
             traceback.print_exc()
@@ -241,10 +247,10 @@ NAMES = {"exhaustive": "exhaustive bisection (the true limit at 0.9 x capacity)"
          "accelerate-8192": "accelerate find_executable_batch_size(starting_batch_size=8192)"}
 
 
-def markdown(results: list[dict[str, Any]], command: str) -> str:
+def markdown(results: list[dict[str, Any]], command: str, device: str = "cpu") -> str:
     lines = ["# The largest batch size that fits: probes against halving and doubling", "",
-             f"`{command}` on the CPU; the capacity is simulated (a step whose measured peak is over it "
-             "raises the CPU allocator's out-of-memory error); the target is 90 % of it. Trial steps: the "
+             f"`{command}` on {device}; the capacity is simulated (a step whose measured peak is over it "
+             "raises the device allocator's out-of-memory error); the target is 90 % of it. Trial steps: the "
              f"step's calls during the search (out-of-memory ones included); check: the highest peak of "
              f"{CHECK_STEPS} batches at the size found.", "",
              "| method | trial steps | of which out of memory | batch size found | vs the true limit | check peak | "
@@ -276,6 +282,7 @@ def markdown(results: list[dict[str, Any]], command: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="a tenth of the graph (the test)")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (the capacity simulated on its allocator's peak)")
     parser.add_argument("--headroom", type=float, help="MiB above the warm-up step's peak (default 200; 30 tiny)")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--fork", action="store_true",
@@ -286,12 +293,13 @@ def main(argv: list[str] | None = None) -> int:
     headroom = (args.headroom if args.headroom is not None else 30 if args.tiny else 200) * 2**20
     if args.child:  # the methods, comma-separated (several only with --fork): a JSON list on the last line
         run = run_forked if args.fork else run_method
-        print(json.dumps([run(m, args.tiny, headroom) for m in args.child.split(",")]))
+        print(json.dumps([run(m, args.tiny, headroom, args.device) for m in args.child.split(",")]))
         return 0
     methods = args.methods.split(",")
     results: list[dict[str, Any]] = []
     for group in [methods] if args.fork else [[m] for m in methods]:
-        cmd = [sys.executable, __file__, "--child", ",".join(group), "--headroom", str(headroom / 2**20)]
+        cmd = [sys.executable, __file__, "--child", ",".join(group), "--headroom", str(headroom / 2**20),
+               "--device", args.device]
         cmd += ["--tiny"] if args.tiny else []
         done = subprocess.run(cmd + (["--fork"] if args.fork else []), capture_output=True, text=True)
         if done.returncode:
@@ -302,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python play/batch_size_search.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = markdown(results, command.strip())
+    text = markdown(results, command.strip(), args.device)
     (out / "batch_size_search.md").write_text(text)
     (out / "batch_size_search.json").write_text(json.dumps(results, indent=1, default=str))
     print(text)

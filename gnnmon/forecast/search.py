@@ -38,8 +38,8 @@ from gnnmon.forecast.forecast import largest
 from gnnmon.report.memory_model import MemoryModel, format_bytes
 
 REACH = 8
-"""A probe aims at most this many times the largest size that ran (the model's upper bound, widened
-for the distance, keeps the aim under the target; the probe measures it)."""
+"""A probe aims at most this many times the largest size that ran (a forecast further out is a
+guess; each probe that fits extends the reach)."""
 SCALE_LIMIT = 2.0
 """The most the growing part of the next aim's forecast is scaled, either way, by what the last
 probe measured against it."""
@@ -73,7 +73,8 @@ class BatchSizeSearch:
     @property
     def off_by(self) -> float | None:
         """How far below the limit the answer may be, as a share of the answer: the bracket's width
-        (``over / batch_size - 1``); None where no size over the target was measured (unbounded)."""
+        (``(over - 1) / batch_size - 1``: the limit is at most one below ``over``); None where no size
+        over the target was measured (unbounded)."""
         if self.over is None or not self.batch_size:
             return None
         return (self.over - 1) / self.batch_size - 1

@@ -23,6 +23,10 @@ from typing import Any
 
 import torch
 
+CHUNK = 1 << 24
+"""Edges of the graph looked at at once when a denser twin gathers a batch's edges (16 M: a few
+hundred MiB of temporaries, not the whole index's)."""
+
 HOP_COUNTS = ("num_sampled_nodes", "num_sampled_edges")
 """Per-hop counts a sampled batch carries for ``trim_to_layer``: a variant's edges no longer follow
 the hops, so it drops them (a step that trims then runs untrimmed, which is what a full batch does)."""
@@ -46,15 +50,18 @@ def denser(batch: Any, graph: Any) -> Any | None:
     edge_index = graph.edge_index
     local = torch.full((int(graph.num_nodes),), -1, dtype=torch.long, device=edge_index.device)
     local[n_id.to(edge_index.device)] = torch.arange(n_id.numel(), device=edge_index.device)
-    src, dst = local[edge_index[0]], local[edge_index[1]]
-    keep = (src >= 0) & (dst >= 0)
+    kept: list[torch.Tensor] = []
+    for start in range(0, edge_index.shape[1], CHUNK):  # a large graph's index is not copied whole
+        part = local[edge_index[:, start:start + CHUNK]]
+        kept.append(((part[0] >= 0) & (part[1] >= 0)).nonzero().view(-1) + start)
+    keep = torch.cat(kept) if kept else torch.empty(0, dtype=torch.long)
     out = _without_hops(batch)
-    out.edge_index = torch.stack([src[keep], dst[keep]]).to(batch.edge_index.device)
+    out.edge_index = local[edge_index[:, keep]].to(batch.edge_index.device)
     for key in list(out.keys()):
         if key == "edge_index" or not batch.is_edge_attr(key):
             continue
         if key == "e_id":
-            out.e_id = keep.nonzero().view(-1).to(batch.edge_index.device)
+            out.e_id = keep.to(batch.edge_index.device)
         elif key in graph and isinstance(graph[key], torch.Tensor) and graph.is_edge_attr(key):
             out[key] = graph[key][keep.to(graph[key].device)].to(batch[key].device)
         else:

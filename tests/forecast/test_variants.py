@@ -63,7 +63,9 @@ def test_sampled_batches_alone_cannot_split_the_cost_the_twins_can(fake_cuda, lo
     assert old["bytes"] < 0.8 * truth  # all on nodes: a full batch's edges are missed
 
 
-def test_a_denser_twin_holds_every_edge_among_the_batch_nodes_and_keeps_its_fields(loader):
+@pytest.mark.parametrize("chunk", [variants.CHUNK, 100_003])  # the graph's index whole, and in 16 parts
+def test_a_denser_twin_holds_every_edge_among_the_batch_nodes_and_keeps_its_fields(loader, monkeypatch, chunk):
+    monkeypatch.setattr(variants, "CHUNK", chunk)
     batch = loader(torch.arange(32))
     graph = loader.data
     twin = variants.denser(batch, graph)
