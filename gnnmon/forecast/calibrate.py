@@ -10,8 +10,8 @@ out-of-memory error there is caught, reported as "does not fit" with the device'
 device's cache is emptied, so training starts as it would have. The step trains as it runs: pass
 ``restore=(model, optimizer)`` to put their states back afterwards.
 
-For a neighbour loader over an in-memory graph, twins of a few sampled batches — every edge among
-their nodes, and half their edges — run too (:mod:`gnnmon.forecast.variants`): sampled batches keep
+For a neighbour loader over an in-memory graph, denser twins of a few sampled batches — every edge
+of the graph among their nodes — run too (:mod:`gnnmon.forecast.variants`): sampled batches keep
 edges per node nearly constant, so without them a node's cost and an edge's cannot be told apart
 and a full batch's many edges per node are guessed, not measured.
 
@@ -47,11 +47,9 @@ from gnnmon.report.memory_model import MemoryModel, prime
 SIZES = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 """Batch sizes tried, as multiples of the loader's batch size (smallest first)."""
 
-TWINS = (("denser", 0.5), ("denser", 1.0), ("denser", 2.0), ("sparser", 1.0), ("sparser", 2.0))
-"""The batches off the loader's edges-per-node ratio a calibration adds (:mod:`gnnmon.forecast.variants`):
-which twin, of a batch of this multiple of the batch size (denser ones for a neighbour loader only)."""
-SPARSER_SHARE = 0.5
-"""The share of its edges a sparser twin keeps."""
+TWINS = (0.5, 1.0, 2.0)
+"""The denser twins a calibration adds for a neighbour loader (:mod:`gnnmon.forecast.variants`): each
+of a sampled batch of this multiple of the batch size."""
 
 
 @dataclass
@@ -68,9 +66,9 @@ class Calibration:
     search: BatchSizeSearch | None = None
     """With a capacity: the probes toward the largest batch size that fits, and what they found."""
     twins: list[dict[str, Any]] = field(default_factory=list)
-    """The batches run off the loader's edges-per-node ratio: ``twin`` (``denser`` or ``sparser``),
-    ``size`` (the sampled batch's items), ``num_nodes``, ``num_edges``; where one could not run,
-    ``error`` says why (out of memory: no larger denser twin ran; refused by the step: no later twin)."""
+    """The denser twins run: ``twin`` (``denser``), ``size`` (the sampled batch's items),
+    ``num_nodes``, ``num_edges``; where one could not run, ``error`` says why (out of memory, or
+    refused by the step) and no larger one was tried."""
 
     def measured_terms(self) -> dict[str, str]:
         """Each shape field's cost: ``measured`` (a coefficient of its own), or why not (it moved
@@ -89,7 +87,7 @@ class Calibration:
         ran = [t for t in self.twins if "error" not in t]
         if ran:
             ratios = [t["num_edges"] / t["num_nodes"] for t in ran if t["num_nodes"]]
-            lines.append(f"and {len(ran)} twins off the sampler's edges per node ({', '.join(sorted({t['twin'] for t in ran}))}: "
+            lines.append(f"and {len(ran)} denser twins (every edge among a sampled batch's nodes: "
                          f"{min(ratios):.3g}-{max(ratios):.3g} edges per node)")
         lines += [f"twin {t['twin']} of {t['size']} items did not run: {t['error']}" for t in self.twins if "error" in t]
         lines += [f"{t}: {how}" for t, how in self.measured_terms().items() if how != "measured"]
@@ -124,9 +122,9 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     batch frees, the peaks are not each batch's, and calibrate raises :class:`InexactHostMemory`
     after its warm-up call (the model and optimizer put back); ``exact_host=False`` fits them
     anyway, with a warning and a note on the model. ``twins`` (a neighbour loader over an
-    in-memory graph): also run the step on :data:`TWINS`, sampled batches with every edge among
-    their nodes and with half their edges (:mod:`gnnmon.forecast.variants`), so the per-node and
-    per-edge costs are each measured and a full batch is forecast from what an edge costs."""
+    in-memory graph): also run the step on :data:`TWINS`, sampled batches with every edge of the
+    graph among their nodes (:mod:`gnnmon.forecast.variants`), so the per-node and per-edge costs
+    are each measured and a full batch is forecast from what an edge costs."""
     total = parse_capacity(capacity)[0] if capacity is not None else None
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
@@ -185,38 +183,28 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
 
 def _run_twins(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader: Any, base: int,
                count: int, rng: random.Random) -> list[dict[str, Any]]:
-    """Run the step on :data:`TWINS` of the loader's batches (denser ones for a neighbour loader
-    over an in-memory graph only: a batch of whole graphs holds every edge among its nodes
-    already); what ran, and where one could not (out of memory, or the step refused it: it already
-    took the loader's own batches, so the twin is at fault), why."""
+    """Run the step on the denser :data:`TWINS` of a neighbour loader's batches (none for another
+    loader: a batch of whole graphs holds every edge among its nodes already); what ran, and where
+    one could not (out of memory, or the step refused it: it took the loader's own batches, so the
+    twin is at fault), why; no larger twin is tried after one that could not run."""
     graph = variants.graph_of(loader) if _is_node_loader(loader) else None
+    if graph is None:
+        return []
     out: list[dict[str, Any]] = []
-    generator = torch.Generator().manual_seed(rng.randrange(2**31))
-    dense_fits = graph is not None
-    for twin, multiple in TWINS:
-        if twin == "denser" and not dense_fits:
-            continue
+    for multiple in TWINS:
         size = max(1, min(count, round(multiple * base)))
-        sampled = make(rng.sample(range(count), size))
-        batch = (variants.denser(sampled, graph) if twin == "denser"
-                 else variants.sparser(sampled, SPARSER_SHARE, generator))
-        sampled = None
+        batch = variants.denser(make(rng.sample(range(count), size)), graph)
         if batch is None:
-            continue
-        entry: dict[str, Any] = {"twin": twin, "size": size, **_shape(batch)}
-        refused = False
+            break
+        entry: dict[str, Any] = {"twin": "denser", "size": size, **_shape(batch)}
         try:
             error = _run(step, batch)
         except Exception as exc:  # noqa: BLE001 - the step ran the loader's batches: the twin is at fault
             error = f"the step refused it: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            refused = True
         batch = None
         if error is not None:
             out.append({**entry, "error": error})
-            if refused:
-                break  # no other twin would do
-            dense_fits = False  # out of memory: no larger denser twin either; sparser ones still run
-            continue
+            break
         out.append(entry)
     return out
 

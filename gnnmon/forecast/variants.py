@@ -1,19 +1,19 @@
-"""Batches off a neighbour loader's edges-per-node ratio, so a calibration measures a node's cost
-and an edge's apart.
+"""Batches denser than a neighbour loader's, so a calibration measures a node's cost and an edge's
+apart.
 
 A neighbour sampler keeps edges per node nearly constant (each sampled edge brings about one new
 node), so its batches at any size move nodes and edges together and cannot tell one's cost from
-the other's; a full batch then has ten or twenty times the edges per node the fit saw. Two variants
-of a sampled batch keep its nodes (and every node attribute and batch field: ``batch_size``,
-``n_id``, ``input_id``) and change its edges, so the user's step takes them as it takes the
-loader's own:
+the other's; a full batch then has ten or twenty times the edges per node the fit saw.
+:func:`denser` keeps a sampled batch's nodes (and every node attribute and batch field:
+``batch_size``, ``n_id``, ``input_id``) and gives it every edge of the loader's graph among them
+(the induced subgraph: a full batch's density where the batch covers the graph; what a sampler
+with ``subgraph_type="induced"`` returns), edge attributes gathered from the graph, so the user's
+step takes it as it takes the loader's own.
 
-* :func:`denser`: every edge of the loader's graph among the batch's nodes (the induced subgraph:
-  a full batch's density where the batch covers the graph), edge attributes gathered from the graph;
-* :func:`sparser`: a share of the batch's own edges, the rest dropped at random.
-
-Each is a batch a real step can meet (a full-batch step, a sampler with ``subgraph_type="induced"``,
-edge dropout), not a synthetic shape.
+Only denser: below the sampler's ratio the peak is set by the nodes' tensors, not the edges' (a
+GraphSAGE step on the CPU with half its edges dropped peaked within 1 MiB of the whole batch;
+docs/memory.md), so a sparser batch says nothing of what an edge costs at a full batch's density,
+and skews the fit.
 """
 
 from __future__ import annotations
@@ -67,15 +67,6 @@ def denser(batch: Any, graph: Any) -> Any | None:
         else:
             return None  # an edge attribute the graph does not hold: this batch cannot be densified
     return out
-
-
-def sparser(batch: Any, share: float, generator: torch.Generator) -> Any | None:
-    """``batch`` with about ``share`` of its edges, drawn at random; None for a batch without edges."""
-    edges = int(getattr(batch, "num_edges", 0) or 0)
-    if edges == 0:
-        return None
-    keep = torch.rand(edges, generator=generator) < share
-    return _without_hops(batch).edge_subgraph(keep.to(batch.edge_index.device))
 
 
 def _without_hops(batch: Any) -> Any:
