@@ -91,26 +91,6 @@ def test_report_html_writes_the_page_beside_the_markdown(tmp_path):
     assert bad.returncode == 2 and "cannot write" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_sweep_progress_is_quiet_off_a_terminal_and_drawn_on_one(capsys, monkeypatch):
-    import io as io_
-
-    import play.progress
-    from play.progress import progress
-
-    monkeypatch.setattr(play.progress, "DELAY_S", 0.0)
-    assert list(progress(range(5), "sweep")) == [0, 1, 2, 3, 4]  # pytest's stderr is not a terminal
-    assert capsys.readouterr().err == ""
-
-    class Terminal(io_.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    terminal = Terminal()
-    monkeypatch.setattr(sys, "stderr", terminal)
-    assert list(progress(range(3), "sweep x")) == [0, 1, 2]
-    assert "sweep x:" in terminal.getvalue() and "0/3" in terminal.getvalue()  # drawn, then cleared (leave=False)
-
-
 def test_a_corrupt_line_names_the_flag_and_a_skipped_one_warns_on_one_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     with gnnmon.collect(bad):
