@@ -271,14 +271,16 @@ def run_config(step: Callable[[Any], Any], model: Any, name: str, loader: Any, l
                 len(rows) // 2]}
 
 
-def measure_calibrated(study: str, device: torch.device, tiny: bool, capacity: str | None) -> dict[str, Any]:
-    """A study whose model comes from ``gnnmon.calibrate`` on an ordinary loader."""
+def measure_calibrated(study: str, device: torch.device, tiny: bool, capacity: str | None,
+                       twins: bool = True) -> dict[str, Any]:
+    """A study whose model comes from ``gnnmon.calibrate`` on an ordinary loader (``twins``: its
+    denser twins too)."""
     torch.manual_seed(0)
     s = {"sage": sage_study, "dense": dense_study, "link": link_study}[study](device, tiny)
     step = Timeline(s["step"])
     limit = 6 if tiny else 10
     started = time.perf_counter()
-    cal = gnnmon.calibrate(step, s["ordinary"])
+    cal = gnnmon.calibrate(step, s["ordinary"], twins=twins)
     took = time.perf_counter() - started
     model = cal.model
     result: dict[str, Any] = {"study": study, "model": model.as_dict(), "configs": [], "sampler": s["sampler"],
@@ -393,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="small graphs and few steps (the test)")
     parser.add_argument("--study", choices=(*STUDIES, "all"), default="all")
     parser.add_argument("--capacity", help="the memory to budget for (default: 1.5x the largest fitted peak)")
+    parser.add_argument("--no-twins", action="store_true", help="calibrate without its denser twins (what they add)")
     parser.add_argument("--out", default="runs")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -402,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     studies = STUDIES if args.study == "all" else (args.study,)
     results = [measure(s, device, args.tiny, args.capacity, out) if s in ("node", "graph")
-               else measure_calibrated(s, device, args.tiny, args.capacity) for s in studies]
+               else measure_calibrated(s, device, args.tiny, args.capacity, not args.no_twins) for s in studies]
     command = "python play/memory_forecast.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(results, command.strip(), device)
     (out / "memory_forecast.md").write_text(text)
