@@ -110,6 +110,7 @@ def tally(codes: list[int]) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=20, help="identical runs (even); half as many planted ones")
+    parser.add_argument("--planted", type=int, help="planted runs (default: half the identical ones)")
     parser.add_argument("--scale", type=float, default=0.1, help="the Flickr stand-in's size, a share of Flickr")
     parser.add_argument("--tiny", action="store_true", help="3 runs on a small graph (the test's size)")
     parser.add_argument("--out", default="runs/reruns")
@@ -118,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     same = [out / f"same{i}.jsonl" for i in range(runs)]
-    slow = [out / f"planted{i}.jsonl" for i in range(runs // 2)]
+    slow = [out / f"planted{i}.jsonl" for i in range(runs // 2 if args.planted is None or args.tiny else args.planted)]
     seconds = [one_run(p, scale, 0.0) for p in same] + [one_run(p, scale, 0.10) for p in slow]
     pairs = [gate([same[i]], [same[i + 1]]) for i in range(0, runs, 2)]
-    planted = [gate([same[2 * i]], [slow[i]]) for i in range(runs // 2)]
+    planted = [gate([same[2 * i]], [slow[i]]) for i in range(min(len(slow), runs // 2))]
     trios = [gate(same[i:i + 3], same[i + 3:i + 6]) for i in range(0, runs - 5, 6)]
     planted_trios = [gate(same[i:i + 3], slow[i // 2:i // 2 + 3]) for i in range(0, min(runs, 2 * len(slow)) - 5, 6)]
     result: dict[str, Any] = {
