@@ -108,3 +108,22 @@ def test_a_loader_of_whole_graphs_runs_no_twins(fake_cuda):
     assert cal.twins == []
     assert cal.measured_terms()["num_nodes"] == "measured"
     assert cal.measured_terms()["num_edges"].startswith("not measured: it moved with num_nodes")
+
+
+def test_a_batch_that_cannot_be_densified_says_so_with_none(loader):
+    """No ``n_id`` (which graph nodes the batch holds), an edge attribute the graph does not hold,
+    or a loader over a remote feature and graph store: no twin, rather than a wrong one."""
+    batch = loader(torch.arange(8))
+    graph = loader.data
+    bare = batch.clone()
+    del bare.n_id
+    assert variants.denser(bare, graph) is None
+    odd = batch.clone()
+    odd.edge_weight = torch.ones(odd.num_edges)  # the batch's own, not the graph's
+    assert variants.denser(odd, graph) is None
+    assert variants.denser(batch, graph) is not None
+
+    class StoreLoader:
+        data = (object(), object())  # (FeatureStore, GraphStore)
+
+    assert variants.graph_of(StoreLoader()) is None and variants.graph_of(loader) is graph
