@@ -71,8 +71,9 @@ class Calibration:
     refused by the step) and no larger one was tried."""
 
     def measured_terms(self) -> dict[str, str]:
-        """Each shape field's cost: ``measured`` (a coefficient of its own), or why not (it moved
-        with another field in every batch, or barely varied)."""
+        """Each shape field the model used or set aside: ``measured`` (a coefficient of its own),
+        or why not (it moved with another field in every batch). A field that barely varied is in
+        the model's notes instead."""
         model, out = self.model, {}
         for t in model.terms:
             out[t] = "measured"
@@ -193,20 +194,32 @@ def _run_twins(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loa
     out: list[dict[str, Any]] = []
     for multiple in TWINS:
         size = max(1, min(count, round(multiple * base)))
-        batch = variants.denser(make(rng.sample(range(count), size)), graph)
+        try:
+            batch = variants.denser(make(rng.sample(range(count), size)), graph)
+        except Exception as exc:  # noqa: BLE001 - an extra the calibration can do without
+            out.append({"twin": "denser", "size": size, "error": f"it could not be built: {_first_line(exc)}"})
+            break
         if batch is None:
+            out.append({"twin": "denser", "size": size, "error": variants.WHY_NOT})
             break
         entry: dict[str, Any] = {"twin": "denser", "size": size, **_shape(batch)}
         try:
             error = _run(step, batch)
-        except Exception as exc:  # noqa: BLE001 - the step ran the loader's batches: the twin is at fault
-            error = f"the step refused it: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        except Exception as exc:  # the step ran the loader's batches: the twin is at fault
+            if "CUDA error" in str(exc):
+                raise  # the device is unusable (a device-side assert): nothing after would run
+            error = f"the step refused it: {_first_line(exc)}"
         batch = None
         if error is not None:
             out.append({**entry, "error": error})
             break
         out.append(entry)
     return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 class InexactHostMemory(ValueError):

@@ -44,8 +44,8 @@ SCALE_LIMIT = 2.0
 """The most the growing part of the next aim's forecast is scaled, either way, by what the last
 probe measured against it."""
 CLOSE = 0.05
-"""A bracket this narrow (the smallest size over the target at most this share above the largest
-under it) ends the search: the answer is within this share of the limit."""
+"""A bracket this narrow ends the search: the limit, at most one below the smallest size over the
+target, is at most this share above the largest size under it (the answer)."""
 
 Probe = Callable[[int], tuple[dict[str, int], float | None, str | None]]
 """Runs the step on the heaviest batch of a size: (its shape, its measured peak in bytes or None,
@@ -61,8 +61,8 @@ class BatchSizeSearch:
     target_bytes: float
     capacity_bytes: int
     probes: list[dict[str, Any]] = field(default_factory=list)
-    """Each probe: ``size``, its shape, ``upper_bytes`` (the aim's forecast), ``peak_bytes`` (None
-    after an out-of-memory error), ``fits`` and ``error``."""
+    """Each probe: ``size``, its shape, ``upper_bytes`` (the aiming model's upper bound at that
+    shape), ``peak_bytes`` (None after an out-of-memory error), ``fits`` and ``error``."""
     stopped: str = ""
     over: int | None = None
     """The smallest size measured over the target (or out of memory); None where none was: the
@@ -130,8 +130,9 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
     target = fraction * capacity
     out = BatchSizeSearch(0, target, capacity, items=count)
     under = [(s, p) for s, _, p in measured if p <= target]
-    over = [(s, p) for s, _, p in measured if p > target]
     floor, floor_peak = max(under, default=(0, 0.0))
+    # a size over the target below one under it is noise between draws: the bracket is above the floor
+    over = [(s, p) for s, _, p in measured if p > target and s > floor]
     ceiling, ceiling_peak = min(over, default=(count + 1, math.nan))
     largest_ran = max((s for s, _, _ in measured), default=0)
     scale = 1.0
@@ -141,7 +142,7 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
         if floor >= count:
             out.stopped = f"the loader's whole set ({count:,} items) fits"
             break
-        if ceiling <= count and ceiling - 1 <= max(floor * (1 + CLOSE), floor + 1) and floor:
+        if ceiling <= count and floor and ceiling - 1 <= floor * (1 + CLOSE):  # the limit: floor to ceiling - 1
             out.stopped = f"closed within {CLOSE:.0%}"
             break
         if len(out.probes) >= probes:

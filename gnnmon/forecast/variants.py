@@ -41,11 +41,19 @@ def graph_of(loader: Any) -> Any | None:
     return data
 
 
+WHY_NOT = ("no twin: the batch does not name each graph node once (n_id; disjoint sampling repeats them) "
+           "or carries an edge attribute the graph does not hold")
+"""What a calibration says where :func:`denser` gives None."""
+
+
 def denser(batch: Any, graph: Any) -> Any | None:
     """``batch`` with every edge of ``graph`` among its nodes (``batch.n_id``: their ids in the
-    graph); None where the batch does not say which graph nodes it holds."""
+    graph); None where the batch does not name each graph node once, or carries an edge attribute
+    the graph does not hold (see :data:`WHY_NOT`)."""
     n_id = getattr(batch, "n_id", None)
     if not isinstance(n_id, torch.Tensor) or getattr(batch, "edge_index", None) is None:
+        return None
+    if n_id.unique().numel() != n_id.numel():  # disjoint sampling: a node in several subgraphs
         return None
     edge_index = graph.edge_index
     local = torch.full((int(graph.num_nodes),), -1, dtype=torch.long, device=edge_index.device)
@@ -58,14 +66,15 @@ def denser(batch: Any, graph: Any) -> Any | None:
     out = _without_hops(batch)
     out.edge_index = local[edge_index[:, keep]].to(batch.edge_index.device)
     for key in list(out.keys()):
-        if key == "edge_index" or not batch.is_edge_attr(key):
+        if key == "edge_index" or key == "n_id":
             continue
         if key == "e_id":
             out.e_id = keep.to(batch.edge_index.device)
-        elif key in graph and isinstance(graph[key], torch.Tensor) and graph.is_edge_attr(key):
-            out[key] = graph[key][keep.to(graph[key].device)].to(batch[key].device)
-        else:
-            return None  # an edge attribute the graph does not hold: this batch cannot be densified
+        elif key in graph and isinstance(graph[key], torch.Tensor):  # the graph says what it is
+            if graph.is_edge_attr(key):
+                out[key] = graph[key][keep.to(graph[key].device)].to(batch[key].device)
+        elif batch.is_edge_attr(key) and not batch.is_node_attr(key):
+            return None  # an edge attribute of the batch's own the graph does not hold
     return out
 
 

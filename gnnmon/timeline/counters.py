@@ -67,6 +67,7 @@ class _Counter:
         self._read_ns = 0  # how long a read takes (the longest kept)
         self._fastest_ns: int | None = None  # the fastest read seen: what a read costs unhindered
         self.rereads = 0  # reads taken again because they were held up
+        self.points = 0  # points given out
 
     def _take(self) -> tuple[float, int] | None:
         """One read: ``(value, t_ns)``, or None if the counter is given up or the read raised. A
@@ -76,7 +77,9 @@ class _Counter:
         for _ in range(1 + REREADS):
             read = self._read_once()
             if read is None:
-                return None
+                if best is None:
+                    return None
+                break  # a reread that raised: the held-up read still stands
             if best is None or read[2] < best[2]:
                 best = read
             if not self._held_up(best[2]):
@@ -87,7 +90,7 @@ class _Counter:
         return best[0], best[1]
 
     def _held_up(self, span_ns: int) -> bool:
-        fastest = self._fastest_ns or span_ns
+        fastest = span_ns if self._fastest_ns is None else self._fastest_ns
         return span_ns > max(2 * fastest, fastest + SLOW_READ_NS)
 
     def _read_once(self) -> tuple[float, int, int] | None:
@@ -111,6 +114,7 @@ class _Counter:
     def _point(self, t_ns: int, value: float, err_ns: int, step: bool) -> Point:
         point = {"key": self.key, "t_ns": t_ns, "value": value, "err_ns": err_ns, "step": step}
         self.last = point
+        self.points += 1
         return point
 
     def covers(self, t_ns: int) -> bool:
@@ -226,5 +230,5 @@ class ReadCounter(_Counter):
 
     def describe(self) -> dict[str, Any]:
         return {"period_s": None, "continuous": True, "reads": self.reads, "rereads": self.rereads,
-                "steps": self.reads,
+                "steps": self.points,
                 "read_s": None, "given_up": self.dead, "error": self.error or None}

@@ -629,3 +629,28 @@ def test_the_all_extra_is_what_gnnmon_uses_and_the_peers_are_in_bench():
     assert {spec.split(">")[0] for spec in extras["bench"]} == peers
     for extra in ("pyg", "nvml", "energy", "report"):  # every extra gnnmon itself uses is in all
         assert {spec.split(">")[0] for spec in extras[extra]} <= names
+
+
+def test_a_held_up_read_whose_reread_raises_still_gives_its_point():
+    """The reread of a held-up read raises (the driver failing just then): the held-up read's value
+    stands, stamped at its middle, and the failure is counted like any other."""
+    from gnnmon.timeline.counters import ReadCounter
+
+    calls = [0]
+
+    def read():
+        calls[0] += 1
+        if calls[0] == 3:
+            raise RuntimeError("planted driver error")
+        a = time.time_ns()
+        if calls[0] == 2:
+            time.sleep(0.04)  # held up
+        return 7.0 * calls[0], (a + time.time_ns()) // 2
+
+    counter = ReadCounter("gpu0_energy_mj", read)
+    first = counter.poll()
+    time.sleep(0.005)
+    second = counter.poll()
+    assert first["value"] == 7.0 and second is not None and second["value"] == 14.0
+    assert counter.failures == 1 and counter.rereads == 1 and not counter.dead
+    assert counter.describe()["steps"] == 2  # points given, rereads aside
