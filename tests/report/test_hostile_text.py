@@ -140,6 +140,20 @@ def test_the_data_in_the_page_cannot_end_its_script_element():
     assert json.loads(text) == {"a": "</script><!--<script>", "b": "\u2028\u2029&<>"}
 
 
+def _spans(inline: list) -> list[str]:
+    """The text inside each bold or emphasised span of these inline tokens."""
+    out, depth, text = [], 0, ""
+    for c in inline:
+        if c.type in ("strong_open", "em_open"):
+            depth, text = depth + 1, ""
+        elif c.type in ("strong_close", "em_close") and depth:
+            depth -= 1
+            out.append(text)
+        elif depth:
+            text += c.content
+    return out
+
+
 def test_markdown_tables_keep_their_shape_and_no_string_becomes_markup(tmp_path):
     markdown_it = pytest.importorskip("markdown_it")
     result = hostile_run(tmp_path / "run.jsonl")
@@ -149,9 +163,12 @@ def test_markdown_tables_keep_their_shape_and_no_string_becomes_markup(tmp_path)
         tokens = parser.parse(text)
         assert not [t for t in tokens if t.type == "html_block"]
         inline = [c for t in tokens if t.type == "inline" for c in t.children or []]
-        assert not [c for c in inline if c.type in ("html_inline", "link_open", "image", "code_inline", "strong_open",
-                                                        "em_open", "s_open")
-                    and c.content not in ("report.failures()",)], [c for c in inline if c.type == "html_inline"]
+        assert not [c for c in inline if c.type in ("html_inline", "link_open", "image", "s_open")], \
+            [c for c in inline if c.type == "html_inline"]
+        # gnnmon's own text may be bold or code (a busy machine's finding); the user's never is:
+        # its payloads **bold**, `code` and _x_ would come out as exactly these spans
+        assert not [c for c in inline if c.type == "code_inline" and c.content == "code"]
+        assert not [span for span in _spans(inline) if span in ("bold", "x")], _spans(inline)
         # every table: as many cells in each row as in its head
         shape: list[int] = []
         for t in tokens:
