@@ -8,7 +8,7 @@ was, so each probe can aim at the limit itself:
    the largest graphs summed, or the items per batch of the largest batches measured times the
    size — is forecast under the target, its growing part scaled by what the last probe measured
    against its forecast (a peak that grows slower than the model says, as a sampled batch's does
-   where it covers much of the graph, is aimed past, not crept up on); never beyond
+   where it covers much of the graph, is aimed further out); never beyond
    :data:`REACH` times the largest size that ran;
 2. the step runs once on the heaviest of a few batches of that size (the probe);
 3. a probe that stays under the target raises the floor, and its row refits the model; one that

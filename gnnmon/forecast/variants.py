@@ -41,7 +41,7 @@ def graph_of(loader: Any) -> Any | None:
     return data
 
 
-WHY_NOT = ("no twin: the batch does not name each graph node once (n_id; disjoint sampling repeats them) "
+WHY_NOT = ("the batch does not name each graph node once (n_id; disjoint sampling repeats them) "
            "or carries an edge attribute the graph does not hold")
 """What a calibration says where :func:`denser` gives None."""
 
