@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     same = [out / f"same{i}.jsonl" for i in range(runs)]
-    slow = [out / f"planted{i}.jsonl" for i in range(runs // 2 if args.planted is None or args.tiny else args.planted)]
+    planted_runs = runs // 2 if args.planted is None or args.tiny else args.planted
+    slow = [out / f"planted{i}.jsonl" for i in range(planted_runs)]
     seconds = [one_run(p, scale, 0.0) for p in same] + [one_run(p, scale, 0.10) for p in slow]
     pairs = [gate([same[i]], [same[i + 1]]) for i in range(0, runs, 2)]
     planted = [gate([same[2 * i]], [slow[i]]) for i in range(min(len(slow), runs // 2))]

@@ -283,7 +283,7 @@ def _run(step: Callable[[Any], Any], batch: Any) -> str | None:
         if not is_oom(exc):
             raise
         _free_device_cache()
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        return _first_line(exc)
     return None
 
 
