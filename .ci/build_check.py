@@ -25,7 +25,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE_DATA = ("gnnmon/py.typed", "gnnmon/report/page.js", "gnnmon/report/page.css")
+PACKAGE_DATA = ("gnnmon/py.typed", "gnnmon/report/renderers/page.js", "gnnmon/report/renderers/page.css")
 """Files that are not Python modules and must travel with the package."""
 DEV_TOOLS = ("pytest", "hypothesis", "selenium", "ruff", "mypy", "mkdocs", "build", "twine")
 """Developer tooling: in dependency groups, never in the wheel's requirements or extras."""

@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
-from gnnmon.report.cross_rank import OUTSIDE
+from gnnmon.report.compare.cross_rank import OUTSIDE
 from play.ddp_gcn import BACKWARD_STEP, slept_s
 from tests.record.test_distributed import run_job
 
@@ -66,7 +66,7 @@ def main() -> None:
                     print(f"run {i}: a rank failed: {procs[-1].stderr[-500:]}", flush=True)
                     continue
                 run = gnnmon.load(Path(d) / "job.jsonl")
-                job = run.report().cross_rank()
+                job = gnnmon.Report(run).cross_rank()
             slept = slept_s(procs[1].stderr)
             held, other = held_s(run.records, slept), held_s(run.records, 0.0, rank=0)
             plant = [s for s in job["spikes"] if s["index"] == BACKWARD_STEP and s["slowest_rank"] == 1

@@ -12,7 +12,7 @@ measures another gnnmon (an earlier commit) the same way, for before/after.
   ``stop()`` has written every row, minus a loop of bare calls, per call.
 * Report: each in a fresh process, as a user runs it (from the interpreter's start, imports
   included), time and peak RSS above the interpreter's own: a ``json.loads`` of every line of the
-  file (the floor: reading it), then ``gnnmon.load(path).report().markdown()``; three rounds (one
+  file (the floor: reading it), then ``gnnmon.Report(gnnmon.load(path)).markdown()``; three rounds (one
   with ``--quick``), one after the other, and the median of the rounds' ratios.
 """
 
@@ -146,11 +146,11 @@ if kind == "json":
     what = f"{n} lines"
 elif kind == "compare":  # gnnmon compare BASE NEW as the command runs it, imports included
     import gnnmon
-    text = gnnmon.load(path).report().compare(gnnmon.load(sys.argv[4]).report()).markdown()
+    text = gnnmon.Report(gnnmon.load(path)).compare(gnnmon.Report(gnnmon.load(sys.argv[4]))).markdown()
     what = f"{len(text)} characters of markdown"
 else:  # as a user runs it: gnnmon's imports count
     import gnnmon
-    text = gnnmon.load(path).report().markdown()
+    text = gnnmon.Report(gnnmon.load(path)).markdown()
     what = f"{len(text)} characters of markdown"
 seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -188,7 +188,7 @@ def report_costs(path: Path, rounds: int = ROUNDS) -> dict[str, Any]:
     def median(runs: list[dict[str, Any]]) -> dict[str, Any]:
         return {**runs[0], **{k: statistics.median(r[k] for r in runs) for k in ("seconds", "cpu_s", "peak_mib")}}
 
-    return {"json.loads of every line": median(floor), "gnnmon.load(path).report().markdown()": median(ours),
+    return {"json.loads of every line": median(floor), "gnnmon.Report(gnnmon.load(path)).markdown()": median(ours),
             "ratio": statistics.median(ratios), "rounds": rounds}
 
 
@@ -257,7 +257,7 @@ def tables(results: dict[str, Any]) -> list[str]:
         out += ["", f"Report of a {size} file, each side in a fresh process from the interpreter's start (gnnmon's "
                     f"imports included), median of {costs['rounds']} interleaved rounds:", "",
                 "| what | seconds | CPU seconds | peak RSS above the interpreter MiB |", "| --- | ---: | ---: | ---: |"]
-        for what in ("json.loads of every line", "gnnmon.load(path).report().markdown()"):
+        for what in ("json.loads of every line", "gnnmon.Report(gnnmon.load(path)).markdown()"):
             r = costs[what]
             out.append(f"| {what} | {r['seconds']:.2f} | {r['cpu_s']:.2f} | {r['peak_mib']:.0f} |")
         out.append(f"| ratio (median of the rounds') | {costs['ratio']:.2f}x | | |")

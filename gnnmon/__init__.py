@@ -86,6 +86,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'gnnmon' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # the next use is a plain attribute
+    if module.startswith("gnnmon.data.") and "Report" not in globals():
+        __getattr__("Report")  # a loaded result's deprecated .report() needs the report stage imported
     return value
 
 

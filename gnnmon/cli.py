@@ -18,11 +18,10 @@ from gnnmon.data.load import load
 from gnnmon.errors import ReportFileError
 from gnnmon.figures import MEM_PEAK, reference
 from gnnmon.report import Report
-from gnnmon.report.compare import band
-from gnnmon.report.compare_text import said, where
-from gnnmon.report.comparison import Comparison
-from gnnmon.report.csv_export import write_csv
-from gnnmon.report.exports import EXPORTS
+from gnnmon.report.compare.comparison import Comparison
+from gnnmon.report.compare.lines import band
+from gnnmon.report.compare.text import said, where
+from gnnmon.report.exports import EXPORTS, STDOUT, find, names
 
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
 
@@ -62,20 +61,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument("path", metavar="RUN", help="a run's .jsonl file; for a distributed job the path its "
                      "ranks were given, any rank's file, a glob of them or their folder")
     rep.add_argument("--format", choices=("markdown", "csv"), default="markdown",
-                     help="markdown: the report (default); csv: one line per row, lists and dicts as JSON")
+                     help="markdown: the report (default); csv: one line per row, lists and dicts as JSON "
+                     "(the same as gnnmon export csv RUN -o -)")
     rep.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     rep.add_argument("--html", metavar="OUT", help="also write the report as one self-contained page to open in a "
                      "browser (timeline, memory per call, the whole report; works offline)")
     rep.add_argument("--by", metavar="MARKER", help="one report per value of a marker the rows carry (e.g. "
                      "config), in natural order; spikes judged within each")
-    exp = sub.add_parser("export", help="write a run for another tool: " + ", ".join(EXPORTS), epilog=EXITS["export"],
+    kinds = names()  # registered, and declared by packages (imported when chosen)
+    whats = {name: EXPORTS[name].what if name in EXPORTS else "a package's export" for name in kinds}
+    exp = sub.add_parser("export", help="write a run for another tool: " + ", ".join(kinds), epilog=EXITS["export"],
                          description="Write a run for another tool or reader. " + " ".join(
-                             f"{name}: {e.what}." for name, e in EXPORTS.items()))
-    exp.add_argument("kind", choices=tuple(EXPORTS), help="what to write: " + "; ".join(
-        f"{name}: {e.what}" for name, e in EXPORTS.items()))
+                             f"{name}: {what}." for name, what in whats.items()))
+    exp.add_argument("kind", choices=kinds, help="what to write: " + "; ".join(
+        f"{name}: {what}" for name, what in whats.items()))
     exp.add_argument("path", metavar="RUN", help="a run's .jsonl file, or a distributed job's files as for report")
     exp.add_argument("-o", "--output", required=True, metavar="OUT",
-                     help="the file to write (the TensorBoard export: its log folder)")
+                     help=f"the file to write (the TensorBoard export: its log folder); {STDOUT}: the standard "
+                     "output, for the exports that write streams (csv, trace)")
     exp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
     fc = sub.add_parser("forecast", help="fit a run's memory model and print the batch budgets for a device",
                         epilog=EXITS["forecast"], description=(
@@ -165,11 +168,7 @@ def _command(args: argparse.Namespace) -> int:
         print(f"gnnmon: {exc}", file=sys.stderr)
         return 2
     if args.format == "csv":
-        try:
-            write_csv(run, sys.stdout)
-        except BrokenPipeError:
-            return _reader_gone()
-        return _write("")
+        return _export(report, "csv", STDOUT)
     return _write(report.markdown(by=args.by))
 
 
@@ -287,12 +286,22 @@ def _forecast(report: Any, args: argparse.Namespace) -> int:
 
 
 def _export(report: Any, kind: str, output: str) -> int:
+    """Write the export ``kind`` to ``output`` (``-``: stdout, flushed; SIGPIPE_EXIT when its reader
+    went away); what was written goes to stderr, or why not (2)."""
+    to_stdout = output == STDOUT
     try:
+        if to_stdout and not hasattr(find(kind), "write_stream"):
+            raise ValueError(f"the {kind} export writes files only: give -o a path")
         what = report.export(kind, output)
-    except (OSError, ImportError) as exc:
+        if to_stdout:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_gone()
+    except (OSError, ImportError, ValueError) as exc:
         print(f"gnnmon: cannot write {output}: {exc}", file=sys.stderr)
         return 2
-    print(f"gnnmon: wrote {what} to {output}", file=sys.stderr)
+    if not to_stdout:  # on stdout the export is the output: a CSV's reader gets CSV only
+        print(f"gnnmon: wrote {what} to {output}", file=sys.stderr)
     return 0
 
 

@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon.integrations.pyg_sampler import neighbor_loader
-from gnnmon.report.memory_model import format_bytes
+from gnnmon.report.memory.model import format_bytes
 from play.memory_forecast import sage_graph, sage_step, train
 from play.models import SAGE
 

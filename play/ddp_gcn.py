@@ -147,7 +147,7 @@ def main() -> None:
         del heap
     job = gnnmon.gather(run)
     if job is not None:
-        spikes = job.report().cross_rank()["spikes"]
+        spikes = gnnmon.Report(job).cross_rank()["spikes"]
         print(json.dumps([[s["index"], s["slowest_rank"], s["cause"]] for s in spikes]))
     # Every rank waits for rank 0's report before any tears the group down: a rank that destroys
     # it and exits while another still holds its connections can make gloo abort the other

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     graphs = FakeDataset(num_graphs=1024, avg_num_nodes=40, num_channels=16, num_classes=4, task="graph")
     for name, batch_size, repeat in (("base", 32, 1), ("bigger", 64, 1), ("slower", 32, 2)):
         train(out / f"{name}.jsonl", batch_size, repeat, graphs)
-    print(gnnmon.load(out / "base.jsonl").report().markdown().split("### train_step")[0])
+    print(gnnmon.Report.load(out / "base.jsonl").markdown().split("### train_step")[0])
     return 0
 
 

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=8))
     else:
         trainer.fit(model, train, val)
-    report = gnnmon.load(path).report()
+    report = gnnmon.Report.load(path)
     print(report.markdown())
     trace = report.to_trace(out / "lightning.trace.json")
     scalars = report.to_tensorboard(out / "lightning_tb")

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon.integrations.pyg_sampler import link_neighbor_loader, neighbor_loader
-from gnnmon.report.memory_model import format_bytes
+from gnnmon.report.memory.model import format_bytes
 from play.models import GCN, SAGE
 from play.synthetic import FLICKR, QM9, GraphSpec, molecules, planted_partition
 

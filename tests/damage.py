@@ -187,7 +187,7 @@ def unreadable(case: Case) -> bool:
 def python_api(path: Path, strict: bool, out: Path, plot: bool = False) -> None:
     """Everything the Python API reads a run file into (raises what escapes)."""
     run = gnnmon.load(path, strict=strict)
-    report = run.report()
+    report = gnnmon.Report(run)
     report.markdown()
     report.summary()
     report.spikes()

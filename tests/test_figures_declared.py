@@ -14,8 +14,8 @@ import torch
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase, track_compile
 from gnnmon.figures import FIGURES, UNITS, figure_of, reference
-from gnnmon.report.tensorboard import scalars
-from gnnmon.report.trace import chrome_trace
+from gnnmon.report.renderers.tensorboard import scalars
+from gnnmon.report.renderers.trace import chrome_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 2**20

@@ -4,8 +4,8 @@ what ``gnnmon.load`` uses) or merged from a distributed job's ranks (:meth:`RunR
 
 from __future__ import annotations
 
-import importlib
 import os
+import warnings
 from collections.abc import Callable, Iterable
 from itertools import compress
 from operator import methodcaller
@@ -18,14 +18,15 @@ from gnnmon.data.read import bad_row, read_chunks
 from gnnmon.data.schema import KIND, Damage, line_damage
 from gnnmon.data.schema import Damaged as _Damaged
 from gnnmon.data.table import Table
+from gnnmon.errors import GnnmonError
 
 _POP_TYPE = methodcaller("pop", "type", None)
 _LABEL = methodcaller("get", "label")
 _INDEX = methodcaller("get", "index")
 
-REPORTER = "gnnmon.report:Report"
-"""What :meth:`RunResult.report` makes (``"module:attribute"``, imported when first asked for):
-the report stage reads this stage, never the other way round."""
+REPORTERS: list[Callable[[RunResult], Any]] = []
+"""What the deprecated :meth:`RunResult.report` makes: ``gnnmon.report`` puts its ``Report`` here
+as it is imported (the report stage reads this stage, never the other way round)."""
 
 
 class RunResult:
@@ -102,9 +103,13 @@ class RunResult:
         return self.counters.points()
 
     def report(self) -> Any:
-        """A :class:`gnnmon.report.Report` over this result."""
-        module, _, name = REPORTER.partition(":")
-        return getattr(importlib.import_module(module), name)(self)
+        """Deprecated: ``gnnmon.Report(result)``, or ``gnnmon.Report.load(path)`` for a file (a plain
+        result knows no report). Still a :class:`gnnmon.report.Report` over this result."""
+        warnings.warn("RunResult.report() is deprecated: use gnnmon.Report(result), or gnnmon.Report.load(path)",
+                      DeprecationWarning, stacklevel=2)
+        if not REPORTERS:
+            raise GnnmonError("no report stage is imported: use gnnmon.Report(result)")
+        return REPORTERS[-1](self)
 
     @classmethod
     def read(cls, path: str | os.PathLike[str], *, strict: bool = True,

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gnnmon.report.memory_model import format_bytes
+from gnnmon.report.memory.model import format_bytes
 
 
 @dataclass(frozen=True)

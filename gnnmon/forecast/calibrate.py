@@ -42,7 +42,7 @@ from gnnmon.forecast.search import BatchSizeSearch, Probe, search
 from gnnmon.forecast.shapes import item_sizes
 from gnnmon.measure.memory_fields import CACHED_NOTE
 from gnnmon.record.active import collect
-from gnnmon.report.memory_model import MemoryModel, prime
+from gnnmon.report.memory.model import MemoryModel, prime
 
 SIZES = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 """Batch sizes tried, as multiples of the loader's batch size (smallest first)."""
@@ -114,7 +114,7 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     ``model`` goes to :func:`gnnmon.forecast`). ``restore``: objects with ``state_dict`` (the model,
     the optimizer) put back as they were afterwards. The first batch is a warm-up, left out of the
     fit. The rows go to a run of their own (in memory), not to the run you are collecting.
-    The fit's numerical routines run once before the first step (:func:`~gnnmon.report.memory_model.prime`):
+    The fit's numerical routines run once before the first step (:func:`~gnnmon.report.memory.model.prime`):
     the host memory their first call keeps is then in the constant the calibration measures.
     ``capacity`` (bytes, ``"80GiB"`` or a device): then up to ``probes`` probes find the largest
     batch size whose heaviest batch (of ``candidates`` drawn) peaks under ``fraction`` of it, to

@@ -2,7 +2,7 @@
 that keep the worst batch under a target share of the device's memory.
 
 The model forecasts the absolute peak (:data:`~gnnmon.figures.MEM_PEAK` against nodes, edges and graphs; see
-:mod:`gnnmon.report.memory_model`), so a batch fits when its forecast upper bound is under the
+:mod:`gnnmon.report.memory.model`), so a batch fits when its forecast upper bound is under the
 capacity. Budgets are found by bisection on the model's upper bound:
 
 * ``max_num_nodes`` / ``max_num_edges``: the largest ``max_num`` of PyG's ``DynamicBatchSampler``
@@ -36,7 +36,7 @@ from gnnmon.figures import MEM_PEAK, RSS_PEAK
 from gnnmon.forecast.budget import Budget
 from gnnmon.forecast.shapes import batch_shapes, item_sizes
 from gnnmon.report import Report
-from gnnmon.report.memory_model import MemoryModel, format_bytes
+from gnnmon.report.memory.model import MemoryModel, format_bytes
 
 _SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 _FACTOR = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -270,7 +270,7 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
              top: int = 10, progress: bool | None = None, anchor: Any = "auto") -> Forecast:
     """Forecast the peak of every batch ``loader_or_dataset`` would make (a ``NeighborLoader``, a
     ``DataLoader`` over graphs, a dataset, one graph — the full-batch step —, or batches / shape dicts; see
-    :mod:`gnnmon.forecast.shapes`) with ``model``: a :class:`~gnnmon.report.memory_model.MemoryModel`
+    :mod:`gnnmon.forecast.shapes`) with ``model``: a :class:`~gnnmon.report.memory.model.MemoryModel`
     of the absolute peak, or a run (a path, a RunResult, a Report) to fit one from (``label``:
     which step). ``capacity``: bytes, ``"80GiB"`` or a device whose memory it is. The model is
     never asked to run: shapes only.
@@ -278,7 +278,7 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     ``anchor``: the memory the device holds when the step starts. The model's constant is what it
     held at its fitted steps' start; where it holds more now (on the CPU the constant is the whole
     process's RSS, which grows as the process runs), every forecast is raised by the difference
-    (:meth:`~gnnmon.report.memory_model.MemoryModel.anchored`), never lowered. ``"auto"``: read
+    (:meth:`~gnnmon.report.memory.model.MemoryModel.anchored`), never lowered. ``"auto"``: read
     the device now when this process recorded the model's rows (a calibration, or a run's report
     in the same process); ``True``: read it whatever process recorded them; bytes: that much;
     ``False``: the model as fitted."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gnnmon.forecast.forecast import largest
-from gnnmon.report.memory_model import MemoryModel, format_bytes
+from gnnmon.report.memory.model import MemoryModel, format_bytes
 
 REACH = 8
 """A probe aims at most this many times the largest size that ran (a forecast further out is a

@@ -1,15 +1,21 @@
 """The exports, by name: each is a registered object with a ``name``, what it writes (``what``) and
 ``write(result, out) -> str`` (what it wrote, in words) over a run's plain result
-(:class:`~gnnmon.data.result.RunResult`). ``Report.export(name, out)``, ``Report.to_*`` and
-``gnnmon export NAME RUN -o OUT`` read :data:`EXPORTS`; a module of its own with one
-:func:`register_export` call adds an export (the built-in ones register as ``gnnmon.report`` is
-imported: ``trace``, ``tensorboard``, ``html``, ``csv``)."""
+(:class:`~gnnmon.data.result.RunResult`); one that can write to a stream also has
+``write_stream(result, stream) -> str`` (``gnnmon export NAME RUN -o -`` writes to stdout).
+
+Every door goes through :func:`export`: ``Report.export(name, out)``, the ``Report.to_*`` aliases,
+``gnnmon export`` and ``gnnmon report --format csv``. A module of its own with one
+:func:`register_export` call adds an export (the built-in ones, in :mod:`gnnmon.report.renderers`,
+register as ``gnnmon.report`` is imported); a package's export not imported yet is found through
+its entry point in the group :data:`ENTRY_POINTS`, as sinks are."""
 
 from __future__ import annotations
 
 import os
+import sys
+from importlib import metadata
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TextIO, runtime_checkable
 
 from gnnmon.data.result import RunResult
 
@@ -27,8 +33,26 @@ class Export(Protocol):
         """Write ``result`` to ``out``; returns what was written, in words."""
 
 
+class Written(str):
+    """What an export wrote, in words (``"1,200 scalars"``), and how many things (``n``)."""
+
+    n: int
+
+    def __new__(cls, count: int, unit: str) -> Written:
+        made = super().__new__(cls, f"{count:,} {unit}")
+        made.n = count
+        return made
+
+
 EXPORTS: dict[str, Export] = {}
 """name -> export, in the order they were registered."""
+
+ENTRY_POINTS = "gnnmon.exports"
+"""The entry-point group that names packages' exports: ``name = "module:attribute"`` (the module
+registers its export as it is imported; the attribute is the export, or its class)."""
+
+STDOUT = "-"
+"""The ``out`` that means the standard output (exports with ``write_stream``)."""
 
 
 def register_export(export: Export) -> Export:
@@ -39,11 +63,38 @@ def register_export(export: Export) -> Export:
     return export
 
 
-def export(name: str, result: RunResult, out: str | os.PathLike[str]) -> str:
-    """Write ``result`` with the export ``name`` to ``out`` (its folder is made if missing);
-    returns what was written, in words."""
+def _declared() -> dict[str, metadata.EntryPoint]:
+    """The exports packages declare as entry points, by name."""
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINTS)}
+
+
+def names() -> list[str]:
+    """Every export's name: those registered, then those only declared by a package."""
+    return list(EXPORTS) + sorted(set(_declared()) - set(EXPORTS))
+
+
+def find(name: str) -> Export:
+    """The export ``name``: registered, or imported through its entry point."""
     found = EXPORTS.get(name)
     if found is None:
-        raise ValueError(f"no export named {name!r}; the exports: {', '.join(EXPORTS)}")
+        declared = _declared()
+        if name not in declared:
+            raise ValueError(f"no export named {name!r}; the exports: {', '.join(names())}")
+        loaded: Any = declared[name].load()  # imports its module, which registers it
+        found = EXPORTS.get(name) or register_export(loaded() if isinstance(loaded, type) else loaded)
+    return found
+
+
+def export(name: str, result: RunResult, out: str | os.PathLike[str], stream: TextIO | None = None) -> str:
+    """Write ``result`` with the export ``name`` to ``out`` (its folder is made if missing; ``"-"``:
+    to ``stream``, the standard output by default, for an export that writes streams); returns what
+    was written, in words."""
+    found = find(name)
+    if str(out) == STDOUT:
+        write_stream = getattr(found, "write_stream", None)
+        if write_stream is None:
+            raise ValueError(f"the {name} export writes files only: give it a path, not {STDOUT!r}")
+        words: str = write_stream(result, sys.stdout if stream is None else stream)
+        return words
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     return found.write(result, out)

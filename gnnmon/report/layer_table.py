@@ -24,7 +24,7 @@ import numpy as np
 
 from gnnmon.data.table import Part, Table
 from gnnmon.figures import LAYER_FIGURES, MEM_PEAK_DELTA, layer_field
-from gnnmon.report.memory_model import format_bytes
+from gnnmon.report.memory.model import format_bytes
 
 EDGE_BOUND = 0.5
 """Messages at least this share of the layer's forward peak: edge-bound."""

@@ -27,7 +27,7 @@ from gnnmon.figures import (
     TEXT,
     unit_of,
 )
-from gnnmon.report.diagnosis_text import diagnosis_lines
+from gnnmon.report.diagnosis.text import diagnosis_lines
 from gnnmon.report.stats import STATS
 from gnnmon.report.text import md
 

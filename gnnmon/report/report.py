@@ -4,33 +4,34 @@ renderers (markdown, frames, the timeline figure) sit in modules of their own.""
 from __future__ import annotations
 
 import bisect
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gnnmon.data.column import sorted_numbers
 from gnnmon.data.format import printable
+from gnnmon.data.load import load
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table, returned
 from gnnmon.fields import is_number, row_key
 from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK_DELTA
 from gnnmon.report import analysis  # the module: Report calls its functions by name
-from gnnmon.report.comparison import Comparison, run_name
-from gnnmon.report.cross_rank import cross_rank
-from gnnmon.report.diagnosis import diagnose
-from gnnmon.report.diagnosis_text import diagnosis_lines
+from gnnmon.report.compare.comparison import Comparison, run_name
+from gnnmon.report.compare.cross_rank import cross_rank
+from gnnmon.report.diagnosis.findings import diagnose
+from gnnmon.report.diagnosis.text import diagnosis_lines
 from gnnmon.report.energy_balance import result_balance
 from gnnmon.report.energy_totals import energy_summary
 from gnnmon.report.exports import export
 from gnnmon.report.frames import rows_frame, summary_frame, table_frame
 from gnnmon.report.layer_table import layer_table
 from gnnmon.report.markdown import MAX_TABLE, ending_lines, header_lines, render_markdown
-from gnnmon.report.memory_model import MemoryModel, fit
-from gnnmon.report.oom_report import oom_report
+from gnnmon.report.memory.model import MemoryModel, fit
+from gnnmon.report.memory.oom import oom_report
+from gnnmon.report.renderers.timeline_plot import plot_timeline
+from gnnmon.report.renderers.trace import chrome_trace
 from gnnmon.report.stats import describe
-from gnnmon.report.tensorboard import write_tensorboard
 from gnnmon.report.text import md
-from gnnmon.report.timeline_plot import plot_timeline
-from gnnmon.report.trace import chrome_trace
 
 __all__ = ["MAX_TABLE", "Report"]
 
@@ -43,7 +44,7 @@ def _natural(value: Any) -> tuple[int, float, str]:
 
 class Report:
     """Explains a run: ``Report(result)`` over a run's plain result (``run.result()``,
-    ``gnnmon.load(path)``; :meth:`gnnmon.Run.report` makes one), or ``Report(rows, manifest=...,
+    ``gnnmon.load(path)``; :meth:`gnnmon.Run.report` makes one), ``Report.load(path)`` over a file, or ``Report(rows, manifest=...,
     gc_events=..., samples=..., markers=...)`` over rows given as dicts (made into a
     :class:`~gnnmon.data.result.RunResult`: the one thing a report and its exports read)."""
 
@@ -69,6 +70,12 @@ class Report:
         self.samples = source.samples
         self.markers = source.markers
         self._balance: dict[str, dict[str, Any]] | None = None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, strict: bool = True, job: bool = True) -> Report:
+        """The report over a run file (or a distributed job's files): ``gnnmon.load`` with the same
+        options (see :func:`gnnmon.data.load.load`), then ``Report(result)``."""
+        return cls(load(path, strict=strict, job=job))
 
     @property
     def energy_balance(self) -> dict[str, dict[str, Any]]:
@@ -185,7 +192,7 @@ class Report:
     def cross_rank(self, **options: Any) -> dict[str, Any]:
         """For a distributed job's rows (``gnnmon.load`` of its files): per step the slowest rank,
         its delay, the time the others waited and why; stragglers; per-rank summaries (see
-        :func:`gnnmon.report.cross_rank.cross_rank`). ``{}`` for a single process."""
+        :func:`gnnmon.report.compare.cross_rank.cross_rank`). ``{}`` for a single process."""
         if not any("rank" in part.cols for part in self.table.parts.values()):
             return {}
         return cross_rank(self.records, self.manifest, **options)
@@ -202,7 +209,7 @@ class Report:
         the shape fields to fit on (per type for a ``HeteroData`` batch: ``num_nodes__paper`` ...).
         The model's ``predict(num_nodes=..., num_edges=...)`` gives bytes and an upper bound at
         ``confidence``; ``summary()`` says it in words, or why it cannot be trusted. See
-        :mod:`gnnmon.report.memory_model`."""
+        :mod:`gnnmon.report.memory.model`."""
         pid = (self.manifest or {}).get("pid")
         return fit(self.table, label, figure, device=device, warmup=warmup, terms=terms, confidence=confidence,
                    pid=pid if isinstance(pid, int) else None)
@@ -217,38 +224,39 @@ class Report:
     def oom(self) -> list[dict[str, Any]]:
         """The calls that ran out of memory: each one's batch shape (and against its label's median),
         the device's memory at the failure, the forecast for that batch, the largest batch that
-        fit, the allocation-history snapshot, and ``words`` (see :mod:`gnnmon.report.oom_report`)."""
+        fit, the allocation-history snapshot, and ``words`` (see :mod:`gnnmon.report.memory.oom`)."""
         return oom_report(self.table)
 
     def plot_timeline(self, path: Any = None, **options: Any) -> Any:
         """Utilisation and memory samples over time with rows, GC events and markers under them
         (a matplotlib Figure; saved as PNG if ``path`` is given; see
-        :func:`gnnmon.report.timeline_plot.plot_timeline`)."""
+        :func:`gnnmon.report.renderers.timeline_plot.plot_timeline`)."""
         options.setdefault("markers", self.markers)
         return plot_timeline(self.records, self.samples, self.gc_events, path, **options)
 
     def to_trace(self, path: Any = None) -> dict[str, Any]:
         """The run as a Chrome trace (rows, phases, GC pauses, markers and samples on one time
         axis; open it in ui.perfetto.dev); written as JSON if ``path`` is given. See
-        :mod:`gnnmon.report.trace`."""
+        :mod:`gnnmon.report.renderers.trace`."""
         if path is not None:
-            export("trace", self.result, path)
+            self.export("trace", path)
         return chrome_trace(self.result)
 
     def to_html(self, path: Any) -> str:
         """Write the run as one self-contained page to open in a browser (works offline): header,
         zoomable timeline, memory per call with its forecast, the whole report; see
-        :mod:`gnnmon.report.html`. Returns what was written."""
-        return export("html", self.result, path)
+        :mod:`gnnmon.report.renderers.html`. Returns what was written."""
+        return self.export("html", path)
 
     def to_tensorboard(self, logdir: Any) -> int:
-        """Write the rows' figures and the sampled timeline as TensorBoard scalars under
-        ``logdir`` (per label, at each call number); returns how many were written."""
-        return write_tensorboard(self.result, logdir)
+        """``export("tensorboard", logdir)``: the rows' figures and the sampled timeline as
+        TensorBoard scalars under ``logdir`` (per label, at each call number); returns how many."""
+        return getattr(self.export("tensorboard", logdir), "n", 0)
 
     def export(self, name: str, out: Any) -> str:
-        """Write the run with the export ``name`` (``trace``, ``tensorboard``, ``html``, ``csv``; see
-        :data:`gnnmon.report.exports.EXPORTS`) to ``out``; returns what was written."""
+        """Write the run with the export ``name`` (``trace``, ``tensorboard``, ``html``, ``csv``, or one
+        a package registers; see :mod:`gnnmon.report.exports`) to ``out`` (``"-"``: the standard
+        output, for an export that writes streams); returns what was written, in words."""
         return export(name, self.result, out)
 
     def diagnosis(self) -> list[dict[str, Any]]:
@@ -256,7 +264,7 @@ class Report:
         ``kind``, ``label``, ``share`` (of the run's time, or of the memory: ``of``), ``at_stake``
         (seconds or bytes), ``words``, ``evidence`` (figure, value, unit, where it was measured) and
         ``next``; [] when nothing stands out beyond the run's own noise. See
-        :mod:`gnnmon.report.diagnosis`."""
+        :mod:`gnnmon.report.diagnosis.findings`."""
         return diagnose(self)
 
     def compare(self, other: Report, *, max_slowdown: float | None = None,
@@ -264,7 +272,7 @@ class Report:
         """This run (the base) against ``other`` (the new one): per label and phase, time per step
         and per 1,000 nodes and edges, peak memory and the memory models, GC, recompilations, data
         wait and energy per graph, each with a verdict against both runs' noise; the limits (shares:
-        0.05 is 5 %) decide which judged lines are regressions. See :mod:`gnnmon.report.compare`."""
+        0.05 is 5 %) decide which judged lines are regressions. See :mod:`gnnmon.report.compare.lines`."""
         return Comparison(self.table, other.table, run_name(self.manifest, "BASE"), run_name(other.manifest, "NEW"),
                           max_slowdown=max_slowdown, max_memory_growth=max_memory_growth)
 

@@ -61,7 +61,7 @@ def test_a_disk_that_fills_and_frees_again_leaves_whole_lines_and_says_what_it_l
     assert [r["index"] for r in loaded.records] == list(range(20)) + list(range(40, 60))
     assert loaded.complete and loaded.end["lines_lost"] == 20
     assert "No space left" in loaded.end["write_errors"][0]
-    text = loaded.report().markdown()
+    text = gnnmon.Report(loaded).markdown()
     assert "20 lines of this run were lost" in text and "No space left" in text
 
 

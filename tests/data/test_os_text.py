@@ -66,16 +66,16 @@ def test_a_run_given_os_text_everywhere_reads_back_equal_and_reports(tmp_path):
     assert loaded.config == {"ckpt": OS_NAME, OS_NAME: LONE, "argv": [OS_NAME]}
     assert any(m.get("value") == LONE for m in loaded.markers)
 
-    text = loaded.report().markdown()
+    text = gnnmon.Report(loaded).markdown()
     text.encode("utf-8")  # printable: no lone surrogate left in what is shown
     assert "ckpt_caf\\udce9.pt" in text  # shown escaped, as Python's backslashreplace writes it
     run.report().markdown().encode("utf-8")  # the live run's report too
 
     csv_path = tmp_path / "rows.csv"
-    loaded.report().export("csv", csv_path)
+    gnnmon.Report(loaded).export("csv", csv_path)
     with open(csv_path, newline="", encoding="utf-8") as f:
         assert next(csv.DictReader(f))["label"] == "step ckpt_caf\\udce9.pt"
-    trace = loaded.report().to_trace(tmp_path / "trace.json")
+    trace = gnnmon.Report(loaded).to_trace(tmp_path / "trace.json")
     json.loads((tmp_path / "trace.json").read_text(encoding="utf-8"))
     assert trace
 

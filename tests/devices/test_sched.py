@@ -148,7 +148,7 @@ def _job(plant: dict[int, dict[str, float]], steps: int = 30, queued: bool = Fal
 
 
 def test_the_cross_rank_report_tells_preemption_a_sleep_and_compute_apart():
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     job = cross_rank(_job({
         5: {"arrive": 0.008, "arrive_preempted": 2},  # descheduled between steps
@@ -174,7 +174,7 @@ def test_a_row_that_ends_late_is_one_delay_not_also_the_next_steps_arrival():
     off the CPU while it waited no more than usual (step 8), it slept there (step 14), or its one
     usual wait, the all-reduce's, ran long (step 20). Each is one verdict at that step; the next
     step, which it starts that much later, is not late."""
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     plant = {8: {"tail": 0.008, "tail_preempted": 1}, 14: {"tail": 0.010, "tail_waits": 1}, 20: {"tail": 0.007}}
     job = cross_rank(_job(plant))
@@ -196,7 +196,7 @@ def test_a_wait_every_rank_made_is_a_collective_and_a_wait_of_one_rank_is_its_ow
     """Before their buckets, both ranks gave the CPU up at step 1 (DDP's bucket rebuild, a
     broadcast), rank 1 for 8 ms longer: its collective ended late, not a spike. At step 9 rank 1
     alone waited (a sleep in its backward): waiting, a spike, although rank 0 waited at step 1."""
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     job = cross_rank(_job({1: {"late": 0.008, "late_waits": 1, "others_late_waits": 2},
                            9: {"late": 0.030, "late_waits": 1}}))
@@ -209,7 +209,7 @@ def test_a_wait_every_rank_made_is_a_collective_and_a_wait_of_one_rank_is_its_ow
 
 
 def test_without_counters_the_causes_are_what_they_were():
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     rows = [{k: v for k, v in r.items() if "thread" not in k and k != "before_s"}
             for r in _job({11: {"late": 0.080, "late_waits": 1}, 23: {"late": 0.012, "late_preempted": 3}})]
@@ -272,7 +272,7 @@ def test_a_sleep_in_one_ranks_forward_is_its_wait_not_a_collective_though_the_ot
     waits for it in the all-reduce of its backward, giving the CPU up three times more than usual.
     The delay is seen in a phase, whose window is the whole row: the others' extra waits there are
     their wait for rank 1, not a collective every rank made."""
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     job = cross_rank(_forward_sleep_rows(lambda slow, rank: {
         "thread_cpu_s": 0.019, "thread_preempted": 0,
@@ -299,7 +299,7 @@ def _forward_sleep_job(queued: bool) -> list[dict]:
 def test_with_run_queue_time_a_sleep_that_took_the_usual_waits_place_is_waiting_not_preempted():
     """Counting switches, the sleep looks like preemption (no more waits than usual, more
     preemptions); weighing time, 48 of its 50 extra ms off the CPU were given up."""
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     def cause(rows: list[dict]) -> tuple:
         job = cross_rank(rows)
@@ -315,7 +315,7 @@ def test_with_run_queue_time_the_larger_share_of_the_time_off_the_cpu_names_the_
     CPU up twice (a short read): preempted. Step 23: buckets 12 ms late, 11 ms queued, two waits:
     preempted. Step 11: buckets 80 ms late, given up (a sleep), four preemptions: waiting. Step
     17: computed. Counting switches instead, steps 5 and 23 would be waits."""
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     plant = {5: {"arrive": 0.008, "arrive_waits": 2, "arrive_queued": 0.0075},
              11: {"late": 0.080, "late_waits": 1, "late_preempted": 4, "late_queued": 0.002},
@@ -482,7 +482,7 @@ def test_late_buckets_whose_thread_computed_no_more_than_usual_are_not_called_co
     """At step 18 rank 0 reached its buckets 10 ms sooner than usual and rank 1 12 ms later, 6 ms
     more CPU and 6 ms more off it (half queued): a 22 ms spike of which neither the CPU nor the time
     off it is half. Its cause is "unexplained", not "compute"; 30 ms more CPU is "compute"."""
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     def plant(late_cpu: float) -> list[dict]:
         rows = _job({18: {"late": 0.012 if late_cpu < 0.012 else late_cpu, "late_cpu": late_cpu,

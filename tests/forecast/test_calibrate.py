@@ -327,7 +327,7 @@ def test_after_priming_a_fit_leaves_no_lasting_host_memory():
     import sys
 
     code = ("import numpy\n"
-            "from gnnmon.report.memory_model import prime\n"
+            "from gnnmon.report.memory.model import prime\n"
             "from gnnmon.report import Report\n"
             "rss = lambda: int(open('/proc/self/statm').read().split()[1]) * 4096\n"
             "prime(); before = rss()\n"

@@ -16,7 +16,7 @@ from gnnmon.cli import main
 from gnnmon.forecast.budget import Budget
 from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.forecast.shapes import batch_shapes
-from gnnmon.report.memory_model import UntrustedModelError
+from gnnmon.report.memory.model import UntrustedModelError
 
 pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data  # noqa: E402

@@ -9,7 +9,7 @@ import pytest
 
 from gnnmon.data.table import Table
 from gnnmon.forecast.search import search
-from gnnmon.report.memory_model import fit
+from gnnmon.report.memory.model import fit
 
 
 def planted(slope: float):

@@ -229,9 +229,9 @@ def test_a_two_rank_job_streams_to_prometheus_and_mlflow_at_once(tmp_path):
         finally:
             server.kill()
             server.wait()
-    from gnnmon.report.html import render
+    from gnnmon.report.renderers.html import render
 
-    page = render(gnnmon.load(work / "job.jsonl").report())  # the job's page: both ranks, the cross-rank view
+    page = render(gnnmon.Report.load(work / "job.jsonl"))  # the job's page: both ranks, the cross-rank view
     data = json.loads(page.split('id="gnnmon-data">')[1].split("</script>")[0])
     assert {e["pid"] for e in data["trace"]["traceEvents"] if e.get("cat") == "row"} == {0, 1}
     assert sum(e.get("cat") == "row" for e in data["trace"]["traceEvents"]) == 40 and data["ranks"] == 2

@@ -143,7 +143,7 @@ def test_a_row_inside_the_step_does_not_take_the_batch_and_a_loop_without_rows_l
 
 
 def test_a_rank_that_waited_for_its_batch_is_late_for_data_loading():
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     rows, t = [], 0
     for i in range(10):

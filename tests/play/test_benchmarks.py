@@ -103,7 +103,7 @@ def test_stream_benchmark_quick(tmp_path):
     (report,) = data["report"].values()
     lines = int(report["costs"]["json.loads of every line"]["what"].split()[0])
     assert lines >= 2004  # the manifest, 2,000 rows, 2 markers, the end line (and any GC events)
-    ours = report["costs"]["gnnmon.load(path).report().markdown()"]
+    ours = report["costs"]["gnnmon.Report(gnnmon.load(path)).markdown()"]
     assert "markdown" in ours["what"] and ours["torch"] is False  # reading a run loads no torch
     assert report["costs"]["rounds"] == 1 and report["costs"]["ratio"] > 0  # --quick: one round
 

@@ -19,6 +19,7 @@ from tests.importgraph import (
     ALLOWED,
     MAX_LINES,
     all_imports,
+    by_string,
     cycles,
     heavy,
     late,
@@ -121,6 +122,39 @@ def test_the_checks_catch_an_upward_and_a_late_import(tmp_path):
     ]
 
 
+def test_no_import_by_string_outside_the_packages_face():
+    """A module named in a string and imported later (``importlib.import_module``, a
+    ``"module:Name"`` table) is an arrow the other checks would not see. The face's table of public
+    names is read as imports of the face, which may import every stage."""
+    bad = by_string(all_imports(PACKAGE))
+    assert not bad, "imports by string:\n" + "\n".join(f"{i.source}:{i.line} imports {i.target}" for i in bad)
+    face = [i.target for i in all_imports(PACKAGE) if i.by_string and i.source == "gnnmon"]
+    assert "gnnmon.record.run" in face and "gnnmon.report" in face  # the lazy table, read as imports
+
+
+def test_the_checks_catch_a_planted_import_by_string(tmp_path):
+    copy = _copy_package(tmp_path)
+    _append(copy / "data" / "table.py", '\nMAKER = "gnnmon.record.run:Run"  # planted\n')
+    _append(copy / "report" / "stats.py",
+            "\n\ndef f(name):\n    import importlib\n    return importlib.import_module(name)  # planted\n")
+    _append(copy / "devices" / "cuda.py", '\nDOC = "see gnnmon.record.run"  # prose, not a module name\n')
+    found = {(i.source, i.target) for i in by_string(all_imports(copy))}
+    assert found == {("gnnmon.data.table", "gnnmon.record.run"), ("gnnmon.report.stats", "?")}
+    # the string one is an arrow like any other: up the flow from the data stage
+    assert ("gnnmon.data.table", "gnnmon.record.run") in {(i.source, i.target) for i in upward(all_imports(copy))}
+
+
+REPORT_FLOOR = 18
+"""Modules directly in ``gnnmon/report/`` (its ground floor), at most: the rest live in its wings."""
+
+
+def test_the_report_keeps_its_ground_floor_small_and_its_wings():
+    floor = sorted(p.stem for p in (PACKAGE / "report").glob("*.py"))
+    assert len(floor) <= REPORT_FLOOR, f"{len(floor)} modules in gnnmon/report/: {floor}"
+    wings = sorted(p.parent.name for p in (PACKAGE / "report").glob("*/__init__.py"))
+    assert wings == ["compare", "diagnosis", "memory", "renderers"]
+
+
 def test_the_stages_that_read_a_run_import_no_torch_and_no_pyg():
     found = heavy(PACKAGE)
     assert not found, "torch or PyG where runs are read:\n" + "\n".join(
@@ -148,7 +182,7 @@ import sys, tempfile, os
 import gnnmon
 from gnnmon.report.exports import EXPORTS
 run = gnnmon.load(sys.argv[1])
-report = run.report()
+report = gnnmon.Report(run)
 report.markdown(); report.summary(); report.spikes(); report.energy(); report.memory_model("train_step")
 out = tempfile.mkdtemp()
 for name in EXPORTS:
@@ -270,7 +304,7 @@ def test_a_file_written_before_the_move_loads_the_same(tmp_path):
     assert len(run.samples) == sum(o["type"] == "sample" for o in raw) == 5
     assert [m["kind"] for m in run.markers] == ["epoch", "epoch", "settings"]
     assert list(gnnmon.iter_rows(path)) == rows
-    summary = run.report().summary()
+    summary = gnnmon.Report(run).summary()
     assert summary["train_step"]["phase_forward_s"]["count"] == 6
     assert summary["inner"]["mem_peak_delta_bytes"]["count"] == 6
     assert {r["parent"] for r in run.records if r["label"] == "inner"} == {

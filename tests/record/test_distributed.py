@@ -292,7 +292,7 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
         assert [r["index"] for r in run.records if r["rank"] == rank] == list(range(20))
     offsets = [m["clock_offset_ns"] for m in run.manifest["ranks"]]
     assert offsets[0] == 0 and abs(offsets[1]) < 5e6  # one host, one clock: the estimate is the skew
-    job = run.report().cross_rank()
+    job = gnnmon.Report(run).cross_rank()
     steps = {s["index"]: s for s in job["steps"]}
     assert len(steps) == 20
     straggler, paused = steps[5], steps[12]
@@ -313,14 +313,14 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
     gathered = json.loads(procs[0].stdout.strip().splitlines()[-1])  # over the process group, no files
     assert gathered == [[s["index"], s["slowest_rank"], s["cause"]] for s in job["spikes"]]
     assert procs[1].stdout.strip() == ""  # only rank 0 gets the gathered job
-    text = run.report().markdown()
+    text = gnnmon.Report(run).markdown()
     assert "### Across ranks — 2 ranks, 20 matched step(s)" in text and "| step | 12 | 0 |" in text
     assert "| 0 | step | 20 |" in text and "| 1 | step | 20 |" in text  # per-rank summaries
     cli = subprocess.run([sys.executable, "-m", "gnnmon", "report", str(tmp_path / "job.jsonl")],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert cli.returncode == 0 and "| step | 5 | 1 |" in cli.stdout and "gc (rank 0)" in cli.stdout
     # the job's trace: one process per rank, each rank's steps on its own rows track
-    events = run.report().to_trace()["traceEvents"]
+    events = gnnmon.Report(run).to_trace()["traceEvents"]
     names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
     assert names == {0: "rank 0", 1: "rank 1"}
     slow = next(e for e in events if e.get("cat") == "row" and e["pid"] == 1 and e["args"]["index"] == 5
@@ -359,7 +359,7 @@ def test_gc_controlled_collects_after_the_same_step_on_every_rank(tmp_path):
         assert after == [4, 9, 14, 19]
         for e, i in zip(asked, after, strict=True):
             assert i == 19 or e["t_start_ns"] + e["duration_s"] * 1e9 <= rows[i + 1]["t_start_ns"]
-    assert not any(s["cause"].startswith("gc") for s in run.report().cross_rank()["spikes"])
+    assert not any(s["cause"].startswith("gc") for s in gnnmon.Report(run).cross_rank()["spikes"])
 
 
 def test_a_folder_that_is_not_one_job_is_refused_by_name(tmp_path):
@@ -401,7 +401,7 @@ def planted_job(late: set[int], big: set[int], offset_ns: int = 3_000_000) -> tu
 
 
 def test_a_rank_late_on_many_steps_is_a_straggler_of_data_loading():
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     rows, manifest = planted_job(late={2, 5, 8, 11, 14, 17}, big=set())
     job = cross_rank(rows, manifest)
@@ -424,7 +424,7 @@ def test_a_rank_late_on_many_steps_is_a_straggler_of_data_loading():
 
 
 def test_a_larger_batch_is_named_as_the_cause():
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     rows, manifest = planted_job(late=set(), big={7})
     job = cross_rank(rows, manifest)
@@ -465,7 +465,7 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     # the rank's thread up to its last bucket: asleep (it gave the CPU up), not computing
     assert slow1["ddp_ready_thread_waits"] >= 1 and slow1["ddp_ready_thread_cpu_s"] < BACKWARD_SLEEP_S / 2
     assert slow1["ddp_ready_s"] - slow1["ddp_ready_thread_cpu_s"] >= BACKWARD_SLEEP_S
-    job = run.report().cross_rank()
+    job = gnnmon.Report(run).cross_rank()
     (plant,) = [s for s in job["spikes"] + job["collective"] if s["index"] == BACKWARD_STEP]
     assert (plant["slowest_rank"], plant["via"]) == (1, "buckets")
     # within 10 ms of the sleep, less what the busy machine added to rank 0's own way to its buckets
@@ -528,7 +528,7 @@ def _bucket_job(lag_s: dict[int, float], constant_s: float = 0.0, seed: int = 3)
 
 
 def test_scheduling_noise_is_not_a_verdict_and_a_late_bucket_is():
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     job = cross_rank(_bucket_job({11: 0.080}))
     assert [(s["index"], s["slowest_rank"], s["via"]) for s in job["spikes"]] == [(11, 1, "buckets")]
@@ -537,7 +537,7 @@ def test_scheduling_noise_is_not_a_verdict_and_a_late_bucket_is():
 
 
 def test_a_rank_slower_by_a_constant_is_named_once():
-    from gnnmon.report.cross_rank import cross_rank
+    from gnnmon.report.compare.cross_rank import cross_rank
 
     job = cross_rank(_bucket_job({}, constant_s=0.015))
     assert job["spikes"] == []  # not a verdict at each step

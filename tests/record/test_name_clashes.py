@@ -110,7 +110,7 @@ def test_a_name_of_yours_is_taken_on_the_row_as_it_is(tmp_path):
     assert all(row[name] == k for k, name in enumerate(free) if name.isidentifier())
     assert all(row[f"f_{n}"] == 1.5 for n in free)
     with open(tmp_path / "rows.csv", "w", newline="") as f:
-        gnnmon.report.csv_export.write_csv(run.result(), f)
+        gnnmon.report.renderers.csv_export.write_csv(run.result(), f)
     with open(tmp_path / "rows.csv", newline="") as f:
         (line,) = list(csv.DictReader(f))
     assert float(line["wall_s"]) == row["wall_s"] and line["label"] == "step" and line["index"] == "0"
@@ -271,7 +271,7 @@ def test_wandb_keys_and_config_of_yours_never_take_the_sinks_own(tmp_path, monke
 
 def test_tensorboard_tags_of_yours_never_take_the_exports_own(tmp_path):
     pytest.importorskip("tensorboard")
-    from gnnmon.report.tensorboard import scalars
+    from gnnmon.report.renderers.tensorboard import scalars
 
     rows = clashing_run(tmp_path / "run.jsonl", [])
     result = gnnmon.load(tmp_path / "run.jsonl")

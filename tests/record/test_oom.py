@@ -75,7 +75,7 @@ def test_no_memory_model_is_fitted_on_the_failing_step_s_thread(fake_cuda, tmp_p
     gnnmon module holds it, counts no call while the steps run, and the report's fits after."""
     import sys
 
-    from gnnmon.report import memory_model
+    from gnnmon.report.memory import model as memory_model
 
     real, calls = memory_model.fit, []
 
@@ -96,7 +96,7 @@ def test_no_memory_model_is_fitted_on_the_failing_step_s_thread(fake_cuda, tmp_p
 
 def test_the_report_says_what_happened(fake_cuda, tmp_path):
     run, shapes = run_until_oom(fake_cuda, tmp_path)
-    report = gnnmon.load(tmp_path / "run.jsonl").report()
+    report = gnnmon.Report.load(tmp_path / "run.jsonl")
     (oom,) = report.oom()
     largest = max(range(30), key=lambda i: shapes[i][1])
     median_edges = sorted(e for _, e in shapes)[15 - 1: 15 + 1]

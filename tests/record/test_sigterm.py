@@ -67,7 +67,7 @@ def test_sigterm_with_no_handler_writes_every_returned_row_and_ends_the_process_
     assert [r["index"] for r in rows] == list(range(returned))  # the call it landed in never returned
     assert end is not None and end["ended"] == "signal SIGTERM" and end["signal"] == "SIGTERM"
     assert end["rows"] == returned
-    first = gnnmon.load(path).report().markdown().splitlines()[0]
+    first = gnnmon.Report.load(path).markdown().splitlines()[0]
     assert first.startswith("**Ended by SIGTERM**")
 
 
@@ -86,7 +86,7 @@ def test_sigterm_with_the_users_handler_runs_it_and_keeps_recording(tmp_path, ha
     rows, end = rows_and_end(path)
     assert [r["index"] for r in rows] == list(range(58))
     assert end is not None and end["ended"] == ended and end["signal"] == "SIGTERM"
-    first = gnnmon.load(path).report().markdown().splitlines()[0]
+    first = gnnmon.Report.load(path).markdown().splitlines()[0]
     assert first.startswith("A SIGTERM came during this run; your handler took it")
 
 
@@ -100,7 +100,7 @@ def test_a_file_sigkill_cut_says_first_that_it_did_not_end(tmp_path):
     assert end is None and len(rows) == 58
     result = gnnmon.load(path)
     assert result.complete is False
-    assert result.report().markdown().splitlines()[0] == DID_NOT_END
+    assert gnnmon.Report(result).markdown().splitlines()[0] == DID_NOT_END
     cli = run_script("import sys; from gnnmon.cli import main; sys.exit(main(['report', sys.argv[1]]))", str(path))
     assert cli.stdout.splitlines()[0] == DID_NOT_END
 

@@ -345,7 +345,7 @@ def test_the_report_of_a_file_equals_the_report_of_every_row_in_memory(tmp_path)
             for _ in range(400):
                 long_step(x)
             gnnmon.collect_garbage()
-    loaded = gnnmon.load(path).report()
+    loaded = gnnmon.Report.load(path)
     live = run.report()
     # both against the file read by json alone (tests/rawjsonl.py), with the statistics computed without gnnmon
     rows = rawjsonl.rows(path)

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 import gnnmon
-from gnnmon.report.timeline_plot import plot_timeline
+from gnnmon.report.renderers.timeline_plot import plot_timeline
 
 MIB = 2**20
 T0 = 1_000_000_000_000

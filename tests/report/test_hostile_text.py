@@ -17,10 +17,10 @@ import orjson
 import pytest
 
 import gnnmon
-from gnnmon.report.html import markdown_html, render, script_json
+from gnnmon.report.renderers.html import markdown_html, render, script_json
+from gnnmon.report.renderers.trace import chrome_trace
 from gnnmon.report.text import md, printable
-from gnnmon.report.trace import chrome_trace
-from tests.report.test_html import browser, count, load_page  # noqa: F401 - the browser fixture, shared
+from tests.report.renderers.test_html import browser, count, load_page  # noqa: F401 - the browser fixture, shared
 
 PWN = "window.__pwned=1"
 HOSTILE = [
@@ -76,7 +76,7 @@ def test_the_page_shows_every_hostile_string_as_text_and_runs_none(tmp_path, bro
     path = folder / f"\"'><img src=x onerror={PWN}>.jsonl"  # the page's title is the file's name
     result = hostile_run(path)
     page = tmp_path / "page.html"
-    result.report().to_html(page)
+    gnnmon.Report(result).to_html(page)
     assert load_page(browser, page) == []  # the page's own script ran to its end, no error
     assert browser.execute_script("return window.__pwned") is None
     assert browser.execute_script("return document.querySelectorAll('img, iframe, object, embed').length") == 0
@@ -157,7 +157,7 @@ def _spans(inline: list) -> list[str]:
 def test_markdown_tables_keep_their_shape_and_no_string_becomes_markup(tmp_path):
     markdown_it = pytest.importorskip("markdown_it")
     result = hostile_run(tmp_path / "run.jsonl")
-    report = result.report()
+    report = gnnmon.Report(result)
     for text in (report.markdown(), report.markdown(by="tag")):
         parser = markdown_it.MarkdownIt("commonmark", {"html": True}).enable("table")  # as GitHub reads it
         tokens = parser.parse(text)
@@ -207,7 +207,7 @@ def _html(text: str) -> str:
 def test_the_trace_is_strict_json_with_every_name_as_it_was(tmp_path):
     result = hostile_run(tmp_path / "run.jsonl")
     out = tmp_path / "trace.json"
-    result.report().export("trace", out)
+    gnnmon.Report(result).export("trace", out)
     raw = out.read_bytes()
     trace = orjson.loads(raw)  # a strict parser: no NaN, no lone surrogate
     assert trace == json.loads(raw)

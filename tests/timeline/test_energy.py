@@ -104,8 +104,8 @@ def test_energy_per_row_from_a_stepped_counter_against_a_planted_power_profile(f
     # the file keeps the points: a loaded run gives the same balance, and the report shows it
     loaded = gnnmon.load(path)
     assert loaded.points == run.points and loaded.records == rows
-    assert loaded.report().energy()["balance"] == run.report().energy()["balance"]
-    text = loaded.report().markdown()
+    assert gnnmon.Report(loaded).energy()["balance"] == run.report().energy()["balance"]
+    text = gnnmon.Report(loaded).markdown()
     assert "| counter | rows | in rows J | between rows J | before/after J | counter delta J | step |" in text
     assert f"| gpu0_energy_mj | {len(rows)} |" in text
 
@@ -136,7 +136,7 @@ def test_a_two_rank_job_read_back_has_each_ranks_energy_and_the_jobs_total(fake_
     assert [e["rank"] for e in job.end["ranks"]] == [0, 1] and job.end["rows"] == 5
     assert all(job.ranks[r].sampler_stats["samples"] > 0 for r in (0, 1))  # each rank's sampler cost
     assert {p["rank"] for p in job.points} == {0, 1}
-    energy = job.report().energy()
+    energy = gnnmon.Report(job).energy()
     total_slack_j = 0.0
     for rank, watts in RANK_POWER_W.items():
         # Each point is placed at its read's middle, ± err_ns (half the read; where the counter
@@ -501,7 +501,7 @@ def test_nothing_available_still_works(monkeypatch, tmp_path):
     energy = run.manifest["options"]["energy"]
     assert any("codecarbon not installed" in n for n in energy["notes"])
     assert any("pynvml not installed" in n for n in energy["notes"])
-    assert "(no rows recorded)" not in gnnmon.load(tmp_path / "r.jsonl").report().markdown()
+    assert "(no rows recorded)" not in gnnmon.Report.load(tmp_path / "r.jsonl").markdown()
 
 
 def test_energy_summary_of_planted_rows():

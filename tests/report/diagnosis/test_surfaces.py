@@ -20,7 +20,7 @@ def planted_wait(tmp_path):
 
 def test_every_surface_opens_with_the_diagnosis(tmp_path, capsys):
     path = planted_wait(tmp_path)
-    report = gnnmon.load(path).report()
+    report = gnnmon.Report.load(path)
     first = report.diagnosis()[0]
     assert first["kind"] == "input-bound" and abs(first["share"] - 0.75) < 0.02
     for text in (report.markdown(), report._repr_markdown_()):

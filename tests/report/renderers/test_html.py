@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import gnnmon
-from gnnmon.report.html import MAX_ROW_MARKS, markdown_html, memory_lines, thin
+from gnnmon.report.renderers.html import MAX_ROW_MARKS, markdown_html, memory_lines, thin
 from tests.conftest import KEPT
 
 CALLS, PLANT_S = 12, 0.01
@@ -75,7 +75,7 @@ def count(driver, selector: str) -> int:
 def test_the_page_draws_every_row_phase_pause_and_marker_with_no_console_error(tmp_path, browser):
     result = planted_run(tmp_path / "run.jsonl")
     page = tmp_path / "run.html"
-    result.report().to_html(page)
+    gnnmon.Report(result).to_html(page)
     text = page.read_text()
     assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text.replace(
         "https://ui.perfetto.dev", "")  # nothing fetched: works offline
@@ -130,7 +130,7 @@ def test_a_run_of_50000_rows_is_drawn_thinned_to_the_documented_count(tmp_path, 
                                  "t_end_ns": start + int(wall * 1e9), "device": "cpu", "backend": "cpu",
                                  "error": None, "wall_s": wall, "mem_peak_bytes": 2**20 * (100 + i % 7)}))
     path.write_text("\n".join(lines) + "\n")
-    report = gnnmon.load(path).report()
+    report = gnnmon.Report.load(path)
     page = tmp_path / "big.html"
     report.to_html(page)
     assert load_page(browser, page) == []
@@ -164,7 +164,7 @@ def test_the_memory_line_holds_each_call_and_the_forecast_follows_a_planted_mode
                                  "backend": "cuda", "error": None, "wall_s": 0.005, "num_nodes": nodes,
                                  "num_edges": edges, "mem_peak_bytes": peak}))
     path.write_text("\n".join(lines) + "\n")
-    line = memory_lines(gnnmon.load(path).report())["train"]
+    line = memory_lines(gnnmon.Report.load(path))["train"]
     assert line["figure"] == "mem_peak_bytes" and line["index"] == list(range(60))
     assert line["values"][10] == pytest.approx((50 * 2**20 + 1024 * 1370 + 100 * (5000 + 79190 % 3001)) / 2**20)
     assert line["forecast"] == pytest.approx(line["values"], rel=1e-6)
@@ -188,7 +188,7 @@ def test_the_page_says_why_a_label_has_no_forecast_and_scales_memory_from_zero(t
             step_with_graph()
     result = gnnmon.load(path)
     page = tmp_path / "flat.html"
-    result.report().to_html(page)
+    gnnmon.Report(result).to_html(page)
     assert load_page(browser, page) == []
     body = browser.find_element("tag name", "body").text
     assert "no forecast line" in body and "barely" in body  # the model's own reason
@@ -201,7 +201,7 @@ def test_the_page_says_why_a_label_has_no_forecast_and_scales_memory_from_zero(t
 
 
 def test_the_machines_memory_has_its_own_track_and_workers_series_need_workers(tmp_path):
-    from gnnmon.report.trace import chrome_trace
+    from gnnmon.report.renderers.trace import chrome_trace
 
     def tracks(children: int) -> dict[str, set]:
         path = tmp_path / f"samples{children}.jsonl"

@@ -17,7 +17,7 @@ from typing import Any
 from gnnmon.data.result import RunResult
 from gnnmon.fields import own_part
 from gnnmon.figures import STEP_FIGURES, logged_name
-from gnnmon.report.exports import register_export
+from gnnmon.report.exports import Written, register_export
 from gnnmon.report.sampled import sampled_figures
 
 
@@ -56,7 +56,7 @@ class TensorBoardExport:
 
     def write(self, result: RunResult, out: str | os.PathLike[str]) -> str:
         """Write ``result``'s scalars under the log folder ``out``; says what was written."""
-        return f"{write_tensorboard(result, out)} scalars"
+        return Written(write_tensorboard(result, out), "scalars")
 
 
 def write_tensorboard(report: RunResult, logdir: str | os.PathLike[str]) -> int:

@@ -27,13 +27,14 @@ from typing import Any
 from gnnmon.data.format import printable
 from gnnmon.data.result import RunResult
 from gnnmon.figures import BYTES, MEM_PEAK, RSS_PEAK
-from gnnmon.report.diagnosis_text import diagnosis_html
+from gnnmon.report import renderers  # the package: its page.css and page.js
+from gnnmon.report.diagnosis.text import diagnosis_html
 from gnnmon.report.exports import register_export
 from gnnmon.report.markdown import render_markdown
 from gnnmon.report.md_html import markdown_html
+from gnnmon.report.renderers.trace import chrome_trace
 from gnnmon.report.report import Report
 from gnnmon.report.text import no_surrogates, strict_json
-from gnnmon.report.trace import chrome_trace
 
 MAX_ROW_MARKS = 20_000
 """Row marks on the timeline at most (see the module doc)."""
@@ -144,7 +145,7 @@ def render(report: Report, title: str = "gnnmon run") -> str:
     findings = report.diagnosis()
     data = {"trace": trace, "memory": memory, "ranks": ranks, "diagnosis": findings}
     payload = script_json(data)
-    asset = resources.files("gnnmon.report")
+    asset = resources.files(renderers)
     script, style = (asset / "page.js").read_text("utf-8"), (asset / "page.css").read_text("utf-8")
     models = "".join(f"<p>{html.escape(label)}: {html.escape(line['model'])}</p>" if line.get("model") else
                      f"<p>{html.escape(label)}: no forecast line: {html.escape(line['no_forecast'] or 'no model')}</p>"

@@ -10,7 +10,7 @@ import os
 from typing import Any, TextIO
 
 from gnnmon.data.result import RunResult
-from gnnmon.report.exports import register_export
+from gnnmon.report.exports import Written, register_export
 
 
 def _cell(value: Any) -> Any:
@@ -43,8 +43,11 @@ class CsvExport:
     def write(self, result: RunResult, out: str | os.PathLike[str]) -> str:
         """Write ``result``'s rows to the file ``out``; says what was written."""
         with open(out, "w", encoding="utf-8", errors="backslashreplace", newline="") as f:
-            n = write_csv(result, f)
-        return f"{n:,} rows"
+            return self.write_stream(result, f)
+
+    def write_stream(self, result: RunResult, stream: TextIO) -> str:
+        """Write ``result``'s rows to ``stream`` (``gnnmon export csv RUN -o -``); says how many."""
+        return Written(write_csv(result, stream), "rows")
 
 
 register_export(CsvExport())

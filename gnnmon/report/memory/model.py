@@ -22,7 +22,7 @@ forecast to fit for the split being unknown.
 The upper bound of a prediction is one-sided, at ``confidence``: the fit's robust residual spread
 and its uncertainty at that shape (growing away from the shapes seen), under a normal residual;
 beyond the shapes seen it widens by the error the model's own rows showed when the smaller ones
-were fitted and the larger ones forecast (:mod:`gnnmon.report.extrapolation`).
+were fitted and the larger ones forecast (:mod:`gnnmon.report.memory.extrapolation`).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ import numpy as np
 
 from gnnmon.data.table import Part, Table
 from gnnmon.figures import MEM_PEAK, MEM_PEAK_DELTA, MEM_START, RSS_PEAK, RSS_PEAK_DELTA, RSS_START
-from gnnmon.report import extrapolation
-from gnnmon.report.extrapolation import Extrapolation
-from gnnmon.report.least_squares import lstsq, nonneg, robust_fit, varies
+from gnnmon.report.memory import extrapolation
+from gnnmon.report.memory.extrapolation import Extrapolation
+from gnnmon.report.memory.least_squares import lstsq, nonneg, robust_fit, varies
 
 TERMS = ("num_nodes", "num_edges", "num_graphs")
 """The shape fields a model is fitted on by default (those that vary among the rows)."""
@@ -93,7 +93,7 @@ class Prediction:
     """The shape lies beyond the largest one the model saw (by more than 10 %)."""
     widened_bytes: float = 0.0
     """What the upper bound holds for the model's measured error beyond its shapes
-    (:mod:`gnnmon.report.extrapolation`), bytes; 0 within them."""
+    (:mod:`gnnmon.report.memory.extrapolation`), bytes; 0 within them."""
 
 
 class UntrustedModelError(ValueError):

@@ -1,6 +1,6 @@
 """The diagnosis's findings about time: what took the loop's time that the step's own work did not
-(the wait for data is :mod:`gnnmon.report.input_finding`'s, garbage collection
-:mod:`gnnmon.report.gc_finding`'s).
+(the wait for data is :mod:`gnnmon.report.diagnosis.input_finding`'s, garbage collection
+:mod:`gnnmon.report.diagnosis.gc_finding`'s).
 
 Each reads a label's :class:`~gnnmon.report.loops.Loop` (its top-level calls) and returns a finding
 (:func:`~gnnmon.report.loops.finding`) or None; a cost is said only beyond the run's own noise

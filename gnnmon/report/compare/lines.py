@@ -8,7 +8,7 @@ Each label's steady top-level calls (:class:`~gnnmon.report.loops.Loop`) give, p
   not a regression; the same for each phase (``phase_<name>_s``) and for the wait for data
   (``data_wait_s`` + ``data_to_device_s``): medians over the calls;
 * **memory**: the highest absolute peak (``mem_peak_bytes``), and where both runs' memory models
-  (:mod:`gnnmon.report.memory_model`) can be trusted, their coefficients and what each forecasts
+  (:mod:`gnnmon.report.memory.model`) can be trusted, their coefficients and what each forecasts
   for the same batch (the new run's largest): the figure memory growth is judged on; else the peak,
   when the batches are of the same size (within :data:`RESIZED`), and nothing when they are not;
 * **GC** pause per call, **recompilations** (calls that recompiled), **energy per graph**.
@@ -42,7 +42,7 @@ import numpy as np
 from gnnmon.data.table import Table
 from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK, phase_field
 from gnnmon.report.loops import NOISE_K, Loop, loops, median, spread
-from gnnmon.report.memory_model import fit, per_of
+from gnnmon.report.memory.model import fit, per_of
 
 MEDIAN_SE = 1.2533
 """The standard error of a median, in units of the spread over √n (normal data)."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from gnnmon.data.table import Part, Table
 from gnnmon.figures import MEM_PEAK
-from gnnmon.report.memory_model import fit, format_bytes
+from gnnmon.report.memory.model import fit, format_bytes
 
 SHAPE = ("num_nodes", "num_edges", "num_graphs", "batch_size")
 NOUN = {"num_nodes": "node", "num_edges": "edge", "num_graphs": "graph", "batch_size": "seed node"}

@@ -1,4 +1,4 @@
-"""What ``Report.compare(other)`` returns: two runs' lines (:mod:`gnnmon.report.compare`) in scopes
+"""What ``Report.compare(other)`` returns: two runs' lines (:mod:`gnnmon.report.compare.lines`) in scopes
 (``all``; for distributed jobs also ``rank <r>`` for each rank both ran), the regressions beyond
 the limits given, and the comparison as markdown, plain data (JSON) or a page."""
 
@@ -9,8 +9,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gnnmon.data.table import Table
-from gnnmon.report.compare import between_runs, compare_tables, inconclusive, merged, others_load, ranks_of, regressions
-from gnnmon.report.compare_text import comparison_markdown, comparison_page
+from gnnmon.report.compare.lines import (
+    between_runs,
+    compare_tables,
+    inconclusive,
+    merged,
+    others_load,
+    ranks_of,
+    regressions,
+)
+from gnnmon.report.compare.text import comparison_markdown, comparison_page
 
 LOAD_DIFFERS = 25.0
 """Other processes' CPU (% of one core) by which two runs' loads must differ to be named."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from gnnmon.figures import MEM_END, RSS_END
 from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, evidence, finding, median
-from gnnmon.report.memory_model import format_bytes
+from gnnmon.report.memory.model import format_bytes
 
 TOGETHER = 0.95
 """Shape and time correlated beyond this: a leak cannot be told from growing batches."""

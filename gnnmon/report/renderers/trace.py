@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TextIO
 
 from gnnmon.data.result import RunResult
 from gnnmon.figures import BYTES, PERCENT, TRACED, WATTS, figure_of, nested_phases
-from gnnmon.report.exports import register_export
+from gnnmon.report.exports import Written, register_export
 from gnnmon.report.sampled import sampled_figures
 from gnnmon.report.text import strict_json
 
@@ -135,10 +135,14 @@ class TraceExport:
 
     def write(self, result: RunResult, out: str | os.PathLike[str]) -> str:
         """Write ``result`` as a Chrome trace JSON file at ``out``; says what was written."""
-        trace = chrome_trace(result)
         with open(out, "w", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(strict_json(trace))
-        return f"{len(trace['traceEvents'])} trace events"
+            return self.write_stream(result, f)
+
+    def write_stream(self, result: RunResult, stream: TextIO) -> str:
+        """Write ``result`` as Chrome trace JSON to ``stream``; says how many events."""
+        trace = chrome_trace(result)
+        stream.write(strict_json(trace))
+        return Written(len(trace["traceEvents"]), "trace events")
 
 
 def chrome_trace(report: RunResult) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import gnnmon
-from gnnmon.report.memory_model import UntrustedModelError, format_bytes
+from gnnmon.report.memory.model import UntrustedModelError, format_bytes
 from tests.scripts import ROOT
 
 MiB = 2**20

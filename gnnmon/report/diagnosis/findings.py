@@ -6,9 +6,9 @@ nothing to say says so in one line.
 
 The run's time is its loops' (each label's top-level calls, and the waits for their batches) and
 the garbage collections between calls. Findings about time are in
-:mod:`gnnmon.report.time_findings` (the wait for data in :mod:`gnnmon.report.input_finding`, garbage
-collection in :mod:`gnnmon.report.gc_finding`), about memory in :mod:`gnnmon.report.memory_findings` and
-:mod:`gnnmon.report.creep` (a leak, or bigger graphs); for a
+:mod:`gnnmon.report.diagnosis.time_findings` (the wait for data in :mod:`gnnmon.report.diagnosis.input_finding`, garbage
+collection in :mod:`gnnmon.report.diagnosis.gc_finding`), about memory in :mod:`gnnmon.report.diagnosis.memory_findings` and
+:mod:`gnnmon.report.diagnosis.creep` (a leak, or bigger graphs); for a
 distributed job the cross-rank report adds its stragglers and the steps a busy machine held up
 (shares of the job's matched steps' time). Nothing is claimed within the noise the run itself
 shows (:func:`gnnmon.report.loops.beyond_noise`).
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from gnnmon.data.table import Table
-from gnnmon.report import creep, gc_finding, input_finding, memory_findings, time_findings
+from gnnmon.report.diagnosis import creep, gc_finding, input_finding, memory_findings, time_findings
 from gnnmon.report.loops import MIN_SHARE, evidence, finding, loops, ms
 
 STRAGGLER_NEXT = {

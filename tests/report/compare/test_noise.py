@@ -12,7 +12,7 @@ import random
 import gnnmon
 from gnnmon.cli import INCONCLUSIVE, main
 from gnnmon.data.table import Table
-from gnnmon.report.comparison import Comparison
+from gnnmon.report.compare.comparison import Comparison
 from tests.report.diagnosis.planted import steps, write_run
 
 

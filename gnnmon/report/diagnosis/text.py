@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gnnmon.report.loops import MIN_SHARE, ms
-from gnnmon.report.memory_model import format_bytes
+from gnnmon.report.memory.model import format_bytes
 from gnnmon.report.text import md
 
 NOTHING = (f"Nothing stands out: no cause takes {100 * MIN_SHARE:.0f} % of the run's time or memory beyond the noise its "

@@ -8,13 +8,14 @@ from importlib import resources
 from typing import Any, Protocol
 
 from gnnmon.data.format import printable
-from gnnmon.report.compare import band
-from gnnmon.report.diagnosis_text import value_text
+from gnnmon.report import renderers  # the package: its page.css and page.js
+from gnnmon.report.compare.lines import band
+from gnnmon.report.diagnosis.text import value_text
 from gnnmon.report.md_html import markdown_html
 
 
 class Compared(Protocol):
-    """What the text reads (:class:`gnnmon.report.comparison.Comparison` has it)."""
+    """What the text reads (:class:`gnnmon.report.compare.comparison.Comparison` has it)."""
 
     base_name: str
     new_name: str
@@ -112,7 +113,7 @@ def comparison_markdown(c: Compared) -> str:
 
 def comparison_page(c: Compared) -> str:
     """The comparison as one self-contained HTML page (no script; the report page's style)."""
-    style = (resources.files("gnnmon.report") / "page.css").read_text("utf-8")
+    style = (resources.files(renderers) / "page.css").read_text("utf-8")
     title = f"gnnmon compare: {c.base_name} → {c.new_name}"
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{style}</style></head><body>\n{markdown_html(comparison_markdown(c))}\n</body></html>\n")

@@ -6,7 +6,7 @@
   recommended maximum says), said from :data:`HIGH` of it, or where a trusted memory model
   forecasts the largest batch seen at an upper bound of :data:`FORECAST_HIGH` of it or more;
 
-Growth across epochs (a leak, or bigger graphs) is :mod:`gnnmon.report.creep`'s.
+Growth across epochs (a leak, or bigger graphs) is :mod:`gnnmon.report.diagnosis.creep`'s.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 from gnnmon.data.table import Table
 from gnnmon.figures import MEM_PEAK
 from gnnmon.report.loops import evidence, finding
-from gnnmon.report.memory_model import format_bytes
+from gnnmon.report.memory.model import format_bytes
 
 HIGH = 0.8
 """A peak at this share of the device's capacity or more is said."""

@@ -37,7 +37,7 @@ def test_a_phase_planted_15_percent_slower_exits_1_and_is_named(base, tmp_path, 
 def test_batches_twice_as_large_at_the_same_cost_per_node_and_edge_exit_0(base, tmp_path, capsys):
     new = write_run(tmp_path / "new.jsonl", steps(seed=3, scale=2.0))
     assert main(["compare", str(base), str(new), *LIMITS]) == 0
-    lines = gnnmon.load(base).report().compare(gnnmon.load(new).report()).lines
+    lines = gnnmon.Report.load(base).compare(gnnmon.Report.load(new)).lines
     by = {(ln["phase"], ln["figure"]): ln for ln in lines}
     assert by[(None, "time per step")]["verdict"] == "slower"  # the step took longer ...
     assert by[("forward", "time per 1,000 nodes+edges")]["verdict"] == "within noise"  # ... at the same cost
@@ -98,7 +98,7 @@ def test_a_job_is_compared_as_a_whole_and_rank_by_rank(tmp_path, capsys):
 
 def test_a_label_in_one_run_only_is_said_not_judged(base, tmp_path):
     new = write_run(tmp_path / "new.jsonl", steps(seed=1) + steps(n=20, seed=8, label="eval_step"))
-    comparison = gnnmon.load(base).report().compare(gnnmon.load(new).report(), max_slowdown=0.05)
+    comparison = gnnmon.Report.load(base).compare(gnnmon.Report.load(new), max_slowdown=0.05)
     added = [ln for ln in comparison.lines if ln["label"] == "eval_step"]
     assert [ln["verdict"] for ln in added] == ["added"] and not comparison.regressions()
 
