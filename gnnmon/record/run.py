@@ -33,7 +33,6 @@ from gnnmon.data.format import END, GC, MARKER, POINT, ROW, SAMPLE, encode, pars
 from gnnmon.data.paths import rank_path
 from gnnmon.data.points import Counters
 from gnnmon.data.result import RunResult
-from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.fork import set_aside
 from gnnmon.devices.peaks import hold_pollers, release_pollers
 from gnnmon.devices.ranks import current_rank
@@ -52,7 +51,8 @@ from gnnmon.report import Report
 from gnnmon.timeline.energy_join import EnergyJoin
 from gnnmon.timeline.energy_sources import EnergySources
 from gnnmon.timeline.join import RowJoin, sample_time
-from gnnmon.timeline.sampler import Sampler, start_sampler
+from gnnmon.timeline.sampler import Sampler
+from gnnmon.timeline.session import Session
 
 DRAIN_EVERY = 256
 """Rows a run without sinks lets gather in its inbox before it drains them on the closing thread."""
@@ -132,22 +132,19 @@ class Run:
         options: dict[str, Any] = {"max_records": self.max_records, "sample": self.sample_interval,
                                    "flush_interval": self.flush_interval,
                                    "sinks": [type(s).__name__ for s in self.outlets.sinks]}
-        sampler = None
+        session = None
         if self.sample_interval is not None:
-            uuids, mapped_by = cuda_uuids()
-            energy = self.options.energy_options()
-            settings = {"interval": self.sample_interval, "uuids": uuids, "energy": energy is not None}
-            sampler = start_sampler(settings, self._take_timeline, self.options.sampler)
-            options["sampler"] = {"mode": sampler.mode, "why": sampler.why, "pid": sampler.hello.get("pid"),
-                                  "startup_s": sampler.hello.get("startup_s"), "gpus_mapped_by": mapped_by}
-            options["nvml"] = sampler.hello.get("nvml")
+            session = Session(self.sample_interval, self._take_timeline, self.options.sampler,
+                              energy=self.options.energy_options() is not None)
+            options["sampler"] = session.describe()
+            options["nvml"] = session.hello.get("nvml")
         energy_join = None
         try:  # a bad option or an unwritable file: the sampler must not outlive the failed start
             energy = self.options.energy_options()
-            if energy is not None and sampler is not None:
-                self.energy = EnergySources(sampler.hello, **energy)
+            if energy is not None and session is not None:
+                self.energy = EnergySources(session.hello, **energy)
                 options["energy"] = self.energy.describe()
-                energy_join = EnergyJoin(options["energy"], sampler.interval)
+                energy_join = EnergyJoin(options["energy"], session.interval)
             options["memory_history"] = self.history.start()
             options["sched"] = self.sched
             self.manifest = build_manifest(self.config, options)
@@ -157,8 +154,8 @@ class Run:
                 self._check_not_written_by_another_run()
             self.outlets.open(self.manifest)
         except BaseException:
-            if sampler is not None:
-                sampler.stop()
+            if session is not None:
+                session.stop()
             self.history.stop()
             raise
         self._state = "active"
@@ -170,11 +167,10 @@ class Run:
         hold_pollers()
         state.push(self)
         writer = self.outlets.start()
-        if sampler is not None:  # its first sample and points go to the sinks: the writer exists
-            self._sampler = sampler
-            self.join = RowJoin(self.samples, self.counters, sampler.interval, energy_join, refresh=sampler.now)
-            sampler.go()
-            sampler.now()  # a sample and every counter's first step: the first rows have a point before them
+        if session is not None:  # its first sample and points go to the sinks: the writer exists
+            self._sampler = session.sampler
+            self.join = session.join(self.samples, self.counters, energy_join)
+            session.go(first_sample=True)  # the first rows have a point before them
         if writer is not None:
             writer.start(at=begun)
         return self

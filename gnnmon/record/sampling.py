@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.errors import is_positive_number
 from gnnmon.record.active import active_run
-from gnnmon.timeline.join import RowJoin
-from gnnmon.timeline.sampler import DEFAULT_INTERVAL, Sampler, start_sampler
+from gnnmon.timeline.sampler import DEFAULT_INTERVAL
+from gnnmon.timeline.session import Session
 
 
 class sample_utilisation:
@@ -26,25 +25,24 @@ class sample_utilisation:
         self.interval = float(interval)
         self.include_children = include_children
         self.mode = sampler
-        self._sampler: Sampler | None = None
+        self._session: Session | None = None
 
     def __enter__(self) -> sample_utilisation:
         self._run = run = active_run()
         self._previous = (run.sample_interval, run.join)
         if run.join is not None:
             return self
-        settings = {"interval": self.interval, "uuids": cuda_uuids()[0], "energy": False,
-                    "include_children": self.include_children}
-        self._sampler = sampler = start_sampler(settings, run._take_timeline, self.mode)
-        run.sample_interval = sampler.interval
-        run.set_join(RowJoin(run.samples, run.counters, sampler.interval, refresh=sampler.now))
-        sampler.go()
+        self._session = session = Session(self.interval, run._take_timeline, self.mode,
+                                          include_children=self.include_children)
+        run.sample_interval = session.interval
+        run.set_join(session.join(run.samples, run.counters))
+        session.go()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
-            if self._sampler is not None:
-                self._sampler.stop()  # its last sample covers the rows closed inside
+            if self._session is not None:
+                self._session.stop()  # its last sample covers the rows closed inside
         finally:
             self._run.sample_interval = self._previous[0]
             if self._run.join is not self._previous[1]:
