@@ -2,7 +2,8 @@
 rules gnnmon's layout keeps: no cycle, every import pointing down the flow, and no torch or PyG in
 the stages that read a run (its data and its report).
 
-Run it to see the graph: ``python -m tests.importgraph`` prints each module's gnnmon imports.
+Run it to see the graph: ``python -m tests.importgraph`` prints each module's gnnmon imports;
+``python -m tests.importgraph --rooms`` draws the stages and their modules (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -264,20 +265,6 @@ def stage(module: str) -> str:
     return parts[0]
 
 
-MAX_LINES = 450
-"""A module longer than this holds more than one concern: split it."""
-
-
-def long_modules(package_dir: Path, limit: int = MAX_LINES) -> list[tuple[str, int]]:
-    """Modules over ``limit`` lines, with their length."""
-    out = []
-    for path in sorted(package_dir.rglob("*.py")):
-        n = len(path.read_text().splitlines())
-        if n > limit:
-            out.append((module_name(package_dir, path), n))
-    return out
-
-
 CONCERN_LINES = 40
 """A group of a module's definitions this long, that no other group refers to (nor it to them),
 is a concern of its own: a module with two such groups holds two concerns."""
@@ -331,14 +318,60 @@ def groups(path: Path) -> list[tuple[int, list[str]]]:
     return sorted(((sum(defs[n][0] for n in names), sorted(names)) for names in found.values()), reverse=True)
 
 
+CONSTRUCTORS = {"__init__", "__new__", "__post_init__"}
+"""Methods that set up every attribute of a class: they tie nothing together (LCOM4's rule)."""
+
+
+def method_groups(cls: ast.ClassDef) -> list[tuple[int, list[str]]]:
+    """A class's methods in groups that share an attribute of ``self`` (or ``cls``) or call one
+    another, each with its length in lines, longest first; the constructors left out."""
+    methods: dict[str, tuple[int, set[str]]] = {}
+    for stmt in cls.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name not in CONSTRUCTORS:
+            lines = (stmt.end_lineno or stmt.lineno) - stmt.lineno + 1
+            used = {n.attr for n in ast.walk(stmt) if isinstance(n, ast.Attribute)
+                    and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")}
+            methods[stmt.name] = (lines, used)
+    parent = {name: name for name in methods}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    users: dict[str, list[str]] = {}
+    for name, (_, used) in methods.items():
+        for attr in used:
+            if attr in methods:
+                parent[root(name)] = root(attr)
+            else:
+                users.setdefault(attr, []).append(name)
+    for names in users.values():
+        for a, b in zip(names, names[1:], strict=False):
+            parent[root(a)] = root(b)
+    found: dict[str, list[str]] = {}
+    for name in methods:
+        found.setdefault(root(name), []).append(name)
+    return sorted(((sum(methods[n][0] for n in names), sorted(names)) for names in found.values()), reverse=True)
+
+
 def many_concerns(package_dir: Path, lines: int = CONCERN_LINES) -> list[tuple[str, list[tuple[int, list[str]]]]]:
     """Modules with two groups of definitions or more, each at least ``lines`` long, that never
-    refer to one another: two concerns in one module (see :func:`groups`)."""
+    refer to one another (see :func:`groups`); and classes with two such groups of methods (see
+    :func:`method_groups`), named ``module.Class``: two concerns in one place. A module's length
+    alone says nothing: one concern may take many lines, two may take few."""
     out = []
     for path in sorted(package_dir.rglob("*.py")):
+        name = module_name(package_dir, path)
         big = [g for g in groups(path) if g[0] >= lines]
         if len(big) > 1:
-            out.append((module_name(package_dir, path), big))
+            out.append((name, big))
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ClassDef):
+                methods = [g for g in method_groups(node) if g[0] >= lines]
+                if len(methods) > 1:
+                    out.append((f"{name}.{node.name}", methods))
     return out
 
 
@@ -428,8 +461,53 @@ def late(imports: list[Import]) -> list[Import]:
     return [imp for imp in imports if imp.in_function and stage(imp.source) != "api"]
 
 
+FLOW = ("api", "forecast", "integrations", "measure", "record", "timeline", "report", "data", "devices", "root")
+"""The stages from the face down to the root modules: each may import only stages after it (ALLOWED)."""
+
+
+def _first_sentence(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text(), filename=str(path))) or ""
+    text = " ".join(doc.split("\n\n")[0].split())
+    text = re.sub(r":[a-z]+:`~?\.?([\w.]+)`", lambda m: f"`{m.group(1).rsplit('.', 1)[-1] if '~' in m.group(0) else m.group(1)}`",
+                  text).replace("``", "`")  # reStructuredText roles and literals as markdown code
+    cut = text.find(". ")
+    return text if cut < 0 else text[:cut + 1]
+
+
+def rooms(package_dir: Path) -> str:
+    """The house as markdown, drawn from the code: each stage in the flow's order, what it may
+    import, its folder's first sentence and its modules, a wing (a folder inside a stage) with its
+    own; what ``docs/architecture.md`` shows between its markers."""
+    out = []
+    for name in FLOW:
+        allowed = ", ".join(f"`{s}`" for s in FLOW if s in ALLOWED[name]) or "nothing"
+        if name == "api":
+            modules = sorted(f"{m}.py" for m in API_MODULES)
+            out += ["### the face (`gnnmon/`)", "", f"May import: {allowed}. Modules: " +
+                    ", ".join(f"`{m}`" for m in modules) + ".", ""]
+            continue
+        if name == "root":
+            modules = sorted(f"{m}.py" for m in ROOT_MODULES)
+            out += ["### the root modules (`gnnmon/`)", "", "The vocabulary every stage shares; they import "
+                    "nothing. Modules: " + ", ".join(f"`{m}`" for m in modules) + ".", ""]
+            continue
+        folder = package_dir / name
+        floor = sorted(p.name for p in folder.glob("*.py") if p.name != "__init__.py")
+        out += [f"### `{name}/`", "", _first_sentence(folder / "__init__.py"), "",
+                f"May import: {allowed}. Modules ({len(floor)}): " + ", ".join(f"`{m}`" for m in floor) + "."]
+        for wing in sorted(p.parent for p in folder.glob("*/__init__.py")):
+            inside = sorted(p.name for p in wing.glob("*.py") if p.name != "__init__.py")
+            out += [f"- wing `{name}/{wing.name}/` ({len(inside)}): " + ", ".join(f"`{m}`" for m in inside) +
+                    f" — {_first_sentence(wing / '__init__.py')}"]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
 def main() -> int:
     package_dir = Path(__file__).resolve().parents[1] / "gnnmon"
+    if sys.argv[1:] == ["--rooms"]:
+        print(rooms(package_dir), end="")
+        return 0
     imports = all_imports(package_dir)
     by_source: dict[str, list[str]] = {}
     for imp in imports:
@@ -440,7 +518,6 @@ def main() -> int:
     problems = [f"cycle: {' -> '.join(c)}" for c in cycles(imports)]
     problems += [f"cycle through annotations: {' -> '.join(c)}" for c in cycles(imports, typing=True)
                  if c not in cycles(imports)]
-    problems += [f"over {MAX_LINES} lines: {name} ({n})" for name, n in long_modules(package_dir)]
     problems += [f"two concerns or more: {name}: " + "; ".join(f"{n} lines ({', '.join(names[:4])})" for n, names in big)
                  for name, big in many_concerns(package_dir)]
     problems += [f"up the flow: {i.source}:{i.line} imports {i.target}" for i in upward(imports)]
@@ -448,9 +525,9 @@ def main() -> int:
     problems += [f"import by string: {i.source}:{i.line} imports {i.target}" for i in by_string(imports)]
     problems += [f"{name} in a stage that reads runs: {module}:{line} (reached as {how})"
                  for module, name, line, how in heavy(package_dir)]
-    print("\n".join(problems) or f"no cycle (annotations included), nothing up the flow, no late import, "
-                                 f"no import by string, "
-                                 f"no module over {MAX_LINES} lines or of two concerns, no torch where runs are read")
+    print("\n".join(problems) or "no cycle (annotations included), nothing up the flow, no late import, "
+                                 "no import by string, "
+                                 "no module or class of two concerns, no torch where runs are read")
     return 1 if problems else 0
 
 
