@@ -4,6 +4,7 @@ rank was given (``runs/job.jsonl`` -> ``runs/job.rank0.jsonl``, ``runs/job.rank1
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 from pathlib import Path
@@ -37,6 +38,6 @@ def job_files(path: str | os.PathLike[str]) -> list[Path]:
     without ``{rank}``), in rank order; [] when there are none."""
     p = Path(_template(path))
     pattern = re.compile(re.escape(p.name).replace(re.escape(RANK_FIELD), r"(\d+)") + "$")
-    found = [(int(m.group(1)), f) for f in p.parent.glob(p.name.replace(RANK_FIELD, "*"))
+    found = [(int(m.group(1)), f) for f in p.parent.glob("*".join(map(glob.escape, p.name.split(RANK_FIELD))))
              if (m := pattern.match(f.name))]
     return [f for _, f in sorted(found)]

@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Iterable
+from functools import partial
 from itertools import compress
-from operator import methodcaller
+from operator import eq, methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from gnnmon.data.table import Table
 from gnnmon.errors import GnnmonError
 
 _POP_TYPE = methodcaller("pop", "type", None)
+_IS_ROW = partial(eq, ROW)  # False for a kind that is not text (str.__eq__ would give NotImplemented: true)
 _LABEL = methodcaller("get", "label")
 _INDEX = methodcaller("get", "index")
 
@@ -127,7 +129,7 @@ class RunResult:
         damaged = _Damaged(path, strict)
         for n, objs in read_chunks(path, strict=strict, progress=progress):
             kinds = list(map(_POP_TYPE, objs))
-            found = list(compress(objs, map(ROW.__eq__, kinds)))
+            found = list(compress(objs, map(_IS_ROW, kinds)))
             labels = list(map(_LABEL, found))
             if len(found) == len(objs) and set(map(type, labels)) == {str} \
                     and set(map(type, map(_INDEX, found))) == {int}:  # a chunk of good rows: at C speed
