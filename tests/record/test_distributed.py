@@ -503,7 +503,12 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     apart = [s for s in job["preempted"] + job["collective"] if s is not plant]
     assert BACKWARD_STEP not in [s["index"] for s in apart]
     assert all(s["delay_s"] < BACKWARD_SLEEP_S for s in apart), apart
-    assert not any(s.get("constant") for s in job["stragglers"]), job["stragglers"]
+    # A rank the machine holds back at every step is named once, as a constant straggler, by its
+    # median lag over the steps: the machine's, never the plant's (a fresh clone's suite beside two
+    # burners and a second suite: rank 1, 5.2 ms a step, 20 of 20 steps). One planted step is no
+    # constant lag.
+    constant = [s for s in job["stragglers"] if s.get("constant")]
+    assert all(s["per_step_s"] < BACKWARD_SLEEP_S / 4 for s in constant), constant
 
 
 def _bucket_job(lag_s: dict[int, float], constant_s: float = 0.0, seed: int = 3) -> list[dict]:
