@@ -1,6 +1,6 @@
 """Reading a run file: :func:`read_chunks` parses a chunk of lines in one call (line by line only
 where that fails) and tolerates a cut-off last line; :func:`read_lines` gives the objects one at
-a time. What a line holds is :mod:`gnnmon.data.format`; writing it is :mod:`gnnmon.data.write`.
+a time; :func:`rows_of_lines` and :func:`table_of_lines` read a live run's row lines the same way. What a line holds is :mod:`gnnmon.data.format`; writing it is :mod:`gnnmon.data.write`.
 """
 
 from __future__ import annotations
@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from gnnmon.data.expand import Expander
 from gnnmon.data.format import FORMAT, ROW, SAME, SAME_FIELD, parse
+from gnnmon.data.table import Table
 from gnnmon.errors import ReportFileError
 
 SKIP_HINT = "load(path, strict=False) or gnnmon report --lenient"
@@ -83,15 +85,8 @@ def _chunks(path: Path | str | os.PathLike[str], strict: bool,
                 if done >= PROGRESS_EVERY:
                     progress(done)
                     done = 0
-            joined = b",".join(lines)
-            objs = None
-            # every line an object of its own: each boundary is a line's end and an object's start
-            if joined.count(b"\n,{") == len(lines) - 1 and joined.startswith(b"{"):
-                try:
-                    objs = parse(b"[" + joined + b"]")
-                except ValueError:
-                    pass
-            if objs is None or len(objs) != len(lines) or set(map(type, objs)) != {dict}:
+            objs = parse_lines(lines)
+            if objs is None:
                 for i, raw in enumerate(lines):  # line by line: one is blank, corrupt or cut off
                     if not raw.strip():
                         continue
@@ -111,6 +106,46 @@ def _chunks(path: Path | str | os.PathLike[str], strict: bool,
 
 CHUNK_BYTES = 32 << 10
 """Bytes of lines parsed in one call."""
+
+CHUNK_LINES = 256
+"""Lines parsed in one call where they are already in memory (a live run's window)."""
+
+
+def parse_lines(lines: Sequence[bytes], each_whole: bool = False) -> list[dict[str, Any]] | None:
+    """Lines as their objects, in one parser call; None where one of them is not a whole JSON
+    object (blank, corrupt, cut off): read those one at a time. A file's lines end in a newline and
+    each is checked to hold one object; ``each_whole``: lines known to be one encoded object each
+    (a live run's window), newline or not."""
+    joined = b",".join(lines)
+    # every line an object of its own: each boundary is a line's end and an object's start
+    if not each_whole and (joined.count(b"\n,{") != len(lines) - 1 or not joined.startswith(b"{")):
+        return None
+    try:
+        objs = parse(b"[" + joined + b"]")
+    except ValueError:
+        return None
+    return objs if len(objs) == len(lines) and set(map(type, objs)) == {dict} else None
+
+
+def rows_of_lines(lines: Iterable[bytes]) -> Iterator[list[dict[str, Any]]]:
+    """Row lines (``{"type":"row",...}``, each one whole object: a live run's window) as rows,
+    a chunk at a time, parsed as a file's are (:func:`parse_lines`), ``type`` taken off."""
+    it = iter(lines)
+    while chunk := list(islice(it, CHUNK_LINES)):
+        objs = parse_lines(chunk, each_whole=True)
+        if objs is None:
+            objs = [parse(line) for line in chunk]
+        for obj in objs:
+            del obj["type"]
+        yield objs
+
+
+def table_of_lines(lines: Iterable[bytes]) -> Table:
+    """Row lines as a :class:`Table`, each chunk's rows (:func:`rows_of_lines`) columnised at once."""
+    table = Table()
+    for rows in rows_of_lines(lines):
+        table.extend(rows)
+    return table
 
 
 def _one(path: Path, n: int, raw: bytes, strict: bool) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from gnnmon.data.format import END, GC, MANIFEST, MARKER, POINT, ROW, SAMPLE
 from gnnmon.data.points import Counters
-from gnnmon.data.read import bad_row, read_chunks
+from gnnmon.data.read import bad_row, read_chunks, rows_of_lines, table_of_lines
 from gnnmon.data.schema import KIND, Damage, line_damage
 from gnnmon.data.schema import Damaged as _Damaged
 from gnnmon.data.table import Table
@@ -53,7 +53,8 @@ class RunResult:
         complete: bool | None = None,
         ranks: dict[int, RunResult] | None = None,
     ) -> None:
-        self.table = records if isinstance(records, Table) else Table(records)
+        self._table: Table | None = records if isinstance(records, Table) else Table(records)
+        self._lines: list[bytes] | None = None  # row lines not read yet (a live run's window)
         self._records: list[dict[str, Any]] | None = None
         self.manifest = manifest
         self.gc_events: list[dict[str, Any]] = list(gc_events)
@@ -65,12 +66,34 @@ class RunResult:
         self.complete = complete
         self.ranks: dict[int, RunResult] = dict(ranks or {})
 
+    @classmethod
+    def of_lines(cls, lines: Iterable[bytes], **parts: Any) -> RunResult:
+        """A result whose rows are row lines as the run file holds them (a live run's window: each
+        line one encoded ``{"type":"row",...}``), read when first asked for: into the table as a
+        file's chunks are (:func:`~gnnmon.data.read.table_of_lines`), or straight into
+        :attr:`records` where those are asked for first. ``parts``: the other keywords of the
+        constructor (manifest, samples, ...)."""
+        made = cls((), **parts)
+        made._table, made._lines = None, list(lines)
+        return made
+
+    @property
+    def table(self) -> Table:
+        """The rows as a columnar :class:`~gnnmon.data.table.Table`, per label."""
+        if self._table is None:
+            self._table = table_of_lines(self._lines or ())
+            self._lines = None
+        return self._table
+
     @property
     def records(self) -> list[dict[str, Any]]:
         """The rows as dicts, in the order they finished (made once, when first read: for a long
         run, iterate ``table.rows()`` or read the report instead)."""
         if self._records is None:
-            self._records = list(self.table.rows())
+            if self._table is None:  # lines not read yet: straight into dicts, no table on the way
+                self._records = [row for rows in rows_of_lines(self._lines or ()) for row in rows]
+            else:
+                self._records = self._table.records()
         return self._records
 
     @property

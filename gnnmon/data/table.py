@@ -19,6 +19,7 @@ import heapq
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -115,6 +116,20 @@ class Part:
                 out[key] = v
         return out
 
+    def all_rows(self) -> list[dict[str, Any]]:
+        """Every row as it was written (:meth:`row` for each), column by column: a field a row
+        lacks is left out of its dict."""
+        cols = self.cols
+        keys = list(cols)
+        if not keys:
+            return [{} for _ in range(self.n)]
+        rows = [dict(zip(keys, vals, strict=True)) for vals in zip(*(c.get_all() for c in cols.values()), strict=True)]
+        for key, col in cols.items():
+            if col.first or col.absent:
+                for i in (*range(col.first), *col.absent):
+                    del rows[i][key]
+        return rows
+
     def view(self, i: int) -> RowView:
         """Row ``i`` as a read-only mapping that reads each field when asked (cheaper than
         :meth:`row` where a few fields of many rows are read)."""
@@ -185,6 +200,9 @@ class RowView(Mapping[str, Any]):
         return sum(1 for _ in self)
 
 
+_first = itemgetter(0)
+
+
 class Table:
     """A run's rows, per label, as columns; in the order they were added."""
 
@@ -223,6 +241,16 @@ class Table:
 
     def labels(self) -> list[str]:
         return list(self.parts)
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every row as a dict, in the order added, all at once (:meth:`rows` column by column:
+        several times faster where every row is wanted)."""
+        parts = list(self.parts.values())
+        if len(parts) == 1:
+            return parts[0].all_rows()
+        made = [part.all_rows() for part in parts]
+        iters = [zip(part.seq, rows, strict=True) for part, rows in zip(parts, made, strict=True)]
+        return [row for _, row in heapq.merge(*iters, key=_first)]
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every row as a dict, in the order added (one at a time: bounded memory)."""

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from gnnmon.data.format import END, GC, MARKER, POINT, ROW, SAMPLE, encode, parse, typed_line
+from gnnmon.data.format import END, GC, MARKER, POINT, ROW, SAMPLE, encode, typed_line
 from gnnmon.data.paths import rank_path
 from gnnmon.data.points import Counters
 from gnnmon.data.result import RunResult
@@ -372,13 +372,7 @@ class Run:
     def records(self) -> list[dict[str, Any]]:
         """The rows kept in memory (after finishing pending ones), oldest first: every row of a
         run without a file or sink, else the newest ``max_records`` (a run never started: none)."""
-        if self._state == "new":
-            warnings.warn(NEVER_STARTED, UserWarning, 2)
-        self.flush()
-        rows = [parse(line) for line in list(self._window)]
-        for row in rows:
-            del row["type"]
-        return rows
+        return self._result(3).records
 
     # -- sinks ------------------------------------------------------------------------------
     def add_sink(self, sink: Any) -> Sink:
@@ -429,9 +423,16 @@ class Run:
 
     # -- reading ----------------------------------------------------------------------------
     def result(self) -> RunResult:
-        """What this run holds now as a plain :class:`~gnnmon.data.result.RunResult`, for reports and exports."""
-        records = self.records
-        return RunResult(records, manifest=self.manifest, gc_events=list(self.gc_events),
+        """What this run holds now (after finishing pending rows) as a plain
+        :class:`~gnnmon.data.result.RunResult`, for reports and exports: its window's row lines read
+        as a file's are (:meth:`RunResult.of_lines`)."""
+        return self._result(3)
+
+    def _result(self, stacklevel: int) -> RunResult:
+        if self._state == "new":  # the user's line is named: ``stacklevel`` frames up
+            warnings.warn(NEVER_STARTED, UserWarning, stacklevel)
+        self.flush()
+        return RunResult.of_lines(list(self._window), manifest=self.manifest, gc_events=list(self.gc_events),
                          samples=list(self.samples), markers=list(self.markers),
                          points=self.counters.points(), path=self.path, complete=self.complete,
                          end={"sampler": self.sampler_stats, "children_forked": self.children_forked,
@@ -439,7 +440,7 @@ class Run:
 
     def report(self) -> Report:
         """A :class:`gnnmon.report.Report` over this run's rows in memory."""
-        return Report(self.result())
+        return Report(self._result(3))
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path else "memory"

@@ -87,9 +87,9 @@ class Report:
 
     @property
     def records(self) -> list[dict[str, Any]]:
-        """The rows as dicts, in the order they finished (made on each read: for a long run,
-        iterate :meth:`Table.rows` or use the report's tables instead)."""
-        return list(self.table.rows())
+        """The rows as dicts, in the order they finished: the result's (:attr:`RunResult.records`,
+        made once; for a long run, iterate ``table.rows()`` or use the report's tables instead)."""
+        return self.result.records
 
     def labels(self) -> list[str]:
         """Row labels in first-seen order."""

@@ -214,3 +214,27 @@ def test_report_is_deprecated_and_uses_the_report_stage_registered(monkeypatch):
     monkeypatch.setattr(result_module, "REPORTERS", [lambda r: ("old", r), lambda r: ("newest", r)])
     with pytest.warns(DeprecationWarning, match=r"RunResult.report\(\) is deprecated"):
         assert run.report() == ("newest", run)
+
+
+def test_a_result_of_row_lines_reads_them_as_a_file_would_and_only_when_asked(tmp_path):
+    """``RunResult.of_lines`` (a live run's window: one encoded row per line, no newline): the
+    rows read back as the same lines written to a file and loaded, records first (no table made on
+    the way) or the table first."""
+    from gnnmon.data.format import ROW, encode, typed_line
+    from gnnmon.data.load import load as load_file
+
+    rows = [{"label": "step" if i % 3 else "eval", "index": i, "wall_s": i / 7, "notes": ["n"] * (i % 2)}
+            for i in range(700)]  # several chunks, two labels interleaved
+    rows[5]["mine"] = {"nested": [1, None, "x"]}  # a field of one row only
+    lines = [typed_line(ROW, encode(r)) for r in rows]
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'{"type":"manifest","format":"gnnmon.jsonl"}\n' + b"".join(line + b"\n" for line in lines))
+    from_file = load_file(path).records
+    first_records = RunResult.of_lines(lines, manifest={"m": 1})
+    assert first_records._table is None  # nothing read yet
+    assert first_records.records == from_file == rows
+    assert first_records._table is None  # records came straight from the lines
+    first_table = RunResult.of_lines(lines)
+    assert len(first_table.table) == 700 and first_table.table.labels() == ["eval", "step"]
+    assert first_table.records == rows and first_table.manifest is None
+    assert RunResult.of_lines([]).records == [] and len(RunResult.of_lines([]).table) == 0

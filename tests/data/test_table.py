@@ -81,6 +81,7 @@ def test_mixed_rows_read_back_equal_in_type_and_in_the_order_added(way):
     table = added_each_way(MIXED)[way]
     assert len(table) == len(MIXED) and table.labels() == ["train", "eval"]
     assert_rows_equal(list(table.rows()), MIXED)
+    assert_rows_equal(table.records(), MIXED)  # all at once, column by column: the same rows
 
 
 @pytest.mark.parametrize("way", ["add", "constructor", "extend"])
@@ -105,6 +106,7 @@ def test_many_rows_across_batches_read_back_equal_and_in_order(way):
     table = added_each_way(rows)[way]
     assert len(table) == 1000
     assert_rows_equal(list(table.rows()), rows)
+    assert_rows_equal(table.records(), rows)  # all at once, column by column: the same rows
 
 
 def test_texts_and_lists_of_texts_are_shared_between_rows_but_never_numbers():
