@@ -84,6 +84,8 @@ RSS_START = F("rss_start_bytes", BYTES, "memory", "host process RSS at the start
 RSS_PEAK = F("rss_peak_bytes", BYTES, "memory", "highest host process RSS inside the call")
 RSS_END = F("rss_end_bytes", BYTES, "memory", "host process RSS at the end")
 RSS_PEAK_DELTA = F("rss_peak_delta_bytes", BYTES, "memory", "RSS peak minus start", traced=True)
+# Every-row figures a probe (gnnmon.record.probes) fills, named by their declaration.
+CPU_S = F("cpu_s", SECONDS, "energy", "process CPU time during the row (with energy on: the CPU energy model)")
 
 FIGURES: tuple[Figure, ...] = (
     F("label", TEXT, "row", "the `label=` given, else the function's name as written"),
@@ -190,7 +192,7 @@ FIGURES: tuple[Figure, ...] = (
     F("idle_cpu_pct", PERCENT, "timeline", "idle time left on those cores, % of one core, sampled (near 0 with "
       "others_cpu_pct high: the run shared its cores)"),
     F("util_samples", COUNT, "timeline", "samples inside the row's window"),
-    F("cpu_s", SECONDS, "energy", "process CPU time during the row (with energy on: the CPU energy model)"),
+    CPU_S,
     F("energy_gpu_j", JOULES, "energy", "energy of the row's GPU", traced=True),
     F("energy_cpu_j", JOULES, "energy", "CPU energy (RAPL, else a model)", traced=True),
     F("energy_ram_j", JOULES, "energy", "RAM energy (RAPL, else a model)"),

@@ -34,7 +34,8 @@ from gnnmon.devices.sched import Times, thread_times
 from gnnmon.measure.row_device import model_backend
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.interrupts import raised_by_handler
-from gnnmon.record.row import Row, filling_row, put_sched
+from gnnmon.record.probe_sched import put_sched
+from gnnmon.record.row import Row, filling_row
 
 
 class BucketRecord:

@@ -22,7 +22,7 @@ import torch
 
 from gnnmon.devices import Backend
 from gnnmon.devices.ranges import RANGES, pop_range, push_range
-from gnnmon.devices.sched import Times, sched_state, thread_times
+from gnnmon.devices.sched import Times
 from gnnmon.fields import add_note
 from gnnmon.record import state
 from gnnmon.record.active import active_run
@@ -31,6 +31,7 @@ from gnnmon.record.inbox import Deferred
 from gnnmon.record.interrupts import MAIN_THREAD, on_stack, raised_by_handler
 from gnnmon.record.names import RowFields, RowView
 from gnnmon.record.oom_row import record_oom
+from gnnmon.record.probes import Probe
 from gnnmon.record.run import Run
 
 
@@ -45,7 +46,7 @@ class Row:
 
     __slots__ = (
         "fields", "run", "parent", "sync", "owner", "entered", "found", "backend", "placing", "_deferred",
-        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "_cpu0", "sched0", "_sched_tid", "_range", "closed", "_view",
+        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "sched0", "_probe", "_opened", "_more", "_range", "closed", "_view",
     )
 
     def __init__(
@@ -90,10 +91,12 @@ class Row:
         # Collections attributed to this row or its children (the GC log's callback adds them).
         self.gc_n = self.gc_ns = 0
         self.gc_gen = -1
-        # Process CPU-seconds, for the CPU energy model (a clock read, ~1 µs; only with energy on).
-        self._cpu0 = time.process_time() if self.run.energy is not None else None
-        self.sched0: Times | None = None  # its thread's counters at its start (sched on)
-        self._sched_tid = 0
+        self.sched0: Times | None = None  # its thread's counters at its start (the sched probe's)
+        # The run's probes opened, each with what it read: the first in two slots (no container made
+        # on the step's path for the usual one probe), any others in a list.
+        self._probe: Probe | None = None
+        self._opened: Any = None
+        self._more: list[tuple[Probe, Any]] | None = None
         self._range = None
         self.closed = False
         self._view: RowFields | None = None
@@ -118,10 +121,12 @@ class Row:
             if not self.run.holds_gc_hook:  # a top-level row installs the GC hook (a collect run holds it)
                 GC_LOG.acquire()
                 self._hook = True
-            if self.run.sched:
-                self.sched0 = thread_times()
-                self._sched_tid = threading.get_ident()
-                _sched_before(self.fields, self.sched0)
+        probes = self.run.probes[parent is None]  # every-row figures its options turn on (gnnmon.record.probes)
+        if probes:
+            first = self._probe = probes[0]
+            self._opened = first.open(self)
+            if len(probes) > 1:
+                self._more = [(probe, probe.open(self)) for probe in probes[1:]]
         state.CURRENT_ROW.set(self)
         if RANGES.on:  # opt-in: gnnmon.emit_ranges()
             self._range = push_range(self.fields["label"])
@@ -231,10 +236,11 @@ class Row:
             fields["error"] = type(error).__name__
             record_oom(fields, self.backend, error, self.run, self.note)  # nothing unless an OOM
         fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
-        if self._cpu0 is not None:
-            fields["cpu_s"] = time.process_time() - self._cpu0
-        if self.sched0 is not None and threading.get_ident() == self._sched_tid:  # else another thread's
-            _sched_in(fields, self.sched0)
+        if self._probe is not None:
+            self._probe.close(self, self._opened, fields, error)
+            if self._more:
+                for probe, opened in self._more:
+                    probe.close(self, opened, fields, error)
 
     def _failed_recording(self, exc: Exception, error: BaseException) -> None:
         """gnnmon's own ``exc`` while it recorded the call's ``error``: said on the row (if it is
@@ -286,32 +292,6 @@ class Row:
             self._run_after()
         else:
             self.close()
-
-
-def _sched_before(fields: dict[str, Any], now: Times) -> None:
-    """The thread's scheduler counters since its previous top-level row ended (``before_*``)."""
-    last = getattr(sched_state(), "last_end", None)  # (t_end_ns, its Times)
-    if last is not None:
-        fields["before_s"] = (fields["t_start_ns"] - last[0]) / 1e9
-        put_sched(fields, "before_thread_", last[1], now)
-
-
-def _sched_in(fields: dict[str, Any], start: Times) -> None:
-    """The thread's scheduler counters in the row (``thread_*``); kept for the next row's ``before_*``."""
-    now = thread_times()
-    put_sched(fields, "thread_", start, now)
-    sched_state().last_end = (fields["t_end_ns"], now)
-
-
-def put_sched(fields: dict[str, Any], prefix: str, start: Times, end: Times) -> None:
-    """``<prefix>cpu_s``, ``<prefix>preempted``, ``<prefix>waits`` and, where the kernel keeps it,
-    ``<prefix>queued_s``: a thread's scheduler counters
-    (:func:`~gnnmon.devices.sched.thread_times`) from ``start`` to ``end``."""
-    fields[f"{prefix}cpu_s"] = end[0] - start[0]
-    fields[f"{prefix}preempted"] = end[1] - start[1]
-    fields[f"{prefix}waits"] = end[2] - start[2]
-    if start[3] is not None and end[3] is not None:
-        fields[f"{prefix}queued_s"] = end[3] - start[3]
 
 
 def current_row() -> RowView | None:

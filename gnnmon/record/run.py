@@ -37,7 +37,7 @@ from gnnmon.devices.fork import set_aside
 from gnnmon.devices.peaks import hold_pollers, release_pollers
 from gnnmon.devices.ranks import current_rank
 from gnnmon.errors import NEVER_STARTED
-from gnnmon.record import state
+from gnnmon.record import probe_cpu, probe_sched, state  # noqa: F401 - the built-in probes register themselves
 from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.inbox import Deferred, Inbox
 from gnnmon.record.interrupts import HELD, held_section, releasing
@@ -46,6 +46,7 @@ from gnnmon.record.memory_history import History
 from gnnmon.record.names import check_name, warn_late_mark
 from gnnmon.record.options import Options
 from gnnmon.record.outlets import Outlets
+from gnnmon.record.probes import chosen
 from gnnmon.record.sinks import Batch, JsonlSink, Sink, as_sinks
 from gnnmon.report import Report
 from gnnmon.timeline.energy_join import EnergyJoin
@@ -122,6 +123,7 @@ class Run:
         self._unmeasured_at_start = 0
         self.history = History(opts.memory_history)  # CUDA's allocation history, opt-in
         self.sched = opts.sched_on(self.rank is not None)  # rows read their thread's counters
+        self.probes = chosen(self, declared=False)  # every-row figures its options turn on (again at start)
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> Run:
@@ -158,6 +160,7 @@ class Run:
                 session.stop()
             self.history.stop()
             raise
+        self.probes = chosen(self)
         self._state = "active"
         self.thread = threading.get_ident()  # its thread's rows come here (record/active.py)
         self._last_error = getattr(sys, "last_value", None)

@@ -223,7 +223,7 @@ def test_without_counters_the_causes_are_what_they_were():
 def test_the_counters_are_read_twice_per_top_level_row_and_never_otherwise(monkeypatch):
     """What the step's path pays, counted: two reads for a top-level row (its start and end), none
     for a row nested in it, none with ``sched=False``."""
-    import gnnmon.record.row as row_module
+    import gnnmon.record.probe_sched as row_module  # the sched probe reads them
 
     reads = []
     monkeypatch.setattr(row_module, "thread_times", lambda: reads.append(1) or (0.0, 0, 0, None))

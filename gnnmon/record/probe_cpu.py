@@ -1,0 +1,29 @@
+"""The ``cpu_s`` probe: the process's CPU seconds in a row (a clock read, ~1 µs), for the CPU's
+energy model; on where the run reads energy."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gnnmon.figures import CPU_S
+from gnnmon.record.probes import Probe, Row, Run, register_probe
+
+
+class CpuTime:
+    """``cpu_s``: :func:`time.process_time` from the row's opening to its closing."""
+
+    top_level = False
+
+    def open(self, row: Row) -> float:
+        return time.process_time()
+
+    def close(self, row: Row, opened: Any, fields: dict[str, Any], error: BaseException | None) -> None:
+        fields[CPU_S.name] = time.process_time() - opened
+
+
+def _choose(run: Run) -> Probe | None:
+    return CpuTime() if run.energy is not None else None
+
+
+register_probe("cpu_time", _choose)

@@ -1,0 +1,142 @@
+"""Every-row figures as probes (``gnnmon/record/probes.py``): the built-in ones are chosen once from
+a run's options, and a new one — a probe of the test's own, declared by a package's entry point,
+its figure one line in ``figures.py`` and its option one line in the options — appears on the
+live rows, in the file, in the report and in the field reference, with no other edit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import gnnmon
+from gnnmon.record.probe_cpu import CpuTime
+from gnnmon.record.probe_sched import Sched
+from gnnmon.record.probes import ENTRY_POINTS, PROBES, chosen
+
+PACKAGE = Path(gnnmon.__file__).resolve().parent
+
+
+def test_a_runs_probes_follow_its_options():
+    assert {"cpu_time", "sched"} <= set(PROBES)
+    off = gnnmon.collect(sched=False)
+    assert chosen(off).all == () and off.probes.all == () and off.probes == ((), ())
+    on = gnnmon.collect(sched=True)
+    assert [type(p) for p in on.probes.all] == ([Sched] if on.sched else [])  # sched: Linux only
+    assert on.probes[False] == ()  # top-level rows only
+    with gnnmon.collect(sched=False, energy=True, sample=0.05, sampler="thread") as energetic:
+        assert [type(p) for p in energetic.probes.all] == [CpuTime] == [type(p) for p in energetic.probes[False]]  # energy is known once the run starts
+
+
+PROBE = '''
+TICKS = [0]
+
+
+class Ticks:
+    """Planted: the ticks the step made while the row was open."""
+
+    top_level = False
+
+    def open(self, row):
+        return TICKS[0]
+
+    def close(self, row, opened, fields, error):
+        fields["planted_ticks"] = TICKS[0] - opened
+
+
+def choose(run):
+    return Ticks() if run.options.planted else None
+'''
+
+STUDY = '''
+import json, sys
+import gnnmon, planted_probe
+from gnnmon.figures import reference
+
+@gnnmon.cuda_timed(label="step", device="cpu")
+def step(k):
+    planted_probe.TICKS[0] += k
+    @gnnmon.cuda_timed(label="inner", device="cpu")
+    def inner():
+        planted_probe.TICKS[0] += 100
+    if k == 3:
+        inner()
+
+path, bare = sys.argv[1], sys.argv[2]
+with gnnmon.collect(path, planted=True, sample=None) as run:
+    for k in range(5):
+        step(k)
+live = [(r["label"], r.get("planted_ticks")) for r in run.records]
+with gnnmon.collect(bare, sample=None) as off:
+    step(7)
+print(json.dumps({
+    "live": live,
+    "loaded": [(r["label"], r.get("planted_ticks")) for r in gnnmon.load(path).records],
+    "in_file": open(path).read().count("planted_ticks"),
+    "report": [line for line in gnnmon.Report.load(path).markdown().splitlines() if "planted_ticks" in line],
+    "reference": [line for line in reference().splitlines() if "planted_ticks" in line],
+    "off": "planted_ticks" in off.records[0],
+}))
+'''
+
+
+def test_a_new_probe_is_one_module_one_figure_line_and_one_option(tmp_path):
+    copy = tmp_path / "pkg" / "gnnmon"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    figures = (copy / "figures.py").read_text()
+    assert figures.count("    CPU_S,\n") == 1
+    (copy / "figures.py").write_text(figures.replace(
+        "    CPU_S,\n", '    CPU_S,\n    F("planted_ticks", COUNT, "row", "ticks the planted probe counted in the row"),\n'))
+    options = (copy / "record" / "options.py").read_text()
+    assert options.count("    sched: bool | str = AUTO\n") == 1
+    (copy / "record" / "options.py").write_text(options.replace(
+        "    sched: bool | str = AUTO\n", "    sched: bool | str = AUTO\n    planted: bool = False\n"))
+    site = tmp_path / "site"
+    (site / "planted_probe-1.0.dist-info").mkdir(parents=True)
+    (site / "planted_probe.py").write_text(PROBE)
+    (site / "planted_probe-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: planted-probe\nVersion: 1.0\n")
+    (site / "planted_probe-1.0.dist-info" / "entry_points.txt").write_text(
+        f"[{ENTRY_POINTS}]\nplanted = planted_probe:choose\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(copy.parent)])}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(STUDY), str(tmp_path / "run.jsonl"),
+                           str(tmp_path / "bare.jsonl")], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=tmp_path)  # not this checkout: the copy on PYTHONPATH is the gnnmon imported
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    # the planted truth: step k ticks k, and 100 more through its inner row at k = 3
+    want = [["step", 0], ["step", 1], ["step", 2], ["inner", 100], ["step", 103], ["step", 4]]
+    assert got["live"] == want and got["loaded"] == want
+    assert got["in_file"] >= 1  # written by the run (said once per run where it repeats)
+    assert got["report"], "the report's tables show the figure"
+    assert got["reference"] and "ticks the planted probe counted in the row" in got["reference"][0]
+    assert got["off"] is False  # the option off: no probe, no field
+
+
+class _BrokenEntryPoint:
+    name, value = "broken", "broken_pkg:choose"
+
+    def load(self):
+        raise ImportError("planted: broken_pkg cannot be imported")
+
+
+def test_a_packages_broken_probe_is_named_and_the_run_goes_on(monkeypatch, tmp_path):
+    import gnnmon.record.probes as probes
+
+    monkeypatch.setattr(probes, "_DECLARED", [])
+    monkeypatch.setattr(probes, "PROBES", dict(PROBES))
+    monkeypatch.setattr(probes.metadata, "entry_points", lambda group: [_BrokenEntryPoint()])
+
+    @gnnmon.cuda_timed(label="step", device="cpu")
+    def step() -> int:
+        return 7
+
+    with pytest.warns(RuntimeWarning, match=r"could not load the probe 'broken' \(broken_pkg:choose\).*planted"):
+        with gnnmon.collect(tmp_path / "run.jsonl", sample=None) as run:
+            assert step() == 7
+    assert [r["label"] for r in run.records] == ["step"] and "broken" not in probes.PROBES
