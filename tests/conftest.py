@@ -182,6 +182,16 @@ def real_cuda():
     clear_backends()
 
 
+@pytest.fixture
+def mlflow_store(tmp_path):
+    """A real MLflow tracking store (sqlite) in the test's folder with the experiment ``e``: its URI
+    and a client (``tests/mlflow_store.py``); skipped where mlflow is not installed."""
+    pytest.importorskip("mlflow")
+    from tests.mlflow_store import make_store
+
+    return make_store(tmp_path)
+
+
 @pytest.fixture(scope="session")
 def cycles_per_s():
     """Calibrate torch.cuda._sleep: cycles per second of GPU time, timed with two events, after

@@ -24,6 +24,7 @@ import gnnmon
 from gnnmon.integrations.metrics import prometheus_metric
 from gnnmon.record.sinks import Batch
 from tests import rawjsonl
+from tests.mlflow_store import make_store
 from tests.record.test_distributed import aborted_in_teardown, run_job
 from tests.wandb_file import history
 
@@ -189,7 +190,6 @@ def test_a_two_rank_job_streams_to_prometheus_and_mlflow_at_once(tmp_path):
     teardown (torch's, after every file ended) runs once more with a fresh server, store and ports."""
     pytest.importorskip("prometheus_client")
     pytest.importorskip("mlflow")
-    from mlflow.tracking import MlflowClient
 
     for attempt in (1, 2):  # a job that aborted in gloo's teardown runs once more, with sinks of its own
         work = tmp_path / f"attempt{attempt}"
@@ -203,9 +203,7 @@ def test_a_two_rank_job_streams_to_prometheus_and_mlflow_at_once(tmp_path):
             except OSError:
                 base = free_port()
         server, port = start_prometheus(work, [base, base + 1])
-        store = f"sqlite:///{work / 'mlflow.db'}"
-        client = MlflowClient(store)
-        client.create_experiment("ddp_gcn", artifact_location=(work / "artifacts").as_uri())
+        store, client = make_store(work, "ddp_gcn")
         try:
             done = run_job(work, "stream", args=(f"prometheus={base}", f"mlflow={store}"))
             if attempt == 1 and aborted_in_teardown(work, done):
@@ -251,15 +249,10 @@ def test_a_two_rank_job_streams_to_prometheus_and_mlflow_at_once(tmp_path):
 
 # -- MLflow ----------------------------------------------------------------------------------
 
-def test_mlflow_gets_every_figure_at_the_row_step_and_the_manifest_as_params(tmp_path):
-    pytest.importorskip("mlflow")
-    from mlflow.tracking import MlflowClient
-
+def test_mlflow_gets_every_figure_at_the_row_step_and_the_manifest_as_params(tmp_path, mlflow_store):
     from gnnmon.integrations.mlflow import MlflowSink
 
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(store)
-    client.create_experiment("e", artifact_location=(tmp_path / "artifacts").as_uri())
+    store, client = mlflow_store
     sink = MlflowSink(tracking_uri=store, experiment="e")
     sparse = MlflowSink(tracking_uri=store, experiment="e", every=2, artifact=False)
     rows = planted_run(tmp_path / "run.jsonl", [sink, sparse], config={"lr": 0.25, "model": {"hidden": 64}})

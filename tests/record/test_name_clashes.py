@@ -206,15 +206,10 @@ def test_prometheus_series_are_gnnmons_whatever_the_names_of_yours(tmp_path):
         server.wait()
 
 
-def test_mlflow_keys_of_yours_never_take_the_sinks_own(tmp_path):
-    pytest.importorskip("mlflow")
-    from mlflow.tracking import MlflowClient
-
+def test_mlflow_keys_of_yours_never_take_the_sinks_own(tmp_path, mlflow_store):
     from gnnmon.integrations.mlflow import MlflowSink
 
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(store)
-    client.create_experiment("e", artifact_location=(tmp_path / "artifacts").as_uri())
+    store, client = mlflow_store
     sink = MlflowSink(tracking_uri=store, experiment="e")
     rows = clashing_run(tmp_path / "run.jsonl", [sink])
     samples = [r for r in map(json.loads, (tmp_path / "run.jsonl").read_text().splitlines()) if r["type"] == "sample"]
