@@ -165,8 +165,10 @@ def heavy(package_dir: Path, stages: tuple[str, ...] = TORCH_FREE, banned: tuple
           ) -> list[tuple[str, str, int, str]]:
     """``(module, banned package, line, how it is reached)`` for every module in ``stages``, or
     imported at run time from one of them (however indirectly), that imports a ``banned`` package."""
-    # a string names a module imported when it is used, not when its importer is (the face's table)
-    imports = [i for i in all_imports(package_dir) if not i.typing_only and not i.by_string]
+    # imported when a name is used, not when the importer is: a string's module, and the face's
+    # imports inside its functions (each public name's module, on first use)
+    imports = [i for i in all_imports(package_dir) if not i.typing_only and not i.by_string
+               and not (i.in_function and stage(i.source) == "api")]
     graph: dict[str, set[str]] = {}
     for imp in imports:
         graph.setdefault(imp.source, set()).add(imp.target)
@@ -247,10 +249,10 @@ def all_imports(package_dir: Path) -> list[Import]:
 
 
 def by_string(imports: list[Import]) -> list[Import]:
-    """Imports made by string, except in the package's face: its table of public names, each
-    imported when first used, is what keeps ``import gnnmon`` free of torch (and the face may import
-    every stage). Elsewhere a string import hides an arrow from this graph's readers."""
-    return [imp for imp in imports if imp.by_string and stage(imp.source) != "api"]
+    """Imports made by string, anywhere in the package (the face's lazily imported public names
+    included: it writes its imports out, inside a function). A string import hides an arrow from
+    this graph's readers."""
+    return [imp for imp in imports if imp.by_string]
 
 
 def stage(module: str) -> str:
