@@ -80,8 +80,9 @@ class RunResult:
     @property
     def table(self) -> Table:
         """The rows as a columnar :class:`~gnnmon.data.table.Table`, per label."""
+        lines = self._lines  # before the table: another thread sets the table first, then drops the lines
         if self._table is None:
-            self._table = table_of_lines(self._lines or ())
+            self._table = table_of_lines(lines or ())
             self._lines = None
         return self._table
 
@@ -90,10 +91,11 @@ class RunResult:
         """The rows as dicts, in the order they finished (made once, when first read: for a long
         run, iterate ``table.rows()`` or read the report instead)."""
         if self._records is None:
-            if self._table is None:  # lines not read yet: straight into dicts, no table on the way
-                self._records = [row for rows in rows_of_lines(self._lines or ()) for row in rows]
+            lines = self._lines  # before the table (see :attr:`table`)
+            if lines is not None and self._table is None:  # straight into dicts, no table on the way
+                self._records = [row for rows in rows_of_lines(lines) for row in rows]
             else:
-                self._records = self._table.records()
+                self._records = self.table.records()
         return self._records
 
     @property
@@ -133,7 +135,8 @@ class RunResult:
         warnings.warn("RunResult.report() is deprecated: use gnnmon.Report(result), or gnnmon.Report.load(path)",
                       DeprecationWarning, stacklevel=2)
         if not REPORTERS:
-            raise GnnmonError("no report stage is imported: use gnnmon.Report(result)")
+            raise GnnmonError("RunResult.report() needs the report stage, not imported here: use gnnmon.Report(result) "
+                              "(or import gnnmon.report first)")
         return REPORTERS[-1](self)
 
     @classmethod

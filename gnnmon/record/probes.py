@@ -98,11 +98,23 @@ class Chosen(tuple[tuple[Probe, ...], tuple[Probe, ...]]):
         return self[1]
 
 
+def _ask(run: Run) -> Callable[[tuple[str, Callable[[Run], Probe | None]]], Probe | None]:
+    """Asks one chooser for its probe: one that raises is named in a warning and left out."""
+    def ask(item: tuple[str, Callable[[Run], Probe | None]]) -> Probe | None:
+        name, choose = item
+        try:
+            return choose(run)
+        except Exception as exc:  # noqa: BLE001 - a package's broken chooser must not stop the run
+            warnings.warn(f"gnnmon left out the probe {name!r}: choosing it raised {exc!r}", RuntimeWarning, 4)
+            return None
+    return ask
+
+
 def chosen(run: Run, declared: bool = True) -> Chosen:
     """The probes ``run``'s options turn on, in the order they were registered (the built-in ones
     first, then those packages declare; ``declared=False``: those registered so far only, as a run
     is made, which may be on a step's path: the packages' metadata is read as a run starts)."""
     if declared and not _DECLARED:
         _load_declared()
-    found = tuple(probe for probe in (choose(run) for choose in PROBES.values()) if probe is not None)
+    found = tuple(probe for probe in map(_ask(run), list(PROBES.items())) if probe is not None)
     return Chosen((tuple(p for p in found if not p.top_level), found))

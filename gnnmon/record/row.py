@@ -123,10 +123,13 @@ class Row:
                 self._hook = True
         probes = self.run.probes[parent is None]  # every-row figures its options turn on (gnnmon.record.probes)
         if probes:
-            first = self._probe = probes[0]
-            self._opened = first.open(self)
+            try:
+                self._opened = probes[0].open(self)
+                self._probe = probes[0]  # after its open: a probe that failed to open is never closed
+            except Exception as exc:  # noqa: BLE001 - a probe's fault is noted, never the step's
+                self._probe_failed(probes[0], exc)
             if len(probes) > 1:
-                self._more = [(probe, probe.open(self)) for probe in probes[1:]]
+                self._more = self._open_more(probes[1:])
         state.CURRENT_ROW.set(self)
         if RANGES.on:  # opt-in: gnnmon.emit_ranges()
             self._range = push_range(self.fields["label"])
@@ -237,10 +240,30 @@ class Row:
             record_oom(fields, self.backend, error, self.run, self.note)  # nothing unless an OOM
         fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
         if self._probe is not None:
-            self._probe.close(self, self._opened, fields, error)
-            if self._more:
-                for probe, opened in self._more:
+            try:
+                self._probe.close(self, self._opened, fields, error)
+            except Exception as exc:  # noqa: BLE001 - a probe's fault is noted, never the step's
+                self._probe_failed(self._probe, exc)
+        if self._more:
+            for probe, opened in self._more:
+                try:
                     probe.close(self, opened, fields, error)
+                except Exception as exc:  # noqa: BLE001
+                    self._probe_failed(probe, exc)
+
+    def _open_more(self, probes: tuple[Probe, ...]) -> list[tuple[Probe, Any]]:
+        """Open the run's other probes; one that raises is noted and left out."""
+        opened = []
+        for probe in probes:
+            try:
+                opened.append((probe, probe.open(self)))
+            except Exception as exc:  # noqa: BLE001
+                self._probe_failed(probe, exc)
+        return opened
+
+    def _probe_failed(self, probe: Probe, exc: Exception) -> None:
+        """A probe raised: its figures are missing from this row, which says why (the call goes on)."""
+        self.note(f"probe {type(probe).__name__} failed: {type(exc).__name__}: {exc}")
 
     def _failed_recording(self, exc: Exception, error: BaseException) -> None:
         """gnnmon's own ``exc`` while it recorded the call's ``error``: said on the row (if it is

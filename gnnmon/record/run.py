@@ -147,6 +147,7 @@ class Run:
                 self.energy = EnergySources(session.hello, **energy)
                 options["energy"] = self.energy.describe()
                 energy_join = EnergyJoin(options["energy"], session.interval)
+            self.probes = chosen(self)  # energy is known now; a package's probes are read here
             options["memory_history"] = self.history.start()
             options["sched"] = self.sched
             self.manifest = build_manifest(self.config, options)
@@ -160,7 +161,6 @@ class Run:
                 session.stop()
             self.history.stop()
             raise
-        self.probes = chosen(self)
         self._state = "active"
         self.thread = threading.get_ident()  # its thread's rows come here (record/active.py)
         self._last_error = getattr(sys, "last_value", None)
@@ -375,7 +375,10 @@ class Run:
     def records(self) -> list[dict[str, Any]]:
         """The rows kept in memory (after finishing pending ones), oldest first: every row of a
         run without a file or sink, else the newest ``max_records`` (a run never started: none)."""
-        return self._result(3).records
+        if self._state == "new":
+            warnings.warn(NEVER_STARTED, UserWarning, 2)
+        self.flush()
+        return RunResult.of_lines(list(self._window)).records  # the rows alone: fresh dicts each read
 
     # -- sinks ------------------------------------------------------------------------------
     def add_sink(self, sink: Any) -> Sink:

@@ -37,11 +37,15 @@ class Written(str):
     """What an export wrote, in words (``"1,200 scalars"``), and how many things (``n``)."""
 
     n: int
+    unit: str
 
     def __new__(cls, count: int, unit: str) -> Written:
         made = super().__new__(cls, f"{count:,} {unit}")
-        made.n = count
+        made.n, made.unit = count, unit
         return made
+
+    def __reduce__(self) -> tuple[type[Written], tuple[int, str]]:
+        return (Written, (self.n, self.unit))  # copied and pickled whole (a worker's answer)
 
 
 EXPORTS: dict[str, Export] = {}
@@ -64,8 +68,12 @@ def register_export(export: Export) -> Export:
 
 
 def _declared() -> dict[str, metadata.EntryPoint]:
-    """The exports packages declare as entry points, by name."""
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINTS)}
+    """The exports packages declare as entry points, by name ({} where packages' metadata cannot be
+    read: the built-in exports still work)."""
+    try:
+        return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINTS)}
+    except Exception:  # noqa: BLE001 - a broken package's metadata must not stop gnnmon's own exports
+        return {}
 
 
 def names() -> list[str]:
@@ -80,7 +88,10 @@ def find(name: str) -> Export:
         declared = _declared()
         if name not in declared:
             raise ValueError(f"no export named {name!r}; the exports: {', '.join(names())}")
-        loaded: Any = declared[name].load()  # imports its module, which registers it
+        try:
+            loaded: Any = declared[name].load()  # imports its module, which registers it
+        except Exception as exc:
+            raise ValueError(f"the export {name!r} ({declared[name].value}) could not be loaded: {exc!r}") from exc
         found = EXPORTS.get(name) or register_export(loaded() if isinstance(loaded, type) else loaded)
     return found
 

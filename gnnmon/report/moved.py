@@ -44,7 +44,7 @@ class _Alias(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         target = self.target
-        warn_moved(module.__name__, target.__name__, stacklevel=8)  # past importlib's frames
+        warn_moved(module.__name__, target.__name__, stacklevel=3)  # the importing line (importlib's frames are skipped)
         module.__doc__ = target.__doc__
         module.__getattr__ = lambda name: getattr(target, name)  # type: ignore[method-assign]
         module.__dir__ = lambda: dir(target)  # type: ignore[method-assign]

@@ -87,9 +87,10 @@ class Report:
 
     @property
     def records(self) -> list[dict[str, Any]]:
-        """The rows as dicts, in the order they finished: the result's (:attr:`RunResult.records`,
-        made once; for a long run, iterate ``table.rows()`` or use the report's tables instead)."""
-        return self.result.records
+        """The rows as dicts, in the order they finished, made on each read from the result's table
+        (:meth:`Table.records`: changing them changes nothing the report or its exports read; for a
+        long run, iterate ``table.rows()`` or use the report's tables instead)."""
+        return self.table.records()
 
     def labels(self) -> list[str]:
         """Row labels in first-seen order."""

@@ -140,3 +140,47 @@ def test_a_packages_broken_probe_is_named_and_the_run_goes_on(monkeypatch, tmp_p
         with gnnmon.collect(tmp_path / "run.jsonl", sample=None) as run:
             assert step() == 7
     assert [r["label"] for r in run.records] == ["step"] and "broken" not in probes.PROBES
+
+
+class _Raising:
+    """A planted probe that raises in ``open`` or in ``close``."""
+
+    top_level = False
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def open(self, row):
+        if self.where == "open":
+            raise OSError("planted: open")
+        return 1
+
+    def close(self, row, opened, fields, error):
+        if self.where == "close":
+            raise OSError("planted: close")
+        fields["raising_probe_closed"] = opened
+
+
+def test_a_probe_that_raises_is_noted_on_its_row_and_the_step_goes_on(monkeypatch, tmp_path):
+    import gnnmon.record.probes as probes
+
+    monkeypatch.setattr(probes, "PROBES", dict(PROBES))
+    probes.register_probe("opens_badly", lambda run: _Raising("open"))
+    probes.register_probe("closes_badly", lambda run: _Raising("close"))
+    probes.register_probe("fine", lambda run: _Raising("neither"))
+    probes.register_probe("unchoosable", lambda run: 1 / 0)
+
+    @gnnmon.cuda_timed(label="step", device="cpu")
+    def step(i: int) -> int:
+        return i * 2
+
+    with pytest.warns(RuntimeWarning, match=r"left out the probe 'unchoosable': choosing it raised ZeroDivisionError"):
+        with gnnmon.collect(tmp_path / "run.jsonl", sample=None) as run:
+            assert [step(i) for i in range(3)] == [0, 2, 4]
+    rows = run.records
+    assert [r["index"] for r in rows] == [0, 1, 2] and all(r["error"] is None for r in rows)
+    for row in rows:
+        notes = " | ".join(row["notes"])
+        assert "probe _Raising failed: OSError: planted: open" in notes
+        assert "probe _Raising failed: OSError: planted: close" in notes
+        assert row["raising_probe_closed"] == 1  # the probe that works still fills its figure

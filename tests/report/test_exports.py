@@ -152,3 +152,19 @@ def test_a_packages_export_is_found_through_its_entry_point(run_path, tmp_path):
     """)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "1 labels", done.stderr
+
+
+def test_what_an_export_wrote_copies_and_pickles_whole():
+    import copy
+    import pickle
+
+    wrote = Written(1200, "scalars")
+    for again in (copy.copy(wrote), pickle.loads(pickle.dumps(wrote))):
+        assert again == "1,200 scalars" and again.n == 1200 and again.unit == "scalars"
+
+
+def test_a_reports_records_are_fresh_on_each_read(run_path):
+    report = gnnmon.Report.load(run_path)
+    first = report.records
+    first[0]["planted"] = "changed"
+    assert report.records[0]["planted"] == 0 and report.table.records()[0]["planted"] == 0

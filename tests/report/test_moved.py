@@ -75,3 +75,10 @@ def test_a_loaded_results_report_method_still_works_with_a_warning(tmp_path) -> 
     new = gnnmon.Report.load(path)
     assert isinstance(old, gnnmon.Report) and isinstance(new, gnnmon.Report)
     assert [r["index"] for r in old.records] == [r["index"] for r in new.records] == [0, 1, 2]
+
+
+def test_the_old_names_warning_names_the_importing_line() -> None:
+    sys.modules.pop("gnnmon.report.extrapolation", None)
+    with pytest.warns(DeprecationWarning) as caught:
+        import gnnmon.report.extrapolation  # noqa: F401  # type: ignore[import-not-found]
+    assert caught[0].filename == __file__  # this file: a filter by module matches it, a script sees it
