@@ -215,3 +215,11 @@ def test_loader_workers_benchmark_reads_every_row_of_a_forked_loader(tmp_path):
     result = json.loads((tmp_path / "workers.json").read_text())
     assert result["rows"] == result["batches"] == 20 and result["phases_read"] == 20
     assert result["children_forked"] >= 2 * result["epochs"]
+
+
+def test_house_costs_benchmark_quick():
+    """``benchmarks/house_costs.py --quick``: its table, one line for this checkout (timings printed,
+    not asserted)."""
+    proc = run_benchmark("house_costs.py", "--quick", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| this |" in proc.stdout and "500 rows read" in proc.stdout
