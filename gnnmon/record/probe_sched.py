@@ -37,15 +37,22 @@ def _before(fields: dict[str, Any], now: Times) -> None:
         put_sched(fields, "before_thread_", last[1], now)
 
 
+_KEYS: dict[str, tuple[str, str, str, str]] = {}
+"""A prefix's four field names, made once (not four f-strings on every row)."""
+
+
 def put_sched(fields: dict[str, Any], prefix: str, start: Times, end: Times) -> None:
     """``<prefix>cpu_s``, ``<prefix>preempted``, ``<prefix>waits`` and, where the kernel keeps it,
     ``<prefix>queued_s``: a thread's scheduler counters
     (:func:`~gnnmon.devices.sched.thread_times`) from ``start`` to ``end``."""
-    fields[f"{prefix}cpu_s"] = end[0] - start[0]
-    fields[f"{prefix}preempted"] = end[1] - start[1]
-    fields[f"{prefix}waits"] = end[2] - start[2]
+    keys = _KEYS.get(prefix)
+    if keys is None:
+        keys = _KEYS[prefix] = (f"{prefix}cpu_s", f"{prefix}preempted", f"{prefix}waits", f"{prefix}queued_s")
+    fields[keys[0]] = end[0] - start[0]
+    fields[keys[1]] = end[1] - start[1]
+    fields[keys[2]] = end[2] - start[2]
     if start[3] is not None and end[3] is not None:
-        fields[f"{prefix}queued_s"] = end[3] - start[3]
+        fields[keys[3]] = end[3] - start[3]
 
 
 def _choose(run: Run) -> Probe | None:
