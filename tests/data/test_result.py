@@ -209,7 +209,7 @@ def test_merge_of_files_read_back(tmp_path):
 def test_report_is_deprecated_and_uses_the_report_stage_registered(monkeypatch):
     run = RunResult(ROWS)
     monkeypatch.setattr(result_module, "REPORTERS", [])
-    with pytest.warns(DeprecationWarning, match="gnnmon.Report"), pytest.raises(GnnmonError, match="no report stage"):
+    with pytest.warns(DeprecationWarning, match="gnnmon.Report"), pytest.raises(GnnmonError, match="needs the report stage"):
         run.report()
     monkeypatch.setattr(result_module, "REPORTERS", [lambda r: ("old", r), lambda r: ("newest", r)])
     with pytest.warns(DeprecationWarning, match=r"RunResult.report\(\) is deprecated"):
