@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -299,7 +300,17 @@ def groups(path: Path) -> list[tuple[int, list[str]]]:
     """A module's definitions in groups that refer to one another (directly or through others),
     each with its length in lines, longest first."""
     defs, loose = _definitions(ast.parse(path.read_text(), filename=str(path)))
-    parent = {name: name for name in defs}
+    ties = [(name, other) for name, (_, refs) in defs.items() for other in refs & defs.keys()]
+    for refs in loose:
+        tied = sorted(refs & defs.keys())
+        ties += zip(tied, tied[1:], strict=False)
+    return _grouped({name: lines for name, (lines, _) in defs.items()}, ties)
+
+
+def _grouped(lines: dict[str, int], ties: Iterable[tuple[str, str]]) -> list[tuple[int, list[str]]]:
+    """Names (each ``lines`` long) joined wherever ``ties`` pairs two, as groups with their total
+    length, longest first (union-find)."""
+    parent = {name: name for name in lines}
 
     def root(name: str) -> str:
         while parent[name] != name:
@@ -307,17 +318,12 @@ def groups(path: Path) -> list[tuple[int, list[str]]]:
             name = parent[name]
         return name
 
-    for name, (_, refs) in defs.items():
-        for other in refs & defs.keys():
-            parent[root(name)] = root(other)
-    for refs in loose:
-        tied = sorted(refs & defs.keys())
-        for a, b in zip(tied, tied[1:], strict=False):
-            parent[root(a)] = root(b)
+    for a, b in ties:
+        parent[root(a)] = root(b)
     found: dict[str, list[str]] = {}
-    for name in defs:
+    for name in lines:
         found.setdefault(root(name), []).append(name)
-    return sorted(((sum(defs[n][0] for n in names), sorted(names)) for names in found.values()), reverse=True)
+    return sorted(((sum(lines[n] for n in names), sorted(names)) for names in found.values()), reverse=True)
 
 
 CONSTRUCTORS = {"__init__", "__new__", "__post_init__"}
@@ -334,28 +340,17 @@ def method_groups(cls: ast.ClassDef) -> list[tuple[int, list[str]]]:
             used = {n.attr for n in ast.walk(stmt) if isinstance(n, ast.Attribute)
                     and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")}
             methods[stmt.name] = (lines, used)
-    parent = {name: name for name in methods}
-
-    def root(name: str) -> str:
-        while parent[name] != name:
-            parent[name] = parent[parent[name]]
-            name = parent[name]
-        return name
-
+    ties: list[tuple[str, str]] = []
     users: dict[str, list[str]] = {}
     for name, (_, used) in methods.items():
         for attr in used:
             if attr in methods:
-                parent[root(name)] = root(attr)
+                ties.append((name, attr))
             else:
                 users.setdefault(attr, []).append(name)
     for names in users.values():
-        for a, b in zip(names, names[1:], strict=False):
-            parent[root(a)] = root(b)
-    found: dict[str, list[str]] = {}
-    for name in methods:
-        found.setdefault(root(name), []).append(name)
-    return sorted(((sum(methods[n][0] for n in names), sorted(names)) for names in found.values()), reverse=True)
+        ties += zip(names, names[1:], strict=False)
+    return _grouped({name: lines for name, (lines, _) in methods.items()}, ties)
 
 
 def many_concerns(package_dir: Path, lines: int = CONCERN_LINES) -> list[tuple[str, list[tuple[int, list[str]]]]]:

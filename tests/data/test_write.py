@@ -19,6 +19,7 @@ import pytest
 from gnnmon.data.format import dumps, encode, parse
 from gnnmon.data.read import read_lines
 from gnnmon.data.write import JsonlWriter
+from tests.data.test_full_disk import QuotaFile  # a raw file that holds only so many bytes
 
 MANIFEST = {"type": "manifest", "format": "gnnmon.jsonl", "format_version": 1, "config": {"lr": 0.01, "name": "é"}}
 
@@ -138,23 +139,6 @@ def test_lines_written_from_several_threads_are_each_whole(tmp_path):
         assert [r["index"] for r in got if r["label"] == f"t{k}"] == list(range(200))  # each thread's in order
 
 
-class Disk:
-    """A raw file that holds at most ``capacity`` bytes, as a full disk does: a write gets the
-    bytes that fit (a short write), the next raises ``ENOSPC``."""
-
-    def __init__(self, raw, capacity: int) -> None:
-        self.raw, self.capacity = raw, capacity
-
-    def write(self, data) -> int:
-        room = self.capacity - self.raw.tell()
-        if room <= 0:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return self.raw.write(data[:room])
-
-    def __getattr__(self, name):
-        return getattr(self.raw, name)
-
-
 def test_a_write_the_disk_cuts_short_keeps_the_whole_lines_that_fit_and_cuts_back_the_rest(tmp_path):
     path = tmp_path / "run.jsonl"
     writer = JsonlWriter(path, header=MANIFEST)
@@ -162,7 +146,7 @@ def test_a_write_the_disk_cuts_short_keeps_the_whole_lines_that_fit_and_cuts_bac
     before = path.stat().st_size
     batch = [encode(r) for r in rows(2, 5)]
     room = len(batch[0]) + 1 + len(batch[1]) + 1 + len(batch[2]) // 2  # two lines and half of the third
-    disk = writer._file = Disk(writer._file, before + room)
+    disk = writer._file = QuotaFile(writer._file, before + room)
     with pytest.raises(OSError, match="No space left") as raised:
         writer.write_lines(batch)
     assert raised.value.lines_written == 2 and writer.lines == 1 + 2 + 2
@@ -180,7 +164,7 @@ def test_where_the_cut_back_fails_the_part_left_is_a_line_of_its_own(tmp_path, m
     path = tmp_path / "run.jsonl"
     writer = JsonlWriter(path, header=MANIFEST)
     batch = [encode(r) for r in rows(0, 3)]
-    disk = writer._file = Disk(writer._file, path.stat().st_size + len(batch[0]) + 1 + 10)
+    disk = writer._file = QuotaFile(writer._file, path.stat().st_size + len(batch[0]) + 1 + 10)
 
     def no_truncate(fd, length):
         raise OSError(errno.EIO, "planted")

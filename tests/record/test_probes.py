@@ -19,6 +19,7 @@ import gnnmon
 from gnnmon.record.probe_cpu import CpuTime
 from gnnmon.record.probe_sched import Sched
 from gnnmon.record.probes import ENTRY_POINTS, PROBES, chosen
+from tests.plugin_site import plugin_site
 
 PACKAGE = Path(gnnmon.__file__).resolve().parent
 
@@ -97,12 +98,7 @@ def test_a_new_probe_is_one_module_one_figure_line_and_one_option(tmp_path):
     assert options.count("    sched: bool | str = AUTO\n") == 1
     (copy / "record" / "options.py").write_text(options.replace(
         "    sched: bool | str = AUTO\n", "    sched: bool | str = AUTO\n    planted: bool = False\n"))
-    site = tmp_path / "site"
-    (site / "planted_probe-1.0.dist-info").mkdir(parents=True)
-    (site / "planted_probe.py").write_text(PROBE)
-    (site / "planted_probe-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: planted-probe\nVersion: 1.0\n")
-    (site / "planted_probe-1.0.dist-info" / "entry_points.txt").write_text(
-        f"[{ENTRY_POINTS}]\nplanted = planted_probe:choose\n")
+    site = plugin_site(tmp_path / "site", "planted_probe", PROBE, ENTRY_POINTS, "planted = planted_probe:choose")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(copy.parent)])}
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(STUDY), str(tmp_path / "run.jsonl"),
                            str(tmp_path / "bare.jsonl")], capture_output=True, text=True, env=env, timeout=300,

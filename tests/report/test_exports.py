@@ -19,6 +19,7 @@ import gnnmon
 from gnnmon.cli import main
 from gnnmon.report import exports
 from gnnmon.report.exports import EXPORTS, Written, register_export
+from tests.plugin_site import plugin_site
 
 STEPS = 5
 
@@ -129,12 +130,7 @@ def test_a_packages_export_is_found_through_its_entry_point(run_path, tmp_path):
     """A package that declares ``[project.entry-points."gnnmon.exports"]`` (here an installed
     distribution's metadata on the path) is listed by ``gnnmon export --help`` and runs by name,
     imported only when chosen."""
-    site = tmp_path / "site"
-    (site / "labelcount-1.0.dist-info").mkdir(parents=True)
-    (site / "labelcount.py").write_text(PLUGIN)
-    (site / "labelcount-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: labelcount\nVersion: 1.0\n")
-    (site / "labelcount-1.0.dist-info" / "entry_points.txt").write_text(
-        f"[{exports.ENTRY_POINTS}]\nlabels = labelcount:LabelCount\n")
+    site = plugin_site(tmp_path / "site", "labelcount", PLUGIN, exports.ENTRY_POINTS, "labels = labelcount:LabelCount")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.getcwd()])}
     out = tmp_path / "labels.txt"
     done = subprocess.run([sys.executable, "-m", "gnnmon", "export", "labels", str(run_path), "-o", str(out)],
