@@ -425,6 +425,15 @@ def accuracy(device: torch.device) -> dict[str, Any]:
     return {"memory": mem, "time": times}
 
 
+def _bracket_err_ns(points: list[dict[str, Any]], t_ns: int) -> int:
+    """The larger placing error (ns) of the two points on either side of ``t_ns``."""
+    before = [p for p in points if p["t_ns"] <= t_ns]
+    after = [p for p in points if p["t_ns"] > t_ns]
+    near = [max(before, key=lambda p: p["t_ns"])] if before else []
+    near += [min(after, key=lambda p: p["t_ns"])] if after else []
+    return max((p["err_ns"] for p in near), default=0)
+
+
 def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any]:
     """A matmul loop split into rows of ``row_s`` seconds (a synchronize closes each), with
     ``collect(sample=0.1, energy=True)``: the rows' energy against NVML's counter read directly
@@ -488,6 +497,9 @@ def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any
     watts = direct / ((t_b - t_a) / 1e9) if t_b > t_a else 0.0
     rows_j = sum(r["energy_gpu_j"] for r in records if isinstance(r.get("energy_gpu_j"), float))
     rows_s = sum((r["t_end_ns"] - r["t_start_ns"]) / 1e9 for r in records)
+    # how far the rows' sum may be off from placing alone: each row's ends fall between two of the
+    # counter's steps, each placed within its point's err_ns (a busy machine widens them)
+    rows_placing_s = sum(_bracket_err_ns(points, r[end]) for r in records for end in ("t_start_ns", "t_end_ns")) / 1e9
     return {"rows": len(records), "row_s": row_s, "rows_s": rows_s, "rows_j": rows_j,
             "gaps_j": balance.get("gaps_j"),
             "period_s": balance.get("period_s"), "direct_j": direct,
@@ -495,6 +507,7 @@ def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any
             "window_error_pct": None if window is None or not direct else 100 * (window / 1e3 / direct - 1),
             "placing_s": placing_s,
             "placing_pct": 100 * watts * placing_s / direct if direct else None,
+            "rows_placing_s": rows_placing_s,
             "rows_share_of_direct_pct": 100 * rows_j / direct if direct else None,
             "sources": sorted({str(r.get("energy_gpu_j_source")) for r in records}),
             "sampler": run.sampler_stats.get("counters", {}).get(key)}

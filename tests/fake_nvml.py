@@ -34,7 +34,10 @@ class FakeNvml:
     ...]`` from ``t0``, the last power held after it — on every GPU. NVML's own counter moves in
     steps: ``period`` > 0 updates it only every ``period`` seconds from ``t0`` (a real one does
     every ~0.1 s), the value at a step being the energy up to it; ``energy_fails_after=s``: every
-    counter read from ``t0 + s`` on raises (a driver error mid-run). ``energy=False`` stands for a
+    counter read from ``t0 + s`` on raises (a driver error mid-run). A moment a test cannot place
+    before its run has started is a *cue*: :meth:`cue` writes its time to a file beside the shim,
+    read by every process's fake; a schedule's phase of ``None`` seconds lasts until it, and
+    ``energy_fails_at_cue`` makes every counter read from it on raise. ``energy=False`` stands for a
     GPU older than Volta: the counter query raises NVMLError_NotSupported; ``power_w=None``: so does
     the power query. Every call is recorded
     in ``calls`` as (function name, thread name), and appended to the file ``calls_log`` if given
@@ -51,12 +54,17 @@ class FakeNvml:
 
     def __init__(self, n: int = 2, energy: bool = True, power_w: float | None = 200.0,
                  ramp_w: float = 0.0, period: float = 0.0, t0: float | None = None,
-                 schedule: list[tuple[float, float]] | None = None, calls_log: str | None = None,
-                 read_delay: float = 0.0, energy_fails_after: float | None = None) -> None:
+                 schedule: list[tuple[float | None, float]] | None = None, calls_log: str | None = None,
+                 read_delay: float = 0.0, energy_fails_after: float | None = None,
+                 energy_fails_at_cue: bool = False, cue_file: str | None = None) -> None:
         self.params = {"n": n, "energy": energy, "power_w": power_w, "ramp_w": ramp_w, "period": period,
                        "schedule": schedule, "calls_log": calls_log, "read_delay": read_delay,
-                       "energy_fails_after": energy_fails_after}
+                       "energy_fails_after": energy_fails_after, "energy_fails_at_cue": energy_fails_at_cue,
+                       "cue_file": cue_file}
         self.energy_fails_after = energy_fails_after
+        self.energy_fails_at_cue = energy_fails_at_cue
+        self.cue_file = cue_file
+        self._cue_at: float | None = None
         self.energy_reads = 0
         self.n = n
         self.energy = energy
@@ -78,6 +86,26 @@ class FakeNvml:
     def add_energy(self, nvml_index: int, mj: int) -> None:
         self.added_mj[nvml_index] += mj
 
+    def cue(self, ahead: float = 0.3) -> float:
+        """Set the cue ``ahead`` seconds from now, in every process's fake; its ``time.time()``.
+        A read that came before the file did took the cue as not yet come: so it must still be to
+        come when the file is there (a stall of ``ahead`` seconds here raises, naming it)."""
+        if self.cue_file is None:
+            raise RuntimeError("install() the fake first: the cue is a file beside its shim")
+        at = time.time() + ahead
+        part = Path(self.cue_file + ".part")
+        part.write_text(repr(at))
+        part.replace(self.cue_file)
+        if time.time() >= at:
+            raise RuntimeError(f"the cue's file took over {ahead} s to write: reads may have missed it")
+        return at
+
+    def cue_at(self) -> float | None:
+        """The cue's ``time.time()``, once set (in any process); None before."""
+        if self._cue_at is None and self.cue_file is not None and os.path.exists(self.cue_file):
+            self._cue_at = float(Path(self.cue_file).read_text())
+        return self._cue_at
+
     def joules(self, nvml_index: int, a: float, b: float) -> float:
         """The planted energy between two ``time.time()`` instants (no steps), J."""
         return self._energy_j(nvml_index, b - self.t0) - self._energy_j(nvml_index, a - self.t0)
@@ -87,6 +115,9 @@ class FakeNvml:
             return self.ramp_w[nvml_index] * t
         joules, start = 0.0, 0.0
         for seconds, watts in self.schedule:
+            if seconds is None:  # until the cue: not yet come, it lasts past t
+                cue = self.cue_at()
+                seconds = float("inf") if cue is None else cue - self.t0 - start
             if t <= start + seconds:
                 return joules + watts * max(0.0, t - start)
             joules += watts * seconds
@@ -142,6 +173,8 @@ class FakeNvml:
         self.energy_reads += 1
         if self.energy_fails_after is not None and time.time() > self.t0 + self.energy_fails_after:
             raise self.NVMLError("Unknown Error")  # a driver error mid-run
+        if self.energy_fails_at_cue and (cue := self.cue_at()) is not None and time.time() >= cue:
+            raise self.NVMLError("Unknown Error")
         if self.read_delay:
             time.sleep(self.read_delay)  # a real H100's read takes ~3.5 ms
         return self.counter_mj(h[1])
@@ -170,6 +203,8 @@ class FakeNvml:
             tmp_dir = tempfile.mkdtemp(prefix="fake-pynvml-")
         shim_dir = Path(tmp_dir)
         shim_dir.mkdir(parents=True, exist_ok=True)
+        if self.cue_file is None:
+            self.cue_file = self.params["cue_file"] = str(shim_dir / "cue")
         (shim_dir / "pynvml.py").write_text(SHIM.format(repo=REPO, params=self.params))
         old = os.environ.get("PYTHONPATH")
         monkeypatch.setenv("PYTHONPATH", str(shim_dir) + (os.pathsep + old if old else ""))

@@ -73,7 +73,10 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
     # ends allows (the direct reads' and the points' errors at its power: beside three CPU burners
     # the error once read 2.02 %, and once -2.79 % where placing allowed 4.24 %)
     assert 0 <= split["placing_pct"] and abs(split["window_error_pct"]) < 2 + split["placing_pct"], split
-    assert split["rows_j"] == pytest.approx(300.0 * split["rows_s"], rel=0.03)  # 300 W planted × the rows' time
+    # 300 W planted × the rows' time, within 3 % and what placing the rows' ends allows (beside two
+    # CPU burners and a second suite, once 103.6 J against 96.5 J)
+    planted = 300.0 * split["rows_s"]
+    assert abs(split["rows_j"] - planted) <= 0.03 * planted + 300.0 * split["rows_placing_s"], split
     assert "### Energy of a matmul loop split into rows" in text
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import gnnmon
 from play.pna_steps import PRESETS, verdicts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,8 +55,19 @@ def test_the_sweep_ran_what_the_preset_asks(study):
         assert r["partial_steps"] == partial
         if r["mode"] == "controlled":
             assert r["gen2_rows"] == 0 and r["gc_spikes"] == 0  # GC was off inside every row
-        assert 0.9 < sum(r["shares"].values()) <= 1.0 + 1e-9  # forward + backward + optimizer of the step
+        assert 0.0 < sum(r["shares"].values()) <= 1.0 + 1e-9  # forward + backward + optimizer of the step
         assert r["cpu_util_pct"] is not None and r["gpu_util_pct"] is None  # sampled; no GPU in these runs
+    # the phases cover the step but for the glue between them: in the median step (a preemption
+    # landing in the glue of a tiny step, on a loaded machine, moves one step, not the median)
+    covered = []
+    for path in out.glob("pna_tiny_bs*.jsonl"):
+        for row in gnnmon.load(path).records:
+            if row["label"] == "step":
+                phases = sum(row[f"phase_{p}_s"] for p in ("forward", "backward", "optimizer"))
+                assert phases <= row["device_s"] + 1e-6, row
+                covered.append(phases / row["device_s"])
+    assert len(covered) == sum(r["steps"] for r in saved["results"])
+    assert sorted(covered)[len(covered) // 2] > 0.9, sorted(covered)
 
 
 def test_forked_workers_add_no_rows_to_the_file(study):

@@ -65,13 +65,12 @@ DURATIONS = [0.05, 0.3, 0.12, 0.5, 0.07, 0.2, 0.25, 0.06, 0.15, 0.3]
 
 
 def test_energy_per_row_from_a_stepped_counter_against_a_planted_power_profile(fake_cuda, monkeypatch, tmp_path):
-    carbon.codecarbon_model()  # warm (imports codecarbon once): the run starts in ~0.1 s
-    lead = 0.8  # the run starts inside this; rows start at its end, when the power profile does
-    nv = FakeNvml(n=2, period=0.1, schedule=[(lead, 200.0), (1.0, 300.0), (1.0, 100.0)]).install(monkeypatch, tmp_path)
+    carbon.codecarbon_model()  # warm (imports codecarbon once): the run starts at once
+    # 200 W until the cue, given once the run has started (however long that took); rows start there
+    nv = FakeNvml(n=2, period=0.1, schedule=[(None, 200.0), (1.0, 300.0), (1.0, 100.0)]).install(monkeypatch, tmp_path)
     path = tmp_path / "profile.jsonl"
     with gnnmon.collect(path, energy=True, sample=0.5) as run:
-        assert time.time() < nv.t0 + lead, "the run took too long to start"
-        time.sleep(nv.t0 + lead - time.time())
+        time.sleep(max(0.0, nv.cue() - time.time()))
         for d in DURATIONS:
             with gnnmon.timed(device="cuda:0", label="row"):
                 time.sleep(d)
@@ -226,7 +225,7 @@ def test_an_energy_counter_that_starts_failing_mid_run_is_given_up_not_fatal(fak
     three failures in a row (about a second), and keeps sampling; rows still get utilisation, and
     those the counter cannot cover say so instead of waiting for it."""
     carbon.codecarbon_model()  # imported once: the run starts at once
-    nv = FakeNvml(n=2, ramp_w=100.0, period=0.1, energy_fails_after=0.8).install(monkeypatch, tmp_path)
+    nv = FakeNvml(n=2, ramp_w=100.0, period=0.1, energy_fails_at_cue=True).install(monkeypatch, tmp_path)
     fake_cuda.current_device()
 
     @cuda_timed(device="cuda:0")
@@ -236,8 +235,8 @@ def test_an_energy_counter_that_starts_failing_mid_run_is_given_up_not_fatal(fak
     with gnnmon.collect(energy=True, sample=0.05) as run:
         for _ in range(4):
             step()
-        assert time.time() < nv.t0 + 0.8, "the first steps came too late"
-        time.sleep(max(0.0, nv.t0 + 2.2 - time.time()))  # the counter fails, is retried, given up
+        fails_at = nv.cue()  # from here on every read raises
+        time.sleep(max(0.0, fails_at + 1.4 - time.time()))  # the counter fails, is retried, given up
         step()
     rows = run.records
     assert rows[0]["energy_gpu_j"] is not None  # before the failures
