@@ -31,11 +31,11 @@ NEW_SIDE = "--new-side-runs"
 """The option ``--`` between two sides of ``gnnmon compare`` becomes (the runs after it)."""
 
 NO_MODEL = 3
+"""``gnnmon forecast``'s exit status when the run's memory model cannot be trusted: it says why and
+what would make one, and forecasts nothing (not an error of the command: 2 is)."""
 INCONCLUSIVE = 4
 """``gnnmon compare``'s exit status when nothing regressed but a judged step's noise is wider than
 its limit: the gate cannot tell a change of the limit's size from noise (it says which, and how wide)."""
-"""``gnnmon forecast``'s exit status when the run's memory model cannot be trusted: it says why and
-what would make one, and forecasts nothing (not an error of the command: 2 is)."""
 
 EXITS = {
     "report": "Exit status: 0 the report printed; 2 an error (a file missing or damaged, bad options).",
@@ -68,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "browser (timeline, memory per call, the whole report; works offline)")
     rep.add_argument("--by", metavar="MARKER", help="one report per value of a marker the rows carry (e.g. "
                      "config), in natural order; spikes judged within each")
-    kinds = names()  # registered, and declared by packages (imported when chosen)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # packages' exports are read from their metadata (tens of ms) only where they are listed or run
+    kinds = names() if argv[:1] in ([], ["export"], ["-h"], ["--help"]) else list(EXPORTS)
     whats = {name: EXPORTS[name].what if name in EXPORTS else "a package's export" for name in kinds}
     exp = sub.add_parser("export", help="write a run for another tool: " + ", ".join(kinds), epilog=EXITS["export"],
                          description="Write a run for another tool or reader. " + " ".join(
@@ -109,7 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmp.add_argument(NEW_SIDE, dest="new_runs", nargs="+", default=None, help=argparse.SUPPRESS)
     sub.add_parser("fields", help="print the reference of every field a row can hold (markdown)", epilog=EXITS["fields"],
                    description="Print every field a row can hold: its unit, meaning and logged name.")
-    argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["compare"] and "--" in argv:  # BASE... -- NEW...: the runs after the marker are the new side
         at = argv.index("--")
         argv = argv[:at] + [NEW_SIDE] + argv[at + 1:]

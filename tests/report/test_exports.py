@@ -140,6 +140,9 @@ def test_a_packages_export_is_found_through_its_entry_point(run_path, tmp_path):
     helped = subprocess.run([sys.executable, "-m", "gnnmon", "export", "--help"], capture_output=True, text=True,
                             env=env, timeout=300)
     assert "labels" in helped.stdout
+    helped = subprocess.run([sys.executable, "-m", "gnnmon", "--help"], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert "labels" in helped.stdout  # the commands' list names it too
     probe = textwrap.dedent(f"""
         import sys, gnnmon
         from gnnmon.report.exports import EXPORTS, names
@@ -164,3 +167,17 @@ def test_a_reports_records_are_fresh_on_each_read(run_path):
     first = report.records
     first[0]["planted"] = "changed"
     assert report.records[0]["planted"] == 0 and report.table.records()[0]["planted"] == 0
+
+
+def test_only_the_commands_that_list_or_run_exports_read_the_packages_metadata(run_path, monkeypatch, capsys):
+    """Reading every package's entry points costs tens of ms: ``gnnmon export`` and the help read
+    them (once; gnnmon's own export is found without), ``report``, ``fields`` and the others never."""
+    reads = []
+    real = exports._declared
+    monkeypatch.setattr(exports, "_declared", lambda: reads.append(1) or real())
+    for argv, expected in ((["fields"], 0), (["report", str(run_path)], 0), (["forecast", str(run_path)], 0),
+                           (["export", "csv", str(run_path), "-o", "-"], 1)):
+        reads.clear()
+        main(argv)
+        assert len(reads) == expected, (argv, reads)
+    capsys.readouterr()
