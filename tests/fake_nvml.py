@@ -8,6 +8,7 @@ that builds the same fake (same parameters, same ``t0``) in any Python started w
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -87,12 +88,18 @@ class FakeNvml:
         self.added_mj[nvml_index] += mj
 
     def cue(self, ahead: float = 0.3) -> float:
-        """Set the cue ``ahead`` seconds from now, in every process's fake; its ``time.time()``.
-        A read that came before the file did took the cue as not yet come: so it must still be to
-        come when the file is there (a stall of ``ahead`` seconds here raises, naming it)."""
+        """Set the cue ``ahead`` seconds from now or a little more, in every process's fake; its
+        ``time.time()``. With ``period``, the cue falls on one of the counter's steps, and so do a
+        schedule's later phases where they last whole steps: the tests that plant a profile judge
+        each row within a step of constant power (the counter cannot say where, inside a step,
+        the power changed). A read that came before the file did took the cue as not yet come: so
+        it must still be to come when the file is there (a stall of ``ahead`` seconds here raises,
+        naming it)."""
         if self.cue_file is None:
             raise RuntimeError("install() the fake first: the cue is a file beside its shim")
         at = time.time() + ahead
+        if self.period:
+            at = self.t0 + math.ceil((at - self.t0) / self.period) * self.period
         part = Path(self.cue_file + ".part")
         part.write_text(repr(at))
         part.replace(self.cue_file)
