@@ -34,15 +34,14 @@ class FakeNvml:
     from ``t0`` (``time.time()``; now by default), or follows ``schedule`` — ``[(seconds, watts),
     ...]`` from ``t0``, the last power held after it — on every GPU. NVML's own counter moves in
     steps: ``period`` > 0 updates it only every ``period`` seconds from ``t0`` (a real one does
-    every ~0.1 s), the value at a step being the energy up to it; ``energy_fails_after=s``: every
-    counter read from ``t0 + s`` on raises (a driver error mid-run). A moment a test cannot place
+    every ~0.1 s), the value at a step being the energy up to it. A moment a test cannot place
     before its run has started is a *cue*: :meth:`cue` writes its time to a file beside the shim,
     read by every process's fake; a schedule's phase of ``None`` seconds lasts until it, and
-    ``energy_fails_at_cue`` makes every counter read from it on raise. ``energy=False`` stands for a
-    GPU older than Volta: the counter query raises NVMLError_NotSupported; ``power_w=None``: so does
-    the power query. Every call is recorded
-    in ``calls`` as (function name, thread name), and appended to the file ``calls_log`` if given
-    (one ``name`` per line: how a test sees the sampler process's calls)."""
+    ``energy_fails_at_cue`` makes every counter read from it on raise (a driver error mid-run).
+    ``energy=False`` stands for a GPU older than Volta: the counter query raises
+    NVMLError_NotSupported; ``power_w=None``: so does the power query. Every call is recorded in
+    ``calls`` as (function name, thread name), and appended to the file ``calls_log`` if given (one
+    ``name`` per line: how a test sees the sampler process's calls)."""
 
     NVML_CLOCK_SM = 1
     NVML_TEMPERATURE_GPU = 0
@@ -56,13 +55,11 @@ class FakeNvml:
     def __init__(self, n: int = 2, energy: bool = True, power_w: float | None = 200.0,
                  ramp_w: float = 0.0, period: float = 0.0, t0: float | None = None,
                  schedule: list[tuple[float | None, float]] | None = None, calls_log: str | None = None,
-                 read_delay: float = 0.0, energy_fails_after: float | None = None,
-                 energy_fails_at_cue: bool = False, cue_file: str | None = None) -> None:
+                 read_delay: float = 0.0, energy_fails_at_cue: bool = False, cue_file: str | None = None) -> None:
         self.params = {"n": n, "energy": energy, "power_w": power_w, "ramp_w": ramp_w, "period": period,
                        "schedule": schedule, "calls_log": calls_log, "read_delay": read_delay,
-                       "energy_fails_after": energy_fails_after, "energy_fails_at_cue": energy_fails_at_cue,
+                       "energy_fails_at_cue": energy_fails_at_cue,
                        "cue_file": cue_file}
-        self.energy_fails_after = energy_fails_after
         self.energy_fails_at_cue = energy_fails_at_cue
         self.cue_file = cue_file
         self._cue_at: float | None = None
@@ -178,10 +175,8 @@ class FakeNvml:
         if not self.energy:
             raise self.NVMLError_NotSupported("Not Supported")
         self.energy_reads += 1
-        if self.energy_fails_after is not None and time.time() > self.t0 + self.energy_fails_after:
-            raise self.NVMLError("Unknown Error")  # a driver error mid-run
         if self.energy_fails_at_cue and (cue := self.cue_at()) is not None and time.time() >= cue:
-            raise self.NVMLError("Unknown Error")
+            raise self.NVMLError("Unknown Error")  # a driver error mid-run
         if self.read_delay:
             time.sleep(self.read_delay)  # a real H100's read takes ~3.5 ms
         return self.counter_mj(h[1])
