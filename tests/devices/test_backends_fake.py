@@ -43,7 +43,7 @@ def test_fake_cuda_planted_allocation_is_exact(fake_cuda):
 
 def test_fake_cuda_memory_is_exact_while_the_device_is_busy(fake_cuda):
     """The figures come from host-side counters: exact with kernels still queued, and the host
-    does not wait for them (the call returns long before the queued work ends)."""
+    does not wait for them (no device synchronize, no event waited on: counted)."""
     @monitor_memory_device(device="cuda:0")
     def step():
         fake_cuda.launch(0.2)  # queued work the host does not wait for
@@ -52,12 +52,10 @@ def test_fake_cuda_memory_is_exact_while_the_device_is_busy(fake_cuda):
         fake_cuda.free(h)
 
     with gnnmon.collect() as run:
-        t0 = time.perf_counter()
         step()
-        host_s = time.perf_counter() - t0
+        assert fake_cuda.sync_calls == [] and fake_cuda.event_syncs == 0  # the 0.4 s never waited for
     (row,) = run.records
     assert row["mem_peak_delta_bytes"] == 16 * MiB and row["mem_end_delta_bytes"] == 0
-    assert host_s < 0.1 and fake_cuda.sync_calls == []
 
 
 def test_fake_cuda_sync_option_waits_for_the_device_at_both_ends(fake_cuda):

@@ -18,6 +18,7 @@ import torch
 import gnnmon
 from gnnmon.data.paths import job_files, rank_path
 from gnnmon.devices.ranks import LAUNCHERS, current_rank
+from tests.stopwatch import Stopwatch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -210,8 +211,9 @@ def test_a_two_process_gloo_job_writes_a_file_per_rank_and_loads_as_one(tmp_path
         rows = run.records
         assert sorted((r["rank"], r["index"]) for r in rows) == [(k, i) for k in (0, 1) for i in range(10)]
         planted = next(r for r in rows if (r["rank"], r["index"]) == (1, 5))
-        assert planted["wall_s"] >= 0.05  # the planted sleep on rank 1, read back from its own file
-        assert all(r["wall_s"] < 0.05 for r in rows if r["rank"] == 0)
+        # the planted sleep on rank 1, read back from its own file (rank 0's file read as rank 1's
+        # would give it a 1 ms step); every step at least its 1 ms
+        assert planted["wall_s"] >= 0.05 and all(r["wall_s"] >= 0.001 for r in rows)
 
 
 def test_a_file_whose_name_looks_like_a_glob_loads_as_itself(tmp_path):
@@ -600,19 +602,23 @@ def test_bucket_times_are_the_planted_delays_on_the_fake_cuda_device(fake_cuda):
         planted.append(time.perf_counter() - t0)
         model.backward_done()
 
+    outer = [Stopwatch(), Stopwatch()]
     with gnnmon.collect() as run, gnnmon.watch_buckets(model, hook=allreduce):
-        step(0.0)
-        step(0.05)
+        with outer[0]:
+            step(0.0)
+        with outer[1]:
+            step(0.05)
         with pytest.raises(RuntimeError, match="can only be called once.*pass your hook"):
             gnnmon.watch_buckets(model)
     assert model.reduced == 2  # the hook given ran after each bucket was noted
     fast, slow = run.records
     assert fast["ddp_buckets"] == slow["ddp_buckets"] == 1
     assert planted[1] >= 0.05
-    # the host's time to its bucket, not the device's 30 ms, plus the row's own start and the hook's
-    # call (a few µs; 20 ms allowed: a busy machine once held the fast step's host up 32 ms)
-    for row, took in zip((fast, slow), planted, strict=True):
-        assert took <= row["ddp_ready_s"] < took + 0.02, (row["ddp_ready_s"], planted)
+    # the host's time to its bucket, not the device's 30 ms: at least the step's own time to it, at
+    # most the host's time around the call (the fake never waits for the device: counted)
+    for row, took, around in zip((fast, slow), planted, outer, strict=True):
+        assert took <= row["ddp_ready_s"] <= around.s, (row["ddp_ready_s"], planted, around.s)
+    assert fake_cuda.sync_calls == [] and fake_cuda.event_syncs == 0
     for row in (fast, slow):  # device time from the forward to the bucket: the launched 30 ms
         assert row["ddp_ready_device_s"] >= 0.03 * 0.99
 
@@ -628,10 +634,11 @@ def test_first_and_last_bucket_times_are_the_planted_gap():
         model.backward_done()  # the second, 30 ms later
 
     with gnnmon.collect() as run, gnnmon.watch_buckets(model, hook=lambda state, bucket: bucket):
-        step()
+        with Stopwatch() as outer:
+            step()
     (row,) = run.records
     assert row["ddp_buckets"] == 2
-    assert 0.03 <= row["ddp_ready_s"] - row["ddp_first_ready_s"] < 0.03 + 0.02
+    assert 0.03 <= row["ddp_ready_s"] - row["ddp_first_ready_s"] <= row["ddp_ready_s"] <= outer.s
     assert "ddp_ready_device_s" not in row  # the CPU: no device events
 
 

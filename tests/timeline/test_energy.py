@@ -30,6 +30,21 @@ J_PER_KWH = 3.6e6
 
 # -- NVML ---------------------------------------------------------------------------------------
 
+def placing_slack_j(path, key: str, watts: float, *ends_ns: int) -> float:
+    """What placing the counter's points (as the file ``path`` keeps them) allows a row's energy at
+    ``watts``: each point is at its read's middle ± ``err_ns`` (a read the OS holds up on a busy
+    machine widens it), so each of the row's ends, interpolated between the points either side of
+    it, may move by the larger of theirs."""
+    mine = sorted((p for p in read_lines(path) if p.get("type") == POINT and p["key"] == key),
+                  key=lambda p: p["t_ns"])
+    slack_s = 0.0
+    for t in ends_ns:
+        before = [p["err_ns"] for p in mine if p["t_ns"] <= t][-1:]
+        after = [p["err_ns"] for p in mine if p["t_ns"] >= t][:1]
+        slack_s += max(before + after) / 1e9
+    return watts * slack_s
+
+
 def test_fake_nvml_counter_ramping_at_a_known_power_gives_the_row_energy(fake_cuda, monkeypatch, tmp_path):
     """The counter ramps at 150 W on CUDA 1 (NVML 0: the orders differ, mapped by UUID) and 900 W
     on the other GPU: a row on cuda:1 gets 150 W × its duration, from points the sampler process
@@ -42,11 +57,13 @@ def test_fake_nvml_counter_ramping_at_a_known_power_gives_the_row_energy(fake_cu
     def step():
         time.sleep(0.3)
 
-    with gnnmon.collect(energy=True, sample=0.05, carbon_intensity=100.0) as run:
+    path = tmp_path / "run.jsonl"
+    with gnnmon.collect(path, energy=True, sample=0.05, carbon_intensity=100.0) as run:
         step()
     (row,) = run.records
     duration = (row["t_end_ns"] - row["t_start_ns"]) / 1e9
-    assert row["energy_gpu_j"] == pytest.approx(150.0 * duration, rel=0.01)
+    slack_j = placing_slack_j(path, "gpu1_energy_mj", 150.0, row["t_start_ns"], row["t_end_ns"])
+    assert abs(row["energy_gpu_j"] - 150.0 * duration) <= 0.01 * 150.0 * duration + slack_j, (row, slack_j)
     # a counter that moves at every read is read with the samples, not hunted for steps
     assert row["energy_gpu_j_source"] == "measured:nvml-energy-counter(interpolated between reads@50ms)"
     joules = sum(row[k] for k in ("energy_gpu_j", "energy_cpu_j", "energy_ram_j") if row[k] is not None)
@@ -550,11 +567,14 @@ def test_rows_read_mid_run_are_already_joined(fake_cuda, monkeypatch, tmp_path):
     def step():
         time.sleep(0.3)  # long beside the counter's reads, which a loaded machine delays by a few ms
 
-    with gnnmon.collect(energy=True, sample=30.0) as run:  # the sampler's own next sample: 30 s away
+    path = tmp_path / "run.jsonl"
+    with gnnmon.collect(path, energy=True, sample=30.0) as run:  # the sampler's own next sample: 30 s away
         step()
         (row,) = run.records
-        span_s = (row["t_end_ns"] - row["t_start_ns"]) / 1e9  # the window the counter is read over
-        assert row["energy_gpu_j"] == pytest.approx(120.0 * span_s, rel=0.02)
+        joined_j = row["energy_gpu_j"]  # as read mid-run
+    span_s = (row["t_end_ns"] - row["t_start_ns"]) / 1e9  # the window the counter is read over
+    slack_j = placing_slack_j(path, "gpu0_energy_mj", 120.0, row["t_start_ns"], row["t_end_ns"])
+    assert abs(joined_j - 120.0 * span_s) <= 0.02 * 120.0 * span_s + slack_j, (row, slack_j)
 
 
 def test_a_carbon_option_without_energy_is_refused_by_name(tmp_path):
@@ -570,18 +590,16 @@ def test_user_powers_replace_codecarbons_guesses_without_its_probe(monkeypatch):
     """cpu_power_w / ram_power_w: the CPU at full load and the RAM, in watts, as the user knows
     them (CodeCarbon guessed 8 W for this VM's CPU); with both, CodeCarbon is not started."""
     monkeypatch.setattr(carbon, "_CACHE", {})
-    monkeypatch.setattr(carbon, "_probe_cached", lambda: pytest.fail("probed although both powers were given"))
+    for probe in ("_probe_cached", "_probe", "_probe_in_process"):  # CodeCarbon's 1.5 s start: never
+        monkeypatch.setattr(carbon, probe, lambda: pytest.fail("probed although both powers were given"))
     cpu_w, ram_w = 40.0, 3.0
     sleep, busy = sleep_and_busy(0.2)
-    t0 = time.perf_counter()
     with gnnmon.collect(energy=True, cpu_power_w=cpu_w, ram_power_w=ram_w) as run:
-        entered_s = time.perf_counter() - t0
         sleep()
         busy()
     s, b = run.records
     if "package" in run.manifest["options"]["energy"]["rapl_kinds"]:
         pytest.skip("this machine measures its CPU with RAPL: the model is not used")
-    assert entered_s < 1.0  # no 1.5 s CodeCarbon start
     for row in (s, b):
         assert row["energy_cpu_j_source"] == f"estimated:user-cpu_load(TDP={cpu_w:g}W,process)"
         assert row["energy_ram_j_source"] == f"estimated:user-ram({ram_w:g}W)"
