@@ -615,10 +615,9 @@ def test_bucket_times_are_the_planted_delays_on_the_fake_cuda_device(fake_cuda):
     assert fast["ddp_buckets"] == slow["ddp_buckets"] == 1
     assert planted[1] >= 0.05
     # the host's time to its bucket, not the device's 30 ms: at least the step's own time to it, at
-    # most the host's time around the call (the fake never waits for the device: counted)
+    # most the host's time around the call
     for row, took, around in zip((fast, slow), planted, outer, strict=True):
         assert took <= row["ddp_ready_s"] <= around.s, (row["ddp_ready_s"], planted, around.s)
-    assert fake_cuda.sync_calls == [] and fake_cuda.event_syncs == 0
     for row in (fast, slow):  # device time from the forward to the bucket: the launched 30 ms
         assert row["ddp_ready_device_s"] >= 0.03 * 0.99
 
