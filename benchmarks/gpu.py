@@ -425,7 +425,7 @@ def accuracy(device: torch.device) -> dict[str, Any]:
     return {"memory": mem, "time": times}
 
 
-def _bracket_err_ns(points: list[dict[str, Any]], t_ns: int) -> int:
+def bracket_err_ns(points: list[dict[str, Any]], t_ns: int) -> int:
     """The larger placing error (ns) of the two points on either side of ``t_ns``."""
     before = [p for p in points if p["t_ns"] <= t_ns]
     after = [p for p in points if p["t_ns"] > t_ns]
@@ -499,7 +499,7 @@ def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any
     rows_s = sum((r["t_end_ns"] - r["t_start_ns"]) / 1e9 for r in records)
     # how far the rows' sum may be off from placing alone: each row's ends fall between two of the
     # counter's steps, each placed within its point's err_ns (a busy machine widens them)
-    rows_placing_s = sum(_bracket_err_ns(points, r[end]) for r in records for end in ("t_start_ns", "t_end_ns")) / 1e9
+    rows_placing_s = sum(bracket_err_ns(points, r[end]) for r in records for end in ("t_start_ns", "t_end_ns")) / 1e9
     return {"rows": len(records), "row_s": row_s, "rows_s": rows_s, "rows_j": rows_j,
             "gaps_j": balance.get("gaps_j"),
             "period_s": balance.get("period_s"), "direct_j": direct,

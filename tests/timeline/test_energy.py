@@ -11,6 +11,7 @@ import time
 import pytest
 
 import gnnmon
+from benchmarks.gpu import bracket_err_ns
 from gnnmon import cuda_timed, monitor_memory_device
 from gnnmon.data.format import POINT
 from gnnmon.data.points import Counters
@@ -35,14 +36,8 @@ def placing_slack_j(path, key: str, watts: float, *ends_ns: int) -> float:
     ``watts``: each point is at its read's middle ± ``err_ns`` (a read the OS holds up on a busy
     machine widens it), so each of the row's ends, interpolated between the points either side of
     it, may move by the larger of theirs."""
-    mine = sorted((p for p in read_lines(path) if p.get("type") == POINT and p["key"] == key),
-                  key=lambda p: p["t_ns"])
-    slack_s = 0.0
-    for t in ends_ns:
-        before = [p["err_ns"] for p in mine if p["t_ns"] <= t][-1:]
-        after = [p["err_ns"] for p in mine if p["t_ns"] >= t][:1]
-        slack_s += max(before + after) / 1e9
-    return watts * slack_s
+    mine = [p for p in read_lines(path) if p.get("type") == POINT and p["key"] == key]
+    return watts * sum(bracket_err_ns(mine, t) for t in ends_ns) / 1e9
 
 
 def test_fake_nvml_counter_ramping_at_a_known_power_gives_the_row_energy(fake_cuda, monkeypatch, tmp_path):
