@@ -265,6 +265,7 @@ def run_config(step: Callable[[Any], Any], model: Any, name: str, loader: Any, l
             "const_bytes": held.coefficients["const"],
             "per_batch_error_pct": 100 * max(errors, key=abs), "steps": len(rows),
             "covered": sum(r["mem_peak_bytes"] <= p.upper_bytes for p, r in zip(preds, rows, strict=True)),
+            "margins_bytes": [p.upper_bytes - r["mem_peak_bytes"] for p, r in zip(preds, rows, strict=True)],
             "covered_as_fitted": sum(r["mem_peak_bytes"] <= model.predict(**_asked(model, r)).upper_bytes
                                      for r in rows),
             "gap_median_bytes": sorted(r["mem_peak_bytes"] - p.bytes for p, r in zip(preds, rows, strict=True))[

@@ -212,8 +212,9 @@ class Report:
         ``confidence``; ``summary()`` says it in words, or why it cannot be trusted. See
         :mod:`gnnmon.report.memory.model`."""
         pid = (self.manifest or {}).get("pid")
+        cpus = ((self.manifest or {}).get("devices") or {}).get("cpu_count")
         return fit(self.table, label, figure, device=device, warmup=warmup, terms=terms, confidence=confidence,
-                   pid=pid if isinstance(pid, int) else None)
+                   pid=pid if isinstance(pid, int) else None, cpus=cpus if isinstance(cpus, int) else None)
 
     def layers(self, label: str | None = None) -> list[dict[str, Any]]:
         """Per label and watched layer (``gnnmon.watch_layers``): median forward and backward time,

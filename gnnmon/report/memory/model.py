@@ -28,6 +28,7 @@ were fitted and the larger ones forecast (:mod:`gnnmon.report.memory.extrapolati
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
@@ -52,6 +53,12 @@ STARTS = {MEM_PEAK.name: MEM_START.name, RSS_PEAK.name: RSS_START.name}
 """The memory held at the step's start, for each absolute figure."""
 
 MIN_R2 = 0.9
+HEAP_SLACK_BYTES = 256 * 1024
+"""What glibc keeps free at the top of its heap before it gives memory back: its trim threshold
+(128 KiB) plus its top pad (128 KiB), bytes. A step's peak above what the process held moves by up
+to that much with the heap's state, whatever its tensors do."""
+RSS_COUNTER_PAGE_BYTES = 4096
+"""The page Linux's RSS counters count in (x86-64, and arm64's default), bytes."""
 MAX_CORR = 0.95
 """Two shape fields more correlated than this cannot be told apart: the second is left out, and
 bounds a prediction off the ratio they kept (:attr:`MemoryModel.confounded`)."""
@@ -94,6 +101,9 @@ class Prediction:
     widened_bytes: float = 0.0
     """What the upper bound holds for the model's measured error beyond its shapes
     (:mod:`gnnmon.report.memory.extrapolation`), bytes; 0 within them."""
+    resolution_bytes: float = 0.0
+    """What the upper bound holds for the figure's resolution (:attr:`MemoryModel.resolution_bytes`),
+    bytes."""
 
 
 class UntrustedModelError(ValueError):
@@ -137,6 +147,9 @@ class MemoryModel:
     """The process that recorded the fitted rows, where the run's manifest says."""
     anchor_bytes: float = 0.0
     """What :meth:`anchored` added to the constant, bytes."""
+    resolution_bytes: float = 0.0
+    """What the figure cannot resolve between two states of the device, added to every upper bound,
+    bytes: :func:`host_resolution` for the host's RSS, 0 for a GPU allocator's count."""
     _inverse: Any = None  # (XᵀX)⁻¹ of the scaled design, for the prediction's uncertainty
     _scale: Any = None
 
@@ -201,7 +214,8 @@ class MemoryModel:
         widened = (self.extrapolation.widening(size, value - self.coefficients["const"])
                    if self.extrapolation else 0.0)
         # whole bytes, rounded up: a fit with no spread forecasts a peak to within rounding, not under it
-        return Prediction(value, float(math.ceil(upper + widened)), self.confidence, beyond, widened)
+        return Prediction(value, float(math.ceil(upper + widened + self.resolution_bytes)), self.confidence,
+                          beyond, widened, self.resolution_bytes)
 
     def summary(self) -> str:
         """The model in plain words, or why it cannot be trusted."""
@@ -216,7 +230,8 @@ class MemoryModel:
         left = f", {self.outliers} outlier{'s' if self.outliers != 1 else ''} left out" if self.outliers else ""
         text = (f"{head} ≈ {formula} (r² {self.r2:.3f} over {self.rows} rows{left}; residual spread "
                 f"{format_bytes(self.spread_bytes)}, {self.confidence:.0%} upper bound "
-                f"+{format_bytes(NormalDist().inv_cdf(self.confidence) * self.spread_bytes)} at the shapes seen)")
+                f"+{format_bytes(NormalDist().inv_cdf(self.confidence) * self.spread_bytes + self.resolution_bytes)} "
+                f"at the shapes seen{self._resolution_said()})")
         grow = self.extrapolation
         if grow is not None:
             top = {t: 2 * self.ranges[t][1] for t in self.terms}
@@ -237,6 +252,12 @@ class MemoryModel:
                      f"({format_bytes(split['coefficients'][name])} per {per_of(name)})")
         return text
 
+    def _resolution_said(self) -> str:
+        if not self.resolution_bytes:
+            return ""
+        return (f", {format_bytes(self.resolution_bytes)} of it what the host's RSS cannot resolve: what glibc keeps "
+                f"free at its heap's top and Linux's per-CPU RSS counters lag")
+
     def __str__(self) -> str:
         return self.summary()
 
@@ -253,7 +274,7 @@ class MemoryModel:
                     "curvature_bytes": self.extrapolation.curvature, "checked_rows": self.extrapolation.checked_rows,
                     "checked_to": self.extrapolation.checked_to, "why_not": self.extrapolation.why_not},
                 "start_bytes": self.start_bytes, "pid": self.pid, "anchor_bytes": self.anchor_bytes,
-                "summary": self.summary()}
+                "resolution_bytes": self.resolution_bytes, "summary": self.summary()}
 
 
 def _value(coefficients: dict[str, float], terms: Sequence[str], given: dict[str, Any]) -> float:
@@ -312,9 +333,9 @@ def prime() -> None:
 
 def fit(table: Table, label: str | None = None, figure: str = MEM_PEAK_DELTA.name, *,
         device: str | None = None, warmup: int = 2, terms: Sequence[str] | None = None,
-        confidence: float = 0.95, pid: int | None = None) -> MemoryModel:
-    """Fit the memory model of ``label``'s rows (see :meth:`gnnmon.Report.memory_model`); ``pid``:
-    the process that recorded them (its run's manifest)."""
+        confidence: float = 0.95, pid: int | None = None, cpus: int | None = None) -> MemoryModel:
+    """Fit the memory model of ``label``'s rows (see :meth:`gnnmon.Report.memory_model`); ``pid``
+    and ``cpus``: the process that recorded them and its machine's CPUs (its run's manifest)."""
     if figure not in FIGURES:
         raise ValueError(f"figure must be one of {', '.join(FIGURES)}; got {figure!r}")
     if not 0.5 <= confidence < 1:
@@ -327,20 +348,20 @@ def fit(table: Table, label: str | None = None, figure: str = MEM_PEAK_DELTA.nam
         raise ValueError(f"the rows of {label!r} carry no {figure}: measure them with @monitor_memory_device")
     if terms is None:
         model = _fit(part, label, figure, tuple(t for t in TERMS if t in part.cols), device, warmup, confidence,
-                     pid, auto=True)
+                     pid, cpus, auto=True)
         typed = tuple(k for k in part.cols if k.startswith(("num_nodes__", "num_edges__")))
         if typed and model.r2 < 0.99:  # a heterogeneous batch: per-type terms may explain more
-            other = _fit(part, label, figure, typed, device, warmup, confidence, pid, auto=True)
+            other = _fit(part, label, figure, typed, device, warmup, confidence, pid, cpus, auto=True)
             if not other.problems and other.spread_bytes < 0.7 * model.spread_bytes:
                 other.notes.append(f"per-type terms fit better than the totals (spread "
                                    f"{format_bytes(other.spread_bytes)} < {format_bytes(model.spread_bytes)})")
                 return other
         return model
-    return _fit(part, label, figure, tuple(terms), device, warmup, confidence, pid, auto=False)
+    return _fit(part, label, figure, tuple(terms), device, warmup, confidence, pid, cpus, auto=False)
 
 
 def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: str | None, warmup: int,
-         confidence: float, pid: int | None, auto: bool) -> MemoryModel:
+         confidence: float, pid: int | None, cpus: int | None, auto: bool) -> MemoryModel:
     x, y, start, devices = _rows(part, figure, terms, device, warmup)
     if device is None and len({d.split(":")[0] for d in devices}) > 1:
         raise ValueError(f"the rows of {label!r} ran on {', '.join(devices)}: pass device= to fit one of them")
@@ -413,7 +434,33 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
         held = _held_without_a_batch(z[inliers], start[inliers], scale)
         y = yi
     return MemoryModel(label, figure, devices, used, coefficients, int(len(y)), outliers, r2, spread, confidence,
-                       ranges, problems, notes, confounded, grow, held, pid, _inverse=inverse, _scale=scale)
+                       ranges, problems, notes, confounded, grow, held, pid,
+                       resolution_bytes=_resolution(figure, devices, cpus), _inverse=inverse, _scale=scale)
+
+
+def rss_counter_lag(cpus: int | None = None) -> float:
+    """How far one reading of the host's RSS may lag the pages the process holds, bytes: Linux keeps
+    each of its two RSS counters (anonymous and file pages) per CPU and folds them into the total in
+    batches of max(32, 2 × CPUs) pages (kernel 6.2 and later, ``lib/percpu_counter.c``), so a
+    reading lags by up to CPUs × batch pages each. ``cpus``: the recording machine's (a run's
+    manifest says), else this one's."""
+    n = cpus or os.cpu_count() or 1
+    return float(2 * n * max(32, 2 * n) * RSS_COUNTER_PAGE_BYTES)
+
+
+def host_resolution(cpus: int | None = None) -> float:
+    """What a figure of the host's RSS cannot resolve between two states of the process, bytes:
+    :data:`HEAP_SLACK_BYTES`, plus twice :func:`rss_counter_lag` (a peak above the memory held is
+    the difference of two readings). 1.25 MiB on 2 CPUs, 8.25 MiB on 16."""
+    return HEAP_SLACK_BYTES + 2 * rss_counter_lag(cpus)
+
+
+def _resolution(figure: str, devices: Sequence[str], cpus: int | None) -> float:
+    """:func:`host_resolution` for a figure of the host's RSS (the process's RSS figures, or a CPU
+    step's memory), else 0: a GPU allocator counts its blocks exactly."""
+    host = figure in (RSS_PEAK.name, RSS_PEAK_DELTA.name) or (
+        bool(devices) and all(d.split(":")[0] == "cpu" for d in devices))
+    return host_resolution(cpus) if host else 0.0
 
 
 def _held_without_a_batch(z: np.ndarray, start: np.ndarray, scale: np.ndarray) -> float | None:

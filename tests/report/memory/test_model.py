@@ -6,6 +6,7 @@ find a, b and c and predict a held-out batch within 5 %, and say when it cannot 
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import subprocess
@@ -15,7 +16,8 @@ import pytest
 import torch
 
 import gnnmon
-from gnnmon.report.memory.model import UntrustedModelError, format_bytes
+from gnnmon.data.table import Table
+from gnnmon.report.memory.model import UntrustedModelError, fit, format_bytes, host_resolution
 from tests.scripts import ROOT
 
 MiB = 2**20
@@ -300,3 +302,74 @@ def test_a_model_whose_rows_span_no_sizes_says_its_extrapolation_is_not_measured
     model = gnnmon.Report(rows).memory_model(figure="mem_peak_bytes", terms=["num_nodes"])
     assert model.extrapolation is not None and model.extrapolation.curvature is None
     assert "not measured" in model.summary()
+
+
+def test_a_host_model_holds_what_rss_cannot_resolve_in_every_upper_bound():
+    """The same rows as a CPU step's and as a GPU step's: the same fit, and the host's bounds hold
+    :func:`host_resolution` more (the heap's slack and the kernel's per-CPU counters' lag for the
+    recording machine's CPUs: the manifest's, else this machine's); a GPU's hold nothing more."""
+    gpu = planted_rows()
+    cpu = [{**r, "device": "cpu"} for r in gpu]
+    shape = {"num_nodes": 15_000, "num_edges": 90_000}
+    for cpus, want in ((2, 1.25 * MiB), (16, 8.25 * MiB), (None, host_resolution(os.cpu_count()))):
+        host = fit(Table(cpu), "step", "mem_peak_bytes", cpus=cpus)
+        device = fit(Table(gpu), "step", "mem_peak_bytes", cpus=cpus)
+        assert host.coefficients == device.coefficients and device.resolution_bytes == 0
+        assert host.resolution_bytes == want == host.predict(**shape).resolution_bytes
+        assert abs(host.predict(**shape).upper_bytes - device.predict(**shape).upper_bytes - want) <= 1
+        assert host.as_dict()["resolution_bytes"] == want
+    # the host's RSS figures are the host's on any device
+    rss = [{**r, "rss_peak_bytes": r["mem_peak_bytes"]} for r in gpu]
+    assert fit(Table(rss), "step", "rss_peak_bytes", cpus=2).resolution_bytes == 1.25 * MiB
+    with gnnmon.collect() as run:  # a run's manifest names its machine's CPUs
+        pass
+    assert run.manifest["devices"]["cpu_count"] == os.cpu_count()
+    on_16 = gnnmon.Report(cpu, manifest={**run.manifest, "devices": {**run.manifest["devices"], "cpu_count": 16}})
+    assert on_16.memory_model(figure="mem_peak_bytes").resolution_bytes == 8.25 * MiB
+    assert "1.25 MiB of it what the host's RSS cannot resolve" in fit(Table(cpu), "step", cpus=2).summary()
+    assert "cannot resolve" not in device.summary()
+
+
+HEAP_STATES = r"""
+import json, random, sys, torch, gnnmon
+sys.path.insert(0, sys.argv[1])
+assert gnnmon.exact_host_memory()
+keep, rng = [], random.Random(int(sys.argv[2]))
+weights = torch.nn.Linear(256, 256)
+
+@gnnmon.monitor_memory_device(label="step")
+def step(x):
+    planted = torch.empty(4 << 20, dtype=torch.uint8).fill_(1)  # 4 MiB, alive through the step
+    weights(x).relu().sum().backward()  # tensors of 64 KiB and more, with Python and small blocks beside
+    del planted
+
+x = torch.randn(512, 256)
+growth = []
+with gnnmon.collect() as run:
+    for state in range(30):  # what a loop leaves between steps: objects kept, small and large, others freed
+        made = [bytearray(rng.choice([64, 512, 4096, 30_000])) for _ in range(rng.randint(0, 400))]
+        keep.extend(made[::rng.randint(1, 5)])
+        made = [torch.randn(rng.randint(10, 5000)) for _ in range(rng.randint(0, 50))]
+        keep.extend(made[::7])
+        del made
+        for _ in range(3):
+            step(x)
+            row = run.records[-1]
+            growth.append(row["mem_peak_bytes"] - row["mem_start_bytes"])
+print(json.dumps({"growth": growth[3:], "cpus": run.manifest["devices"]["cpu_count"]}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="exact host memory is Linux's")
+def test_the_same_step_between_heap_states_moves_within_the_host_resolution():
+    """The planted truth behind :func:`host_resolution`: one step on one input, between heap states
+    a training loop leaves (objects of 64 B to 20 KiB kept and freed, tensors too), grows the
+    process's RSS by the same amount each time to within it, and by at least the 4 MiB planted in it
+    and the 1 MiB of activations beside it (two 512×256 float32) to within it."""
+    for seed in (0, 1):
+        out = subprocess.run([sys.executable, "-c", HEAP_STATES, str(ROOT), str(seed)], capture_output=True,
+                             text=True, check=True, timeout=300).stdout
+        got = json.loads(out)
+        growth, slack = got["growth"], host_resolution(got["cpus"])
+        assert max(growth) - min(growth) <= slack, (max(growth) - min(growth), slack)
+        assert min(growth) >= 5 * MiB - slack, min(growth)
