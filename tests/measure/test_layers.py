@@ -123,10 +123,12 @@ def test_planted_sleep_and_allocation_name_the_second_layer_on_the_cpu():
     if not HOST.exact:
         pytest.skip(f"layer memory needs exact RSS windows: {HOST.why_sampled}")
     # RSS moves by pages as other memory is freed and reused beside the plant: within 1 MiB under it
-    for row in run.records:  # every watched row, the first included
+    for i, row in enumerate(run.records):  # every watched row, the first included
         assert PLANT_BYTES - MiB <= row["layer_conv2_peak_delta_bytes"] < PLANT_BYTES + 8 * MiB
         assert PLANT_BYTES - MiB <= row["layer_conv2_backward_peak_delta_bytes"] < PLANT_BYTES + 8 * MiB
-        assert row["layer_conv1_peak_delta_bytes"] < 8 * MiB
+        # the plant is conv2's alone; conv1's first call in a process holds what torch and PyG set up
+        # on their first use (7.1 MiB in a fresh process, 9.1 MiB seen in a test worker), no later one
+        assert row["layer_conv1_peak_delta_bytes"] < (PLANT_BYTES // 4 if i == 0 else 8 * MiB), (i, row)
 
 
 def test_message_output_and_saved_bytes_are_the_tensors_sizes():
