@@ -252,7 +252,8 @@ def _asked(model: Any, row: dict[str, Any]) -> dict[str, Any]:
 def run_config(step: Callable[[Any], Any], model: Any, name: str, loader: Any, limit: int) -> dict[str, Any]:
     """Forecast ``loader``'s batches with ``model``, run ``limit`` of them, compare. The forecast is
     anchored (its default): raised by what the process holds beyond what it held during the fit;
-    ``covered_as_fitted`` counts the batches the model's own bounds covered without it."""
+    ``covered_as_fitted`` counts the batches the model's own bounds covered without it;
+    ``margins_bytes`` is each batch's anchored upper bound minus its measured peak."""
     fc = gnnmon.forecast(loader, model, progress=False)
     held = fc.model
     with gnnmon.collect() as run:

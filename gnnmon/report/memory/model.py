@@ -22,7 +22,9 @@ forecast to fit for the split being unknown.
 The upper bound of a prediction is one-sided, at ``confidence``: the fit's robust residual spread
 and its uncertainty at that shape (growing away from the shapes seen), under a normal residual;
 beyond the shapes seen it widens by the error the model's own rows showed when the smaller ones
-were fitted and the larger ones forecast (:mod:`gnnmon.report.memory.extrapolation`).
+were fitted and the larger ones forecast (:mod:`gnnmon.report.memory.extrapolation`). A model of
+the host's RSS holds, in every upper bound, what RSS cannot resolve between two states of the
+process (:func:`host_resolution`); a GPU allocator's count needs nothing more.
 """
 
 from __future__ import annotations
