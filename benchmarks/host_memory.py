@@ -47,7 +47,8 @@ SLACK = MiB // 2  # how far a 2-core machine's RSS counters may lag (docs/memory
 
 VARIANTS: dict[str, str] = {
     "default": "glibc's defaults (mmap threshold dynamic, up to 32 MiB)",
-    "exact 64 KiB": "gnnmon.exact_host_memory(): mmap threshold fixed at 64 KiB",
+    "exact 64 KiB": "gnnmon.exact_host_memory(): mmap threshold fixed at 64 KiB, trim threshold and top pad at 128 KiB",
+    "mmap threshold 64 KiB only": "M_MMAP_THRESHOLD 64 KiB alone: the trim threshold stays wherever glibc's dynamic rule left it",
     "exact 1 MiB": "gnnmon.exact_host_memory(1 MiB)",
     "exact 4 MiB": "gnnmon.exact_host_memory(4 MiB)",
     "trim threshold 0": "M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 0: the heap's top returned on every free",
@@ -76,6 +77,8 @@ def set_up(variant: str, libc: Any) -> Callable[[], None]:
     if variant.startswith("exact"):
         size = {"exact 1 MiB": MiB, "exact 4 MiB": 4 * MiB}.get(variant, 64 * 1024)
         assert gnnmon.exact_host_memory(size)
+    elif variant == "mmap threshold 64 KiB only":
+        assert libc.mallopt(M_MMAP_THRESHOLD, 64 * 1024) == 1 and libc.malloc_trim(0) in (0, 1)
     elif variant == "trim threshold 0":
         assert libc.mallopt(M_MMAP_THRESHOLD, 32 * MiB) == 1 and libc.mallopt(M_TRIM_THRESHOLD, 0) == 1
     elif variant == "malloc_trim per window":
