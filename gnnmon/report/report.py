@@ -212,9 +212,14 @@ class Report:
         ``confidence``; ``summary()`` says it in words, or why it cannot be trusted. See
         :mod:`gnnmon.report.memory.model`."""
         pid = (self.manifest or {}).get("pid")
-        cpus = ((self.manifest or {}).get("devices") or {}).get("cpu_count")
         return fit(self.table, label, figure, device=device, warmup=warmup, terms=terms, confidence=confidence,
-                   pid=pid if isinstance(pid, int) else None, cpus=cpus if isinstance(cpus, int) else None)
+                   pid=pid if isinstance(pid, int) else None, **self._cpus())
+
+    def _cpus(self) -> dict[str, int | None]:
+        """The recording machine's CPUs and those its process could run on, where the manifest says."""
+        host = (self.manifest or {}).get("devices") or {}
+        return {k: v if isinstance(v := host.get(key), int) else None
+                for k, key in (("cpus", "cpu_count"), ("usable", "cpu_usable"))}
 
     def layers(self, label: str | None = None) -> list[dict[str, Any]]:
         """Per label and watched layer (``gnnmon.watch_layers``): median forward and backward time,
@@ -227,7 +232,7 @@ class Report:
         """The calls that ran out of memory: each one's batch shape (and against its label's median),
         the device's memory at the failure, the forecast for that batch, the largest batch that
         fit, the allocation-history snapshot, and ``words`` (see :mod:`gnnmon.report.memory.oom`)."""
-        return oom_report(self.table)
+        return oom_report(self.table, **self._cpus())
 
     def plot_timeline(self, path: Any = None, **options: Any) -> Any:
         """Utilisation and memory samples over time with rows, GC events and markers under them

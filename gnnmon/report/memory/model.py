@@ -56,11 +56,12 @@ STARTS = {MEM_PEAK.name: MEM_START.name, RSS_PEAK.name: RSS_START.name}
 
 MIN_R2 = 0.9
 HEAP_SLACK_BYTES = 256 * 1024
-"""What glibc keeps free at the top of its heap before it gives memory back: its trim threshold
-(128 KiB) plus its top pad (128 KiB), bytes. A step's peak above what the process held moves by up
-to that much with the heap's state, whatever its tensors do."""
-RSS_COUNTER_PAGE_BYTES = 4096
-"""The page Linux's RSS counters count in (x86-64, and arm64's default), bytes."""
+"""What glibc keeps free at the top of its heap before it gives memory back once
+``gnnmon.exact_host_memory()`` set its trim threshold (128 KiB) and top pad (128 KiB), bytes: a
+step's peak above what the process held moves by up to that much with the heap's state, whatever
+its tensors do. Each thread that allocates on its own heap (a glibc arena) can add as much."""
+RSS_COUNTERS = 3
+"""The counters Linux sums into a process's RSS: anonymous, file and shared-memory pages."""
 MAX_CORR = 0.95
 """Two shape fields more correlated than this cannot be told apart: the second is left out, and
 bounds a prediction off the ratio they kept (:attr:`MemoryModel.confounded`)."""
@@ -335,9 +336,11 @@ def prime() -> None:
 
 def fit(table: Table, label: str | None = None, figure: str = MEM_PEAK_DELTA.name, *,
         device: str | None = None, warmup: int = 2, terms: Sequence[str] | None = None,
-        confidence: float = 0.95, pid: int | None = None, cpus: int | None = None) -> MemoryModel:
-    """Fit the memory model of ``label``'s rows (see :meth:`gnnmon.Report.memory_model`); ``pid``
-    and ``cpus``: the process that recorded them and its machine's CPUs (its run's manifest)."""
+        confidence: float = 0.95, pid: int | None = None, cpus: int | None = None,
+        usable: int | None = None) -> MemoryModel:
+    """Fit the memory model of ``label``'s rows (see :meth:`gnnmon.Report.memory_model`); ``pid``,
+    ``cpus`` and ``usable``: the process that recorded them, its machine's CPUs and those it could
+    run on (its run's manifest)."""
     if figure not in FIGURES:
         raise ValueError(f"figure must be one of {', '.join(FIGURES)}; got {figure!r}")
     if not 0.5 <= confidence < 1:
@@ -350,20 +353,20 @@ def fit(table: Table, label: str | None = None, figure: str = MEM_PEAK_DELTA.nam
         raise ValueError(f"the rows of {label!r} carry no {figure}: measure them with @monitor_memory_device")
     if terms is None:
         model = _fit(part, label, figure, tuple(t for t in TERMS if t in part.cols), device, warmup, confidence,
-                     pid, cpus, auto=True)
+                     pid, cpus, usable, auto=True)
         typed = tuple(k for k in part.cols if k.startswith(("num_nodes__", "num_edges__")))
         if typed and model.r2 < 0.99:  # a heterogeneous batch: per-type terms may explain more
-            other = _fit(part, label, figure, typed, device, warmup, confidence, pid, cpus, auto=True)
+            other = _fit(part, label, figure, typed, device, warmup, confidence, pid, cpus, usable, auto=True)
             if not other.problems and other.spread_bytes < 0.7 * model.spread_bytes:
                 other.notes.append(f"per-type terms fit better than the totals (spread "
                                    f"{format_bytes(other.spread_bytes)} < {format_bytes(model.spread_bytes)})")
                 return other
         return model
-    return _fit(part, label, figure, tuple(terms), device, warmup, confidence, pid, cpus, auto=False)
+    return _fit(part, label, figure, tuple(terms), device, warmup, confidence, pid, cpus, usable, auto=False)
 
 
 def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: str | None, warmup: int,
-         confidence: float, pid: int | None, cpus: int | None, auto: bool) -> MemoryModel:
+         confidence: float, pid: int | None, cpus: int | None, usable: int | None, auto: bool) -> MemoryModel:
     x, y, start, devices = _rows(part, figure, terms, device, warmup)
     if device is None and len({d.split(":")[0] for d in devices}) > 1:
         raise ValueError(f"the rows of {label!r} ran on {', '.join(devices)}: pass device= to fit one of them")
@@ -437,32 +440,37 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
         y = yi
     return MemoryModel(label, figure, devices, used, coefficients, int(len(y)), outliers, r2, spread, confidence,
                        ranges, problems, notes, confounded, grow, held, pid,
-                       resolution_bytes=_resolution(figure, devices, cpus), _inverse=inverse, _scale=scale)
+                       resolution_bytes=_resolution(figure, devices, cpus, usable), _inverse=inverse, _scale=scale)
 
 
-def rss_counter_lag(cpus: int | None = None) -> float:
-    """How far one reading of the host's RSS may lag the pages the process holds, bytes: Linux keeps
-    each of its two RSS counters (anonymous and file pages) per CPU and folds them into the total in
-    batches of max(32, 2 × CPUs) pages (kernel 6.2 and later, ``lib/percpu_counter.c``), so a
-    reading lags by up to CPUs × batch pages each. ``cpus``: the recording machine's (a run's
-    manifest says), else this one's."""
+def rss_counter_lag(cpus: int | None = None, usable: int | None = None) -> float:
+    """How far one reading of the host's RSS may lag the pages the process holds, bytes: since Linux
+    6.2 each of its :data:`RSS_COUNTERS` is kept per CPU and folded into the total in batches of
+    max(32, 2 × online CPUs) pages (``lib/percpu_counter.c``), so a reading lags by up to a batch
+    on each CPU the process may run on, for each counter (older kernels cache 64 pages per thread
+    instead: not modelled). ``cpus`` and ``usable``: the recording machine's CPUs and the process's
+    (its affinity; a run's manifest says both), else this machine's and this process's; pages of
+    this machine's size."""
     n = cpus or os.cpu_count() or 1
-    return float(2 * n * max(32, 2 * n) * RSS_COUNTER_PAGE_BYTES)
+    here = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else n
+    on = min(usable or (here if cpus is None else n), n)
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    return float(RSS_COUNTERS * on * max(32, 2 * n) * page)
 
 
-def host_resolution(cpus: int | None = None) -> float:
+def host_resolution(cpus: int | None = None, usable: int | None = None) -> float:
     """What a figure of the host's RSS cannot resolve between two states of the process, bytes:
     :data:`HEAP_SLACK_BYTES`, plus twice :func:`rss_counter_lag` (a peak above the memory held is
-    the difference of two readings). 1.25 MiB on 2 CPUs, 8.25 MiB on 16."""
-    return HEAP_SLACK_BYTES + 2 * rss_counter_lag(cpus)
+    the difference of two readings). With 4 KiB pages: 1.75 MiB on 2 CPUs, 12.25 MiB on 16."""
+    return HEAP_SLACK_BYTES + 2 * rss_counter_lag(cpus, usable)
 
 
-def _resolution(figure: str, devices: Sequence[str], cpus: int | None) -> float:
+def _resolution(figure: str, devices: Sequence[str], cpus: int | None, usable: int | None) -> float:
     """:func:`host_resolution` for a figure of the host's RSS (the process's RSS figures, or a CPU
     step's memory), else 0: a GPU allocator counts its blocks exactly."""
     host = figure in (RSS_PEAK.name, RSS_PEAK_DELTA.name) or (
         bool(devices) and all(d.split(":")[0] == "cpu" for d in devices))
-    return host_resolution(cpus) if host else 0.0
+    return host_resolution(cpus, usable) if host else 0.0
 
 
 def _held_without_a_batch(z: np.ndarray, start: np.ndarray, scale: np.ndarray) -> float | None:

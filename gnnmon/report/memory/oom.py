@@ -57,14 +57,15 @@ def _largest_fit(part: Part, ok: np.ndarray, medians: dict[str, float]) -> dict[
     return None
 
 
-def _forecast(table: Table, row: dict[str, Any], models: dict[tuple[str, Any], Any],
-              ) -> tuple[float | None, float | None, str | None]:
+def _forecast(table: Table, row: dict[str, Any], models: dict[tuple[str, Any], Any], cpus: int | None,
+              usable: int | None) -> tuple[float | None, float | None, str | None]:
     """(forecast, upper bound, why none) for the failed row's batch; ``models`` keeps each
     (label, device)'s model, or why it has none, for the other failed rows."""
     key = (row["label"], row.get("device"))
     if key not in models:
         try:
-            models[key] = fit(table, row["label"], MEM_PEAK.name, device=row.get("device"))
+            models[key] = fit(table, row["label"], MEM_PEAK.name, device=row.get("device"), cpus=cpus,
+                              usable=usable)
         except ValueError as exc:
             models[key] = exc
     why = models[key]
@@ -77,10 +78,11 @@ def _forecast(table: Table, row: dict[str, Any], models: dict[tuple[str, Any], A
     return None, None, str(why)
 
 
-def oom_report(table: Table) -> list[dict[str, Any]]:
+def oom_report(table: Table, cpus: int | None = None, usable: int | None = None) -> list[dict[str, Any]]:
     """One entry per call that ran out of memory, in the order of the table's labels: its key,
     shape and shape against its label's median, the device's memory at the failure (bytes), the
-    forecast for its batch, the largest batch that fit, the snapshot's path, and ``words``."""
+    forecast for its batch, the largest batch that fit, the snapshot's path, and ``words``;
+    ``cpus`` and ``usable``: the recording machine's (a host model's resolution)."""
     out = []
     models: dict[tuple[str, Any], Any] = {}
     for part in table.parts.values():
@@ -91,7 +93,7 @@ def oom_report(table: Table) -> list[dict[str, Any]]:
         medians = _medians(part, ok)
         largest = _largest_fit(part, ok, medians)
         for row in failed:
-            forecast, upper, why = _forecast(table, row, models)
+            forecast, upper, why = _forecast(table, row, models, cpus, usable)
             entry: dict[str, Any] = {
                 "label": row["label"], "index": row["index"], "key": f"{row['label']}#{row['index']}",
                 "error": row["error"], "device": row.get("device"),

@@ -17,7 +17,14 @@ import torch
 
 import gnnmon
 from gnnmon.data.table import Table
-from gnnmon.report.memory.model import UntrustedModelError, fit, format_bytes, host_resolution
+from gnnmon.report.memory.model import (
+    HEAP_SLACK_BYTES,
+    UntrustedModelError,
+    fit,
+    format_bytes,
+    host_resolution,
+    rss_counter_lag,
+)
 from tests.scripts import ROOT
 
 MiB = 2**20
@@ -306,35 +313,96 @@ def test_a_model_whose_rows_span_no_sizes_says_its_extrapolation_is_not_measured
 
 def test_a_host_model_holds_what_rss_cannot_resolve_in_every_upper_bound():
     """The same rows as a CPU step's and as a GPU step's: the same fit, and the host's bounds hold
-    :func:`host_resolution` more (the heap's slack and the kernel's per-CPU counters' lag for the
-    recording machine's CPUs: the manifest's, else this machine's); a GPU's hold nothing more."""
+    :func:`host_resolution` more (the heap's slack and the kernel's per-CPU counters' lag, twice,
+    for the recording machine's CPUs and those its process could use: the manifest's, else this
+    machine's); a GPU's hold nothing more."""
     gpu = planted_rows()
     cpu = [{**r, "device": "cpu"} for r in gpu]
     shape = {"num_nodes": 15_000, "num_edges": 90_000}
-    for cpus, want in ((2, 1.25 * MiB), (16, 8.25 * MiB), (None, host_resolution(os.cpu_count()))):
-        host = fit(Table(cpu), "step", "mem_peak_bytes", cpus=cpus)
-        device = fit(Table(gpu), "step", "mem_peak_bytes", cpus=cpus)
+    page = os.sysconf("SC_PAGE_SIZE")
+    lag = lambda on, n: 3 * on * max(32, 2 * n) * page  # noqa: E731  three counters, a batch a CPU each
+    cases = [(2, None, 256 * 1024 + 2 * lag(2, 2)), (16, None, 256 * 1024 + 2 * lag(16, 16)),
+             (16, 4, 256 * 1024 + 2 * lag(4, 16)), (None, None, host_resolution())]
+    for cpus, usable, want in cases:
+        host = fit(Table(cpu), "step", "mem_peak_bytes", cpus=cpus, usable=usable)
+        device = fit(Table(gpu), "step", "mem_peak_bytes", cpus=cpus, usable=usable)
         assert host.coefficients == device.coefficients and device.resolution_bytes == 0
         assert host.resolution_bytes == want == host.predict(**shape).resolution_bytes
         assert abs(host.predict(**shape).upper_bytes - device.predict(**shape).upper_bytes - want) <= 1
         assert host.as_dict()["resolution_bytes"] == want
+    if page == 4096:  # the figures the docs give
+        assert [host_resolution(c, u) for c, u, _ in cases[:3]] == [1.75 * MiB, 12.25 * MiB, 3.25 * MiB]
     # the host's RSS figures are the host's on any device
     rss = [{**r, "rss_peak_bytes": r["mem_peak_bytes"]} for r in gpu]
-    assert fit(Table(rss), "step", "rss_peak_bytes", cpus=2).resolution_bytes == 1.25 * MiB
-    with gnnmon.collect() as run:  # a run's manifest names its machine's CPUs
+    assert fit(Table(rss), "step", "rss_peak_bytes", cpus=2).resolution_bytes == host_resolution(2)
+    with gnnmon.collect() as run:  # a run's manifest names its machine's CPUs and the process's
         pass
-    assert run.manifest["devices"]["cpu_count"] == os.cpu_count()
-    on_16 = gnnmon.Report(cpu, manifest={**run.manifest, "devices": {**run.manifest["devices"], "cpu_count": 16}})
-    assert on_16.memory_model(figure="mem_peak_bytes").resolution_bytes == 8.25 * MiB
-    assert "1.25 MiB of it what the host's RSS cannot resolve" in fit(Table(cpu), "step", cpus=2).summary()
+    machine = run.manifest["devices"]
+    assert machine["cpu_count"] == os.cpu_count() and machine["cpu_usable"] == len(os.sched_getaffinity(0))
+    on_16 = gnnmon.Report(cpu, manifest={**run.manifest, "devices": {**machine, "cpu_count": 16, "cpu_usable": 4}})
+    assert on_16.memory_model(figure="mem_peak_bytes").resolution_bytes == host_resolution(16, 4)
+    assert f"{format_bytes(host_resolution(2))} of it what the host's RSS cannot resolve" in fit(
+        Table(cpu), "step", cpus=2).summary()
     assert "cannot resolve" not in device.summary()
+
+
+def test_a_cpu_out_of_memory_is_bounded_with_the_recording_machine_s_resolution():
+    """The post-mortem's forecast for a failed CPU call: its upper bound holds the resolution of
+    the machine the run's manifest names, not of the machine reading it."""
+    rows = [{**r, "device": "cpu"} for r in planted_rows()]
+    rows.append({**rows[10], "index": len(rows), "error": "OutOfMemoryError", "num_nodes": 30_000,
+                 "num_edges": 150_000, "oom_requested_bytes": 64 * MiB})
+    uppers = {}
+    for cpus in (2, 16):
+        report = gnnmon.Report(rows, manifest={"devices": {"cpu_count": cpus, "cpu_usable": cpus}})
+        [oom] = report.oom()
+        uppers[cpus] = oom["forecast_upper_bytes"]
+        assert oom["forecast_upper_bytes"] - oom["forecast_bytes"] >= host_resolution(cpus, cpus)
+    assert abs(uppers[16] - uppers[2] - (host_resolution(16, 16) - host_resolution(2, 2))) <= 1
+
+
+def test_the_heap_slack_is_what_exact_host_memory_lets_glibc_keep():
+    from gnnmon.devices.malloc import TOP_PAD_BYTES, TRIM_THRESHOLD_BYTES
+
+    assert HEAP_SLACK_BYTES == TRIM_THRESHOLD_BYTES + TOP_PAD_BYTES
+
+
+HEAP_TOP = r"""
+import ctypes, json, os
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.free(libc.malloc(8 << 20))  # a freed 8 MiB mapping: glibc's dynamic trim threshold is now 16 MiB
+import gnnmon
+assert gnnmon.exact_host_memory()
+page = os.sysconf("SC_PAGE_SIZE")
+rss = lambda: int(open("/proc/self/statm").read().split()[1]) * page
+before = rss()
+blocks = [libc.malloc(32 << 10) for _ in range(320)]  # 10 MiB in 32 KiB blocks: below the mmap threshold
+for b in blocks:
+    ctypes.memset(b, 1, 32 << 10)
+held = rss()
+for b in reversed(blocks):
+    libc.free(b)
+print(json.dumps({"held": held - before, "left": rss() - before}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_exact_host_memory_gives_back_what_a_step_frees_on_the_heap_whatever_came_before():
+    """10 MiB freed in 32 KiB blocks (on the heap, under the mmap threshold) after an 8 MiB mapping
+    was freed before the call (which raises glibc's trim threshold to 16 MiB): the process gives
+    all of it back but what :func:`host_resolution` allows."""
+    got = json.loads(subprocess.run([sys.executable, "-c", HEAP_TOP], capture_output=True, text=True, check=True,
+                                    timeout=120).stdout)
+    assert got["held"] >= 10 * MiB - rss_counter_lag()
+    assert got["left"] <= host_resolution(), got
 
 
 HEAP_STATES = r"""
 import json, random, sys, torch, gnnmon
-sys.path.insert(0, sys.argv[1])
 assert gnnmon.exact_host_memory()
-keep, rng = [], random.Random(int(sys.argv[2]))
+keep, rng = [], random.Random(int(sys.argv[1]))
 weights = torch.nn.Linear(256, 256)
 
 @gnnmon.monitor_memory_device(label="step")
@@ -356,20 +424,21 @@ with gnnmon.collect() as run:
             step(x)
             row = run.records[-1]
             growth.append(row["mem_peak_bytes"] - row["mem_start_bytes"])
-print(json.dumps({"growth": growth[3:], "cpus": run.manifest["devices"]["cpu_count"]}))
+print(json.dumps({"growth": growth[3:], "cpus": run.manifest["devices"]["cpu_count"],
+                  "usable": run.manifest["devices"]["cpu_usable"]}))
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="exact host memory is Linux's")
 def test_the_same_step_between_heap_states_moves_within_the_host_resolution():
     """The planted truth behind :func:`host_resolution`: one step on one input, between heap states
-    a training loop leaves (objects of 64 B to 20 KiB kept and freed, tensors too), grows the
+    a training loop leaves (objects of 64 B to 30 KB kept and freed, tensors too), grows the
     process's RSS by the same amount each time to within it, and by at least the 4 MiB planted in it
     and the 1 MiB of activations beside it (two 512×256 float32) to within it."""
     for seed in (0, 1):
-        out = subprocess.run([sys.executable, "-c", HEAP_STATES, str(ROOT), str(seed)], capture_output=True,
+        out = subprocess.run([sys.executable, "-c", HEAP_STATES, str(seed)], capture_output=True,
                              text=True, check=True, timeout=300).stdout
         got = json.loads(out)
-        growth, slack = got["growth"], host_resolution(got["cpus"])
+        growth, slack = got["growth"], host_resolution(got["cpus"], got["usable"])
         assert max(growth) - min(growth) <= slack, (max(growth) - min(growth), slack)
         assert min(growth) >= 5 * MiB - slack, min(growth)
