@@ -452,8 +452,9 @@ def rss_counter_lag(cpus: int | None = None, usable: int | None = None) -> float
     (its affinity; a run's manifest says both), else this machine's and this process's; pages of
     this machine's size."""
     n = cpus or os.cpu_count() or 1
-    here = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else n
-    on = min(usable or (here if cpus is None else n), n)
+    if usable is None:  # a manifest without it: every CPU it names; no manifest: this process's
+        usable = len(os.sched_getaffinity(0)) if cpus is None and hasattr(os, "sched_getaffinity") else n
+    on = min(usable, n)
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     return float(RSS_COUNTERS * on * max(32, 2 * n) * page)
 
