@@ -30,7 +30,11 @@ def test_the_batch_size_search_comparison_runs_at_a_tiny_size(tmp_path):
     limit = truth["limits"]["capacity"]
     fitted = [c["seeds"] for c in truth["calls"] if not c["oom"]]
     assert truth["limits"]["target"] <= limit and limit in fitted
-    assert all(c["oom"] for c in truth["calls"] if c["seeds"] == limit + 1)  # the bisection closed on it
+    # the bisection closed on it: its last probe one above the limit ran out. An earlier pass may
+    # have fitted that size: the same batch size's host peak moves by up to the RSS resolution
+    # (0.71 MB seen at 1,250 seeds, across a capacity between), so only the closing probe decides
+    above = [c["oom"] for c in truth["calls"] if c["seeds"] == limit + 1]
+    assert above and above[-1], truth["calls"]
 
     sizes = [c["seeds"] for c in power["calls"]]
     tried = sorted({s for s in sizes if s & (s - 1) == 0})  # a loader's last, partial batch aside
