@@ -18,9 +18,9 @@ from gnnmon.data.load import load
 from gnnmon.errors import ReportFileError
 from gnnmon.figures import MEM_PEAK, reference
 from gnnmon.report import Report
-from gnnmon.report.compare.comparison import Comparison
-from gnnmon.report.compare.lines import band
-from gnnmon.report.compare.text import said, where
+from gnnmon.report.compare.comparison import RUNS_ADVISED, Comparison, run_name
+from gnnmon.report.compare.gate import RERUN_SPREAD
+from gnnmon.report.compare.text import decided
 from gnnmon.report.exports import EXPORTS, STDOUT, find, names
 
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
@@ -34,17 +34,19 @@ NO_MODEL = 3
 """``gnnmon forecast``'s exit status when the run's memory model cannot be trusted: it says why and
 what would make one, and forecasts nothing (not an error of the command: 2 is)."""
 INCONCLUSIVE = 4
-"""``gnnmon compare``'s exit status when nothing regressed but a judged step's noise is wider than
-its limit: the gate cannot tell a change of the limit's size from noise (it says which, and how wide)."""
+"""``gnnmon compare``'s exit status when nothing regressed but a judged line's bounds straddle its
+limit: the runs cannot tell (it says which, and how many runs a side would decide it);
+``--inconclusive pass|fail`` makes it 0 or 1."""
 
 EXITS = {
     "report": "Exit status: 0 the report printed; 2 an error (a file missing or damaged, bad options).",
     "export": "Exit status: 0 written; 2 an error (a file missing or damaged, the output not writable).",
     "forecast": f"Exit status: 0 the forecast printed; {NO_MODEL} no trusted memory model (the run's batches do not "
                 "vary enough, or too few: it says what to measure); 2 an error.",
-    "compare": f"Exit status: 0 within the limits; 1 a limit exceeded (what regressed is named); {INCONCLUSIVE} "
-               "inconclusive: nothing regressed, but a step's noise is wider than the limit (named, with its "
-               "width); 2 an error.",
+    "compare": f"Exit status: 0 passed (every judged line's upper bound under its limit, or no limit given); 1 "
+               f"regressed (a lower bound over its limit: named); {INCONCLUSIVE} inconclusive (nothing regressed, "
+               "but the runs cannot tell whether a line is within its limit: named, with the runs a side that "
+               "would decide it; --inconclusive pass or fail makes this 0 or 1); 2 an error.",
     "fields": "Exit status: 0.",
 }
 """What each command's exit status means, shown at the end of its ``--help``."""
@@ -98,13 +100,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Compare two runs per label and phase: time per step and per 1,000 nodes and edges (bigger batches are "
         "not a regression), peak memory and the memory models, GC, recompilations, data wait, energy per "
         "graph; each change judged against both runs' noise."))
-    cmp.add_argument("runs", metavar="RUN", nargs="+", help="BASE NEW: the run to compare against and the run "
-                     "to judge (a .jsonl file or a job's files); or BASE... -- NEW...: several runs a side, whose "
-                     "spread between runs joins each run's own noise")
-    cmp.add_argument("--max-slowdown", metavar="PCT", type=share, help="exit 1 when a step or phase is slower by "
-                     "more than this (5%% or 0.05), per 1,000 nodes and edges where both runs have shapes")
+    cmp.add_argument("runs", metavar="RUN", nargs="+", help="BASE... -- NEW...: reruns of the code to compare "
+                     f"against and of the code to judge ({RUNS_ADVISED} a side for CI: each run a .jsonl file or a "
+                     "job's files), their spread measured between them; or BASE NEW, one run a side, whose spread "
+                     "is assumed (--rerun-spread)")
+    cmp.add_argument("--max-slowdown", metavar="PCT", type=share, help="exit 1 when a step is slower by more than "
+                     "this (5%% or 0.05) beyond doubt: per 1,000 nodes and edges where every run has shapes, on its "
+                     "CPU time where every run's step ran on one thread and recorded it (collect(sched=True))")
     cmp.add_argument("--max-memory-growth", metavar="PCT", type=share, help="exit 1 when peak memory (the memory "
                      "models' forecast of the same batch where both can be trusted) grows by more than this")
+    cmp.add_argument("--inconclusive", choices=("status", "pass", "fail"), default="status", help=(
+        f"the exit status when the runs cannot decide: status (default) exits {INCONCLUSIVE}, pass 0, fail 1"))
+    cmp.add_argument("--rerun-spread", metavar="PCT", type=share, default=RERUN_SPREAD, help=(
+        "the spread between reruns assumed where each side has one run (default "
+        f"{100 * RERUN_SPREAD:g}%%); with two runs or more a side it is measured instead"))
     cmp.add_argument("--format", choices=("markdown", "json"), default="markdown", help="markdown (default) or json")
     cmp.add_argument("--html", metavar="OUT", help="also write the comparison as one self-contained page")
     cmp.add_argument("--lenient", action="store_true", help="skip corrupt lines instead of failing")
@@ -205,9 +214,9 @@ def _reader_gone() -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    """``gnnmon compare``: 1 when a limit is exceeded (each regression named on stderr);
-    :data:`INCONCLUSIVE` when none is but a judged step's noise is wider than its limit (named, with
-    its width); 2 when a run cannot be read or the page cannot be written."""
+    """``gnnmon compare``: 1 when a judged line regressed (each named on stderr); when one is
+    inconclusive (named, with the runs a side that would decide it), :data:`INCONCLUSIVE` or what
+    ``--inconclusive`` says; 2 when a run cannot be read or the page cannot be written."""
     if args.new_runs:
         bases, news = args.runs, args.new_runs
     elif len(args.runs) == 2:
@@ -219,14 +228,11 @@ def _compare(args: argparse.Namespace) -> int:
     read = [_read(path, args.lenient) for path in [*bases, *news]]
     if any(r is None for r in read):
         return 2
-    reports = [Report(r) for r in read]
-    if len(reports) == 2:
-        comparison = reports[0].compare(reports[1], max_slowdown=args.max_slowdown,
-                                        max_memory_growth=args.max_memory_growth)
-    else:
-        comparison = Comparison.of_runs([r.table for r in reports[:len(bases)]],
-                                        [r.table for r in reports[len(bases):]],
-                                        max_slowdown=args.max_slowdown, max_memory_growth=args.max_memory_growth)
+    base, new = read[:len(bases)], read[len(bases):]
+    names = (run_name(base[0].manifest, "BASE") if len(base) == 1 else "BASE",
+             run_name(new[0].manifest, "NEW") if len(new) == 1 else "NEW")
+    comparison = Comparison(base, new, *names, max_slowdown=args.max_slowdown,
+                            max_memory_growth=args.max_memory_growth, rerun_spread=args.rerun_spread)
     if args.html is not None:
         try:
             print(f"gnnmon: wrote {comparison.to_html(args.html)} to {args.html}", file=sys.stderr)
@@ -238,16 +244,13 @@ def _compare(args: argparse.Namespace) -> int:
     code = _write(text)
     if code:
         return code
-    bad = comparison.regressions()
-    for ln in bad:
-        print(f"gnnmon: regressed: {where(ln)}: {said(ln)}", file=sys.stderr)
-    if bad:
-        return 1
-    unsure = comparison.inconclusive()
-    for ln in unsure:
-        print(f"gnnmon: inconclusive: {where(ln)}: {said(ln)}, noise ±{100 * (band(ln) or 0.0):.1f} % is wider "
-              "than the limit", file=sys.stderr)
-    return INCONCLUSIVE if unsure else 0
+    for d in comparison.decisions():
+        if d["decision"] != "pass":
+            print(f"gnnmon: {d['decision']}: {decided(d)}", file=sys.stderr)
+    verdict = comparison.verdict()
+    if verdict == "inconclusive":
+        return {"status": INCONCLUSIVE, "pass": 0, "fail": 1}[args.inconclusive]
+    return 1 if verdict == "regressed" else 0
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

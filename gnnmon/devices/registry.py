@@ -152,8 +152,10 @@ def _host_manifest() -> dict[str, Any]:
     import psutil
 
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    # cpu_usable: the cores this process may run on (its affinity), what its loader's workers share
-    return {"cpu_count": os.cpu_count(), "cpu_usable": usable, "ram_total_bytes": int(psutil.virtual_memory().total)}
+    # cpu_usable: the cores this process may run on (its affinity), what its loader's workers share;
+    # torch_threads: torch's intra-op threads (1: a CPU step's thread CPU time is its whole work)
+    return {"cpu_count": os.cpu_count(), "cpu_usable": usable, "ram_total_bytes": int(psutil.virtual_memory().total),
+            "torch_threads": torch.get_num_threads()}
 
 
 def _cuda_collective(process_group_backend: str) -> torch.device | None:

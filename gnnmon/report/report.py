@@ -276,11 +276,12 @@ class Report:
 
     def compare(self, other: Report, *, max_slowdown: float | None = None,
                 max_memory_growth: float | None = None) -> Comparison:
-        """This run (the base) against ``other`` (the new one): per label and phase, time per step
-        and per 1,000 nodes and edges, peak memory and the memory models, GC, recompilations, data
-        wait and energy per graph, each with a verdict against both runs' noise; the limits (shares:
-        0.05 is 5 %) decide which judged lines are regressions. See :mod:`gnnmon.report.compare.lines`."""
-        return Comparison(self.table, other.table, run_name(self.manifest, "BASE"), run_name(other.manifest, "NEW"),
+        """This run (the base) against ``other`` (the new one), one run a side: per label and phase,
+        time per step and per 1,000 nodes and edges, peak memory and the memory models, GC,
+        recompilations, data wait and energy per graph, each change with its bounds; the limits
+        (shares: 0.05 is 5 %) decide each judged line. Several runs a side: ``Comparison(bases,
+        news)``. See :mod:`gnnmon.report.compare.lines` and :mod:`gnnmon.report.compare.gate`."""
+        return Comparison(self.result, other.result, run_name(self.manifest, "BASE"), run_name(other.manifest, "NEW"),
                           max_slowdown=max_slowdown, max_memory_growth=max_memory_growth)
 
     def gc_summary(self) -> dict[str, Any]:

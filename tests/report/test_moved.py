@@ -40,7 +40,7 @@ def test_a_from_import_of_an_old_module_gives_the_new_objects() -> None:
 
 
 @pytest.mark.parametrize(("wing", "module", "name"), [
-    ("gnnmon.report.compare", lines, "compare_tables"),
+    ("gnnmon.report.compare", lines, "compare_sides"),
     ("gnnmon.report.diagnosis", findings, "diagnose"),
 ])
 def test_a_wing_with_an_old_modules_name_answers_its_old_functions(wing: str, module: object, name: str) -> None:

@@ -1,6 +1,7 @@
-"""Runs against runs: two runs' lines per label and phase with the noise each shows, and the gate
-(:mod:`.lines`); what ``Report.compare`` returns (:mod:`.comparison`) and says (:mod:`.text`); the
-ranks of one distributed job against one another (:mod:`.cross_rank`)."""
+"""Runs against runs: each side's runs' figures per label and phase (:mod:`.lines`), the tests over
+runs that bound each change and decide the gate (:mod:`.gate`); what ``Report.compare`` returns
+(:mod:`.comparison`) and says (:mod:`.text`); the ranks of one distributed job against one another
+(:mod:`.cross_rank`)."""
 
 from typing import Any
 

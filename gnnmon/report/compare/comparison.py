@@ -1,6 +1,7 @@
-"""What ``Report.compare(other)`` returns: two runs' lines (:mod:`gnnmon.report.compare.lines`) in scopes
-(``all``; for distributed jobs also ``rank <r>`` for each rank both ran), the regressions beyond
-the limits given, and the comparison as markdown, plain data (JSON) or a page."""
+"""What ``Report.compare(other)`` and ``gnnmon compare`` return: two sides of runs, their lines
+(:mod:`gnnmon.report.compare.lines`) in scopes (``all``; for distributed jobs also ``rank <r>``),
+each judged line's decision against the limits given (:mod:`gnnmon.report.compare.gate`), notes on
+what the figures cannot show, and the comparison as markdown, plain data (JSON) or a page."""
 
 from __future__ import annotations
 
@@ -8,90 +9,164 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table
-from gnnmon.report.compare.lines import (
-    between_runs,
-    compare_tables,
-    inconclusive,
-    merged,
-    others_load,
-    ranks_of,
-    regressions,
-)
-from gnnmon.report.compare.text import comparison_markdown, comparison_page
+from gnnmon.report.compare.gate import RERUN_SPREAD, decision, runs_to_decide
+from gnnmon.report.compare.lines import CPU_TIME, TIME, as_change, compare_sides, one_thread, others_load, ranks_of
+from gnnmon.report.compare.text import comparison_markdown, comparison_page, where
 
 LOAD_DIFFERS = 25.0
-"""Other processes' CPU (% of one core) by which two runs' loads must differ to be named."""
+"""Other processes' CPU (% of one core) by which two sides' loads must differ to be named."""
+
+LOAD_BUSY = 50.0
+"""Other processes' CPU (% of one core) beside a side's runs from which its load is named: wall
+time then holds waits for a core."""
+
+RUNS_ADVISED = 5
+"""Runs a side the docs advise for CI: at a 2 % spread between reruns they decide a 5 % limit
+(identical code passes, +10 % regresses) in 95 % of comparisons (docs/diagnosis.md)."""
+
+Side = RunResult | Table
 
 
-def run_name(manifest: Mapping[str, Any], default: str) -> str:
+def run_name(manifest: Mapping[str, Any] | None, default: str) -> str:
     """A run's file name (a job's path), else ``default``."""
     file = ((manifest or {}).get("distributed") or {}).get("job_path") or (manifest or {}).get("file")
     return os.path.basename(str(file)) if file else default
 
 
-def _rank_tables(table: Table) -> dict[Any, Table]:
-    """A job's rows per rank (each rank's rows once, in order)."""
-    return {rank: t for rank, t in table.where("rank").items() if rank is not None}
+def _runs(side: Side | Sequence[Side]) -> list[tuple[Table, dict[str, Any]]]:
+    runs = [side] if isinstance(side, (RunResult, Table)) else list(side)
+    if not runs:
+        raise ValueError("compare needs at least one run on each side")
+    return [(r.table, dict(r.manifest or {})) if isinstance(r, RunResult) else (r, {}) for r in runs]
+
+
+def _identity(table: Table, manifest: Mapping[str, Any]) -> Any:
+    """What tells one run from another: its host, process, start and file as recorded (a copy of a
+    run's file is the same run), else the table itself."""
+    if manifest.get("start_ns") is not None:
+        return tuple(manifest.get(k) for k in ("host", "pid", "start_ns", "file"))
+    return id(table)
+
+
+def _load(tables: Sequence[Table]) -> float | None:
+    found = [x for x in map(others_load, tables) if x is not None]
+    return sorted(found)[len(found) // 2] if found else None
 
 
 class Comparison:
-    """Two runs side by side. ``lines``: every figure of every label (and phase) in every scope,
-    each with both values, their standard errors, the relative ``change``, a ``verdict`` (slower,
-    faster, more, less, within noise, same, added, removed) and ``judged`` (``time``, ``memory`` or
-    None); ``regressions(max_slowdown, max_memory_growth)``: the judged lines beyond those limits
-    (shares: 0.05 is 5 %)."""
+    """Two sides of runs (a run, or a list of reruns of the same code, each side) figure by figure.
+    ``lines``: every figure of every label (and phase) in every scope, each with both sides'
+    values, the relative ``change``, its one-sided bounds ``low``/``high``, the test, a ``verdict``
+    (slower, faster, more, less, within noise, same, added, removed) and ``judged`` (``time``,
+    ``memory`` or None); ``decisions()``: each judged line against its limit (pass, regressed,
+    inconclusive, with the runs a side that would decide it); ``notes``: what the figures cannot
+    show (the machine's load, one run a side). Limits are shares: 0.05 is 5 %."""
 
-    def __init__(self, base: Table, new: Table, base_name: str = "BASE", new_name: str = "NEW",
-                 max_slowdown: float | None = None, max_memory_growth: float | None = None) -> None:
-        self.base_name, self.new_name = base_name, new_name
+    def __init__(self, base: Side | Sequence[Side], new: Side | Sequence[Side], base_name: str = "BASE",
+                 new_name: str = "NEW", *, max_slowdown: float | None = None, max_memory_growth: float | None = None,
+                 rerun_spread: float = RERUN_SPREAD) -> None:
+        bases, news = _runs(base), _runs(new)
+        if not rerun_spread >= 0:
+            raise ValueError(f"rerun_spread is a share of a run's figure, 0 or more (0.03 is 3 %); got {rerun_spread!r}")
+        self.runs = (len(bases), len(news))
+        self.base_name = f"{base_name} ({len(bases)} runs)" if len(bases) > 1 else base_name
+        self.new_name = f"{new_name} ({len(news)} runs)" if len(news) > 1 else new_name
         self.max_slowdown, self.max_memory_growth = max_slowdown, max_memory_growth
+        self.rerun_spread = rerun_spread
+        self.same = sorted(map(repr, (_identity(*r) for r in bases))) == sorted(map(repr, (_identity(*r) for r in news)))
+        ta, tb = [t for t, _ in bases], [t for t, _ in news]
+        single = all(one_thread(m) for _, m in (*bases, *news))
+        self.lines = compare_sides("all", ta, tb, single, rerun_spread)
         self.notes: list[str] = []
-        self.lines = compare_tables("all", base, new)
-        ra, rb = ranks_of(base), ranks_of(new)
+        ra, rb = set().union(*map(ranks_of, ta)), set().union(*map(ranks_of, tb))
         if len(ra) > 1 or len(rb) > 1:
-            ta, tb = _rank_tables(base), _rank_tables(new)
-            for rank in sorted(set(ta) & set(tb)):
-                self.lines += compare_tables(f"rank {rank}", ta[rank], tb[rank])
-            if set(ra) != set(rb):
-                self.notes.append(f"ranks differ: {base_name} has {len(ra)}, {new_name} {len(rb)}; compared rank "
-                                  "by rank where both have it")
-        la, lb = others_load(base), others_load(new)
+            for rank in sorted(ra & rb):
+                self.lines += compare_sides(f"rank {rank}", [t.where("rank").get(rank, Table()) for t in ta],
+                                            [t.where("rank").get(rank, Table()) for t in tb], single, rerun_spread)
+            if ra != rb:
+                self.notes.append(f"ranks differ: {self.base_name} has {len(ra)}, {self.new_name} {len(rb)}; compared "
+                                  "rank by rank where both have it")
+        self._notes(_load(ta), _load(tb), single)
+
+    def _notes(self, la: float | None, lb: float | None, single: bool) -> None:
+        if self.same:
+            self.notes.append("the same run(s) on both sides: nothing changed")
+        elif self.runs == (1, 1):
+            self.notes.append(f"one run a side: the spread between reruns cannot be seen, {100 * self.rerun_spread:g} % "
+                              "a run is assumed (--rerun-spread; a run's own drift where wider); give "
+                              f"{RUNS_ADVISED} runs a side (BASE... -- NEW...) to measure it")
+        judged = [ln for ln in self.lines if ln["judged"] == "time" and ln["scope"] == "all"]
+        on_cpu = any(ln["figure"].startswith(CPU_TIME) for ln in judged)
+        cpu_seen = any(ln["figure"].startswith(CPU_TIME) for ln in self.lines)
         if la is not None and lb is not None and abs(la - lb) >= LOAD_DIFFERS:
             self.notes.append(f"the machine's load differed: other processes took {la:.0f} % of a core on "
-                              f"{base_name}'s cores and {lb:.0f} % on {new_name}'s (median over the calls, "
-                              "sampled): a change in time may be the machine's, not the code's")
+                              f"{self.base_name}'s cores and {lb:.0f} % on {self.new_name}'s (median over the calls, "
+                              "sampled): a change in time may be the machine's, not the code's; run both sides "
+                              "alternately, under the same load")
+        elif max(la or 0.0, lb or 0.0) >= LOAD_BUSY:
+            self.notes.append(f"a busy machine: other processes took {la or 0:.0f} % of a core beside {self.base_name}'s "
+                              f"runs and {lb or 0:.0f} % beside {self.new_name}'s (median over the calls, sampled), "
+                              "so the steps' time holds waits for a core" + (
+                                  "; judged on the step's CPU time, which does not wait" if on_cpu else
+                                  "; run torch on one thread (torch.set_num_threads(1))" + (
+                                      "" if cpu_seen else " and record collect(sched=True)") +
+                                  " to judge the step's CPU time, which does not wait"))
+        for ln in judged:
+            if not ln["figure"].startswith(CPU_TIME):
+                continue
+            wall = next((w for w in self.lines if w["scope"] == ln["scope"] and w["label"] == ln["label"]
+                         and w["phase"] is None and w["figure"] == TIME + ln["figure"][len(CPU_TIME):]), None)
+            if wall is not None and wall["verdict"] != ln["verdict"] and wall["change"] is not None:
+                self.notes.append(f"{where(ln)}: {wall['figure']} {100 * wall['change']:+.1f} % ({wall['verdict']}) but "
+                                  f"its CPU time {100 * (ln['change'] or 0):+.1f} % ({ln['verdict']}): the "
+                                  "difference is time off the CPU, the machine's rather than the step's own work")
+        threads = [ln for ln in self.lines if ln["figure"].startswith(CPU_TIME) and ln["phase"] is None]
+        if threads and not single:
+            self.notes.append("the steps' CPU time is shown, not judged: not every run's torch ran on one thread "
+                              "(manifest torch_threads), and a multi-threaded step's thread CPU time is not its work")
 
-    @classmethod
-    def of_runs(cls, bases: Sequence[Table], news: Sequence[Table], base_name: str = "BASE", new_name: str = "NEW",
-                max_slowdown: float | None = None, max_memory_growth: float | None = None) -> Comparison:
-        """Several runs a side (reruns of the same code): each side's calls together, and each time
-        figure's standard error at least the spread of its runs' own figures / √runs (the spread
-        between reruns that one run cannot show); the names say how many runs each side has."""
-        if not bases or not news:
-            raise ValueError("compare needs at least one run on each side")
-        names = (f"{base_name} ({len(bases)} runs)" if len(bases) > 1 else base_name,
-                 f"{new_name} ({len(news)} runs)" if len(news) > 1 else new_name)
-        out = cls(merged(bases), merged(news), *names, max_slowdown=max_slowdown, max_memory_growth=max_memory_growth)
-        between_runs(out.lines, bases, news)
+    def _limits(self, max_slowdown: float | None, max_memory_growth: float | None) -> tuple[float | None, float | None]:
+        return (self.max_slowdown if max_slowdown is None else max_slowdown,
+                self.max_memory_growth if max_memory_growth is None else max_memory_growth)
+
+    def decisions(self, max_slowdown: float | None = None, max_memory_growth: float | None = None) -> list[dict[str, Any]]:
+        """Each judged line that has a limit (default: those given when made), with ``limit``, its
+        ``decision`` (``pass``, ``regressed``, ``inconclusive``; the lines judged together correct
+        the regression bound, :func:`~gnnmon.report.compare.gate.decision`) and, where inconclusive,
+        ``runs_needed`` (None: more than 50 a side would not decide it)."""
+        slow, grow = self._limits(max_slowdown, max_memory_growth)
+        limits = [(ln, slow if ln["judged"] == "time" else grow) for ln in self.lines if ln["judged"]]
+        held = [(ln, limit, c) for ln, limit in limits if limit is not None and (c := as_change(ln)) is not None]
+        out = []
+        for ln, limit, c in held:
+            said = "pass" if self.same else decision(c, limit, len(held))
+            needed = runs_to_decide(c, limit, len(held)) if said == "inconclusive" else None
+            out.append({**ln, "limit": limit, "decision": said, "runs_needed": needed, "judged_lines": len(held)})
         return out
 
     def regressions(self, max_slowdown: float | None = None, max_memory_growth: float | None = None) -> list[dict[str, Any]]:
-        """The judged lines that regressed beyond the limits (default: those given when made)."""
-        return regressions(self.lines, self.max_slowdown if max_slowdown is None else max_slowdown,
-                           self.max_memory_growth if max_memory_growth is None else max_memory_growth)
+        """The judged lines whose lower bound is over their limit."""
+        return [d for d in self.decisions(max_slowdown, max_memory_growth) if d["decision"] == "regressed"]
 
     def inconclusive(self, max_slowdown: float | None = None,
                      max_memory_growth: float | None = None) -> list[dict[str, Any]]:
-        """The judged step lines whose noise is wider than their limit (and that did not regress)."""
-        return inconclusive(self.lines, self.max_slowdown if max_slowdown is None else max_slowdown,
-                            self.max_memory_growth if max_memory_growth is None else max_memory_growth)
+        """The judged lines whose bounds straddle their limit: the runs cannot tell."""
+        return [d for d in self.decisions(max_slowdown, max_memory_growth) if d["decision"] == "inconclusive"]
+
+    def verdict(self, max_slowdown: float | None = None, max_memory_growth: float | None = None) -> str:
+        """``regressed`` where a judged line regressed, else ``inconclusive`` where one is, else
+        ``pass`` (``pass`` too where no limit was given: nothing was held to one)."""
+        said = {d["decision"] for d in self.decisions(max_slowdown, max_memory_growth)}
+        return "regressed" if "regressed" in said else "inconclusive" if "inconclusive" in said else "pass"
 
     def to_dict(self) -> dict[str, Any]:
         """The comparison as plain data (what ``--format json`` prints)."""
-        return {"base": self.base_name, "new": self.new_name, "max_slowdown": self.max_slowdown,
-                "max_memory_growth": self.max_memory_growth, "notes": self.notes, "lines": self.lines,
-                "regressions": self.regressions(), "inconclusive": self.inconclusive()}
+        return {"base": self.base_name, "new": self.new_name, "runs": list(self.runs),
+                "max_slowdown": self.max_slowdown, "max_memory_growth": self.max_memory_growth,
+                "rerun_spread": self.rerun_spread, "verdict": self.verdict(), "notes": self.notes,
+                "lines": self.lines, "decisions": self.decisions()}
 
     def markdown(self) -> str:
         """The comparison as markdown: the verdict first, then one table per scope and label."""
@@ -108,4 +183,4 @@ class Comparison:
         return self.markdown()
 
     def __repr__(self) -> str:
-        return f"<gnnmon Comparison: {self.base_name} vs {self.new_name}, {len(self.regressions())} regression(s)>"
+        return f"<gnnmon Comparison: {self.base_name} vs {self.new_name}: {self.verdict()}>"

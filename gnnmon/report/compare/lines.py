@@ -1,100 +1,96 @@
-"""Two runs side by side (``gnnmon compare BASE NEW``, ``Report.compare(other)``): per label and per
-phase, what changed and whether it is beyond the noise each run shows.
+"""Runs against runs (``gnnmon compare BASE... -- NEW...``, ``Report.compare(other)``): per label and
+per phase, each side's figure and the change between the sides with its bounds.
 
 Each label's steady top-level calls (:class:`~gnnmon.report.loops.Loop`) give, per run:
 
-* **time** per step, and per 1,000 nodes and edges where both runs record the batches' shapes
-  (``num_nodes`` + ``num_edges``): the figure a slowdown is judged on, so that bigger batches are
-  not a regression; the same for each phase (``phase_<name>_s``) and for the wait for data
-  (``data_wait_s`` + ``data_to_device_s``): medians over the calls;
-* **memory**: the highest absolute peak (``mem_peak_bytes``), and where both runs' memory models
-  (:mod:`gnnmon.report.memory.model`) can be trusted, their coefficients and what each forecasts
-  for the same batch (the new run's largest): the figure memory growth is judged on; else the peak,
-  when the batches are of the same size (within :data:`RESIZED`), and nothing when they are not;
-* **GC** pause per call, **recompilations** (calls that recompiled), **energy per graph**.
+* **time** per step, and per 1,000 nodes and edges where every run records the batches' shapes
+  (``num_nodes`` + ``num_edges``): so that bigger batches are not a regression; the same for each
+  phase (``phase_<name>_s``) and the wait for data (``data_wait_s`` + ``data_to_device_s``);
+  the median over the calls. The step's time is ``device_s`` (a GPU's events), else ``wall_s``;
+* **CPU time** of the step's thread (``thread_cpu_s``, ``collect(sched=True)``): what the step
+  computed, whatever else the machine ran;
+* **memory**: the highest peak (``mem_peak_bytes``), and where both sides' memory models
+  (:mod:`gnnmon.report.memory.model`) can be trusted, what each forecasts for the new side's largest
+  batch; **GC** pause per call, **recompilations**, **energy per graph**.
 
-A change is given a verdict only beyond the noise of both runs: ``|new − base| > NOISE_K ·
-√(se_base² + se_new²)``, se the standard error of each run's figure: of a median, the larger of
-1.2533 × the robust spread / √calls and what the medians of :data:`BLOCKS` stretches of the run
-say. Where those disagree beyond :data:`DRIFTS` times what their calls' noise explains, the run
-drifts (a busy VM's speed, a phase that takes one of two times a stretch at a time): the
-stretches stand in for reruns, and the level is known only to within their standard deviation;
-else their standard deviation / √stretches (batch means). Within it the verdict is ``within
-noise``. Counts (recompilations) are exact. A judged line regresses when its verdict is
-the worse one and it changed by more than the limit (``max_slowdown``, ``max_memory_growth``, e.g.
-0.05); a phase's or the data wait's change must also add at least :data:`MIN_OF_STEP` of the
-step's time, and more than the step's own noise band: a phase too small to matter, or within
-what the whole step varies by, cannot fail the step alone. Where a
-judged figure's noise band (``NOISE_K`` standard errors, as a share of the base) is wider than its
-limit, the gate cannot tell a change of that size from noise: :func:`inconclusive` names it with
-its band. A distributed job is compared as a whole (every rank's rows together) and rank by rank.
+Each line's change and bounds come from the runs (:mod:`gnnmon.report.compare.gate`): a side's value
+is the geometric mean of its runs' figures. A line is ``slower``/``faster`` (``more``/``less``)
+where its 90 % interval excludes no change, else ``within noise``. Per label, one time line is
+**judged** against ``max_slowdown``: the step's CPU time where every run's step ran on one thread and
+recorded it (multi-threaded, one thread's CPU time is not the step's work), else its time; per size
+where every run has shapes. The peak (or the models' forecast, where both are trusted) is judged
+against ``max_memory_growth``, unless the batches differ in size (:data:`RESIZED`) and no trusted
+model says what the same batch needs. Phases, data wait and the rest are shown with their bounds,
+not judged: the step they add up to is. A distributed job's lines are the job's and each rank's.
 Nothing here imports torch.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from gnnmon.data.table import Table
 from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK, phase_field
-from gnnmon.report.loops import NOISE_K, Loop, loops, median, spread
+from gnnmon.report.compare.gate import ALPHA, RERUN_SPREAD, Change, change
+from gnnmon.report.loops import Loop, loops, median, spread
 from gnnmon.report.memory.model import fit, per_of
 
 MEDIAN_SE = 1.2533
 """The standard error of a median, in units of the spread over √n (normal data)."""
 
-MIN_OF_STEP = 0.01
-"""A phase's or the data wait's change under this share of the step's time is not a slowdown."""
-
 RESIZED = 0.05
 """Batches whose median size (nodes + edges) differs by more than this share are not the same
-work: their absolute peaks are shown, not judged, unless both memory models are trusted."""
+work: their peaks are shown, not judged, unless both memory models are trusted."""
 
 BLOCKS = 8
 """Stretches of a run whose medians show its drift (at least 5 calls each, 3 stretches or none)."""
 
-DRIFTS = 1.5
-"""Stretches whose medians spread more than this many times what their calls' noise explains
-show a run that drifts: its level is then known only to that spread."""
-
 MIN_CHANGE = 0.005
-"""A relative change under this is never given a verdict (0.5 %)."""
+"""A relative change under this is never called slower or faster (0.5 %)."""
 
 WORSE = {"time": ("slower", "faster"), "memory": ("more", "less"), "count": ("more", "fewer"),
          "energy": ("more", "less")}
 """The verdicts of a change up and of one down, by kind of figure (up is worse for every kind)."""
 
+TIME, CPU_TIME = "time", "CPU time"
+PER_STEP, PER_SIZE = "per step", "per 1,000 nodes+edges"
+
 Figure = tuple[float, float]
-"""A figure of one run and its standard error."""
+"""A figure of one run and its relative standard error (its calls' noise and drift)."""
 
 
 def _median_of(values: np.ndarray) -> Figure | None:
-    """The median of the calls in order, and its standard error (see the module doc)."""
+    """The median of the calls in order, and its relative standard error: the larger of the
+    median's (1.2533 × spread / √calls) and the batch means' (the standard deviation of the medians
+    of :data:`BLOCKS` stretches of the run / √stretches), which holds where neighbouring calls
+    are alike (a phase that takes one of two times a stretch at a time, a machine whose speed
+    drifts)."""
     values = values[~np.isnan(values)]
     if not values.size:
         return None
-    calls = MEDIAN_SE * spread(values)  # one call's contribution: a median's se is this / √calls
-    se = calls / math.sqrt(values.size)
+    level = median(values)
+    if not level > 0:
+        return None
+    se = MEDIAN_SE * spread(values) / math.sqrt(values.size)
     blocks = min(BLOCKS, values.size // 5)
     if blocks >= 3:
         medians = np.array([median(np.sort(b)) for b in np.array_split(values, blocks)])
-        disagree = float(medians.std(ddof=1))
-        if disagree > DRIFTS * calls / math.sqrt(values.size / blocks):
-            se = max(se, disagree)  # the stretches disagree beyond their calls' noise: the level is known to that
-        else:
-            se = max(se, disagree / math.sqrt(blocks))
-    return median(values), se
+        se = max(se, float(medians.std(ddof=1)) / math.sqrt(blocks))
+    return level, se / level
 
 
 def _mean_of(values: np.ndarray) -> Figure | None:
     values = values[~np.isnan(values)]
     if not values.size:
         return None
-    return float(values.mean()), float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else 0.0
+    if not values.mean() > 0:
+        return 0.0, 0.0
+    se = float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else 0.0
+    return float(values.mean()), se / float(values.mean())
 
 
 def _size(loop: Loop) -> np.ndarray | None:
@@ -106,29 +102,31 @@ def _size(loop: Loop) -> np.ndarray | None:
 
 
 def time_figures(loop: Loop) -> dict[tuple[str | None, str], Figure]:
-    """``{(phase, figure): (value s, se)}`` of a loop's steady calls: the step (phase None), each
-    phase and the data wait, per step and per 1,000 nodes and edges."""
+    """``{(phase, figure): (value s, relative se)}`` of a loop's steady calls: the step (phase
+    None), its thread's CPU time, each phase and the data wait, per step and per 1,000 nodes and edges."""
     steady = loop.steady
     size = _size(loop)
-    series: dict[str | None, np.ndarray] = {None: loop.t}
+    series: dict[tuple[str | None, str], np.ndarray] = {(None, TIME): loop.t}
+    if loop.has("thread_cpu_s"):
+        series[(None, CPU_TIME)] = loop.column("thread_cpu_s")
     for name in loop.part.cols:
         phase = phase_field(name)
         if phase is not None:
-            series[phase] = loop.column(name)
+            series[(phase, TIME)] = loop.column(name)
     if loop.has("data_wait_s"):
-        series["data wait"] = np.where(np.isnan(loop.column("data_wait_s")), np.nan, loop.wait)
+        series[("data wait", TIME)] = np.where(np.isnan(loop.column("data_wait_s")), np.nan, loop.wait)
     out: dict[tuple[str | None, str], Figure] = {}
     # in the order the calls started (a job's ranks ran side by side, their rows one file after another)
     start = loop.column("t_start_ns")[steady] if loop.has("t_start_ns") else np.arange(int(steady.sum()), dtype=float)
     order = np.argsort(np.nan_to_num(start, nan=np.inf), kind="stable")
-    for phase, values in series.items():
+    for (phase, what), values in series.items():
         per_step = _median_of(values[steady][order])
         if per_step is not None:
-            out[(phase, "time per step")] = per_step
+            out[(phase, f"{what} {PER_STEP}")] = per_step
         if size is not None:
             per_size = _median_of((values / size)[steady][order])
             if per_size is not None:
-                out[(phase, "time per 1,000 nodes+edges")] = per_size
+                out[(phase, f"{what} {PER_SIZE}")] = per_size
     return out
 
 
@@ -159,7 +157,7 @@ def other_figures(loop: Loop) -> dict[tuple[str | None, str], Figure]:
 
 def kind_of(figure: str) -> str:
     """time, memory, count or energy: what a verdict on ``figure`` says."""
-    if figure.startswith(("time", "GC")):
+    if figure.startswith((TIME, CPU_TIME, "GC")):
         return "time"
     if figure.startswith("calls"):
         return "count"
@@ -168,109 +166,155 @@ def kind_of(figure: str) -> str:
     return "memory"
 
 
-def verdict(base: Figure | None, new: Figure | None, kind: str) -> tuple[float | None, str]:
-    """The relative change (new/base − 1) and its verdict against both runs' noise."""
-    if base is None or new is None:
-        return None, "added" if base is None else "removed"
-    (a, se_a), (b, se_b) = base, new
-    if a == b:
-        return 0.0, "same"
-    change = (b - a) / a if a else math.inf
-    noise = NOISE_K * math.sqrt(se_a ** 2 + se_b ** 2)
-    if abs(b - a) <= noise or abs(change) < MIN_CHANGE:
-        return change, "within noise"
-    up, down = WORSE[kind]
-    return change, up if b > a else down
+def unit_of(figure: str) -> str:
+    return {"time": "s", "count": "calls", "energy": "J", "memory": "bytes"}[kind_of(figure)]
 
 
-def line(scope: str, label: str, phase: str | None, figure: str, unit: str, base: Figure | None,
-         new: Figure | None, judged: str | None = None, of_step: float | None = None) -> dict[str, Any]:
-    """One figure of both runs: values, standard errors, ``change``, ``verdict``, and ``judged``
-    (``time`` or ``memory``: the limit it is held to; None: shown, not judged)."""
-    change, said = verdict(base, new, kind_of(figure))
-    return {"scope": scope, "label": label, "phase": phase, "figure": figure, "unit": unit,
-            "base": base[0] if base else None, "base_se": base[1] if base else None,
-            "new": new[0] if new else None, "new_se": new[1] if new else None,
-            "change": change, "verdict": said, "judged": judged, "of_step": of_step}
+def line(scope: str, label: str, phase: str | None, figure: str, base: Sequence[Figure], new: Sequence[Figure],
+         judged: str | None = None, assumed: float = 0.0) -> dict[str, Any]:
+    """One figure of both sides (each a list of its runs' figures; empty: the side lacks it): the
+    sides' values (geometric means of their runs'), the ``change`` with its one-sided bounds at
+    :data:`~gnnmon.report.compare.gate.ALPHA` (``low``, ``high``), the test's ``log``, ``se`` and
+    ``df`` (None: a normal quantile; to bound it at another level), the ``spread`` per run it saw or assumed, the
+    ``verdict``, and ``judged`` (``time`` or ``memory``: the limit it is held to; None: shown)."""
+    out: dict[str, Any] = {"scope": scope, "label": label, "phase": phase, "figure": figure, "unit": unit_of(figure),
+                           "base": _level(base), "new": _level(new), "runs": [len(base), len(new)], "change": None,
+                           "low": None, "high": None, "log": None, "se": None, "df": None, "spread": None,
+                           "seen": None, "test": None, "judged": judged}
+    if not base or not new:
+        return out | {"verdict": "added" if new else "removed", "judged": None}
+    if min(v for v, _ in (*base, *new)) <= 0:  # a count or pause of 0: shown, no ratio to judge
+        same = [v for v, _ in base] == [v for v, _ in new]
+        return out | {"verdict": "same" if same else "changed (from or to 0)", "judged": None}
+    c = change([v for v, _ in base], [v for v, _ in new], [s for _, s in base], [s for _, s in new], assumed)
+    return out | of_change(c, kind_of(figure))
 
 
-UNITS = {"time per step": "s", "time per 1,000 nodes+edges": "s", "GC pause per call": "s",
-         "calls that recompiled": "calls", "peak memory": "bytes", "energy per graph": "J"}
+def of_change(c: Change, kind: str) -> dict[str, Any]:
+    """A line's fields from its change (see :func:`line`)."""
+    low, high = c.bound(ALPHA, upper=False), c.bound(ALPHA, upper=True)
+    if c.log == 0 and c.se == 0:
+        said = "same"
+    elif (low > 0 or high < 0) and abs(c.relative) >= MIN_CHANGE:
+        up, down = WORSE[kind]
+        said = up if c.log > 0 else down
+    else:
+        said = "within noise"
+    return {"change": c.relative, "low": low, "high": high, "log": c.log, "se": c.se,
+            "df": c.df if math.isfinite(c.df) else None,  # None: a normal quantile (JSON has no infinity)
+            "spread": c.spread, "seen": c.seen, "test": c.test, "verdict": said}
 
 
-def compare_loops(scope: str, a: Loop, b: Loop, models: Callable[[Loop, Loop], list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The lines of one label in one scope (see the module doc)."""
-    ta, tb = time_figures(a), time_figures(b)
-    per_size = any(f == "time per 1,000 nodes+edges" for _, f in ta) and \
-        any(f == "time per 1,000 nodes+edges" for _, f in tb)
-    judged_figure = "time per 1,000 nodes+edges" if per_size else "time per step"
-    step_a = ta.get((None, judged_figure))
+def as_change(ln: dict[str, Any]) -> Change | None:
+    """A line's change back (None for a line with none: added, removed, from or to 0)."""
+    if ln.get("log") is None:
+        return None
+    return Change(ln["log"], ln["se"], math.inf if ln["df"] is None else ln["df"], ln["spread"], ln["seen"], ln["test"])
+
+
+def _level(figures: Sequence[Figure]) -> float | None:
+    """A side's value: the geometric mean of its runs' figures (their mean where one is 0)."""
+    values = [v for v, _ in figures]
+    if not values:
+        return None
+    if min(values) <= 0:
+        return math.fsum(values) / len(values)
+    return math.exp(math.fsum(map(math.log, values)) / len(values))
+
+
+def _loops(table: Table) -> dict[str, Loop]:
+    return {loop.label: loop for loop in loops(table)}
+
+
+def one_thread(manifest: dict[str, Any] | None) -> bool:
+    """Whether a run's steps ran torch on one intra-op thread (its manifest's ``torch_threads``)."""
+    return ((manifest or {}).get("devices") or {}).get("torch_threads") == 1
+
+
+def lead(base: Sequence[dict[tuple[str | None, str], Figure]], new: Sequence[dict[tuple[str | None, str], Figure]],
+         single: bool) -> str:
+    """The time figure judged for a label (see the module doc), given every run's figures."""
+    every = [*base, *new]
+    what = CPU_TIME if single and all((None, f"{CPU_TIME} {PER_STEP}") in f for f in every) else TIME
+    per = PER_SIZE if all((None, f"{what} {PER_SIZE}") in f for f in every) else PER_STEP
+    return f"{what} {per}"
+
+
+def compare_label(scope: str, label: str, base: Sequence[Loop], new: Sequence[Loop], single: bool,
+                  models: Callable[[str], list[dict[str, Any]]], assumed: float) -> list[dict[str, Any]]:
+    """The lines of one label in one scope (see the module doc): each side a list of its runs' loops."""
+    ta, tb = [time_figures(loop) for loop in base], [time_figures(loop) for loop in new]
+    judged_figure = lead(ta, tb, single)
+    keys = sorted({k for f in (*ta, *tb) for k in f}, key=lambda k: (k[0] is not None, k[0] or "", k[1]))
     out = []
-    for key in sorted(set(ta) | set(tb), key=lambda k: (k[0] is not None, k[0] or "", k[1])):
-        phase, figure = key
-        judged = "time" if figure == judged_figure else None
-        of_step = None
-        if judged and phase is not None and key in ta and key in tb and step_a and step_a[0] > 0:
-            of_step = (tb[key][0] - ta[key][0]) / step_a[0]
-        out.append(line(scope, a.label, phase, figure, "s", ta.get(key), tb.get(key), judged, of_step))
-    oa, ob = other_figures(a), other_figures(b)
-    lines_models = models(a, b)
-    size_a, size_b = _size(a), _size(b)
-    resized = size_a is not None and size_b is not None and \
-        abs(float(np.nanmedian(size_b)) / float(np.nanmedian(size_a)) - 1) > RESIZED
-    for key in sorted(set(oa) | set(ob), key=lambda k: k[1]):
-        judged = "memory" if key[1] == "peak memory" and not resized and not any(m["judged"] for m in lines_models) \
-            else None
-        out.append(line(scope, a.label, None, key[1], UNITS[key[1]], oa.get(key), ob.get(key), judged))
-        if key[1] == "peak memory" and resized and not any(m["judged"] for m in lines_models):
+    for key in keys:
+        judged = "time" if key == (None, judged_figure) else None
+        out.append(line(scope, label, key[0], key[1], [f[key] for f in ta if key in f], [f[key] for f in tb if key in f],
+                        judged, assumed))
+    oa, ob = [other_figures(loop) for loop in base], [other_figures(loop) for loop in new]
+    lines_models = models(label)
+    modelled = any(m["judged"] for m in lines_models)
+    sizes = [[s for s in map(_size, side) if s is not None] for side in (base, new)]
+    resized = len(sizes[0]) == len(base) and len(sizes[1]) == len(new) and abs(
+        float(np.nanmedian(np.concatenate(sizes[1]))) / float(np.nanmedian(np.concatenate(sizes[0]))) - 1) > RESIZED
+    for key in sorted({k for f in (*oa, *ob) for k in f}, key=lambda k: k[1]):
+        judged = "memory" if key[1] == "peak memory" and not resized and not modelled else None
+        out.append(line(scope, label, None, key[1], [f[key] for f in oa if key in f], [f[key] for f in ob if key in f],
+                        judged))
+        if key[1] == "peak memory" and resized and not modelled:
             out[-1]["verdict"] += " (not judged: the batches differ in size and no trusted memory model says " \
                                   "what the same batch needs)"
     return out + lines_models
 
 
-def model_lines(scope: str, base: Table, new: Table) -> Callable[[Loop, Loop], list[dict[str, Any]]]:
-    """The memory models' coefficients of a label side by side, and both models' forecast for the
-    new run's largest batch (judged), where both can be trusted."""
-    def lines_of(a: Loop, b: Loop) -> list[dict[str, Any]]:
+def model_lines(scope: str, base: Table, new: Table) -> Callable[[str], list[dict[str, Any]]]:
+    """The memory models' coefficients of a label side by side (each side's runs together), and both
+    models' forecast for the new side's largest batch (judged), where both can be trusted."""
+    def lines_of(label: str) -> list[dict[str, Any]]:
         try:
-            ma, mb = fit(base, a.label, MEM_PEAK.name), fit(new, b.label, MEM_PEAK.name)
+            ma, mb = fit(base, label, MEM_PEAK.name), fit(new, label, MEM_PEAK.name)
         except ValueError:
             return []
         if not (ma.trusted and mb.trusted) or set(ma.terms) != set(mb.terms) or not ma.terms:
             return []
-        out = [line(scope, a.label, None, f"memory model: {'bytes' if t == 'const' else 'bytes per ' + per_of(t)}",
-                    "bytes", (ma.coefficients[t], 0.0), (mb.coefficients[t], 0.0))
-               for t in ma.coefficients]
-        for row in out:
-            row["verdict"] = "" if row["verdict"] != "same" else row["verdict"]  # shown, not judged
-        nodes = b.column("num_nodes")
-        if np.all(np.isnan(nodes)):
+        out = []
+        for t in ma.coefficients:
+            name = f"memory model: {'bytes' if t == 'const' else 'bytes per ' + per_of(t)}"
+            out.append(line(scope, label, None, name, [(ma.coefficients[t], 0.0)], [(mb.coefficients[t], 0.0)]))
+            if out[-1]["verdict"] != "same":
+                out[-1]["verdict"] = ""  # shown, not judged
+        loop = _loops(new).get(label)
+        if loop is None or not loop.has("num_nodes"):
             return out
-        row = b.part.row(int(b.at[int(np.nanargmax(nodes))]))
+        row = loop.part.row(int(loop.at[int(np.nanargmax(loop.column("num_nodes")))]))
         if any(not isinstance(row.get(t), (int, float)) for t in ma.terms):
             return out
         shape = {t: float(row[t]) for t in ma.terms}
         pa, pb = ma.predict(**shape), mb.predict(**shape)
+        if not (pa.bytes > 0 and pb.bytes > 0):
+            return out
         se_a, se_b = ma.spread_bytes / math.sqrt(ma.rows), mb.spread_bytes / math.sqrt(mb.rows)
-        out.append(line(scope, a.label, None, "peak forecast for the new run's largest batch", "bytes",
-                        (pa.bytes, se_a), (pb.bytes, se_b), "memory"))
+        out.append(line(scope, label, None, "peak forecast for the new run's largest batch",
+                        [(pa.bytes, se_a / pa.bytes)], [(pb.bytes, se_b / pb.bytes)], "memory"))
         return out
     return lines_of
 
 
-def compare_tables(scope: str, base: Table, new: Table) -> list[dict[str, Any]]:
-    """Every label's lines in one scope; a label in one run only gets one line that says so."""
-    la, lb = {loop.label: loop for loop in loops(base)}, {loop.label: loop for loop in loops(new)}
+def compare_sides(scope: str, bases: Sequence[Table], news: Sequence[Table], single: bool,
+                  assumed: float = RERUN_SPREAD) -> list[dict[str, Any]]:
+    """Every label's lines in one scope, each side a list of its runs' tables; a label on one side
+    only gets one line that says so."""
+    la, lb = [_loops(t) for t in bases], [_loops(t) for t in news]
+    labels = list(dict.fromkeys([k for runs in (la, lb) for run in runs for k in run]))
+    models = model_lines(scope, merged(bases), merged(news))
     out = []
-    models = model_lines(scope, base, new)
-    for label in [*la, *(k for k in lb if k not in la)]:
-        if label in la and label in lb:
-            out += compare_loops(scope, la[label], lb[label], models)
+    for label in labels:
+        base, new = [r[label] for r in la if label in r], [r[label] for r in lb if label in r]
+        if base and new:
+            out += compare_label(scope, label, base, new, single, models, assumed)
         else:
-            loop = la.get(label) or lb[label]
-            fig = (median(loop.t[loop.steady]), 0.0)
-            out.append(line(scope, label, None, "time per step", "s", fig if label in la else None,
-                            fig if label in lb else None))
+            steps = [(median(loop.t[loop.steady]), 0.0) for loop in base or new]
+            out.append(line(scope, label, None, f"{TIME} {PER_STEP}", steps if base else [], steps if new else []))
     return out
 
 
@@ -281,48 +325,6 @@ def ranks_of(table: Table) -> list[Any]:
         if "rank" in part.cols:
             found.update(v for v in part.objects("rank") if v is not None)
     return sorted(found)
-
-
-def _limit(ln: dict[str, Any], max_slowdown: float | None, max_memory_growth: float | None) -> float | None:
-    return max_slowdown if ln["judged"] == "time" else max_memory_growth if ln["judged"] == "memory" else None
-
-
-def regressions(lines: Iterable[dict[str, Any]], max_slowdown: float | None = None,
-                max_memory_growth: float | None = None) -> list[dict[str, Any]]:
-    """The judged lines whose verdict is the worse one beyond their limit (see the module doc)."""
-    lines = list(lines)
-    steps = {(ln["scope"], ln["label"]): band(ln) for ln in lines if ln["judged"] == "time" and ln["phase"] is None}
-    out = []
-    for ln in lines:
-        limit = _limit(ln, max_slowdown, max_memory_growth)
-        if limit is None or ln["verdict"] not in ("slower", "more") or ln["change"] is None:
-            continue
-        floor = max(MIN_OF_STEP, steps.get((ln["scope"], ln["label"])) or 0.0)  # the step's own noise
-        if ln["change"] > limit and (ln["of_step"] is None or ln["of_step"] >= floor):
-            out.append(ln)
-    return out
-
-
-def band(ln: dict[str, Any]) -> float | None:
-    """A line's noise band: ``NOISE_K`` standard errors of the difference, as a share of the base."""
-    if not ln["base"] or ln["base_se"] is None or ln["new_se"] is None:
-        return None
-    return NOISE_K * math.hypot(ln["base_se"], ln["new_se"]) / abs(ln["base"])
-
-
-def inconclusive(lines: Iterable[dict[str, Any]], max_slowdown: float | None = None,
-                 max_memory_growth: float | None = None) -> list[dict[str, Any]]:
-    """The judged lines of a whole step (not a phase's) that did not regress but whose noise band
-    is wider than their limit: a change of the limit's size could hide in it."""
-    lines = list(lines)  # read twice
-    bad = {id(ln) for ln in regressions(lines, max_slowdown, max_memory_growth)}
-    out = []
-    for ln in lines:
-        limit = _limit(ln, max_slowdown, max_memory_growth)
-        wide = band(ln)
-        if limit is not None and ln["phase"] is None and id(ln) not in bad and wide is not None and wide > limit:
-            out.append(ln)
-    return out
 
 
 def others_load(table: Table) -> float | None:
@@ -343,26 +345,3 @@ def merged(tables: Sequence[Table]) -> Table:
         for row in table.rows():
             out.add(row)
     return out
-
-
-def between_runs(lines: list[dict[str, Any]], bases: Sequence[Table], news: Sequence[Table]) -> None:
-    """Widen each time line of the whole job to the spread between its side's runs: the standard
-    deviation of the runs' own figures / √runs, where a side has two runs or more; its verdict is
-    given again against the widened noise."""
-    sides = []
-    for tables in (bases, news):
-        per_run: dict[tuple[str, str | None, str], list[float]] = {}
-        for table in tables:
-            for loop in loops(table):
-                for (phase, figure), (value, _) in time_figures(loop).items():
-                    per_run.setdefault((loop.label, phase, figure), []).append(value)
-        sides.append({k: float(np.std(v, ddof=1)) / math.sqrt(len(v)) for k, v in per_run.items() if len(v) >= 2})
-    for ln in lines:
-        if ln["scope"] != "all" or ln["unit"] != "s" or not ln["figure"].startswith("time"):
-            continue
-        key = (ln["label"], ln["phase"], ln["figure"])
-        for side, se in (("base", sides[0].get(key)), ("new", sides[1].get(key))):
-            if se is not None and ln[f"{side}_se"] is not None:
-                ln[f"{side}_se"] = max(ln[f"{side}_se"], se)
-        if ln["base"] is not None and ln["new"] is not None:
-            ln["change"], ln["verdict"] = verdict((ln["base"], ln["base_se"]), (ln["new"], ln["new_se"]), "time")

@@ -9,7 +9,6 @@ from typing import Any, Protocol
 
 from gnnmon.data.format import printable
 from gnnmon.report import renderers  # the package: its page.css and page.js
-from gnnmon.report.compare.lines import band
 from gnnmon.report.diagnosis.text import value_text
 from gnnmon.report.md_html import markdown_html
 
@@ -24,9 +23,9 @@ class Compared(Protocol):
     notes: list[str]
     lines: list[dict[str, Any]]
 
-    def regressions(self) -> list[dict[str, Any]]: ...
+    def decisions(self) -> list[dict[str, Any]]: ...
 
-    def inconclusive(self) -> list[dict[str, Any]]: ...
+    def verdict(self) -> str: ...
 
 
 def where(ln: dict[str, Any]) -> str:
@@ -53,10 +52,27 @@ def change_text(change: float | None) -> str:
     return "new" if change == float("inf") else f"{100 * change:+.1f} %"
 
 
+def bounds_text(ln: dict[str, Any]) -> str:
+    """``-1.2 % … +3.4 %``: a line's one-sided bounds (its 90 % interval); empty without one."""
+    if ln.get("low") is None:
+        return ""
+    return f"{change_text(ln['low'])} … {change_text(ln['high'])}"
+
+
 def said(ln: dict[str, Any]) -> str:
     """``time per 1,000 nodes+edges +15.2 % (0.40 ms → 0.46 ms)``."""
     return (f"{ln['figure']} {change_text(ln['change'])} ({shown(ln['base'], ln['unit'])} → "
             f"{shown(ln['new'], ln['unit'])})")
+
+
+def decided(d: dict[str, Any]) -> str:
+    """A decision in words: the line, its bounds against its limit, and what would decide it."""
+    text = f"{where(d)}: {said(d)}; bounds {bounds_text(d)} against the limit {100 * d['limit']:+g} %"
+    if d["decision"] == "inconclusive":
+        spread = f"{100 * d['spread']:.2g} % a run, {'seen' if d['seen'] else 'assumed'}"
+        text += (f": {d['runs_needed']} runs a side would decide it at the spread ({spread})" if d["runs_needed"]
+                 else f": the change is too near the limit for 50 runs a side to decide it ({spread})")
+    return text
 
 
 def limits(c: Compared) -> str:
@@ -65,28 +81,33 @@ def limits(c: Compared) -> str:
     return ", ".join(g for g in given if g) or "none given"
 
 
+HEADS = {"regressed": "**Regressed** beyond the limits", "inconclusive": "**Inconclusive**: the runs cannot tell "
+         "whether the change is within the limits", "pass": "**Passed**: within the limits"}
+
+
 def verdict_lines(c: Compared) -> list[str]:
-    """The section a comparison opens with: what regressed beyond the limits, or that nothing did,
-    and the other changes beyond noise."""
-    bad = c.regressions()
+    """The section a comparison opens with: the verdict, each judged line's decision, the test
+    used, and the notes."""
+    decisions = c.decisions()
     out = ["### Verdict", ""]
-    if bad:
-        out += [f"**Regressed** beyond the limits ({limits(c)}):", ""]
-        out += [f"- {where(ln)}: {said(ln)}" for ln in bad]
+    if not decisions:
+        out.append(f"No line judged (limits: {limits(c)}).")
     else:
-        unsure = c.inconclusive()
-        if unsure:
-            out += [f"**Inconclusive**: no regression beyond the limits ({limits(c)}), but the runs' noise is "
-                    "wider than the limit where:", ""]
-            out += [f"- {where(ln)}: {said(ln)}, noise ±{100 * (band(ln) or 0.0):.1f} %" for ln in unsure]
-            out += ["", "Compare longer runs, or several runs a side, to narrow it."]
-        else:
-            out.append(f"No regression beyond the limits ({limits(c)}) and both runs' noise.")
-    moved = [ln for ln in c.lines if ln["judged"] and ln["verdict"] in ("slower", "faster", "more", "less")
-             and ln not in bad]
+        out += [f"{HEADS[c.verdict()]} ({limits(c)}):", ""]
+        order = {"regressed": 0, "inconclusive": 1, "pass": 2}
+        out += [f"- {d['decision']}: {decided(d)}" for d in sorted(decisions, key=lambda d: order[d["decision"]])]
+        tests = sorted({d["test"] for d in decisions if d["test"]})
+        out += ["", f"Judged on each run's median ({'; '.join(tests)}; on the logarithms): a line passes where the "
+                f"upper one-sided 95 % bound of its change is under its limit, regresses where the lower one is over "
+                f"it (corrected for the {decisions[0]['judged_lines']} line(s) judged), and is inconclusive otherwise."]
+    per = {(ln["scope"], ln["label"]): ln["figure"].split(" per ")[-1] for ln in c.lines if ln["judged"] == "time"}
+    moved = [ln for ln in c.lines if ln["verdict"] in ("slower", "faster", "more", "less") and not ln["judged"]
+             and ln["scope"] == "all" and (ln["unit"] != "s" or ln["figure"].endswith(per.get(("all", ln["label"]), "")))]
     if moved:
-        out += ["", "Other judged changes beyond both runs' noise:", ""]
-        out += [f"- {where(ln)}: {said(ln)}, {ln['verdict']}" for ln in moved]
+        out += ["", "Other changes beyond the runs' noise (shown, not judged):", ""]
+        out += [f"- {where(ln)}: {said(ln)}, {ln['verdict']} (bounds {bounds_text(ln)})" for ln in moved]
+    if c.notes:
+        out.append("")
     out += [f"- note: {n}" for n in c.notes]
     return [*out, ""]
 
@@ -99,15 +120,17 @@ def comparison_markdown(c: Compared) -> str:
         groups.setdefault((ln["scope"], ln["label"]), []).append(ln)
     for (scope, label), lines in groups.items():
         out += [f"### {label}" + (f" [{scope}]" if scope != "all" else ""), "",
-                f"| phase | figure | {c.base_name} | {c.new_name} | change | verdict |",
-                "| --- | --- | ---: | ---: | ---: | --- |"]
+                f"| phase | figure | {c.base_name} | {c.new_name} | change | 90 % interval | verdict |",
+                "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
         for ln in lines:
             mark = " **(judged)**" if ln["judged"] else ""
             out.append(f"| {ln['phase'] or 'step'} | {ln['figure']}{mark} | {shown(ln['base'], ln['unit'])} | "
-                       f"{shown(ln['new'], ln['unit'])} | {change_text(ln['change'])} | {ln['verdict']} |")
+                       f"{shown(ln['new'], ln['unit'])} | {change_text(ln['change'])} | {bounds_text(ln)} | "
+                       f"{ln['verdict']} |")
         out.append("")
-    out.append("Times are medians over each label's calls after the first 2; a verdict is given only beyond 3 "
-               "standard errors of both runs' figures; judged lines are held to the limits.")
+    out.append("Each run's figure is the median of a label's calls after the first 2; a side's value is the "
+               "geometric mean of its runs'. A change is called slower or faster where its 90 % interval "
+               "excludes none.")
     return printable("\n".join(out)) + "\n"
 
 

@@ -1,136 +1,108 @@
-"""The compare gate's noise model, on planted runs (step times drawn from a known spread: nothing
-depends on the machine): identical runs whose speed drifts within each run are not called
-regressions, and say inconclusive where their noise is wider than the limit; a planted +10 % on
-quiet runs is caught; a phase that took one of two times a stretch at a time widens its own noise;
-a difference in the machine's load between the runs is named."""
+"""The compare gate on planted reruns (tests/report/compare/planted.py: 200 calls, 3 % noise a call,
+each run's level drawn from N(1, spread)): how often it passes, regresses and cannot tell, 200
+pairs a cell as the issue asks; the step's CPU time judged where the machine's load stretched its
+wall time; the load named. Nothing depends on the machine's speed.
+
+The rates follow from the test (Student's t over runs, one-sided bounds at 5 %): five runs a side at
+a 2 % spread, identical code passes a 5 % limit with probability 0.969 and a +10 % change regresses
+with 0.955 (scipy's noncentral t: 8 degrees of freedom, noncentralities 3.86 and 3.68); at a 10 %
+spread identical code regresses with 0.009. A count of 200 draws can miss those by a few; the
+issue's thresholds are what the counts are held to."""
 
 from __future__ import annotations
 
-import math
-import random
+import pytest
 
-import gnnmon
-from gnnmon.cli import INCONCLUSIVE, main
-from gnnmon.data.table import Table
 from gnnmon.report.compare.comparison import Comparison
-from tests.report.diagnosis.planted import steps, write_run
+from tests.report.compare.planted import cell, rerun, result, side
 
 
-def drifting(seed: int, swing: float, slower: float = 1.0, n: int = 200) -> list[dict]:
-    """Planted calls (3 % noise a call) whose speed drifts through the run: every figure times
-    ``1 + swing · sin(…)`` over half a period of random phase (a run faster or slower on the
-    whole, as reruns on a busy VM are), the whole step times ``slower``."""
-    rows = steps(n, seed=seed, slower={"forward": slower, "backward": slower, "optimizer": slower})
-    phase = random.Random(seed + 1000).uniform(0, 2 * math.pi)
-    for i, r in enumerate(rows):
-        k = 1 + swing * math.sin(phase + math.pi * i / n)
-        for key in [k for k in r if k.startswith("phase_")] + ["wall_s", "device_s"]:
-            r[key] *= k
-    return rows
+@pytest.mark.slow
+@pytest.mark.parametrize("spread", [0.01, 0.02, 0.05, 0.10])
+def test_identical_code_five_runs_a_side_is_never_called_regressed(spread):
+    counts = cell(5, spread, 1.0, 200)
+    assert counts["regressed"] <= 2, counts  # ≤ 1 % of 200
+    if spread <= 0.02:
+        assert counts["pass"] >= 190, counts  # ≥ 95 %
 
 
-def table(rows: list[dict]) -> Table:
-    return gnnmon.Report(rows).table
+@pytest.mark.slow
+@pytest.mark.parametrize("spread", [0.02, 0.05, 0.10])
+def test_a_planted_10_percent_at_a_5_percent_limit_is_caught_and_never_passes(spread):
+    counts = cell(5, spread, 1.10, 200)
+    assert counts["pass"] <= 2, counts  # "never": ≤ 1 % of 200, as for false regressions
+    if spread <= 0.02:
+        assert counts["regressed"] >= 190, counts
 
 
-def test_identical_runs_that_drift_are_not_regressions():
-    """20 pairs of identical runs whose speed swings ±15 % within each (a busy VM's day): at most
-    one is called a regression at 5 %; the rest pass or say inconclusive, with their noise."""
-    regressed = unsure = 0
-    for pair in range(20):
-        c = Comparison(table(drifting(2 * pair, 0.15)), table(drifting(2 * pair + 1, 0.15)), max_slowdown=0.05)
-        regressed += bool(c.regressions())
-        unsure += bool(c.inconclusive())
-    assert regressed <= 1 and regressed + unsure == 20, (regressed, unsure)
+@pytest.mark.slow
+def test_one_run_a_side_at_a_3_percent_spread_rarely_regresses_identical_code():
+    counts = cell(1, 0.03, 1.0, 200)
+    assert counts["regressed"] <= 2, counts
 
 
-def test_identical_quiet_runs_pass():
-    """The same 20 pairs without the drift: no regression and, their noise under the limit, a pass."""
-    verdicts = [Comparison(table(drifting(2 * pair, 0.0)), table(drifting(2 * pair + 1, 0.0)), max_slowdown=0.05)
-                for pair in range(20)]
-    assert sum(bool(c.regressions()) for c in verdicts) <= 1
-    assert sum(bool(c.inconclusive()) for c in verdicts) <= 1
+def test_one_run_a_side_says_its_verdict_cannot_see_the_rerun_spread():
+    c = Comparison(side([0], 0.02), side([1], 0.02), max_slowdown=0.05)
+    (d,) = c.decisions()
+    assert not d["seen"] and d["spread"] == 0.03 and "3 % a run assumed" in d["test"]
+    assert any("one run a side: the spread between reruns cannot be seen" in n for n in c.notes)
+    assert "one run a side" in c.markdown()
 
 
-def test_a_planted_10_percent_slowdown_on_quiet_runs_is_caught():
-    caught = 0
-    for pair in range(10):
-        c = Comparison(table(drifting(2 * pair, 0.0)), table(drifting(2 * pair + 1, 0.0, slower=1.10)),
-                       max_slowdown=0.05)
-        caught += any(ln["phase"] is None for ln in c.regressions())
-        assert not c.inconclusive()  # 3 % a call over 200 calls: the noise is well under 5 %
-    assert caught >= 9, caught
+def test_the_same_runs_on_both_sides_pass():
+    """A file against itself: nothing changed, whatever the runs' spread."""
+    runs = side(range(3), 0.10)
+    c = Comparison(runs, list(reversed(runs)), max_slowdown=0.05)
+    assert c.verdict() == "pass" and "the same run(s) on both sides: nothing changed" in c.notes
 
 
-def test_a_slowdown_hidden_in_wide_noise_is_never_a_pass(tmp_path, capsys):
-    """+10 % under a ±30 % drift: the gate cannot tell, and says so with its own exit status."""
-    base = write_run(tmp_path / "base.jsonl", drifting(1, 0.30))
-    new = write_run(tmp_path / "new.jsonl", drifting(2, 0.30, slower=1.10))
-    code = main(["compare", str(base), str(new), "--max-slowdown", "5%"])
-    out, err = capsys.readouterr()
-    assert code in (1, INCONCLUSIVE), (code, err)
-    if code == INCONCLUSIVE:
-        assert "gnnmon: inconclusive: train_step:" in err and "is wider than the limit" in err
-        assert "**Inconclusive**" in out and "noise ±" in out
+def test_a_loaded_machines_wait_is_not_the_steps_work():
+    """Both sides' steps compute alike (identical code, 1 % apart from run to run); NEW's runs
+    also waited 60 % of their CPU time for a core (others took it). Judged on the step's CPU time
+    (torch on one thread, recorded), the gate passes; wall time is shown +60 %, and a note says the
+    difference is time off the CPU."""
+    base = [result(rerun(s, 0.01, cpu=True), s) for s in range(5)]
+    new = [result(rerun(s, 0.01, cpu=True, waited=0.6), s) for s in range(5, 10)]
+    c = Comparison(base, new, max_slowdown=0.05)
+    (d,) = c.decisions()
+    assert d["figure"] == "CPU time per 1,000 nodes+edges" and d["decision"] == "pass", d
+    wall = next(ln for ln in c.lines if ln["figure"] == "time per 1,000 nodes+edges" and ln["phase"] is None)
+    assert wall["verdict"] == "slower" and 0.55 < wall["change"] < 0.65
+    assert any("time off the CPU" in n for n in c.notes), c.notes
 
 
-def test_a_phase_that_takes_one_of_two_times_a_stretch_at_a_time_widens_its_noise():
-    """The optimizer phase at 0.7 or 4.6 ms, the mode changing every 25 calls (as a user's
-    GraphSAGE loop showed from run to run): its standard error comes from its stretches."""
-    def bimodal(seed: int) -> list[dict]:
-        rows = steps(seed=seed)
-        for i, r in enumerate(rows):
-            r["phase_optimizer_s"] = (0.7e-3 if (i // 25 + seed) % 2 else 4.6e-3) * random.Random(i).gauss(1, 0.03)
+def test_more_compute_is_caught_on_the_cpu_time_whatever_the_wait():
+    """+25 % of compute in NEW's steps, BASE's runs loaded (waiting 60 %) and NEW's quiet: the wall
+    time is lower, the CPU time regresses."""
+    base = [result(rerun(s, 0.01, cpu=True, waited=0.6), s) for s in range(5)]
+    new = [result(rerun(s, 0.01, 1.25, cpu=True), s) for s in range(5, 10)]
+    (d,) = Comparison(base, new, max_slowdown=0.05).decisions()
+    assert d["figure"].startswith("CPU time") and d["decision"] == "regressed" and d["low"] > 0.15, d
+
+
+def test_a_multi_threaded_steps_cpu_time_is_shown_not_judged():
+    base = [result(rerun(s, 0.01, cpu=True), s, threads=2) for s in range(3)]
+    new = [result(rerun(s, 0.01, cpu=True), s) for s in range(3, 6)]
+    c = Comparison(base, new, max_slowdown=0.05)
+    (d,) = c.decisions()
+    assert d["figure"] == "time per 1,000 nodes+edges"
+    assert any("not every run's torch ran on one thread" in n for n in c.notes)
+
+
+def test_a_busy_machine_is_named_beside_the_verdict():
+    """Both sides beside other processes (130 % of a core): the verdict names the load; where their
+    loads differ by 25 % of a core or more, it says so instead."""
+    def loaded(seed: int, pct: float) -> list[dict]:
+        rows = rerun(seed, 0.01, cpu=True)
+        for r in rows:
+            r["others_cpu_pct"] = pct
         return rows
 
-    c = Comparison(table(bimodal(0)), table(bimodal(1)), max_slowdown=0.05)
-    assert not [ln for ln in c.regressions() if ln["phase"] == "optimizer"], c.regressions()
-
-
-def test_a_difference_in_the_machines_load_is_named_beside_the_verdict():
-    base, new = steps(seed=1), steps(seed=2)
-    for r in base:
-        r["others_cpu_pct"], r["idle_cpu_pct"] = 101.0, 0.0
-    for r in new:
-        r["others_cpu_pct"], r["idle_cpu_pct"] = 3.0, 150.0
-    c = Comparison(table(base), table(new), max_slowdown=0.05)
-    (note,) = [n for n in c.notes if "load differed" in n]
+    busy = Comparison([result(loaded(s, 130.0), s) for s in range(3)], [result(loaded(s, 131.0), s)
+                                                                          for s in range(3, 6)], max_slowdown=0.05)
+    (note,) = [n for n in busy.notes if "busy machine" in n]
+    assert "130 % of a core beside BASE (3 runs)'s runs and 131 % beside NEW (3 runs)'s" in note
+    assert "judged on the step's CPU time" in note and f"note: {note}" in busy.markdown()
+    differ = Comparison([result(loaded(1, 101.0), 1)], [result(loaded(2, 3.0), 2)], max_slowdown=0.05)
+    (note,) = [n for n in differ.notes if "load differed" in n]
     assert "101 % of a core on BASE's cores and 3 % on NEW's" in note
-    assert f"note: {note}" in c.markdown()
-    same = Comparison(table(base), table(base), max_slowdown=0.05)
-    assert not [n for n in same.notes if "load differed" in n]
-
-
-def offset(seed: int, spread: float, slower: float = 1.0) -> list[dict]:
-    """A steady run (3 % a call) at a level of its own: every time times a factor drawn once for the
-    run from N(1, ``spread``), as reruns on a busy VM land (±20 % between identical runs), and ``slower``."""
-    factor = random.Random(seed + 500).gauss(1.0, spread) * slower
-    rows = steps(seed=seed)
-    for r in rows:
-        for key in [k for k in r if k.startswith("phase_")] + ["wall_s", "device_s"]:
-            r[key] *= factor
-    return rows
-
-
-def test_several_runs_a_side_carry_the_spread_between_reruns(tmp_path, capsys):
-    """Runs steady within themselves but 10 % apart from rerun to rerun: one against one, the gate
-    cannot see that spread and often fails identical code; three a side, it says so and fails none
-    of 10 identical trios; a planted +10 % on runs 1 % apart is caught in 9 of 10 or more."""
-    alone = sum(bool(Comparison(table(offset(2 * k, 0.10)), table(offset(2 * k + 1, 0.10)),
-                                max_slowdown=0.05).regressions()) for k in range(10))
-    trios = [Comparison.of_runs([table(offset(6 * k + i, 0.10)) for i in range(3)],
-                                [table(offset(6 * k + 3 + i, 0.10)) for i in range(3)], max_slowdown=0.05)
-             for k in range(10)]
-    assert alone >= 3 and sum(bool(c.regressions()) for c in trios) <= 1, alone
-    caught = sum(any(ln["phase"] is None for ln in Comparison.of_runs(
-        [table(offset(6 * k + i, 0.01)) for i in range(3)],
-        [table(offset(6 * k + 3 + i, 0.01, slower=1.10)) for i in range(3)], max_slowdown=0.05).regressions())
-        for k in range(10))
-    assert caught >= 9, caught
-    # the command line: BASE... -- NEW...
-    paths = [write_run(tmp_path / f"run{i}.jsonl", offset(i, 0.01, slower=1.10 if i >= 3 else 1.0)) for i in range(6)]
-    code = main(["compare", *map(str, paths[:3]), "--", *map(str, paths[3:]), "--max-slowdown", "5%"])
-    out, err = capsys.readouterr()
-    assert code == 1 and "## gnnmon compare: BASE (3 runs) → NEW (3 runs)" in out, (code, err)
-    assert main(["compare", *map(str, paths[:3])]) == 2
-    assert "compare takes BASE NEW, or BASE... -- NEW..." in capsys.readouterr().err

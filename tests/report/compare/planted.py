@@ -1,0 +1,59 @@
+"""Planted reruns for the compare gate: each run's calls are tests/report/diagnosis/planted.py's steps
+(200 calls, 3 % noise a call), every time in the run scaled by one factor drawn for the run from
+N(1, ``spread``) (reruns of the same code landing apart, as fresh processes do), and by ``slower``.
+Nothing depends on the machine's speed."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from gnnmon.data.result import RunResult
+from gnnmon.report.compare.comparison import Comparison
+from tests.report.diagnosis.planted import steps
+
+TIMES = ("wall_s", "device_s", "thread_cpu_s")
+
+
+def rerun(seed: int, spread: float, slower: float = 1.0, n: int = 200, *, cpu: bool = False,
+          waited: float = 0.0) -> list[dict[str, Any]]:
+    """One run's rows: its factor is ``gauss(1, spread) · slower`` (seeded); ``cpu``: each row also
+    carries its thread's CPU time (the step's work), and ``waited`` adds that share of it to the
+    wall time only (time off the CPU: a busy machine)."""
+    factor = random.Random(seed + 500).gauss(1.0, spread) * slower
+    rows = steps(n, seed=seed)
+    for r in rows:
+        if cpu:
+            r["thread_cpu_s"] = r["wall_s"]
+        for key in [k for k in r if k.startswith("phase_")] + [k for k in TIMES if k in r]:
+            r[key] *= factor
+        r["wall_s"] += waited * r.get("thread_cpu_s", r["wall_s"])
+        r["device_s"] = r["wall_s"]
+    return rows
+
+
+def result(rows: Sequence[dict[str, Any]], seed: int, threads: int | None = 1) -> RunResult:
+    """A run's plain result over ``rows``, with a manifest that tells it from other runs (its
+    ``start_ns``) and says torch's threads."""
+    devices = {} if threads is None else {"torch_threads": threads}
+    return RunResult(list(rows), manifest={"type": "manifest", "host": "planted", "pid": seed,
+                                           "start_ns": 1_000_000 + seed, "devices": devices})
+
+
+def side(seeds: Sequence[int], spread: float, slower: float = 1.0, **kw: Any) -> list[RunResult]:
+    """Runs of one side, one per seed."""
+    return [result(rerun(s, spread, slower, **kw), s) for s in seeds]
+
+
+def cell(runs: int, spread: float, slower: float, pairs: int, limit: float = 0.05) -> dict[str, int]:
+    """``pairs`` comparisons of fresh planted sides (``runs`` each, the new side ``slower``) at
+    ``limit``: how many passed, regressed and were inconclusive. The seeds follow from the pair's
+    number and the runs a side alone."""
+    counts = {"pass": 0, "regressed": 0, "inconclusive": 0}
+    for k in range(pairs):
+        seed = 10_000 * k + 1_000 * runs
+        base = side(range(seed, seed + runs), spread)
+        new = side(range(seed + runs, seed + 2 * runs), spread, slower)
+        counts[Comparison(base, new, max_slowdown=limit).verdict()] += 1
+    return counts

@@ -1,0 +1,105 @@
+"""The gate's statistics (gnnmon.report.compare.gate) against planted truth and against scipy: run
+figures drawn with a known change and spread, the interval's coverage counted; the bounds equal to
+scipy's own t tests; the decision's Bonferroni correction; the runs a side that decide a line."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from scipy import stats
+
+from gnnmon.report.compare.gate import ALPHA, Change, change, decision, runs_to_decide
+
+
+def logs(rng: random.Random, n: int, mean: float, sd: float) -> list[float]:
+    return [math.exp(rng.gauss(mean, sd)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("na, nb", [(5, 5), (3, 3), (3, 6), (6, 2)])
+def test_the_bounds_are_scipys_student_t_test_on_the_logarithms(na, nb):
+    """The one-sided bounds at ALPHA are scipy.stats.ttest_ind's 90 % interval on the log figures."""
+    rng = random.Random(na * 10 + nb)
+    for _ in range(20):
+        a, b = logs(rng, na, 0.0, 0.03), logs(rng, nb, 0.02, rng.choice([0.01, 0.05]))
+        c = change(a, b)
+        ref = stats.ttest_ind([math.log(x) for x in b], [math.log(x) for x in a])
+        lo, hi = ref.confidence_interval(1 - 2 * ALPHA)
+        assert c.bound(ALPHA, upper=False) == pytest.approx(math.expm1(lo), rel=1e-9, abs=1e-12)
+        assert c.bound(ALPHA, upper=True) == pytest.approx(math.expm1(hi), rel=1e-9, abs=1e-12)
+        assert c.df == pytest.approx(ref.df) and c.seen
+        assert c.test == f"Student's t over {na} + {nb} runs"
+
+
+@pytest.mark.parametrize("na, nb, assumed", [(5, 5, None), (2, 7, None), (3, 8, None), (1, 5, None), (1, 1, 0.04)])
+def test_the_interval_covers_the_planted_change_as_often_as_it_says(na, nb, assumed):
+    """2,000 planted pairs, a true change of +7 % and a spread of 4 % a run (one a side: assumed
+    at the true 4 %): the 90 % interval holds the truth in 90 % of them, within 3.5 binomial
+    standard deviations (2,000 draws: 0.67 % each), and each one-sided bound misses in about 5 %."""
+    rng, trials, truth = random.Random(na * 100 + nb), 2000, math.log(1.07)
+    below = above = 0
+    for _ in range(trials):
+        c = change(logs(rng, na, 0.0, 0.04), logs(rng, nb, truth, 0.04), assumed=assumed or 0.0)
+        below += c.bound(ALPHA, upper=True) < 0.07
+        above += c.bound(ALPHA, upper=False) > 0.07
+    sd = math.sqrt(ALPHA * (1 - ALPHA) / trials)
+    assert abs(below / trials - ALPHA) < 3.5 * sd and abs(above / trials - ALPHA) < 3.5 * sd, (below, above)
+
+
+def test_one_run_a_side_assumes_the_spread_or_its_own_noise_where_wider():
+    c = change([1.00], [1.02], assumed=0.03)
+    assert not c.seen and c.spread == 0.03 and c.se == pytest.approx(0.03 * math.sqrt(2))
+    assert math.isinf(c.df) and "3 % a run assumed" in c.test
+    q = stats.norm.ppf(1 - ALPHA)
+    assert c.bound(ALPHA, upper=True) == pytest.approx(1.02 * math.exp(q * 0.03 * math.sqrt(2)) - 1)
+    drifting = change([1.00], [1.02], base_own=[0.08], new_own=[0.01], assumed=0.03)
+    assert drifting.spread == 0.08 and "8 % a run assumed" in drifting.test
+    exact = change([100.0], [110.0], assumed=0.0)  # a peak, exact: its bounds are the change
+    assert exact.bound(ALPHA, upper=False) == exact.bound(ALPHA, upper=True) == pytest.approx(0.10)
+
+
+def test_bad_figures_are_refused():
+    with pytest.raises(ValueError, match="at least one run a side"):
+        change([], [1.0])
+    with pytest.raises(ValueError, match="positive"):
+        change([1.0, 0.0], [1.0, 1.0])
+
+
+def test_the_regression_bound_is_corrected_for_the_lines_judged():
+    """+8 % known to ±1 % (8 degrees of freedom): alone, its lower bound (1.08·e^(−1.86·0.01) − 1 =
+    +6.0 %) is over a 5 % limit; judged with 49 other lines, the bound at 0.05/50 (t = 4.50:
+    +3.2 %) is not, and the line is inconclusive. A pass is never corrected: every line must pass."""
+    c = Change(math.log(1.08), 0.01, 8.0, 0.01, True, "planted")
+    assert c.bound(ALPHA, upper=False) == pytest.approx(1.08 * math.exp(-stats.t.ppf(0.95, 8) * 0.01) - 1)
+    assert decision(c, 0.05) == "regressed"
+    assert decision(c, 0.05, judged_lines=50) == "inconclusive"
+    small = Change(math.log(1.01), 0.01, 8.0, 0.01, True, "planted")
+    assert decision(small, 0.05) == decision(small, 0.05, judged_lines=50) == "pass"
+
+
+def _side(n: int, mean: float, sd: float) -> list[float]:
+    """``n`` figures whose logs have exactly this mean and sample standard deviation."""
+    z = [stats.norm.ppf((i + 0.5) / n) for i in range(n)]
+    m = sum(z) / n
+    s = math.sqrt(sum((x - m) ** 2 for x in z) / (n - 1))
+    return [math.exp(mean + sd * (x - m) / s) for x in z]
+
+
+@pytest.mark.parametrize("truth, limit", [(0.0, 0.05), (0.03, 0.05), (0.08, 0.05), (0.12, 0.10)])
+def test_the_runs_needed_decide_the_line_and_one_fewer_does_not(truth, limit):
+    """Two runs a side at a 3 % spread leave these lines inconclusive; with the runs a side
+    runs_to_decide names (the same change and spread), the gate decides, and with one fewer not."""
+    c = change(_side(2, 0.0, 0.03), _side(2, math.log1p(truth), 0.03))
+    assert decision(c, limit) == "inconclusive"
+    n = runs_to_decide(c, limit)
+    assert n is not None and n > 2
+    decided = change(_side(n, 0.0, 0.03), _side(n, math.log1p(truth), 0.03))
+    short = change(_side(n - 1, 0.0, 0.03), _side(n - 1, math.log1p(truth), 0.03))
+    assert decision(decided, limit) == ("pass" if truth < limit else "regressed")
+    assert decision(short, limit) == "inconclusive"
+
+
+def test_a_change_at_the_limit_cannot_be_decided_by_any_number_of_runs():
+    c = change(_side(3, 0.0, 0.03), _side(3, math.log(1.05), 0.03))
+    assert decision(c, 0.05) == "inconclusive" and runs_to_decide(c, 0.05) is None
