@@ -85,7 +85,8 @@ RSS_PEAK = F("rss_peak_bytes", BYTES, "memory", "highest host process RSS inside
 RSS_END = F("rss_end_bytes", BYTES, "memory", "host process RSS at the end")
 RSS_PEAK_DELTA = F("rss_peak_delta_bytes", BYTES, "memory", "RSS peak minus start", traced=True)
 # Every-row figures a probe (gnnmon.record.probes) fills, named by their declaration.
-CPU_S = F("cpu_s", SECONDS, "energy", "process CPU time during the row (with energy on: the CPU energy model)")
+CPU_S = F("cpu_s", SECONDS, "timing", "process CPU time during the row (all its threads): a call that took long "
+          "but computed no more waited (for a core, I/O, a lock); the CPU energy model reads it")
 
 FIGURES: tuple[Figure, ...] = (
     F("label", TEXT, "row", "the `label=` given, else the function's name as written"),
@@ -172,6 +173,8 @@ FIGURES: tuple[Figure, ...] = (
     F("data_gather_s", SECONDS, "data", "joining its sampled nodes with their features (`filter_fn`, transform aside)", traced=True),
     F("data_transform_s", SECONDS, "data", "the loader's `transform` on it", traced=True),
     F("data_to_device_s", SECONDS, "data", "`watch_loader(to=...)`: host time of its copy to the device", traced=True),
+    F("data_sampler", TEXT, "data", "`gnnmon` where the batch's neighbours were sampled by gnnmon's pure-PyTorch "
+      "sampler (`gnnmon.integrations.pyg_sampler`: neither pyg-lib nor torch-sparse installed); absent otherwise"),
     F("data_workers", COUNT, "data", "the watched loader's `num_workers` (0: batches made in the training process)"),
     F("data_hop_<k>_nodes", COUNT, "data", "its nodes per hop (hop 0: the seeds), from `num_sampled_nodes`"),
     F("compile_frames", COUNT, "compile", "frames torch.compile compiled during the call"),

@@ -203,6 +203,7 @@ class LoaderWatch:
         loader, to = self.loader, self.to
         workers = getattr(loader, "num_workers", None)
         workers = workers if isinstance(workers, int) else None
+        fallback = str(getattr(loader, "sampler_name", "")).startswith("gnnmon")  # our pure-PyTorch sampler
         split = _begin_pass(loader) if self._split else None
         try:
             iterator = iter(loader)
@@ -215,6 +216,8 @@ class LoaderWatch:
                 fields: dict[str, Any] = {"data_wait_s": (time.perf_counter_ns() - t0) / 1e9}
                 if workers is not None:
                     fields["data_workers"] = workers
+                if fallback:
+                    fields["data_sampler"] = "gnnmon"
                 times = take_times(batch)
                 if times:
                     fields.update(times)

@@ -1,5 +1,6 @@
-"""The ``cpu_s`` probe: the process's CPU seconds in a row (a clock read, ~1 µs), for the CPU's
-energy model; on where the run reads energy."""
+"""The ``cpu_s`` probe: the process's CPU seconds in a row (a clock read, ~1 µs), on every run: the
+diagnosis tells a call that computed from one that waited for a core (a loaded epoch is not
+warm-up), and the CPU's energy model reads it."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class CpuTime:
 
 
 def _choose(run: Run) -> Probe | None:
-    return CpuTime() if run.energy is not None else None
+    return CpuTime()
 
 
 register_probe("cpu_time", _choose)

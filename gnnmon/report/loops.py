@@ -1,15 +1,21 @@
 """What the diagnosis reads a run as: each label's top-level calls (a loop's steps) with their times,
 the data waits before them, their steady level and the spread the run itself shows; and how a
-finding is said (plain data) and judged against that spread.
+finding is said (plain data) and judged against its noise.
 
 A finding's time at stake is claimed only when it is at least :data:`MIN_SHARE` of the run's time
-and more than :data:`NOISE_K` times what the steps' own spread could add up to over the steps it
-is in (``spread · √steps``): a cost the run's jitter could make is not a cause.
+and beyond its own noise. A cost measured at each step (a wait, a pause, compiling: :func:`cost_beyond_noise`)
+is held against its own spread across the steps: its mean must exceed :data:`NOISE_K` standard
+errors of batch means (:func:`block_se`, which holds where neighbouring steps are alike, as a
+loader's waits are); a noisy step does not hide a steady wait. A cost read as an excess over the
+steps' level (warm-up, a busy machine's calls, spikes: :func:`beyond_noise`) is held against what
+the steps' own spread could add up to over the steps it is in (``spread · √steps``): a cost the
+run's jitter could make is not a cause.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,9 +44,36 @@ def spread(values: np.ndarray) -> float:
     return 1.4826 * median(np.abs(values - median(values)))
 
 
+BLOCKS = 8
+"""Stretches a series is cut into for its batch means (at least 5 values each, 3 stretches or none)."""
+
+
+def block_se(values: np.ndarray, statistic: Callable[[np.ndarray], float] = np.mean) -> float:
+    """The standard error of ``statistic`` over a series in its order (autocorrelated: neighbours
+    alike): the standard deviation of the statistic over :data:`BLOCKS` consecutive stretches
+    / √stretches (batch means); the independent-values error of a mean where the series is too
+    short for 3 stretches of 5."""
+    values = values[~np.isnan(values)]
+    blocks = min(BLOCKS, values.size // 5)
+    if blocks < 3:
+        return float(np.std(values, ddof=1) / math.sqrt(values.size)) if values.size > 1 else math.inf
+    parts = np.array([statistic(b) for b in np.array_split(values, blocks)])
+    return float(parts.std(ddof=1) / math.sqrt(blocks))
+
+
+def cost_beyond_noise(costs: np.ndarray, total: float, min_share: float = MIN_SHARE) -> bool:
+    """Whether a cost measured at each step (seconds, in the steps' order) is a finding: its sum at
+    least ``min_share`` of ``total``, and its mean more than :data:`NOISE_K` batch-means standard
+    errors of itself above 0 (see the module doc)."""
+    costs = costs[~np.isnan(costs)]
+    cost = float(costs.sum())
+    return total > 0 and cost >= min_share * total and costs.mean() > NOISE_K * block_se(costs)
+
+
 def beyond_noise(cost: float, steps: int, step_spread: float, total: float, min_share: float = MIN_SHARE) -> bool:
-    """Whether ``cost`` (seconds over ``steps`` steps) is a finding: at least ``min_share`` of
-    ``total`` and more than :data:`NOISE_K` spreads over those steps (see the module doc)."""
+    """Whether ``cost`` (seconds over ``steps`` steps), an excess over the steps' level, is a
+    finding: at least ``min_share`` of ``total`` and more than :data:`NOISE_K` spreads over those
+    steps (see the module doc)."""
     noise = NOISE_K * (step_spread if math.isfinite(step_spread) else 0.0) * math.sqrt(max(steps, 1))
     return total > 0 and cost >= min_share * total and cost > noise
 

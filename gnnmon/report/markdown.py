@@ -63,6 +63,8 @@ class Explained(Protocol):
 
     def diagnosis(self) -> list[dict[str, Any]]: ...
 
+    def looked_for(self) -> list[dict[str, Any]]: ...
+
 
 MAX_FAILED = 10
 """Failed calls named in a label's section; ``report.failures()`` has them all."""

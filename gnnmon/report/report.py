@@ -18,7 +18,7 @@ from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK_DELTA
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.compare.comparison import Comparison, run_name
 from gnnmon.report.compare.cross_rank import cross_rank
-from gnnmon.report.diagnosis.findings import diagnose
+from gnnmon.report.diagnosis.findings import diagnose, looked_for
 from gnnmon.report.diagnosis.text import diagnosis_lines
 from gnnmon.report.energy_balance import result_balance
 from gnnmon.report.energy_totals import energy_summary
@@ -274,6 +274,11 @@ class Report:
         :mod:`gnnmon.report.diagnosis.findings`."""
         return diagnose(self)
 
+    def looked_for(self) -> list[dict[str, Any]]:
+        """What the diagnosis looked for and did not find, each with what could hide in the run's
+        noise (a leak: ``hidden_bytes_per_epoch``). See :func:`gnnmon.report.diagnosis.findings.looked_for`."""
+        return looked_for(self)
+
     def compare(self, other: Report, *, max_slowdown: float | None = None,
                 max_memory_growth: float | None = None) -> Comparison:
         """This run (the base) against ``other`` (the new one), one run a side: per label and phase,
@@ -294,7 +299,7 @@ class Report:
         (a marker), all of it once per value of the marker, in natural order."""
         if by is None:
             return printable(render_markdown(self))
-        text = ending_lines(self.result) + header_lines(self.manifest) + diagnosis_lines(self.diagnosis())
+        text = ending_lines(self.result) + header_lines(self.manifest) + diagnosis_lines(self.diagnosis(), self.looked_for())
         for value, part in self.groups(by).items():
             text += [f"## {md(by)} = {md(value)} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
         return printable("\n".join(text))

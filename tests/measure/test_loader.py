@@ -63,6 +63,8 @@ def test_a_planted_transform_delay_is_named_with_the_batch_it_made(workers):
             assert row["data_wait_s"] >= row["data_sample_s"] + row["data_transform_s"]
     assert {name: vars(loader).get(name) for name in ("collate_fn", "filter_fn", "transform")} == own
     assert "sample_from_nodes" not in vars(loader.node_sampler)
+    ours = loader.sampler_name.startswith("gnnmon")  # the fallback where neither pyg-lib nor torch-sparse is here
+    assert all((row.get("data_sampler") == "gnnmon") == ours for row in rows), loader.sampler_name
 
 
 def test_any_loader_wait_is_timed_and_to_moves_the_batch():

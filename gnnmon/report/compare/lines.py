@@ -36,7 +36,7 @@ import numpy as np
 from gnnmon.data.table import Table
 from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK, phase_field
 from gnnmon.report.compare.gate import ALPHA, RERUN_SPREAD, Change, change
-from gnnmon.report.loops import Loop, loops, median, spread
+from gnnmon.report.loops import Loop, block_se, loops, median, spread
 from gnnmon.report.memory.model import fit, per_of
 
 MEDIAN_SE = 1.2533
@@ -45,9 +45,6 @@ MEDIAN_SE = 1.2533
 RESIZED = 0.05
 """Batches whose median size (nodes + edges) differs by more than this share are not the same
 work: their peaks are shown, not judged, unless both memory models are trusted."""
-
-BLOCKS = 8
-"""Stretches of a run whose medians show its drift (at least 5 calls each, 3 stretches or none)."""
 
 MIN_CHANGE = 0.005
 """A relative change under this is never called slower or faster (0.5 %)."""
@@ -65,10 +62,9 @@ Figure = tuple[float, float]
 
 def _median_of(values: np.ndarray) -> Figure | None:
     """The median of the calls in order, and its relative standard error: the larger of the
-    median's (1.2533 × spread / √calls) and the batch means' (the standard deviation of the medians
-    of :data:`BLOCKS` stretches of the run / √stretches), which holds where neighbouring calls
-    are alike (a phase that takes one of two times a stretch at a time, a machine whose speed
-    drifts)."""
+    median's (1.2533 × spread / √calls) and the batch medians' (:func:`~gnnmon.report.loops.block_se`),
+    which holds where neighbouring calls are alike (a phase that takes one of two times a stretch at
+    a time, a machine whose speed drifts)."""
     values = values[~np.isnan(values)]
     if not values.size:
         return None
@@ -76,10 +72,8 @@ def _median_of(values: np.ndarray) -> Figure | None:
     if not level > 0:
         return None
     se = MEDIAN_SE * spread(values) / math.sqrt(values.size)
-    blocks = min(BLOCKS, values.size // 5)
-    if blocks >= 3:
-        medians = np.array([median(np.sort(b)) for b in np.array_split(values, blocks)])
-        se = max(se, float(medians.std(ddof=1)) / math.sqrt(blocks))
+    if values.size >= 15:  # three stretches of five: the batch medians' error
+        se = max(se, block_se(values, lambda b: median(np.sort(b))))
     return level, se / level
 
 

@@ -2,18 +2,30 @@
 host's ``rss_end_bytes`` where it differs, the DataLoader workers' sampled ``workers_rss_bytes``)
 across epochs (rows carry ``epoch`` after ``run.mark("epoch", e)``).
 
-Each call's figure is fitted as ``const + a·num_nodes (+ b·num_edges) + rate·τ``, τ the call's
-place in the run in epochs (its epoch's rank, plus its place within the epoch): the shape terms
-are what the batches' shapes explain ("bigger graphs": their growth between the first and the last
-epoch), ``rate`` what they do not. A leak is growth that goes on: the same fit over the later
-half of the run (from :data:`LATE` of its span) must still rise, beyond :data:`~gnnmon.report.loops.NOISE_K`
-standard errors and by at least :data:`~gnnmon.report.loops.MIN_SHARE` of the figure's last level
-over the run; growth that levels off (the allocator's warm-up, a cache that fills) is not one. It
-needs :data:`MIN_EPOCHS` epochs; a run with fewer whose memory grew is told so (``creep``). The
-finding gives the later half's slope with its 95 % interval and the epoch the growth started
-from: the earliest from which a fit to the end agrees with that slope. Where the batches grew in
-step with time in every call (shape and τ correlated above :data:`TOGETHER`) the two cannot be told
-apart, and the finding (``creep``) says so instead of naming a leak.
+Memory within an epoch is not a series of independent readings: it ramps and falls back (a
+sawtooth), workers are forked anew, a buffer is allocated once. So the unit is the **epoch**:
+
+1. **Shapes out.** Each call's figure is fitted as the epoch's own level + ``a·num_nodes (+
+   b·num_edges)``, the coefficients from the variation of the shapes *within* epochs (epochs as
+   fixed effects): what the batches' shapes explain ("bigger graphs": their growth between the first
+   and the last epoch) is taken out of every call. Where the shapes barely vary within an epoch but
+   grow across them (correlated beyond :data:`TOGETHER`), growth cannot be told from bigger graphs,
+   and the finding (``creep``) says so.
+2. **A level per epoch**: the 10 %-trimmed mean of its calls after the first
+   :data:`~gnnmon.report.loops.WARMUP` of the run, shapes out, read at the epoch's centre (a ramp
+   within epochs, fitted with the shapes, moves an epoch whose first calls are left out back to
+   it); its noise from the calls' own (the robust spread of neighbouring calls' differences / √2 /
+   √calls: a ramp is not noise), with the host's resolution where the figure is the host's RSS.
+3. **Where growth starts**: levels before epoch ``k`` held flat, a straight line from ``k`` on;
+   the earliest ``k`` whose misfit is within the levels' noise of the best one.
+4. **A leak is a trend that goes on**, over the levels from its start: Mann-Kendall's test (Kendall's
+   tau between epoch and level, one-sided, p < :data:`P_TREND`; scipy), and no levelling off (a
+   quadratic term over those levels significantly below 0, Student's t). Its rate is Theil-Sen's
+   slope over those levels with Sen's 95 % interval (scipy), each side widened by what a level's
+   resolution could tilt it. It needs :data:`MIN_EPOCHS` epochs; fewer that grew are told so.
+5. **No leak found**: :func:`hidden` says the largest rate that could hide in the levels' noise, and
+   the largest that would go unsaid (growing the figure by under :data:`~gnnmon.report.loops.MIN_SHARE`
+   of its first epoch's level over the run); leaks that large are said 19 times in 20.
 """
 
 from __future__ import annotations
@@ -22,173 +34,285 @@ import math
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from gnnmon.figures import MEM_END, RSS_END
-from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, evidence, finding, median
+from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, evidence, finding, median, spread
 from gnnmon.report.memory.model import format_bytes
 
 TOGETHER = 0.95
-"""Shape and time correlated beyond this: a leak cannot be told from growing batches."""
+"""Shapes whose between-epoch share of their variance exceeds this² grew with time, not within
+epochs: a leak cannot be told from growing batches."""
+
+MIN_EPOCHS = 4
+"""Epochs a leak needs (Mann-Kendall's test can first say p < 0.05 at four)."""
+
+P_TREND = 0.05
+"""The one-sided p-value under which the levels' trend is taken as real."""
+
+P_LEVELS_OFF = 0.01
+"""The one-sided p-value under which growth is taken to level off (strict: a straight leak is
+taken for one that levels off in 1 % of runs)."""
+
+CONFIDENCE = 0.95
+"""The confidence of the leak's rate interval, and of finding a leak at the hidden bound."""
 
 
-def creep(loop: Loop) -> list[dict[str, Any]]:
-    """End-of-call memory across epochs, split into bigger graphs and a leak (see the module doc)."""
-    epochs = loop.column("epoch")
-    if np.isnan(epochs).all() or np.unique(epochs[~np.isnan(epochs)]).size < 2:
-        return []
-    tau = _tau(epochs)
-    out = []
-    figures = [MEM_END.name, RSS_END.name, "workers_rss_bytes"]
-    if loop.has(RSS_END.name) and np.array_equal(loop.column(RSS_END.name), loop.column(MEM_END.name), equal_nan=True):
-        figures.remove(RSS_END.name)  # the CPU's device memory is the process's RSS: said once
-    for figure in figures:
-        if loop.has(figure):
-            found = _creep_of(loop, figure, tau)
-            if found is not None:
-                out.append(found)
+TRIM = 0.1
+"""Each epoch's level is its calls' mean with this share of them cut from each end (a spike
+in a few calls does not move it)."""
+
+TRIMMED_SE = 1.03
+"""The standard error of a 10 %-trimmed mean, in units of the calls' spread over √calls (normal
+data: its efficiency is 0.94)."""
+
+
+class Levels:
+    """One figure of a loop, per epoch with the shapes taken out (see the module doc)."""
+
+    def __init__(self, loop: Loop, figure: str, resolution: float) -> None:
+        y = loop.column(figure)
+        epochs = loop.column("epoch")
+        use = ~np.isnan(y) & ~np.isnan(epochs)
+        terms = [t for t in ("num_nodes", "num_edges") if loop.has(t)]
+        for t in terms:
+            use &= ~np.isnan(loop.column(t))
+        self.figure, self.resolution = figure, resolution
+        self.epochs = np.unique(epochs[use])
+        which = np.searchsorted(self.epochs, epochs[use])
+        # each call's place in its epoch (0 to 1), and the place the epoch's level is read at: its centre
+        sizes = np.bincount(which, minlength=self.epochs.size)
+        rank = np.zeros(which.size)
+        for e in range(self.epochs.size):
+            rank[which == e] = np.arange(sizes[e])
+        place = rank / sizes[which]
+        centre = (sizes[which] - 1) / (2 * sizes[which])
+        steady = loop.steady[use]
+        y, which, place, centre = y[use][steady], which[steady], place[steady], centre[steady]
+        shapes = [loop.column(t)[use][steady] for t in terms]
+        self.terms, self.coefficients, self.together, ramp = _within_fit(y, shapes, place, which, terms,
+                                                                         self.epochs.size)
+        adjusted = y - ramp * (place - centre) - sum(
+            (c * shapes[terms.index(t)] for c, t in zip(self.coefficients, self.terms, strict=True)), np.zeros(y.size))
+        self.levels = np.array([stats.trim_mean(adjusted[which == e], TRIM) if np.any(which == e) else math.nan
+                                for e in range(self.epochs.size)])
+        self.first = median(np.sort(y[which == 0])) if y.size else math.nan
+        self.last = median(np.sort(y[which == self.epochs.size - 1])) if y.size else math.nan
+        noise = []
+        for e in range(self.epochs.size):
+            calls = adjusted[which == e]
+            if calls.size >= 3:  # neighbours' differences: a ramp within the epoch is not noise
+                noise.append(TRIMMED_SE * spread(np.diff(calls)) / math.sqrt(2) / math.sqrt(calls.size))
+        self.noise = math.hypot(median(np.array(noise)) if noise else 0.0, resolution / 2)
+        first, last = which == 0, which == self.epochs.size - 1
+        self.explained = sum(c * (float(np.mean(shapes[terms.index(t)][last])) - float(np.mean(shapes[terms.index(t)][first])))
+                             for c, t in zip(self.coefficients, self.terms, strict=True)) if first.any() and last.any() else 0.0
+        self.calls = int(y.size)
+
+    def start(self) -> int:
+        """The epoch (rank) growth starts from: levels before it flat, a line from it on; the
+        earliest whose misfit is within the levels' noise of the best."""
+        n = self.levels.size
+        misfit = [_split_misfit(self.levels, k) for k in range(max(n - 2, 1))]
+        best = min(misfit)
+        allowed = best + NOISE_K ** 2 * self.noise ** 2
+        return next(k for k, m in enumerate(misfit) if m <= allowed)
+
+
+def _within_fit(y: np.ndarray, shapes: list[np.ndarray], place: np.ndarray, which: np.ndarray, terms: list[str],
+                epochs: int) -> tuple[list[str], list[float], list[str], float]:
+    """From the variation within epochs (each epoch's mean taken out): the shapes' coefficients, the
+    terms kept, those that vary too little within epochs to be told from time, and the ramp (bytes
+    from an epoch's start to its end that the place in the epoch explains)."""
+    def within(v: np.ndarray) -> np.ndarray:
+        means = np.bincount(which, weights=v, minlength=epochs) / np.maximum(np.bincount(which, minlength=epochs), 1)
+        return v - means[which]
+
+    kept, together = [], []
+    for t, s in zip(terms, shapes, strict=True):
+        if np.unique(s).size < 3 or not np.var(s) > 0:
+            continue
+        if np.var(within(s)) < (1 - TOGETHER ** 2) * np.var(s):
+            together.append(t)
+        else:
+            kept.append(t)
+    columns = [within(shapes[terms.index(t)]) for t in kept] + [within(place)]
+    x = np.column_stack(columns)
+    if not np.any(x):
+        return kept, [0.0] * len(kept), together, 0.0
+    beta, *_ = np.linalg.lstsq(x, within(y), rcond=None)
+    return kept, [float(b) for b in beta[:-1]], together, float(beta[-1])
+
+
+def _split_misfit(levels: np.ndarray, k: int) -> float:
+    """Squared misfit of levels flat before ``k`` and on a straight line from ``k``."""
+    before, after = levels[:k], levels[k:]
+    out = float(np.sum((before - before.mean()) ** 2)) if before.size else 0.0
+    if after.size >= 2:
+        x = np.arange(after.size, dtype=float)
+        fit = np.polyfit(x, after, 1)
+        out += float(np.sum((after - np.polyval(fit, x)) ** 2))
     return out
 
 
-def _tau(epochs: np.ndarray) -> np.ndarray:
-    """Each call's place in the run in epochs: its epoch's rank plus its place within the epoch."""
-    tau = np.full(epochs.size, np.nan)
-    values = np.unique(epochs[~np.isnan(epochs)])
-    for k, value in enumerate(values):
-        at = np.flatnonzero(epochs == value)
-        tau[at] = k + np.arange(at.size) / at.size
-    return tau
+def levelling_off(levels: np.ndarray) -> bool:
+    """Whether growth over ``levels`` levels off: a quadratic term significantly below 0."""
+    n = levels.size
+    if n < 4:
+        return False
+    x = np.arange(n, dtype=float) - (n - 1) / 2
+    design = np.column_stack([np.ones(n), x, x ** 2])
+    beta, *_ = np.linalg.lstsq(design, levels, rcond=None)
+    resid = levels - design @ beta
+    dof = n - 3
+    sigma2 = float(resid @ resid) / dof
+    se = math.sqrt(max(sigma2 * float(np.linalg.inv(design.T @ design)[2, 2]), 0.0))
+    if se == 0:
+        return bool(beta[2] < 0)
+    return bool(stats.t.cdf(beta[2] / se, dof) < P_LEVELS_OFF)
 
 
-MIN_EPOCHS = 4
-"""Epochs a leak needs: the later half of the run then holds two, enough to see growth go on."""
-
-LATE = 0.5
-"""Where the later half starts, as a share of the run's span in epochs."""
-
-Z95 = 1.96
-"""Standard errors each side of a 95 % interval."""
+def trend_p(levels: np.ndarray) -> float:
+    """Mann-Kendall's one-sided p-value that the levels rise (Kendall's tau against the epoch)."""
+    if levels.size < 3 or np.ptp(levels) == 0:
+        return 1.0
+    return float(stats.kendalltau(np.arange(levels.size), levels, alternative="greater").pvalue)
 
 
-class _Fit:
-    """``const + shapes + rate·τ`` by least squares over the calls ``use``: ``rate`` (bytes per
-    epoch) and its standard error, and each shape term's coefficient (bytes per unit)."""
-
-    def __init__(self, y: np.ndarray, shapes: list[np.ndarray], tau: np.ndarray, use: np.ndarray) -> None:
-        x = np.column_stack([np.ones(int(use.sum())), *(s[use] for s in shapes), tau[use]])
-        scale = np.maximum(np.abs(x).max(axis=0), 1e-12)
-        z = x / scale
-        beta, *_ = np.linalg.lstsq(z, y[use], rcond=None)
-        resid = y[use] - z @ beta
-        dof = max(int(use.sum()) - x.shape[1], 1)
-        sigma = math.sqrt(float(resid @ resid) / dof)
-        inverse = np.linalg.pinv(z.T @ z)
-        self.rate = float(beta[-1] / scale[-1])
-        self.rate_se = sigma * math.sqrt(max(float(inverse[-1, -1]), 0.0)) / scale[-1]
-        self.shape = [float(beta[n + 1] / scale[n + 1]) for n in range(len(shapes))]
-
-    def rising(self, span: float, level: float) -> bool:
-        """Whether the rate is above the noise and would grow the figure by a share of ``level`` over ``span``."""
-        return self.rate > NOISE_K * self.rate_se and self.rate * span >= MIN_SHARE * level
+def rate(levels: np.ndarray, resolution: float) -> tuple[float, float, float]:
+    """Theil-Sen's slope over the levels (bytes per epoch) and Sen's interval at
+    :data:`CONFIDENCE`, each side widened by what a level's resolution could tilt it."""
+    slope, _, low, high = stats.theilslopes(levels, np.arange(levels.size, dtype=float), alpha=CONFIDENCE)
+    tilt = resolution / max(levels.size - 1, 1)
+    return float(slope), float(low) - tilt, float(high) + tilt
 
 
-def _creep_of(loop: Loop, figure: str, tau: np.ndarray) -> dict[str, Any] | None:
-    y = loop.column(figure)
-    use = loop.steady & ~np.isnan(y) & ~np.isnan(tau)
-    terms = [t for t in ("num_nodes", "num_edges") if loop.has(t)]
-    shapes = [loop.column(t) for t in terms]
-    for s in shapes:
-        use &= ~np.isnan(s)
-    if use.sum() < 10:
+def hidden(levels: Levels) -> tuple[float, float] | None:
+    """The largest leaks (bytes per epoch) that could go unsaid: ``(noise, unsaid)``. ``noise``: what
+    the levels' noise could hide, the rate the slope's t test over the epochs finds 19 times in 20
+    — (t at 95 % + z at 95 %) standard errors of the slope, from the levels' noise or their scatter
+    about a line, whichever is wider, plus the tilt the resolution allows. ``unsaid``: the larger of
+    that and the least rate worth saying (:data:`~gnnmon.report.loops.MIN_SHARE` of the first epoch's
+    level over the run's epochs) plus z at 95 % standard errors: a leak this large is said 19 times
+    in 20."""
+    n = levels.levels.size
+    if n < 3:
         return None
-    kept: list[int] = []
-    for i, s in enumerate(shapes):
-        v = s[use]
-        if np.unique(v).size >= 3 and all(abs(_corr(v, shapes[j][use])) <= TOGETHER for j in kept):
-            kept.append(i)
-    together = [terms[i] for i in kept if abs(_corr(shapes[i][use], tau[use])) > TOGETHER]
-    used = [shapes[i] for i in kept]
-    whole = _Fit(y, used, tau, use)
-    t0, t1 = float(np.nanmin(tau[use])), float(np.nanmax(tau[use]))
-    span = t1 - t0
-    first, last = use & (tau < 1), use & (tau >= math.floor(t1))
-    explained = sum(whole.shape[n] * (float(np.mean(shapes[i][last])) - float(np.mean(shapes[i][first])))
-                    for n, i in enumerate(kept)) if first.any() and last.any() else 0.0
-    level = median(y[last]) if last.any() else median(y[use])
+    x = np.arange(n, dtype=float)
+    fit = np.polyfit(x, levels.levels, 1)
+    scatter = math.sqrt(float(np.sum((levels.levels - np.polyval(fit, x)) ** 2)) / (n - 2))
+    se = max(scatter, levels.noise) / math.sqrt(float(np.sum((x - x.mean()) ** 2)))
+    z = stats.norm.ppf(CONFIDENCE)
+    noise = float((stats.t.ppf(CONFIDENCE, n - 2) + z) * se + levels.resolution / (n - 1))
+    worth = MIN_SHARE * float(levels.first) / (n - 1)
+    return noise, max(noise, float(worth + z * se))
+
+
+def creep(loop: Loop, resolution: float = 0.0) -> list[dict[str, Any]]:
+    """End-of-call memory across epochs: a leak, bigger graphs, or growth too short to tell (see the
+    module doc). ``resolution``: what the host's RSS cannot resolve (bytes), for its figures."""
+    epochs = loop.column("epoch")
+    if np.isnan(epochs).all() or np.unique(epochs[~np.isnan(epochs)]).size < 2:
+        return []
+    out = []
+    for figure in figures(loop):
+        found = _creep_of(Levels(loop, figure, resolution if _host(loop, figure) else 0.0), loop.label)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def figures(loop: Loop) -> list[str]:
+    """The end-of-call figures a loop records (the CPU's device memory is its RSS: said once)."""
+    out = [MEM_END.name, RSS_END.name, "workers_rss_bytes"]
+    if loop.has(RSS_END.name) and np.array_equal(loop.column(RSS_END.name), loop.column(MEM_END.name), equal_nan=True):
+        out.remove(RSS_END.name)
+    return [f for f in out if loop.has(f)]
+
+
+def _host(loop: Loop, figure: str) -> bool:
+    """Whether ``figure`` is the host's RSS (its own, or a CPU step's device memory)."""
+    if figure == RSS_END.name:
+        return True
+    devices = {str(d).split(":")[0] for d in loop.part.objects("device")} if "device" in loop.part.cols else set()
+    return figure == MEM_END.name and devices == {"cpu"}
+
+
+def looked_for(loop: Loop, resolution: float = 0.0) -> list[dict[str, Any]]:
+    """What the leak check found nothing in: ``{"label", "figure", "epochs",
+    "hidden_bytes_per_epoch", "unsaid_bytes_per_epoch"}`` for every figure over :data:`MIN_EPOCHS`
+    epochs or more that :func:`creep` says nothing of: the largest leak its noise could hide, and
+    the largest that would go unsaid (see :func:`hidden`)."""
+    out: list[dict[str, Any]] = []
+    if np.isnan(loop.column("epoch")).all():
+        return out
+    said = {e["figure"] for f in creep(loop, resolution) for e in f["evidence"]}
+    for figure in figures(loop):
+        levels = Levels(loop, figure, resolution if _host(loop, figure) else 0.0)
+        if figure in said or levels.levels.size < MIN_EPOCHS or not median(np.sort(levels.levels)) > 0:
+            continue
+        bounds = hidden(levels)
+        out.append({"label": loop.label, "figure": figure, "epochs": int(levels.levels.size),
+                    "hidden_bytes_per_epoch": bounds[0] if bounds else None,
+                    "unsaid_bytes_per_epoch": bounds[1] if bounds else None})
+    return out
+
+
+def _creep_of(lv: Levels, label: str) -> dict[str, Any] | None:
+    n = lv.levels.size
+    level = float(lv.last)
     if not level > 0:
         return None  # nothing held (no DataLoader workers: their RSS reads 0)
-    epochs = int(np.unique(np.floor(tau[use])).size)
-    late = use & (tau >= t0 + LATE * span)
-    late_fit = _Fit(y, used, tau, late) if late.sum() >= 10 and epochs >= MIN_EPOCHS else None
-    leak = late_fit is not None and late_fit.rising(span, level) and not together
-    too_few = epochs < MIN_EPOCHS and whole.rising(span, level) and not together
-    grew = explained >= MIN_SHARE * level
-    if not (leak or too_few or grew or (together and whole.rate * span >= MIN_SHARE * level)):
-        return None
-    proof = [evidence(figure, level, "bytes", f"end of {loop.label}'s calls, last epoch's median")]
-    if kept:
-        proof.append(evidence("growth explained by shapes", explained, "bytes",
-                              f"{', '.join(terms[i] for i in kept)} between the first and the last epoch"))
-    if together:
-        proof.append(_rate_evidence(whole, int(use.sum()), "the whole run"))
-        words = (f"{figure} of {loop.label} grew {format_bytes(whole.rate * span + explained)} over {span:.1f} epochs "
-                 f"while its batches ({', '.join(together)}) grew with it in every call: a leak cannot be told from "
-                 "bigger graphs")
-        return finding("creep", loop.label, whole.rate * span, level, words, proof,
+    proof = [evidence(lv.figure, level, "bytes", f"end of {label}'s calls, last epoch's median")]
+    grew_by_shapes = lv.explained >= MIN_SHARE * level
+    if lv.terms:
+        proof.append(evidence("growth explained by shapes", lv.explained, "bytes",
+                              f"{', '.join(lv.terms)} between the first and the last epoch (coefficients fitted within "
+                              "epochs)"))
+    rise = float(lv.levels[-1] - lv.levels[0])
+    if lv.together:
+        if rise + lv.explained < MIN_SHARE * level:
+            return None
+        words = (f"{lv.figure} of {label} grew {format_bytes(rise)} over {n} epochs while its batches "
+                 f"({', '.join(lv.together)}) grew with it, barely varying within an epoch: a leak cannot be told "
+                 "from bigger graphs")
+        return finding("creep", label, rise, level, words, proof,
                        "vary the batch sizes within an epoch (or run an epoch at a fixed size) to tell them apart",
                        of="memory")
-    if leak and late_fit is not None:
-        since = _started(y, used, tau, use, late_fit, t0, t1)
-        values = np.unique(loop.column("epoch")[use])
-        label = values[min(int(since), values.size - 1)]
-        rate, half = late_fit.rate, Z95 * late_fit.rate_se
-        proof.insert(0, _rate_evidence(late_fit, int(late.sum()), "the later half of the run"))
-        words = (f"a leak: {figure} of {loop.label} grew {format_bytes(rate)} per epoch (95 % interval "
-                 f"{format_bytes(rate - half)} to {format_bytes(rate + half)}) from epoch {_epoch(label)} to the last, "
-                 "that the batches' shapes do not explain")
-        words += f" ({format_bytes(explained)} more came with bigger graphs)" if grew else ""
-        return finding("leak", loop.label, rate * (t1 - since), level, words, proof,
-                       "look for what outlives a step: a list or dict the loop appends tensors to (loss instead of "
-                       "loss.item()), a cache keyed by batch, hooks that keep their inputs", of="memory",
-                       since_epoch=_epoch(label), rate_interval=(rate - half, rate + half))
-    if too_few:
-        proof.append(_rate_evidence(whole, int(use.sum()), "the whole run"))
-        words = (f"{figure} of {loop.label} grew {format_bytes(whole.rate)} per epoch over {epochs} epoch(s), more "
-                 f"than its batches' shapes explain: too few epochs to tell a leak from growth that levels off "
-                 f"(the allocator's warm-up, a cache that fills)")
-        return finding("creep", loop.label, whole.rate * span, level, words, proof,
+    k = lv.start() if n >= MIN_EPOCHS else 0
+    growing = lv.levels[k:]
+    if n >= MIN_EPOCHS and growing.size >= 3 and trend_p(growing) < P_TREND and not levelling_off(growing):
+        slope, low, high = rate(growing, lv.resolution)
+        if slope * (growing.size - 1) >= MIN_SHARE * float(lv.first) and low > 0:
+            since = _epoch(lv.epochs[k])
+            proof.insert(0, evidence("growth not explained by shapes", slope, "bytes/epoch",
+                                     f"Theil-Sen over the levels of epochs {since} to the last ({growing.size} epochs, "
+                                     f"{lv.calls} calls; Mann-Kendall p = {trend_p(growing):.2g})"))
+            words = (f"a leak: {lv.figure} of {label} grew {format_bytes(slope)} per epoch (95 % interval "
+                     f"{format_bytes(low)} to {format_bytes(high)}) from epoch {since} to the last, that the batches' "
+                     "shapes do not explain")
+            words += f" ({format_bytes(lv.explained)} more came with bigger graphs)" if grew_by_shapes else ""
+            return finding("leak", label, slope * (growing.size - 1), level, words, proof,
+                           "look for what outlives a step: a list or dict the loop appends tensors to (loss instead "
+                           "of loss.item()), a cache keyed by batch, hooks that keep their inputs", of="memory",
+                           since_epoch=since, rate_interval=(low, high))
+    if n < MIN_EPOCHS and rise >= MIN_SHARE * level and rise > NOISE_K * math.sqrt(2) * lv.noise:
+        proof.append(evidence("growth not explained by shapes", rise / max(n - 1, 1), "bytes/epoch",
+                              f"the last epoch's level less the first's, over {n - 1} epoch(s)"))
+        words = (f"{lv.figure} of {label} grew {format_bytes(rise / max(n - 1, 1))} per epoch over {n} epoch(s), more "
+                 "than its batches' shapes explain: too few epochs to tell a leak from growth that levels off (the "
+                 "allocator's warm-up, a cache that fills)")
+        return finding("creep", label, rise, level, words, proof,
                        f"run {MIN_EPOCHS} epochs or more (with run.mark('epoch', e)): a leak goes on growing in "
                        "the later ones", of="memory")
-    words = (f"{figure} of {loop.label} grew {format_bytes(explained)} between the first and the last epoch, "
+    if not grew_by_shapes:
+        return None
+    words = (f"{lv.figure} of {label} grew {format_bytes(lv.explained)} between the first and the last epoch, "
              "explained by bigger graphs; no leak beyond the noise")
-    return finding("creep", loop.label, explained, level, words, proof,
+    return finding("creep", label, lv.explained, level, words, proof,
                    "nothing leaks: larger batches need more memory (gnnmon forecast RUN --capacity ... says how large "
                    "they may grow)", of="memory")
 
 
-def _rate_evidence(fit: _Fit, calls: int, where: str) -> dict[str, Any]:
-    return evidence("growth not explained by shapes", fit.rate, "bytes/epoch",
-                    f"fitted over {calls} calls of {where} (± {format_bytes(fit.rate_se)} standard error)")
-
-
-def _started(y: np.ndarray, shapes: list[np.ndarray], tau: np.ndarray, use: np.ndarray, late: _Fit,
-             t0: float, t1: float) -> float:
-    """The epoch (rank) the growth started from: the earliest whose fit to the end agrees with the
-    later half's slope (within its 95 % interval, widened by the earlier fit's own)."""
-    for k in range(int(math.floor(t0)), int(math.floor(t1)) + 1):
-        part = use & (tau >= k)
-        if part.sum() < 10:
-            break
-        fit = _Fit(y, shapes, tau, part)
-        if abs(fit.rate - late.rate) <= Z95 * math.hypot(late.rate_se, fit.rate_se):
-            return float(k)
-    return t0 + LATE * (t1 - t0)
-
-
 def _epoch(value: float) -> int | float:
     return int(value) if float(value).is_integer() else float(value)
-
-
-def _corr(a: np.ndarray, b: np.ndarray) -> float:
-    if a.size < 3 or np.std(a) == 0 or np.std(b) == 0:
-        return 0.0
-    return float(np.corrcoef(a, b)[0, 1])

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from gnnmon.data.table import Table
 from gnnmon.report.diagnosis import creep, gc_finding, input_finding, memory_findings, time_findings
 from gnnmon.report.loops import MIN_SHARE, evidence, finding, loops, ms
+from gnnmon.report.memory.model import host_resolution
 
 STRAGGLER_NEXT = {
     "gc": "gnnmon.freeze_gc() after set-up and @gc_controlled on every rank's step: a pause on one rank holds up all",
@@ -59,17 +60,32 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
         spikes = report.spikes()
         host = ((report.manifest or {}).get("devices") or {})
         cores = host.get("cpu_usable") or host.get("cpu_count")
+        resolution = _resolution(report.manifest)
+        one_thread = host.get("torch_threads") == 1  # the process's CPU time is then the step's work
         for loop in runs:
             found += [input_finding.input_bound(loop, total, cores), time_findings.recompilation(loop, total),
-                      time_findings.warm_up(loop, total), time_findings.busy_machine(loop, total),
+                      time_findings.warm_up(loop, total, one_thread), time_findings.busy_machine(loop, total, one_thread),
                       time_findings.slow_steps(loop, spikes, total)]
-            found += creep.creep(loop)
+            found += creep.creep(loop, resolution)
         frozen = gc_finding.set_up_frozen(report.manifest or {})
         found.append(gc_finding.garbage_collection(runs, report.gc_events, total, frozen))
     found += across_ranks(report.cross_rank())
     found.append(memory_findings.out_of_memory(report.oom()))
     found += memory_findings.device_memory(report.table, report.manifest, _models(report))
     return sorted((f for f in found if f is not None), key=lambda f: -f["share"])
+
+
+def _resolution(manifest: Mapping[str, Any] | None) -> float:
+    """What the host's RSS cannot resolve on the machine that recorded the run (bytes)."""
+    host = (manifest or {}).get("devices") or {}
+    return host_resolution(host.get("cpu_count"), host.get("cpu_usable"))
+
+
+def looked_for(report: Diagnosed) -> list[dict[str, Any]]:
+    """What the diagnosis looked for and did not find, with what could hide in the run's noise:
+    a leak in each end-of-call figure over enough epochs (:func:`gnnmon.report.diagnosis.creep.looked_for`)."""
+    resolution = _resolution(report.manifest)
+    return [c for loop in loops(report.table) for c in creep.looked_for(loop, resolution)]
 
 
 def _models(report: Diagnosed) -> Callable[[str, str], Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gnnmon.report.loops import Loop, beyond_noise, evidence, finding, median, ms
+from gnnmon.report.loops import Loop, cost_beyond_noise, evidence, finding, median, ms
 
 SPLIT = (("data_sample_s", "sampling"), ("data_gather_s", "feature gathering"),
          ("data_transform_s", "transform/collation"))
@@ -28,7 +28,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     known = ~np.isnan(loop.column("data_wait_s"))
     n = int(known.sum())
     cost = float(loop.wait[known].sum())
-    if not beyond_noise(cost, n, loop.noise, total):
+    if not cost_beyond_noise(loop.wait[known], total):  # the wait's own spread, not the step's
         return None
     wait, step = cost / n, float(loop.t[known].mean())
     proof = [evidence("data_wait_s", float(loop.zeros("data_wait_s")[known].mean()), "s",
@@ -59,6 +59,13 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     if hops:
         words += "; nodes per hop " + " → ".join(f"{h:,.0f}" for h in hops)
     next_step = _input_next(parts, hops, workers, room, cores)
+    fallback = "data_sampler" in loop.part.cols and "gnnmon" in loop.part.objects("data_sampler")
+    if fallback and parts.get("sampling", 0.0) > 0:
+        words += "; sampled by gnnmon's pure-PyTorch sampler (neither pyg-lib nor torch-sparse is installed)"
+        next_step = (f"install pyg-lib, PyG's compiled sampler (pip install pyg-lib -f "
+                     f"https://data.pyg.org/whl/torch-<version>+<cpu|cu12x>.html): gnnmon's fallback sampler took "
+                     f"{ms(parts['sampling'])} of each wait, and PyG's loaders use pyg-lib once it is there; then "
+                     + next_step)
     next_step += (f" — at most {ms(wait)} a batch to win ({100 * cost / max(total, 1e-12):.0f} % of the run): "
                   "data_wait_s in the next run says how much was")
     return finding("input-bound", loop.label, cost, total, words, proof, next_step)

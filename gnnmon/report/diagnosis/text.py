@@ -5,7 +5,7 @@ fragment for a page (:func:`diagnosis_html`: the report page's JSON carries the 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gnnmon.report.loops import MIN_SHARE, ms
@@ -49,18 +49,36 @@ def evidence_text(e: dict[str, Any], text: Callable[[Any], str] = str) -> str:
     return f"`{e['figure']}`" + (f" {value}" if value else "") + f" ({text(e['where'])})"
 
 
-def diagnosis_lines(findings: list[dict[str, Any]]) -> list[str]:
+def looked_for_text(c: dict[str, Any]) -> str:
+    """``no leak in rss_end_bytes of step over 8 epochs: one under 3.65 MiB per epoch would go unsaid
+    (its noise could hide 174 KiB per epoch, and one that grows it by under 5 % over the run is not
+    said)``."""
+    noise, unsaid = c.get("hidden_bytes_per_epoch"), c.get("unsaid_bytes_per_epoch")
+    text = f"no leak in {c['figure']} of {c['label']} over {c['epochs']} epochs"
+    if noise is None or unsaid is None:
+        return text
+    if unsaid <= noise:
+        return text + f": one under {format_bytes(unsaid)} per epoch could hide in its noise"
+    return (text + f": one under {format_bytes(unsaid)} per epoch would go unsaid (its noise could hide "
+            f"{format_bytes(noise)} per epoch, and one that grows it by under {100 * MIN_SHARE:.0f} % over the run is "
+            "not said)")
+
+
+def diagnosis_lines(findings: list[dict[str, Any]], looked_for: Sequence[dict[str, Any]] = ()) -> list[str]:
     """The section a markdown report opens with: each finding ranked, its evidence and next step;
-    or one line when there is nothing to say. The words hold your labels and names: written as
-    markdown that reads back as that text (a label ``a|<b>x</b>`` with a line break in it stays
-    one list item)."""
+    or one line when there is nothing to say; then what was looked for and not found (``looked_for``:
+    :func:`gnnmon.report.diagnosis.findings.looked_for`). The words hold your labels and names:
+    written as markdown that reads back as that text (a label ``a|<b>x</b>`` with a line break in
+    it stays one list item)."""
     lines = ["### Diagnosis", ""]
     if not findings:
-        return [*lines, NOTHING, ""]
+        lines.append(NOTHING)
     for k, f in enumerate(findings, 1):
         lines += [f"{k}. **{md(headline(f))}**: {md(f['words'])}.",
                   "   Evidence: " + "; ".join(evidence_text(e, md) for e in f["evidence"]) + ".",
                   f"   Next: {md(f['next'])}."]
+    if looked_for:
+        lines += ["", "Looked for, not found: " + "; ".join(md(looked_for_text(c)) for c in looked_for) + "."]
     return [*lines, ""]
 
 

@@ -12,11 +12,14 @@ Each reads a label's :class:`~gnnmon.report.loops.Loop` (its top-level calls) an
   the later ones; said from :data:`WARMUP_SHARE` of the run's time (a first call is expected to
   be slow);
 * ``busy machine`` — calls on crowded cores (:mod:`gnnmon.report.busy`) against the other calls;
+  where the load was not sampled, calls slowed while their own work (CPU time, torch on one
+  thread) was not: a loaded first epoch is the machine's, and warm-up is calls slow in their own work;
 * ``slow steps`` — the spikes nothing recorded explains (``report.spikes()``'s ``unexplained``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -57,13 +60,13 @@ def recompilation(loop: Loop, total: float) -> dict[str, Any] | None:
                    "torch._dynamo.mark_dynamic on the node dimension) so one graph serves every shape")
 
 
-def crowded_calls(loop: Loop) -> np.ndarray:
+def crowded_calls(loop: Loop, one_thread: bool = False) -> np.ndarray:
     """Per call: slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`);
-    all False where the machine's load was not sampled. Such a call's excess is the busy
-    machine's, never warm-up's: each call's time is shared out once."""
+    where the machine's load was not sampled, slowed while computing no more (:func:`idle_calls`).
+    Such a call's excess is the busy machine's, never warm-up's: each call's time is shared out once."""
     load = _load(loop)
     if load is None:
-        return np.zeros(loop.t.size, dtype=bool)
+        return idle_calls(loop, one_thread)
     others, idle, usual = load
     return busy.crowded(others, idle, loop.t, loop.level, usual)
 
@@ -77,12 +80,55 @@ def _load(loop: Loop) -> tuple[np.ndarray, np.ndarray, float] | None:
     return others, idle, busy.usual_others_s(others[loop.steady], loop.t[loop.steady])
 
 
-def warm_up(loop: Loop, total: float) -> dict[str, Any] | None:
+OFF_CPU = 0.5
+"""A slow call whose own work (CPU time) grew by less than this share of its excess over the
+steps' level waited rather than computed."""
+
+
+def work(loop: Loop, one_thread: bool) -> np.ndarray | None:
+    """Each call's own work, s: its thread's CPU time (``collect(sched=True)``), else the process's
+    (``cpu_s``); only where torch ran on one thread (``one_thread``: the manifest's
+    ``torch_threads``): threads that spin while they wait for a core inflate a multi-threaded
+    step's CPU time under load. None where not recorded."""
+    if not one_thread:
+        return None
+    for name in ("thread_cpu_s", "cpu_s"):
+        if loop.has(name):
+            return loop.column(name)
+    return None
+
+
+def off_cpu(loop: Loop, one_thread: bool) -> np.ndarray | None:
+    """Each call's time over the steps' level that its own work (:func:`work`) does not account
+    for, s (0 where none): what it waited for a core, I/O or a lock. None where the work is not known."""
+    done = work(loop, one_thread)
+    if done is None:
+        return None
+    known = loop.steady & ~np.isnan(done)
+    usual = median(np.sort(done[known])) if known.any() else math.nan
+    excess = loop.t - loop.level
+    return np.nan_to_num(np.maximum(excess - np.maximum(done - usual, 0.0), 0.0), nan=0.0)
+
+
+def idle_calls(loop: Loop, one_thread: bool) -> np.ndarray:
+    """Per call: slower than the steps' level by more than their noise in time its own work does
+    not account for (:func:`off_cpu`), and that time at least :data:`OFF_CPU` of its excess: it
+    waited for a core (or on I/O, a lock) rather than computed; a call that compiled is the
+    compile's (its workers are other processes). All False where the work is not known."""
+    waited = off_cpu(loop, one_thread)
+    if waited is None:
+        return np.zeros(loop.t.size, dtype=bool)
+    excess = loop.t - loop.level
+    compiled = loop.zeros("compile_frames") > 0
+    return (waited > NOISE_K * loop.noise) & (waited >= OFF_CPU * excess) & ~compiled
+
+
+def warm_up(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
     """The first calls' excess over the steady level, and a slow first epoch's: calls slow for
     reasons of their own (compiling, caches and the allocator filling), not crowded ones, and never
     most of the loop (at most its first :data:`~gnnmon.report.loops.WARMUP` calls, fewer than half
     of them; a first epoch of fewer than half of them)."""
-    crowd = crowded_calls(loop)
+    crowd = crowded_calls(loop, one_thread)
     n = loop.t.size
     first = (loop.index < min(WARMUP, (n - 1) // 2)) & ~crowd
     cost = float(np.maximum(loop.t[first] - loop.level, 0.0).sum())
@@ -108,12 +154,13 @@ def warm_up(loop: Loop, total: float) -> dict[str, Any] | None:
                    "dataset's first pass); time after them (the report's statistics leave the first 2 out)")
 
 
-def busy_machine(loop: Loop, total: float) -> dict[str, Any] | None:
+def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
     """Calls slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`), the
-    first calls among them (their excess is the machine's, not warm-up's)."""
+    first calls among them (their excess is the machine's, not warm-up's); where the load was not
+    sampled, calls slowed while computing no more (:func:`idle_calls`)."""
     load = _load(loop)
     if load is None:
-        return None
+        return _waited(loop, total, one_thread)
     others, idle, usual = load
     crowd = busy.crowded(others, idle, loop.t, loop.level, usual)
     quiet = loop.steady & ~crowd
@@ -133,9 +180,37 @@ def busy_machine(loop: Loop, total: float) -> dict[str, Any] | None:
              evidence("idle_cpu_pct", float(np.mean(idle[crowd])), "%", "sampled, those calls")]
     words = (f"{m} call(s) of {loop.label} ran on full cores while other processes took {ms(took)} of CPU "
              f"on them per call (usually {ms(usual)}): {ms(slowed)} (median) against {ms(level)} otherwise")
+    return finding("busy machine", loop.label, cost, total, words, proof, BUSY_NEXT)
+
+
+BUSY_NEXT = ("not the job's cost: run where these cores are free (pin the job to cores nothing else uses: taskset -c, "
+             "os.sched_setaffinity), and compare timings from a quiet run")
+
+
+def _waited(loop: Loop, total: float, one_thread: bool) -> dict[str, Any] | None:
+    """The busy machine without samples: the time calls waited beyond what their own work took
+    (:func:`idle_calls`, :func:`off_cpu`)."""
+    idle = idle_calls(loop, one_thread)
+    waited, done = off_cpu(loop, one_thread), work(loop, one_thread)
+    quiet = loop.steady & ~idle
+    m = int(idle.sum())
+    if waited is None or done is None or not m or quiet.sum() < 5:
+        return None
+    level, noise = median(np.sort(loop.t[quiet])), spread(loop.t[quiet])
+    cost = float(waited[idle].sum())
+    if not beyond_noise(cost, m, noise, total):
+        return None
+    cpu, cpu_level = median(np.sort(done[idle])), median(np.sort(done[quiet]))
+    name = "thread_cpu_s" if loop.has("thread_cpu_s") else "cpu_s"
+    slowed = median(np.sort(loop.t[idle]))
+    proof = [evidence(name, cpu, "s", f"the {'thread' if name == 'thread_cpu_s' else 'process'}'s CPU time, median "
+                      f"of those {m} call(s); {ms(cpu_level)} in the others"),
+             evidence("wall_s/device_s", slowed, "s", f"median of those {m} call(s)")]
+    words = (f"{m} call(s) of {loop.label} took {ms(slowed)} (median) against {ms(level)} otherwise while they "
+             f"computed no more ({ms(cpu)} of CPU a call against {ms(cpu_level)}): {ms(cost)} waiting for a core "
+             "(other processes' load) or on I/O or a lock, not warm-up")
     return finding("busy machine", loop.label, cost, total, words, proof,
-                   "not the job's cost: run where these cores are free (pin the job to cores nothing else uses: "
-                   "taskset -c, os.sched_setaffinity), and compare timings from a quiet run")
+                   BUSY_NEXT + "; collect(sample=0.5) samples the load beside the run and names it")
 
 
 def slow_steps(loop: Loop, spikes: list[dict[str, Any]], total: float) -> dict[str, Any] | None:

@@ -77,3 +77,18 @@ def test_watch_loader_records_the_loaders_workers_and_the_manifest_the_usable_co
     assert [r["data_workers"] for r in run.records] == [0] * 4 + [2] * 4
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert run.manifest["devices"]["cpu_usable"] == usable
+
+
+def test_gnnmons_fallback_sampler_is_named_with_the_lever_that_replaces_it():
+    """Most of each wait is sampling by gnnmon's pure-PyTorch sampler (``data_sampler``): the next
+    step is to install pyg-lib, with the sampling time it would take over; with PyG's own sampler,
+    nothing of the kind."""
+    rows = planted(workers=0, idle_pct=None)
+    for r in rows:
+        r["data_sample_s"], r["data_gather_s"] = 0.025, 0.003
+    assert "pyg-lib" not in advice(rows, cores=2)
+    for r in rows:
+        r["data_sampler"] = "gnnmon"
+    text = advice(rows, cores=2)
+    assert text.startswith("install pyg-lib, PyG's compiled sampler") and "fallback sampler took 25.0 ms of each wait" in text
+    assert "num_workers=1" in text  # the rest of the advice still follows
