@@ -97,7 +97,8 @@ DID_NOT_END = ("**Did not end: killed, or still being written.** This run's file
 
 def ending_lines(result: Any) -> list[str]:
     """How the run ended, where that is news, before anything else: a file without an end line
-    (:data:`DID_NOT_END`), a run a SIGTERM ended, or one that went on after it (your handler)."""
+    (:data:`DID_NOT_END`), a run a SIGTERM ended, one that went on after it (your handler), one
+    Ctrl-C ended (KeyboardInterrupt), or one an exception raised through ``collect()`` ended."""
     if result is None:
         return []
     end = result.end
@@ -112,6 +113,12 @@ def ending_lines(result: Any) -> list[str]:
                 "it is here, and the process then ended by the signal.", ""]
     if signal:
         return [f"A {md(signal)} came during this run; your handler took it, and the run ended: {md(ended)}.", ""]
+    how, _, raised = ended.partition(" ")
+    if how in ("exception", "uncaught") and raised == "KeyboardInterrupt":
+        return ["**Ended by Ctrl-C** (KeyboardInterrupt): every row returned before it is here; the call it came in "
+                "did not return.", ""]
+    if how in ("exception", "uncaught") and raised and raised not in ("SystemExit", "GeneratorExit"):
+        return [f"**Ended by {md(raised)}**, raised through the run: every row returned before it is here.", ""]
     return []
 
 
@@ -133,7 +140,7 @@ def render_markdown(report: Explained, header: bool = True, diagnosis: bool = Tr
     lines: list[str] = ending_lines(report.result) + header_lines(report.manifest) if header else []
     if header:
         lines += file_notes(report.result.end)
-        lines += diagnosis_lines(report.diagnosis()) if diagnosis and len(report.table) else []
+        lines += diagnosis_lines(report.diagnosis(), report.looked_for()) if diagnosis and len(report.table) else []
     summary = report.summary()
     if not summary:
         return "\n".join(lines + ["(no rows recorded)"]) + "\n"

@@ -138,3 +138,22 @@ def test_a_sigterm_that_lands_in_gnnmons_own_bookkeeping_waits_for_it():
         assert run.result().end["signal"] == "SIGTERM"
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.parametrize("raised, status, first", [
+    ("KeyboardInterrupt", -signal.SIGINT, "**Ended by Ctrl-C** (KeyboardInterrupt): every row returned before it is here"),
+    ("ValueError", 1, "**Ended by ValueError**, raised through the run: every row returned before it is here"),
+])
+def test_ctrl_c_or_an_exception_through_the_run_leads_the_report(tmp_path, raised, status, first):
+    """Ctrl-C (KeyboardInterrupt, here raised in the step as the interpreter raises it) ends the run
+    as SIGTERM does: the report's first line says so, every row returned before it is there and the
+    call it came in is recorded with its error (Python ends a process an uncaught KeyboardInterrupt
+    ended as SIGINT would)."""
+    path = tmp_path / "run.jsonl"
+    code = LOOP.format(handler="STOP = False", inside=f"if i == 41: raise {raised}", after="pass")
+    proc = run_script(code, str(path), check=False)
+    assert proc.returncode == status and raised in proc.stderr, proc.stderr[-2000:]
+    rows, end = rows_and_end(path)
+    assert [r["index"] for r in rows] == list(range(42)) and end is not None and end["ended"] == f"exception {raised}"
+    assert [r["error"] for r in gnnmon.load(path).records if r["error"]] == [raised]  # the call it came in: recorded, its error named
+    assert gnnmon.Report.load(path).markdown().splitlines()[0].startswith(first)
