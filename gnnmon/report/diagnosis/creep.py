@@ -15,7 +15,8 @@ sawtooth), workers are forked anew, a buffer is allocated once. So the unit is t
    :data:`~gnnmon.report.loops.WARMUP` of the run, shapes out, read at the epoch's centre (a ramp
    within epochs, fitted with the shapes, moves an epoch whose first calls are left out back to
    it); its noise from the calls' own (the robust spread of neighbouring calls' differences / √2 /
-   √calls: a ramp is not noise), with the host's resolution where the figure is the host's RSS.
+   √calls: a ramp is not noise) or, where wider, the spread of the levels' own steps (a sampled
+   figure's calls are alike between samples), with the host's resolution for the host's RSS.
 3. **Where growth starts**: levels before epoch ``k`` held flat, a straight line from ``k`` on;
    the earliest ``k`` whose misfit is within the levels' noise of the best one.
 4. **A leak is a trend that goes on**, over the levels from its start: Mann-Kendall's test (Kendall's
@@ -103,7 +104,10 @@ class Levels:
             calls = adjusted[which == e]
             if calls.size >= 3:  # neighbours' differences: a ramp within the epoch is not noise
                 noise.append(TRIMMED_SE * spread(np.diff(calls)) / math.sqrt(2) / math.sqrt(calls.size))
-        self.noise = math.hypot(median(np.array(noise)) if noise else 0.0, resolution / 2)
+        steps = np.diff(self.levels)  # a line's steps are alike: their spread is the levels' noise × √2
+        between = 1.4826 * median(np.sort(np.abs(steps - median(np.sort(steps))))) / math.sqrt(2) \
+            if steps.size >= 3 else 0.0
+        self.noise = math.hypot(max(median(np.array(noise)) if noise else 0.0, between), resolution / 2)
         first, last = which == 0, which == self.epochs.size - 1
         self.explained = sum(c * (float(np.mean(shapes[terms.index(t)][last])) - float(np.mean(shapes[terms.index(t)][first])))
                              for c, t in zip(self.coefficients, self.terms, strict=True)) if first.any() and last.any() else 0.0
@@ -155,8 +159,10 @@ def _split_misfit(levels: np.ndarray, k: int) -> float:
     return out
 
 
-def levelling_off(levels: np.ndarray) -> bool:
-    """Whether growth over ``levels`` levels off: a quadratic term significantly below 0."""
+def levelling_off(levels: np.ndarray, noise: float = 0.0) -> bool:
+    """Whether growth over ``levels`` levels off: a quadratic term significantly below 0, its error
+    from the levels' scatter about the curve or their own ``noise``, whichever is wider (levels on
+    a line to a few KiB must not make a drift well within their noise significant)."""
     n = levels.size
     if n < 4:
         return False
@@ -165,7 +171,7 @@ def levelling_off(levels: np.ndarray) -> bool:
     beta, *_ = np.linalg.lstsq(design, levels, rcond=None)
     resid = levels - design @ beta
     dof = n - 3
-    sigma2 = float(resid @ resid) / dof
+    sigma2 = max(float(resid @ resid) / dof, noise ** 2)
     se = math.sqrt(max(sigma2 * float(np.linalg.inv(design.T @ design)[2, 2]), 0.0))
     if se == 0:
         return bool(beta[2] < 0)
@@ -240,9 +246,10 @@ def _host(loop: Loop, figure: str) -> bool:
 
 def looked_for(loop: Loop, resolution: float = 0.0) -> list[dict[str, Any]]:
     """What the leak check found nothing in: ``{"label", "figure", "epochs",
-    "hidden_bytes_per_epoch", "unsaid_bytes_per_epoch"}`` for every figure over :data:`MIN_EPOCHS`
-    epochs or more that :func:`creep` says nothing of: the largest leak its noise could hide, and
-    the largest that would go unsaid (see :func:`hidden`)."""
+    "hidden_bytes_per_epoch", "unsaid_bytes_per_epoch", "levelled_off_bytes"}`` for every figure
+    over :data:`MIN_EPOCHS` epochs or more that :func:`creep` says nothing of: the largest leak its
+    noise could hide, the largest that would go unsaid (see :func:`hidden`), and where it rose then
+    levelled off, by how much (else None)."""
     out: list[dict[str, Any]] = []
     if np.isnan(loop.column("epoch")).all():
         return out
@@ -252,9 +259,12 @@ def looked_for(loop: Loop, resolution: float = 0.0) -> list[dict[str, Any]]:
         if figure in said or levels.levels.size < MIN_EPOCHS or not median(np.sort(levels.levels)) > 0:
             continue
         bounds = hidden(levels)
+        rose = float(levels.levels[-1] - levels.levels[0])
         out.append({"label": loop.label, "figure": figure, "epochs": int(levels.levels.size),
                     "hidden_bytes_per_epoch": bounds[0] if bounds else None,
-                    "unsaid_bytes_per_epoch": bounds[1] if bounds else None})
+                    "unsaid_bytes_per_epoch": bounds[1] if bounds else None,
+                    "levelled_off_bytes": rose if trend_p(levels.levels) < P_TREND and levelling_off(
+                        levels.levels, levels.noise) else None})
     return out
 
 
@@ -281,7 +291,7 @@ def _creep_of(lv: Levels, label: str) -> dict[str, Any] | None:
                        of="memory")
     k = lv.start() if n >= MIN_EPOCHS else 0
     growing = lv.levels[k:]
-    if n >= MIN_EPOCHS and growing.size >= 3 and trend_p(growing) < P_TREND and not levelling_off(growing):
+    if n >= MIN_EPOCHS and growing.size >= 3 and trend_p(growing) < P_TREND and not levelling_off(growing, lv.noise):
         slope, low, high = rate(growing, lv.resolution)
         if slope * (growing.size - 1) >= MIN_SHARE * float(lv.first) and low > 0:
             since = _epoch(lv.epochs[k])

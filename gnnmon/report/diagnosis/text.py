@@ -55,10 +55,12 @@ def looked_for_text(c: dict[str, Any]) -> str:
     said)``."""
     noise, unsaid = c.get("hidden_bytes_per_epoch"), c.get("unsaid_bytes_per_epoch")
     text = f"no leak in {c['figure']} of {c['label']} over {c['epochs']} epochs"
+    if c.get("levelled_off_bytes") is not None:
+        text += f" (it rose {format_bytes(c['levelled_off_bytes'])}, then levelled off)"
     if noise is None or unsaid is None:
         return text
     if unsaid <= noise:
-        return text + f": one under {format_bytes(unsaid)} per epoch could hide in its noise"
+        return text + f": one under {format_bytes(unsaid)} per epoch would go unsaid (its noise could hide that much)"
     return (text + f": one under {format_bytes(unsaid)} per epoch would go unsaid (its noise could hide "
             f"{format_bytes(noise)} per epoch, and one that grows it by under {100 * MIN_SHARE:.0f} % over the run is "
             "not said)")

@@ -99,22 +99,29 @@ def work(loop: Loop, one_thread: bool) -> np.ndarray | None:
 
 
 def off_cpu(loop: Loop, one_thread: bool) -> np.ndarray | None:
-    """Each call's time over the steps' level that its own work (:func:`work`) does not account
-    for, s (0 where none): what it waited for a core, I/O or a lock. None where the work is not known."""
-    done = work(loop, one_thread)
-    if done is None:
-        return None
-    known = loop.steady & ~np.isnan(done)
-    usual = median(np.sort(done[known])) if known.any() else math.nan
+    """Each call's time over the steps' level that its own work does not account for, s (0 where
+    none): what it waited for a core, I/O or a lock. Torch on one thread: the excess less what its
+    CPU time (:func:`work`) grew by. On more threads (whose spinning inflates CPU time under load),
+    only the plain case: a call whose process computed under :data:`OFF_CPU` of its wall time
+    waited at least its wall time less its CPU time. None where no CPU time is recorded."""
     excess = loop.t - loop.level
-    return np.nan_to_num(np.maximum(excess - np.maximum(done - usual, 0.0), 0.0), nan=0.0)
+    done = work(loop, one_thread)
+    if done is not None:
+        known = loop.steady & ~np.isnan(done)
+        usual = median(np.sort(done[known])) if known.any() else math.nan
+        return np.nan_to_num(np.maximum(excess - np.maximum(done - usual, 0.0), 0.0), nan=0.0)
+    if not loop.has("cpu_s"):
+        return None
+    cpu = loop.column("cpu_s")
+    plain = ~np.isnan(cpu) & (cpu < OFF_CPU * loop.t)
+    return np.where(plain, np.clip(np.minimum(excess, loop.t - np.nan_to_num(cpu)), 0.0, None), 0.0)
 
 
 def idle_calls(loop: Loop, one_thread: bool) -> np.ndarray:
     """Per call: slower than the steps' level by more than their noise in time its own work does
     not account for (:func:`off_cpu`), and that time at least :data:`OFF_CPU` of its excess: it
     waited for a core (or on I/O, a lock) rather than computed; a call that compiled is the
-    compile's (its workers are other processes). All False where the work is not known."""
+    compile's (its workers are other processes). All False where no CPU time is recorded."""
     waited = off_cpu(loop, one_thread)
     if waited is None:
         return np.zeros(loop.t.size, dtype=bool)
@@ -148,6 +155,9 @@ def warm_up(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any
             words += ("; " if words else "") + f"its first epoch's calls took {ms(level)} (median) against {ms(later)} later"
     if not m or not beyond_noise(cost, m, loop.noise, total, WARMUP_SHARE):
         return None
+    if _load(loop) is None and work(loop, one_thread) is None:
+        words += ("; the load beside the run was not sampled and torch's threads' CPU time cannot show a wait, so a "
+                  "busy machine would read the same (collect(sample=0.5), or torch on one thread, tells them apart)")
     return finding("warm-up", loop.label, cost, total, words,
                    [evidence("wall_s/device_s", cost, "s", f"the excess of those {m} call(s) over the steady level")],
                    "nothing to fix in the loop: first calls fill caches (allocator, kernels, compiled graphs, a "
@@ -191,24 +201,26 @@ def _waited(loop: Loop, total: float, one_thread: bool) -> dict[str, Any] | None
     """The busy machine without samples: the time calls waited beyond what their own work took
     (:func:`idle_calls`, :func:`off_cpu`)."""
     idle = idle_calls(loop, one_thread)
-    waited, done = off_cpu(loop, one_thread), work(loop, one_thread)
+    waited = off_cpu(loop, one_thread)
     quiet = loop.steady & ~idle
     m = int(idle.sum())
-    if waited is None or done is None or not m or quiet.sum() < 5:
+    if waited is None or not m or quiet.sum() < 5:
         return None
     level, noise = median(np.sort(loop.t[quiet])), spread(loop.t[quiet])
     cost = float(waited[idle].sum())
     if not beyond_noise(cost, m, noise, total):
         return None
-    cpu, cpu_level = median(np.sort(done[idle])), median(np.sort(done[quiet]))
-    name = "thread_cpu_s" if loop.has("thread_cpu_s") else "cpu_s"
+    done = work(loop, one_thread)
+    name = "thread_cpu_s" if done is not None and loop.has("thread_cpu_s") else "cpu_s"
+    cpu_all = done if done is not None else loop.column("cpu_s")
+    cpu, cpu_level = median(np.sort(cpu_all[idle])), median(np.sort(cpu_all[quiet]))
     slowed = median(np.sort(loop.t[idle]))
     proof = [evidence(name, cpu, "s", f"the {'thread' if name == 'thread_cpu_s' else 'process'}'s CPU time, median "
                       f"of those {m} call(s); {ms(cpu_level)} in the others"),
              evidence("wall_s/device_s", slowed, "s", f"median of those {m} call(s)")]
-    words = (f"{m} call(s) of {loop.label} took {ms(slowed)} (median) against {ms(level)} otherwise while they "
-             f"computed no more ({ms(cpu)} of CPU a call against {ms(cpu_level)}): {ms(cost)} waiting for a core "
-             "(other processes' load) or on I/O or a lock, not warm-up")
+    words = (f"{m} call(s) of {loop.label} took {ms(slowed)} (median) against {ms(level)} otherwise, and their CPU "
+             f"time ({ms(cpu)} a call against {ms(cpu_level)}) accounts for little of that: {ms(cost)} waiting for a "
+             "core (other processes' load) or on I/O or a lock, not warm-up")
     return finding("busy machine", loop.label, cost, total, words, proof,
                    BUSY_NEXT + "; collect(sample=0.5) samples the load beside the run and names it")
 
