@@ -109,7 +109,19 @@ def test_layers_found_and_named():
         gnnmon.watch_layers(lambda x: x)
 
 
+def warm_up() -> None:
+    """One unwatched step of the same layers, no plant, outside any run: what torch and PyG set up
+    on their first use in a process (6.5 MiB in conv1's first call in a fresh one, 9.1 MiB seen in
+    a test worker) is then held before the run, as in any loop's second step, not in a row."""
+    model, (x, edge_index) = Net(plant=lambda phase: None), graph()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt.zero_grad()
+    model(x, edge_index).sum().backward()
+    opt.step()
+
+
 def test_planted_sleep_and_allocation_name_the_second_layer_on_the_cpu():
+    warm_up()
     run = run_steps(Net())
     table = {e["layer"]: e for e in run.report().layers()}
     assert table["conv2"]["forward_s"] >= SLEEP_S
@@ -123,12 +135,13 @@ def test_planted_sleep_and_allocation_name_the_second_layer_on_the_cpu():
     if not HOST.exact:
         pytest.skip(f"layer memory needs exact RSS windows: {HOST.why_sampled}")
     # RSS moves by pages as other memory is freed and reused beside the plant: within 1 MiB under it
-    for i, row in enumerate(run.records):  # every watched row, the first included
+    for row in run.records:  # every watched row, the first included (torch and PyG warmed up)
         assert PLANT_BYTES - MiB <= row["layer_conv2_peak_delta_bytes"] < PLANT_BYTES + 8 * MiB
         assert PLANT_BYTES - MiB <= row["layer_conv2_backward_peak_delta_bytes"] < PLANT_BYTES + 8 * MiB
-        # the plant is conv2's alone; conv1's first call in a process holds what torch and PyG set up
-        # on their first use (7.1 MiB in a fresh process, 9.1 MiB seen in a test worker), no later one
-        assert row["layer_conv1_peak_delta_bytes"] < (PLANT_BYTES // 4 if i == 0 else 8 * MiB), (i, row)
+        # the plant is conv2's alone: conv1's own tensors are 25 KiB, so an eighth of the plant
+        # (8 MiB, far above the host's RSS resolution of 1.75 MiB on 2 CPUs) is memory not its own
+        assert row["layer_conv1_peak_delta_bytes"] < PLANT_BYTES // 8, row
+        assert row["layer_conv1_backward_peak_delta_bytes"] < PLANT_BYTES // 8, row
 
 
 def test_message_output_and_saved_bytes_are_the_tensors_sizes():

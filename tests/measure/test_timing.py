@@ -9,30 +9,47 @@ import pytest
 import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device, phase, timed
 from tests.fakes import FakeMps, FakeStream
-from tests.stopwatch import Stopwatch
+from tests.stopwatch import TICK_S, Stopwatch
+from tests.waits import Waits
 
-# time.sleep never returns early: the planted 50 ms is the floor; the ceiling is the host's time
-# around the call (a Stopwatch), whatever else the machine runs
+# time.sleep never returns early: the planted 50 ms is the floor, and the body's own time around
+# its sleep (read inside the call) a floor at least as high, whatever the load. The ceiling is the
+# host's time around the call alone, with a planted GAP_S before it inside the run: a figure that
+# counted from anything before the call (the run's start, a previous row) is over it by the gap.
+# What only a quiet machine shows (gnnmon's own time in a call: benchmarks/row_cost.py) is not
+# bounded here; a wait for a device is counted (tests/waits.py), never timed.
 LOW = 0.0499
+GAP_S = 0.05
+
+
+def inside(sw: Stopwatch) -> float:
+    """The floor a Stopwatch read inside the call gives: its seconds less its own and the
+    figure's rounding (a nanosecond each)."""
+    return sw.s - 2 * TICK_S
 
 
 def test_planted_50ms_sleep_is_timed_as_50ms():
+    body = Stopwatch()
+
     @cuda_timed(device="cpu")  # the host's timing (on a GPU machine a call without arguments is the GPU's)
     def step():
-        time.sleep(0.05)
+        with body:
+            time.sleep(0.05)
 
-    with gnnmon.collect() as run, Stopwatch() as outer:
-        step()
+    with gnnmon.collect() as run:
+        time.sleep(GAP_S)  # the run's own time before the call: not the call's
+        with Stopwatch() as outer:
+            step()
     (row,) = run.records
-    assert LOW <= row["wall_s"] <= outer.s
+    assert LOW <= inside(body) <= row["wall_s"] <= outer.s, (body.s, row["wall_s"], outer.s)
     assert row["device_s"] == row["wall_s"] and row["device_s_source"] == "wall"
 
 
 @pytest.mark.parametrize("sync", ["events", "sync", "none"])
 def test_every_sync_mode_times_the_cpu_exactly(sync):
-    with Stopwatch() as outer, timed(sync=sync, device="cpu") as fields:
+    with Stopwatch() as outer, timed(sync=sync, device="cpu") as fields, Stopwatch() as body:
         time.sleep(0.05)
-    assert LOW <= fields["wall_s"] <= outer.s
+    assert LOW <= inside(body) <= fields["wall_s"] <= outer.s
     assert fields["device_s"] == fields["wall_s"]  # CPU work is synchronous
 
 
@@ -46,8 +63,10 @@ def test_phases_add_up_and_repeat():
                 time.sleep(0.015)
         time.sleep(0.01)  # covered by no phase: the residual
 
-    with gnnmon.collect() as run, Stopwatch() as outer:
-        step()
+    with gnnmon.collect() as run:
+        time.sleep(GAP_S)
+        with Stopwatch() as outer:
+            step()
     (row,) = run.records
     assert 0.0199 <= row["phase_forward_s"] and 0.0299 <= row["phase_backward_s"]  # two phases summed
     assert row["phase_forward_s"] + row["phase_backward_s"] + 0.0099 <= row["wall_s"] <= outer.s
@@ -58,23 +77,28 @@ def test_phases_add_up_and_repeat():
 
 def test_phase_outside_any_row_makes_its_own():
     with gnnmon.collect() as run:
-        with Stopwatch() as outer, phase("data"):
+        time.sleep(GAP_S)
+        with Stopwatch() as outer, phase("data"), Stopwatch() as body:
             time.sleep(0.05)
     (row,) = run.records
-    assert row["label"] == "data" and LOW <= row["phase_data_s"] <= row["wall_s"] <= outer.s
+    assert row["label"] == "data" and LOW <= inside(body) <= row["phase_data_s"] <= row["wall_s"] <= outer.s
 
 
 def test_timed_call_that_raises_is_recorded():
-    @cuda_timed
+    body = Stopwatch()
+
+    @cuda_timed(device="cpu")
     def boom():
-        time.sleep(0.05)
+        with body:
+            time.sleep(0.05)
         raise ValueError("planted")
 
     with gnnmon.collect() as run:
+        time.sleep(GAP_S)
         with pytest.raises(ValueError, match="planted"), Stopwatch() as outer:
             boom()
     (row,) = run.records
-    assert row["error"] == "ValueError" and LOW <= row["wall_s"] <= outer.s
+    assert row["error"] == "ValueError" and LOW <= inside(body) <= row["wall_s"] <= outer.s
 
 
 def test_bad_timing_arguments():
@@ -86,7 +110,7 @@ def test_bad_timing_arguments():
         phase("x", sync="maybe")
 
 
-def test_fake_cuda_events_are_resolved_later_without_a_sync_per_call(fake_cuda, tmp_path):
+def test_fake_cuda_events_are_resolved_later_without_a_sync_per_call(fake_cuda, tmp_path, monkeypatch):
     @cuda_timed(device="cuda:0")
     def step():
         with phase("forward"):
@@ -94,21 +118,25 @@ def test_fake_cuda_events_are_resolved_later_without_a_sync_per_call(fake_cuda, 
         fake_cuda.launch(0.01)
 
     path = tmp_path / "events.jsonl"
+    waits = Waits(fake_cuda, monkeypatch)
+    outer = [Stopwatch() for _ in range(4)]
     with gnnmon.collect(path, flush_interval=60.0) as run:  # the writer thread stays asleep
-        with Stopwatch() as outer:
-            for _ in range(4):
-                step()
-        # The host ran ahead: no synchronize, no event wait during the calls.
-        assert fake_cuda.sync_calls == [] and fake_cuda.event_syncs == 0
+        with waits.during():
+            for around in outer:
+                with around:
+                    step()
+        # The host ran ahead of its 160 ms of device work: no synchronize, no event wait and no
+        # event polled on the step's thread during the calls, counted
+        assert waits.on() == {} and fake_cuda.sync_calls == [] and fake_cuda.event_syncs == 0
         assert fake_cuda.events_created == 4 * 4  # two for the step, two for its phase
         assert fake_cuda.streams_built == 1  # the current stream's object made once, then reused
         assert set(fake_cuda.records) == {FakeStream(fake_cuda, 0, 0)}  # ... and recorded on
         assert run.rows_written == 0  # the GPU is still busy: rows wait for their events
         rows = run.records  # reading resolves them (and gives the events back to the pool)
     assert len(rows) == 4
-    for row in rows:
+    for row, around in zip(rows, outer, strict=True):
         assert row["device_s_source"] == "events"
-        assert row["wall_s"] <= outer.s  # the host's own time: that it never waited is counted above
+        assert row["wall_s"] <= around.s  # the host's own time: that it never waited is counted above
         # the planted device work, and where the device was idle at the row's start (the first
         # step) the host's time from its start event to its launch too, which its wall holds
         assert 0.04 - 1e-6 <= row["device_s"] <= 0.04 + row["wall_s"] + 1e-6
@@ -168,17 +196,21 @@ def test_fake_cuda_events_follow_a_stream_switch(fake_cuda):
     assert len(run.records) == 2
 
 
-def test_fake_cuda_ready_rows_stream_without_waiting(fake_cuda, tmp_path):
+def test_fake_cuda_ready_rows_stream_without_waiting(fake_cuda, tmp_path, monkeypatch):
     @cuda_timed(device="cuda:0")
     def step():
         fake_cuda.launch(0.001)
 
+    waits = Waits(fake_cuda, monkeypatch)
     with gnnmon.collect(tmp_path / "r.jsonl", flush_interval=0.01) as run:
-        step()
-        deadline = time.monotonic() + 2.0
-        while run.rows_written == 0 and time.monotonic() < deadline:
-            time.sleep(0.005)  # the device finishes; the writer thread stores the row
-        assert run.rows_written == 1 and fake_cuda.event_syncs == 0
+        with waits.during():
+            step()
+            deadline = time.monotonic() + 2.0
+            while run.rows_written == 0 and time.monotonic() < deadline:
+                time.sleep(0.005)  # the device finishes; the writer thread stores the row
+        # written once ready: the step's thread never waited for it (the writer asks again at its
+        # next drain if the work was not done at one: its clock, not a wait of the step's)
+        assert run.rows_written == 1 and waits.on() == {}, dict(waits.by_thread)
 
 
 def test_fake_cuda_sync_mode_syncs_both_sides(fake_cuda):
@@ -193,11 +225,12 @@ def test_fake_cuda_sync_mode_syncs_both_sides(fake_cuda):
     assert row["device_s_source"] == "sync" and LOW <= row["device_s"] <= outer.s
 
 
-def test_fake_cuda_none_mode_says_device_time_is_missing(fake_cuda):
-    with Stopwatch() as outer, timed(device="cuda:0", sync="none") as fields:
+def test_fake_cuda_none_mode_says_device_time_is_missing(fake_cuda, monkeypatch):
+    waits = Waits(fake_cuda, monkeypatch)
+    with waits.during(), Stopwatch() as outer, timed(device="cuda:0", sync="none") as fields:
         fake_cuda.launch(0.05)
     assert fields["device_s"] is None and fields["wall_s"] <= outer.s
-    assert fake_cuda.sync_calls == [] and fake_cuda.events_created == 0  # the host never waited
+    assert waits.on() == {} and fake_cuda.events_created == 0  # the host never waited: counted
     assert any("sync='none'" in n for n in fields["notes"])
 
 
@@ -217,12 +250,17 @@ def test_fake_mps_events_and_fallback_to_sync(monkeypatch):
 
 
 def test_stacked_memory_and_timing_fill_one_row():
-    @monitor_memory_device
-    @cuda_timed
-    def step():
-        time.sleep(0.05)
+    body = Stopwatch()
 
-    with gnnmon.collect() as run, Stopwatch() as outer:
-        step()
+    @monitor_memory_device(device="cpu")
+    @cuda_timed(device="cpu")
+    def step():
+        with body:
+            time.sleep(0.05)
+
+    with gnnmon.collect() as run:
+        time.sleep(GAP_S)
+        with Stopwatch() as outer:
+            step()
     (row,) = run.records
-    assert LOW <= row["wall_s"] <= outer.s and row["mem_peak_bytes"] is not None
+    assert LOW <= inside(body) <= row["wall_s"] <= outer.s and row["mem_peak_bytes"] is not None

@@ -75,8 +75,10 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
     assert 0 <= split["placing_pct"] and abs(split["window_error_pct"]) < 2 + split["placing_pct"], split
     # 300 W planted × the rows' time, within 3 % and what placing the rows' ends allows (beside two
     # CPU burners and a second suite, once 103.6 J against 96.5 J)
+    # (never more than half the plant: no misplacing a loaded machine makes leaves the rows' energy
+    # free to read half or one and a half times the planted 300 W)
     planted = 300.0 * split["rows_s"]
-    assert abs(split["rows_j"] - planted) <= 0.03 * planted + 300.0 * split["rows_placing_s"], split
+    assert abs(split["rows_j"] - planted) <= min(0.03 * planted + 300.0 * split["rows_placing_s"], planted / 2), split
     assert "### Energy of a matmul loop split into rows" in text
 
 
@@ -143,7 +145,9 @@ def test_ddp_loaded_benchmark_counts_one_run():
     # within 10 ms of the sleep, plus what a busy machine added to rank 1's way (beside two CPU
     # burners: 90.9 ms named against an 80.2 ms sleep), less what it added to rank 0's (66.5 ms
     # against 80.1: rank 1 waited less for a rank 0 that was late too); each printed to 0.1 ms
-    assert found and -(10.2 + other) <= float(found.group(1)) - slept <= 10.2 + held, line
+    # whatever rank 0 was held, the plant named is at least half its sleep: below that the load,
+    # not the plant, would be what was named
+    assert found and max(slept - 10.2 - other, slept / 2) <= float(found.group(1)) <= slept + 10.2 + held, line
     named = int(found.group(2) == "waiting")  # a spike; a collective is listed apart
     assert f"plant named (rank 1, step 7, within 10 ms of its sleep and held times): {named} of 1 runs" in proc.stdout
 

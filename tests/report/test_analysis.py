@@ -12,6 +12,7 @@ from torch_geometric.data import Batch, Data
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device
 from gnnmon.report.analysis import spikes, step_analysis
+from tests.stopwatch import Stopwatch
 
 
 def rows(times, extra=None):
@@ -95,22 +96,48 @@ def test_a_short_last_batch_that_recompiles_is_a_shape_spike():
     assert "num_nodes 10 vs usual 40" in found[1]["detail"]
 
 
+CLEAN_SLEEP_S = 0.05
+"""The clean run's planted step. A spike is a row over ``min_ratio`` (1.5) times its label's median
+at least, and no row of a planted sleep reads under the plant, so no row the host itself saw take
+under 1.5 x the plant (its time around the call, the ceiling of the row's) can be one. 50 ms: a busy
+machine oversleeps a 20 ms sleep by 12 ms now and then (32 ms seen beside two CPU burners), rarely a
+sleep by 25 ms."""
+
+
 def test_a_clean_run_has_no_spikes():
-    @cuda_timed(label="step")
+    """The live run's own rows judged (the measurement matters): each between its planted sleep and
+    the host's time around its call, and none a spike unless the host saw that call take 1.5 x the
+    plant (a busy machine oversleeping a 20 ms sleep to 32 ms is a spike the report is right to
+    show). A run the host kept clean throughout has no spike at all and says so; up to five runs
+    are made for one, and where the machine spoils all five the test skips, having judged them."""
+    @cuda_timed(label="step", device="cpu")
     @gc_controlled
     def step():
-        time.sleep(0.02)
+        time.sleep(CLEAN_SLEEP_S)
 
-    with gnnmon.collect() as run:
-        for _ in range(15):
-            step()
-    # the steps as planted: a busy machine oversleeps a sleep now and then (32 ms for 20 once), which
-    # is a spike the report is right to show; a clean run is one whose steps took what was planted
-    rows = [dict(r, wall_s=0.02 + 1e-5 * (i % 3), device_s=0.02 + 1e-5 * (i % 3)) for i, r in enumerate(run.records)]
-    report = gnnmon.Report(rows)
-    assert report.spikes() == []
-    text = report.markdown()
-    assert "No row exceeded" in text and "Step analysis" in text
+    worst = []
+    for _ in range(5):
+        outer = [Stopwatch() for _ in range(15)]
+        with gnnmon.collect() as run:
+            for around in outer:
+                with around:
+                    step()
+        rows = run.records
+        assert len(rows) == 15
+        for row, around in zip(rows, outer, strict=True):
+            assert CLEAN_SLEEP_S <= row["wall_s"] <= around.s, (row["wall_s"], around.s)
+        report = run.report()
+        seen_slow = {i for i, around in enumerate(outer) if around.s >= 1.5 * CLEAN_SLEEP_S}
+        named = report.spikes()
+        assert {s["index"] for s in named} <= seen_slow, (named, [a.s for a in outer])
+        worst.append(max(a.s for a in outer))
+        if not seen_slow:
+            assert named == []
+            text = report.markdown()
+            assert "No row exceeded" in text and "Step analysis" in text
+            return
+    pytest.skip(f"the host held a call past 1.5 x its {CLEAN_SLEEP_S * 1e3:.0f} ms sleep in each of five runs "
+                f"(slowest calls {[round(w * 1e3, 1) for w in worst]} ms; their rows were judged: no spike but at those)")
 
 
 def test_partial_last_batches_are_short_steps_of_cause_shape():

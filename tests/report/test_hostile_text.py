@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html as html_
 import json
+import re
 import time
 from pathlib import Path
 
@@ -32,6 +33,7 @@ HOSTILE = [
     "line\u2028sep\u2029para",
     "a|b\nc",
     "**bold** `code` [link](javascript:alert(1)) _x_ \\| &lt;",
+    "**open `tick __dunder__ *star* ~~gone~~",
 ]
 """Strings a user passes, each meant to break out of where it lands."""
 
@@ -140,18 +142,36 @@ def test_the_data_in_the_page_cannot_end_its_script_element():
     assert json.loads(text) == {"a": "</script><!--<script>", "b": "\u2028\u2029&<>"}
 
 
+SPANS = {"strong_open": "strong_close", "em_open": "em_close", "s_open": "s_close", "link_open": "link_close"}
+
+
 def _spans(inline: list) -> list[str]:
-    """The text inside each bold or emphasised span of these inline tokens."""
-    out, depth, text = [], 0, ""
+    """The text inside each bold, emphasised, struck or linked span of these inline tokens, and
+    each code span's."""
+    out, open_, closes = [], [], set(SPANS.values())
     for c in inline:
-        if c.type in ("strong_open", "em_open"):
-            depth, text = depth + 1, ""
-        elif c.type in ("strong_close", "em_close") and depth:
-            depth -= 1
-            out.append(text)
-        elif depth:
-            text += c.content
+        if c.type in SPANS:
+            open_.append([])
+        elif c.type in closes and open_:
+            out.append("".join(open_.pop()))
+        elif c.type == "code_inline":
+            out.append(c.content)
+        if c.type in ("text", "code_inline"):
+            for parts in open_:
+                parts.append(c.content)
     return out
+
+
+USER_MARKUP = frozenset({"bold", "code", "link", "open", "tick", "dunder", "star", "gone"})
+"""The words that only the user's markup payloads carry (``HOSTILE``): a span holding one, whole or
+a part of it (``**open`` closed by a later ``**`` of gnnmon's), is the user's text read as markup.
+gnnmon's own bold and code (its findings' headings, figure names) hold none of them."""
+
+
+def _users(span: str) -> bool:
+    """Whether this span's text is (in part) a user payload's: one of :data:`USER_MARKUP`'s words,
+    or exactly ``x`` (``_x_``)."""
+    return span.strip() == "x" or bool(USER_MARKUP & set(re.findall(r"[A-Za-z]+", span.lower())))
 
 
 def test_markdown_tables_keep_their_shape_and_no_string_becomes_markup(tmp_path):
@@ -159,16 +179,17 @@ def test_markdown_tables_keep_their_shape_and_no_string_becomes_markup(tmp_path)
     result = hostile_run(tmp_path / "run.jsonl")
     report = gnnmon.Report(result)
     for text in (report.markdown(), report.markdown(by="tag")):
-        parser = markdown_it.MarkdownIt("commonmark", {"html": True}).enable("table")  # as GitHub reads it
+        # as GitHub reads it: tables and ~~strikethrough~~
+        parser = markdown_it.MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
         tokens = parser.parse(text)
         assert not [t for t in tokens if t.type == "html_block"]
         inline = [c for t in tokens if t.type == "inline" for c in t.children or []]
         assert not [c for c in inline if c.type in ("html_inline", "link_open", "image", "s_open")], \
             [c for c in inline if c.type == "html_inline"]
-        # gnnmon's own text may be bold or code (a busy machine's finding); the user's never is:
-        # its payloads **bold**, `code` and _x_ would come out as exactly these spans
-        assert not [c for c in inline if c.type == "code_inline" and c.content == "code"]
-        assert not [span for span in _spans(inline) if span in ("bold", "x")], _spans(inline)
+        # gnnmon's own text may be bold or code (a busy machine's finding); no part of the user's
+        # ever is: **bold**, `code`, _x_, __dunder__, *star*, or a lone **open or `tick that a later
+        # delimiter of gnnmon's would close, each a span whose text holds the user's words
+        assert not [span for span in _spans(inline) if _users(span)], _spans(inline)
         # every table: as many cells in each row as in its head
         shape: list[int] = []
         for t in tokens:

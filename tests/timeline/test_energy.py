@@ -11,7 +11,6 @@ import time
 import pytest
 
 import gnnmon
-from benchmarks.gpu import bracket_err_ns
 from gnnmon import cuda_timed, monitor_memory_device
 from gnnmon.data.format import POINT
 from gnnmon.data.points import Counters
@@ -31,13 +30,40 @@ J_PER_KWH = 3.6e6
 
 # -- NVML ---------------------------------------------------------------------------------------
 
-def placing_slack_j(path, key: str, watts: float, *ends_ns: int) -> float:
+COUNTER_RES_J = 1e-3
+"""NVML's energy counter counts whole millijoules: a point's value places its read within
+1 mJ / watts of the instant the plant gave it (6.7 µs at 150 W); ``time.time()``'s float adds a µs."""
+
+
+def placing_slack_j(path, key: str, nv: FakeNvml, nvml_index: int, *ends_ns: int) -> float:
     """What placing the counter's points (as the file ``path`` keeps them) allows a row's energy at
-    ``watts``: each point is at its read's middle ± ``err_ns`` (a read the OS holds up on a busy
-    machine widens it), so each of the row's ends, interpolated between the points either side of
-    it, may move by the larger of theirs."""
-    mine = [p for p in read_lines(path) if p.get("type") == POINT and p["key"] == key]
-    return watts * sum(bracket_err_ns(mine, t) for t in ends_ns) / 1e9
+    the fake ``nv``'s ramp on GPU ``nvml_index``, from the plant, not from gnnmon's figures: its
+    counter is its start value plus the ramp's watts x (time - its ``t0``) at each read (or at each
+    of its steps, which lie on that line), so each point's value says when it truly was; its
+    ``t_ns`` is where gnnmon placed it. Each of the row's ends,
+    interpolated between the points either side of it, may move by the larger of their misplacings.
+    (A point's own ``err_ns`` is not held to its misplacing here: beside two CPU burners one point in
+    six runs was misplaced 8.4 ms against an ``err_ns`` of 4.3 ms — an open question, not a bound.)"""
+    mine = sorted((p for p in read_lines(path) if p.get("type") == POINT and p["key"] == key), key=lambda p: p["t_ns"])
+    watts, start_mj = nv.ramp_w[nvml_index], nv.added_mj[nvml_index]
+    res_ns = COUNTER_RES_J / watts * 1e9 + 1_000
+    off = []
+    for p in mine:
+        true_ns = (nv.t0 + (p["value"] - start_mj) / 1e3 / watts) * 1e9
+        off.append(abs(p["t_ns"] - true_ns))
+    slack_ns = 0.0
+    for t in ends_ns:
+        near = [i for i, p in enumerate(mine) if p["t_ns"] <= t][-1:] + [i for i, p in enumerate(mine) if p["t_ns"] > t][:1]
+        slack_ns += max((off[i] for i in near), default=0.0) + res_ns
+    return watts * slack_ns / 1e9
+
+
+def assert_energy(got_j: float, planted_j: float, rel: float, slack_j: float, shown: object) -> None:
+    """``got_j`` within ``rel`` of the planted energy plus what placing allows, and never more than
+    half the plant off however much a loaded machine misplaced the points: a bound no load makes
+    vacuous (a reading half off is wrong, whatever held it up)."""
+    allowed = min(rel * planted_j + slack_j, planted_j / 2)
+    assert abs(got_j - planted_j) <= allowed, (got_j, planted_j, allowed, shown)
 
 
 def test_fake_nvml_counter_ramping_at_a_known_power_gives_the_row_energy(fake_cuda, monkeypatch, tmp_path):
@@ -57,8 +83,8 @@ def test_fake_nvml_counter_ramping_at_a_known_power_gives_the_row_energy(fake_cu
         step()
     (row,) = run.records
     duration = (row["t_end_ns"] - row["t_start_ns"]) / 1e9
-    slack_j = placing_slack_j(path, "gpu1_energy_mj", 150.0, row["t_start_ns"], row["t_end_ns"])
-    assert abs(row["energy_gpu_j"] - 150.0 * duration) <= 0.01 * 150.0 * duration + slack_j, (row, slack_j)
+    slack_j = placing_slack_j(path, "gpu1_energy_mj", nv, 0, row["t_start_ns"], row["t_end_ns"])
+    assert_energy(row["energy_gpu_j"], 150.0 * duration, 0.01, slack_j, row)
     # a counter that moves at every read is read with the samples, not hunted for steps
     assert row["energy_gpu_j_source"] == "measured:nvml-energy-counter(interpolated between reads@50ms)"
     joules = sum(row[k] for k in ("energy_gpu_j", "energy_cpu_j", "energy_ram_j") if row[k] is not None)
@@ -556,7 +582,7 @@ def test_timeline_figure(tmp_path):
 def test_rows_read_mid_run_are_already_joined(fake_cuda, monkeypatch, tmp_path):
     """Reading run.records mid-run asks the sampler for a sample and every counter's next step,
     so the rows just closed are covered."""
-    FakeNvml(n=2, ramp_w=120.0, period=0.1).install(monkeypatch, tmp_path)
+    nv = FakeNvml(n=2, ramp_w=120.0, period=0.1).install(monkeypatch, tmp_path)
 
     @cuda_timed(device="cuda:0")
     def step():
@@ -568,8 +594,8 @@ def test_rows_read_mid_run_are_already_joined(fake_cuda, monkeypatch, tmp_path):
         (row,) = run.records
         joined_j = row["energy_gpu_j"]  # as read mid-run
     span_s = (row["t_end_ns"] - row["t_start_ns"]) / 1e9  # the window the counter is read over
-    slack_j = placing_slack_j(path, "gpu0_energy_mj", 120.0, row["t_start_ns"], row["t_end_ns"])
-    assert abs(joined_j - 120.0 * span_s) <= 0.02 * 120.0 * span_s + slack_j, (row, slack_j)
+    slack_j = placing_slack_j(path, "gpu0_energy_mj", nv, 1, row["t_start_ns"], row["t_end_ns"])
+    assert_energy(joined_j, 120.0 * span_s, 0.02, slack_j, row)
 
 
 def test_a_carbon_option_without_energy_is_refused_by_name(tmp_path):
