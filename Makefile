@@ -5,6 +5,8 @@
 #   make docs   — the docs site, built strictly into site/ (CI runs it after lint)
 #   make build-check — build the sdist and wheel, check them, run the README's first example from the wheel
 #   make gpu-check — the GPU acceptance run, on a CUDA machine with torch and PyG installed (no .venv)
+#   make mutation — mutmut over the gate, the leak finding and the other modules pyproject.toml lists, then
+#                   each one's score against docs/mutation.md's equivalents (slow: tens of minutes; not in make test)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -15,7 +17,7 @@ STAMP := $(VENV)/.gnnmon-installed
 DOCS_STAMP := $(VENV)/.gnnmon-docs-installed
 DIST_STAMP := $(VENV)/.gnnmon-dist-installed
 
-.PHONY: venv demo test lint docs build-check gpu-check clean
+.PHONY: venv demo test lint docs build-check gpu-check mutation clean
 
 venv: $(STAMP)
 
@@ -63,5 +65,9 @@ build-check: $(DIST_STAMP)
 gpu-check:
 	$(PYTHON) benchmarks/gpu_acceptance.py $(GPU_CHECK_ARGS)
 
+mutation: venv
+	$(PY) -m pip install --quiet "mutmut==3.8.1"
+	$(PY) .ci/mutation.py --jobs $(TEST_JOBS)
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache site dist build
+	rm -rf $(VENV) runs .pytest_cache site dist build mutants

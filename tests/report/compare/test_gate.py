@@ -103,3 +103,69 @@ def test_the_runs_needed_decide_the_line_and_one_fewer_does_not(truth, limit):
 def test_a_change_at_the_limit_cannot_be_decided_by_any_number_of_runs():
     c = change(_side(3, 0.0, 0.03), _side(3, math.log(1.05), 0.03))
     assert decision(c, 0.05) == "inconclusive" and runs_to_decide(c, 0.05) is None
+
+
+def test_bad_figures_are_refused_with_the_reason():
+    with pytest.raises(ValueError) as none:
+        change([], [1.0])
+    assert str(none.value) == "a change needs at least one run a side"
+    with pytest.raises(ValueError) as zero:
+        change([1.0, 2.0], [0.0])
+    assert str(zero.value) == "run figures must be positive to be compared as ratios"
+
+
+@pytest.mark.parametrize("na, nb", [(1, 5), (5, 1), (2, 1), (1, 2)])
+def test_a_side_of_one_run_borrows_the_other_sides_spread(na, nb):
+    """Student's t with the other side's variance for both, its runs − 1 degrees of freedom."""
+    rng = random.Random(na * 7 + nb)
+    a, b = logs(rng, na, 0.0, 0.03), logs(rng, nb, 0.04, 0.03)
+    c = change(a, b)
+    many = [math.log(x) for x in (a if na > 1 else b)]
+    var = stats.tvar(many)
+    d = sum(map(math.log, b)) / nb - sum(map(math.log, a)) / na
+    se = math.sqrt(var * (1 / na + 1 / nb))
+    assert c.df == len(many) - 1 and c.seen is True and c.test == f"Student's t over {na} + {nb} runs"
+    assert c.se == pytest.approx(se) and c.spread == pytest.approx(math.sqrt(var)) and c.log == pytest.approx(d)
+    assert c.bound(ALPHA, upper=True) == pytest.approx(math.expm1(d + stats.t.ppf(1 - ALPHA, len(many) - 1) * se))
+
+
+def test_one_run_a_side_names_what_it_assumed_exactly():
+    assumed = change([1.00], [1.02], assumed=0.03)
+    assert assumed.test == "one run a side: a rerun spread of 3 % a run assumed (normal)" and assumed.seen is False
+    exact = change([100.0], [110.0], assumed=0.0)
+    assert exact.test == "one run a side: figures taken as exact" and exact.seen is False and exact.se == 0
+
+
+def test_a_bound_on_the_limit_itself_decides_nothing():
+    """A change known exactly to be the limit: neither over it (regressed) nor under it (pass)."""
+    at = Change(math.log1p(0.05), 0.0, 8.0, 0.0, True, "planted")
+    assert at.bound(ALPHA, upper=False) == at.bound(ALPHA, upper=True) == 0.05
+    assert decision(at, 0.05) == "inconclusive"
+
+
+def test_two_lines_judged_halve_the_regression_bounds_error():
+    """+6.5 % known to ±1 % (8 df) against a 4.5 % limit: one line judged, its lower bound at 5 %
+    error (t 1.86: +4.5 %, just over) regressed; two, at 2.5 % (t 2.31: +4.1 %): inconclusive."""
+    c = Change(math.log(1.065), 0.01, 8.0, 0.01, True, "planted")
+    assert decision(c, 0.045) == "regressed" and decision(c, 0.045, judged_lines=2) == "inconclusive"
+
+
+def test_the_runs_a_side_follow_the_error_of_the_side_the_change_is_on():
+    """Over the limit, more lines judged need more runs (the Bonferroni bound); under it, none more
+    (a pass is not corrected)."""
+    over = change(_side(2, 0.0, 0.03), _side(2, math.log(1.09), 0.03))
+    under = change(_side(2, 0.0, 0.03), _side(2, math.log(1.01), 0.03))
+    assert runs_to_decide(over, 0.05, judged_lines=4) > runs_to_decide(over, 0.05)
+    assert runs_to_decide(under, 0.05, judged_lines=4) == runs_to_decide(under, 0.05)
+
+
+@pytest.mark.parametrize("runs", [2, 50, 51])
+def test_the_runs_a_side_found_from_two_to_fifty(runs):
+    """A spread of 1 and a gap between what ``runs`` and ``runs − 1`` a side resolve: exactly
+    ``runs`` a side are named (2, the fewest; 50, the most), and past 50, none."""
+    def half(n: int) -> float:
+        return stats.t.ppf(1 - ALPHA, 2 * n - 2) * math.sqrt(2 / n)
+
+    gap = (half(runs) + half(runs - 1)) / 2 if runs > 2 else half(2) * 1.01
+    c = Change(math.log1p(0.05) - gap, 0.5, 8.0, 1.0, True, "planted")
+    assert runs_to_decide(c, 0.05) == (runs if runs <= 50 else None)
