@@ -1,6 +1,8 @@
-"""Rows made whole as a run file is read: the ``same`` lines a writer declared
-(:mod:`gnnmon.data.same`) put back onto every row that names one, its fields in the order they
-were recorded; a damaged or missing declaration leaves its rows with their own fields."""
+"""Rows of a version 1 run file made whole as it is read: the ``same`` lines its writer declared
+(``{"type": "same", "id": 3, "keys": [...], "alias": {...}, "fields": {...}}``: what repeated on
+rows, said once) put back onto every row that names one (``"same": 3``), its fields in the order
+they were recorded; a damaged or missing declaration leaves its rows with their own fields.
+Version 2 writes every row whole; its files have no ``same`` lines."""
 
 from __future__ import annotations
 

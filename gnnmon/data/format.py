@@ -1,10 +1,12 @@
-"""The run file format, ``gnnmon.jsonl`` version 1: one JSON object per line, each with a ``type``.
+"""The run file format, ``gnnmon.jsonl`` version 2: one JSON object per line, each with a ``type``.
 
 A file is a manifest line first (versions, devices, options, the user's config), then, in the
 order they arrived, rows, GC events, utilisation samples, energy counters' points and markers,
-and an end line when the run ended cleanly; what repeats on rows is said once, in ``same`` lines
-(:mod:`gnnmon.data.same`). :data:`KINDS` names every kind of line; this module
-turns objects into lines and back. Non-finite floats are written as ``null`` (strict JSON),
+and an end line when the run ended cleanly. Every line stands alone: a row line is the row as
+recorded, every field of it (``jq``, ``pandas.read_json(lines=True)`` and DuckDB read it as it is).
+Version 1 said what repeats on rows once, in ``same`` lines that rows named; gnnmon reads those
+files too (:mod:`gnnmon.data.expand`), and refuses a newer version than it knows, naming both.
+:data:`KINDS` names every kind of line; this module turns objects into lines and back. Non-finite floats are written as ``null`` (strict JSON),
 tensors (where torch is loaded) as their values, anything else JSON cannot hold as its repr; a
 string with a lone surrogate (a name the OS decoded with ``surrogateescape``) as a JSON escape,
 read back equal.
@@ -37,7 +39,8 @@ except ImportError:  # pragma: no cover - orjson is a dependency
     _ORJSON_OPTIONS = 0
 
 FORMAT = "gnnmon.jsonl"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: every line whole (2026-12); 1: rows could name a ``same`` line for what repeated on them."""
 MANIFEST_START = b'{"type":"manifest","format":"gnnmon.jsonl"'
 """How every manifest line gnnmon writes begins: a cut-off first line is gnnmon's only if it does."""
 
@@ -46,10 +49,10 @@ SAME = "same"
 KINDS = (MANIFEST, ROW, GC, SAMPLE, POINT, MARKER, END, SAME)
 """The ``type`` of every line: the manifest (first), a row, a GC event, a utilisation sample, an
 energy counter's point (``key``, ``t_ns``, ``value``, ``err_ns``, ``step``), a marker, the end
-line, and a set of fields repeated on rows (:mod:`gnnmon.data.same`)."""
+line, and (version 1 files only) a set of fields repeated on rows."""
 
 SAME_FIELD = "same"
-"""A row line's field naming the set of repeated fields it holds too (read back onto the row)."""
+"""A version 1 row line's field naming the set of repeated fields it holds too (read back onto the row)."""
 
 MAX_TENSOR_VALUES = 1000
 """A tensor in a config or marker is stored as its values up to this many, else as its repr."""

@@ -13,8 +13,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from gnnmon._version import __version__
 from gnnmon.data.expand import Expander
-from gnnmon.data.format import FORMAT, ROW, SAME, SAME_FIELD, parse
+from gnnmon.data.format import FORMAT, FORMAT_VERSION, ROW, SAME, SAME_FIELD, parse
 from gnnmon.data.table import Table
 from gnnmon.errors import ReportFileError
 
@@ -32,8 +33,9 @@ def read_chunks(path: str | os.PathLike[str], strict: bool = True,
 
     A cut-off last line (a killed writer) is skipped with a warning. A corrupt line before it raises
     :class:`ReportFileError` naming the line, unless ``strict=False`` (then it is skipped, warned).
-    Rows are not checked here: see :func:`bad_row`. What the file says once for many rows (``same``
-    lines, :mod:`gnnmon.data.same`) is put back onto each row here: every reader sees rows whole.
+    Rows are not checked here: see :func:`bad_row`. A version 1 file's ``same`` lines are put back
+    onto the rows that name them here (:mod:`gnnmon.data.expand`): every reader sees rows whole. A
+    file of a newer format version than this gnnmon knows is refused, naming both.
     """
     expander = Expander()
     unknown: set[str] = set()  # the sets said to be missing (each once)
@@ -74,6 +76,11 @@ def _chunks(path: Path | str | os.PathLike[str], strict: bool,
                     held = "missing" if field not in manifest else f"{manifest[field]!r}"[:60]
                     raise ReportFileError(f"{path}:1: not a gnnmon report: line 1 is not a {FORMAT} manifest (its "
                                           f"field {field!r} is {held}, not {want!r})")
+            version = manifest.get("format_version")
+            if type(version) is int and version > FORMAT_VERSION:
+                raise ReportFileError(f"{path}: written by a newer gnnmon ({manifest.get('gnnmon')}) in {FORMAT} format "
+                                      f"version {version}; this gnnmon ({__version__}) reads versions 1 to "
+                                      f"{FORMAT_VERSION}: upgrade gnnmon (pip install -U gnnmon) to read it")
             yield 1, [manifest]
         n, done = 2, len(first)
         while True:

@@ -35,8 +35,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from gnnmon.data.format import END, GC, MARKER, POINT, SAME, SAMPLE, encode, typed_line
-from gnnmon.data.same import Compactor
+from gnnmon.data.format import END, GC, MARKER, POINT, SAMPLE, encode, typed_line
 from gnnmon.data.write import JsonlWriter
 
 SINK_FAILED = "sink failed:"
@@ -73,11 +72,11 @@ class Batch:
     def markers(self) -> list[dict[str, Any]]:
         return self._of(MARKER)
 
-    def lines(self, compactor: Compactor | None = None) -> list[bytes]:
-        """The batch as the file's lines: what arrived besides rows, then the rows (with
-        ``compactor``, what repeats on them said once: :mod:`gnnmon.data.same`)."""
+    def lines(self) -> list[bytes]:
+        """The batch as the file's lines: what arrived besides rows, then the rows (each whole,
+        encoded once for the run's window and every sink)."""
         out = [typed_line(kind, encode(obj)) for kind, obj in self.others]
-        out.extend(self._encoded if compactor is None else compactor.lines(self.rows))
+        out.extend(self._encoded)
         return out
 
     def __len__(self) -> int:
@@ -121,10 +120,6 @@ class CallableSink:
 
 MAX_WRITE_ERRORS = 10
 
-SAME_HEAD = b'{"type":"' + SAME.encode() + b'"'
-"""How a line declaring repeated fields begins: not counted among the lines a failed write lost
-(the rows that name it are, and it is declared again before the next of them)."""
-
 RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM})
 """What a machine runs out of (descriptors, disk, quota, memory): it costs the run its file, never
 the user's code."""
@@ -133,10 +128,9 @@ the user's code."""
 class JsonlSink:
     """The run's JSON Lines file: the manifest first (the file is put in place whole when the run
     starts: a run that cannot start leaves a previous file untouched), then every batch in one
-    unbuffered write, then the end line. Rows are written with what repeats on them said once
-    (:class:`~gnnmon.data.same.Compactor`; every reader puts it back). A failed write keeps the
-    whole lines that fit, warns once and counts the others in :attr:`lines_lost`; the next batch
-    tries again, declaring again what repeats."""
+    unbuffered write, then the end line; every line whole (a row is the row as recorded). A failed
+    write keeps the whole lines that fit, warns once and counts the others in :attr:`lines_lost`;
+    the next batch tries again."""
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "w") -> None:
         self.path = Path(path)
@@ -145,7 +139,6 @@ class JsonlSink:
         self.lines_lost = 0
         self.errors: list[str] = []  # why writing failed (the first MAX_WRITE_ERRORS)
         self._warned = False
-        self._compactor = Compactor()
 
     def open(self, manifest: dict[str, Any]) -> None:
         """Put the file in place with its manifest. Out of file descriptors or disk space, the run
@@ -161,7 +154,7 @@ class JsonlSink:
                           "(run.records)", RuntimeWarning, 5)
 
     def write(self, batch: Batch) -> None:
-        self._write(batch.lines(self._compactor))
+        self._write(batch.lines())
 
     def close(self, end: dict[str, Any]) -> None:
         file = self.file
@@ -183,11 +176,10 @@ class JsonlSink:
             file.write_lines(lines)
         except Exception as exc:  # noqa: BLE001 - the user's run comes first; the rows stay in memory
             lost = lines[getattr(exc, "lines_written", 0):]  # those that fit are in the file
-            self._failed(exc, sum(not line.startswith(SAME_HEAD) for line in lost))  # what a reader misses
+            self._failed(exc, len(lost))  # what a reader misses
 
     def _failed(self, exc: BaseException, lost: int) -> None:
         self.lines_lost += lost
-        self._compactor.forget()  # a set's declaration may be among the lost lines
         if len(self.errors) < MAX_WRITE_ERRORS:
             self.errors.append(f"{type(exc).__name__}: {exc}")
         if not self._warned:  # one warning for the whole run

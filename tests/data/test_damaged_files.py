@@ -37,7 +37,7 @@ def good(tmp_path_factory) -> Path:
 def every_case(good) -> list[Case]:
     found = cases(good)
     kinds = {c.kind for c in found}
-    assert kinds == {"manifest", "same", "row", "gc", "sample", "marker", "point", "end"}, kinds
+    assert kinds == {"manifest", "row", "gc", "sample", "marker", "point", "end"}, kinds
     return found
 
 
@@ -51,7 +51,7 @@ def test_the_good_file_is_read_whole_by_every_command(good, tmp_path):
 @pytest.mark.slow
 def test_every_damaged_field_and_line_is_read_or_refused_naming_its_line_and_field(good, every_case, tmp_path):
     """Every case, through ``load`` strict and lenient (the commands read through it: below)."""
-    assert len(every_case) > 1500  # rows hold only what is not said once in their set (its line is damaged too)
+    assert len(every_case) > 1500  # every field of every chosen line, each damaged every way
     problems = {}
     for case in every_case:
         found = exercise(damaged(good, case, tmp_path / "run.jsonl"), case, tmp_path / "out", full=False)
@@ -75,8 +75,6 @@ def _case(good: Path, line_kind: str, field: str | None, damage: str, nth: int =
 @example(data=("manifest", "distributed", "string"))
 @example(data=("sample", "t_ns", "string"))  # was: a traceback from export trace
 @example(data=("gc", "duration_s", "string"))
-@example(data=("same", "fields", "list"))  # a set of repeated fields: its rows read without it
-@example(data=("same", "keys", "object"))
 @example(data=("marker", "t_ns", "missing"))
 @example(data=("point", "value", "null"))
 @example(data=("row", "label", "int"))
@@ -138,15 +136,9 @@ def test_a_lenient_read_keeps_every_good_row_and_nulls_each_damaged_value(good, 
     good_run_ = gnnmon.load(good)
     assert len(run.records) == len(good_run_.records)  # every row kept
     assert len(run.gc_events) == len(good_run_.gc_events) - 1
-    sets = {obj["id"]: obj for obj in map(json.loads, lines) if obj["type"] == "same"}
-
     def written_once(i: int, field: str) -> set[str]:
-        """``field`` and the fields the file holds as its aliases on row line ``i`` (one value, damaged once)."""
-        alias = sets[json.loads(lines[i])["same"]].get("alias", {})
-        out = {field}
-        while more := {k for k, source in alias.items() if source in out} - out:
-            out |= more
-        return out
+        """The fields a damage to ``field`` of row line ``i`` reaches: that field alone (every line whole)."""
+        return {field}
 
     for row, before in zip(run.records, good_run_.records, strict=True):
         damaged_fields = {g for i, (f, _) in bad.items() if json.loads(lines[i]).get("index") == row["index"]

@@ -2,8 +2,8 @@
 naming a declared set gets the set's fields back, every key in the order recorded, its own values
 in their places; each row gets lists of its own; aliases (chained too) read from their source
 unless the row has its own value; a set no line declared, or one a damaged line re-declared,
-expands to None; a later declaration replaces an earlier one; and rows a
-:class:`~gnnmon.data.same.Compactor` wrote come back exactly as recorded."""
+expands to None; a later declaration replaces an earlier one. A real version 1 file read back
+whole: tests/data/test_whole_lines.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 
 from gnnmon.data.expand import Expander
 from gnnmon.data.format import ROW, SAME, SAME_FIELD, parse
-from gnnmon.data.same import Compactor
 
 DECLARED = {"type": SAME, "id": 3, "keys": ["label", "index", "device", "wall_s", "notes", "gc_pause_s", "backend"],
             "fields": {"device": "cpu", "notes": ["warm", "gc"], "gc_pause_s": 0.0, "backend": None}}
@@ -102,34 +101,3 @@ def test_a_later_declaration_of_an_id_replaces_the_earlier():
     ex.declare(later)
     after = ex.expand({"type": ROW, "label": "s", "index": 1, SAME_FIELD: 3})
     assert before["device"] == "cpu" and after == {"type": ROW, "label": "s", "index": 1, "device": "cuda:0"}
-
-
-def test_rows_a_compactor_wrote_come_back_exactly_as_recorded():
-    """Rows with repeated sources, notes, nulls, zeros of gnnmon's figures (0 and 0.0 apart), a
-    zero of yours, aliases equal to their source and ones that differ, written as a file's lines
-    and made whole again."""
-    rows = []
-    for i in range(40):
-        rss = 1000 + (i % 3)
-        rows.append({
-            "label": "step" if i % 4 else "eval", "index": i, "t_start_ns": 10 * i, "t_end_ns": 10 * i + 5,
-            "device": "cpu", "device_source": "cpu: asked", "wall_s": i / 16, "device_s": i / 16 if i % 5 else 0.5,
-            "gc_pause_s": 0.0 if i % 2 else 0, "rss_start_bytes": rss, "rss_peak_bytes": rss if i % 3 else rss + 8,
-            "mem_peak_bytes": rss if i % 3 else rss + 8, "notes": ["warm"] if i < 20 else ["hot", f"{i % 2}"],
-            "error": None if i % 7 else "ValueError", "mine": 0 if i % 2 else None, "ratio": math.pi * i,
-        })
-    lines = [parse(line) for line in Compactor().lines(rows)]
-    sets = [line for line in lines if line["type"] == SAME]
-    assert sets and any("alias" in line for line in sets) and len(lines) > len(rows)  # sets and aliases declared
-    ex, back = Expander(), []
-    for line in lines:
-        if line["type"] == SAME:
-            ex.declare(line)
-        else:
-            whole = ex.expand(line) if SAME_FIELD in line else line
-            assert whole is not None
-            del whole["type"]
-            back.append(whole)
-    assert back == rows
-    for got, want in zip(back, rows, strict=True):
-        assert list(got) == list(want) and [type(v) for v in got.values()] == [type(v) for v in want.values()]

@@ -20,7 +20,6 @@ import torch
 
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
-from gnnmon.data.same import MAX_SETS, Compactor
 from gnnmon.record import run as run_module
 from gnnmon.record.options import WINDOW
 from gnnmon.record.sinks import Batch, sink
@@ -228,20 +227,18 @@ CONTAINERS = (list, tuple, dict, set, frozenset, collections.deque)
 def _held(root: object) -> int:
     """Entries of every container reachable from ``root`` through gnnmon's own objects and the
     builtin containers (not functions, modules, classes or threads): what a run keeps, counted. A
-    deque with a ``maxlen`` counts as its bound, and its items are not followed: it cannot grow; so
-    does the file's compactor (its sets of repeated fields, at most ``MAX_SETS``, and a plan per
-    set: tests/data/test_same.py holds it there)."""
+    deque with a ``maxlen`` counts as its bound, and its items are not followed: it cannot grow."""
     def bounded(obj: object) -> bool:
-        return isinstance(obj, collections.deque) and obj.maxlen is not None or isinstance(obj, Compactor)
+        return isinstance(obj, collections.deque) and obj.maxlen is not None
 
     def bound(obj: object) -> int:
-        return 2 * MAX_SETS if isinstance(obj, Compactor) else obj.maxlen  # type: ignore[attr-defined]
+        return obj.maxlen  # type: ignore[attr-defined]
 
     def follow(obj: object) -> bool:
         return not bounded(obj) and (isinstance(obj, CONTAINERS) or type(obj).__module__.startswith("gnnmon"))
 
     return sum(bound(obj) if bounded(obj) else len(obj)
-               for obj in reachable(root, follow) if isinstance(obj, CONTAINERS + (Compactor,)))
+               for obj in reachable(root, follow) if isinstance(obj, CONTAINERS))
 
 
 class _Events:
