@@ -274,11 +274,14 @@ def _progress_bar(path: str) -> Any:
 def _forecast(report: Any, args: argparse.Namespace) -> int:
     """``gnnmon forecast``: the model, the run's own batches forecast, the budgets."""
     from gnnmon.forecast import forecast
+    from gnnmon.forecast.forecast import next_steps
 
     try:
         model = report.memory_model(args.label, MEM_PEAK.name)
         if not model.trusted:
             print(model.summary())
+            for step in next_steps(model):
+                print(f"next: {step}")
             return NO_MODEL
         part = report.table.parts[model.label]
         rows = [r for r in map(part.row, range(part.n)) if r.get("error") is None]

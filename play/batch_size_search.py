@@ -14,8 +14,9 @@ in a process forked from one that imported torch, PyG, Lightning and accelerate 
 shortcut):
 
 * ``gnnmon``: ``gnnmon.calibrate(step, loader, capacity=..., fraction=...)`` (its calibration steps
-  at 1/4-2x the batch size, then its probes), at fraction 0.9 (its default) and 1.0 (no margin,
-  as the others);
+  at 1/4-2x the batch size, its denser twins, then its probes and re-checks; a probe counts as
+  under the target by the host's RSS resolution), at fraction 0.9 (its default) and 1.0 (no
+  margin, as the others);
 * ``lightning-power`` / ``lightning-binsearch``: ``Tuner.scale_batch_size`` on a LightningModule
   whose ``training_step`` runs the same step (manual optimisation), its defaults (``init_val`` 2,
   ``steps_per_trial`` 3, ``max_trials`` 25, ``max_val`` 8192; binsearch takes a 5 % margin off);
@@ -28,8 +29,12 @@ shortcut):
   that fit.
 
 Trial steps: every call of the step the method made (an out-of-memory one included). Then a check
-run of 5 batches at the size found gives its measured peak, against the target (0.9 x capacity)
-and the capacity.
+run of 5 batches at the size found, on a loader built for it after a garbage collection (a dropped
+``NeighborLoader`` sits in a reference cycle and holds its copy of the graph's edges, 16 bytes an
+edge, until one), gives its measured peak, against the target (0.9 x capacity) and the capacity.
+For gnnmon, the budget ``gnnmon.forecast(loader, calibration, capacity).budget(fraction)`` gives
+from the calibration's model is checked the same way: the search's bracket and the budget's
+bounds are in the second table.
 
 Run: ``python play/batch_size_search.py`` (about 10 minutes on 2 busy CPU cores), ``--tiny`` (the
 test: a tenth of the graph). Writes ``runs/batch_size_search.md`` and ``.json``.
@@ -38,6 +43,7 @@ test: a tenth of the graph). Writes ``runs/batch_size_search.md`` and ``.json``.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import subprocess
 import sys
@@ -120,6 +126,7 @@ def run_method(method: str, tiny: bool, headroom: float, device_name: str = "cpu
     with gnnmon.collect() as run:
         train(step, [loader(base)], 2)
     capacity = max(r["mem_peak_bytes"] for r in run.records) + headroom
+    gc.collect()  # the warm-up's loader, dropped, holds its copy of the graph's edges until collected
     sim = Capacity(capacity, device)
     out: dict[str, Any] = {"method": method, "capacity_bytes": capacity, "target_bytes": FRACTION * capacity}
     started = time.perf_counter()
@@ -145,12 +152,19 @@ def run_method(method: str, tiny: bool, headroom: float, device_name: str = "cpu
             found = out["limits"]["target"]
         elif method.startswith("gnnmon"):
             fraction = float(method.split("-")[1])
-            cal = gnnmon.calibrate(lambda b: sim(step, b), loader(base), capacity=capacity, fraction=fraction)
+            calibrating = loader(base)
+            cal = gnnmon.calibrate(lambda b: sim(step, b), calibrating, capacity=capacity, fraction=fraction)
             assert cal.search is not None
+            budget = gnnmon.forecast(calibrating, cal, capacity, progress=False).budget(fraction)
+            out["budget"], out["budget_high"] = budget.batch_size, budget.batch_size_high
+            calibrating = None  # the training loader is built at the size found; this one is collected below
             found = cal.search.batch_size
             out["probe_steps"] = len(cal.search.probes)
+            out["recheck_steps"] = sum(bool(p.get("recheck")) for p in cal.search.probes)
             out["twin_steps"] = len(cal.twins)
             out["off_by"] = cal.search.off_by
+            out["over"] = cal.search.over
+            out["margin_bytes"] = cal.search.margin_bytes
             out["summary"] = cal.summary()
         elif method.startswith("lightning"):
 
@@ -193,17 +207,18 @@ def run_method(method: str, tiny: bool, headroom: float, device_name: str = "cpu
     out["oom_steps"] = sum(c["oom"] for c in sim.calls)
     out["batch_size"] = found
     out["calls"] = sim.calls
-    if found:
-        with gnnmon.collect() as run:
-            train(step, [loader(found)], CHECK_STEPS)
-        out["check_peak_bytes"] = max(r["mem_peak_bytes"] for r in run.records if r["label"] == "train_step")
+    for key, size in (("check_peak_bytes", found), ("budget_check_peak_bytes", out.get("budget", 0))):
+        if size:
+            gc.collect()  # a dropped NeighborLoader sits in a reference cycle, its copy of the graph's edges held
+            with gnnmon.collect() as run:
+                train(step, [loader(size)], CHECK_STEPS)
+            out[key] = max(r["mem_peak_bytes"] for r in run.records if r["label"] == "train_step")
     return out
 
 
 def run_forked(method: str, tiny: bool, headroom: float, device_name: str = "cpu") -> dict[str, Any]:
     """:func:`run_method` in a child forked from this process (which has imported what every method
     imports, and runs nothing itself): each method starts from the same process, one import for all."""
-    import gc
     import os
     import traceback
 
@@ -247,6 +262,10 @@ NAMES = {"exhaustive": "exhaustive bisection (the true limit at 0.9 x capacity)"
          "accelerate-8192": "accelerate find_executable_batch_size(starting_batch_size=8192)"}
 
 
+def _rechecks(n: int) -> str:
+    return "a re-check" if n == 1 else "re-checks"
+
+
 def markdown(results: list[dict[str, Any]], command: str, device: str = "cpu") -> str:
     lines = ["# The largest batch size that fits: probes against halving and doubling", "",
              f"`{command}` on {device}; the capacity is simulated (a step whose measured peak is over it "
@@ -259,8 +278,9 @@ def markdown(results: list[dict[str, Any]], command: str, device: str = "cpu") -
     for r in results:
         steps = f"{r['trial_steps']}"
         if "probe_steps" in r:
+            again = r.get("recheck_steps", 0)
             steps += (f" ({r['trial_steps'] - r['probe_steps'] - r['twin_steps']} calibration + {r['twin_steps']} "
-                      f"twins + {r['probe_steps']} probes)")
+                      f"twins + {r['probe_steps']} probes{f', {again} of them {_rechecks(again)}' if again else ''})")
         peak = r.get("check_peak_bytes")
         aims = "target" if r["method"] in ("exhaustive", "gnnmon-0.9") else "capacity"
         truth = limits[aims] if limits else None
@@ -269,6 +289,16 @@ def markdown(results: list[dict[str, Any]], command: str, device: str = "cpu") -
                      + (f"{format_bytes(peak)} | {100 * (peak / r['target_bytes'] - 1):+.1f} % | "
                         f"{100 * (peak / r['capacity_bytes'] - 1):+.1f} %" if peak else "- | - | -")
                      + f" | {r['seconds']:.0f} s |")
+    gnn = [r for r in results if "budget" in r]
+    if gnn:
+        lines += ["", "| method | search: answer, bracket | budget: batch_size, bounds | search's check | "
+                      "budget's check | target |", "| --- | --- | --- | ---: | ---: | ---: |"]
+        for r in gnn:
+            top = f"{r['over'] - 1:,}" if r.get("over") else "every item"
+            checks = [format_bytes(r[k]) if r.get(k) else "-" for k in ("check_peak_bytes", "budget_check_peak_bytes")]
+            lines.append(f"| {NAMES[r['method']]} | {r['batch_size']:,}, limit {r['batch_size']:,}-{top} | "
+                         f"{r['budget']:,}, limit {r['budget']:,}-{r['budget_high']:,} | {checks[0]} | {checks[1]} | "
+                         f"{format_bytes(r['target_bytes'] if r['method'] != 'gnnmon-1.0' else r['capacity_bytes'])} |")
     caps = sorted({format_bytes(r["capacity_bytes"]) for r in results})
     lines += ["", f"Capacity (warm-up peak + headroom, per process): {', '.join(caps)}."]
     if limits:

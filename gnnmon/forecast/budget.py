@@ -19,7 +19,10 @@ class Budget(Mapping[str, Any]):
     ``fraction`` × the capacity, bytes; ``binds``: which of nodes and edges weighs most in the
     model; ``limited_by_model``: the budget stops at what the model vouches for (a larger batch
     must be measured to size beyond it); ``beyond_fitted``: the node budget over the largest batch
-    the model was fitted on (above 1: an extrapolation; None without one)."""
+    the model was fitted on (above 1: an extrapolation; None without one); ``batch_size_high``:
+    the largest batch size whose worst batch's lower bound fits (the forecast's upper bound
+    mirrored below its point: beyond it the model says the batch is over the target), so the model
+    puts the limit between ``batch_size`` and ``batch_size_high``: the budget's stated bounds."""
 
     batch_size: int
     max_num_nodes: int
@@ -29,6 +32,7 @@ class Budget(Mapping[str, Any]):
     binds: str
     limited_by_model: bool
     beyond_fitted: float | None
+    batch_size_high: int = 0
     why: str | None = None
     """Where no batch fits: what is over the target, in the forecast's own figures (None where one fits)."""
 
@@ -52,13 +56,26 @@ class Budget(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self.__dataclass_fields__)
 
+    def said(self) -> str:
+        """The budget in words, without its target: the batch size and the samplers' ``max_num`` (those
+        of at least 1: a ``DynamicBatchSampler`` of 0 takes nothing); or, where no batch fits, why."""
+        if not self.fits:
+            return f"no batch fits: {self.why or 'the model vouches for no batch size'}"
+        samplers = [f"(mode='{mode}', max_num={n:,})" for mode, n in (("node", self.max_num_nodes),
+                                                                       ("edge", self.max_num_edges)) if n >= 1]
+        text = f"batch_size <= {self.batch_size:,}"
+        if samplers:
+            text += ", or DynamicBatchSampler" + " / ".join(samplers)
+        return text
+
     def __str__(self) -> str:
         target = f"{format_bytes(self.target_bytes)} ({self.fraction:.0%} of the capacity)"
         if not self.fits:
             return f"no batch fits under {target}: {self.why or 'the model vouches for no batch size'}"
-        text = (f"batch_size <= {self.batch_size:,}, or DynamicBatchSampler(mode='node', max_num="
-                f"{self.max_num_nodes:,}) / (mode='edge', max_num={self.max_num_edges:,}), under {target}; "
-                f"{self.binds} weigh most")
+        text = f"{self.said()}, under {target}; {self.binds} weigh most"
+        if self.batch_size_high > self.batch_size:
+            text += (f"; the model puts the limit between batch_size {self.batch_size:,} and {self.batch_size_high:,} "
+                     "(its upper and lower bounds)")
         if self.limited_by_model:
             text += "; stopped where the model stops vouching (measure a larger batch to size beyond it)"
         return text

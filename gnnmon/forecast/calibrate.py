@@ -5,10 +5,14 @@ An ordinary run has one batch size, so its batches' shapes barely vary and the m
 refused ("shapes barely vary"). :func:`calibrate` asks the loader for batches of 1/4 to 2 times its
 batch size (a ``NeighborLoader`` samples them from seed sets of that size with its own sampler; a
 ``DataLoader`` over graphs collates that many graphs), runs the step on each, and fits the absolute
-peak over them. The largest size is also the probe of the batches training will meet: an
-out-of-memory error there is caught, reported as "does not fit" with the device's state, and the
-device's cache is emptied, so training starts as it would have. The step trains as it runs: pass
-``restore=(model, optimizer)`` to put their states back afterwards.
+peak over them. The first step, left out of the fit, runs the largest size: what a process holds
+at a step's start grows with the largest batch it has run (on the host, heap pages and objects;
+an allocator's pool), so every fitted row then starts from the state that batch leaves, rather
+than from one that grows with the rows' sizes and would be fitted as a cost per item. The
+largest size is also the probe of the batches training will meet: an out-of-memory error there
+is caught, reported as "does not fit" with the device's state, the device's cache emptied, and
+the smallest size warms up instead, so training starts as it would have. The step trains as it
+runs: pass ``restore=(model, optimizer)`` to put their states back afterwards.
 
 For a neighbour loader over an in-memory graph, denser twins of a few sampled batches — every edge
 of the graph among their nodes — run too (:mod:`gnnmon.forecast.variants`): sampled batches keep
@@ -18,14 +22,17 @@ and a full batch's many edges per node are guessed, not measured.
 Given a ``capacity``, the model then aims probes at the largest batch size whose heaviest batch
 stays under ``fraction`` of it, until the largest that fits and the smallest that does not are
 within 5 % (:mod:`gnnmon.forecast.search`): each probe runs the step once on the heaviest of a few
-batches of the size aimed at (for whole graphs, the largest graphs), so the answer is a measured
-peak, not a forecast.
+batches of the size aimed at (for whole graphs, the costliest graphs), so the answer is a measured
+peak, not a forecast: under the target by what the figure cannot resolve, and measured again after
+larger probes ran. The batch the model aims at is the one a budget forecasts
+(:class:`~gnnmon.forecast.shapes.Heaviest`), so the search and ``forecast(loader, calibration,
+capacity).budget()`` answer from one model about one batch.
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
+import math
 import random
 import warnings
 from collections.abc import Callable, Sequence
@@ -39,7 +46,7 @@ from gnnmon.figures import MEM_PEAK
 from gnnmon.forecast import variants
 from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.forecast.search import BatchSizeSearch, Probe, search
-from gnnmon.forecast.shapes import item_sizes
+from gnnmon.forecast.shapes import heaviest, heaviness, item_sizes
 from gnnmon.measure.memory_fields import CACHED_NOTE
 from gnnmon.record.active import collect
 from gnnmon.report.memory.model import MemoryModel, prime
@@ -62,7 +69,8 @@ class Calibration:
     shapes: list[dict[str, int]] = field(default_factory=list)
     """Each measured batch's ``num_nodes`` and ``num_edges``."""
     does_not_fit: dict[str, Any] | None = None
-    """The first size whose step ran out of memory: ``size``, its shape and ``error``; None if all fit."""
+    """The smallest size whose step ran out of memory (the largest, as the warm-up, or the first of
+    the sizes after it): ``size``, its shape and ``error``; None if all fit."""
     search: BatchSizeSearch | None = None
     """With a capacity: the probes toward the largest batch size that fits, and what they found."""
     twins: list[dict[str, Any]] = field(default_factory=list)
@@ -112,13 +120,16 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     batch: ``lambda batch: train_step(model, batch, optimizer)``) on ``repeats`` batches at each of
     ``sizes`` times ``loader``'s batch size, and fit the absolute peak (:class:`Calibration`; its
     ``model`` goes to :func:`gnnmon.forecast`). ``restore``: objects with ``state_dict`` (the model,
-    the optimizer) put back as they were afterwards. The first batch is a warm-up, left out of the
-    fit. The rows go to a run of their own (in memory), not to the run you are collecting.
+    the optimizer) put back as they were afterwards. The first batch, of the largest size, is a
+    warm-up left out of the fit (see the module's docstring; where it runs out of memory, the
+    smallest warms up and :attr:`Calibration.does_not_fit` names it). The rows go to a run of their
+    own (in memory), not to the run you are collecting.
     The fit's numerical routines run once before the first step (:func:`~gnnmon.report.memory.model.prime`):
     the host memory their first call keeps is then in the constant the calibration measures.
     ``capacity`` (bytes, ``"80GiB"`` or a device): then up to ``probes`` probes find the largest
-    batch size whose heaviest batch (of ``candidates`` drawn) peaks under ``fraction`` of it, to
-    within 5 % (:attr:`Calibration.search` says how close it got). A step measured on the host needs exact host memory
+    batch size whose heaviest batch (of ``candidates`` drawn) peaks under ``fraction`` of it by the
+    figure's resolution, to within 5 %, measured last (:attr:`Calibration.search` says how close it
+    got). A step measured on the host needs exact host memory
     (:func:`gnnmon.exact_host_memory`, called first): without it the allocator keeps what each
     batch frees, the peaks are not each batch's, and calibrate raises :class:`InexactHostMemory`
     after its warm-up call (the model and optimizer put back); ``exact_host=False`` fits them
@@ -145,13 +156,23 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     found: BatchSizeSearch | None = None
     try:
         with collect(config={"calibration": {"sizes": counts, "repeats": repeats}}) as run:
-            plan = [counts[0]] + [c for c in counts for _ in range(repeats)]  # a warm-up call first
-            for i, size in enumerate(plan):
+            # the warm-up, left out of the fit, at the largest size: a process's host memory at a
+            # step's start grows with the largest batch it has run (heap pages, objects), so the
+            # fitted rows then start from one state instead of a state that grows with their size
+            plan = [c for c in counts for _ in range(repeats)]
+            warmups, queue = 1, [counts[-1], *plan]
+            while queue:
+                size = queue.pop(0)
                 batch = make(rng.sample(range(count), size))
                 shape = _shape(batch)
                 error = _run(step, batch)
-                if i == 0 and exact_host and _cached(run.records[-1:]):
+                first = not ran and failed is None
+                if first and exact_host and _cached(run.records[-1:]):
                     raise InexactHostMemory(INEXACT_HOST.replace("the fit can be", "a fit would be"))
+                if error is not None and first:  # the largest does not fit: the smallest warms up instead
+                    failed, warmups = {"size": size, **shape, "error": error}, 2
+                    queue = [counts[0]] + [c for c in plan if c < size]
+                    continue
                 if error is not None:
                     failed = {"size": size, **shape, "error": error}
                     break
@@ -161,14 +182,14 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
             done_twins = _run_twins(step, make, loader, base, count, rng) if twins and failed is None else []
 
             def refit() -> MemoryModel:
-                return run.report().memory_model(label, MEM_PEAK.name, warmup=1, confidence=confidence)
+                return run.report().memory_model(label, MEM_PEAK.name, warmup=warmups, confidence=confidence)
 
             model = refit()
             if total is not None and failed is None:
-                peaks = [r[MEM_PEAK.name] for r in run.records if r.get("label") == model.label]
+                peaks = [r[MEM_PEAK.name] for r in run.records if r.get("label") == model.label and r.get("error") is None]
                 measured = [(s, sh, float(p)) for s, sh, p in zip(ran, shapes, peaks, strict=False)][1:]
-                probe, heaviest = _prober(step, make, loader, count, rng, candidates, run, model.label)
-                found = search(probe, refit, measured, count, total, fraction, probes, heaviest)
+                probe, shape_at = _prober(step, make, loader, count, rng, candidates, run, model)
+                found = search(probe, refit, measured, count, total, fraction, probes, shape_at)
                 model = refit()
     finally:
         for obj, state in saved:
@@ -239,39 +260,36 @@ INEXACT_HOST = ("host memory was measured without gnnmon.exact_host_memory(): fr
 
 
 def _prober(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader: Any, count: int,
-            rng: random.Random, candidates: int, run: Any, label: str,
+            rng: random.Random, candidates: int, run: Any, model: MemoryModel,
             ) -> tuple[Probe, Callable[[int], dict[str, float]] | None]:
     """A probe that runs ``step`` once on the heaviest of ``candidates`` batches of a size (for
-    whole graphs, the largest graphs), inside the calibration's run: (shape, peak bytes or None,
-    OOM text); and for whole graphs, the heaviest batch's shape at each size."""
+    whole graphs, the ones that cost most under ``model``), inside the calibration's run: (shape,
+    peak bytes or None, OOM text); and the shape of that heaviest batch at each size
+    (:func:`~gnnmon.forecast.shapes.heaviest`, what a budget forecasts too), None where it is not
+    known."""
     sizes = item_sizes(getattr(loader, "dataset", None)) if not _is_node_loader(loader) else None
-    order = (sorted(range(len(sizes)), key=lambda i: (sizes[i]["num_nodes"], sizes[i]["num_edges"] or 0),
-                    reverse=True) if sizes else None)
+    weight = {t: c for t in ("num_nodes", "num_edges", "num_graphs")  # an untrusted fit's NaN: by nodes, then edges
+              if math.isfinite(c := model.coefficients.get(t, 0.0))}
+    shape_at = heaviest(loader if _is_node_loader(loader) else getattr(loader, "dataset", None), sizes,
+                        weight, max(1, candidates))
+    order = shape_at.order if shape_at is not None else None
 
     def probe(size: int) -> tuple[dict[str, int], float | None, str | None]:
         if order is not None:
             batch = make(order[:size])
         else:
             drawn = [make(rng.sample(range(count), size)) for _ in range(max(1, candidates))]
-            batch = max(drawn, key=lambda b: int(b.num_nodes) + int(getattr(b, "num_edges", 0) or 0))
+            batch = max(drawn, key=lambda b: heaviness(_shape(b), weight))
             del drawn  # the others are freed: held, they would count in the probe's peak (host memory)
         shape = _shape(batch)
         error = _run(step, batch)
+        batch = None  # freed before the next probe builds its own (host memory)
         if error is not None:
             return shape, None, error
-        rows = [r for r in run.records if r.get("label") == label]
+        rows = [r for r in run.records if r.get("label") == model.label]
         return shape, float(rows[-1][MEM_PEAK.name]), None
 
-    if order is None or sizes is None:
-        return probe, None
-    sums = list(itertools.accumulate(((sizes[i]["num_nodes"], sizes[i]["num_edges"] or 0) for i in order),
-                                     lambda a, b: (a[0] + b[0], a[1] + b[1])))
-
-    def heaviest(size: int) -> dict[str, float]:
-        n, e = sums[min(size, len(sums)) - 1] if size else (0, 0)
-        return {"num_nodes": n, "num_edges": e, "num_graphs": size}
-
-    return probe, heaviest
+    return probe, shape_at
 
 
 def _run(step: Callable[[Any], Any], batch: Any) -> str | None:

@@ -9,9 +9,15 @@ capacity. Budgets are found by bisection on the model's upper bound:
   in ``mode="node"`` / ``"edge"``, assuming a batch of that many nodes carries edges at the
   densest ratio of any graph where the loader batches whole graphs (a batch's ratio lies between
   its graphs'), else of any scanned batch (and in edge mode, nodes at the sparsest);
-* ``batch_size``: the largest batch size, its worst batch taken as the largest items the scan saw
-  (the biggest graphs summed, or the most nodes and edges per seed node times the batch size) —
-  an upper bound, since sampled neighbourhoods overlap more as batches grow.
+* ``batch_size``: the largest batch size whose heaviest batch fits
+  (:class:`~gnnmon.forecast.shapes.Heaviest`: for a neighbour loader, the heaviest of a few batches
+  its sampler draws at that size — sampled neighbourhoods overlap more as batches grow, so nodes
+  per seed are sampled at each size, not scaled from the loader's —; for whole graphs, the ones
+  that cost most under the model, summed). These are the batches a calibration's batch-size search
+  aims at and probes (:mod:`gnnmon.forecast.search`), so the two answers come from one model and
+  one batch. Given plain batches, the most nodes and edges per item the scan saw times the size:
+  an upper bound. ``batch_size_high`` is the same with the lower bound of the forecast: the model
+  puts the limit between the two.
 
 No budget goes beyond what the model can vouch for: :data:`VOUCH` times the largest batch it was
 fitted on (a model fitted on 5,000-node batches does not size a 10-million-node one); a budget
@@ -34,9 +40,9 @@ from gnnmon.data.result import RunResult
 from gnnmon.devices import get_backend
 from gnnmon.figures import MEM_PEAK, RSS_PEAK
 from gnnmon.forecast.budget import Budget
-from gnnmon.forecast.shapes import batch_shapes, item_sizes
+from gnnmon.forecast.shapes import Heaviest, batch_shapes, heaviest, item_sizes
 from gnnmon.report import Report
-from gnnmon.report.memory.model import MemoryModel, format_bytes
+from gnnmon.report.memory.model import MemoryModel, UntrustedModelError, format_bytes
 
 _SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 _FACTOR = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -83,17 +89,45 @@ def _model_of(model: Any, label: str | None) -> MemoryModel:
     return report.memory_model(label, MEM_PEAK.name)
 
 
+NEXT_STEPS = (
+    ("too few rows", "more rows: more steps of the label, or gnnmon.calibrate(step, loader) (your step on two "
+                     "batches at each of seven sizes, in seconds)"),
+    ("barely var", "batches of spread sizes: gnnmon.calibrate(step, loader)"),
+    ("explains only", "on the CPU, gnnmon.exact_host_memory() first thing (without it a step's peak shows only "
+                      "growth beyond what earlier steps left); else measure the step alone, under a label of its "
+                      "own, or gnnmon.calibrate(step, loader)"),
+    ("curves", "sizes nearer those you will run: gnnmon.calibrate(step, loader, sizes=...) or a loader whose "
+               "batch size is nearer them"),
+)
+"""For each reason a memory model is refused (a phrase of :attr:`MemoryModel.problems`), the next step."""
+
+
+def next_steps(model: MemoryModel) -> list[str]:
+    """What to do about each reason ``model`` cannot be trusted (:data:`NEXT_STEPS`), once each."""
+    out: list[str] = []
+    for problem in model.problems:
+        for phrase, step in NEXT_STEPS:
+            if phrase in problem and step not in out:
+                out.append(step)
+    return out
+
+
 VOUCH = 2.0
 """How far beyond the largest batch it was fitted on a model sizes a budget (a factor)."""
 
 
-def largest(fits: Callable[[int], bool], high: int = 1 << 40) -> int:
-    """The largest n in [0, high] with fits(n) (fits is monotone); 0 if none."""
-    lo, hi = 0, 1
+def largest(fits: Callable[[int], bool], high: int = 1 << 40, within: float = 0.0, start: int = 1) -> int:
+    """The largest n in [0, high] with fits(n) (fits is monotone); 0 if none. Doubles from
+    ``start`` (a size likely to fit: fewer calls where each costs much), then bisects; ``within``:
+    stop bisecting once the bracket is narrower than this share of its lower end (the answer is
+    then up to that share below the largest)."""
+    lo, hi = 0, max(1, start)
     while hi < high and fits(hi):
         lo, hi = hi, hi * 2
+    if hi >= high > lo and fits(high):  # all of it: exactly, whatever ``within``
+        return high
     hi = min(hi, high)
-    while lo < hi:
+    while lo < hi and hi - lo > within * lo:
         mid = (lo + hi + 1) // 2
         if fits(mid):
             lo = mid
@@ -115,7 +149,10 @@ class Forecast:
     the loader's order), the shape, ``bytes`` and ``upper_bytes``."""
     ratios: dict[str, float] = field(default_factory=dict)
     """Densest and sparsest edges per node, and the most nodes and edges per item, over the scan."""
-    biggest_items: list[dict[str, Any]] = field(default_factory=list)
+    heaviest: Heaviest | None = None
+    """The heaviest batch of each size the loader makes (see the module's docstring); None for
+    plain batches, whose sizes are scaled from the most nodes and edges per item. A neighbour
+    loader is held weakly: :meth:`budget` raises ``ReferenceError`` once it was freed."""
 
     @property
     def peak_bytes(self) -> float | None:
@@ -137,6 +174,15 @@ class Forecast:
         given = {"num_nodes": nodes, "num_edges": edges, "num_graphs": graphs}
         return self.model.predict(**_asked(self.model, given)).upper_bytes
 
+    def _bounds(self, shape: dict[str, float]) -> tuple[float, float]:
+        """(lower, upper) bound of the peak of a batch of ``shape``, bytes: the model's upper bound,
+        and its mirror below the point forecast (the spread and the fit's uncertainty there, not
+        the widening beyond the fitted shapes, which only rises) less the figure's resolution (a
+        peak may read that much lower)."""
+        p = self.model.predict(**_asked(self.model, {"num_graphs": 1, **shape}))
+        width = max(0.0, p.upper_bytes - p.bytes - p.widened_bytes - p.resolution_bytes)
+        return p.bytes - width - p.resolution_bytes, p.upper_bytes
+
     def _vouched(self, term: str) -> int:
         """The largest value of ``term`` a budget may reach: :data:`VOUCH` × the largest the model
         saw (directly, or through the term a confounded field moves with); 0 where it saw none."""
@@ -147,6 +193,16 @@ class Forecast:
         if split is not None and split["with"] in model.ranges:
             return int(VOUCH * model.ranges[split["with"]][1] * split["ratio"][1])
         return 0
+
+    def shape_at(self, k: int) -> dict[str, float]:
+        """The heaviest batch of ``k`` items the budget forecasts (see the module's docstring)."""
+        return self.heaviest(k) if self.heaviest is not None else self._scaled(k)
+
+    def _scaled(self, k: int) -> dict[str, float]:
+        """``k`` times the most nodes and edges per item the scan saw (an upper bound on a sampled
+        batch of ``k`` seeds drawn as the scanned ones were, whose neighbourhoods overlap more)."""
+        r = self.ratios
+        return {"num_nodes": k * r["nodes_per_item_max"], "num_edges": k * r["edges_per_item_max"], "num_graphs": 1}
 
     def budget(self, fraction: float = 0.9) -> Budget:
         """The largest ``DynamicBatchSampler`` ``max_num`` (nodes and edges) and batch size whose
@@ -165,45 +221,58 @@ class Forecast:
         nodes = largest(lambda n: self._upper(n, n * dense, 1) <= target, high=node_cap)
         edges = largest(lambda e: self._upper(e / sparse, e, 1) <= target, high=edge_cap)
         out: dict[str, Any] = {"target_bytes": target, "fraction": fraction,
-                               "max_num_nodes": int(nodes), "max_num_edges": int(edges),
-                               "limited_by_model": bool(node_cap and nodes >= node_cap)}
+                               "max_num_nodes": int(nodes), "max_num_edges": int(edges)}
         a, b = self.model.coefficients.get("num_nodes", 0.0), self.model.coefficients.get("num_edges", 0.0)
         out["binds"] = "edges" if b * r["edges_per_node_max"] > a else "nodes"
         seen = self.model.ranges.get("num_nodes", (0.0, 0.0))[1]
         out["beyond_fitted"] = nodes / seen if seen else None  # > 1: the budget extrapolates the model
-        per_item = max(r["nodes_per_item_max"], 1e-9)
-        item_cap = int(node_cap / per_item) if node_cap else 0
-        if self.biggest_items:  # graphs: the biggest ones summed
-            sizes = self.biggest_items
-            out["batch_size"] = largest(lambda k: k <= len(sizes) and self._upper(
-                sum(s["num_nodes"] for s in sizes[:k]), sum(s["num_edges"] for s in sizes[:k]), k) <= target,
-                high=min(len(sizes), item_cap or len(sizes)))
-        else:
-            out["batch_size"] = largest(lambda k: self._upper(k * r["nodes_per_item_max"],
-                                                               k * r["edges_per_item_max"], 1) <= target,
-                                         high=item_cap)
-        out["batch_size"] = int(out["batch_size"])
-        if out["batch_size"] < 1:
-            out["why"] = self._why_none(target, item_cap)
+        items = self.heaviest.items if self.heaviest is not None else None
+        high = items if items is not None else (int(node_cap / r["nodes_per_item_max"])
+                                                if node_cap and r["nodes_per_item_max"] else 0)
+        caps = {t: self._vouched(t) for t in ("num_nodes", "num_edges")}
+
+        def within(shape: dict[str, float]) -> bool:  # the model vouches for it (each figure it saw, to VOUCH x)
+            return any(caps.values()) and all(not cap or shape[t] <= cap for t, cap in caps.items())
+
+        def fits(k: int, bound: int) -> bool:
+            """1: the upper bound fits, where the model vouches for the batch; 0: the lower bound
+            fits (beyond the model's reach it cannot rule a size out either)."""
+            shape = self.shape_at(k)
+            return (within(shape) or bound == 0) and self._bounds(shape)[bound] <= target
+
+        # the most nodes and edges per item times the size: no lighter than a sampled batch, a start
+        # (a model of per-type terms has no such totals to scale: it starts from 1)
+        totals = all(t in ("num_nodes", "num_edges", "num_graphs") for t in self.model.terms)
+        scaled = largest(lambda k: within(self._scaled(k)) and self._bounds(self._scaled(k))[1] <= target,
+                         high) if totals else 1
+        near = self.heaviest.within if self.heaviest is not None else 0.0
+        size = largest(lambda k: fits(k, 1), high, near, start=scaled)
+        most = largest(lambda k: fits(k, 0), high, near, start=size)
+        out["batch_size"], out["batch_size_high"] = int(size), int(max(most, size))
+        stopped = bool(size < high and not within(self.shape_at(size + 1))
+                       and self._bounds(self.shape_at(size + 1))[1] <= target)
+        out["limited_by_model"] = bool(node_cap and nodes >= node_cap) or stopped
+        if size < 1:
+            out["why"] = self._why_none(target)
         return Budget(**out)
 
-    def _why_none(self, target: float, item_cap: int) -> str:
+    def _why_none(self, target: float) -> str:
         """Why no batch size fits under ``target``, in this forecast's own figures: the constant's
-        upper bound, else a batch of one item's, else the model vouches for none."""
-        r, fmt = self.ratios, format_bytes
+        upper bound, else a batch of one item's, else the model vouches for none; each with the
+        next thing to try."""
+        fmt = format_bytes
         alone = self._upper(0, 0, 0)
         if alone > target:
             return (f"the model's constant alone is forecast at up to {fmt(alone)}, over the target {fmt(target)} "
                     "(a smaller model, a larger device, or a fraction nearer 1)")
-        nodes, edges = r["nodes_per_item_max"], r["edges_per_item_max"]
-        if self.biggest_items:
-            nodes, edges = self.biggest_items[0]["num_nodes"], self.biggest_items[0]["num_edges"]
-        one = self._upper(nodes, edges, 1)
+        shape = self.shape_at(1)
+        one = self._bounds(shape)[1]
         if one > target:
-            return (f"a batch of one item ({nodes:,.0f} nodes, {edges:,.0f} edges at most) is forecast at up to "
-                    f"{fmt(one)}, over the target {fmt(target)}; the constant alone, {fmt(alone)}, is under it")
-        return (f"the model vouches for no batch size (it saw at most {item_cap} items' worth of nodes): "
-                "calibrate on larger batches")
+            return (f"a batch of one item ({shape['num_nodes']:,.0f} nodes, {shape['num_edges']:,.0f} edges at most) is "
+                    f"forecast at up to {fmt(one)}, over the target {fmt(target)}; the constant alone, {fmt(alone)}, "
+                    "is under it (smaller items, a larger device, or a fraction nearer 1)")
+        return (f"the model vouches for no batch size (it saw at most {self.model.ranges.get('num_nodes', (0, 0))[1]:,.0f} "
+                "nodes a batch): gnnmon.calibrate(step, loader) on larger batches")
 
     def __str__(self) -> str:
         return self.summary()
@@ -224,11 +293,13 @@ class Forecast:
             lines.append(f"capacity {format_bytes(self.capacity_bytes)} ({self.capacity}): "
                          + (f"headroom {format_bytes(h)}" if h is not None and h >= 0
                             else f"the worst batch is {format_bytes(-(h or 0))} over"))
-            b = self.budget(fraction)
-            lines.append(f"budget at {fraction:.0%} ({format_bytes(b.target_bytes)}): "
-                         f"DynamicBatchSampler(mode='node', max_num={b.max_num_nodes:,}) or "
-                         f"(mode='edge', max_num={b.max_num_edges:,}); batch_size <= {b.batch_size:,} "
-                         f"({b.binds} weigh most)")
+            try:
+                b = self.budget(fraction)
+            except ReferenceError as gone:  # the loader a batch size is sampled from was freed
+                lines.append(f"budget at {fraction:.0%}: not sized: {gone}")
+                return "\n".join(lines)
+            said = b.said() + (f" ({b.binds} weigh most)" if b.fits else "")
+            lines.append(f"budget at {fraction:.0%} ({format_bytes(b.target_bytes)}): {said}")
             if b.limited_by_model:
                 lines.append(f"note: the budget stops at {VOUCH:g}x the largest batch the model was fitted on: it "
                              f"vouches for nothing larger; measure a larger batch to size beyond it")
@@ -289,7 +360,11 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     if fitted.figure not in (MEM_PEAK.name, RSS_PEAK.name):
         raise ValueError(f"forecast needs a model of the absolute peak (figure={MEM_PEAK.name!r}), not "
                          f"{fitted.figure}: what must fit in the device is the peak, not the step's growth")
-    fitted.predict(**{t: 1 for t in fitted.terms})  # an untrusted model says why now, not after the scan
+    try:
+        fitted.predict(**{t: 1 for t in fitted.terms})  # an untrusted model says why now, not after the scan
+    except UntrustedModelError as exc:
+        steps = next_steps(fitted)
+        raise UntrustedModelError(f"{exc}; next: {'; '.join(steps)}" if steps else str(exc)) from None
     total, what = parse_capacity(capacity)
     worst: list[tuple[float, int, dict[str, Any]]] = []
     ratios = {"edges_per_node_max": 0.0, "edges_per_node_min": float("inf"), "nodes_per_item_max": 0.0,
@@ -320,12 +395,12 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
         if g["num_nodes"]:
             ratios["edges_per_node_max"] = max(ratios["edges_per_node_max"], g["num_edges"] / g["num_nodes"])
             ratios["edges_per_node_min"] = min(ratios["edges_per_node_min"], g["num_edges"] / g["num_nodes"])
-    graphs = sorted(sizes or [], key=lambda s: (s["num_edges"], s["num_nodes"]),
-                    reverse=True)
     held = _anchor(fitted, anchor)  # after the scan: what the sampler's work left held counts too
+    weight = {t: held.coefficients.get(t, 0.0) for t in ("num_nodes", "num_edges", "num_graphs")}
+    worst_of = heaviest(loader_or_dataset if sizes is None else None, sizes, weight)
     shift = held.anchor_bytes - fitted.anchor_bytes  # every forecast moves by it, their order does not
     entries = [w[2] for w in sorted(worst, reverse=True)]
     for entry in entries:
         entry["bytes"] += shift
         entry["upper_bytes"] += shift
-    return Forecast(held, total, what, count, entries, ratios, graphs)
+    return Forecast(held, total, what, count, entries, ratios, worst_of)

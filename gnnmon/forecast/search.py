@@ -5,16 +5,18 @@ learn one bit per trial: it fit, or it did not. A memory model says how far from
 was, so each probe can aim at the limit itself:
 
 1. the model (fitted on the calibration's batches) gives the largest size whose heaviest batch —
-   the largest graphs summed, or the items per batch of the largest batches measured times the
-   size — is forecast under the target, its growing part scaled by what the last probe measured
-   against its forecast (a peak that grows slower than the model says, as a sampled batch's does
-   where it covers much of the graph, is aimed further out); never beyond
-   :data:`REACH` times the largest size that ran;
+   :class:`~gnnmon.forecast.shapes.Heaviest`: for a neighbour loader the heaviest of a few its
+   sampler draws at that size, for whole graphs the costliest summed; the budget of
+   :meth:`~gnnmon.forecast.forecast.Forecast.budget` forecasts the same batch — is forecast under
+   the target, its growing part scaled by what the last probe measured against its forecast;
+   never beyond :data:`REACH` times the largest size that ran;
 2. the step runs once on the heaviest of a few batches of that size (the probe);
-3. a probe that stays under the target raises the floor, and its row refits the model; one that
-   goes over, or runs out of memory (a peak of the whole capacity), caps the size: the limit is
-   then bracketed. A refit that cannot be trusted (a peak that curves beyond the calibration's
-   sizes) is set aside and the last trusted model aims on;
+3. a probe whose peak is under the target by the figure's resolution (the model's
+   ``resolution_bytes``: what the host's RSS cannot resolve between two states of the process; 0
+   for a GPU allocator's count) raises the floor, and its row refits the model; one that is not,
+   or runs out of memory (a peak of the whole capacity), caps the size: the limit is then
+   bracketed. A refit that cannot be trusted (a peak that curves beyond the calibration's sizes)
+   is set aside and the last trusted model aims on;
 4. where the model says the floor is the limit, a probe :data:`CLOSE` above it tests that (it
    fits: the floor rises; it does not: the bracket is closed); inside a bracket the aim is where
    the chord between the two measured peaks meets the target (a peak that curves upward meets it
@@ -22,9 +24,15 @@ was, so each probe can aim at the limit itself:
    two probes over the target in a row (a jump the chord cannot see, such as a kernel that
    switches algorithm at a size) the bracket is halved instead;
 5. it stops when the largest size that fits and the smallest that does not are within
-   :data:`CLOSE` of each other, when the loader's whole set fits, or after ``probes`` probes,
-   saying how far below the limit its answer may be. The answer is the largest size a probe (or
-   the calibration) ran under the target: measured, not forecast.
+   :data:`CLOSE` of each other, when the loader's whole set fits, or after ``probes`` probes;
+6. where anything ran after the answer was measured (larger probes, the calibration's twins),
+   the answer runs again on a fresh draw before the search stops (a re-check): what a process
+   holds at a step's start grows with what ran before it, so the answer is measured in the state
+   the search leaves, as training will meet it; one over the target caps the size and the search
+   goes on below it (at most :data:`RECHECKS` re-checks).
+
+The answer is the largest size a probe (or the calibration) ran under the target, the last
+measured: measured, not forecast; the search says how far below the limit it may be.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gnnmon.forecast.forecast import largest
+from gnnmon.forecast.forecast import largest, next_steps
 from gnnmon.report.memory.model import MemoryModel, format_bytes
 
 REACH = 8
@@ -46,6 +54,8 @@ probe measured against it."""
 CLOSE = 0.05
 """A bracket this narrow ends the search: the limit, at most one below the smallest size over the
 target, is at most this share above the largest size under it (the answer)."""
+RECHECKS = 3
+"""The most re-checks of the answer (module docstring, 6): each is one step, beside the ``probes``."""
 
 Probe = Callable[[int], tuple[dict[str, int], float | None, str | None]]
 """Runs the step on the heaviest batch of a size: (its shape, its measured peak in bytes or None,
@@ -62,13 +72,18 @@ class BatchSizeSearch:
     capacity_bytes: int
     probes: list[dict[str, Any]] = field(default_factory=list)
     """Each probe: ``size``, its shape, ``upper_bytes`` (the aiming model's upper bound at that
-    shape), ``peak_bytes`` (None after an out-of-memory error), ``fits`` and ``error``."""
+    shape; NaN without a trusted model), ``peak_bytes`` (None after an out-of-memory error),
+    ``fits`` (under the target by :attr:`margin_bytes`), ``error`` and ``recheck`` (the answer run
+    again after the search)."""
     stopped: str = ""
     over: int | None = None
     """The smallest size measured over the target (or out of memory); None where none was: the
     limit then lies somewhere above :attr:`batch_size`."""
     items: int = 0
     """The items the loader has: no batch is larger."""
+    margin_bytes: float = 0.0
+    """How far under the target a measured peak must be to count as under it, bytes: the figure's
+    resolution (:attr:`~gnnmon.report.memory.model.MemoryModel.resolution_bytes`)."""
 
     @property
     def off_by(self) -> float | None:
@@ -80,6 +95,7 @@ class BatchSizeSearch:
         return (self.over - 1) / self.batch_size - 1
 
     def summary(self) -> str:
+        """The answer, how close to the limit it is, and each probe, in words."""
         if self.over is None and self.items and self.batch_size >= self.items:
             bound = "no batch is larger"
         elif self.over is None:
@@ -88,27 +104,32 @@ class BatchSizeSearch:
             bound = f"{self.over:,} was over it: the answer is at most {self.off_by:.1%} below the limit"
         else:
             bound = f"{self.over:,} was over it"
-        lines = [f"batch size {self.batch_size:,}: the largest measured under {format_bytes(self.target_bytes)} "
-                 f"({len(self.probes)} probe{'s' if len(self.probes) != 1 else ''}; {self.stopped}; {bound})"]
+        lines = [f"batch size {self.batch_size:,}: the largest measured under {format_bytes(self.target_bytes)}"
+                 f"{_less(self.margin_bytes)} ({len(self.probes)} probe{'s' if len(self.probes) != 1 else ''}; "
+                 f"{self.stopped}; {bound})"]
         for p in self.probes:
             seen = (f"peaked at {format_bytes(p['peak_bytes'])}" if p["peak_bytes"] is not None
                     else f"ran out of memory ({p['error']})")
-            lines.append(f"  probe {p['size']:,} items ({p['num_nodes']:,} nodes, {p['num_edges']:,} edges): "
-                         f"forecast {format_bytes(p['upper_bytes'])}, {seen}")
+            said = "-" if math.isnan(p["upper_bytes"]) else format_bytes(p["upper_bytes"])
+            lines.append(f"  {'re-check' if p.get('recheck') else 'probe'} {p['size']:,} items ({p['num_nodes']:,} "
+                         f"nodes, {p['num_edges']:,} edges): forecast {said}, {seen}")
         return "\n".join(lines)
 
 
 def _aim(model: MemoryModel, shape_of: Callable[[int], dict[str, float]], target: float, scale: float,
-         cap: int) -> int:
+         cap: int, start: int = 1) -> int:
     """The largest size in [0, cap] whose heaviest batch's forecast (its growing part times
-    ``scale``) stays under ``target``: the probe measures whether it does."""
+    ``scale``) stays under ``target``: the probe measures whether it does. ``start``: a size that
+    fits (the floor), where the doubling starts."""
     const = model.coefficients["const"]
 
     def forecast(shape: dict[str, float]) -> float:
         point = model.predict(**{t: shape.get(t, 0.0) for t in model.terms}).bytes
         return const + scale * (point - const)
 
-    return largest(lambda k: forecast(shape_of(k)) <= target, max(cap, 0))
+    near = getattr(shape_of, "within", 0.0)  # a sampled shape costs a few samplings: an aim within CLOSE / 2
+    return largest(lambda k: forecast(shape_of(k)) <= target, max(cap, 0), max(near, CLOSE / 2) if near else 0.0,
+                   start)
 
 
 def aimed_upper(model: MemoryModel, shape: dict[str, float], scale: float) -> float:
@@ -124,70 +145,122 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
            count: int, capacity: int, fraction: float, probes: int,
            heaviest: Callable[[int], dict[str, float]] | None = None) -> BatchSizeSearch:
     """Probe toward the largest size that fits (module docstring). ``measured``: the calibration's
-    (size, shape, peak bytes); ``count``: the items there are; ``capacity``: bytes; ``heaviest``:
-    the shape of the heaviest batch of a size where it is known (the largest graphs summed), else
-    the items per batch of the largest batches measured times the size."""
+    (size, shape, peak bytes), in the order they ran; ``count``: the items there are;
+    ``capacity``: bytes; ``heaviest``: the shape of the heaviest batch of a size
+    (:class:`~gnnmon.forecast.shapes.Heaviest`: sampled at the size, or the costliest graphs
+    summed), else the items per batch of the largest batches measured times the size."""
     target = fraction * capacity
     out = BatchSizeSearch(0, target, capacity, items=count)
-    under = [(s, p) for s, _, p in measured if p <= target]
-    floor, floor_peak = max(under, default=(0, 0.0))
+    latest = refit()
+    out.margin_bytes = margin = latest.resolution_bytes
+    limit = target - margin  # a peak measured at or under it is under the target, whatever the figure cannot resolve
+    model: MemoryModel | None = latest if latest.trusted else None
+    history = [(s, p, p <= limit) for s, _, p in measured]  # every verdict, in the order measured
+    floor, floor_peak = max(((s, p) for s, p, fits in history if fits), default=(0, 0.0))
     # a size over the target below one under it is noise between draws: the bracket is above the floor
-    over = [(s, p) for s, _, p in measured if p > target and s > floor]
-    ceiling, ceiling_peak = min(over, default=(count + 1, math.nan))
+    ceiling, ceiling_peak = min(((s, p) for s, p, fits in history if not fits and s > floor),
+                                default=(count + 1, math.nan))
     largest_ran = max((s for s, _, _ in measured), default=0)
     scale = 1.0
     runs = list(measured)
-    model: MemoryModel | None = None
+    rechecks = 0
+    first = True
     while True:
+        stop = None
         if floor >= count:
-            out.stopped = f"the loader's whole set ({count:,} items) fits"
+            stop = f"the loader's whole set ({count:,} items) fits"
+        elif ceiling <= count and floor and ceiling - 1 <= floor * (1 + CLOSE):  # the limit: floor to ceiling - 1
+            stop = f"closed within {CLOSE:.0%}"
+        elif sum(not p["recheck"] for p in out.probes) >= probes:
+            stop = f"{probes} probes made"
+        else:
+            if not first:
+                latest = refit()
+                if latest.trusted:
+                    model = latest
+            first = False
+            if model is None:
+                steps = next_steps(latest)
+                stop = ("no trustworthy model to aim with: " + "; ".join(latest.problems)
+                        + (f"; next: {'; '.join(steps)}" if steps else ""))
+        last = out.probes[-1] if out.probes else None
+        fresh = last is not None and last["size"] == floor and last["fits"]  # nothing ran since it was measured
+        if stop is not None and (not floor or fresh or rechecks >= RECHECKS):
+            out.stopped += stop if not out.stopped else f"; {stop}"
+            if floor and not fresh:
+                out.stopped += f"; {floor:,} was not measured again after {RECHECKS} re-checks"
             break
-        if ceiling <= count and floor and ceiling - 1 <= floor * (1 + CLOSE):  # the limit: floor to ceiling - 1
-            out.stopped = f"closed within {CLOSE:.0%}"
-            break
-        if len(out.probes) >= probes:
-            out.stopped = f"{probes} probes made"
-            break
-        latest = refit()
-        if latest.trusted:
-            model = latest
-        elif model is None:
-            out.stopped = "no trustworthy model to aim with: " + "; ".join(latest.problems)
-            break
-        top = max(s for s, _, _ in runs)
-        biggest = [sh for s, sh, _ in runs if s == top]
-        per_item = {t: max(sh.get(t, 0) for sh in biggest) / top for t in ("num_nodes", "num_edges", "num_graphs")}
-        shape_of = heaviest or (lambda k, per=per_item: {t: k * v for t, v in per.items()})  # type: ignore[misc]
-        step_up = min(count, max(floor + 1, math.ceil(floor * (1 + CLOSE))))  # tests "the floor is the limit"
-        if ceiling <= count and floor:  # bracketed: the chord, or a step up where it lies closer
+        aiming = model or latest
+        if stop is not None:  # the answer again, in the state the search leaves (module docstring, 6)
+            k, rechecks = floor, rechecks + 1
+        elif ceiling <= count and floor:  # bracketed: the chord, or a step up where it lies closer
+            step_up = min(count, max(floor + 1, math.ceil(floor * (1 + CLOSE))))  # tests "the floor is the limit"
             stuck = len(out.probes) >= 2 and not out.probes[-1]["fits"] and not out.probes[-2]["fits"]
-            chord = (floor + (target - floor_peak) / (ceiling_peak - floor_peak) * (ceiling - floor)
+            chord = (floor + (limit - floor_peak) / (ceiling_peak - floor_peak) * (ceiling - floor)
                      if ceiling_peak > floor_peak and not stuck else (floor + ceiling) / 2)
             k = max(step_up, min(ceiling - 1, int(chord)))  # twice over in a row: a jump; halve instead
         else:
-            k = _aim(model, shape_of, target, scale, min(count, ceiling - 1, int(REACH * max(largest_ran, 1))))
+            assert model is not None
+            step_up = min(count, max(floor + 1, math.ceil(floor * (1 + CLOSE))))
+            shape_of = heaviest or _per_item(runs)
+            k = _aim(model, shape_of, limit, scale, min(count, ceiling - 1, int(REACH * max(largest_ran, 1))),
+                     max(floor, 1))
             if k == 0 and floor == 0:
                 out.stopped = (f"nothing fits: a batch of one item is forecast at up to "
                                f"{format_bytes(aimed_upper(model, shape_of(1), scale))} (the model's constant "
-                               f"{format_bytes(model.coefficients['const'])}), over the target {format_bytes(target)}")
+                               f"{format_bytes(model.coefficients['const'])}), over the target {format_bytes(target)}"
+                               + _less(margin) + ": a smaller model or batch item, a larger device, or a "
+                               "fraction nearer 1")
                 break
             k = max(k, step_up) if floor else max(k, 1)
-        shape, peak, error = probe(k)
-        upper = model.predict(**{t: shape.get(t, 0) for t in model.terms}).upper_bytes
-        fits = peak is not None and peak <= target
-        out.probes.append({"size": k, **shape, "upper_bytes": upper, "peak_bytes": peak, "fits": fits,
-                           "error": error})
+        again = stop is not None
+        shape, peak, fits, actual = _measure(out, probe, aiming, k, limit, capacity, recheck=again)
+        history.append((k, actual, fits))
         if peak is not None:
             runs.append((k, shape, float(peak)))
-        actual = float(capacity) if peak is None else float(peak)
-        const = model.coefficients["const"]
-        predicted = model.predict(**{t: shape.get(t, 0) for t in model.terms}).bytes
-        if predicted > const and actual > const:  # the next aim follows what this probe measured
-            scale = min(SCALE_LIMIT, max(1 / SCALE_LIMIT, (actual - const) / (predicted - const)))
+        if aiming.trusted:
+            const = aiming.coefficients["const"]
+            predicted = aiming.predict(**{t: shape.get(t, 0) for t in aiming.terms}).bytes
+            if predicted > const and actual > const:  # the next aim follows what this probe measured
+                scale = min(SCALE_LIMIT, max(1 / SCALE_LIMIT, (actual - const) / (predicted - const)))
         if fits:
             floor, floor_peak, largest_ran = k, actual, max(largest_ran, k)
+        elif again:  # the answer went over on the state the search left: the next size under it, in turn
+            ceiling, ceiling_peak = k, actual
+            every: dict[int, tuple[bool, float]] = {}
+            for s_, p_, f_ in history:
+                every[s_] = (every.get(s_, (True, 0.0))[0] and f_, p_)
+            floor, floor_peak = max(((s_, p_) for s_, (f_, p_) in every.items() if f_ and s_ < ceiling),
+                                    default=(0, 0.0))
+            out.stopped += f"{'; ' if out.stopped else ''}{k:,} went over the target when measured again"
         else:
             ceiling, ceiling_peak = k, actual
     out.batch_size = floor
     out.over = ceiling if ceiling <= count else None
     return out
+
+
+def _per_item(runs: list[tuple[int, dict[str, int], float]]) -> Callable[[int], dict[str, float]]:
+    """The items per batch of the largest batches measured times the size (where no heavier batch
+    of a size is known)."""
+    top = max(s for s, _, _ in runs)
+    biggest = [sh for s, sh, _ in runs if s == top]
+    per = {t: max(sh.get(t, 0) for sh in biggest) / top for t in ("num_nodes", "num_edges", "num_graphs")}
+    return lambda k: {t: k * v for t, v in per.items()}
+
+
+def _measure(out: BatchSizeSearch, probe: Probe, model: MemoryModel, k: int, limit: float, capacity: int,
+             recheck: bool) -> tuple[dict[str, int], float | None, bool, float]:
+    """Run one probe of ``k`` items and note it: (its shape, its peak or None, whether it is
+    under ``limit``, its peak or the whole ``capacity`` after an out-of-memory error)."""
+    shape, peak, error = probe(k)
+    upper = (model.predict(**{t: shape.get(t, 0) for t in model.terms}).upper_bytes if model.trusted
+             else math.nan)
+    fits = peak is not None and peak <= limit
+    out.probes.append({"size": k, **shape, "upper_bytes": upper, "peak_bytes": peak, "fits": fits,
+                       "error": error, "recheck": recheck})
+    return shape, peak, fits, float(capacity) if peak is None else float(peak)
+
+
+def _less(margin: float) -> str:
+    return f" less the {format_bytes(margin)} the figure cannot resolve" if margin else ""

@@ -20,7 +20,8 @@ graphs) and ``items``: the seed nodes or graphs the batch was made of.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sized
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from typing import Any
 
 from gnnmon.measure.graph import graph_shape
@@ -140,3 +141,111 @@ def item_sizes(source: Any) -> list[dict[str, Any]] | None:
     if getattr(source, "batch_sampler", None) is not None and _is_graph_dataset(dataset):
         return graph_sizes(dataset)
     return None
+
+
+DRAWS = 3
+"""Batches a sampler draws at a size for :class:`Heaviest` (the heaviest is kept): as many as a
+calibration's probe draws before it runs the heaviest, so a budget forecasts the batch a probe runs."""
+
+
+def heaviness(shape: Mapping[str, Any], weight: Mapping[str, float] | None) -> tuple[float, float, float]:
+    """What orders batches, heaviest last: ``(cost, nodes, edges)``, the cost the batch's bytes under
+    ``weight`` (bytes per ``num_nodes``, ``num_edges`` and ``num_graphs``; none: 0, so nodes decide)."""
+    w = weight or {}
+    cost = sum(w.get(t, 0.0) * float(shape.get(t) or 0) for t in ("num_nodes", "num_edges", "num_graphs"))
+    return cost, float(shape.get("num_nodes") or 0), float(shape.get("num_edges") or 0)
+
+
+SAMPLED_WITHIN = 0.01
+"""A search over sizes of a sampler's batches stops within this share of the largest that fits:
+each size it asks costs a few samplings (tens to hundreds of milliseconds on a 2-core machine)."""
+
+
+class Heaviest:
+    """The shape of the heaviest batch of ``k`` items a loader makes, for any ``k`` (one definition
+    for the budget's worst batch and the batch-size search's aim), heaviest by ``weight`` (bytes
+    per node, edge and graph: a memory model's coefficients), then by nodes and edges:
+
+    * a neighbour loader (``NeighborLoader``, ``LinkNeighborLoader``): its sampler alone (no
+      features gathered) on ``draws`` seed sets of ``k`` of its items, the heaviest kept. Sampled
+      neighbourhoods overlap more as batches grow, so a batch's nodes per seed fall with its size:
+      they are sampled at each size, not scaled from another. The seed sets and the sampler's
+      draws come from torch's generator seeded by ``k`` (the caller's state put back), so one
+      size always gives one shape. The loader is held weakly (it holds its own copy of the
+      graph's edges): a size asked after it was freed raises ``ReferenceError``;
+    * whole graphs: the ``k`` graphs that cost most, summed: no batch of ``k`` of them costs more.
+
+    ``items``: what the loader batches (seed nodes or edges, graphs); no batch holds more;
+    ``order``: for whole graphs, their indices, costliest first (the first ``k`` are the batch);
+    ``within``: how near the last item a search over sizes goes (:func:`~gnnmon.forecast.forecast.largest`):
+    :data:`SAMPLED_WITHIN` where each size costs a few samplings, 0 for summed graphs."""
+
+    def __init__(self, items: int, shape: Callable[[int], dict[str, float]], how: str,
+                 weight: Mapping[str, float] | None = None, order: list[int] | None = None,
+                 within: float = 0.0) -> None:
+        self.items = items
+        self._shape = shape
+        self.how = how
+        self.weight = dict(weight or {})
+        self.order = order
+        self.within = within
+        self._seen: dict[int, dict[str, float]] = {}
+
+    def key(self, shape: Mapping[str, Any]) -> tuple[float, float, float]:
+        """:func:`heaviness` under :attr:`weight`."""
+        return heaviness(shape, self.weight)
+
+    def __call__(self, k: int) -> dict[str, float]:
+        k = max(0, min(int(k), self.items))
+        if k not in self._seen:
+            self._seen[k] = self._shape(k) if k else {"num_nodes": 0, "num_edges": 0, "num_graphs": 0}
+        return self._seen[k]
+
+
+def heaviest(source: Any, sizes: list[dict[str, Any]] | None = None,
+             weight: Mapping[str, float] | None = None, draws: int = DRAWS) -> Heaviest | None:
+    """:class:`Heaviest` for ``source`` (a neighbour loader, or a loader or dataset of whole graphs
+    whose ``sizes`` :func:`item_sizes` read); None for anything else (its batches at other sizes
+    are not known). ``weight``: bytes per ``num_nodes``, ``num_edges`` and ``num_graphs`` (default:
+    heaviest by nodes, then edges); ``draws``: batches a sampler draws per size."""
+    if draws < 1:
+        raise ValueError(f"draws must be at least 1, got {draws!r}")
+    node = hasattr(source, "node_sampler") and hasattr(source, "input_data")
+    link = hasattr(source, "link_sampler") and hasattr(source, "input_data")
+    if node or link:
+        count = len(source.dataset)  # a node or link loader's dataset: the positions of its seeds
+        held = weakref.ref(source)  # not kept alive: a loader holds its own copy of the graph's edges
+
+        def sampled(k: int) -> dict[str, float]:
+            import torch  # a forecast is off the step's path
+
+            loader = held()
+            if loader is None:
+                raise ReferenceError("the loader whose batches these are has been freed: its batches at other "
+                                     "sizes are sampled from it; keep it, or forecast again with the loader")
+            shapes = []
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(k)
+                for _ in range(draws if k < count else 1):  # every item: one batch holds them all
+                    index = torch.randperm(count)[:k]
+                    out = (loader.node_sampler.sample_from_nodes(loader.input_data[index]) if node else
+                           loader.link_sampler.sample_from_edges(loader.input_data[index],
+                                                                 neg_sampling=loader.neg_sampling))
+                    shapes.append({t: v for t, v in _sampled(out, k).items() if t != "items"})
+                    del out
+            return max(shapes, key=result.key)
+
+        result = Heaviest(count, sampled, f"the heaviest of {draws} batches its sampler draws at the size", weight,
+                          within=SAMPLED_WITHIN)
+        return result
+    if sizes is None:
+        return None
+    order = sorted(range(len(sizes)), key=lambda i: heaviness(sizes[i], weight), reverse=True)
+    sums = [(0, 0)]
+    for i in order:
+        sums.append((sums[-1][0] + sizes[i]["num_nodes"], sums[-1][1] + (sizes[i]["num_edges"] or 0)))
+
+    def summed(k: int) -> dict[str, float]:
+        return {"num_nodes": sums[k][0], "num_edges": sums[k][1], "num_graphs": k}
+
+    return Heaviest(len(sizes), summed, "the graphs that cost most, summed", weight, order)

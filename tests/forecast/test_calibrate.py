@@ -384,3 +384,78 @@ def test_a_capacity_below_the_models_constant_says_nothing_fits(fake_cuda):
     cal = gnnmon.calibrate(planted_step(fake_cuda), DataLoader(dataset, batch_size=16), capacity=32 * MiB)
     assert cal.search is not None and cal.search.batch_size == 0 and not cal.search.probes
     assert "nothing fits" in cal.search.stopped and "64" in cal.search.stopped  # the planted 64 MiB constant
+
+
+def six_per_node(count: int, seed: int = 0) -> list[Data]:
+    """Graphs of 20-60 nodes with exactly 6 edges a node: under the planted step a graph's cost
+    grows with its nodes whatever the split between nodes and edges, so the costliest k graphs are
+    the k largest under any model's weights, and the planted limit is one number."""
+    g = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(20, 61, (count,), generator=g).tolist()
+    return [Data(x=torch.randn(n, 4, generator=g), edge_index=torch.randint(0, n, (2, 6 * n), generator=g))
+            for n in sizes]
+
+
+@pytest.mark.parametrize("capacity", [96 * MiB, 256 * MiB, 2 * 2**30])
+def test_the_search_and_the_budget_agree_within_their_bounds(fake_cuda, capacity):
+    """The planted step on the fake CUDA allocator over graphs: at a capacity where the limit is a
+    few dozen graphs, one where it lies far beyond the calibration's batches, and one where every
+    graph fits, the search's bracket and the budget's bounds (from the calibration's model, over the
+    same largest graphs) both hold the planted limit, so they overlap; where every graph fits, both
+    say so."""
+    dataset = six_per_node(2000)
+    loader = DataLoader(dataset, batch_size=16)
+    costs = sorted((B * int(g.num_nodes) + C * int(g.num_edges) for g in dataset), reverse=True)
+    truth = max(k for k in range(len(costs) + 1) if A + sum(costs[:k]) <= 0.9 * capacity)
+    cal = gnnmon.calibrate(planted_step(fake_cuda), loader, capacity=capacity)
+    found = cal.search
+    assert found is not None and found.margin_bytes == 0  # an allocator's count: nothing it cannot resolve
+    top = found.over - 1 if found.over is not None else len(dataset)
+    assert found.batch_size <= truth <= top, (truth, found.summary())
+    budget = gnnmon.forecast(loader, cal, capacity=capacity, progress=False).budget(0.9)
+    assert budget.batch_size <= truth <= budget.batch_size_high, (truth, budget)
+    assert budget.batch_size <= top and found.batch_size <= budget.batch_size_high  # the two agree
+    if truth == len(dataset):
+        assert found.batch_size == budget.batch_size == len(dataset), (found.summary(), budget)
+
+
+def test_the_warm_up_runs_the_largest_size_so_the_fitted_rows_start_from_one_state(fake_cuda):
+    """A planted step that keeps, for the rest of the process, 1 MiB for each graph of the largest
+    batch it has run (an allocator's pool; on the host, a heap's high-water mark), on top of its
+    transient 64 MiB + 2,048 B·nodes + 512 B·edges. The warm-up runs the largest size, so every
+    fitted row starts holding the pool at its last size: the fit finds the planted costs (nothing
+    per graph), the pool is in the constant: a small batch run afterwards is forecast to within 5 %
+    of its growth. (A warm-up at the smallest size let the pool grow with the fitted sizes, a per-item
+    cost of 1 MiB a graph in the fit, and forecast that batch several MiB under its peak.)"""
+    dataset = FakeDataset(num_graphs=300, avg_num_nodes=40, avg_degree=6, num_channels=4)
+    loader = DataLoader(dataset, batch_size=16)
+    inner = planted_step(fake_cuda)
+    pool: dict[str, int] = {"graphs": 0}
+    handles: list[int] = []
+
+    @gnnmon.monitor_memory_device(label="outer", device="cuda:0")
+    def step(batch):
+        if batch.num_graphs > pool["graphs"]:  # the pool grows to the largest batch, and stays
+            handles.append(fake_cuda.alloc((batch.num_graphs - pool["graphs"]) * MiB, 0))
+            pool["graphs"] = batch.num_graphs
+        inner(batch)
+
+    try:
+        cal = gnnmon.calibrate(step, loader, label="outer")
+        model = cal.model
+        assert cal.sizes[0] == max(cal.sizes) == 32 and pool["graphs"] == 32  # the warm-up: the largest
+        assert model.trusted, model.problems
+        small = loader.collate_fn([dataset[i] for i in range(4)])
+        with gnnmon.collect() as run:
+            step(small)
+        row = run.records[-1]
+        truth = A + 32 * MiB + B * row["num_nodes"] + C * row["num_edges"]
+        assert row["mem_peak_bytes"] == truth  # the fake allocator's count: the plant, exactly
+        p = model.predict(**{t: row[t] for t in model.terms}, **{t: row[t] for t in model.confounded})
+        # within 5 % of its growth (edges move with nodes: the model cannot split their costs, and
+        # this batch's ratio is not the fitted rows'); a pool grown with the fitted sizes misses by MiBs
+        assert p.bytes == pytest.approx(truth, abs=0.05 * (truth - A - 32 * MiB))
+        assert truth <= p.upper_bytes
+    finally:
+        for h in handles:
+            fake_cuda.free(h)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 import torch
@@ -180,6 +181,7 @@ def test_the_command_exits_3_with_the_reason_when_the_model_cannot_be_trusted(tm
     assert main(["forecast", str(tmp_path / "flat.jsonl"), "--capacity", "1GiB"]) == 3
     out = capsys.readouterr().out
     assert "barely vary" in out and "budget" not in out
+    assert any(line.startswith("next: ") for line in out.splitlines()), out  # the refusal names what to do next
     for command in ("report", "export", "forecast", "compare", "fields"):
         with pytest.raises(SystemExit):
             main([command, "--help"])
@@ -235,7 +237,105 @@ def test_the_command_line_prints_the_model_and_the_budgets(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "step: mem_peak_bytes ≈ 39.1 KiB per node + 8.79 KiB per edge + 300 MiB" in text
     assert "30 batches forecast" in text and "capacity 8 GiB" in text
-    assert "budget at 50% (4 GiB): DynamicBatchSampler(mode='node', max_num=" in text
+    assert re.search(r"budget at 50% \(4 GiB\): batch_size <= [0-9,]+, or DynamicBatchSampler\(mode='node', max_num=", text)
     assert run.rows_written == 30
     assert main(["forecast", str(tmp_path / "run.jsonl"), "--capacity", "lots"]) == 2
     assert "capacity must be bytes" in capsys.readouterr().err
+
+
+def complete_graph(n: int) -> Data:
+    """Every ordered pair of distinct nodes an edge: two hops of every neighbour reach every node
+    and every edge from any seed."""
+    src, dst = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+    keep = src != dst
+    return Data(x=torch.randn(n, 4), edge_index=torch.stack([src[keep], dst[keep]]))
+
+
+def test_a_neighbour_loaders_batch_size_budget_samples_each_size_rather_than_scaling_the_loaders():
+    """A complete graph of 50 nodes sampled two hops with every neighbour: a batch of any size
+    holds all 50 nodes and 2,450 edges (the planted truth), so when the whole graph fits under the
+    target every batch size does, up to all 50 seeds. Scaling the most nodes per seed of the
+    loader's own batches (25, its last batch of 2) by the size would call a batch of 20 seeds 500
+    nodes and 24,500 edges."""
+    data = complete_graph(50)
+    loader = neighbor_loader(data, [-1, -1], batch_size=4, shuffle=False)
+    assert {(int(b.num_nodes), int(b.num_edges)) for b in loader} == {(50, 2450)}
+    whole = {"num_nodes": 50, "num_edges": 2450}
+    model = planted_model()
+    target = model.predict(**whole).upper_bytes + 20 * MiB  # the whole graph, with 20 MiB to spare
+    fc = gnnmon.forecast(loader, model, capacity=target / 0.9, progress=False)
+    assert fc.heaviest is not None and fc.heaviest.items == 50
+    assert all((fc.shape_at(k)["num_nodes"], fc.shape_at(k)["num_edges"]) == (50, 2450) for k in (1, 7, 20, 50))
+    budget = fc.budget(0.9)
+    assert budget.batch_size == budget.batch_size_high == 50, budget
+    scaled = fc._scaled(20)
+    assert scaled["num_nodes"] == 500 and model.predict(**scaled).upper_bytes > target  # what scaling would say
+
+
+def test_a_budget_states_the_limit_between_its_upper_and_lower_bounds():
+    """The planted model over a graph loader (the costliest graphs summed at each size): the
+    exact limit under the planted truth lies between the budget's batch size (its worst batch's
+    upper bound under the target) and ``batch_size_high`` (its lower bound under it)."""
+    dataset = FakeDataset(num_graphs=300, avg_num_nodes=60, avg_degree=4, num_channels=4)
+    loader = DataLoader(dataset, batch_size=16, shuffle=False)
+    costs = sorted((truth({"num_nodes": g.num_nodes, "num_edges": g.num_edges}) - A for g in dataset), reverse=True)
+    for target in (400 * MiB, 700 * MiB, 1100 * MiB):
+        exact = max(k for k in range(len(costs) + 1) if A + sum(costs[:k]) <= target)
+        budget = gnnmon.forecast(loader, planted_model(), capacity=target / 0.5, progress=False).budget(0.5)
+        assert budget.batch_size <= exact <= budget.batch_size_high, (target, exact, budget)
+        said = f"the model puts the limit between batch_size {budget.batch_size:,} and {budget.batch_size_high:,}"
+        assert (said in str(budget)) == (budget.batch_size_high > budget.batch_size)
+
+
+def test_a_summary_never_prints_a_size_of_zero_as_a_budget():
+    """Where nothing fits, ``print(forecast)`` says so and why, not ``max_num=0`` or ``batch_size
+    <= 0``; a sampler budget of 0 beside a batch size that fits is left out (DynamicBatchSampler
+    with max_num=0 takes nothing)."""
+    dataset = FakeDataset(num_graphs=50, avg_num_nodes=2000, avg_degree=4, num_channels=4)
+    loader = DataLoader(dataset, batch_size=4, shuffle=False)
+    text = str(gnnmon.forecast(loader, planted_model(), capacity=256 * MiB, progress=False))
+    assert "budget at 90% (230 MiB): no batch fits: the model's constant alone" in text, text
+    assert "max_num=0" not in text and "batch_size <= 0" not in text
+    some = Budget(batch_size=3, max_num_nodes=0, max_num_edges=900, target_bytes=GiB, fraction=0.9, binds="nodes",
+                  limited_by_model=False, beyond_fitted=None, batch_size_high=4)
+    assert str(some).startswith("batch_size <= 3, or DynamicBatchSampler(mode='edge', max_num=900), under 1 GiB")
+    assert "max_num=0" not in str(some) and "max_num=0" not in some.said()
+
+
+def test_a_refusal_names_the_next_step():
+    """Each reason a model is refused comes with what to do about it: more rows, calibrate, exact
+    host memory."""
+    few = [{"label": "s", "index": i, "error": None, "num_nodes": 100 * (i + 1), "num_edges": 300 * (i + 1),
+            "mem_peak_bytes": 5 * MiB + 1000 * i} for i in range(6)]
+    rng = random.Random(3)
+    loose = [{"label": "s", "index": i, "error": None, "num_nodes": (n := rng.randint(100, 5000)),
+              "num_edges": 3 * n + rng.randint(0, 50), "mem_peak_bytes": 50 * MiB + rng.uniform(0, 40 * MiB)}
+             for i in range(60)]
+    for rows, said, step in ((few, "too few rows", "gnnmon.calibrate(step, loader)"),
+                             (loose, "explains only", "gnnmon.exact_host_memory()")):
+        model = gnnmon.Report(rows).memory_model(figure="mem_peak_bytes", warmup=0)
+        assert not model.trusted and said in model.problems[0], model.problems
+        with pytest.raises(UntrustedModelError, match=re.escape(step)) as refused:
+            gnnmon.forecast([{"num_nodes": 100, "num_edges": 300}], model, progress=False)
+        assert said in str(refused.value) and "next:" in str(refused.value)
+
+
+def test_a_forecast_does_not_keep_a_neighbour_loader_alive():
+    """A NeighborLoader holds its own copy of the graph's edges; a forecast that kept it would hold
+    that memory after training moved to a loader of another batch size. It is held weakly: once
+    freed, a budget (which samples it at each size) says so, and the summary says why it has none."""
+    import gc
+    import weakref
+
+    data = complete_graph(50)
+    loader = neighbor_loader(data, [-1, -1], batch_size=4, shuffle=False)
+    fc = gnnmon.forecast(loader, planted_model(), capacity=8 * GiB, progress=False)
+    assert fc.shape_at(50)["num_nodes"] == 50  # sampled while the loader lives
+    gone = weakref.ref(loader)
+    del loader
+    gc.collect()  # a PyG loader sits in a reference cycle
+    assert gone() is None
+    assert fc.shape_at(50)["num_nodes"] == 50  # a size it sampled stays known
+    with pytest.raises(ReferenceError, match="has been freed: .* forecast again with the loader"):
+        fc.budget(0.5)
+    assert "budget at 90%: not sized: the loader whose batches these are has been freed" in fc.summary()
