@@ -1,26 +1,32 @@
-"""Bytes a row takes in the run file, for the full stack with three phases and sampling: as
-written (what repeats said once, :mod:`gnnmon.data.same`) and as it would be written whole.
+"""Bytes a row takes in the run file, plain and compressed, and what each costs: for the full stack
+with three phases and ``sample=0.5`` (a step of about 1 ms on the CPU).
 
-Run: ``.venv/bin/python benchmarks/row_bytes.py`` (seconds; ``--rows N``, default 2,000). A step of
-about 1 ms (a sleep in its forward phase), ``collect(path, sample=0.5)``, on the CPU; the figure
-counts every line after the manifest (rows, their ``same`` lines, samples, the end line) over the
-rows. Counted, not timed: a file's size, the same on a busy machine and an idle one.
+Run: ``.venv/bin/python benchmarks/row_bytes.py`` (tens of seconds; ``--rows N``, default 2,000).
+One run is recorded plain; its lines are then compressed as the writer would (in batches of
+``--batch`` lines, each flushed to a byte boundary, so a kill loses at most the batch being
+written) with gzip at levels 1 and 6 (the standard library's zlib) and zstd at level 3 (the
+``zstandard`` package, where installed). Bytes a row are counted (the same on any machine); the
+writer's µs a row (compressing, on the writer thread) and the read (``gnnmon.load`` of the file
+written) are timed, the best of ``--repeat`` runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import platform
 import tempfile
 import time
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import gnnmon
-from gnnmon.data.format import ROW, encode, typed_line
+from gnnmon.data.gz import Compressor
 
 
-@gnnmon.monitor_memory_device(device="cpu")
-@gnnmon.cuda_timed(device="cpu")
+@gnnmon.monitor_memory_device
+@gnnmon.cuda_timed
 @gnnmon.gc_controlled
 def step() -> None:
     with gnnmon.phase("forward"):
@@ -31,24 +37,68 @@ def step() -> None:
         pass
 
 
+def gzip_batches(level: int) -> Callable[[list[bytes]], bytes]:
+    def run(batches: list[bytes]) -> bytes:
+        c = Compressor(level)
+        return b"".join(c.batch(b) for b in batches) + c.finish()
+    return run
+
+
+def zstd_batches(batches: list[bytes]) -> bytes:
+    import zstandard
+
+    z = zstandard.ZstdCompressor(level=3).compressobj()
+    return b"".join(z.compress(b) + z.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK) for b in batches) + z.flush()
+
+
+def best(fn: Callable[[], object], repeat: int) -> float:
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return min(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=2000, help="rows to record (default 2,000)")
+    parser.add_argument("--batch", type=int, default=64, help="lines a batch (default 64)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs, the best kept (default 5)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "run.jsonl"
-        with gnnmon.collect(path, sample=0.5) as run:
+        plain = Path(tmp) / "run.jsonl"
+        with gnnmon.collect(plain, sample=0.5):
             for _ in range(args.rows):
                 step()
-        lines = path.read_bytes().splitlines(keepends=True)[1:]
-        written = sum(map(len, lines)) / args.rows
-        rows = [line for line in lines if line.startswith(b'{"type":"row"')]
-        whole = sum(len(typed_line(ROW, encode(r))) + 1 for r in run.records) / args.rows
-        sets = sum(line.startswith(b'{"type":"same"') for line in lines)
-    print(f"Python {platform.python_version()}, gnnmon {gnnmon.__version__}, {len(rows):,} rows of the full stack "
-          f"with three phases and sample=0.5 on the CPU")
-    print(f"  bytes a row in the file: {written:,.0f} (rows, their {sets} same lines, samples and the end line)")
-    print(f"  bytes a row written whole: {whole:,.0f}")
+        data = plain.read_bytes()
+        lines = data.splitlines(keepends=True)
+        batches = [b"".join(lines[k:k + args.batch]) for k in range(0, len(lines), args.batch)]
+        codecs: list[tuple[str, Callable[[list[bytes]], bytes] | None, str]] = [
+            ("plain", None, "run.jsonl"), ("gzip 1 (gnnmon's)", gzip_batches(1), "run1.jsonl.gz"),
+            ("gzip 6", gzip_batches(6), "run6.jsonl.gz")]
+        try:
+            import zstandard  # noqa: F401
+
+            codecs.append(("zstd 3", zstd_batches, ""))
+        except ImportError:
+            pass
+        print(f"Python {platform.python_version()}, gnnmon {gnnmon.__version__}, {args.rows:,} rows of the full "
+              f"stack with three phases and sample=0.5 on the CPU, {len(lines):,} lines, batches of {args.batch}")
+        print("| file | bytes a row | writer µs a row | a kill loses | gnnmon.load µs a row |")
+        print("| --- | ---: | ---: | --- | ---: |")
+        for name, codec, file in codecs:
+            out = data if codec is None else codec(batches)
+            spent = 0.0 if codec is None else best(lambda c=codec: c(batches), args.repeat)  # type: ignore[misc]
+            read = ""
+            if file:
+                path = Path(tmp) / file
+                path.write_bytes(out)
+                if codec is not None:
+                    assert gzip.decompress(out) == data or zlib.decompressobj(31).decompress(out) == data
+                read = f"{1e6 * best(lambda p=path: gnnmon.load(p), args.repeat) / args.rows:,.1f}"
+            loses = "its last line, cut" if codec is None else f"the batch being written (≤ {args.batch} lines)"
+            print(f"| {name} | {len(out) / args.rows:,.0f} | {1e6 * spent / args.rows:,.1f} | {loses} | {read or 'n/a'} |")
     return 0
 
 

@@ -113,14 +113,20 @@ def dumps(obj: dict[str, Any]) -> str:
         return _ENCODER.encode(_finite(obj))
 
 
+WHOLE_INTS = b" "
+"""How a line that holds an int beyond 64 bits ends (JSON whitespace, which every reader skips):
+orjson would read that int as a float, so gnnmon's reader reads such lines with ``json``."""
+
+
 def encode(obj: dict[str, Any]) -> bytes:
     """One JSON line as UTF-8 bytes (no newline), as :func:`dumps` writes it: non-finite floats
-    become null, tensors their values, other objects their repr."""
+    become null, tensors their values, other objects their repr. A line orjson cannot write (an
+    int beyond 64 bits, a subclass it refuses) is written by json and ends in :data:`WHOLE_INTS`."""
     if _orjson_dumps is not None:
         try:
             return _orjson_dumps(obj, default=_default, option=_ORJSON_OPTIONS)
         except TypeError:  # an int beyond 64 bits, a subclass orjson refuses: json says it as it can
-            pass
+            return dumps(obj).encode("utf-8") + WHOLE_INTS
     return dumps(obj).encode("utf-8")
 
 
@@ -140,8 +146,9 @@ def _not_json(name: str) -> Any:
 def parse(line: bytes | str) -> Any:
     """A JSON line back to Python objects. A string with a lone surrogate (text the OS decoded with
     ``surrogateescape``, written by :func:`encode` as a JSON escape) is read by json where orjson
-    refuses it; NaN and Infinity are refused by both (not JSON)."""
-    if _orjson_loads is None:
+    refuses it, as is a line marked as holding an int beyond 64 bits (:data:`WHOLE_INTS`); NaN and
+    Infinity are refused by both (not JSON)."""
+    if _orjson_loads is None or whole_ints(line):
         return json.loads(line, parse_constant=_not_json)
     try:
         return _orjson_loads(line)
@@ -150,6 +157,13 @@ def parse(line: bytes | str) -> Any:
             return json.loads(line, parse_constant=_not_json)
         except ValueError:
             raise first from None  # orjson's error says where it stopped (its pos)
+
+
+def whole_ints(text: bytes | str) -> bool:
+    """Whether lines ``text`` (one, or several joined) hold one marked by :data:`WHOLE_INTS`."""
+    if isinstance(text, str):
+        text = text.encode("utf-8", "surrogatepass")
+    return text.endswith(b"} ") or text.endswith(b"} \n") or b"} \n" in text or b"} ," in text
 
 
 def dumps_str(text: str) -> str:

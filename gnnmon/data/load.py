@@ -1,6 +1,6 @@
 """Reading a run back: :func:`load` (the whole run) and :func:`iter_rows` (rows one at a time).
 
-Reads every file gnnmon has written (format ``gnnmon.jsonl`` version 1, whatever the layout of the
+Reads every file gnnmon has written (format ``gnnmon.jsonl`` versions 1 and 2, plain or gzip, whatever the layout of the
 package that wrote it); a cut-off last line is skipped with a warning.
 """
 
@@ -35,9 +35,9 @@ def load(path: str | os.PathLike[str], *, strict: bool = True, job: bool = True,
     text = os.fspath(path)
     p = Path(text)
     if p.is_dir():
-        files = sorted(p.glob("*.jsonl"))
+        files = sorted([*p.glob("*.jsonl"), *p.glob("*.jsonl.gz")])
         if not files:
-            raise ReportFileError(f"{p} is a folder with no .jsonl file in it: give a run's file")
+            raise ReportFileError(f"{p} is a folder with no .jsonl or .jsonl.gz file in it: give a run's file")
         runs = [_load_one(f, strict, progress) for f in files]
         alone = [str(r.path) for r in runs if not (r.manifest or {}).get("distributed")]
         if alone or len({(r.manifest or {})["distributed"]["rank"] for r in runs}) != len(runs):

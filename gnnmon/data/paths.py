@@ -19,7 +19,8 @@ def _template(path: str | os.PathLike[str]) -> str:
     if RANK_FIELD in text:
         return text
     p = Path(text)
-    return os.fspath(p.with_name(f"{p.stem}.rank{RANK_FIELD}{p.suffix}"))
+    suffix = "".join(p.suffixes[-2:]) if p.suffix == ".gz" else p.suffix  # job.jsonl.gz -> job.rank0.jsonl.gz
+    return os.fspath(p.with_name(f"{p.name[: len(p.name) - len(suffix)]}.rank{RANK_FIELD}{suffix}"))
 
 
 def rank_path(path: str | os.PathLike[str], rank: int | None) -> Path:

@@ -5,6 +5,7 @@ a time; :func:`rows_of_lines` and :func:`table_of_lines` read a live run's row l
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import warnings
@@ -16,6 +17,7 @@ from typing import Any
 from gnnmon._version import __version__
 from gnnmon.data.expand import Expander
 from gnnmon.data.format import FORMAT, FORMAT_VERSION, ROW, SAME, SAME_FIELD, parse
+from gnnmon.data.gz import Decompressed, is_gzip
 from gnnmon.data.table import Table
 from gnnmon.errors import ReportFileError
 
@@ -63,52 +65,69 @@ def _chunks(path: Path | str | os.PathLike[str], strict: bool,
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no gnnmon report at {path}")
-    with open(path, "rb", buffering=1 << 20) as f:
-        first = f.readline()
-        if not first.strip():
-            raise ReportFileError(f"{path} is empty: no gnnmon manifest line")
-        manifest = _one(path, 1, first, strict)
-        if manifest is None and not first.endswith(b"\n"):  # cut off: nothing more to read
-            return
-        if manifest is not None:  # else gnnmon's, corrupt, and skipped (strict=False)
-            for field, want in (("type", "manifest"), ("format", FORMAT)):
-                if manifest.get(field) != want:
-                    held = "missing" if field not in manifest else f"{manifest[field]!r}"[:60]
-                    raise ReportFileError(f"{path}:1: not a gnnmon report: line 1 is not a {FORMAT} manifest (its "
-                                          f"field {field!r} is {held}, not {want!r})")
-            version = manifest.get("format_version")
-            if type(version) is int and version > FORMAT_VERSION:
-                raise ReportFileError(f"{path}: written by a newer gnnmon ({manifest.get('gnnmon')}) in {FORMAT} format "
-                                      f"version {version}; this gnnmon ({__version__}) reads versions 1 to "
-                                      f"{FORMAT_VERSION}: upgrade gnnmon (pip install -U gnnmon) to read it")
-            yield 1, [manifest]
-        n, done = 2, len(first)
-        while True:
-            lines = f.readlines(CHUNK_BYTES)
-            if not lines:
-                break
-            if progress is not None:
-                done += sum(map(len, lines))
-                if done >= PROGRESS_EVERY:
-                    progress(done)
-                    done = 0
-            objs = parse_lines(lines)
-            if objs is None:
-                for i, raw in enumerate(lines):  # line by line: one is blank, corrupt or cut off
-                    if not raw.strip():
-                        continue
-                    obj = _one(path, n + i, raw, strict)
-                    if obj is not None:
-                        yield n + i, [obj]
-                    elif not raw.endswith(b"\n"):  # cut off: nothing follows it
-                        if progress is not None and done:
-                            progress(done)
-                        return
-            else:
-                yield n, objs
-            n += len(lines)
-        if progress is not None and done:
-            progress(done)
+    with open(path, "rb", buffering=1 << 20) as raw:
+        stream = Decompressed(raw) if is_gzip(raw.peek(2)[:2]) else None  # type: ignore[attr-defined]
+        f = io.BufferedReader(stream, 1 << 20) if stream is not None else raw
+        if stream is not None and progress is not None:  # the file's bytes, not the lines': a bar's total is the file's
+            told, given = [0], progress
+
+            def progress(_: int) -> None:
+                given(stream.compressed - told[0])
+                told[0] = stream.compressed
+        yield from _lines_of(path, f, strict, progress)
+        if stream is not None and stream.cut:
+            warnings.warn(f"{path}: the compressed stream is cut off (its writer was killed, or the file damaged) "
+                          f"after {stream.compressed:,} bytes: read to its last whole line", RuntimeWarning, 4)
+
+
+def _lines_of(path: Path, f: Any, strict: bool,
+              progress: Callable[[int], Any] | None) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """:func:`_chunks` over an open file of lines (a gzip stream's decompressed)."""
+    first = f.readline()
+    if not first.strip():
+        raise ReportFileError(f"{path} is empty: no gnnmon manifest line")
+    manifest = _one(path, 1, first, strict)
+    if manifest is None and not first.endswith(b"\n"):  # cut off: nothing more to read
+        return
+    if manifest is not None:  # else gnnmon's, corrupt, and skipped (strict=False)
+        for field, want in (("type", "manifest"), ("format", FORMAT)):
+            if manifest.get(field) != want:
+                held = "missing" if field not in manifest else f"{manifest[field]!r}"[:60]
+                raise ReportFileError(f"{path}:1: not a gnnmon report: line 1 is not a {FORMAT} manifest (its "
+                                      f"field {field!r} is {held}, not {want!r})")
+        version = manifest.get("format_version")
+        if type(version) is int and version > FORMAT_VERSION:
+            raise ReportFileError(f"{path}: written by a newer gnnmon ({manifest.get('gnnmon')}) in {FORMAT} format "
+                                  f"version {version}; this gnnmon ({__version__}) reads versions 1 to "
+                                  f"{FORMAT_VERSION}: upgrade gnnmon (pip install -U gnnmon) to read it")
+        yield 1, [manifest]
+    n, done = 2, len(first)
+    while True:
+        lines = f.readlines(CHUNK_BYTES)
+        if not lines:
+            break
+        if progress is not None:
+            done += sum(map(len, lines))
+            if done >= PROGRESS_EVERY:
+                progress(done)
+                done = 0
+        objs = parse_lines(lines)
+        if objs is None:
+            for i, raw in enumerate(lines):  # line by line: one is blank, corrupt or cut off
+                if not raw.strip():
+                    continue
+                obj = _one(path, n + i, raw, strict)
+                if obj is not None:
+                    yield n + i, [obj]
+                elif not raw.endswith(b"\n"):  # cut off: nothing follows it
+                    if progress is not None and done:
+                        progress(done)
+                    return
+        else:
+            yield n, objs
+        n += len(lines)
+    if progress is not None and done:
+        progress(done)
 
 
 CHUNK_BYTES = 32 << 10

@@ -1,7 +1,8 @@
 """Writing a run file: :class:`JsonlWriter` puts the manifest line in place whole (a run that cannot
 start leaves a previous file untouched), then appends whole lines with unbuffered writes, so a
-crash or a kill leaves every completed line readable. What a line holds is
-:mod:`gnnmon.data.format`; reading it back is :mod:`gnnmon.data.read`.
+crash or a kill leaves every completed line readable; compressed, as a gzip stream flushed at each
+batch (:mod:`gnnmon.data.gz`). What a line holds is :mod:`gnnmon.data.format`; reading it back is
+:mod:`gnnmon.data.read`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks (a second w
     fcntl = None  # type: ignore[assignment]
 
 from gnnmon.data.format import dumps, encode
+from gnnmon.data.gz import Compressor
 
 
 class JsonlWriter:
@@ -32,9 +34,11 @@ class JsonlWriter:
     start leaves a previous file at ``path`` untouched. The file it replaces keeps its permission
     bits; a read-only file, or one another live process's run is writing (this writer holds an
     advisory lock on its file while the process lives), is refused with an error saying so.
+    ``compress``: a gzip stream, each batch flushed (:mod:`gnnmon.data.gz`; appending adds a member).
     """
 
-    def __init__(self, path: str | os.PathLike[str], mode: str = "w", header: dict[str, Any] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], mode: str = "w", header: dict[str, Any] | None = None,
+                 compress: bool = False) -> None:
         if mode not in ("w", "x", "a"):
             raise ValueError(f"mode must be 'w', 'x' or 'a', got {mode!r}")
         self.path = Path(path)
@@ -44,6 +48,7 @@ class JsonlWriter:
         self.lines = 0
         self._end = 0  # bytes of whole lines: where a failed write is cut back to
         self._torn = False  # a failed write left part of a line that could not be cut back
+        self._gz = Compressor() if compress else None
         if header is None or mode == "a":
             _refuse_if_written(self.path)
             self._file = open(self.path, mode + "b", buffering=0)
@@ -55,6 +60,8 @@ class JsonlWriter:
                 self.write(header)
             return
         first = (dumps(header) + "\n").encode("utf-8")  # a value JSON cannot hold fails here, before any file
+        if self._gz is not None:
+            first = self._gz.batch(first)
         if mode == "x" and self.path.exists():
             raise FileExistsError(f"{self.path} exists (mode='x' refuses to overwrite it)")
         old_mode = _replaceable(self.path)
@@ -100,6 +107,9 @@ class JsonlWriter:
         with self._lock:  # reentrant: a signal handler's row in this thread must not wait on itself
             if self._file.closed:
                 raise ValueError(f"report file {self.path} is already closed")
+            if self._gz is not None:
+                self._write_compressed(data, len(lines))
+                return
             prefixed = self._torn and not self._cut_back()
             if prefixed:
                 data = b"\n" + data  # the part left ends as a line of its own, skipped by the reader
@@ -124,6 +134,27 @@ class JsonlWriter:
             self._torn = False
             self.lines += len(lines)
 
+    def _write_compressed(self, data: bytes, lines: int) -> None:
+        """One batch as a flushed piece of the gzip stream; a write that fails is cut back to the
+        batch before and the compressor goes back with it (the batch's lines are lost, whole)."""
+        assert self._gz is not None
+        if self._torn and not self._cut_back():  # bytes of a failed batch the file could not shed
+            raise OSError(errno.EIO, f"{self.path}: a failed write's bytes could not be cut back; the "
+                          "compressed stream takes no more batches")
+        view = memoryview(self._gz.batch(data))
+        try:
+            while view:
+                view = view[self._file.write(view):]
+        except BaseException as exc:
+            self._gz.undo()
+            self._torn = True
+            self._cut_back()
+            if isinstance(exc, Exception):
+                exc.lines_written = 0  # type: ignore[attr-defined]
+            raise
+        self._end = self._file.tell()
+        self.lines += lines
+
     def _cut_back(self) -> bool:
         """Cut the file back to its last whole line; whether that worked (``_torn`` is cleared)."""
         try:
@@ -139,9 +170,16 @@ class JsonlWriter:
         return self._file.closed
 
     def close(self) -> None:
+        """Close the file (a gzip stream's member ended first: its CRC and size)."""
         with self._lock:
             if not self._file.closed:
-                self._file.close()
+                try:
+                    if self._gz is not None and not self._torn:
+                        tail = memoryview(self._gz.finish())
+                        while tail:
+                            tail = tail[self._file.write(tail):]
+                finally:
+                    self._file.close()
 
     def forget(self) -> None:
         """In a forked child: close this process's descriptor without the lock, which a thread of

@@ -4,6 +4,7 @@ callback all take them as keywords and check them here (a frozen :class:`Options
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,7 +42,9 @@ class Options:
     context switches and run-queue time, in it and since the thread's previous row (``thread_*``
     fields; Linux; 22-29 µs a row on the 2-core VM, ``benchmarks/sched_cost.py``): ``"auto"``
     records them in a distributed job, where the cross-rank report tells a rank the OS descheduled
-    from one that waited or computed.
+    from one that waited or computed. ``compress``: the file as a gzip stream, flushed at every
+    batch the writer hands it (``zcat``, jq, pandas, polars and DuckDB read it as it is; a kill
+    loses at most the batch being written): None compresses a path ending in ``.gz``.
     """
 
     config: Mapping[str, Any] | None = None
@@ -59,6 +62,7 @@ class Options:
     distributed: bool = True
     memory_history: int | None = None
     sched: bool | str = AUTO
+    compress: bool | None = None
 
     def __post_init__(self) -> None:
         config = self.config
@@ -106,6 +110,9 @@ class Options:
             raise TypeError(f"sched must be True, False or 'auto' (on in a distributed job), got {self.sched!r}")
         if not isinstance(self.distributed, bool):
             raise TypeError(f"distributed must be True or False, not {type(self.distributed).__name__}")
+        if self.compress is not None and not isinstance(self.compress, bool):
+            raise TypeError(f"compress must be True (a gzip stream), False (plain lines) or None (by the path: "
+                            f"run.jsonl.gz is compressed), got {self.compress!r}")
 
     @classmethod
     def of(cls, where: str, options: Mapping[str, Any]) -> Options:
@@ -115,6 +122,10 @@ class Options:
             raise TypeError(f"{where} got unknown option(s) {', '.join(map(repr, unknown))}; "
                             f"the options: {', '.join(sorted(NAMES))}")
         return cls(**options)
+
+    def compressed(self, path: str | os.PathLike[str]) -> bool:
+        """Whether the run's file at ``path`` is written as a gzip stream (see ``compress``)."""
+        return os.fspath(path).endswith(".gz") if self.compress is None else self.compress
 
     def window(self, streams: bool) -> int | None:
         """Rows kept in memory: ``max_records``, resolved for a run whose rows do (``streams``)

@@ -90,7 +90,7 @@ class Run:
         self._job_path = Path(os.fspath(path)).name if path is not None else None  # as given: names the job
         self.path = rank_path(path, None if self.rank is None else self.rank.rank) if path is not None else None
         self.flush_interval = float(opts.flush_interval)
-        self.outlets = Outlets(as_sinks(sinks), JsonlSink(self.path, opts.mode) if self.path is not None else None,
+        self.outlets = Outlets(as_sinks(sinks), JsonlSink(self.path, opts.mode, opts.compressed(self.path)) if self.path is not None else None,
                                self._drain, self.flush_interval, self._end_line)
         self.config: dict[str, Any] = dict(opts.config or {})
         self.sample_interval = opts.sample_interval

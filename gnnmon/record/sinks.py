@@ -130,11 +130,13 @@ class JsonlSink:
     starts: a run that cannot start leaves a previous file untouched), then every batch in one
     unbuffered write, then the end line; every line whole (a row is the row as recorded). A failed
     write keeps the whole lines that fit, warns once and counts the others in :attr:`lines_lost`;
-    the next batch tries again."""
+    the next batch tries again. ``compress``: a gzip stream (:mod:`gnnmon.data.gz`), each batch
+    flushed; a failed write then loses its whole batch."""
 
-    def __init__(self, path: str | os.PathLike[str], mode: str = "w") -> None:
+    def __init__(self, path: str | os.PathLike[str], mode: str = "w", compress: bool = False) -> None:
         self.path = Path(path)
         self.mode = mode
+        self.compress = compress
         self.file: JsonlWriter | None = None
         self.lines_lost = 0
         self.errors: list[str] = []  # why writing failed (the first MAX_WRITE_ERRORS)
@@ -145,7 +147,7 @@ class JsonlSink:
         goes on without its file (one warning; ``errors`` says why); any other failure (a bad
         path, a folder, permissions) raises: the user's to fix."""
         try:
-            self.file = JsonlWriter(self.path, self.mode, header=manifest)
+            self.file = JsonlWriter(self.path, self.mode, header=manifest, compress=self.compress)
         except OSError as exc:
             if exc.errno not in RESOURCE_ERRNOS:
                 raise

@@ -7,6 +7,7 @@ short write), the next raises ``ENOSPC``; freeing space lets writes through agai
 from __future__ import annotations
 
 import errno
+import gzip
 import json
 import warnings
 
@@ -94,3 +95,38 @@ def test_a_disk_with_room_for_some_lines_keeps_every_whole_line_that_fits(tmp_pa
     loaded = gnnmon.load(path)  # strict: every line whole
     assert [r["index"] for r in loaded.records] == list(range(fitted + 1))
     assert loaded.end["lines_lost"] == run.lines_lost
+
+
+def test_a_compressed_file_on_a_full_disk_loses_the_batch_that_did_not_fit_and_reads_whole(tmp_path):
+    """A gzip stream is cut back to the batch before the failed one and its compressor goes back
+    with it: the batch is lost whole (counted), and the batches after it, once there is room
+    again, continue the stream a strict read decompresses to the last line."""
+    path = tmp_path / "run.jsonl.gz"
+
+    @gnnmon.cuda_timed(label="step", device="cpu")
+    def step(i):
+        return i
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gnnmon.collect(path, flush_interval=60) as run:
+            writer = run.outlets.file.file
+            for i in range(20):
+                step(i)
+            run.flush()
+            before = path.stat().st_size
+            quota = writer._file = QuotaFile(writer._file, writer._file.tell() + 40)  # room for part of a batch
+            for i in range(20, 40):
+                step(i)
+            run.flush()
+            assert path.stat().st_size == before  # cut back to the batch before
+            quota.capacity = 1 << 30
+            for i in range(40, 60):
+                step(i)
+            run.flush()
+    assert run.lines_lost >= 20 and sum("No space left" in str(w.message) for w in caught) == 1
+    lines = gzip.decompress(path.read_bytes()).split(b"\n")
+    assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])  # every line whole, the stream ended
+    loaded = gnnmon.load(path)  # strict
+    assert [r["index"] for r in loaded.records] == list(range(20)) + list(range(40, 60))
+    assert loaded.complete and loaded.end["lines_lost"] == run.lines_lost

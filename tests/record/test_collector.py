@@ -198,10 +198,12 @@ with gnnmon.collect(sys.argv[1], flush_interval=float(sys.argv[2])):
 """
 
 
-def test_sigkill_loses_only_rows_younger_than_the_flush_interval(tmp_path):
+@pytest.mark.parametrize("name", ["killed.jsonl", "killed.jsonl.gz"])
+def test_sigkill_loses_only_rows_younger_than_the_flush_interval(tmp_path, name):
     """Rows completed well before a SIGKILL are on disk, in order, none missing; the rows lost
-    are the youngest, all closed within about one flush interval of the kill."""
-    path = tmp_path / "killed.jsonl"
+    are the youngest, all closed within about one flush interval of the kill. The same for a
+    compressed file: each batch is flushed to a byte boundary as it is written."""
+    path = tmp_path / name
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     flush = 0.05
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(flush)], stdout=subprocess.PIPE,
@@ -302,17 +304,19 @@ def test_rows_made_faster_than_they_are_written_do_not_pile_up(tmp_path):
     assert sum(1 for _ in gnnmon.iter_rows(tmp_path / "fast.jsonl")) == 3 * BACKLOG
 
 
-def test_a_forked_child_never_writes_into_the_parents_file(tmp_path):
+@pytest.mark.parametrize("name", ["forked.jsonl", "forked.jsonl.gz"])
+def test_a_forked_child_never_writes_into_the_parents_file(tmp_path, name):
     """A DataLoader worker is a fork: it inherits the active run but not its writer thread, and
     a lock the writer held at the fork would stay held in the child. The child keeps its rows in
-    memory (newest 1,000), the parent's file gets only the parent's rows, nothing hangs."""
+    memory (newest 1,000), the parent's file gets only the parent's rows, nothing hangs (and a
+    compressed file's stream stays the parent's alone)."""
     from gnnmon.record.run import CHILD_MAX_RECORDS
 
     @gnnmon.cuda_timed(label="in_child")
     def in_child():  # no torch in a forked child: its thread pool may hang
         return 1
 
-    path = tmp_path / "forked.jsonl"
+    path = tmp_path / name
     with gnnmon.collect(path):
         for n in range(3):
             step(n)
