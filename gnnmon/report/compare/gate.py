@@ -28,7 +28,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from scipy import stats
+from gnnmon.report.stats import scipy_stats as stats
 
 ALPHA = 0.05
 """Each one-sided bound's error rate: at most this share of identical comparisons regress, and of

@@ -35,11 +35,11 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from gnnmon.figures import MEM_END, RSS_END
 from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, evidence, finding, median, spread
 from gnnmon.report.memory.model import format_bytes
+from gnnmon.report.stats import scipy_stats as stats
 
 TOGETHER = 0.95
 """Shapes whose between-epoch share of their variance exceeds this² grew with time, not within

@@ -124,3 +124,13 @@ def test_comparing_imports_no_torch(base, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, str(base), str(tmp_path / "p.html")], capture_output=True,
                           text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("0"), proc.stderr[-2000:]
+
+
+def test_reading_a_report_imports_no_scipy_until_a_test_needs_it(base, tmp_path):
+    """scipy.stats takes 0.3-1.4 s to import: a report with no epochs to fit a leak on never pays
+    it; a comparison, whose every change is bounded by Student's t, does."""
+    code = ("import sys, gnnmon; gnnmon.Report.load(sys.argv[1]).markdown(); before = 'scipy.stats' in sys.modules; "
+            "import gnnmon.cli; gnnmon.cli.main(['compare', sys.argv[1], sys.argv[1]]); "
+            "print(before, 'scipy.stats' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, str(base)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("False True"), proc.stderr[-2000:]
