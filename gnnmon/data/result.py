@@ -5,7 +5,6 @@ what ``gnnmon.load`` uses) or merged from a distributed job's ranks (:meth:`RunR
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Iterable
 from functools import partial
 from itertools import compress
@@ -19,17 +18,11 @@ from gnnmon.data.read import bad_row, read_chunks, rows_of_lines, table_of_lines
 from gnnmon.data.schema import KIND, Damage, line_damage
 from gnnmon.data.schema import Damaged as _Damaged
 from gnnmon.data.table import Table
-from gnnmon.errors import GnnmonError
 
 _POP_TYPE = methodcaller("pop", "type", None)
 _IS_ROW = partial(eq, ROW)  # False for a kind that is not text (str.__eq__ would give NotImplemented: true)
 _LABEL = methodcaller("get", "label")
 _INDEX = methodcaller("get", "index")
-
-REPORTERS: list[Callable[[RunResult], Any]] = []
-"""What the deprecated :meth:`RunResult.report` makes: ``gnnmon.report`` puts its ``Report`` here
-as it is imported (the report stage reads this stage, never the other way round)."""
-
 
 class RunResult:
     """A run's manifest, rows, GC events, samples, counter points, markers and end line.
@@ -128,16 +121,6 @@ class RunResult:
         if self.ranks:
             return [{**p, "rank": rank} for rank, part in self.ranks.items() for p in part.points]
         return self.counters.points()
-
-    def report(self) -> Any:
-        """Deprecated: ``gnnmon.Report(result)``, or ``gnnmon.Report.load(path)`` for a file (a plain
-        result knows no report). Still a :class:`gnnmon.report.Report` over this result."""
-        warnings.warn("RunResult.report() is deprecated: use gnnmon.Report(result), or gnnmon.Report.load(path)",
-                      DeprecationWarning, stacklevel=2)
-        if not REPORTERS:
-            raise GnnmonError("RunResult.report() needs the report stage, not imported here: use gnnmon.Report(result) "
-                              "(or import gnnmon.report first)")
-        return REPORTERS[-1](self)
 
     @classmethod
     def read(cls, path: str | os.PathLike[str], *, strict: bool = True,

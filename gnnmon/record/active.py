@@ -62,7 +62,7 @@ def collect(path: str | os.PathLike[str] | None = None, *, sinks: Sequence[Any] 
     ``fn(rows)``; :mod:`gnnmon.record.sinks` has the contract). The options (``config``,
     ``max_records``, ``mode``, ``sample``, ``energy``, ``country``, ``region``,
     ``carbon_intensity``, ``cpu_power_w``, ``ram_power_w``, ``flush_interval``, ``sampler``,
-    ``distributed``, ``memory_history``, ``sched``) are those of
+    ``distributed``, ``memory_history``, ``sched``, ``compress``) are those of
     :class:`~gnnmon.record.options.Options`, with their defaults and meaning.
     """
     return Run(path, sinks=sinks, **options)

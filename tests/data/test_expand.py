@@ -7,12 +7,10 @@ whole: tests/data/test_whole_lines.py."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from gnnmon.data.expand import Expander
-from gnnmon.data.format import ROW, SAME, SAME_FIELD, parse
+from gnnmon.data.format import ROW, SAME, SAME_FIELD
 
 DECLARED = {"type": SAME, "id": 3, "keys": ["label", "index", "device", "wall_s", "notes", "gc_pause_s", "backend"],
             "fields": {"device": "cpu", "notes": ["warm", "gc"], "gc_pause_s": 0.0, "backend": None}}

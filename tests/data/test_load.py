@@ -113,7 +113,7 @@ def test_a_folder_that_is_not_one_jobs_files_is_refused_by_name(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "notes.txt").write_text("no run here")
-    with pytest.raises(ReportFileError, match=r"empty is a folder with no \.jsonl file in it"):
+    with pytest.raises(ReportFileError, match=r"empty is a folder with no \.jsonl or \.jsonl\.gz file in it"):
         load(empty)
     mixed = tmp_path / "mixed"
     plant_job(mixed)

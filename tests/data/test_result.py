@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gnnmon.data import result as result_module
 from gnnmon.data.format import FORMAT, MANIFEST, encode
 from gnnmon.data.result import RunResult
-from gnnmon.errors import GnnmonError, ReportFileError
+from gnnmon.errors import ReportFileError
 
 ROWS = [{"label": "step", "index": 0, "wall_s": 0.5, "notes": ["a"]},
         {"label": "eval", "index": 0, "wall_s": 0.25, "device": "cpu"},
@@ -206,14 +205,9 @@ def test_merge_of_files_read_back(tmp_path):
 
 # -- the deprecated report -----------------------------------------------------------------------
 
-def test_report_is_deprecated_and_uses_the_report_stage_registered(monkeypatch):
-    run = RunResult(ROWS)
-    monkeypatch.setattr(result_module, "REPORTERS", [])
-    with pytest.warns(DeprecationWarning, match="gnnmon.Report"), pytest.raises(GnnmonError, match="needs the report stage"):
-        run.report()
-    monkeypatch.setattr(result_module, "REPORTERS", [lambda r: ("old", r), lambda r: ("newest", r)])
-    with pytest.warns(DeprecationWarning, match=r"RunResult.report\(\) is deprecated"):
-        assert run.report() == ("newest", run)
+def test_a_plain_result_knows_no_report():
+    """The report reads the result (gnnmon.Report(result)); the result has no way up to it."""
+    assert not hasattr(RunResult(ROWS), "report")
 
 
 def test_a_result_of_row_lines_reads_them_as_a_file_would_and_only_when_asked(tmp_path):
