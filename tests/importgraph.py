@@ -261,7 +261,7 @@ def stage(module: str) -> str:
     parts = module.split(".")[1:]
     if not parts:
         return "api"
-    if len(parts) == 1 and parts[0] in API_MODULES:
+    if parts[0] in API_MODULES:  # cli is a package of the face: a module a command
         return "api"
     if len(parts) == 1 and parts[0] in ROOT_MODULES:
         return "root"
@@ -479,7 +479,8 @@ def rooms(package_dir: Path) -> str:
     for name in FLOW:
         allowed = ", ".join(f"`{s}`" for s in FLOW if s in ALLOWED[name]) or "nothing"
         if name == "api":
-            modules = sorted(f"{m}.py" for m in API_MODULES)
+            modules = sorted(f"{m}.py" for m in API_MODULES if (package_dir / f"{m}.py").exists())
+            modules += [f"cli/{p.name}" for p in sorted((package_dir / "cli").glob("*.py"))]
             out += ["### the face (`gnnmon/`)", "", f"May import: {allowed}. Modules: " +
                     ", ".join(f"`{m}`" for m in modules) + ".", ""]
             continue

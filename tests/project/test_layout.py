@@ -93,7 +93,7 @@ def test_no_gnnmon_import_inside_a_function():
 
 
 def test_every_folder_is_a_stage_that_says_what_it_may_import():
-    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists() and p.name != "cli")  # the face's
     assert folders == sorted(set(ALLOWED) - {"api", "root"})
     for name in folders:
         doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text()))

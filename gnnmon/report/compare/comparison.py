@@ -26,6 +26,12 @@ RUNS_ADVISED = 5
 """Runs a side the docs advise for CI: at a 2 % spread between reruns they decide a 5 % limit
 (identical code passes, +10 % regresses) in 95 % of comparisons (docs/diagnosis.md)."""
 
+INCONCLUSIVE = 4
+"""The exit status of a comparison the runs cannot decide (``gnnmon compare``; :meth:`Comparison.status`)."""
+
+EXIT_OF = {"pass": 0, "regressed": 1, "inconclusive": INCONCLUSIVE}
+"""Each verdict's exit status, as CI reads it."""
+
 Side = RunResult | Table
 
 
@@ -160,6 +166,17 @@ class Comparison:
         ``pass`` (``pass`` too where no limit was given: nothing was held to one)."""
         said = {d["decision"] for d in self.decisions(max_slowdown, max_memory_growth)}
         return "regressed" if "regressed" in said else "inconclusive" if "inconclusive" in said else "pass"
+
+    def status(self, inconclusive: str = "status") -> int:
+        """The exit status a CI job acts on: 0 passed, 1 regressed, :data:`INCONCLUSIVE` where the
+        runs cannot decide — or, by ``inconclusive``, 0 (``"pass"``: an advisory gate) or 1
+        (``"fail"``: a strict one)."""
+        if inconclusive not in ("status", "pass", "fail"):
+            raise ValueError(f"inconclusive must be 'status', 'pass' or 'fail', got {inconclusive!r}")
+        said = self.verdict()
+        if said == "inconclusive" and inconclusive != "status":
+            return EXIT_OF["pass" if inconclusive == "pass" else "regressed"]
+        return EXIT_OF[said]
 
     def to_dict(self) -> dict[str, Any]:
         """The comparison as plain data (what ``--format json`` prints)."""

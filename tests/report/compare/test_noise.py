@@ -106,3 +106,16 @@ def test_a_busy_machine_is_named_beside_the_verdict():
     differ = Comparison([result(loaded(1, 101.0), 1)], [result(loaded(2, 3.0), 2)], max_slowdown=0.05)
     (note,) = [n for n in differ.notes if "load differed" in n]
     assert "101 % of a core on BASE's cores and 3 % on NEW's" in note
+
+
+def test_the_exit_status_a_ci_job_acts_on():
+    """0 passed, 1 regressed, 4 where the runs cannot decide, or 0 or 1 as --inconclusive says."""
+    passed = Comparison(side(range(5), 0.01), side(range(5, 10), 0.01), max_slowdown=0.05)
+    slower = Comparison(side(range(5), 0.01), side(range(5, 10), 0.01, 1.25), max_slowdown=0.05)
+    unsure = Comparison(side([0], 0.01), side([1], 0.01), max_slowdown=0.05)
+    assert [c.verdict() for c in (passed, slower, unsure)] == ["pass", "regressed", "inconclusive"]
+    assert [c.status() for c in (passed, slower, unsure)] == [0, 1, 4]
+    assert [unsure.status(how) for how in ("status", "pass", "fail")] == [4, 0, 1]
+    assert slower.status("pass") == 1 and passed.status("fail") == 0  # only an undecided gate is changed
+    with pytest.raises(ValueError, match="inconclusive must be 'status', 'pass' or 'fail'"):
+        passed.status("maybe")

@@ -1,0 +1,77 @@
+"""What every command shares: reading a run (a progress bar on a terminal), printing as a Unix tool
+does (quiet when its reader goes away), a limit given as a percentage, and one-line warnings."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from gnnmon.data.load import load
+from gnnmon.errors import ReportFileError
+
+SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
+
+
+def read(path: str, lenient: bool) -> Any:
+    """A run read for a command; prints the error and returns None where it cannot be read."""
+    bar = _progress_bar(path)
+    try:
+        return load(path, strict=not lenient, progress=bar.update if bar is not None else None)
+    except (ReportFileError, OSError) as exc:
+        print(f"gnnmon: {exc}", file=sys.stderr)
+        return None
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def write(text: str) -> int:
+    """Print ``text`` (and flush); SIGPIPE_EXIT when the reader went away (``| head``): no
+    traceback, and none at exit when Python flushes stdout."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return reader_gone()
+    return 0
+
+
+def reader_gone() -> int:
+    """stdout's reader left: what is left to flush goes nowhere; SIGPIPE_EXIT."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return SIGPIPE_EXIT
+
+
+def share(text: str) -> float:
+    """A limit as a share: ``5%`` or ``0.05`` (a bare number is a share, and must be under 1)."""
+    percent = text.strip().endswith("%")
+    try:
+        value = float(text.strip()[:-1]) / 100 if percent else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (e.g. 5%) or a share (0.05)") from None
+    if not percent and value >= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} reads as {100 * value:g} %; write {text}% to mean {text} %")
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a limit is 0 or more")
+    return value
+
+
+def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     line: str | None = None) -> str:
+    """A warning as the CLI's other messages say things: one line, no source path."""
+    return f"gnnmon: warning: {message}\n"
+
+
+def _progress_bar(path: str) -> Any:
+    """A progress bar on stderr for reading ``path``, shown once reading has taken a second and
+    only on a terminal (tqdm's ``delay``; None without tqdm)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    total = os.path.getsize(path) if os.path.isfile(path) else None
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="gnnmon: reading", delay=1.0,
+                file=sys.stderr, leave=False, disable=None)
