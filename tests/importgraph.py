@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT_MODULES = {"_version", "errors", "fields", "figures"}
+ROOT_MODULES = {"_version", "errors", "fields", "figures", "registry"}
 """Leaf modules at the package root: the vocabulary every stage shares. They import nothing."""
 
 API_MODULES = {"__init__", "__main__", "cli"}

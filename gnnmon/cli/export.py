@@ -9,15 +9,14 @@ from typing import Any
 
 from gnnmon.cli.common import read, reader_gone
 from gnnmon.report import Report
-from gnnmon.report.exports import EXPORTS, STDOUT, find, names
+from gnnmon.report.exports import EXPORTS, STDOUT, find
 
 EXIT = "Exit status: 0 written; 2 an error (a file missing or damaged, the output not writable)."
 
 
 def add(sub: Any, argv: list[str]) -> None:
-    # packages' exports are read from their metadata (tens of ms) only where they are listed or run
-    kinds = names() if argv[:1] in ([], ["export"], ["-h"], ["--help"]) else list(EXPORTS)
-    whats = {name: EXPORTS[name].what if name in EXPORTS else "a package's export" for name in kinds}
+    kinds = list(EXPORTS)
+    whats = {name: EXPORTS[name].what for name in kinds}
     p = sub.add_parser("export", help="write a run for another tool: " + ", ".join(kinds), epilog=EXIT,
                        description="Write a run for another tool or reader. " + " ".join(
                            f"{name}: {what}." for name, what in whats.items()))

@@ -31,12 +31,12 @@ import errno
 import os
 import warnings
 from collections.abc import Callable, Iterable
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from gnnmon.data.format import END, GC, MARKER, POINT, SAMPLE, encode, typed_line
 from gnnmon.data.write import JsonlWriter
+from gnnmon.registry import Registry
 
 SINK_FAILED = "sink failed:"
 """How ``ended`` starts in the end line a sink gets when it is closed for having raised."""
@@ -204,39 +204,23 @@ class JsonlSink:
         return f"JsonlSink({str(self.path)!r})"
 
 
-SINKS: dict[str, Callable[..., Sink]] = {}
+SINKS: Registry[Callable[..., Sink]] = Registry("sink", group="gnnmon.sinks")
 """Sinks by name: the class (or factory) :func:`sink` makes. A module adds its sink with
 :func:`register_sink` when it is imported; a module not imported yet is found through its
-package's entry point in the group :data:`ENTRY_POINTS` (gnnmon's integrations declare theirs in
+package's entry point in the group ``gnnmon.sinks`` (gnnmon's integrations declare theirs in
 ``pyproject.toml``, so ``sink("prometheus")`` works before anything imported them)."""
-
-ENTRY_POINTS = "gnnmon.sinks"
-"""The entry-point group that names the modules holding sinks: ``name = "module:Class"``."""
 
 
 def register_sink(name: str, factory: Callable[..., Sink]) -> Callable[..., Sink]:
     """Make ``sink(name, **options)`` call ``factory(**options)``; returns ``factory``."""
     if not isinstance(name, str) or not name or not callable(factory):
         raise TypeError(f"register_sink(name, factory): a non-empty name and a callable; got {name!r}, {factory!r}")
-    SINKS[name] = factory
-    return factory
-
-
-def _declared() -> dict[str, Any]:
-    """The sinks packages declare as entry points, by name."""
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINTS)}
+    return SINKS.register(name, factory)
 
 
 def sink(name: str, /, **options: Any) -> Sink:
     """A registered sink by name, e.g. ``sink("jsonl", path="runs/copy.jsonl")``."""
-    factory = SINKS.get(name)
-    if factory is None:
-        declared = _declared()
-        if name not in declared:
-            raise ValueError(f"no sink named {name!r}; the sinks: {', '.join(sorted(set(SINKS) | set(declared)))}")
-        loaded = declared[name].load()  # imports its module, which registers it
-        factory = SINKS.get(name, loaded)
-    made: Sink = factory(**options)
+    made: Sink = SINKS.find(name)(**options)
     return made
 
 

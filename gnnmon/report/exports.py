@@ -6,18 +6,17 @@
 Every door goes through :func:`export`: ``Report.export(name, out)``, the ``Report.to_*`` aliases,
 ``gnnmon export`` and ``gnnmon report --format csv``. A module of its own with one
 :func:`register_export` call adds an export (the built-in ones, in :mod:`gnnmon.report.renderers`,
-register as ``gnnmon.report`` is imported); a package's export not imported yet is found through
-its entry point in the group :data:`ENTRY_POINTS`, as sinks are."""
+register as ``gnnmon.report`` is imported; one of yours as you import its module)."""
 
 from __future__ import annotations
 
 import os
 import sys
-from importlib import metadata
 from pathlib import Path
-from typing import Any, Protocol, TextIO, runtime_checkable
+from typing import Protocol, TextIO, runtime_checkable
 
 from gnnmon.data.result import RunResult
+from gnnmon.registry import Registry
 
 
 @runtime_checkable
@@ -48,12 +47,8 @@ class Written(str):
         return (Written, (self.n, self.unit))  # copied and pickled whole (a worker's answer)
 
 
-EXPORTS: dict[str, Export] = {}
+EXPORTS: Registry[Export] = Registry("export")
 """name -> export, in the order they were registered."""
-
-ENTRY_POINTS = "gnnmon.exports"
-"""The entry-point group that names packages' exports: ``name = "module:attribute"`` (the module
-registers its export as it is imported; the attribute is the export, or its class)."""
 
 STDOUT = "-"
 """The ``out`` that means the standard output (exports with ``write_stream``)."""
@@ -63,36 +58,12 @@ def register_export(export: Export) -> Export:
     """Add (or replace) an export under its ``name``."""
     if not isinstance(export, Export) or not isinstance(export.name, str) or not export.name:
         raise TypeError(f"an export has a name, what it writes and write(result, out); got {export!r}")
-    EXPORTS[export.name] = export
-    return export
-
-
-def _declared() -> dict[str, metadata.EntryPoint]:
-    """The exports packages declare as entry points, by name ({} where packages' metadata cannot be
-    read: the built-in exports still work)."""
-    try:
-        return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINTS)}
-    except Exception:  # noqa: BLE001 - a broken package's metadata must not stop gnnmon's own exports
-        return {}
-
-
-def names() -> list[str]:
-    """Every export's name: those registered, then those only declared by a package."""
-    return list(EXPORTS) + sorted(set(_declared()) - set(EXPORTS))
+    return EXPORTS.register(export.name, export)
 
 
 def find(name: str) -> Export:
-    """The export ``name``: registered, or imported through its entry point."""
-    found = EXPORTS.get(name)
-    if found is None:
-        declared = _declared()
-        if name not in declared:
-            raise ValueError(f"no export named {name!r}; the exports: {', '.join(names())}")
-        try:
-            loaded: Any = declared[name].load()  # imports its module, which registers it
-        except Exception as exc:
-            raise ValueError(f"the export {name!r} ({declared[name].value}) could not be loaded: {exc!r}") from exc
-        found = EXPORTS.get(name) or register_export(loaded() if isinstance(loaded, type) else loaded)
+    """The export ``name``."""
+    found: Export = EXPORTS.find(name)
     return found
 
 

@@ -48,7 +48,7 @@ def test_the_concern_check_catches_a_planted_second_concern(tmp_path):
     copy = _copy_package(tmp_path)
     # run.py's own code, and a copy of the sinks module's JsonlSink pasted under it: two concerns
     sinks = (copy / "record" / "sinks.py").read_text()
-    pasted = sinks[sinks.index("class JsonlSink:"):sinks.index("SINKS: dict")]
+    pasted = sinks[sinks.index("class JsonlSink:"):sinks.index("SINKS: Registry")]
     _append(copy / "record" / "run.py", "\n\n" + pasted.replace("class JsonlSink:", "class PastedSink:"))
     found = dict(many_concerns(copy))
     assert "gnnmon.record.run" in found and any("PastedSink" in names for _, names in found["gnnmon.record.run"])

@@ -1,6 +1,6 @@
 """The export registry (``gnnmon/report/exports.py``): every door (``Report.export``, the
 ``to_*`` aliases, ``gnnmon export``, ``gnnmon report --format csv``) goes through it; a replaced
-export is the one every door uses; a package's export is found through its entry point; ``-o -``
+export is the one every door uses; one of yours is registered as its module is imported; ``-o -``
 writes a stream export to stdout and a file-only export refuses it, naming why."""
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import pytest
 
 import gnnmon
 from gnnmon.cli import main
-from gnnmon.report import exports
 from gnnmon.report.exports import EXPORTS, Written, register_export
-from tests.plugin_site import plugin_site
 
 STEPS = 5
 
@@ -59,10 +57,11 @@ class Counting:
 @pytest.fixture
 def replaced():
     """The built-in exports, put back after a test replaced some."""
-    saved = dict(EXPORTS)
+    saved = EXPORTS.items()
     yield
     EXPORTS.clear()
-    EXPORTS.update(saved)
+    for name, export in saved:
+        EXPORTS.register(name, export)
 
 
 def test_a_replaced_export_is_what_every_door_uses(run_path, tmp_path, replaced, capsys):
@@ -106,7 +105,7 @@ def test_an_unknown_export_names_the_known_ones(run_path, tmp_path):
     assert {"trace", "tensorboard", "html", "csv"} <= set(named)
     with pytest.raises(TypeError, match="an export has a name"):
         register_export(object())  # type: ignore[arg-type]
-    assert set(exports.names()[:4]) == {"trace", "tensorboard", "html", "csv"}
+    assert set(list(EXPORTS)[:4]) == {"trace", "tensorboard", "html", "csv"}
 
 
 PLUGIN = '''
@@ -126,31 +125,26 @@ class LabelCount:
 '''
 
 
-def test_a_packages_export_is_found_through_its_entry_point(run_path, tmp_path):
-    """A package that declares ``[project.entry-points."gnnmon.exports"]`` (here an installed
-    distribution's metadata on the path) is listed by ``gnnmon export --help`` and runs by name,
-    imported only when chosen."""
-    site = plugin_site(tmp_path / "site", "labelcount", PLUGIN, exports.ENTRY_POINTS, "labels = labelcount:LabelCount")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.getcwd()])}
-    out = tmp_path / "labels.txt"
-    done = subprocess.run([sys.executable, "-m", "gnnmon", "export", "labels", str(run_path), "-o", str(out)],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert out.read_text() == f"step {STEPS}\n" and "wrote 1 labels" in done.stderr
-    helped = subprocess.run([sys.executable, "-m", "gnnmon", "export", "--help"], capture_output=True, text=True,
-                            env=env, timeout=300)
-    assert "labels" in helped.stdout
-    helped = subprocess.run([sys.executable, "-m", "gnnmon", "--help"], capture_output=True, text=True,
-                            env=env, timeout=300)
-    assert "labels" in helped.stdout  # the commands' list names it too
+def test_an_export_of_yours_registers_as_its_module_is_imported_and_every_door_finds_it(run_path, tmp_path):
+    """A module of yours with one register_export call (here written to a folder on the path):
+    once imported, ``Report.export`` and ``gnnmon export`` run it by name; an unknown name is
+    refused naming the exports there are."""
+    (tmp_path / "labelcount.py").write_text(PLUGIN)
     probe = textwrap.dedent(f"""
         import sys, gnnmon
-        from gnnmon.report.exports import EXPORTS, names
-        assert "labels" in names() and "labels" not in EXPORTS and "labelcount" not in sys.modules
+        from gnnmon.cli import main
+        from gnnmon.report.exports import EXPORTS, register_export
+        import labelcount
+        register_export(labelcount.LabelCount())
         print(gnnmon.Report.load({str(run_path)!r}).export("labels", {str(tmp_path / 'py.txt')!r}))
+        sys.exit(main(["export", "labels", {str(run_path)!r}, "-o", {str(tmp_path / 'cli.txt')!r}]))
     """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "1 labels", done.stderr
+    assert (tmp_path / "py.txt").read_text() == (tmp_path / "cli.txt").read_text() == f"step {STEPS}\n"
+    with pytest.raises(ValueError, match=r"no export named 'nothing'; the exports: (csv|trace|html|tensorboard|labels)"):
+        gnnmon.Report.load(run_path).export("nothing", tmp_path / "x")
 
 
 def test_what_an_export_wrote_copies_and_pickles_whole():
@@ -167,17 +161,3 @@ def test_a_reports_records_are_fresh_on_each_read(run_path):
     first = report.records
     first[0]["planted"] = "changed"
     assert report.records[0]["planted"] == 0 and report.table.records()[0]["planted"] == 0
-
-
-def test_only_the_commands_that_list_or_run_exports_read_the_packages_metadata(run_path, monkeypatch, capsys):
-    """Reading every package's entry points costs tens of ms: ``gnnmon export`` and the help read
-    them (once; gnnmon's own export is found without), ``report``, ``fields`` and the others never."""
-    reads = []
-    real = exports._declared
-    monkeypatch.setattr(exports, "_declared", lambda: reads.append(1) or real())
-    for argv, expected in ((["fields"], 0), (["report", str(run_path)], 0), (["forecast", str(run_path)], 0),
-                           (["export", "csv", str(run_path), "-o", "-"], 1)):
-        reads.clear()
-        main(argv)
-        assert len(reads) == expected, (argv, reads)
-    capsys.readouterr()
