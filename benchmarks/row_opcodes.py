@@ -1,16 +1,22 @@
-"""The Python a row runs in gnnmon's own code, counted: bytecode instructions a call, for the
-full stack with three phases, ``@cuda_timed`` alone, a ``timed`` scope and one phase in a row.
+"""The Python a row runs in gnnmon's own code, counted: bytecode instructions a call on the step's
+thread, for each form as users write it (no device argument) inside ``collect(path)``, after
+warm-up: the full stack with three phases, ``@cuda_timed``, ``@monitor_memory_device`` and
+``@gc_controlled`` alone, ``@cuda_timed`` with one phase, a ``timed`` scope, and one phase in a
+row (the difference of the two ``@cuda_timed`` forms).
 
 Run: ``.venv/bin/python benchmarks/row_opcodes.py`` (seconds). Counted, not timed: the same on a
-busy machine and an idle one, for one Python version (instructions differ between versions). On
-the CPU (``device="cpu"``); a GPU row runs the same code plus its CUDA calls, which
+busy machine and an idle one, for one Python version (instructions differ between versions);
+``tests/measure/test_row_budget.py`` holds the counts to their budgets (docs/performance.md). On
+this VM the calls are the CPU's; a GPU row runs the same code plus its CUDA calls, which
 ``benchmarks/row_cost.py`` counts and prices.
 """
 
 from __future__ import annotations
 
+import gc
 import platform
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,8 +26,8 @@ import gnnmon
 PACKAGE = str(Path(gnnmon.__file__).resolve().parent)
 
 
-@gnnmon.monitor_memory_device(device="cpu")
-@gnnmon.cuda_timed(device="cpu")
+@gnnmon.monitor_memory_device
+@gnnmon.cuda_timed
 @gnnmon.gc_controlled
 def full_stack() -> None:
     with gnnmon.phase("forward"):
@@ -32,12 +38,22 @@ def full_stack() -> None:
         pass
 
 
-@gnnmon.cuda_timed(device="cpu")
+@gnnmon.cuda_timed
 def timed_alone() -> None:
     pass
 
 
-@gnnmon.cuda_timed(device="cpu")
+@gnnmon.monitor_memory_device
+def memory_alone() -> None:
+    pass
+
+
+@gnnmon.gc_controlled
+def gc_alone() -> None:
+    pass
+
+
+@gnnmon.cuda_timed
 def one_phase() -> None:
     with gnnmon.phase("forward"):
         pass
@@ -48,8 +64,18 @@ def scope() -> None:
         pass
 
 
+FORMS: dict[str, Callable[[], Any]] = {
+    "full stack + 3 phases": full_stack, "@cuda_timed": timed_alone, "@monitor_memory_device": memory_alone,
+    "@gc_controlled": gc_alone, "@cuda_timed + 1 phase": one_phase, "timed scope": scope,
+}
+PHASE = "a phase in a row"
+"""The derived form: ``@cuda_timed + 1 phase`` less ``@cuda_timed``."""
+
+
 def count(call: Callable[[], Any], calls: int = 200) -> float:
-    """Instructions gnnmon's modules run per call of ``call``."""
+    """Instructions gnnmon's modules run per call of ``call``, on this thread. Collections are held
+    off while counting (a tracer makes a frame object per traced call, whose allocations would
+    start collections that the step does not make)."""
     seen = [0]
 
     def local(frame: Any, event: str, arg: Any) -> Any:
@@ -63,27 +89,36 @@ def count(call: Callable[[], Any], calls: int = 200) -> float:
             return local
         return None
 
+    threshold = gc.get_threshold()
+    gc.set_threshold(10**9)
     sys.settrace(enter)
     try:
         for _ in range(calls):
             call()
     finally:
         sys.settrace(None)
+        gc.set_threshold(*threshold)
     return seen[0] / calls
 
 
-def main() -> None:
-    forms = {"full stack + 3 phases": full_stack, "@cuda_timed": timed_alone, "@cuda_timed + 1 phase": one_phase,
-             "timed scope": scope}
-    with gnnmon.collect(flush_interval=3600):
-        for call in forms.values():
-            for _ in range(50):  # the first calls make what later ones reuse
+def counts(path: str | Path, warm: int = 50) -> dict[str, float]:
+    """Each form's instructions a call, inside ``collect(path)`` after ``warm`` calls of each."""
+    with gnnmon.collect(path, flush_interval=3600):
+        for call in FORMS.values():
+            for _ in range(warm):  # the first calls make what later ones reuse
                 call()
-        counts = {name: count(call) for name, call in forms.items()}
-    print(f"Python {platform.python_version()}, gnnmon {gnnmon.__version__}: instructions a call in gnnmon's code")
-    for name, n in counts.items():
+        found = {name: count(call) for name, call in FORMS.items()}
+    found[PHASE] = found["@cuda_timed + 1 phase"] - found["@cuda_timed"]
+    return found
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        found = counts(Path(tmp) / "rows.jsonl")
+    print(f"Python {platform.python_version()}, gnnmon {gnnmon.__version__}: instructions a call in gnnmon's code "
+          "(no device argument, inside collect(path), after warm-up)")
+    for name, n in found.items():
         print(f"  {name:24s} {n:8.0f}")
-    print(f"  {'a phase in a row':24s} {counts['@cuda_timed + 1 phase'] - counts['@cuda_timed']:8.0f}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 from typing import Any
 
 
@@ -28,3 +29,24 @@ NEVER_STARTED = ("this gnnmon run was never started, so nothing was recorded int
                  "went to the default run, and no file was written): use `with gnnmon.collect(...) as run:` "
                  "or `run = gnnmon.collect(...).start()`")
 """Said once when the rows of a run that was made but never started are read."""
+
+
+def raised_by_handler(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a Python signal handler (its traceback passes through one),
+    not by gnnmon's own work: gnnmon turns its own failures into notes, never those (a step's
+    timeout must reach the caller)."""
+    handlers = set()
+    for signum in signal.valid_signals():
+        try:
+            handler = signal.getsignal(signum)
+        except ValueError:  # not OSError: a handler's TimeoutError landing here is one, and it is the caller's
+            continue
+        code = getattr(handler, "__code__", None)
+        if code is not None:
+            handlers.add(code)
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in handlers:
+            return True
+        tb = tb.tb_next
+    return False

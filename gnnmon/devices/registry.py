@@ -11,6 +11,7 @@ instead of testing device names. A new kind (say Intel XPU) is one module with a
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable
@@ -82,13 +83,49 @@ class BackendKind:
     """True in a process where this kind cannot run though its parent used it (CUDA in a child
     forked after CUDA started: :mod:`gnnmon.devices.fork`); its calls are then measured on the host."""
 
-    @property
+    @functools.cached_property
     def in_use_source(self) -> str:
         """A row's ``device_source`` when it was inferred from this kind being in use."""
         return f"{self.type} in use"
 
 
-BACKENDS: dict[str, BackendKind] = {}
+class Kinds(dict[str, BackendKind]):
+    """The table of kinds, which keeps what a row's inference reads of it at hand, remade at
+    every change (also a test's ``monkeypatch.setitem``): ``accelerators``, the accelerator kinds
+    in order, and ``losable``, the types of kinds that a forked child can lose (their ``lost`` is
+    not the default). A call then asks only the kinds that can answer."""
+
+    accelerators: tuple[BackendKind, ...] = ()
+    losable: tuple[str, ...] = ()
+
+    def _remake(self) -> None:
+        kinds = tuple(dict.values(self))
+        self.accelerators = tuple(k for k in kinds if k.accelerator)
+        self.losable = tuple(k.type for k in kinds if k.lost is not _never)
+
+    def __setitem__(self, key: str, value: BackendKind) -> None:
+        dict.__setitem__(self, key, value)
+        self._remake()
+
+    def __delitem__(self, key: str) -> None:
+        dict.__delitem__(self, key)
+        self._remake()
+
+    def pop(self, key: str, *default: Any) -> Any:
+        value = dict.pop(self, key, *default)
+        self._remake()
+        return value
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self._remake()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        dict.update(self, *args, **kwargs)
+        self._remake()
+
+
+BACKENDS: Kinds = Kinds()
 """Device type -> its kind, in the order inference tries them (accelerators first)."""
 
 _LOCK = threading.RLock()
@@ -176,12 +213,26 @@ def _mps_available() -> bool:
     return bool(_MPS_BACKEND is not None and _MPS_BACKEND.is_available())
 
 
+_mps_asked: Any = None
+_mps_answer = False
+"""``torch.backends.mps.is_available`` as last asked, and its answer: MPS is available or not for
+the life of a process, so a row asks again only when the function is another (a test's fake)."""
+
+
+def _ask_mps() -> None:
+    global _mps_asked, _mps_answer
+    available = _MPS_BACKEND.is_available  # type: ignore[union-attr]
+    _mps_answer = bool(available())
+    _mps_asked = available  # last: a reader never sees the function without its answer
+
+
 def _mps_in_use() -> torch.device | None:
-    mps = _MPS
-    if mps is None or not _mps_available():
+    if _MPS_BACKEND.is_available is not _mps_asked:  # type: ignore[union-attr]
+        _ask_mps()
+    if not _mps_answer:
         return None
     try:
-        return torch.device("mps") if mps.current_allocated_memory() > 0 else None
+        return torch.device("mps") if _MPS.current_allocated_memory() > 0 else None  # type: ignore[union-attr]
     except Exception:  # noqa: BLE001 - an MPS build that cannot say: not in use
         return None
 
@@ -190,7 +241,7 @@ for _kind in (
     BackendKind("cuda", CudaBackend, _cuda_in_use, resolve_index=check_cuda_index,
                 gauge_index=_cuda_gauge_index, manifest=_cuda_manifest, collective_device=_cuda_collective,
                 lost=cuda_lost),
-    BackendKind("mps", MpsBackend, _mps_in_use,
+    BackendKind("mps", MpsBackend, _mps_in_use if _MPS is not None and _MPS_BACKEND is not None else _none,
                 manifest=lambda: {"mps_available": _mps_available()}),
     BackendKind(HOST_BACKEND, CpuBackend, accelerator=False, manifest=_host_manifest,
                 oom_messages=("can't allocate memory", "cannot allocate memory")),

@@ -64,6 +64,9 @@ def parse_device(device: Any) -> torch.device:
 _CPU = torch.device("cpu")
 _mode_stack_len = getattr(torch._C, "_len_torch_function_stack", None)
 _get_default_device = getattr(torch, "get_default_device", None)
+_DEVICE_CONTEXT = getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None)
+"""torch's ``threading.local`` that holds a default device set with ``torch.set_default_device``
+(made once, as torch is imported; its ``__dict__`` is the reading thread's)."""
 
 
 def default_device() -> torch.device:
@@ -73,10 +76,9 @@ def default_device() -> torch.device:
     active (the common case) the answer is the CPU unless a global default was set."""
     if _get_default_device is None:
         return _CPU
-    if _mode_stack_len is not None and _mode_stack_len() == 0:
+    if _mode_stack_len is not None and not _mode_stack_len():
         # A threading.local: its __dict__ is this thread's (a getattr that misses costs 0.5 µs).
-        local_dict = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "__dict__", {})
-        if local_dict.get("device_context") is None:
+        if _DEVICE_CONTEXT is None or _DEVICE_CONTEXT.__dict__.get("device_context") is None:
             return _CPU
     return _get_default_device()
 
@@ -113,24 +115,24 @@ def infer_device() -> tuple[torch.device, str]:
     is measured on the CPU (none was in use when it started); its row says so, from
     :func:`accelerator_in_use` at its end."""
     dev = default_device()
-    if dev.type != HOST_BACKEND:
+    if dev is not _CPU and dev.type != HOST_BACKEND:
         return dev, BY_DEFAULT
-    used = accelerator_in_use()
-    if used is not None:
-        return used[1], used[0].in_use_source
-    for kind in BACKENDS.values():
-        if kind.lost():
-            return dev, BY_FORK.format(type=kind.type)
+    for kind in BACKENDS.accelerators:
+        used = kind.in_use()
+        if used is not None:
+            return used, kind.in_use_source
+    for type_ in BACKENDS.losable:
+        if BACKENDS[type_].lost():
+            return dev, BY_FORK.format(type=type_)
     return dev, BY_NOTHING
 
 
 def accelerator_in_use() -> tuple[BackendKind, torch.device] | None:
     """The first accelerator kind this process uses now, and its device (registry order)."""
-    for kind in BACKENDS.values():
-        if kind.accelerator:
-            used = kind.in_use()
-            if used is not None:
-                return kind, used
+    for kind in BACKENDS.accelerators:
+        used = kind.in_use()
+        if used is not None:
+            return kind, used
     return None
 
 
@@ -154,8 +156,7 @@ def choose_backend(found: torch.device | None, explicit: Any = None) -> tuple[Ba
                     return backend, EITHER
     else:
         dev, how = infer_device()
-    kind = BACKENDS.get(dev.type)
-    if kind is not None and kind.lost():  # a forked child: its CUDA objects are the parent's
+    if dev is not _CPU and dev.type in BACKENDS.losable and BACKENDS[dev.type].lost():  # a forked child: its CUDA objects are the parent's
         return backend_for(_CPU), BY_FORK.format(type=dev.type)
     try:
         return backend_for(dev), how

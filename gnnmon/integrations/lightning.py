@@ -35,12 +35,11 @@ from typing import Any
 
 from gnnmon.fields import row_key
 from gnnmon.figures import STEP_FIGURES
-from gnnmon.measure.bracket import Bracket
+from gnnmon.measure.bracket import Bracket, held_section
 from gnnmon.measure.lifecycle import Measurement, open_row
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
 from gnnmon.record.active import active_run, collect
-from gnnmon.record.interrupts import held_section
 from gnnmon.record.options import Options
 from gnnmon.record.run import Run
 from gnnmon.record.sinks import Batch

@@ -24,10 +24,9 @@ from typing import Any
 
 import torch
 
-from gnnmon.measure.bracket import Bracket, unmeasured
+from gnnmon.measure.bracket import Bracket, hold, release, releasing, unmeasured
 from gnnmon.measure.lifecycle import Measurement, open_row
 from gnnmon.record import state
-from gnnmon.record.interrupts import hold, release, releasing
 from gnnmon.record.row import Row
 
 # (wrapper expected next, row it should join), set by an outer wrapper just before it calls down.

@@ -28,8 +28,13 @@ from typing import Any
 import torch
 
 from gnnmon.measure.lifecycle import Measurement, enter_measurements, exit_measurements
-from gnnmon.record.interrupts import reentered
+from gnnmon.record.interrupts import HELD, held_section, hold, reentered, release, releasing, settle
 from gnnmon.record.row import Row, exit_these
+
+__all__ = ["HELD", "Bracket", "held_section", "hold", "is_compiling", "reentered", "release", "releasing", "settle",
+           "unmeasured"]
+# The held section's parts (gnnmon.record.interrupts) reach the forms through this module alone: a
+# decorated call, a scope, a phase, a GC pause and the Lightning callback hold and release here.
 
 is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 """True while ``torch.compile`` traces the code that calls it (Dynamo folds it to a constant): a

@@ -31,9 +31,9 @@ from typing import Any
 from torch import nn
 
 from gnnmon.devices.sched import Times, thread_times
+from gnnmon.errors import raised_by_handler
 from gnnmon.measure.row_device import model_backend
 from gnnmon.measure.timing import EventSpan
-from gnnmon.record.interrupts import raised_by_handler
 from gnnmon.record.probe_sched import put_sched
 from gnnmon.record.row import Row, filling_row
 

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gnnmon.measure.adapters import make_decorator
+from gnnmon.measure.bracket import hold, reentered, release, releasing
 from gnnmon.measure.lifecycle import Measurement
 from gnnmon.record.gc_log import requested_collection
-from gnnmon.record.interrupts import hold, reentered, release, releasing
 
 _LOCK = threading.RLock()
 _depth = 0  # pauses counted by pause_gc()/resume_gc() pairs (gc_paused blocks)

@@ -35,9 +35,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from gnnmon.errors import raised_by_handler
 from gnnmon.measure.layer_record import BackwardSpan, LayerStats, StepRecord
 from gnnmon.measure.timing import EventSpan
-from gnnmon.record.interrupts import raised_by_handler
 from gnnmon.record.row import Row, filling_row
 
 

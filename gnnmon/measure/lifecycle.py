@@ -10,7 +10,7 @@ What holds whatever interrupts it (an exception a signal handler raises can land
   every line of every entry): state is set in ``__init__`` to "nothing started" and published
   whole at the end of ``__enter__``;
 * an exception from a measurement's exit is its own failure (a note and a warning) unless a signal
-  handler raised it (:func:`gnnmon.record.interrupts.raised_by_handler`), which reaches the caller.
+  handler raised it (:func:`gnnmon.errors.raised_by_handler`), which reaches the caller.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 
 from gnnmon.devices.arguments import scan_arguments
 from gnnmon.devices.resolve import parse_device
+from gnnmon.errors import raised_by_handler
 from gnnmon.measure.graph import graph_shape
 from gnnmon.measure.row_device import close_row
-from gnnmon.record.interrupts import raised_by_handler
 from gnnmon.record.row import Row, exit_all
 
 

@@ -32,8 +32,8 @@ from gnnmon.devices.resolve import (
     choose_backend,
     started_during,
 )
+from gnnmon.errors import raised_by_handler
 from gnnmon.measure.memory_fields import CACHED_NOTE, host_instead
-from gnnmon.record.interrupts import raised_by_handler
 from gnnmon.record.row import Row
 
 

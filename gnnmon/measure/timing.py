@@ -18,18 +18,22 @@ phase (summed if a phase repeats in one row).
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 from gnnmon.devices import Backend
 from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import parse_device
+from gnnmon.errors import raised_by_handler
 from gnnmon.measure.adapters import make_decorator, make_scope
-from gnnmon.measure.bracket import Bracket, unmeasured
+from gnnmon.measure.bracket import HELD, Bracket, hold, is_compiling, reentered, release, releasing, settle
 from gnnmon.measure.lifecycle import Measurement
 from gnnmon.measure.row_device import row_backend, work_starts
 from gnnmon.record import state
-from gnnmon.record.interrupts import hold, release, releasing
 from gnnmon.record.row import Row, open_phase
+
+CURRENT_ROW, OPEN_PHASE = state.CURRENT_ROW, state.OPEN_PHASE
+perf_counter_ns = time.perf_counter_ns
 
 SYNC_MODES = ("events", "sync", "none")
 
@@ -202,69 +206,223 @@ class phase:
     a row of its own, labelled ``name``, with ``wall_s`` and ``device_s`` too. A phase repeated in
     one row is summed. A phase opened inside another of the same row is part of it: the row says
     so (``phase_attn_in = "forward"``) and the step's shares count the outer one only. GC events
-    that fall inside a phase name it. A phase is a measurement of its row (:class:`PhaseClock`):
-    a row that closes before the phase's exit comes ends the phase with it.
+    that fall inside a phase name it.
+
+    A phase in a row is a measurement of its row: it lists itself in the row's ``entered`` as it
+    opens, so a row that closes before the phase's exit comes ends the phase with it (its exit,
+    called by the row, takes it off the list; a late exit of yours then does nothing). A phase of
+    its own row opens that row through the bracket, its clock a :class:`PhaseClock`.
     """
 
-    __slots__ = ("name", "field", "sync", "device", "outer", "closed", "own", "_in", "_bracket", "_t1")
+    __slots__ = ("name", "field", "sync", "device", "outer", "closed", "own", "_in", "_bracket", "_t0", "_t1",
+                 "_watch", "_range")
+    own: bool | None  # True: a row of its own; False: in a row, held; None: in a row, the flat path
+    outer: phase | None
+    closed: bool
+    _bracket: Bracket | None
+    _t0: int | None
+    _t1: int
+    _watch: Stopwatch | None
+    _range: Any
 
     def __init__(self, name: str, *, sync: str | None = None, device: Any = None) -> None:
-        field = _PHASE_FIELDS.get(name) if type(name) is str else None
-        if field is None:
+        try:
+            field = _PHASE_FIELDS[name]  # a name seen before: checked then
+        except (KeyError, TypeError):
             if not isinstance(name, str) or not name.isidentifier():
-                raise ValueError(f"phase name must be an identifier such as 'forward', got {name!r}")
+                raise ValueError(f"phase name must be an identifier such as 'forward', got {name!r}") from None
             field = _PHASE_FIELDS[name] = f"phase_{name}_s"
         self.name = name
         self.field = field
-        self.sync = None if sync is None else check_sync(sync, "phase()")
-        self.device = None if device is None else parse_device(device)
-        self._bracket: Bracket | None = None  # set while the phase is open and measured
-        self.outer: phase | None = None  # the phase open when this one opened
-        self.closed = False
-        self.own = False  # the row is this phase's own (no row was open)
-        self._t1 = 0  # perf_counter_ns at the phase's exit (0: not come)
+        if sync is None and device is None:
+            self.sync = self.device = None
+        else:
+            self.sync = None if sync is None else check_sync(sync, "phase()")
+            self.device = None if device is None else parse_device(device)
+        self._in: Row | None = None  # the row it times into, from its entry on (None: not entered, or unmeasured)
 
     @releasing
     def __enter__(self) -> phase:
-        if unmeasured():
-            self._bracket = None
+        if (HELD.depth or HELD.in_gc) and reentered() or is_compiling():  # unmeasured(), its usual case read first
+            self._in = None
             return self
+        row = CURRENT_ROW.get()
+        if (row is not None and self.device is None and not row.closed and OPEN_PHASE.get() is None
+                and not RANGES.on):
+            backend = row.backend
+            if backend is not None and backend.memory_is_host:
+                # The flat path: a phase on the host clock, in an open row, inside no other phase.
+                # Every line runs in this frame (marked releasing): a Ctrl-C or a SIGTERM that lands
+                # here waits for the end, as in a held section, and no section is needed.
+                self.own = self.outer = self._t0 = None  # own None: the flat path (its exit's too)
+                self.closed = False
+                self._in = row
+                row.entered.append(self)  # listed first: whatever interrupts the rest, the row's close ends it
+                try:
+                    OPEN_PHASE.set(self)
+                    self._t0 = perf_counter_ns()
+                except BaseException as exc:
+                    self._leave(exc)
+                    raise
+                if HELD.pending or HELD.later is not None:
+                    settle(self._not_started)  # a Ctrl-C raised here: the block never runs
+                return self
         held = hold()  # a Ctrl-C waits until the phase is whole (record/interrupts.py)
         try:
-            row = state.CURRENT_ROW.get()
-            if row is not None and row.closed:  # left current by an interrupted call
-                row = None
-            self.own = own = row is None
-            if own:
-                row = Row(self.name).open()
-            self._in = row
-            self._bracket = Bracket(row, own, [(PhaseClock, self)])
+            row = CURRENT_ROW.get()
+            if row is None or row.closed:  # no row open (or one left current by an interrupted call)
+                self._open_own()
+            else:
+                self._open_in(row)
         except BaseException:
             release(held)
             raise
         return release(held, undo=self._not_started, value=self)  # a Ctrl-C raised here: the block never runs
 
+    def _open_own(self) -> None:
+        """A phase with no row open: a row of its own, through the bracket."""
+        self.own, self._t0 = True, None
+        row = self._in = Row(self.name).open()
+        self._bracket = Bracket(row, True, [(PhaseClock, self)])
+
+    def _open_in(self, row: Row) -> None:
+        """A phase in an open row: listed in its ``entered`` first (whatever interrupts the rest,
+        the row's close ends it), its clock started last."""
+        self.own = False
+        self._bracket = self._t0 = self._range = self._watch = None
+        self.closed = False
+        self._in = row
+        row.entered.append(self)
+        try:
+            backend = row.backend
+            if backend is None or self.device is not None:
+                backend = row_backend(row, self.device)
+            if not backend.memory_is_host:  # on the host a phase's device time is its wall time
+                work_starts(row, True)
+                watch = Stopwatch(backend, self.sync or row.sync)
+                watch.start()
+                self._watch = watch
+            outer = self.outer = OPEN_PHASE.get()
+            if outer is not None:
+                outer = open_phase(outer)
+                if outer is not None and outer._in is row and outer.name != self.name:
+                    row.fields.setdefault(_PARENT_FIELDS.get(self.name) or _parent_field(self.name), outer.name)
+            OPEN_PHASE.set(self)
+            if RANGES.on:
+                self._range = push_range(f"{row.fields['label']}.{self.name}")
+            self._t0 = time.perf_counter_ns()
+        except BaseException as exc:  # what was started ends; the phase leaves the row
+            self._leave(exc)
+            raise
+
+    def _leave(self, exc: BaseException | None) -> None:
+        """End this phase in its row and take it off the row's ``entered`` (its entry failed, or
+        a Ctrl-C came while it opened)."""
+        entered = self._in.entered  # type: ignore[union-attr]
+        if self.own is None:  # the flat path sets neither
+            self._range = self._watch = None
+        self._end(None if exc is None else type(exc), exc, None)
+        for at in range(len(entered) - 1, -1, -1):
+            if entered[at] is self:
+                del entered[at]
+                break
+
     def _not_started(self) -> None:
-        bracket, self._bracket = self._bracket, None
-        if bracket is not None:
+        if self.own is None:  # the flat path: ended as its exit ends it
+            self.__exit__(KeyboardInterrupt, None, None)
+        elif self._bracket is not None:
+            bracket, self._bracket = self._bracket, None
             bracket.not_started()
+        elif self._in is not None and not self.closed:
+            self._leave(KeyboardInterrupt())
 
     def row_closed(self) -> bool:
         """Whether the row this phase times into has closed (then the phase is over too)."""
-        return bool(self._in.closed)
+        return bool(self._in.closed)  # type: ignore[union-attr]
 
     @releasing
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        bracket = self._bracket
-        if bracket is None:  # entered while traced by torch.compile (no clock in the graph), or closed
+        row = self._in
+        if row is None or self.closed:  # unmeasured (traced by torch.compile), ended by its row, or exited
             return
-        self._t1 = time.perf_counter_ns()
-        self._bracket = None
+        t1 = perf_counter_ns()
+        if self.own is None:  # the flat path (its entry's): every line in this frame, as there
+            self.closed = True
+            if OPEN_PHASE.get() is self:
+                OPEN_PHASE.set(None)
+            t0, self._t0 = self._t0, None
+            if t0 is not None:
+                fields, field = row.fields, self.field
+                fields[field] = (fields.get(field) or 0.0) + (t1 - t0) / 1e9
+            entered = row.entered  # off the row's list once ended (the row's close may be what runs this)
+            if entered and entered[-1] is self:
+                del entered[-1]
+            else:
+                for at in range(len(entered) - 2, -1, -1):
+                    if entered[at] is self:
+                        del entered[at]
+                        break
+            if HELD.pending or HELD.later is not None:
+                settle()
+            return
+        bracket = self._bracket
+        if bracket is not None:  # a row of its own
+            self._t1 = t1
+            self._bracket = None
+            held = hold()
+            try:
+                bracket.close(exc)
+            finally:
+                release(held)
+            return
         held = hold()
         try:
-            bracket.close(exc)
+            self._end(exc_type, exc, tb, t1)
+            entered = row.entered  # off the row's list once ended (the row's close may have run it)
+            if entered and entered[-1] is self:
+                del entered[-1]
+            else:
+                for at in range(len(entered) - 2, -1, -1):
+                    if entered[at] is self:
+                        del entered[at]
+                        break
         finally:
             release(held)
+
+    def _end(self, exc_type: Any, exc: Any, tb: Any, t1: int = 0) -> None:
+        """Stop the clock (at ``t1``, else now) and add the phase's time to its row; a failure of
+        its own is a note on the row (one a signal handler raised reaches the caller)."""
+        try:
+            self.closed = True
+            if OPEN_PHASE.get() is self:  # the nearest enclosing phase still open is current again
+                OPEN_PHASE.set(open_phase(self.outer))
+            opened, self._range = self._range, None
+            if opened is not None:
+                pop_range(opened)
+            t0, self._t0 = self._t0, None
+            if t0 is None:  # its entry did not finish: nothing timed
+                return
+            row, watch = self._in, self._watch
+            fields = row.fields  # type: ignore[union-attr]
+            field = self.field
+            if watch is None:
+                fields[field] = (fields.get(field) or 0.0) + ((t1 or time.perf_counter_ns()) - t0) / 1e9
+                return
+            wall, device = watch.stop()
+            if isinstance(device, EventSpan):  # one span, read once, into the phase's field
+                device.field, device.accumulate = field, True
+                row.defer(device)  # type: ignore[union-attr]
+            else:
+                fields[field] = (fields.get(field) or 0.0) + (wall if device is None else device)
+        except Exception as err:  # a broken figure must not change the user's call
+            if raised_by_handler(err):
+                raise
+            self.failed(err)
+
+    def failed(self, err: Exception) -> None:
+        """Say on the row, and once as a warning, that this phase's clock failed (the call goes on)."""
+        self._in.note(f"phase failed: {type(err).__name__}: {err}")  # type: ignore[union-attr]
+        warnings.warn(f"gnnmon phase measurement failed: {err!r}", RuntimeWarning, 3)
 
 
 class PhaseClock(Measurement):

@@ -38,9 +38,16 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any, TypeVar
 
+from gnnmon.errors import raised_by_handler
+
+__all__ = ["HELD", "MAIN_THREAD", "held_section", "hold", "raised_by_handler", "reentered", "release", "releasing",
+           "settle"]
+
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
+_get_ident = threading.get_ident
+_getframe = sys._getframe
 MAIN_THREAD = threading.main_thread().ident
 """The main thread's ident: the only thread Python runs signal handlers on."""
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -113,13 +120,16 @@ def _install() -> None:
 def hold(up: int = 1) -> bool:
     """Start a held section in the frame ``up`` levels above this one (which ends it before it
     returns); returns whether it holds (on the main thread only)."""
-    if threading.get_ident() != MAIN_THREAD:
+    if _get_ident() != MAIN_THREAD:
         return False
-    if not HELD.installed:
+    held = HELD
+    if held.depth:
+        held.depth += 1
+        return True
+    if not held.installed:
         _install()
-    if not HELD.depth:
-        HELD.holder = sys._getframe(up)
-    HELD.depth += 1
+    held.holder = _getframe(up)
+    held.depth = 1
     return True
 
 
@@ -129,19 +139,46 @@ def release(held: bool, undo: Callable[[], Any] | None = None, value: T = None) 
     ``undo()`` (for a section that opened something the caller will not close once this raises: a
     scope's ``__enter__``)."""
     if held:
-        HELD.depth -= 1
-        if not HELD.depth:
-            HELD.holder = None
-            later = HELD.later
-            if later is not None:  # a SIGTERM that came during the section (gnnmon.record.sigterm)
-                HELD.later = None
-                later()
-        if HELD.pending and not HELD.depth:
-            if undo is not None:
-                undo()
-            HELD.pending = False
-            raise KeyboardInterrupt
+        state = HELD
+        depth = state.depth = state.depth - 1
+        if not depth:
+            state.holder = None
+            if state.later is not None or state.pending:
+                _outermost_released(undo)
     return value
+
+
+def _outermost_released(undo: Callable[[], Any] | None) -> None:
+    """The outermost held section has ended: a SIGTERM that came during it is acted on, then a
+    Ctrl-C that came during it is raised, after ``undo()``."""
+    later = HELD.later
+    if later is not None:  # a SIGTERM that came during the section (gnnmon.record.sigterm)
+        HELD.later = None
+        later()
+    if HELD.pending and not HELD.depth:
+        if undo is not None:
+            undo()
+        HELD.pending = False
+        raise KeyboardInterrupt
+
+
+def settle(undo: Callable[[], Any] | None = None) -> None:
+    """The end of a function marked :func:`releasing` that held no section (its bookkeeping all in
+    its own frame, where a Ctrl-C or a SIGTERM that lands waits): what a handler left for the
+    state to be whole runs now, as :func:`release` runs it at the end of the outermost section —
+    none while a section is held (its release does it), and only on the main thread. Call it
+    only where ``HELD.pending or HELD.later`` (one attribute read on the step's path)."""
+    if HELD.depth or threading.get_ident() != MAIN_THREAD:
+        return
+    later = HELD.later
+    if later is not None:  # a SIGTERM that came meanwhile (gnnmon.record.sigterm)
+        HELD.later = None
+        later()
+    if HELD.pending:
+        HELD.pending = False  # first: the undo may end in this check again
+        if undo is not None:
+            undo()
+        raise KeyboardInterrupt
 
 
 def on_stack(target: FrameType | None, frame: FrameType | None) -> bool:
@@ -199,7 +236,7 @@ def reentered(up: int = 0) -> bool:
     return interrupted(3 + up)
 
 
-_RELEASING.update((hold.__code__, release.__code__))
+_RELEASING.update((hold.__code__, release.__code__, _outermost_released.__code__, settle.__code__))
 
 
 class held_section:
@@ -214,24 +251,3 @@ class held_section:
     @releasing
     def __exit__(self, *exc: Any) -> None:
         release(self._held)
-
-
-def raised_by_handler(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised by a Python signal handler (its traceback passes through one),
-    not by gnnmon's own work: gnnmon turns its own failures into notes, never those (a step's
-    timeout must reach the caller)."""
-    handlers = set()
-    for signum in signal.valid_signals():
-        try:
-            handler = signal.getsignal(signum)
-        except ValueError:  # not OSError: a handler's TimeoutError landing here is one, and it is the caller's
-            continue
-        code = getattr(handler, "__code__", None)
-        if code is not None:
-            handlers.add(code)
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code in handlers:
-            return True
-        tb = tb.tb_next
-    return False

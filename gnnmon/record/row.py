@@ -372,8 +372,10 @@ def exit_all(entered: list[Any], start: int, exc: BaseException | None) -> None:
     exception a signal handler raised propagates, leaving the rest to :meth:`Row.heal`."""
     exc_type, tb = (None, None) if exc is None else (type(exc), exc.__traceback__)
     while len(entered) > start:
-        _exit(entered[-1], exc_type, exc, tb)
-        del entered[-1]
+        measure = entered[-1]
+        _exit(measure, exc_type, exc, tb)
+        if entered and entered[-1] is measure:  # a phase's exit takes itself off
+            del entered[-1]
 
 
 def exit_these(entered: list[Any], these: list[Any], exc: BaseException | None) -> None:
@@ -384,12 +386,14 @@ def exit_these(entered: list[Any], these: list[Any], exc: BaseException | None) 
     for measure in reversed(these):
         if entered and entered[-1] is measure:  # closed in order, as nearly always
             _exit(measure, exc_type, exc, tb)
-            del entered[-1]
+            if entered and entered[-1] is measure:  # a phase's exit takes itself off
+                del entered[-1]
             continue
         for at in range(len(entered) - 2, -1, -1):
             if entered[at] is measure:
                 _exit(measure, exc_type, exc, tb)
-                del entered[at]
+                if at < len(entered) and entered[at] is measure:
+                    del entered[at]
                 break
 
 
