@@ -33,6 +33,7 @@ Run: ``python play/memory_forecast.py`` (a few minutes on 2 CPU cores), ``--devi
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -406,8 +407,13 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     studies = STUDIES if args.study == "all" else (args.study,)
-    results = [measure(s, device, args.tiny, args.capacity, out) if s in ("node", "graph")
-               else measure_calibrated(s, device, args.tiny, args.capacity, not args.no_twins) for s in studies]
+    results = []
+    for s in studies:
+        # what the study before left in reference cycles (a PyG loader keeps its own copy of the graph's
+        # edges) is freed now, not by a collection in the middle of this study's measurements
+        gc.collect()
+        results.append(measure(s, device, args.tiny, args.capacity, out) if s in ("node", "graph")
+                       else measure_calibrated(s, device, args.tiny, args.capacity, not args.no_twins))
     command = "python play/memory_forecast.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(results, command.strip(), device)
     (out / "memory_forecast.md").write_text(text)

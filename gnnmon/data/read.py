@@ -97,9 +97,13 @@ def _lines_of(path: Path, f: Any, strict: bool,
                                       f"field {field!r} is {held}, not {want!r})")
         version = manifest.get("format_version")
         if type(version) is int and version > FORMAT_VERSION:
-            raise ReportFileError(f"{path}: written by a newer gnnmon ({manifest.get('gnnmon')}) in {FORMAT} format "
-                                  f"version {version}; this gnnmon ({__version__}) reads versions 1 to "
-                                  f"{FORMAT_VERSION}: upgrade gnnmon (pip install -U gnnmon) to read it")
+            said = (f"{path}:1: the manifest's field 'format_version' is {version}: written by a newer gnnmon "
+                    f"({manifest.get('gnnmon')}) in {FORMAT} format version {version}; this gnnmon ({__version__}) "
+                    f"reads versions 1 to {FORMAT_VERSION}")
+            if strict:
+                raise ReportFileError(f"{said}: upgrade gnnmon (pip install -U gnnmon) to read it, or read it "
+                                      f"as version {FORMAT_VERSION} with {SKIP_HINT}")
+            warnings.warn(f"{said}: read as version {FORMAT_VERSION}, lenient", RuntimeWarning, 4)
         yield 1, [manifest]
     n, done = 2, len(first)
     while True:

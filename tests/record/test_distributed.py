@@ -377,7 +377,7 @@ def test_gc_controlled_collects_after_the_same_step_on_every_rank(tmp_path):
 def test_a_folder_that_is_not_one_job_is_refused_by_name(tmp_path):
     from gnnmon.errors import ReportFileError
 
-    with pytest.raises(ReportFileError, match="no .jsonl file"):
+    with pytest.raises(ReportFileError, match="no .jsonl or .jsonl.gz file"):
         gnnmon.load(tmp_path)
     with gnnmon.collect(tmp_path / "alone.jsonl"):
         pass
