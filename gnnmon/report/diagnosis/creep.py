@@ -78,6 +78,7 @@ class Levels:
         terms = [t for t in ("num_nodes", "num_edges") if loop.has(t)]
         for t in terms:
             use &= ~np.isnan(loop.column(t))
+        use &= np.isin(epochs, epochs[use & loop.steady])  # an epoch of warm-up calls alone has no level
         self.figure, self.resolution = figure, resolution
         self.epochs = np.unique(epochs[use])
         which = np.searchsorted(self.epochs, epochs[use])
@@ -280,9 +281,7 @@ def _creep_of(lv: Levels, label: str) -> dict[str, Any] | None:
                               f"{', '.join(lv.terms)} between the first and the last epoch (coefficients fitted within "
                               "epochs)"))
     rise = float(lv.levels[-1] - lv.levels[0])
-    if lv.together:
-        if rise + lv.explained < MIN_SHARE * level:
-            return None
+    if lv.together and rise >= MIN_SHARE * level:  # growth the fitted shapes leave, with batches that grew too
         words = (f"{lv.figure} of {label} grew {format_bytes(rise)} over {n} epochs while its batches "
                  f"({', '.join(lv.together)}) grew with it, barely varying within an epoch: a leak cannot be told "
                  "from bigger graphs")
