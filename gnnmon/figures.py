@@ -52,7 +52,7 @@ class Figure:
     name: str
     unit: Unit
     stage: str
-    """What fills it: row, memory, timing, phase, gc, graph, data, layer, ddp, sched, compile, timeline, energy,
+    """What fills it: row, memory, timing, phase, gc, graph, data, steps, layer, ddp, sched, compile, timeline, energy,
     oom."""
     meaning: str
     logged: str | None = None
@@ -177,6 +177,14 @@ FIGURES: tuple[Figure, ...] = (
       "sampler (`gnnmon.integrations.pyg_sampler`: neither pyg-lib nor torch-sparse installed); absent otherwise"),
     F("data_workers", COUNT, "data", "the watched loader's `num_workers` (0: batches made in the training process)"),
     F("data_hop_<k>_nodes", COUNT, "data", "its nodes per hop (hop 0: the seeds), from `num_sampled_nodes`"),
+    F("step_rule", TEXT, "steps", "`gnnmon run`: the rule that cut this row: `update` (a row per optimizer update), "
+      "`backward` (no update visible: cut at backward), `batch` or `forward` (no backward: a loader batch, a root "
+      "forward)"),
+    F("batches", COUNT, "steps", "`gnnmon run`: DataLoader batches the row took (absent where no loader ran)"),
+    F("backward_calls", COUNT, "steps", "`gnnmon run`: outermost backward calls in the row"),
+    F("updates", COUNT, "steps", "`gnnmon run`: optimizer updates in the row (a GAN's two optimizers: 2)"),
+    F("updates_skipped", COUNT, "steps", "`gnnmon run`: updates AMP's GradScaler skipped in the row (inf or NaN "
+      "gradients: no `optimizer.step` ran)"),
     F("compile_frames", COUNT, "compile", "frames torch.compile compiled during the call"),
     F("compile_recompiles", COUNT, "compile", "of those, recompilations"),
     F("compile_graphs", COUNT, "compile", "graphs made"),

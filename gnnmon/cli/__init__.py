@@ -1,5 +1,5 @@
 """The command line, a module a command (:mod:`.report`, :mod:`.export`, :mod:`.forecast`,
-:mod:`.compare`, :mod:`.fields`; what they share, :mod:`.common`): each adds its parser and runs
+:mod:`.compare`, :mod:`.fields`, :mod:`.run`; what they share, :mod:`.common`): each adds its parser and runs
 it. Behaves like a Unix tool: its output on stdout, errors on stderr with exit status 2, quiet
 when its reader goes away (``| head``); each command's ``--help`` ends with its exit statuses.
 Part of the package's face: it may import every stage."""
@@ -13,16 +13,17 @@ import warnings
 from collections.abc import Sequence
 
 from gnnmon._version import __version__
-from gnnmon.cli import compare, export, fields, forecast, report
+from gnnmon.cli import compare, export, fields, forecast, report, run
 from gnnmon.cli.common import SIGPIPE_EXIT, one_line_warning, share
 from gnnmon.cli.forecast import NO_MODEL
 from gnnmon.report.compare.comparison import INCONCLUSIVE
 
 __all__ = ["INCONCLUSIVE", "NO_MODEL", "SIGPIPE_EXIT", "main", "share"]
 
-COMMANDS = (report, export, forecast, compare, fields)
+COMMANDS = (report, export, forecast, compare, fields, run)
 
-DESCRIPTION = "Read a gnnmon run (a JSON Lines file, or a distributed job's files) and print its report."
+DESCRIPTION = ("Read a gnnmon run (a JSON Lines file, or a distributed job's files) and print its report; or run a "
+               "training script unmodified and record its steps (gnnmon run).")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     for command in COMMANDS:
         command.add(sub, given)
-    args, extra = parser.parse_known_args(compare.sides(given))
+    args, extra = parser.parse_known_args(run.split(compare.sides(given))[0])
     if extra:  # the command's own usage, and the option a typo was near
         command_parser = sub.choices[args.command]
         options = [o for a in command_parser._actions for o in a.option_strings]

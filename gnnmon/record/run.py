@@ -119,6 +119,7 @@ class Run:
         self.thread: int | None = None  # the thread that started it
         self.ended = "stop"  # how the run ended, for its end line: see stop()
         self.signal: str | None = None  # a SIGTERM's name, set by gnnmon.record.sigterm while active
+        self.end_info: dict[str, Any] = {}  # what a launcher adds to the end line (gnnmon run: ``steps``)
         self._last_error = None  # sys.last_value when the run started (an uncaught error's, if any, is newer)
         self._unmeasured_at_start = 0
         self.history = History(opts.memory_history)  # CUDA's allocation history, opt-in
@@ -361,6 +362,7 @@ class Run:
             end["unmeasured_calls"] = unmeasured  # made by signal handlers that interrupted gnnmon
         if self.signal:  # a SIGTERM came while it was active (gnnmon.record.sigterm)
             end["signal"] = self.signal
+        end.update(self.end_info)
         return end
 
     def flush(self) -> None:
@@ -442,7 +444,7 @@ class Run:
                          samples=list(self.samples), markers=list(self.markers),
                          points=self.counters.points(), path=self.path, complete=self.complete,
                          end={"sampler": self.sampler_stats, "children_forked": self.children_forked,
-                              "signal": self.signal})
+                              "signal": self.signal, **self.end_info})
 
     def report(self) -> Report:
         """A :class:`gnnmon.report.Report` over this run's rows in memory."""

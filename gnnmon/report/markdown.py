@@ -132,6 +132,29 @@ def file_notes(end: Mapping[str, Any]) -> list[str]:
             "before and after them are whole.", ""]
 
 
+def steps_lines(result: Any) -> list[str]:
+    """How ``gnnmon run`` found the steps (the end line's ``steps``): the rule its rows were cut by,
+    each fallback it used, and what it looked for where it found nothing (nothing for other runs)."""
+    end = getattr(result, "end", None) or {}
+    steps = end.get("steps")
+    if not isinstance(steps, Mapping):
+        return []
+    looked = "; ".join(map(str, steps.get("looked_for") or ()))
+    if not steps.get("rule"):
+        return [f"**No step found** by `gnnmon run`: it looked for {md(looked)} on the script's thread and saw none; "
+                "no row is made up.", ""]
+    labels = ", ".join(f"{md(k)} {v}" for k, v in (steps.get("labels") or {}).items())
+    said = list(steps.get("said") or ())
+    text = f"Steps found by `gnnmon run` ({labels}): {md(said[0])}" if said else f"Steps found by `gnnmon run` ({labels})"
+    if len(said) > 1:
+        text += "; also " + "; ".join(md(x) for x in said[1:])
+    skipped = steps.get("updates_skipped")
+    if skipped:
+        text += f"; {skipped} update(s) skipped by AMP's scaler (inf or NaN gradients), each marked on its row"
+    notes = [md(str(n)) for n in steps.get("notes") or ()]
+    return [text + "." + "".join(f" {n}." for n in notes), ""]
+
+
 def render_markdown(report: Explained, header: bool = True, diagnosis: bool = True) -> str:
     """The report as markdown: the diagnosis, one table of figures per label (bytes in MiB, seconds
     in ms), then the step analysis, GC, spikes and short steps where the rows have times, then
@@ -139,7 +162,7 @@ def render_markdown(report: Explained, header: bool = True, diagnosis: bool = Tr
     for a page that shows it apart)."""
     lines: list[str] = ending_lines(report.result) + header_lines(report.manifest) if header else []
     if header:
-        lines += file_notes(report.result.end)
+        lines += file_notes(report.result.end) + steps_lines(report.result)
         lines += diagnosis_lines(report.diagnosis(), report.looked_for()) if diagnosis and len(report.table) else []
     summary = report.summary()
     if not summary:

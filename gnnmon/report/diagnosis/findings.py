@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import numpy as np
+
 from gnnmon.data.table import Table
 from gnnmon.report.diagnosis import creep, gc_finding, input_finding, memory_findings, time_findings
 from gnnmon.report.loops import MIN_SHARE, evidence, finding, loops, ms
@@ -49,12 +51,30 @@ class Diagnosed(Protocol):
     def memory_model(self, label: str | None = None, figure: str = ...) -> Any: ...
 
 
+def loop_gc_events(report: Diagnosed) -> list[dict[str, Any]]:
+    """The GC events that can have paused the loop. A ``gnnmon run`` file's run covers the whole
+    script, its imports and set-up included (an optimizer's first ``__init__`` imports
+    ``torch._dynamo``: hundreds of collections): there, a collection between calls counts only
+    inside the span of its rows (the first row's start to the last one's end). A ``collect`` run
+    is the span its user chose: all of them count."""
+    events = list(report.gc_events)
+    if "gnnmon_run" not in ((report.manifest or {}).get("config") or {}):
+        return events
+    starts = [p.numbers("t_start_ns") for p in report.table.parts.values() if p.n]
+    ends = [p.numbers("t_end_ns") for p in report.table.parts.values() if p.n]
+    if not starts:
+        return events
+    first, last = min(float(np.nanmin(s)) for s in starts), max(float(np.nanmax(e)) for e in ends)
+    return [e for e in events if e.get("row") or first <= float(e.get("t_start_ns") or 0) <= last]
+
+
 def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
     """The findings of a run, the largest share first (see the module doc); [] when nothing
     stands out."""
     found: list[dict[str, Any] | None] = []
     runs = loops(report.table)
-    between = sum(float(e.get("duration_s") or 0.0) for e in report.gc_events if not e.get("row"))
+    gc_events = loop_gc_events(report)
+    between = sum(float(e.get("duration_s") or 0.0) for e in gc_events if not e.get("row"))
     total = sum(loop.total for loop in runs) + between
     if runs:
         spikes = report.spikes()
@@ -68,7 +88,7 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
                       time_findings.slow_steps(loop, spikes, total)]
             found += creep.creep(loop, resolution)
         frozen = gc_finding.set_up_frozen(report.manifest or {})
-        found.append(gc_finding.garbage_collection(runs, report.gc_events, total, frozen))
+        found.append(gc_finding.garbage_collection(runs, gc_events, total, frozen))
     found += across_ranks(report.cross_rank())
     found.append(memory_findings.out_of_memory(report.oom()))
     found += memory_findings.device_memory(report.table, report.manifest, _models(report))

@@ -1,0 +1,450 @@
+"""Steps found in an unmodified script (``gnnmon run``): one row per optimizer update, cut by
+PyTorch's own global hooks, with fallbacks that each say what they are.
+
+What is watched, on the thread that runs the script only (a DataLoader worker, a prefetch thread or
+a forked child sees nothing), and only while the run is open (every hook and patch is removed when
+it ends):
+
+* **updates** — ``torch.optim``'s global step hooks (``register_optimizer_step_pre_hook`` /
+  ``_post_hook``, public since torch 2.0), de-nested (a wrapper optimizer that steps an inner one
+  is one update); ``torch.amp.GradScaler.step`` is wrapped to see an update the scaler skipped (an
+  inf or NaN gradient: no ``optimizer.step`` ran);
+* **batches** — ``next()`` on a ``torch.utils.data.DataLoader`` iterator (PyG's loaders are
+  DataLoaders), timed: its wait is the row's ``data_wait_s``;
+* **backward calls** — ``torch.autograd.backward`` (``Tensor.backward`` calls it), outermost only;
+* **root forwards** — a global module forward hook that finds the outermost module calls until the
+  first row with a forward closes, then hooks those root modules alone and drops the global hook
+  (a global hook takes every submodule off torch's fast path);
+* **optimizers made** — ``torch.optim.Optimizer.__init__``: an update is to be expected.
+
+The rule (:data:`RULES`; a row's ``step_rule`` names the one that made it):
+
+1. ``update`` — a row is one optimizer update: with a loader, the batches up to and including the
+   one that stepped (gradient accumulation: ``batches`` of them; a GAN's two optimizers in one
+   batch: ``updates`` 2); without one, from the first forward to the update. Label ``step``. An
+   update AMP's scaler skipped still ends its row, which says ``updates_skipped``.
+2. ``backward`` — no update was ever seen and no optimizer was made (a hand-written update) or none
+   stepped in :data:`PATIENCE` batches (a compiled step hides the hooks): a row ends at the next
+   batch, or forward of the same model, after a backward. Label ``step``.
+3. ``batch`` / ``forward`` — no backward: a row is a batch, or a root forward where no loader
+   runs. Labelled ``batch`` / ``forward`` (inference), or ``eval`` once the script has trained: an
+   eval pass between updates is its own rows, never part of a step.
+
+Rows of a batch that began a backward but ended (the run's end, an eval pass) before any update are
+``partial``. Nothing seen: no row at all, and :meth:`AutoSteps.summary` says what was looked for.
+Every hook returns at once while ``torch.compile`` traces, never raises (a fault is counted), and
+does nothing in a forked child.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gnnmon.measure.bracket import Bracket, held_section, is_compiling
+from gnnmon.measure.lifecycle import Measurement, open_row
+from gnnmon.measure.memory import MemoryMeasurement
+from gnnmon.measure.timing import TimingMeasurement
+from gnnmon.record.run import Run
+
+__all__ = ["LOOKED_FOR", "PATIENCE", "RULES", "AutoSteps"]
+
+RULES = {
+    "update": "a row per optimizer update (torch.optim's global step hooks), with the batches and backward calls "
+              "it took",
+    "backward": "optimizer not visible: rows cut at backward (a row ends at the next batch, or the next forward "
+                "of the same model, after a backward)",
+    "batch": "no backward: a row per DataLoader batch (labelled batch, or eval once the script had trained)",
+    "forward": "no backward and no loader: a row per root model forward (labelled forward, or eval once the "
+               "script had trained)",
+}
+"""Each rule a row can be made by (its ``step_rule``), in words."""
+
+LOOKED_FOR = ("optimizer updates (torch.optim step hooks)", "backward calls (torch.autograd.backward)",
+              "DataLoader batches (next() on its iterator)", "root model forwards (module forward hooks)")
+"""What the engine watches, as the report says it when nothing was seen."""
+
+PATIENCE = 64
+"""Batches (or forwards, with no loader) with a backward a row waits for an update, where an
+optimizer was made but none has stepped yet (a compiled step hides the hooks), before the rule
+falls back to cutting at backward."""
+
+_IN_CHILD: list[bool] = []
+
+
+def _forked() -> None:
+    _IN_CHILD.append(True)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
+class _Open:
+    """The row being filled and what it has seen."""
+
+    __slots__ = ("bracket", "batches", "backwards", "updates", "skipped", "forwards", "roots", "wait_s")
+
+    def __init__(self, bracket: Bracket) -> None:
+        self.bracket = bracket
+        self.batches = self.backwards = self.updates = self.skipped = self.forwards = 0
+        self.roots: dict[int, Any] = {}  # the root modules called in it, by id
+        self.wait_s = 0.0
+
+
+class AutoSteps:
+    """The step engine of one run (see the module doc): :meth:`start` installs the hooks,
+    :meth:`stop` closes the open row, removes them and returns :meth:`summary`."""
+
+    def __init__(self, run: Run, *, memory: bool = True) -> None:
+        self.run = run
+        where = "gnnmon run"
+        self.measures: list[tuple[type[Measurement], dict]] = [
+            (TimingMeasurement, TimingMeasurement.check_options({}, where))]
+        if memory:
+            self.measures.append((MemoryMeasurement, MemoryMeasurement.check_options({}, where)))
+        self.thread = threading.get_ident()
+        self.open: _Open | None = None
+        self.seen_update = self.seen_backward = self.seen_loader = False
+        self.gave_up = False  # an optimizer was made but none stepped in PATIENCE batches
+        self.optimizers_made = 0
+        self.optimizers: set[int] = set()
+        self.depth_fwd = self.depth_bwd = self.depth_opt = 0
+        self.updates_total = self.skipped_total = self.batches_total = self.backwards_total = 0
+        self.rules: dict[str, int] = {}
+        self.labels: dict[str, int] = {}
+        self.notes: list[str] = []
+        self.faults = 0
+        self.roots_hooked = False
+        self._roots_due: dict[int, Any] | None = None
+        self._undo: list[Callable[[], Any]] = []
+        self._global_fwd: list[Any] = []
+        self.active = False
+
+    # -- life cycle -----------------------------------------------------------------------------
+    def start(self) -> AutoSteps:
+        """Install every hook (see the module doc)."""
+        from torch.nn.modules import module as nn_module
+        from torch.optim import optimizer as optim
+        from torch.utils.data import dataloader
+
+        self.active = True
+        self._undo.append(optim.register_optimizer_step_pre_hook(self._opt_pre).remove)
+        self._undo.append(optim.register_optimizer_step_post_hook(self._opt_post).remove)
+        self._global_fwd = [nn_module.register_module_forward_pre_hook(self._fwd_pre),
+                            nn_module.register_module_forward_hook(self._fwd_post, always_call=True)]
+        self._patch(dataloader._BaseDataLoaderIter, "__next__", self._wrap_next)
+        self._patch(torch.autograd, "backward", self._wrap_backward)
+        self._patch(optim.Optimizer, "__init__", self._wrap_optimizer_init)
+        scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+        if scaler is not None:
+            self._patch(scaler, "step", self._wrap_scaler_step)
+        return self
+
+    def _patch(self, owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        setattr(owner, name, wrap(original))
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    def stop(self, error: BaseException | None = None) -> dict[str, Any]:
+        """Close the open row (``error``: what ended the script, if anything), remove every hook
+        and patch, and return :meth:`summary`."""
+        if self.active:
+            self.active = False
+            try:
+                self._close(error, ended=True)
+            finally:
+                for handle in self._global_fwd:
+                    handle.remove()
+                self._global_fwd = []
+                while self._undo:
+                    self._undo.pop()()
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        """The rule used and its fallbacks, what was counted, and what was looked for: the end
+        line's ``steps``, which the report says."""
+        used = [r for r in RULES if self.rules.get(r)]
+        out: dict[str, Any] = {
+            "rule": used[0] if used else None,
+            "rules": {r: self.rules[r] for r in used},
+            "said": [RULES[r] for r in used],
+            "labels": dict(self.labels),
+            "updates": self.updates_total, "updates_skipped": self.skipped_total,
+            "batches": self.batches_total, "backward_calls": self.backwards_total,
+            "optimizers": len(self.optimizers),
+            "looked_for": list(LOOKED_FOR),
+        }
+        if self.notes:
+            out["notes"] = list(self.notes)
+        if self.faults:
+            out["faults"] = self.faults
+        return out
+
+    # -- the rows -------------------------------------------------------------------------------
+    def _off(self) -> bool:
+        """Whether a hook must do nothing: another thread, a forked child, torch.compile tracing,
+        or the run over."""
+        return threading.get_ident() != self.thread or bool(_IN_CHILD) or not self.active or is_compiling()
+
+    def _expect_update(self) -> bool:
+        return self.seen_update or (self.optimizers_made > 0 and not self.gave_up)
+
+    def _begin(self, args: tuple[Any, ...]) -> _Open:
+        """Open a row (its label guessed now, settled when it closes) on the batch or the
+        forward's arguments (their device and graph shape)."""
+        with held_section():
+            label = "step" if (self.seen_update or self.seen_backward) else ("batch" if self.seen_loader else "forward")
+            row = open_row(label, args, {})
+            row.fields["index"] = self.labels.get(label, 0)
+            opened = self.open = _Open(Bracket(row.open(), True, self.measures))
+        return opened
+
+    def _close(self, error: BaseException | None = None, ended: bool = False) -> None:
+        opened = self.open
+        if opened is None:
+            return
+        with held_section():
+            self.open = None
+            fields = opened.bracket.row.fields
+            if opened.updates or opened.skipped:
+                label, rule = "step", "update"
+            elif opened.backwards:
+                label, rule = ("partial", "update") if self._expect_update() else ("step", "backward")
+                if label == "partial":
+                    fields["notes"] = (*fields.get("notes", ()),
+                                       "backward without an optimizer update: the run ended, or an eval pass or "
+                                       "another loader began, before the update")
+            elif opened.batches:
+                label, rule = ("eval" if self._trained() else "batch"), "batch"
+            else:
+                label, rule = ("eval" if self._trained() else "forward"), "forward"
+            fields["label"] = label
+            fields["index"] = self.labels.get(label, 0)
+            self.labels[label] = fields["index"] + 1
+            self.rules[rule] = self.rules.get(rule, 0) + 1
+            fields["step_rule"] = rule
+            if self.seen_loader:
+                fields["batches"] = opened.batches
+                fields["data_wait_s"] = opened.wait_s
+            fields["backward_calls"] = opened.backwards
+            fields["updates"] = opened.updates
+            if opened.skipped:
+                fields["updates_skipped"] = opened.skipped
+            opened.bracket.close(error if ended else None)
+        if opened.forwards and not self.roots_hooked and self._roots_due is None and not ended:
+            self._roots_due = opened.roots  # hooked once no forward runs (_fwd_post)
+
+    def _trained(self) -> bool:
+        return self.seen_update or self.seen_backward
+
+    # -- batches --------------------------------------------------------------------------------
+    def _wrap_next(self, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        engine = self
+
+        def __next__(it: Any) -> Any:
+            if engine._off():
+                return original(it)
+            try:
+                engine._batch_starts()
+            except Exception:  # noqa: BLE001 - never the script's problem
+                engine.faults += 1
+            t0 = time.perf_counter_ns()
+            batch = original(it)  # StopIteration (the pass's end) passes through: no row opened
+            wait = (time.perf_counter_ns() - t0) / 1e9
+            try:
+                engine._batch_came(batch, wait)
+            except Exception:  # noqa: BLE001
+                engine.faults += 1
+            return batch
+
+        __next__.__wrapped__ = original  # type: ignore[attr-defined]
+        return __next__
+
+    def _batch_starts(self) -> None:
+        opened = self.open
+        if opened is None:
+            return
+        if opened.updates or opened.skipped or not opened.backwards:
+            self._close()
+        elif not self._expect_update():
+            self._close()
+        elif not self.seen_update and opened.batches >= PATIENCE:
+            self._give_up()
+
+    def _give_up(self) -> None:
+        self.gave_up = True
+        self.notes.append(f"an optimizer was made but none stepped in {PATIENCE} batches with a backward (a compiled "
+                          "step hides torch.optim's hooks): rows from then on are cut at backward, and the first "
+                          "row holds those batches")
+        self._close()
+
+    def _batch_came(self, batch: Any, wait: float) -> None:
+        self.seen_loader = True
+        self.batches_total += 1
+        opened = self.open
+        if opened is None:
+            opened = self._begin((batch,))
+        opened.batches += 1
+        opened.wait_s += wait
+
+    # -- forwards -------------------------------------------------------------------------------
+    def _fwd_pre(self, module: Any, args: Any) -> None:
+        if self._off():
+            return
+        try:
+            self.depth_fwd += 1
+            if self.depth_fwd == 1:
+                self._root_forward(module, args)
+        except Exception:  # noqa: BLE001
+            self.faults += 1
+
+    def _fwd_post(self, module: Any, args: Any, output: Any) -> None:
+        if self._off():
+            return
+        if self.depth_fwd > 0:
+            self.depth_fwd -= 1
+        if not self.depth_fwd and self._roots_due is not None:
+            try:
+                self._hook_roots(self._roots_due)
+            except Exception:  # noqa: BLE001 - the global hooks stay
+                self.faults += 1
+
+    def _root_forward(self, module: Any, args: Any) -> None:
+        opened = self.open
+        key = id(module)
+        if opened is not None:
+            if opened.batches:
+                if (opened.updates or opened.skipped) and not torch.is_grad_enabled():
+                    self._close()  # an eval forward after the batch's update: its own row
+            elif opened.updates or opened.skipped:
+                self._close()
+            elif opened.backwards:
+                if not self._expect_update() and key in opened.roots:
+                    self._close()  # the same model again after a backward: the next step
+                elif not self.seen_update and opened.forwards >= PATIENCE:
+                    self._give_up()
+            elif key in opened.roots:
+                self._close()  # the same model again with no backward: the next forward
+        opened = self.open
+        if opened is None:
+            opened = self._begin(tuple(args) if isinstance(args, tuple) else ())
+        opened.forwards += 1
+        opened.roots[key] = module
+
+    def _hook_roots(self, roots: dict[int, Any]) -> None:
+        """The first row with a forward has closed and no forward runs: hook its root modules alone,
+        and drop the global hooks (every submodule goes back to torch's fast path)."""
+        self.roots_hooked = True
+        self._roots_due = None
+        for module in roots.values():
+            self._undo.append(module.register_forward_pre_hook(self._fwd_pre).remove)
+            self._undo.append(module.register_forward_hook(self._fwd_post, always_call=True).remove)
+        for handle in self._global_fwd:
+            handle.remove()
+        self._global_fwd = []
+
+    # -- backward -------------------------------------------------------------------------------
+    def _wrap_backward(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        engine = self
+
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            if engine._off() or engine.depth_bwd:
+                return original(*args, **kwargs)
+            try:
+                engine._backward_starts()
+            except Exception:  # noqa: BLE001
+                engine.faults += 1
+            engine.depth_bwd += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                engine.depth_bwd -= 1
+
+        backward.__wrapped__ = original  # type: ignore[attr-defined]
+        backward.__doc__ = original.__doc__
+        return backward
+
+    def _backward_starts(self) -> None:
+        self.seen_backward = True
+        self.backwards_total += 1
+        opened = self.open
+        if opened is not None and not opened.batches and not opened.forwards and opened.backwards \
+                and not (opened.updates or opened.skipped) and not self._expect_update():
+            self._close()  # no loader, no model call seen: a backward after a backward is the next step
+        opened = self.open
+        if opened is None:
+            opened = self._begin(())
+        opened.backwards += 1
+
+    # -- updates --------------------------------------------------------------------------------
+    def _opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self._off():
+            return
+        self.depth_opt += 1
+        if self.depth_opt == 1 and self.open is None:
+            try:
+                self._begin(())  # an update with nothing before it (a closure optimizer's first step)
+            except Exception:  # noqa: BLE001
+                self.faults += 1
+
+    def _opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self._off():
+            return
+        if self.depth_opt > 0:
+            self.depth_opt -= 1
+        if self.depth_opt:
+            return  # an inner optimizer that a wrapper steps: the wrapper's step is the update
+        try:
+            self._updated(id(optimizer))
+        except Exception:  # noqa: BLE001
+            self.faults += 1
+
+    def _updated(self, optimizer: int | None) -> None:
+        self.seen_update = True
+        opened = self.open
+        if opened is None:
+            opened = self._begin(())
+        if optimizer is None:
+            opened.skipped += 1
+            self.skipped_total += 1
+        else:
+            opened.updates += 1
+            self.updates_total += 1
+            self.optimizers.add(optimizer)
+        if not opened.batches:
+            self._close()  # no loader: the update ends the step (with one, the next batch does)
+
+    def _wrap_optimizer_init(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        engine = self
+
+        def __init__(opt: Any, *args: Any, **kwargs: Any) -> None:
+            original(opt, *args, **kwargs)
+            if not engine._off():
+                engine.optimizers_made += 1
+
+        __init__.__wrapped__ = original  # type: ignore[attr-defined]
+        return __init__
+
+    def _wrap_scaler_step(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        engine = self
+
+        def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            if engine._off():
+                return original(scaler, optimizer, *args, **kwargs)
+            before = engine.updates_total
+            result = original(scaler, optimizer, *args, **kwargs)
+            try:
+                if engine.updates_total == before and getattr(scaler, "_enabled", True):
+                    engine._updated(None)  # the scaler found inf or NaN gradients: no optimizer.step ran
+            except Exception:  # noqa: BLE001
+                engine.faults += 1
+            return result
+
+        step.__wrapped__ = original  # type: ignore[attr-defined]
+        return step
