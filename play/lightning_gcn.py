@@ -22,6 +22,7 @@ from torch_geometric.nn import GCNConv, global_mean_pool
 
 import gnnmon
 from gnnmon.integrations.lightning import GnnmonCallback
+from gnnmon.report.renderers.trace import chrome_trace
 
 
 class GraphGCN(lightning.LightningModule):
@@ -83,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         trainer.fit(model, train, val)
     report = gnnmon.Report.load(path)
     print(report.markdown())
-    trace = report.to_trace(out / "lightning.trace.json")
-    scalars = report.to_tensorboard(out / "lightning_tb")
+    report.export("trace", out / "lightning.trace.json")
+    trace = chrome_trace(report.result)
+    scalars = report.export("tensorboard", out / "lightning_tb")
     logged = Path(trainer.logger.log_dir) / "metrics.csv"
     print(f"\n{len(trace['traceEvents'])} trace events -> {out / 'lightning.trace.json'} (open in ui.perfetto.dev); "
           f"{scalars} TensorBoard scalars -> {out / 'lightning_tb'}; Lightning's log with gnnmon/* -> {logged}")

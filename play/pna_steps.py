@@ -57,6 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, gc_paused, phase
+from gnnmon.report.analysis import dips
+from gnnmon.report.renderers.timeline_plot import plot_timeline
 from play.progress import progress
 from play.synthetic import PCQM4MV2, molecules
 
@@ -211,7 +213,7 @@ def summarise(run: gnnmon.Run, epoch_s: list[float], mode: str, batch_size: int,
         "partial_to_full": (statistics.median(r["device_s"] for r in partial)
                             / statistics.median(r["device_s"] for r in full)) if partial and full else None,
         "partial_graphs": partial[0]["num_graphs"] if partial else None,
-        "shape_dips": sum(1 for d in report.dips() if d["label"] == "step" and d["cause"] == "shape"),
+        "shape_dips": sum(1 for d in dips(report.table) if d["label"] == "step" and d["cause"] == "shape"),
         "cpu_util_pct": _mean([r["cpu_util_pct"] for r in steps if r.get("cpu_util_pct") is not None]),
         "gpu_util_pct": _mean([r["gpu_util_pct"] for r in steps if r.get("gpu_util_pct") is not None]),
         "energy_j_per_epoch": {k: v / epochs for k, v in energy.items()},
@@ -436,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
                 Path(args.figures).mkdir(parents=True, exist_ok=True)
                 stem = "pna" if args.preset == "example" else f"pna_{args.preset}_bs{bs}_w{workers}"
                 png = Path(args.figures) / f"{stem}_{mode}_timeline.png"
-                report.plot_timeline(png, title=f"PNA on {device}, synthetic PCQM4Mv2, batch {bs}, {workers} workers, {mode} GC")
+                plot_timeline(report, png, title=f"PNA on {device}, synthetic PCQM4Mv2, batch {bs}, {workers} workers, {mode} GC")
                 print(f"timeline: {png}")
     if len(runs) > 2:
         meta = {"command": "python play/pna_steps.py " + " ".join(argv if argv is not None else sys.argv[1:]),

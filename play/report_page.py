@@ -94,7 +94,7 @@ def main() -> None:
             if step == args.steps:
                 break
     page = out.with_suffix(".html")
-    what = gnnmon.Report.load(out.with_suffix(".jsonl")).to_html(page)
+    what = gnnmon.Report.load(out.with_suffix(".jsonl")).export("html", page)
     print(f"wrote {what} to {page}")
     if args.screenshot:
         screenshot(page, Path(args.screenshot))

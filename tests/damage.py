@@ -24,7 +24,10 @@ from typing import Any
 import gnnmon
 from gnnmon.cli import NO_MODEL, main
 from gnnmon.errors import ReportFileError
+from gnnmon.report.analysis import dips, gc_summary, step_analysis
 from gnnmon.report.exports import EXPORTS
+from gnnmon.report.renderers.timeline_plot import plot_timeline
+from gnnmon.report.renderers.trace import chrome_trace
 
 MISSING = object()
 """A field's damage: the field removed."""
@@ -191,13 +194,13 @@ def python_api(path: Path, strict: bool, out: Path, plot: bool = False) -> None:
     report.markdown()
     report.summary()
     report.spikes()
-    report.dips()
-    report.analysis()
+    dips(report.table)
+    step_analysis(report.table)
     report.energy()
     report.cross_rank()
     report.layers()
     report.oom()
-    report.gc_summary()
+    gc_summary(report.gc_events)
     report.failures()
     if any("epoch" in part.cols for part in report.table.parts.values()):
         report.markdown(by="epoch")
@@ -205,13 +208,13 @@ def python_api(path: Path, strict: bool, out: Path, plot: bool = False) -> None:
     for table in ("rows", "summary", "spikes", "dips", "analysis", "energy", "energy_by_label", "energy_by_epoch",
                   "gc", "cross_rank"):
         report.frame(table)
-    json.dumps(report.to_trace(), allow_nan=False)  # the exports: by the CLI, below
+    json.dumps(chrome_trace(run), allow_nan=False)  # the exports: by the CLI, below
     with contextlib.suppress(ValueError):  # a run whose rows carry no batch shape has no model: said so
         report.memory_model().summary()
     with contextlib.suppress(ValueError):
         report.memory_model(figure="mem_peak_bytes").summary()
     if plot:
-        report.plot_timeline(out / "timeline.png")
+        plot_timeline(report, out / "timeline.png")
 
 
 def commands(path: Path, lenient: bool, out: Path) -> list[list[str]]:

@@ -3,7 +3,7 @@
 (:class:`~gnnmon.data.result.RunResult`); one that can write to a stream also has
 ``write_stream(result, stream) -> str`` (``gnnmon export NAME RUN -o -`` writes to stdout).
 
-Every door goes through :func:`export`: ``Report.export(name, out)``, the ``Report.to_*`` aliases,
+Every door goes through :func:`export`: ``Report.export(name, out)``,
 ``gnnmon export`` and ``gnnmon report --format csv``. A module of its own with one
 :func:`register_export` call adds an export (the built-in ones, in :mod:`gnnmon.report.renderers`,
 register as ``gnnmon.report`` is imported; one of yours as you import its module)."""

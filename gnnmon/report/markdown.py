@@ -1,7 +1,8 @@
 """The report as markdown text: per-label tables, step analysis, GC, spikes, short steps, energy.
 
-A renderer reads what a report computes (any object with the methods of :class:`Explained`) and
-returns text; it computes nothing itself.
+A renderer reads what a report computes (any object with the methods of :class:`Explained`; the
+step analysis, dips and GC summary from :mod:`gnnmon.report.analysis` over its table) and returns
+text; it computes nothing itself.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from gnnmon.figures import (
     TEXT,
     unit_of,
 )
+from gnnmon.report.analysis import dips, gc_summary, step_analysis
 from gnnmon.report.diagnosis.text import diagnosis_lines
 from gnnmon.report.stats import STATS
 from gnnmon.report.text import md
 
 MAX_TABLE = 20
-"""Rows shown in the markdown spike and short-step tables (all are in ``spikes()`` / ``dips()``)."""
+"""Rows shown in the markdown spike and short-step tables (all are in ``spikes()`` / :func:`~gnnmon.report.analysis.dips`)."""
 
 
 class Explained(Protocol):
@@ -45,13 +47,7 @@ class Explained(Protocol):
 
     def summary(self) -> dict[str, dict[str, dict[str, float]]]: ...
 
-    def analysis(self, warmup: int = 2) -> dict[str, dict[str, Any]]: ...
-
     def spikes(self, **options: Any) -> list[dict[str, Any]]: ...
-
-    def dips(self, **options: Any) -> list[dict[str, Any]]: ...
-
-    def gc_summary(self) -> dict[str, Any]: ...
 
     def energy(self) -> dict[str, Any]: ...
 
@@ -299,7 +295,7 @@ def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:
 
 def _analysis_lines(report: Explained) -> list[str]:
     lines: list[str] = []
-    steps = report.analysis()
+    steps = step_analysis(report.table)
     if any(info["rows"] >= 2 for info in steps.values()):
         left_out = sum(i.get("warmup_left_out", 0) for i in steps.values())
         which = "after the first 2 calls of each label, left out as warm-up" if left_out else "every call"
@@ -325,7 +321,7 @@ def _analysis_lines(report: Explained) -> list[str]:
                 lines.append(f"- {md(label)}: " + phase_shares(info["phase_share"], info.get("phase_in", {})))
             lines.append("")
     if report.gc_events:
-        g = report.gc_summary()
+        g = gc_summary(report.gc_events)
         gens = ", ".join(f"gen {gen}: {d['count']} ({d['pause_s'] * 1e3:.1f} ms, longest "
                          f"{d['max_s'] * 1e3:.1f} ms)" for gen, d in g["by_generation"].items()
                          if d["count"])
@@ -355,16 +351,16 @@ def _analysis_lines(report: Explained) -> list[str]:
         else:
             lines.append("No row exceeded its label's threshold.")
         lines.append("")
-        dips = report.dips()
-        if dips:
-            lines += [f"### Short steps ({len(dips)})", "",
+        short = dips(report.table)
+        if short:
+            lines += [f"### Short steps ({len(short)})", "",
                       "| label | index | time ms | median ms | cause | detail |",
                       "| --- | ---: | ---: | ---: | --- | --- |"]
             lines += [f"| {md(d['label'])} | {d['index']} | {d['time_s'] * 1e3:.2f} | "
                       f"{d['median_s'] * 1e3:.2f} | {md(d['cause'])} | {md(d['detail'])} |"
-                      for d in dips[:MAX_TABLE]]
-            if len(dips) > MAX_TABLE:
-                lines.append(f"| … {len(dips) - MAX_TABLE} more | | | | | |")
+                      for d in short[:MAX_TABLE]]
+            if len(short) > MAX_TABLE:
+                lines.append(f"| … {len(short) - MAX_TABLE} more | | | | | |")
             lines.append("")
     return lines
 

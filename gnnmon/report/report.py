@@ -1,5 +1,9 @@
-"""The report over a run's rows: what it computes (summaries, spikes, analysis, energy); its
-renderers (markdown, frames, the timeline figure) sit in modules of their own."""
+"""The report over a run's rows: the door to what the report's modules compute (summaries, spikes,
+energy, the memory model, the diagnosis) and write (markdown, DataFrames, the exports). Figures a
+single module owns whole are that module's functions over the report's table: the step analysis,
+dips and GC summary (:mod:`gnnmon.report.analysis`), the timeline figure
+(:mod:`gnnmon.report.renderers.timeline_plot`), the Chrome trace as a dict
+(:mod:`gnnmon.report.renderers.trace`)."""
 
 from __future__ import annotations
 
@@ -23,13 +27,11 @@ from gnnmon.report.diagnosis.text import diagnosis_lines
 from gnnmon.report.energy_balance import result_balance
 from gnnmon.report.energy_totals import energy_summary
 from gnnmon.report.exports import export
-from gnnmon.report.frames import rows_frame, summary_frame, table_frame
+from gnnmon.report.frames import frame
 from gnnmon.report.layer_table import layer_table
 from gnnmon.report.markdown import MAX_TABLE, ending_lines, header_lines, render_markdown
 from gnnmon.report.memory.model import MemoryModel, fit
 from gnnmon.report.memory.oom import oom_report
-from gnnmon.report.renderers.timeline_plot import plot_timeline
-from gnnmon.report.renderers.trace import chrome_trace
 from gnnmon.report.stats import describe
 from gnnmon.report.text import md
 
@@ -40,6 +42,32 @@ def _natural(value: Any) -> tuple[int, float, str]:
     if is_number(value):
         return (0, float(value), "")
     return (2, 0.0, "") if value is None else (1, 0.0, str(value))
+
+
+def _gc_events_by(markers: Sequence[Mapping[str, Any]], gc_events: Iterable[dict[str, Any]], by: str,
+                  group_of_row: dict[str, Any]) -> dict[Any, list[dict[str, Any]]]:
+    """The GC events per value of marker ``by``: an event in a row goes with the row, one
+    between rows with the value marked last before it (None before the first)."""
+    marks = sorted(((m["t_ns"], m.get("value")) for m in markers if m.get("kind") == by and "t_ns" in m),
+                   key=lambda m: m[0])
+    times = [t for t, _ in marks]
+    out: dict[Any, list[dict[str, Any]]] = {}
+    for event in gc_events:
+        if event.get("row") in group_of_row:
+            value = group_of_row[event["row"]]
+        else:
+            i = bisect.bisect_right(times, event.get("t_start_ns") or 0) - 1
+            value = marks[i][1] if i >= 0 else None
+        out.setdefault(value, []).append(event)
+    return out
+
+
+def _cpus(manifest: Mapping[str, Any] | None) -> dict[str, int | None]:
+    """The recording machine's CPUs and those its process could run on, where the manifest says
+    (the memory model and the OOM report bound the host's RSS with them)."""
+    host = (manifest or {}).get("devices") or {}
+    return {k: v if isinstance(v := host.get(key), int) else None
+            for k, key in (("cpus", "cpu_count"), ("usable", "cpu_usable"))}
 
 
 class Report:
@@ -78,23 +106,11 @@ class Report:
         return cls(load(path, strict=strict, job=job))
 
     @property
-    def energy_balance(self) -> dict[str, dict[str, Any]]:
-        """Per energy counter, the rows and gaps against its own delta (a job's: per rank), made
-        when first read (see :func:`gnnmon.report.energy_balance.result_balance`)."""
-        if self._balance is None:
-            self._balance = result_balance(self.result)
-        return self._balance
-
-    @property
     def records(self) -> list[dict[str, Any]]:
         """The rows as dicts, in the order they finished, made on each read from the result's table
         (:meth:`Table.records`: changing them changes nothing the report or its exports read; for a
         long run, iterate ``table.rows()`` or use the report's tables instead)."""
         return self.table.records()
-
-    def labels(self) -> list[str]:
-        """Row labels in first-seen order."""
-        return self.table.labels()
 
     def groups(self, by: str) -> dict[Any, Report]:
         """The report split by the value of marker ``by`` on each row (e.g. ``"config"``, set by
@@ -112,25 +128,9 @@ class Report:
                     or by == "config" else "")
             raise ValueError(f"no row carries {by!r}; the markers here: {', '.join(kinds) or 'none'}{hint}")
         parts = self.table.where(by)
-        events = self._gc_events_by(by, {row_key(r): value for value, table in parts.items() for r in table.rows()})
+        events = _gc_events_by(self.markers, self.gc_events, by, {row_key(r): value for value, table in parts.items() for r in table.rows()})
         return {value: Report(parts[value], manifest=self.manifest, samples=self.samples, markers=self.markers,
                               gc_events=events.get(value, [])) for value in sorted(parts, key=_natural)}
-
-    def _gc_events_by(self, by: str, group_of_row: dict[str, Any]) -> dict[Any, list[dict[str, Any]]]:
-        """The GC events per value of marker ``by``: an event in a row goes with the row, one
-        between rows with the value marked last before it (None before the first)."""
-        marks = sorted(((m["t_ns"], m.get("value")) for m in self.markers if m.get("kind") == by and "t_ns" in m),
-                       key=lambda m: m[0])
-        times = [t for t, _ in marks]
-        out: dict[Any, list[dict[str, Any]]] = {}
-        for event in self.gc_events:
-            if event.get("row") in group_of_row:
-                value = group_of_row[event["row"]]
-            else:
-                i = bisect.bisect_right(times, event.get("t_start_ns") or 0) - 1
-                value = marks[i][1] if i >= 0 else None
-            out.setdefault(value, []).append(event)
-        return out
 
     def summary(self, by: str | None = None) -> dict[Any, Any]:
         """``{label: {field: {count, mean, p50, p90, p99, max}}}`` over every numeric field;
@@ -169,15 +169,6 @@ class Report:
             return [{**s, by: value} for value, part in self.groups(by).items() for s in part.spikes(**options)]
         return analysis.spikes(self.table, **options)
 
-    def dips(self, **options: Any) -> list[dict[str, Any]]:
-        """Rows far faster than usual (e.g. partial last batches), with a cause each."""
-        return analysis.dips(self.table, **options)
-
-    def analysis(self, warmup: int = 2) -> dict[str, dict[str, Any]]:
-        """Per label: time per node/edge, phase shares and residual, GC cost, raw vs clean
-        percentiles (see :func:`gnnmon.report.analysis.step_analysis`)."""
-        return analysis.step_analysis(self.table, warmup=warmup)
-
     def energy(self) -> dict[str, Any]:
         """Energy totals per source (J, kWh, share, source labels), per label, per epoch and per
         graph, over top-level rows, and per rank for a distributed job ({} without
@@ -186,8 +177,10 @@ class Report:
         if not any(k in part.cols for part in self.table.parts.values() for k in ENERGY_FIELDS):
             return {}
         out = energy_summary(self.table.rows())
-        if out and self.energy_balance:
-            out["balance"] = self.energy_balance
+        if out and self._balance is None:
+            self._balance = result_balance(self.result)  # once: the page and the diagnosis read it again
+        if out and self._balance:
+            out["balance"] = self._balance
         return out
 
     def cross_rank(self, **options: Any) -> dict[str, Any]:
@@ -213,13 +206,7 @@ class Report:
         :mod:`gnnmon.report.memory.model`."""
         pid = (self.manifest or {}).get("pid")
         return fit(self.table, label, figure, device=device, warmup=warmup, terms=terms, confidence=confidence,
-                   pid=pid if isinstance(pid, int) else None, **self._cpus())
-
-    def _cpus(self) -> dict[str, int | None]:
-        """The recording machine's CPUs and those its process could run on, where the manifest says."""
-        host = (self.manifest or {}).get("devices") or {}
-        return {k: v if isinstance(v := host.get(key), int) else None
-                for k, key in (("cpus", "cpu_count"), ("usable", "cpu_usable"))}
+                   pid=pid if isinstance(pid, int) else None, **_cpus(self.manifest))
 
     def layers(self, label: str | None = None) -> list[dict[str, Any]]:
         """Per label and watched layer (``gnnmon.watch_layers``): median forward and backward time,
@@ -232,33 +219,7 @@ class Report:
         """The calls that ran out of memory: each one's batch shape (and against its label's median),
         the device's memory at the failure, the forecast for that batch, the largest batch that
         fit, the allocation-history snapshot, and ``words`` (see :mod:`gnnmon.report.memory.oom`)."""
-        return oom_report(self.table, **self._cpus())
-
-    def plot_timeline(self, path: Any = None, **options: Any) -> Any:
-        """Utilisation and memory samples over time with rows, GC events and markers under them
-        (a matplotlib Figure; saved as PNG if ``path`` is given; see
-        :func:`gnnmon.report.renderers.timeline_plot.plot_timeline`)."""
-        options.setdefault("markers", self.markers)
-        return plot_timeline(self.records, self.samples, self.gc_events, path, **options)
-
-    def to_trace(self, path: Any = None) -> dict[str, Any]:
-        """The run as a Chrome trace (rows, phases, GC pauses, markers and samples on one time
-        axis; open it in ui.perfetto.dev); written as JSON if ``path`` is given. See
-        :mod:`gnnmon.report.renderers.trace`."""
-        if path is not None:
-            self.export("trace", path)
-        return chrome_trace(self.result)
-
-    def to_html(self, path: Any) -> str:
-        """Write the run as one self-contained page to open in a browser (works offline): header,
-        zoomable timeline, memory per call with its forecast, the whole report; see
-        :mod:`gnnmon.report.renderers.html`. Returns what was written."""
-        return self.export("html", path)
-
-    def to_tensorboard(self, logdir: Any) -> int:
-        """``export("tensorboard", logdir)``: the rows' figures and the sampled timeline as
-        TensorBoard scalars under ``logdir`` (per label, at each call number); returns how many."""
-        return getattr(self.export("tensorboard", logdir), "n", 0)
+        return oom_report(self.table, **_cpus(self.manifest))
 
     def export(self, name: str, out: Any) -> str:
         """Write the run with the export ``name`` (``trace``, ``tensorboard``, ``html``, ``csv``, or one
@@ -289,10 +250,6 @@ class Report:
         return Comparison(self.result, other.result, run_name(self.manifest, "BASE"), run_name(other.manifest, "NEW"),
                           max_slowdown=max_slowdown, max_memory_growth=max_memory_growth)
 
-    def gc_summary(self) -> dict[str, Any]:
-        """Collections per generation and reason, total and longest pause."""
-        return analysis.gc_summary(self.gc_events)
-
     def markdown(self, by: str | None = None) -> str:
         """The report as markdown: one table of figures per label (bytes in MiB, seconds in ms),
         then the step analysis, GC and spikes where the rows have times, then energy; with ``by``
@@ -304,59 +261,19 @@ class Report:
             text += [f"## {md(by)} = {md(value)} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
         return printable("\n".join(text))
 
-    def to_frame(self) -> Any:
-        """The rows as a pandas DataFrame (one row per call)."""
-        return rows_frame(self.records)
-
     def frame(self, table: str = "rows") -> Any:
-        """Any table of the report as a pandas DataFrame: ``rows`` (:meth:`to_frame`),
-        ``summary``, ``spikes``, ``dips``, ``analysis`` (one row per label; percentiles as
-        ``raw_p50`` …), ``energy`` (one row per figure: total, share, sources),
-        ``energy_by_label``, ``energy_by_epoch``, ``gc`` (one row per collection) or
-        ``cross_rank`` (one row per step matched across ranks)."""
-        if table == "rows":
-            return self.to_frame()
-        if table == "summary":
-            return self.summary_frame()
-        if table in ("spikes", "dips"):
-            return table_frame(getattr(self, table)(), ["label", "index"])
-        if table == "analysis":
-            flat = []
-            for label, a in self.analysis().items():
-                row: dict[str, Any] = {"label": label}
-                for key, value in a.items():
-                    if isinstance(value, dict):
-                        row.update({f"{key}_{k}": v for k, v in value.items()})
-                    else:
-                        row[key] = value
-                flat.append(row)
-            return table_frame(flat, ["label"])
-        if table == "energy":  # one row per figure: its total, share and sources
-            e = self.energy() or {}
-            total, share, sources = e.get("total", {}), e.get("share", {}), e.get("sources", {})
-            return table_frame([{"figure": k, "total": total.get(k), "share": share.get(k),
-                                 "sources": "; ".join(sources.get(k, []))}
-                                for k in (*ENERGY_FIELDS, "co2_kg") if k in total], ["figure"])
-        if table in ("energy_by_label", "energy_by_epoch"):
-            by = (self.energy() or {}).get(table[len("energy_"):]) or {}
-            key = table[len("energy_by_"):]
-            return table_frame([{key: k, **v} for k, v in by.items()], [key])
-        if table == "gc":
-            return table_frame(self.gc_events)
-        if table == "cross_rank":
-            return table_frame((self.cross_rank() or {}).get("steps", []), ["label", "index"])
-        raise ValueError(f"table must be one of rows, summary, spikes, dips, analysis, energy, "
-                         f"energy_by_label, energy_by_epoch, gc, cross_rank; got {table!r}")
+        """Any table of the report as a pandas DataFrame: ``rows`` (one row per call), ``summary``,
+        ``spikes``, ``dips``, ``analysis`` (one row per label; percentiles as ``raw_p50`` …),
+        ``energy`` (one row per figure: total, share, sources), ``energy_by_label``,
+        ``energy_by_epoch``, ``gc`` (one row per collection) or ``cross_rank`` (one row per step
+        matched across ranks); see :func:`gnnmon.report.frames.frame`."""
+        return frame(self, table)
 
     def _repr_markdown_(self) -> str:
         """How a notebook shows a report: its markdown."""
         return self.markdown()
 
     def __repr__(self) -> str:
-        labels = self.labels()
+        labels = self.table.labels()
         return (f"<gnnmon Report: {len(self.table)} rows, labels {labels[:5]}"
                 f"{' …' if len(labels) > 5 else ''}>")
-
-    def summary_frame(self) -> Any:
-        """The summary as a pandas DataFrame indexed by (label, figure), columns count … max."""
-        return summary_frame(self.summary())

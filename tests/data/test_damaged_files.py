@@ -145,7 +145,7 @@ def test_a_lenient_read_keeps_every_good_row_and_nulls_each_damaged_value(good, 
                           and json.loads(lines[i])["label"] == row["label"] for g in written_once(i, f)}
         for field, value in before.items():
             assert row[field] == (None if field in damaged_fields else value), (row["label"], row["index"], field)
-    assert gnnmon.Report(run).to_frame()["t_start"].isna().sum() == 1
+    assert gnnmon.Report(run).frame()["t_start"].isna().sum() == 1
     code, _, err = run_cli(["report", str(path), "--lenient"])
     warned = 1 + sum(len(written_once(i, f)) for i, (f, _) in bad.items())  # the GC event, each damaged value
     assert code == 0 and err.count("gnnmon: warning: ") == warned and "Traceback" not in err

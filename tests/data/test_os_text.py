@@ -75,8 +75,8 @@ def test_a_run_given_os_text_everywhere_reads_back_equal_and_reports(tmp_path):
     gnnmon.Report(loaded).export("csv", csv_path)
     with open(csv_path, newline="", encoding="utf-8") as f:
         assert next(csv.DictReader(f))["label"] == "step ckpt_caf\\udce9.pt"
-    trace = gnnmon.Report(loaded).to_trace(tmp_path / "trace.json")
-    json.loads((tmp_path / "trace.json").read_text(encoding="utf-8"))
+    gnnmon.Report(loaded).export("trace", tmp_path / "trace.json")
+    trace = json.loads((tmp_path / "trace.json").read_text(encoding="utf-8"))
     assert trace
 
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}  # strict, as most terminals are

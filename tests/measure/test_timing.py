@@ -8,6 +8,7 @@ import pytest
 
 import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device, phase, timed
+from gnnmon.report.analysis import step_analysis
 from tests.fakes import FakeMps, FakeStream
 from tests.stopwatch import TICK_S, Stopwatch
 from tests.waits import Waits
@@ -70,7 +71,7 @@ def test_phases_add_up_and_repeat():
     (row,) = run.records
     assert 0.0199 <= row["phase_forward_s"] and 0.0299 <= row["phase_backward_s"]  # two phases summed
     assert row["phase_forward_s"] + row["phase_backward_s"] + 0.0099 <= row["wall_s"] <= outer.s
-    share = run.report().analysis(warmup=0)["step"]["phase_share"]
+    share = step_analysis(run.report().table, warmup=0)["step"]["phase_share"]
     assert set(share) == {"forward", "backward", "residual"}
     assert abs(sum(share.values()) - 1) < 1e-9 and share["residual"] > 0.1
 

@@ -18,6 +18,7 @@ import torch
 import gnnmon
 from gnnmon.data.paths import job_files, rank_path
 from gnnmon.devices.ranks import LAUNCHERS, current_rank
+from gnnmon.report.renderers.trace import chrome_trace
 from tests.stopwatch import Stopwatch
 from tests.waits import Waits
 
@@ -332,7 +333,7 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert cli.returncode == 0 and "| step | 5 | 1 |" in cli.stdout and "gc (rank 0)" in cli.stdout
     # the job's trace: one process per rank, each rank's steps on its own rows track
-    events = gnnmon.Report(run).to_trace()["traceEvents"]
+    events = chrome_trace(run)["traceEvents"]
     names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
     assert names == {0: "rank 0", 1: "rank 1"}
     slow = next(e for e in events if e.get("cat") == "row" and e["pid"] == 1 and e["args"]["index"] == 5

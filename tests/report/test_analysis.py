@@ -12,6 +12,7 @@ from torch_geometric.data import Batch, Data
 import gnnmon
 from gnnmon import cuda_timed, gc_controlled, monitor_memory_device
 from gnnmon.report.analysis import spikes, step_analysis
+from gnnmon.report.renderers.trace import chrome_trace
 from tests.stopwatch import Stopwatch
 
 
@@ -230,17 +231,17 @@ def test_a_nested_phase_is_part_of_its_parent_and_the_shares_add_up():
     rows = run.records
     assert all(r["phase_attn_in"] == "forward" and "phase_forward_in" not in r for r in rows)
     assert all(r["phase_forward_s"] >= r["phase_attn_s"] + 0.01 for r in rows)
-    info = run.report().analysis(warmup=0)["gat"]
+    info = step_analysis(run.report().table, warmup=0)["gat"]
     share, inside = info["phase_share"], info["phase_in"]
     assert inside == {"attn": "forward"}
     assert share["residual"] >= 0
     assert share["forward"] + share["backward"] + share["residual"] == pytest.approx(1.0)
     assert share["attn"] == pytest.approx(sum(r["phase_attn_s"] for r in rows) / sum(r["wall_s"] for r in rows))
-    shown = run.report().analysis()["gat"]["phase_share"]  # the markdown's: after its warm-up calls
+    shown = step_analysis(run.report().table)["gat"]["phase_share"]  # the markdown's: after its warm-up calls
     line = next(x for x in run.report().markdown().splitlines() if x.startswith("- gat:"))
     assert f"forward {100 * shown['forward']:.1f} % (attn {100 * shown['attn']:.1f} %)" in line
     assert ", attn" not in line
-    trace = run.report().to_trace()["traceEvents"]
+    trace = chrome_trace(run.report().result)["traceEvents"]
     first = [e for e in trace if e.get("cat") == "phase" and e["args"]["row"] == "gat#0"]
     forward, attn = (next(e for e in first if e["name"] == n) for n in ("forward", "attn"))
     assert forward["ts"] <= attn["ts"] and attn["ts"] + attn["dur"] <= forward["ts"] + forward["dur"] + 1e-6

@@ -69,8 +69,8 @@ def test_a_replaced_export_is_what_every_door_uses(run_path, tmp_path, replaced,
     register_export(tb)
     register_export(trace)
     report = gnnmon.Report.load(run_path)
-    assert report.to_tensorboard(tmp_path / "tb") == STEPS  # the alias's count is the export's
-    report.to_trace(tmp_path / "t.json")
+    assert report.export("tensorboard", tmp_path / "tb").n == STEPS  # the count the export wrote
+    report.export("trace", tmp_path / "t.json")
     assert main(["export", "trace", str(run_path), "-o", str(tmp_path / "cli.json")]) == 0
     assert tb.calls == [str(tmp_path / "tb")]
     assert trace.calls == [str(tmp_path / "t.json"), str(tmp_path / "cli.json")]

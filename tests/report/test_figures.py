@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 import gnnmon
+from gnnmon.data.result import RunResult
 from gnnmon.report.renderers.timeline_plot import plot_timeline
 
 MIB = 2**20
@@ -32,7 +33,7 @@ def _lines(ax) -> dict[str, list[float]]:
 
 def test_the_timeline_does_not_zoom_into_a_flat_cpu_line():
     samples = [{**s, "cpu_util_pct": 135.0 + (i % 3)} for i, s in enumerate(_samples(12))]
-    fig = plot_timeline(_rows(4), samples, [])
+    fig = plot_timeline(RunResult(_rows(4), samples=samples))
     util, mem, rows = fig.axes[:3]
     assert util.get_ylim()[0] == 0 and util.get_ylim()[1] >= 137  # 135-137 % sits high in a 0-144 axis
     assert mem.get_ylim()[0] == 0
@@ -42,7 +43,7 @@ def test_the_timeline_does_not_zoom_into_a_flat_cpu_line():
 
 
 def test_no_samples_no_empty_panels():
-    fig = plot_timeline(_rows(3), [], [])
+    fig = plot_timeline(RunResult(_rows(3)))
     assert len(fig.axes) == 1 and [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["train_step"]
     assert fig.axes[0].get_xlabel()
     assert "collect(sample=0.5) samples them" in fig.get_suptitle()  # why there is no utilisation panel
@@ -51,7 +52,7 @@ def test_no_samples_no_empty_panels():
 def test_a_timeline_saved_into_a_new_folder_makes_it_and_keeps_marker_labels_inside(tmp_path):
     markers = [{"kind": "epoch", "value": e, "t_ns": T0 + e * 10**8, "carry": True} for e in range(3)]
     path = tmp_path / "new" / "dir" / "t.png"
-    fig = plot_timeline(_rows(4), _samples(8, cpu_util_pct=100.0), [], path, markers=markers)
+    fig = plot_timeline(RunResult(_rows(4), samples=_samples(8, cpu_util_pct=100.0), markers=markers), path)
     assert path.stat().st_size > 5000
     top = fig.axes[0]
     texts = [t for t in top.texts if t.get_text().strip().startswith("epoch=")]
@@ -62,7 +63,7 @@ def test_a_timeline_saved_into_a_new_folder_makes_it_and_keeps_marker_labels_ins
 def test_on_a_gpu_the_memory_panel_shows_gpu_memory():
     rows = _rows(3, backend="cuda", device="cuda:0", peak_mib=512)
     samples = _samples(6, cpu_util_pct=100.0, gpu0_util_pct=80.0, gpu0_mem_used_bytes=1024 * MIB)
-    fig = plot_timeline(rows, samples, [])
+    fig = plot_timeline(RunResult(rows, samples=samples))
     util, mem = fig.axes[:2]
     assert _lines(util)["GPU 0"] == [80.0] * 6
     lines = _lines(mem)
@@ -71,7 +72,7 @@ def test_on_a_gpu_the_memory_panel_shows_gpu_memory():
     assert [y for _, y in peaks.get_offsets()] == [512.0] * 3
     assert "cuda:0" in fig.get_suptitle()
     # without samples the GPU rows' peaks still get their panel (not an empty utilisation one)
-    assert len(plot_timeline(rows, [], []).axes) == 2
+    assert len(plot_timeline(RunResult(rows)).axes) == 2
 
 
 def test_markers_are_drawn_on_every_panel():
@@ -80,7 +81,7 @@ def test_markers_are_drawn_on_every_panel():
             run.mark("epoch", epoch)
             with gnnmon.timed(label="step"):
                 time.sleep(0.03)
-    fig = run.report().plot_timeline()
+    fig = plot_timeline(run.report())
     texts = [t.get_text().strip() for t in fig.axes[0].texts]
     assert texts == ["epoch=0", "epoch=1"]
     for ax in fig.axes:

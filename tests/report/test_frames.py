@@ -33,7 +33,7 @@ def test_a_notebook_shows_the_report_not_an_address():
 
 
 def test_rows_have_timestamps_and_missing_figures_are_nan():
-    frame = planted().to_frame()
+    frame = planted().frame("rows")
     assert frame["t_start"].dt.tz is not None and frame["t_start"].iloc[8] == pd.Timestamp(8_000_000_000, unit="ns",
                                                                                             tz="UTC")
     assert frame["gpu_util_pct"].dtype == "float64" and frame["gpu_util_pct"].isna().all()

@@ -78,7 +78,7 @@ def test_the_page_shows_every_hostile_string_as_text_and_runs_none(tmp_path, bro
     path = folder / f"\"'><img src=x onerror={PWN}>.jsonl"  # the page's title is the file's name
     result = hostile_run(path)
     page = tmp_path / "page.html"
-    gnnmon.Report(result).to_html(page)
+    gnnmon.Report(result).export("html", page)
     assert load_page(browser, page) == []  # the page's own script ran to its end, no error
     assert browser.execute_script("return window.__pwned") is None
     assert browser.execute_script("return document.querySelectorAll('img, iframe, object, embed').length") == 0

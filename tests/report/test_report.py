@@ -48,9 +48,9 @@ def test_markdown_has_units_errors_and_notes():
 def test_frames():
     pd = pytest.importorskip("pandas")
     rep = Report(planted_rows())
-    frame = rep.to_frame()
+    frame = rep.frame()
     assert isinstance(frame, pd.DataFrame) and len(frame) == 102
-    summary = rep.summary_frame()
+    summary = rep.frame("summary")
     assert summary.loc[("train", "mem_peak_bytes"), "p90"] == 90 * MiB
 
 

@@ -18,6 +18,7 @@ from gnnmon.data.read import read_lines
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.nvml import Nvml
 from gnnmon.devices.rapl import RaplReader, find_zones
+from gnnmon.report.renderers.timeline_plot import plot_timeline
 from gnnmon.timeline import carbon
 from gnnmon.timeline.agent import Agent
 from gnnmon.timeline.counters import SteppedCounter
@@ -574,7 +575,7 @@ def test_timeline_figure(tmp_path):
             step()
         gnnmon.collect_garbage()
     path = tmp_path / "t.png"
-    fig = run.report().plot_timeline(path)
+    fig = plot_timeline(run.report(), path)
     assert path.stat().st_size > 10_000 and path.read_bytes()[:4] == b"\x89PNG"
     assert len(fig.axes) == 3 and [t.get_text() for t in fig.axes[2].get_yticklabels()] == ["step"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from gnnmon.fields import HOST_BACKEND
 from gnnmon.figures import BYTES, MEM_PEAK
@@ -24,19 +24,24 @@ def _devices(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted({str(r["device"]) for r in records if r.get("device")})
 
 
-def plot_timeline(
-    records: Sequence[Mapping[str, Any]],
-    samples: Sequence[Mapping[str, Any]],
-    gc_events: Sequence[Mapping[str, Any]],
-    path: str | os.PathLike[str] | None = None,
-    *,
-    markers: Sequence[Mapping[str, Any]] = (),
-    title: str | None = None,
-) -> Any:
-    """A matplotlib Figure: CPU and GPU utilisation (%), memory (MiB: host RSS, GPU used, each
-    GPU row's allocator peak), then one lane per row label with each row as a bar, GC pauses in
-    red and markers as dashed lines. Saved as PNG if ``path`` is given. ``title``: default names
-    the rows' devices."""
+class Timed(Protocol):
+    """What the timeline reads: a :class:`~gnnmon.report.Report` or a
+    :class:`~gnnmon.data.result.RunResult` (``gnnmon.load(path)``)."""
+
+    @property
+    def records(self) -> list[dict[str, Any]]: ...
+
+    samples: list[dict[str, Any]]
+    gc_events: list[dict[str, Any]]
+    markers: list[dict[str, Any]]
+
+
+def plot_timeline(run: Timed, path: str | os.PathLike[str] | None = None, *, title: str | None = None) -> Any:
+    """The run's timeline as a matplotlib Figure: CPU and GPU utilisation (%), memory (MiB: host
+    RSS, GPU used, each GPU row's allocator peak), then one lane per row label with each row as a
+    bar, GC pauses in red and markers as dashed lines. ``run``: a report or a run's result. Saved
+    as PNG if ``path`` is given. ``title``: default names the rows' devices."""
+    records, samples, gc_events, markers = run.records, run.samples, run.gc_events, run.markers
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure

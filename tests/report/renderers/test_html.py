@@ -75,7 +75,7 @@ def count(driver, selector: str) -> int:
 def test_the_page_draws_every_row_phase_pause_and_marker_with_no_console_error(tmp_path, browser):
     result = planted_run(tmp_path / "run.jsonl")
     page = tmp_path / "run.html"
-    gnnmon.Report(result).to_html(page)
+    gnnmon.Report(result).export("html", page)
     text = page.read_text()
     assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text.replace(
         "https://ui.perfetto.dev", "")  # nothing fetched: works offline
@@ -132,7 +132,7 @@ def test_a_run_of_50000_rows_is_drawn_thinned_to_the_documented_count(tmp_path, 
     path.write_text("\n".join(lines) + "\n")
     report = gnnmon.Report.load(path)
     page = tmp_path / "big.html"
-    report.to_html(page)
+    report.export("html", page)
     assert load_page(browser, page) == []
     # the longest of every ceil(50,000 / 20,000) = 3 rows: ceil(50,000 / 3) marks
     assert count(browser, "#timeline .row-mark") == 16_667 < MAX_ROW_MARKS
@@ -188,7 +188,7 @@ def test_the_page_says_why_a_label_has_no_forecast_and_scales_memory_from_zero(t
             step_with_graph()
     result = gnnmon.load(path)
     page = tmp_path / "flat.html"
-    gnnmon.Report(result).to_html(page)
+    gnnmon.Report(result).export("html", page)
     assert load_page(browser, page) == []
     body = browser.find_element("tag name", "body").text
     assert "no forecast line" in body and "barely" in body  # the model's own reason

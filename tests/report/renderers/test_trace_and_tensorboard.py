@@ -14,6 +14,7 @@ import pytest
 
 import gnnmon
 from gnnmon.cli import main
+from gnnmon.report.renderers.trace import chrome_trace
 
 STEP_S, FORWARD_S, BACKWARD_S, CHILD_S = 0.04, 0.02, 0.01, 0.005
 STEPS = 3
@@ -63,7 +64,7 @@ def _slices(events):
 
 def test_the_trace_is_valid_chrome_trace_json(run_path, tmp_path):
     out = tmp_path / "run.json"
-    gnnmon.Report.load(run_path).to_trace(out)
+    gnnmon.Report.load(run_path).export("trace", out)
     trace = json.loads(out.read_text())
     events = trace["traceEvents"]
     assert trace["displayTimeUnit"] == "ms" and events
@@ -88,7 +89,7 @@ def test_the_trace_is_valid_chrome_trace_json(run_path, tmp_path):
 
 
 def test_the_trace_holds_rows_phases_gc_samples_and_markers_where_they_happened(run_path):
-    events = gnnmon.Report.load(run_path).to_trace()["traceEvents"]
+    events = chrome_trace(gnnmon.load(run_path))["traceEvents"]
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
     steps = [e for e in events if e.get("cat") == "row" and e["name"] == "step"]
     children = [e for e in events if e.get("cat") == "row" and e["name"] == "child"]
@@ -127,7 +128,7 @@ def test_tensorboard_scalars_read_back_by_tensorboard(run_path, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     run = gnnmon.load(run_path)
-    written = gnnmon.Report(run).to_tensorboard(tmp_path / "tb")
+    written = gnnmon.Report(run).export("tensorboard", tmp_path / "tb").n
     acc = EventAccumulator(str(tmp_path / "tb"))
     acc.Reload()
     tags = acc.Tags()["scalars"]
@@ -158,7 +159,6 @@ def test_the_trace_shows_the_data_wait_before_its_row_and_the_layers_on_it(tmp_p
     """Planted rows of a watched loader and watched layers: the wait is a slice of its own that
     ends where its row starts, as long as the wait, with the loader's split; the row's slice holds
     each layer's times and peaks in ms and MiB."""
-    from gnnmon.report.renderers.trace import chrome_trace
 
     path = tmp_path / "loader.jsonl"
     lines = [{"type": "manifest", "format": "gnnmon.jsonl", "format_version": 1, "host": "h"}]
