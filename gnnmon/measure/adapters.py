@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from gnnmon.measure.bracket import Bracket, hold, release, releasing, unmeasured
+from gnnmon.measure.bracket import HELD, Bracket, hold, is_compiling, reentered, release, releasing, unmeasured
 from gnnmon.measure.lifecycle import Measurement, open_row
 from gnnmon.record import state
 from gnnmon.record.row import Row
@@ -167,7 +167,7 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # A signal handler's call while gnnmon's code is interrupted, or one traced by
         # torch.compile: the call alone (record/interrupts.py; no graph break, no row).
-        if unmeasured():
+        if (HELD.depth or HELD.in_gc) and reentered() or is_compiling():  # unmeasured(), its usual case read first
             return target(*args, **kwargs)
         # gnnmon's own steps run held (a Ctrl-C waits for them); the user's call does not.
         held = hold()
@@ -179,7 +179,9 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
                 joined = None  # an invitation left behind by an interrupted call
             if joined is None or joined[0] is not wrapper:
                 name = row_label if by_class is None or not args else by_class(args[0])
-                row = open_row(name, args, kwargs, sys._getframe() if held else None).open()
+                # the frame is never bound to a local of its own: it would hold itself (a cycle a row)
+                row = (open_row(name, args, kwargs, sys._getframe() if held else None) if args or kwargs
+                       else Row(name, owner=sys._getframe() if held else None)).open()
                 bracket = Bracket(row, True, measures)
                 if joined is not None or inner is not None:
                     token = _JOIN.set((inner, row))
@@ -197,7 +199,13 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
         except BaseException as exc:
             _finish(bracket, exc, token, hold())
             raise
-        return _finish(bracket, None, token, hold(), result)
+        held = hold()  # _finish's success path, in this frame
+        try:
+            bracket.close(None)
+        finally:
+            if token is not None:
+                _JOIN.reset(token)
+        return release(held, value=result)
 
     wrapper.__gnnmon_self__ = wrapper  # type: ignore[attr-defined]
     wrapper.__gnnmon_label__ = label  # type: ignore[attr-defined]

@@ -27,9 +27,11 @@ from typing import Any
 
 import torch
 
-from gnnmon.measure.lifecycle import Measurement, enter_measurements, exit_measurements
+from gnnmon.errors import raised_by_handler
+from gnnmon.measure.lifecycle import Measurement
+from gnnmon.measure.row_device import close_row
 from gnnmon.record.interrupts import HELD, held_section, hold, reentered, release, releasing, settle
-from gnnmon.record.row import Row, exit_these
+from gnnmon.record.row import Row, exit_all, exit_these
 
 __all__ = ["HELD", "Bracket", "held_section", "hold", "is_compiling", "reentered", "release", "releasing", "settle",
            "unmeasured"]
@@ -55,27 +57,43 @@ class Bracket:
     row of its own ends everything entered in the row since it opened; one that joined another's
     row ends only its own measurements (``mine``): phases of one row may close in any order."""
 
-    __slots__ = ("row", "start", "own", "mine")
+    mine: list[Any] | None = None  # a joined bracket's measurements (an own one's are all since ``start``)
 
     def __init__(self, row: Row, own: bool, measures: list[tuple[type[Measurement], Any]]) -> None:
-        """Open the bracket on ``row`` with ``measures`` entered (outermost first). If an entry
-        fails or is interrupted, what was entered is exited, an own row is closed saying it did not
-        start (:meth:`fail`), and the exception propagates."""
+        """Open the bracket on ``row`` with ``measures`` entered (outermost first), each listed in
+        ``row.entered`` before it is entered (whatever interrupts it, its exit runs). One that fails
+        for want of a resource (out of file descriptors: ``OSError``) is left out with a note; the
+        call goes on. If an entry fails otherwise or is interrupted, what was entered is exited, an
+        own row is closed saying it did not start (:meth:`fail`), and the exception propagates."""
         entered = row.entered
-        self.row, self.own, self.start, self.mine = row, own, len(entered), None
+        self.row = row
+        self.own = own
+        self.start = start = len(entered)
         try:
-            enter_measurements(measures, row)
+            for measure_cls, opts in measures:
+                measure = measure_cls(row, opts)
+                entered.append(measure)
+                try:
+                    measure.__enter__()
+                except OSError as err:
+                    if raised_by_handler(err):  # a handler's TimeoutError is an OSError too: the caller's
+                        raise
+                    entered.remove(measure)
+                    measure.failed(err)
         except BaseException as exc:
             self.fail(exc)
             raise
         if not own:
-            self.mine = entered[self.start:]
+            self.mine = entered[start:]
 
     def fail(self, exc: BaseException) -> None:
         """The user's code never ran: an own row says why, and everything closes with ``exc``."""
+        row = self.row
         if self.own:
-            self.row.note(f"did not start: {type(exc).__name__}: {exc}")
-        exit_measurements(self.row, self.start, exc, self.own)
+            row.note(f"did not start: {type(exc).__name__}: {exc}")
+        exit_all(row.entered, self.start, exc)
+        if self.own:
+            close_row(row, exc)
 
     def not_started(self) -> None:
         """A Ctrl-C came while the bracket opened: it closes before the user's code runs."""
@@ -84,7 +102,10 @@ class Bracket:
     def close(self, exc: BaseException | None = None) -> None:
         """Exit this bracket's measurements (innermost first) and close the row if it is its own."""
         mine = self.mine
+        row = self.row
         if mine is None:
-            exit_measurements(self.row, self.start, exc, self.own)
+            exit_all(row.entered, self.start, exc)  # innermost first, each off the list once exited
+            if self.own:
+                close_row(row, exc)
         else:
-            exit_these(self.row.entered, mine, exc)
+            exit_these(row.entered, mine, exc)

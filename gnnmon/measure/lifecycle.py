@@ -1,7 +1,7 @@
 """Measurements and their life cycle in a row: a call's row is opened, its measurements are
 entered in order (outermost first), the call runs, they are exited in reverse and the row is
-closed. :class:`~gnnmon.measure.bracket.Bracket` is the one path through these functions that
-decorated calls, scopes, phases and the Lightning callback all take.
+closed. :class:`~gnnmon.measure.bracket.Bracket` enters and exits them, the one path that
+decorated calls, scopes, phases and the Lightning callback all take; here is what a measurement is.
 
 What holds whatever interrupts it (an exception a signal handler raises can land at any line):
 
@@ -22,10 +22,8 @@ from typing import Any, ClassVar
 
 from gnnmon.devices.arguments import scan_arguments
 from gnnmon.devices.resolve import parse_device
-from gnnmon.errors import raised_by_handler
 from gnnmon.measure.graph import graph_shape
-from gnnmon.measure.row_device import close_row
-from gnnmon.record.row import Row, exit_all
+from gnnmon.record.row import Row
 
 
 class Measurement:
@@ -80,28 +78,3 @@ def open_row(label: str, args: tuple[Any, ...], kwargs: dict[str, Any], owner: F
         return Row(label, owner=owner)
     found, data = scan_arguments(args, kwargs)
     return Row(label, found=found, shape=graph_shape(data) if data is not None else None, owner=owner)
-
-
-def enter_measurements(measures: list[tuple[type[Measurement], dict]], row: Row) -> None:
-    """Enter each measurement (outermost first) into ``row.entered`` (listed before it is entered:
-    whatever interrupts it, its exit runs). One that fails for want of a resource (out of file
-    descriptors: ``OSError``) is left out with a note; the call goes on."""
-    entered = row.entered
-    for measure_cls, opts in measures:
-        measure = measure_cls(row, opts)
-        entered.append(measure)
-        try:
-            measure.__enter__()
-        except OSError as err:
-            if raised_by_handler(err):  # a handler's TimeoutError is an OSError too: the caller's
-                raise
-            entered.remove(measure)
-            measure.failed(err)
-
-
-def exit_measurements(row: Row, start: int, exc: BaseException | None, own: bool) -> None:
-    """Exit the measurements ``row.entered[start:]`` (innermost first), then close ``row`` if it is
-    ``own`` (else another wrapper's to close)."""
-    exit_all(row.entered, start, exc)
-    if own:
-        close_row(row, exc)

@@ -34,6 +34,8 @@ from gnnmon.record.oom_row import record_oom
 from gnnmon.record.probes import Probe
 from gnnmon.record.run import Run
 
+CURRENT_ROW, OPEN_PHASE, UNFINISHED = state.CURRENT_ROW, state.OPEN_PHASE, state.UNFINISHED
+
 
 class Row:
     """One row being filled. ``fields`` is the plain dict that ends up in the run.
@@ -44,10 +46,31 @@ class Row:
     interrupted gnnmon's own code, and the next row opened on the thread closes it (:meth:`heal`).
     """
 
-    __slots__ = (
-        "fields", "run", "parent", "sync", "owner", "entered", "found", "backend", "placing", "_deferred",
-        "gc_n", "gc_ns", "gc_gen", "_after", "_hook", "sched0", "_probe", "_opened", "_more", "_range", "closed", "_view",
-    )
+    # What a row starts with, as class attributes: a new row sets only what is its own (its run,
+    # fields and list of measurements), so making one runs a few dozen instructions, not a hundred.
+    # Each is immutable; an instance's own value replaces it when set.
+    parent: Row | None = None
+    owner: FrameType | None = None
+    found: torch.device | None = None  # the device of the call's arguments (None: none among them)
+    backend: Backend | None = None  # handed by the measure stage (use_device)
+    placing: Any = None  # while its device is settled only at its end (measure/row_device.py)
+    _deferred: list[Deferred] | None = None
+    _after: list[Callable[[], Any]] | None = None
+    sync = "events"  # the row's timing mode, which its phases follow
+    _hook = False  # whether it installed the GC hook
+    # Collections attributed to this row or its children (the GC log's callback adds them).
+    gc_n = 0
+    gc_ns = 0
+    gc_gen = -1
+    sched0: Times | None = None  # its thread's counters at its start (the sched probe's)
+    # The run's probes opened, each with what it read: the first in two slots (no container made
+    # on the step's path for the usual one probe), any others in a list.
+    _probe: Probe | None = None
+    _opened: Any = None
+    _more: list[tuple[Probe, Any]] | None = None
+    _range: Any = None
+    closed = False
+    _view: RowFields | None = None
 
     def __init__(
         self,
@@ -61,16 +84,13 @@ class Row:
         """``found``: the device of the call's arguments (None: the default device is used);
         ``shape``: graph-shape fields read from them; ``run``: where the row goes (the active run);
         ``owner``: the frame of the decorated call it belongs to (None: a scope's or a callback's)."""
-        self.run = run if run is not None else active_run()
-        self.parent: Row | None = None
-        self.owner = owner
+        run = self.run = run if run is not None else active_run()
+        if owner is not None:
+            self.owner = owner
+        if found is not None:
+            self.found = found
         self.entered: list[Any] = []  # measurements entered, outermost first, until they exit
-        self.backend: Backend | None = None  # handed by the measure stage (use_device)
-        self.placing: Any = None  # while its device is settled only at its end (measure/row_device.py)
-        self._deferred: list[Deferred] | None = None
-        self._after: list[Callable[[], Any]] | None = None
-        self.sync = "events"  # the row's timing mode, which its phases follow
-        index, marks = self.run.next_index(label)
+        index, marks = run.next_index(label)
         self.fields: dict[str, Any] = {
             "label": label,
             "index": index,
@@ -84,33 +104,20 @@ class Row:
         }
         if marks:
             self.fields.update(marks)
-        self.found = found
         if shape:
             self.fields.update(shape)
-        self._hook = False
-        # Collections attributed to this row or its children (the GC log's callback adds them).
-        self.gc_n = self.gc_ns = 0
-        self.gc_gen = -1
-        self.sched0: Times | None = None  # its thread's counters at its start (the sched probe's)
-        # The run's probes opened, each with what it read: the first in two slots (no container made
-        # on the step's path for the usual one probe), any others in a list.
-        self._probe: Probe | None = None
-        self._opened: Any = None
-        self._more: list[tuple[Probe, Any]] | None = None
-        self._range = None
-        self.closed = False
-        self._view: RowFields | None = None
 
     def open(self) -> Row:
         """Make this row current: its parent is the row current now (one left behind by an
         interrupted call is closed first)."""
-        parent = state.CURRENT_ROW.get()
+        run = self.run
+        parent = CURRENT_ROW.get()
         if parent is not None and (parent.closed or parent.owner is not None):
             parent = _open_ancestor(parent)
-        if parent is None and state.UNFINISHED and (self.owner is not None or threading.get_ident() == MAIN_THREAD):
+        if parent is None and UNFINISHED and (self.owner is not None or threading.get_ident() == MAIN_THREAD):
             _heal_unfinished()  # left by an interrupted call (main thread: where they are made)
         if self.owner is not None:
-            state.UNFINISHED.add(self)
+            UNFINISHED.add(self)
         self.parent = parent
         if parent is not None:
             self.fields["parent"] = parent.key
@@ -118,10 +125,10 @@ class Row:
             if state.NEXT_BATCH:  # the batch a watched loader handed out: this step consumes it
                 with contextlib.suppress(IndexError):  # another thread's row took it first
                     self.fields.update(state.NEXT_BATCH.pop())
-            if not self.run.holds_gc_hook:  # a top-level row installs the GC hook (a collect run holds it)
+            if not run.holds_gc_hook:  # a top-level row installs the GC hook (a collect run holds it)
                 GC_LOG.acquire()
                 self._hook = True
-        probes = self.run.probes[parent is None]  # every-row figures its options turn on (gnnmon.record.probes)
+        probes = run.probes[parent is None]  # every-row figures its options turn on (gnnmon.record.probes)
         if probes:
             try:
                 self._opened = probes[0].open(self)
@@ -130,7 +137,7 @@ class Row:
                 self._probe_failed(probes[0], exc)
             if len(probes) > 1:
                 self._more = self._open_more(probes[1:])
-        state.CURRENT_ROW.set(self)
+        CURRENT_ROW.set(self)
         if RANGES.on:  # opt-in: gnnmon.emit_ranges()
             self._range = push_range(self.fields["label"])
         return self
@@ -211,7 +218,10 @@ class Row:
                     raise
                 warnings.warn(f"gnnmon could not store the row {self.key}: {exc!r}", RuntimeWarning, 3)
         finally:
-            if error is None:
+            if self._after is None and not self._hook:  # nothing waits for the close (the usual row)
+                if not self.entered:  # else a measurement's exit is still owed: heal runs it
+                    UNFINISHED.discard(self)
+            elif error is None:
                 self._run_after()
             else:
                 try:
@@ -224,13 +234,14 @@ class Row:
     def _finish(self, fields: dict[str, Any], error: BaseException | None) -> None:
         """Fill the row's closing fields: the current row and phase handed back, the end, the
         error and its out-of-memory post-mortem, GC, CPU and scheduling."""
-        if state.CURRENT_ROW.get() is self:
+        if CURRENT_ROW.get() is self:
             # The nearest enclosing row still open becomes current again: rows closed out of
             # order (scope A, scope B, A closed first) never leave a closed row current.
-            state.CURRENT_ROW.set(_open_ancestor(self.parent))
-        opened = state.OPEN_PHASE.get()
+            parent = self.parent
+            CURRENT_ROW.set(None if parent is None else _open_ancestor(parent))
+        opened = OPEN_PHASE.get()
         if opened is not None and opened.row_closed():  # a phase whose exit never ran
-            state.OPEN_PHASE.set(open_phase(opened))
+            OPEN_PHASE.set(open_phase(opened))
         if self._range is not None:
             _pop_quietly(self._range)
         # After the reset: a collection it triggered is the row's, and inside its window.
@@ -297,7 +308,7 @@ class Row:
                     self._hook = False
                     GC_LOG.release()
                 if not self.entered:  # else a measurement's exit is still owed: heal runs it
-                    state.UNFINISHED.discard(self)
+                    UNFINISHED.discard(self)
 
     def heal(self) -> None:
         """Finish a row that an exception left unfinished inside gnnmon's own code (its decorated
@@ -326,7 +337,7 @@ def current_row() -> RowView | None:
 
 def filling_row() -> Row | None:
     """The row being filled in this thread/task, if any (gnnmon's own access to it)."""
-    row: Row | None = state.CURRENT_ROW.get()
+    row: Row | None = CURRENT_ROW.get()
     if row is not None and (row.closed or row.owner is not None):
         row = _open_ancestor(row)
     return row
@@ -348,7 +359,7 @@ def _open_ancestor(row: Row | None) -> Row | None:
 
 def _heal_unfinished() -> None:
     """Finish every unfinished row whose decorated call has returned."""
-    for row in list(state.UNFINISHED):
+    for row in list(UNFINISHED):
         owner = row.owner
         if owner is None or not _on_stack(owner):
             row.heal()
@@ -373,7 +384,12 @@ def exit_all(entered: list[Any], start: int, exc: BaseException | None) -> None:
     exc_type, tb = (None, None) if exc is None else (type(exc), exc.__traceback__)
     while len(entered) > start:
         measure = entered[-1]
-        _exit(measure, exc_type, exc, tb)
+        try:  # as _exit does, in this frame (one call less a measurement)
+            measure.__exit__(exc_type, exc, tb)
+        except Exception as err:  # a broken figure must not change the user's call
+            if raised_by_handler(err):
+                raise
+            measure.failed(err)
         if entered and entered[-1] is measure:  # a phase's exit takes itself off
             del entered[-1]
 
