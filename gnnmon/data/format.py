@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Sequence
+from itertools import repeat
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
@@ -157,6 +159,19 @@ def parse(line: bytes | str) -> Any:
             return json.loads(line, parse_constant=_not_json)
         except ValueError:
             raise first from None  # orjson's error says where it stopped (its pos)
+
+
+_MARKED = (b"} \n", b"} ")  # how a line marked by WHOLE_INTS ends, with its newline or without
+
+
+def parse_each(lines: Sequence[bytes]) -> list[Any] | None:
+    """Each line's object, one orjson call a line (no copy, no scan of the text: what makes a file
+    cost little more than parsing it); None where orjson is missing or a line is marked by
+    :data:`WHOLE_INTS` (read those with :func:`parse`). Raises ValueError where a line is not JSON
+    to orjson (blank, corrupt, cut off, or a lone surrogate json reads): read those one at a time."""
+    if _orjson_loads is None or any(map(bytes.endswith, lines, repeat(_MARKED))):
+        return None
+    return list(map(_orjson_loads, lines))
 
 
 def whole_ints(text: bytes | str) -> bool:

@@ -1,5 +1,5 @@
-"""Reading a run file: :func:`read_chunks` parses a chunk of lines in one call (line by line only
-where that fails) and tolerates a cut-off last line; :func:`read_lines` gives the objects one at
+"""Reading a run file: :func:`read_chunks` parses a chunk of lines at C speed (line by line in
+Python only where that fails) and tolerates a cut-off last line; :func:`read_lines` gives the objects one at
 a time; :func:`rows_of_lines` and :func:`table_of_lines` read a live run's row lines the same way. What a line holds is :mod:`gnnmon.data.format`; writing it is :mod:`gnnmon.data.write`.
 """
 
@@ -11,12 +11,13 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
 from gnnmon._version import __version__
 from gnnmon.data.expand import Expander
-from gnnmon.data.format import FORMAT, FORMAT_VERSION, ROW, SAME, SAME_FIELD, parse
+from gnnmon.data.format import FORMAT, FORMAT_VERSION, ROW, SAME, SAME_FIELD, parse, parse_each
 from gnnmon.data.gz import Decompressed, is_gzip
 from gnnmon.data.table import Table
 from gnnmon.errors import ReportFileError
@@ -42,6 +43,9 @@ def read_chunks(path: str | os.PathLike[str], strict: bool = True,
     expander = Expander()
     unknown: set[str] = set()  # the sets said to be missing (each once)
     for n, objs in _chunks(path, strict, progress):
+        if SAME not in map(_TYPE, objs) and not any(map(_NAMES_SAME, objs)):  # every row whole: checked at C speed
+            yield n, objs
+            continue
         for i, obj in enumerate(objs):
             kind = obj.get("type")
             if kind == SAME:
@@ -57,6 +61,10 @@ def read_chunks(path: str | os.PathLike[str], strict: bool = True,
                     warnings.warn(f"{path}:{n + i}: rows name a set of repeated fields ({ident!r}) no line before "
                                   "them declares: read without them", RuntimeWarning, 3)
         yield n, objs
+
+
+_TYPE = methodcaller("get", "type")
+_NAMES_SAME = methodcaller("__contains__", SAME_FIELD)
 
 
 def _chunks(path: Path | str | os.PathLike[str], strict: bool,
@@ -142,10 +150,18 @@ CHUNK_LINES = 256
 
 
 def parse_lines(lines: Sequence[bytes], each_whole: bool = False) -> list[dict[str, Any]] | None:
-    """Lines as their objects, in one parser call; None where one of them is not a whole JSON
-    object (blank, corrupt, cut off): read those one at a time. A file's lines end in a newline and
-    each is checked to hold one object; ``each_whole``: lines known to be one encoded object each
-    (a live run's window), newline or not."""
+    """Lines as their objects, one orjson call a line (:func:`~gnnmon.data.format.parse_each`), or
+    (without orjson, or where a line holds an int beyond 64 bits) in one json call over the lines
+    joined as an array; None where one of them is not a whole JSON object (blank, corrupt, cut off):
+    read those one at a time. A file's lines end in a newline and each is checked to hold one
+    object; ``each_whole``: lines known to be one encoded object each (a live run's window),
+    newline or not."""
+    try:
+        each = parse_each(lines)
+    except ValueError:
+        return None
+    if each is not None:
+        return each if set(map(type, each)) == {dict} else None
     joined = b",".join(lines)
     # every line an object of its own: each boundary is a line's end and an object's start
     if not each_whole and (joined.count(b"\n,{") != len(lines) - 1 or not joined.startswith(b"{")):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gnnmon.data import format as format_module
 from gnnmon.data import read as read_module
 from gnnmon.data.format import FORMAT, FORMAT_VERSION, MANIFEST, ROW, SAME, encode
 from gnnmon.data.read import CHUNK_BYTES, SKIP_HINT, bad_row, read_chunks, read_lines, row_lines
@@ -66,6 +67,24 @@ def test_each_chunk_is_numbered_by_its_first_line_across_many_chunks(tmp_path):
     by_line = numbered(path)
     assert sorted(by_line) == list(range(1, 3002))
     assert all(by_line[i + 2] == row for i, row in enumerate(rows))  # row i is line i + 2
+
+
+def test_each_line_is_decoded_once_one_parser_call_a_line(tmp_path, monkeypatch):
+    """Counted, not timed: reading a file of several chunks (rows, markers, a GC event) decodes
+    each line once, by one orjson call for that line alone: no chunk decoded again as an array,
+    no line twice, and json (several times slower) never called."""
+    pytest.importorskip("orjson")
+    decoded: list[bytes] = []
+    real = format_module._orjson_loads
+    monkeypatch.setattr(format_module, "_orjson_loads", lambda line: decoded.append(line) or real(line))
+    monkeypatch.setattr(format_module.json, "loads", lambda *a, **k: pytest.fail("json decoded a line"))
+    objs = [MANIFEST_LINE]
+    for i, row in enumerate(planted_rows(3000)):
+        objs += [row] + ([{"type": "marker", "kind": "epoch", "t_ns": i}] if i % 500 == 0 else [])
+    objs.insert(700, {"type": "gc", "generation": 0, "t_start_ns": 5, "duration_s": 0.001})
+    path = write_lines(tmp_path / "run.jsonl", objs)
+    assert list(read_lines(path)) == objs
+    assert sorted(decoded) == sorted(path.read_bytes().splitlines(keepends=True))
 
 
 def test_blank_lines_are_passed_over_and_every_line_keeps_its_number(tmp_path):
