@@ -106,6 +106,14 @@ def _odd_shape(row: Mapping[str, Any], shapes: dict[str, float], tol: float) -> 
     return ", ".join(f"{f} {v:g} vs usual {m:g}" for f, v, m in odd)
 
 
+def _judged(label: str, row: Mapping[str, Any], t: float, med: float, threshold: float, cause: str, detail: str,
+            **more: float) -> dict[str, Any]:
+    """A spike's or a dip's entry: the row's time against its label's median and the threshold
+    (seconds), ``more`` figures, then its cause and the words for it."""
+    return {"label": label, "index": row.get("index"), "time_s": t, "median_s": med, "threshold_s": threshold,
+            "excess_s": t - med, **more, "cause": cause, "detail": detail}
+
+
 def spikes(
     records: Rows,
     *,
@@ -158,17 +166,7 @@ def spikes(
                                                                  usual)
             else:
                 detail = _unexplained(row)
-            found.append({
-                "label": label,
-                "index": row.get("index"),
-                "time_s": t,
-                "median_s": med,
-                "threshold_s": threshold,
-                "excess_s": excess,
-                "gc_pause_s": pause,
-                "cause": cause,
-                "detail": detail,
-            })
+            found.append(_judged(label, row, t, med, threshold, cause, detail, gc_pause_s=pause))
     found.sort(key=lambda s: (s["label"], s["index"] if s["index"] is not None else -1))
     return found
 
@@ -191,11 +189,10 @@ def _compiles_in_small_labels(table: Table, warmup: int, min_rows: int, min_rati
             row = part.row(int(timed.at[j]))
             t = float(timed.t[j])
             n = int(row["compile_frames"])
-            out.append({"label": label, "index": row.get("index"), "time_s": t, "median_s": med,
-                        "threshold_s": min_ratio * med, "excess_s": t - med,
-                        "gc_pause_s": float(row.get("gc_pause_s") or 0.0), "cause": "recompile",
-                        "detail": f"{n} frame(s) compiled, {float(row.get('compile_s') or 0.0) * 1e3:.0f} "
-                                  f"ms compiling ({timed.t.size} rows: too few to judge the others)"})
+            out.append(_judged(label, row, t, med, min_ratio * med, "recompile",
+                               f"{n} frame(s) compiled, {float(row.get('compile_s') or 0.0) * 1e3:.0f} "
+                               f"ms compiling ({timed.t.size} rows: too few to judge the others)",
+                               gc_pause_s=float(row.get("gc_pause_s") or 0.0)))
     return out
 
 
@@ -239,16 +236,7 @@ def dips(
             row = timed.part.view(int(timed.at[j]))
             t = float(timed.t[j])
             odd_shape = _odd_shape(row, shapes, shape_tol)
-            found.append({
-                "label": label,
-                "index": row.get("index"),
-                "time_s": t,
-                "median_s": med,
-                "threshold_s": threshold,
-                "excess_s": t - med,
-                "cause": "shape" if odd_shape else "unexplained",
-                "detail": odd_shape,
-            })
+            found.append(_judged(label, row, t, med, threshold, "shape" if odd_shape else "unexplained", odd_shape))
     return found
 
 
