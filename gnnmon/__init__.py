@@ -15,140 +15,97 @@ from __future__ import annotations
 # once the main thread has ended: imported here (7 ms), a first use of gnnmon from a thread that
 # outlives the main thread can still import torch.
 import concurrent.futures.thread  # noqa: F401
+import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from gnnmon._version import __version__
-from gnnmon.errors import DeviceError, GnnmonError, ReportFileError
+_PUBLIC: dict[str, str] = {
+    "__version__": "gnnmon._version",
+    "GnnmonError": "gnnmon.errors",
+    "DeviceError": "gnnmon.errors",
+    "ReportFileError": "gnnmon.errors",
+    "collect": "gnnmon.record.active",
+    "active_run": "gnnmon.record.active",
+    "default_run": "gnnmon.record.active",
+    "Run": "gnnmon.record.run",
+    "current_row": "gnnmon.record.row",
+    "gather": "gnnmon.record.job",
+    "sample_utilisation": "gnnmon.record.sampling",
+    "timed": "gnnmon.measure.timing",
+    "cuda_timed": "gnnmon.measure.timing",
+    "phase": "gnnmon.measure.timing",
+    "memory_scope": "gnnmon.measure.memory",
+    "monitor_memory_device": "gnnmon.measure.memory",
+    "collect_garbage": "gnnmon.measure.gc_control",
+    "freeze_gc": "gnnmon.measure.gc_control",
+    "gc_controlled": "gnnmon.measure.gc_control",
+    "gc_paused": "gnnmon.measure.gc_control",
+    "graph_shape": "gnnmon.measure.graph",
+    "record_graph": "gnnmon.measure.graph",
+    "track_compile": "gnnmon.measure.compile",
+    "watch_buckets": "gnnmon.measure.buckets",
+    "watch_layers": "gnnmon.measure.layer_watch",
+    "watch_loader": "gnnmon.measure.loader",
+    "exact_host_memory": "gnnmon.devices.malloc",
+    "emit_ranges": "gnnmon.devices.ranges",
+    "load": "gnnmon.data.load",
+    "iter_rows": "gnnmon.data.load",
+    "RunResult": "gnnmon.data.result",
+    "Report": "gnnmon.report",
+    "forecast": "gnnmon.forecast.forecast",
+    "calibrate": "gnnmon.forecast.calibrate",
+}
+"""The public API, written once: each name and the module that defines it, imported when the name
+is first used (``import gnnmon``, and the CLI's ``--help``, import no torch). ``__all__`` is its
+keys; the layout test reads it as the face's arrows; the block below says it again for type
+checkers, held to it by tests/project/test_layout.py (``python -m tests.importgraph --face``)."""
 
-if TYPE_CHECKING:
-    from gnnmon.data.load import iter_rows, load
-    from gnnmon.data.result import RunResult
-    from gnnmon.devices.malloc import exact_host_memory
-    from gnnmon.devices.ranges import emit_ranges
-    from gnnmon.forecast import calibrate, forecast
-    from gnnmon.measure.buckets import watch_buckets
-    from gnnmon.measure.compile import track_compile
-    from gnnmon.measure.gc_control import collect_garbage, freeze_gc, gc_controlled, gc_paused
-    from gnnmon.measure.graph import graph_shape, record_graph
-    from gnnmon.measure.layer_watch import watch_layers
-    from gnnmon.measure.loader import watch_loader
-    from gnnmon.measure.memory import memory_scope, monitor_memory_device
-    from gnnmon.measure.timing import cuda_timed, phase, timed
-    from gnnmon.record.active import active_run, collect, default_run
-    from gnnmon.record.job import gather
-    from gnnmon.record.row import current_row
-    from gnnmon.record.run import Run
-    from gnnmon.record.sampling import sample_utilisation
-    from gnnmon.report import Report
+if TYPE_CHECKING:  # _PUBLIC for type checkers: python -m tests.importgraph --face
+    from gnnmon._version import __version__ as __version__
+    from gnnmon.data.load import iter_rows as iter_rows
+    from gnnmon.data.load import load as load
+    from gnnmon.data.result import RunResult as RunResult
+    from gnnmon.devices.malloc import exact_host_memory as exact_host_memory
+    from gnnmon.devices.ranges import emit_ranges as emit_ranges
+    from gnnmon.errors import DeviceError as DeviceError
+    from gnnmon.errors import GnnmonError as GnnmonError
+    from gnnmon.errors import ReportFileError as ReportFileError
+    from gnnmon.forecast.calibrate import calibrate as calibrate
+    from gnnmon.forecast.forecast import forecast as forecast
+    from gnnmon.measure.buckets import watch_buckets as watch_buckets
+    from gnnmon.measure.compile import track_compile as track_compile
+    from gnnmon.measure.gc_control import collect_garbage as collect_garbage
+    from gnnmon.measure.gc_control import freeze_gc as freeze_gc
+    from gnnmon.measure.gc_control import gc_controlled as gc_controlled
+    from gnnmon.measure.gc_control import gc_paused as gc_paused
+    from gnnmon.measure.graph import graph_shape as graph_shape
+    from gnnmon.measure.graph import record_graph as record_graph
+    from gnnmon.measure.layer_watch import watch_layers as watch_layers
+    from gnnmon.measure.loader import watch_loader as watch_loader
+    from gnnmon.measure.memory import memory_scope as memory_scope
+    from gnnmon.measure.memory import monitor_memory_device as monitor_memory_device
+    from gnnmon.measure.timing import cuda_timed as cuda_timed
+    from gnnmon.measure.timing import phase as phase
+    from gnnmon.measure.timing import timed as timed
+    from gnnmon.record.active import active_run as active_run
+    from gnnmon.record.active import collect as collect
+    from gnnmon.record.active import default_run as default_run
+    from gnnmon.record.job import gather as gather
+    from gnnmon.record.row import current_row as current_row
+    from gnnmon.record.run import Run as Run
+    from gnnmon.record.sampling import sample_utilisation as sample_utilisation
+    from gnnmon.report import Report as Report
 
-_LAZY = frozenset((
-    "exact_host_memory",
-    "emit_ranges",
-    "iter_rows",
-    "load",
-    "RunResult",
-    "forecast",
-    "calibrate",
-    "watch_buckets",
-    "track_compile",
-    "collect_garbage",
-    "freeze_gc",
-    "gc_controlled",
-    "gc_paused",
-    "graph_shape",
-    "record_graph",
-    "watch_layers",
-    "watch_loader",
-    "memory_scope",
-    "monitor_memory_device",
-    "cuda_timed",
-    "phase",
-    "timed",
-    "active_run",
-    "collect",
-    "default_run",
-    "gather",
-    "current_row",
-    "Run",
-    "sample_utilisation",
-    "Report",
-))
-"""Public names imported when first used (:func:`_defining` names each one's module): ``import
-gnnmon`` (and the CLI's ``--version``) costs no torch import until a measurement is asked for."""
-
-
-def _defining(name: str) -> Any:
-    """The lazy public ``name`` (one of :data:`_LAZY`), its module imported now. Imports written out,
-    never named in a string: the layout test sees every arrow from the face."""
-    if name == "exact_host_memory":
-        from gnnmon.devices import malloc
-        return getattr(malloc, name)
-    if name == "emit_ranges":
-        from gnnmon.devices import ranges
-        return getattr(ranges, name)
-    if name in ("iter_rows", "load"):
-        from gnnmon.data import load
-        return getattr(load, name)
-    if name == "RunResult":
-        from gnnmon.data import result
-        return getattr(result, name)
-    if name in ("forecast", "calibrate"):
-        from gnnmon.forecast import calibrate, forecast  # not the subpackage: gnnmon.forecast is the function
-        return forecast if name == "forecast" else calibrate
-    if name == "watch_buckets":
-        from gnnmon.measure import buckets
-        return getattr(buckets, name)
-    if name == "track_compile":
-        from gnnmon.measure import compile
-        return getattr(compile, name)
-    if name in ("collect_garbage", "freeze_gc", "gc_controlled", "gc_paused"):
-        from gnnmon.measure import gc_control
-        return getattr(gc_control, name)
-    if name in ("graph_shape", "record_graph"):
-        from gnnmon.measure import graph
-        return getattr(graph, name)
-    if name == "watch_layers":
-        from gnnmon.measure import layer_watch
-        return getattr(layer_watch, name)
-    if name == "watch_loader":
-        from gnnmon.measure import loader
-        return getattr(loader, name)
-    if name in ("memory_scope", "monitor_memory_device"):
-        from gnnmon.measure import memory
-        return getattr(memory, name)
-    if name in ("cuda_timed", "phase", "timed"):
-        from gnnmon.measure import timing
-        return getattr(timing, name)
-    if name in ("active_run", "collect", "default_run"):
-        from gnnmon.record import active
-        return getattr(active, name)
-    if name == "gather":
-        from gnnmon.record import job
-        return getattr(job, name)
-    if name == "current_row":
-        from gnnmon.record import row
-        return getattr(row, name)
-    if name == "Run":
-        from gnnmon.record import run
-        return getattr(run, name)
-    if name == "sample_utilisation":
-        from gnnmon.record import sampling
-        return getattr(sampling, name)
-    if name == "Report":
-        from gnnmon.report import Report
-        return Report
-    raise AttributeError(f"module 'gnnmon' has no attribute {name!r}")
+__all__ = list(_PUBLIC)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
+    """The public ``name``, its module imported now; kept, so the next use is a plain attribute."""
+    if name not in _PUBLIC:
         raise AttributeError(f"module 'gnnmon' has no attribute {name!r}")
-    value = _defining(name)
-    globals()[name] = value  # the next use is a plain attribute
-    if name in ("iter_rows", "load", "RunResult") and "Report" not in globals():
-        __getattr__("Report")  # a loaded result's deprecated .report() needs the report stage imported
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
     return value
 
 
@@ -157,7 +114,7 @@ class _Package(types.ModuleType):
     set the attribute ``forecast`` to that subpackage, hiding the function of that name."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _LAZY and isinstance(value, types.ModuleType):
+        if name in _PUBLIC and isinstance(value, types.ModuleType):
             return
         super().__setattr__(name, value)
 
@@ -167,41 +124,3 @@ sys.modules[__name__].__class__ = _Package
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-__all__ = [
-    "__version__",
-    "DeviceError",
-    "GnnmonError",
-    "Report",
-    "ReportFileError",
-    "Run",
-    "RunResult",
-    "active_run",
-    "collect",
-    "collect_garbage",
-    "cuda_timed",
-    "current_row",
-    "default_run",
-    "emit_ranges",
-    "exact_host_memory",
-    "forecast",
-    "calibrate",
-    "freeze_gc",
-    "gc_controlled",
-    "gc_paused",
-    "gather",
-    "graph_shape",
-    "iter_rows",
-    "load",
-    "memory_scope",
-    "monitor_memory_device",
-    "phase",
-    "record_graph",
-    "sample_utilisation",
-    "timed",
-    "track_compile",
-    "watch_buckets",
-    "watch_layers",
-    "watch_loader",
-]

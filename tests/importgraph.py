@@ -3,7 +3,8 @@ rules gnnmon's layout keeps: no cycle, every import pointing down the flow, and 
 the stages that read a run (its data and its report).
 
 Run it to see the graph: ``python -m tests.importgraph`` prints each module's gnnmon imports;
-``python -m tests.importgraph --rooms`` draws the stages and their modules (docs/architecture.md).
+``python -m tests.importgraph --rooms`` draws the stages and their modules (docs/architecture.md);
+``--face`` writes the face's ``TYPE_CHECKING`` block from its table (gnnmon/__init__.py).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class Import:
     target: str  # imported module, e.g. "gnnmon.record.run"
     line: int
     typing_only: bool  # under ``if TYPE_CHECKING:`` (annotations; never executed)
-    in_function: bool  # inside a function body (a late import)
+    in_function: bool  # inside a function body (a late import), or in the face's table (made on first use)
     by_string: bool = False  # a module named in a string ("gnnmon.x.y", "gnnmon.x:Name"), imported later
 
 
@@ -205,6 +206,48 @@ DYNAMIC = {"import_module", "__import__"}
 string of the first kind; given the module itself it imports nothing."""
 
 
+FACE_TABLE = "_PUBLIC"
+"""The face's table in the package's ``__init__.py``: public name -> the module that defines it,
+imported when the name is first used. Its modules are arrows from the face (made inside a function,
+like a late import: ``import gnnmon`` runs none of them), not imports by string."""
+
+
+def _face_table(tree: ast.Module) -> ast.Dict | None:
+    """The face's table (:data:`FACE_TABLE`), a dict of constants, if this module holds one."""
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and target.id == FACE_TABLE and isinstance(node.value, ast.Dict):
+            return node.value
+    return None
+
+
+def face_table(package_dir: Path) -> dict[str, str]:
+    """The face's table, read from ``__init__.py``'s source: public name -> module."""
+    table = _face_table(ast.parse((package_dir / "__init__.py").read_text()))
+    if table is None:
+        return {}
+    return {key.value: value.value for key, value in zip(table.keys, table.values, strict=True)
+            if isinstance(key, ast.Constant) and isinstance(value, ast.Constant)}
+
+
+def face_imports(package_dir: Path) -> list[Import]:
+    """The face's table as arrows: from the package to each module it names, made on first use."""
+    path = package_dir / "__init__.py"
+    table = _face_table(ast.parse(path.read_text(), filename=str(path)))
+    if table is None:
+        return []
+    return [Import(package_dir.name, value.value, value.lineno, False, True) for value in table.values
+            if isinstance(value, ast.Constant) and isinstance(value.value, str)]
+
+
+def face_block(package_dir: Path) -> str:
+    """The face's ``if TYPE_CHECKING:`` block as the table says it (a type checker does not read
+    the table): one ``from module import name as name`` a name, in import order."""
+    lines = sorted(f"    from {module} import {name} as {name}" for name, module in face_table(package_dir).items())
+    return "\n".join(lines) + "\n"
+
+
 def _docstrings(tree: ast.Module) -> set[int]:
     found = set()
     for node in ast.walk(tree):
@@ -223,9 +266,11 @@ def string_imports(package_dir: Path, path: Path) -> list[Import]:
     me = module_name(package_dir, path)
     tree = ast.parse(path.read_text(), filename=str(path))
     docs = _docstrings(tree)
+    table = _face_table(tree) if me == pkg else None  # the face's arrows: see face_imports
+    skip = docs | ({id(n) for n in ast.walk(table)} if table is not None else set())
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
             match = MODULE_STRING.match(node.value)
             if match and match.group(1).split(".")[0] == pkg:
                 name = match.group(1)
@@ -235,24 +280,28 @@ def string_imports(package_dir: Path, path: Path) -> list[Import]:
         elif isinstance(node, ast.Call) and node.args:
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            looked_up = node.args[0]  # the face's table[name]: one of its modules, read as arrows already
+            if table is not None and isinstance(looked_up, ast.Subscript) and isinstance(looked_up.value, ast.Name) \
+                    and looked_up.value.id == FACE_TABLE:
+                continue
             if called in DYNAMIC and not isinstance(node.args[0], ast.Constant):
                 found.append(Import(me, "?", node.lineno, False, False, by_string=True))
     return found
 
 
 def all_imports(package_dir: Path) -> list[Import]:
-    """Every import in the package: by statement, and by string (see :func:`string_imports`)."""
+    """Every import in the package: by statement, by string (see :func:`string_imports`) and by the
+    face's table (see :func:`face_imports`)."""
     out: list[Import] = []
     for path in sorted(package_dir.rglob("*.py")):
         out.extend(imports_of(package_dir, path))
         out.extend(string_imports(package_dir, path))
-    return out
+    return out + face_imports(package_dir)
 
 
 def by_string(imports: list[Import]) -> list[Import]:
-    """Imports made by string, anywhere in the package (the face's lazily imported public names
-    included: it writes its imports out, inside a function). A string import hides an arrow from
-    this graph's readers."""
+    """Imports made by string, anywhere in the package (the face's table aside: its modules are read
+    as arrows, :func:`face_imports`). A string import hides an arrow from this graph's readers."""
     return [imp for imp in imports if imp.by_string]
 
 
@@ -505,6 +554,9 @@ def main() -> int:
     package_dir = Path(__file__).resolve().parents[1] / "gnnmon"
     if sys.argv[1:] == ["--rooms"]:
         print(rooms(package_dir), end="")
+        return 0
+    if sys.argv[1:] == ["--face"]:
+        print(face_block(package_dir), end="")
         return 0
     imports = all_imports(package_dir)
     by_source: dict[str, list[str]] = {}

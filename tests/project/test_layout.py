@@ -244,6 +244,36 @@ def test_public_names_are_where_they_were():
     assert Report is gnnmon.Report
 
 
+def _typed_block(init: Path) -> str:
+    """The lines of a face's ``if TYPE_CHECKING:`` block, as written."""
+    source = init.read_text()
+    (block,) = [node for node in ast.parse(source).body if isinstance(node, ast.If)
+                and ast.unparse(node.test) == "TYPE_CHECKING"]
+    return "".join(source.splitlines(keepends=True)[block.body[0].lineno - 1:block.body[-1].end_lineno])
+
+
+def test_the_face_is_one_table_that_type_checkers_read_too():
+    """gnnmon/__init__.py writes the public API once (``_PUBLIC``: name -> the module that defines
+    it): ``__all__`` is its keys, each name is its module's, the layout test reads its modules as the
+    face's arrows, and the ``TYPE_CHECKING`` block (what mypy reads) is what ``python -m
+    tests.importgraph --face`` writes from it."""
+    table = importgraph.face_table(PACKAGE)
+    assert table == gnnmon._PUBLIC and list(gnnmon.__all__) == list(table)
+    for name, module in table.items():
+        assert getattr(gnnmon, name) is getattr(importlib.import_module(module), name), name
+    assert {(i.source, i.target) for i in importgraph.face_imports(PACKAGE)} == {("gnnmon", m) for m in table.values()}
+    assert _typed_block(PACKAGE / "__init__.py") == importgraph.face_block(PACKAGE), \
+        "rewrite it: python -m tests.importgraph --face"
+
+
+def test_the_face_check_catches_a_table_and_a_typed_block_that_disagree(tmp_path):
+    copy = _copy_package(tmp_path)
+    init = copy / "__init__.py"
+    init.write_text(init.read_text().replace('    "gather": "gnnmon.record.job",\n', ""))
+    assert _typed_block(init) != importgraph.face_block(copy)  # the block still types gather: caught
+    assert ("gnnmon", "gnnmon.record.job") not in {(i.source, i.target) for i in importgraph.face_imports(copy)}
+
+
 def _readme_api_names() -> set[str]:
     """Names in the API reference's table (``docs/api.md``, first column) and in the README's
     ``from gnnmon import`` lines."""
