@@ -92,15 +92,18 @@ class BackendKind:
 class Kinds(dict[str, BackendKind]):
     """The table of kinds, which keeps what a row's inference reads of it at hand, remade at
     every change (also a test's ``monkeypatch.setitem``): ``accelerators``, the accelerator kinds
-    in order, and ``losable``, the types of kinds that a forked child can lose (their ``lost`` is
+    in order, ``in_use``, each one's ``in_use`` and ``in_use_source`` (read off the kinds once, not
+    per row), and ``losable``, the types of kinds that a forked child can lose (their ``lost`` is
     not the default). A call then asks only the kinds that can answer."""
 
     accelerators: tuple[BackendKind, ...] = ()
+    in_use: tuple[tuple[Callable[[], torch.device | None], str], ...] = ()
     losable: tuple[str, ...] = ()
 
     def _remake(self) -> None:
         kinds = tuple(dict.values(self))
         self.accelerators = tuple(k for k in kinds if k.accelerator)
+        self.in_use = tuple((k.in_use, k.in_use_source) for k in self.accelerators)
         self.losable = tuple(k.type for k in kinds if k.lost is not _never)
 
     def __setitem__(self, key: str, value: BackendKind) -> None:

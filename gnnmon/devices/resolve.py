@@ -113,18 +113,22 @@ def infer_device() -> tuple[torch.device, str]:
 
     Never the CPU silently while a GPU is in use. A call that is the first to use an accelerator
     is measured on the CPU (none was in use when it started); its row says so, from
-    :func:`accelerator_in_use` at its end."""
-    dev = default_device()
-    if dev is not _CPU and dev.type != HOST_BACKEND:
-        return dev, BY_DEFAULT
-    for kind in BACKENDS.accelerators:
-        used = kind.in_use()
+    :func:`accelerator_in_use` at its end. Every step runs in this frame (one per row that infers)."""
+    # default_device()'s test, its usual answer (no mode, no default set: the CPU) read first
+    if _get_default_device is not None and (
+            _mode_stack_len is None or _mode_stack_len() or _DEVICE_CONTEXT is None
+            or _DEVICE_CONTEXT.__dict__.get("device_context") is not None):
+        dev = _get_default_device()
+        if dev.type != HOST_BACKEND:
+            return dev, BY_DEFAULT
+    for in_use, source in BACKENDS.in_use:
+        used = in_use()
         if used is not None:
-            return used, kind.in_use_source
+            return used, source
     for type_ in BACKENDS.losable:
         if BACKENDS[type_].lost():
-            return dev, BY_FORK.format(type=type_)
-    return dev, BY_NOTHING
+            return _CPU, BY_FORK.format(type=type_)
+    return _CPU, BY_NOTHING
 
 
 def accelerator_in_use() -> tuple[BackendKind, torch.device] | None:
@@ -156,6 +160,8 @@ def choose_backend(found: torch.device | None, explicit: Any = None) -> tuple[Ba
                     return backend, EITHER
     else:
         dev, how = infer_device()
+        if dev is _CPU:  # the host's (the usual answer on a machine with no accelerator in use)
+            return backend_for(_CPU), how
     if dev is not _CPU and dev.type in BACKENDS.losable and BACKENDS[dev.type].lost():  # a forked child: its CUDA objects are the parent's
         return backend_for(_CPU), BY_FORK.format(type=dev.type)
     try:
@@ -169,9 +175,11 @@ def started_during() -> str | None:
     """For a call measured on the host because no accelerator was in use when it started
     (:data:`BY_NOTHING`), read at its end: what its row says if it started one (that memory is not
     in the row); else None."""
-    started = accelerator_in_use()
-    if started is None:
+    for kind in BACKENDS.accelerators:  # accelerator_in_use(), in this frame: the answer is nearly always none
+        if kind.in_use() is not None:
+            break
+    else:
         return None
-    name = started[0].type.upper()
+    name = kind.type.upper()
     return (f"{name} was first used during this call, after it was measured on the CPU: its {name} memory is "
             f"not in this row; later calls measure {name} (or pass device=)")

@@ -31,8 +31,11 @@ DEFAULT_SAMPLE_INTERVAL = 0.005
 class MemoryMeasurement(Measurement):
     """Fills ``mem_*`` (device) and ``rss_*`` (host process) fields of a row."""
 
-    __slots__ = ("backend", "_host", "_device")
-    _host: Any  # an exact RSS window [start, peak], or the sampled window's token
+    # Class defaults, nothing started (no __init__ of its own): the entry chooses ``backend`` first,
+    # so an exit that finds none has nothing to close (its entry was interrupted before).
+    backend: Any = None
+    _host: Any = None  # an exact RSS window [start, peak], or the sampled window's token
+    _device: Any = None  # the device window's token
     name = "memory"
     option_names = ("device", "include_children", "sample_interval", "sync")
     defaults = {"device": None, "include_children": False, "sample_interval": DEFAULT_SAMPLE_INTERVAL,
@@ -52,7 +55,6 @@ class MemoryMeasurement(Measurement):
 
     def __enter__(self) -> MemoryMeasurement:
         o = self.options
-        self._host = self._device = None
         backend = self.backend = row_backend(self.row, o["device"])
         if o["sync"]:
             backend.synchronize()
@@ -69,9 +71,8 @@ class MemoryMeasurement(Measurement):
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        try:
-            backend, host, token = self.backend, self._host, self._device
-        except AttributeError:  # its entry was interrupted before it opened anything
+        backend, host, token = self.backend, self._host, self._device
+        if backend is None:  # its entry was interrupted before it opened anything
             return None
         fields = self.row.fields
         try:

@@ -145,21 +145,19 @@ def _fill_time(row: Row, watch: Stopwatch, wall: float, device: Any) -> None:
 class TimingMeasurement(Measurement):
     """Fills ``wall_s``, ``device_s`` and ``device_s_source``."""
 
-    __slots__ = ("_watch", "_t0")
     name = "timing"
     option_names = ("device", "sync")
     defaults = {"device": None, "sync": "events"}
+    # Each set once whole, last, by the entry (class defaults: nothing started, with no __init__ of
+    # its own to run a call): an exit that finds neither has no clock to stop (its entry was interrupted).
+    _watch: Stopwatch | None = None
+    _t0: int | None = None
 
     @classmethod
     def check_options(cls, options: dict[str, Any], where: str) -> dict[str, Any]:
         options = super().check_options(options, where)
         check_sync(options["sync"], where)
         return options
-
-    def __init__(self, row: Row, options: Any) -> None:
-        self.row, self.options = row, options
-        self._watch: Stopwatch | None = None  # each set once whole, last: an exit that finds
-        self._t0: int | None = None  # neither has no clock to stop (its entry was interrupted)
 
     def __enter__(self) -> TimingMeasurement:
         o, row = self.options, self.row
@@ -214,8 +212,11 @@ class phase:
     its own row opens that row through the bracket, its clock a :class:`PhaseClock`.
     """
 
-    __slots__ = ("name", "field", "sync", "device", "outer", "closed", "own", "_in", "_bracket", "_t0", "_t1",
-                 "_watch", "_range")
+    # No __slots__: what a new phase starts with is a class default, so making one sets only its
+    # name and field (a phase is made on every step, inside the step).
+    sync: str | None = None  # its own sync mode (None: its row's)
+    device: Any = None  # its own device (None: its row's)
+    _in: Row | None = None  # the row it times into, from its entry on (None: not entered, or unmeasured)
     own: bool | None  # True: a row of its own; False: in a row, held; None: in a row, the flat path
     outer: phase | None
     closed: bool
@@ -234,12 +235,9 @@ class phase:
             field = _PHASE_FIELDS[name] = f"phase_{name}_s"
         self.name = name
         self.field = field
-        if sync is None and device is None:
-            self.sync = self.device = None
-        else:
+        if sync is not None or device is not None:
             self.sync = None if sync is None else check_sync(sync, "phase()")
             self.device = None if device is None else parse_device(device)
-        self._in: Row | None = None  # the row it times into, from its entry on (None: not entered, or unmeasured)
 
     @releasing
     def __enter__(self) -> phase:
