@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Iterable
 from functools import partial
 from itertools import compress
-from operator import eq, methodcaller
+from operator import eq, methodcaller, not_
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,31 @@ _POP_TYPE = methodcaller("pop", "type", None)
 _IS_ROW = partial(eq, ROW)  # False for a kind that is not text (str.__eq__ would give NotImplemented: true)
 _LABEL = methodcaller("get", "label")
 _INDEX = methodcaller("get", "index")
+
+class _Lines:
+    """A file's lines other than rows, as :meth:`RunResult.read` takes them: each checked
+    (:mod:`gnnmon.data.schema`), kept by kind."""
+
+    def __init__(self, path: str | os.PathLike[str], strict: bool) -> None:
+        self.manifest: dict[str, Any] | None = None
+        self.parts: dict[str, list[dict[str, Any]]] = {GC: [], SAMPLE: [], MARKER: [], POINT: []}
+        self.end: dict[str, Any] | None = None
+        self.damaged = _Damaged(path, strict)
+
+    def take(self, n: int, obj: dict[str, Any], kind: Any) -> bool:
+        """Line ``n`` (of ``kind``, not a row); False when damage stops the read (strict) there."""
+        damage = line_damage(kind, obj) if type(kind) is str else [Damage("type", kind, KIND, True)]
+        if damage and not self.damaged.line(n, kind, obj, damage):
+            return not self.damaged.stop
+        if kind == MANIFEST:
+            if self.manifest is None:
+                self.manifest = obj
+        elif kind in self.parts:
+            self.parts[kind].append(obj)
+        elif kind == END:
+            self.end = obj
+        return True
+
 
 class RunResult:
     """A run's manifest, rows, GC events, samples, counter points, markers and end line.
@@ -131,38 +156,32 @@ class RunResult:
         refused (:class:`~gnnmon.errors.ReportFileError` naming its line and field), or with
         ``strict=False`` read as None (a line missing what it cannot do without: skipped), each
         with a warning."""
-        manifest: dict[str, Any] | None = None
         rows = Table()
-        parts: dict[str, list[dict[str, Any]]] = {GC: [], SAMPLE: [], MARKER: [], POINT: []}
-        end: dict[str, Any] | None = None
-        damaged = _Damaged(path, strict)
+        lines = _Lines(path, strict)
         for n, objs in read_chunks(path, strict=strict, progress=progress):
             kinds = list(map(_POP_TYPE, objs))
-            found = list(compress(objs, map(_IS_ROW, kinds)))
+            is_row = list(map(_IS_ROW, kinds))
+            found = list(compress(objs, is_row))
             labels = list(map(_LABEL, found))
-            if len(found) == len(objs) and set(map(type, labels)) == {str} \
-                    and set(map(type, map(_INDEX, found))) == {int}:  # a chunk of good rows: at C speed
-                rows.extend(found, labels)
-                continue
-            for i, (obj, kind) in enumerate(zip(objs, kinds, strict=True)):
-                if kind == ROW:
-                    if not bad_row(path, n + i, obj, strict):
-                        rows.add(obj)
-                    continue
-                damage = line_damage(kind, obj) if type(kind) is str else [Damage("type", kind, KIND, True)]
-                if damage and not damaged.line(n + i, kind, obj, damage):
-                    if damaged.stop:
+            if not (found and set(map(type, labels)) == {str} and set(map(type, map(_INDEX, found))) == {int}):
+                for i, (obj, kind) in enumerate(zip(objs, kinds, strict=True)):  # no rows, or one to refuse
+                    if kind == ROW:
+                        if not bad_row(path, n + i, obj, strict):
+                            rows.add(obj)
+                    elif not lines.take(n + i, obj, kind):
                         break
-                    continue
-                if kind == MANIFEST:
-                    if manifest is None:
-                        manifest = obj
-                elif kind in parts:
-                    parts[kind].append(obj)
-                elif kind == END:
-                    end = obj
-            if damaged.stop:
+            elif len(found) == len(objs):  # a chunk of good rows: at C speed
+                rows.extend(found, labels)
+            else:  # good rows at C speed, the chunk's other lines (few) one at a time
+                for before, i in enumerate(compress(range(len(objs)), map(not_, is_row))):
+                    if not lines.take(n + i, objs[i], kinds[i]):
+                        del found[i - before:], labels[i - before:]  # no row after a line that stops the read
+                        break
+                if found:
+                    rows.extend(found, labels)
+            if lines.damaged.stop:
                 break
+        manifest, parts, end, damaged = lines.manifest, lines.parts, lines.end, lines.damaged
         damaged.rows(rows)
         return cls(rows, manifest=manifest, gc_events=parts[GC], samples=parts[SAMPLE],
                    markers=parts[MARKER], points=parts[POINT], end=end, path=path,

@@ -329,7 +329,7 @@ def _bad(col: Column, expect: Expect) -> list[int]:
     allowed = _TEXTY.get(expect)
     types = col.types - {type(None), type(ABSENT)}
     if allowed is not None and types <= allowed and (expect is STRING or all(
-            _texts(v) for v, _ in groupby(v for v in values if type(v) is list))):  # neighbours share lists
+            _texts(v) for v, _ in groupby(values) if type(v) is list)):  # equal neighbours: one list checked
         return []
     if expect is NUMBER and types <= {int, float}:
         numbers = col.numbers()

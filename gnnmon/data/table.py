@@ -19,6 +19,7 @@ import heapq
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
@@ -28,7 +29,9 @@ from gnnmon.data.column import ABSENT, NO_INT, Column, column_kind
 from gnnmon.data.format import encode
 
 BATCH = 64
-"""Rows a part gathers before it columnises them."""
+"""Rows a part gathers before it columnises them: few enough that the rows waiting die young. With
+256, enough rows stay alive that the cyclic GC ran about 1,000 times over a 300,000-row file
+(0.4 s), as much as the fewer batches saved; with 64, 19 times."""
 
 
 class Part:
@@ -135,6 +138,12 @@ class Part:
         :meth:`row` where a few fields of many rows are read)."""
         return RowView(self.cols, i)
 
+    def nulls(self, name: str) -> np.ndarray:
+        """A bool per row: whether field ``name`` is None or missing (all True for a field the
+        label lacks): :meth:`objects`' ``is None``, at numpy's speed."""
+        col = self.cols.get(name)
+        return col.nulls() if col is not None else np.ones(self.n, dtype=bool)
+
     def numbers(self, name: str) -> np.ndarray:
         """Field ``name`` as float64 (NaN where missing); all NaN for a field the label lacks."""
         col = self.cols.get(name)
@@ -225,16 +234,18 @@ class Table:
         label is columnised at once."""
         if labels is None:
             labels = [row["label"] for row in rows]
-        if len(set(labels)) != 1:
-            for row in rows:
-                self.add(row)
-            return
-        label = labels[0]
-        part = self.parts.get(label)
-        if part is None:
-            part = self.parts[label] = Part(label)
-        part.extend(rows, self.n)
-        self.n += len(rows)
+        if len(set(labels)) == 1:
+            runs: Iterable[tuple[str, int]] = [(labels[0], len(rows))]
+        else:  # each run of one label at once
+            runs = [(label, len(list(run))) for label, run in groupby(labels)]
+        start = 0
+        for label, n in runs:
+            part = self.parts.get(label)
+            if part is None:
+                part = self.parts[label] = Part(label)
+            part.extend(rows[start:start + n] if n < len(rows) else rows, self.n)
+            self.n += n
+            start += n
 
     def __len__(self) -> int:
         return self.n
@@ -300,7 +311,7 @@ def returned(part: Part) -> np.ndarray | None:
     col = part.cols.get("error")
     if col is None:
         return None
-    ok = np.array([v is None or v is ABSENT for v in col.get_all()], dtype=bool)
+    ok = col.nulls()
     return None if ok.all() or not ok.any() else ok
 
 

@@ -106,6 +106,19 @@ def test_rows_without_the_field_read_as_absent_not_none(kind, value):
     assert len(col.values) == 8
 
 
+@pytest.mark.parametrize("kind, value", [("q", 3), ("d", 1.5), ("o", "x"), ("o", ["x"])])
+@pytest.mark.parametrize("way", WAYS)
+def test_nulls_marks_each_row_whose_value_is_none_or_absent_as_get_all_gives_them(kind, value, way):
+    cases = [[value, None, value], [None, None, None], [value, value], []]
+    for values in cases:
+        col = made(kind, values, way, absent_before=2)
+        col.skip(1)
+        got = col.get_all()
+        assert same(got[2:2 + len(values)], values)  # None where the marker is, whatever else the column holds
+        nulls = col.nulls()
+        assert nulls.dtype == bool and nulls.tolist() == [v is None or v is ABSENT for v in got]
+
+
 def test_absent_rows_stay_absent_when_a_column_becomes_one_of_objects():
     col = Column("q", 1)
     col.extend([1])

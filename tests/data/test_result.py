@@ -113,6 +113,27 @@ def test_a_strict_read_refuses_the_first_damaged_line_of_the_file_whatever_its_k
     assert len(caught) == 2
 
 
+def test_rows_among_other_lines_go_into_the_table_a_chunk_at_a_time(tmp_path, monkeypatch):
+    """Counted, not timed: a file of 3,000 rows of two labels with a marker, a GC event and a
+    sample among them is read with no row added one at a time (each chunk's rows go in together),
+    every line in its place."""
+    from gnnmon.data.table import Table
+
+    lines, rows = [{"type": MANIFEST, "format": FORMAT}], []
+    for i in range(3000):
+        rows.append({"label": "eval" if i % 1000 > 900 else "step", "index": i, "wall_s": i / 8})
+        lines.append({"type": "row", **rows[-1]})
+        if i % 250 == 0:
+            lines += [{"type": "marker", **MARKER, "t_ns": i}, {"type": "gc", **GC}, {"type": "sample", **SAMPLE}]
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"".join(encode(o) + b"\n" for o in lines))
+    monkeypatch.setattr(Table, "add", lambda *a: pytest.fail("a row added one at a time"))
+    run = RunResult.read(path)
+    assert run.records == rows and run.table.labels() == ["step", "eval"]
+    assert run.markers == [{**MARKER, "t_ns": i} for i in range(0, 3000, 250)]
+    assert run.gc_events == [GC] * 12 and run.samples == [SAMPLE] * 12
+
+
 def test_a_line_whose_type_is_no_string_is_refused_or_skipped(tmp_path):
     lines = [{"type": MANIFEST, "format": FORMAT}, {"type": "row", **ROWS[0]}, {"type": 5, "t_ns": 1},
              {"type": "row", **ROWS[2]}]

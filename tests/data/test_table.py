@@ -174,6 +174,9 @@ def test_selecting_a_field_gives_it_for_every_row_or_at_the_rows_asked():
     assert train.pick("index", [5, 0, 3]) == [5, 0, 3]
     assert_rows_equal(train.pick("wall_s", [4, 2, 0]), ["n/a", -0.0, 0.5])
     assert train.pick("notes", [1, 5]) == [["slow"], None]  # absent reads None
+    for part in (train, ev):  # nulls: objects' ``is None`` as a bool array, for every field and one no row has
+        for name in [*part.cols, "nobody"]:
+            assert part.nulls(name).tolist() == [v is None for v in part.objects(name)], name
     ints = Table([{"label": "t", "k": None if k == 3 else k, "f": None if k == 4 else k / 2} for k in range(100)]).parts["t"]
     assert ints.pick("k", [2, 3, 99]) == [2, None, 99] and ints.pick("f", [4, 5]) == [None, 2.5]
     view = train.view(3)
