@@ -30,7 +30,7 @@ MAX_SHARED = 4096
 
 _INT, _NONE, _STR = frozenset({int}), type(None), str
 _NUMBERS = frozenset({int, float, bool})
-_INT_NONE, _FLOAT_NONE = frozenset({int, _NONE}), frozenset({float, _NONE})
+_INT_NONE, _FLOAT_NONE, _STR_NONE = frozenset({int, _NONE}), frozenset({float, _NONE}), frozenset({_STR, _NONE})
 _NONE_ONLY, _LIST_ONLY, _STR_ONLY = frozenset({_NONE}), frozenset({list}), frozenset({str})
 _NO_INTS, _NANS = array("q", [NO_INT]), array("d", [math.nan])  # one None, to repeat
 
@@ -91,9 +91,12 @@ class Column:
         if types & _NUMBERS:
             self.numeric = True
         shared = self._shared
-        if shared is not None and types <= {_STR, _NONE}:
+        if shared is not None and types <= _STR_NONE:
             if len(shared) < MAX_SHARED:
-                self.values.extend(map(shared.setdefault, values, values))
+                if values and values.count(values[0]) == len(values):  # one text on every row (a device): hashed once
+                    self.values.extend([shared.setdefault(values[0], values[0])] * len(values))
+                else:
+                    self.values.extend(map(shared.setdefault, values, values))
                 self._last = self.values[-1]
                 return
             self._shared = None

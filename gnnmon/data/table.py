@@ -70,11 +70,10 @@ class Part:
             return
         self._pending = []
         keys = tuple(batch[0])
-        if set(map(type, batch)) == {dict} and set(map(len, batch)) == {len(keys)}:
-            names = list(zip(*map(dict.keys, batch), strict=True))  # type: ignore[arg-type]
-            if names == [(k,) * len(batch) for k in keys]:  # every row: these fields, in this order
-                self._columnise(len(batch), keys, zip(*map(dict.values, batch), strict=True))  # type: ignore[arg-type]
-                return
+        if set(map(type, batch)) == {dict} and list(map(tuple, batch)).count(keys) == len(batch):
+            # every row: these fields, in this order
+            self._columnise(len(batch), keys, zip(*map(dict.values, batch), strict=True))  # type: ignore[arg-type]
+            return
         start = 0
         for i in range(1, len(batch) + 1):
             if i == len(batch) or tuple(batch[i]) != keys:
