@@ -87,10 +87,7 @@ class Loop:
     def __init__(self, label: str, part: Part, warmup: int = WARMUP) -> None:
         self.label = label
         self.part = part
-        keep = np.array([p is None for p in part.objects("parent")], dtype=bool) if "parent" in part.cols \
-            else np.ones(part.n, dtype=bool)
-        if "error" in part.cols:
-            keep &= np.array([e is None for e in part.objects("error")], dtype=bool)
+        keep = part.nulls("parent") & part.nulls("error")
         t = part.time()
         keep &= ~np.isnan(t)
         self.at = np.flatnonzero(keep)

@@ -71,7 +71,7 @@ def device_memory(table: Table, manifest: Mapping[str, Any], model_of: ModelOf) 
         if MEM_PEAK.name not in part.cols:
             continue
         values, where = part.numbers(MEM_PEAK.name), part.objects("device")
-        ok = np.array([e is None for e in part.objects("error")], dtype=bool) if "error" in part.cols else True
+        ok = part.nulls("error")
         for v, d in zip(np.where(ok, values, np.nan).tolist(), where, strict=True):
             if not math.isnan(v) and d is not None and v > peaks.get(str(d), (-1.0, ""))[0]:
                 peaks[str(d)] = (v, label)
