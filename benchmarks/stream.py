@@ -2,7 +2,8 @@
 row encoded and written, and what reporting a long run's file costs against reading it.
 
 Run: ``.venv/bin/python benchmarks/stream.py`` (about 4 minutes on 2 CPU cores; ``--quick``: a
-few seconds, what the test runs). ``--rows-10m`` adds a 10,000,000-row file (made by repeating a
+few seconds, what the test runs; ``--report-only --rounds 7``: the report of a 300,000-row file
+alone, issue 66's figure, about 2 minutes). ``--rows-10m`` adds a 10,000,000-row file (made by repeating a
 real run's rows; about 8 GB on disk, 10 more minutes). ``GNNMON_BENCH_PACKAGE=/folder/holding/gnnmon``
 measures another gnnmon (an earlier commit) the same way, for before/after.
 
@@ -13,7 +14,8 @@ measures another gnnmon (an earlier commit) the same way, for before/after.
 * Report: each in a fresh process, as a user runs it (from the interpreter's start, imports
   included), time and peak RSS above the interpreter's own: a ``json.loads`` of every line of the
   file (the floor: reading it), then ``gnnmon.Report(gnnmon.load(path)).markdown()``; three rounds (one
-  with ``--quick``), one after the other, and the median of the rounds' ratios.
+  with ``--quick``), one after the other, and the median of the rounds' ratios. Targets (issue 66):
+  the ratio at most 1.5x, at most 256 MiB of RSS above the pass's, and torch never imported.
 """
 
 from __future__ import annotations
@@ -186,10 +188,11 @@ def report_costs(path: Path, rounds: int = ROUNDS) -> dict[str, Any]:
         ratios.append(ours[-1]["seconds"] / floor[-1]["seconds"])
 
     def median(runs: list[dict[str, Any]]) -> dict[str, Any]:
-        return {**runs[0], **{k: statistics.median(r[k] for r in runs) for k in ("seconds", "cpu_s", "peak_mib")}}
+        return {**runs[0], **{k: statistics.median(r[k] for r in runs) for k in ("seconds", "cpu_s", "peak_mib")},
+                "torch": any(r["torch"] for r in runs)}
 
     return {"json.loads of every line": median(floor), "gnnmon.Report(gnnmon.load(path)).markdown()": median(ours),
-            "ratio": statistics.median(ratios), "rounds": rounds}
+            "ratio": statistics.median(ratios), "ratios": ratios, "rounds": rounds}
 
 
 def compare_costs(base: Path, new: Path, rounds: int = ROUNDS) -> dict[str, Any]:
@@ -260,7 +263,11 @@ def tables(results: dict[str, Any]) -> list[str]:
         for what in ("json.loads of every line", "gnnmon.Report(gnnmon.load(path)).markdown()"):
             r = costs[what]
             out.append(f"| {what} | {r['seconds']:.2f} | {r['cpu_s']:.2f} | {r['peak_mib']:.0f} |")
-        out.append(f"| ratio (median of the rounds') | {costs['ratio']:.2f}x | | |")
+        ours, floor = costs["gnnmon.Report(gnnmon.load(path)).markdown()"], costs["json.loads of every line"]
+        out.append(f"| ratio (median of the rounds'; target 1.5x) | {costs['ratio']:.2f}x | "
+                   f"{ours['cpu_s'] / floor['cpu_s']:.2f}x | +{ours['peak_mib'] - floor['peak_mib']:.0f} (target 256) |")
+        out += ["", f"Each round's ratio: {', '.join(f'{r:.2f}x' for r in costs['ratios'])}; torch imported by "
+                    f"the report: {'yes' if ours['torch'] else 'no'}."]
     for size, costs in results.get("compare", {}).items():
         out += ["", f"`gnnmon compare` of two {size} files (target: 2x a json.loads pass over both), median of "
                     f"{costs['rounds']} interleaved rounds:", "", "| what | seconds | peak RSS above the interpreter MiB |",
@@ -278,20 +285,22 @@ def _has_compare() -> bool:
     return subprocess.run([sys.executable, "-c", probe, PACKAGE], capture_output=True).returncode == 0
 
 
-def measure(quick: bool, rows: int = 300_000, rows_10m: bool = False, compare_only: bool = False) -> dict[str, Any]:
+def measure(quick: bool, rows: int = 300_000, rows_10m: bool = False, compare_only: bool = False,
+            report_only: bool = False, rounds: int | None = None) -> dict[str, Any]:
     """The step path's paired costs and the report's time and memory against a ``json.loads`` pass
     over a run file of ``rows`` rows (2,000 when ``quick``), and ``gnnmon compare`` of two such files
-    against a pass over both (``compare_only``: that alone)."""
+    against a pass over both (``compare_only``: that alone; ``report_only``: the report alone).
+    ``rounds``: interleaved rounds of each (default :data:`ROUNDS`, one when ``quick``)."""
     rows = 2000 if quick else rows
-    rounds = 1 if quick else ROUNDS
+    rounds = rounds or (1 if quick else ROUNDS)
     results: dict[str, Any] = {"report": {}, "compare": {}, "step": {}, "reference_us": 0.0}
-    if not compare_only:
+    if not compare_only and not report_only:
         print("step path: paired calls ...", flush=True)
         results["step"] = step_costs(quick)
         results["reference_us"] = results["step"].pop("reference_us")
     with tempfile.TemporaryDirectory() as tmp:
         path, again = Path(tmp) / "run.jsonl", Path(tmp) / "again.jsonl"
-        compare = _has_compare()
+        compare = _has_compare() and not report_only
         print(f"report: {'two' if compare else 'a'} {rows:,}-row run{'s' if compare else ''} ...", flush=True)
         # always written by this checkout: the same files, one run each, in one process
         _run(MAKE, str(ROOT), str(rows), str(path), *([str(again)] if compare else []))
@@ -301,14 +310,14 @@ def measure(quick: bool, rows: int = 300_000, rows_10m: bool = False, compare_on
         if compare:
             print("compare: the two runs ...", flush=True)
             results["compare"][size] = compare_costs(path, again, rounds)
-        else:
+        elif not report_only:
             print("compare: skipped (the measured gnnmon has no Report.compare)", flush=True)
         if rows_10m:
             big = Path(tmp) / "run10m.jsonl"
             print("report: a 10,000,000-row run ...", flush=True)
             repeat_file(path, big, 10_000_000)
             size = f"10,000,000-row ({big.stat().st_size / 2**30:.1f} GiB)"
-            results["report"][size] = {"costs": report_costs(big)}
+            results["report"][size] = {"costs": report_costs(big, rounds)}
     return results
 
 
@@ -320,11 +329,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows-10m", action="store_true", help="also a 10,000,000-row file (8 GB, slow)")
     parser.add_argument("--compare-only", action="store_true", help="only gnnmon compare of two files against "
                         "json.loads over both")
+    parser.add_argument("--report-only", action="store_true", help="only the report of a file against json.loads "
+                        "over its lines (issue 66's figure)")
+    parser.add_argument("--rounds", type=int, default=None, help=f"interleaved rounds (default {ROUNDS}; 1 with "
+                        "--quick)")
     parser.add_argument("--out", default="runs/stream.md", help="the markdown file to write (and its .json)")
     args = parser.parse_args(argv)
-    results = measure(args.quick, args.rows, args.rows_10m, args.compare_only)
+    results = measure(args.quick, args.rows, args.rows_10m, args.compare_only, args.report_only, args.rounds)
     meta = {"command": "python benchmarks/stream.py" + (" --quick" if args.quick else "")
-                       + (" --rows-10m" if args.rows_10m else "") + (" --compare-only" if args.compare_only else ""),
+                       + (" --rows-10m" if args.rows_10m else "") + (" --compare-only" if args.compare_only else "")
+                       + (" --report-only" if args.report_only else "")
+                       + (f" --rounds {args.rounds}" if args.rounds else ""),
             "machine": f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}",
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "package": PACKAGE,
             "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
