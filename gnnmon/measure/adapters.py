@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from gnnmon.measure.bracket import HELD, Bracket, hold, is_compiling, reentered, release, releasing, unmeasured
+from gnnmon.measure.bracket import HELD, Bracket, hold, is_compiling, reentered, release, releasing
 from gnnmon.measure.lifecycle import Measurement, open_row
 from gnnmon.record import state
 from gnnmon.record.row import Row
@@ -167,7 +167,7 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # A signal handler's call while gnnmon's code is interrupted, or one traced by
         # torch.compile: the call alone (record/interrupts.py; no graph break, no row).
-        if (HELD.depth or HELD.in_gc) and reentered() or is_compiling():  # unmeasured(), its usual case read first
+        if is_compiling() or (HELD.depth or HELD.in_gc) and reentered():  # unmeasured(), in this frame
             return target(*args, **kwargs)
         # gnnmon's own steps run held (a Ctrl-C waits for them); the user's call does not.
         held = hold()
@@ -247,14 +247,16 @@ class _Scope:
     row, as stacked decorators do: ``with memory_scope(label="x"), timed(label="x"):`` — the inner
     one joins the row the outer one opened, adding its measurement (not one already there)."""
 
-    __slots__ = ("_cls", "_label", "_options", "_bracket", "_frame", "_outer", "_entered")
+    # What a new scope starts with, as class defaults (a scope is made for every block it measures).
+    _bracket: Bracket | None = None  # set while the scope is open and measured
+    _entered = False  # entered once (a scope object is one block's)
+    _frame: FrameType | None = None
+    _outer: _Scope | None = None
 
-    def __init__(self, cls: type[Measurement], label: str, options: dict) -> None:
-        self._cls, self._label, self._options = cls, label, options
-        self._bracket: Bracket | None = None  # set while the scope is open and measured
-        self._entered = False  # entered once (a scope object is one block's)
-        self._frame: FrameType | None = None
-        self._outer: _Scope | None = None
+    def __init__(self, cls: type[Measurement], label: str, measures: list[tuple[type[Measurement], dict]]) -> None:
+        self._cls = cls
+        self._label = label
+        self._measures = measures  # [(cls, its checked options)]: what the bracket enters
 
     def _joins(self, frame: FrameType) -> Row | None:
         """The row of the innermost open scope if this one stacks on it: same label, opened in the
@@ -273,15 +275,14 @@ class _Scope:
         if self._entered:
             raise RuntimeError("this gnnmon scope was entered already; make a new one per block")
         self._entered = True
-        if unmeasured():
+        if is_compiling() or (HELD.depth or HELD.in_gc) and reentered():  # unmeasured(), in this frame
             return {"label": self._label, "notes": ("unmeasured: traced by torch.compile, or a signal handler interrupted gnnmon",)}
         held = hold()
         frame = sys._getframe(1)
         try:
             row = self._joins(frame)
-            measures = [(self._cls, self._options)]
-            bracket = Bracket(Row(self._label).open(), True, measures) if row is None else \
-                Bracket(row, False, measures)
+            bracket = Bracket(Row(self._label).open(), True, self._measures) if row is None else \
+                Bracket(row, False, self._measures)
         except BaseException:
             release(held)
             raise
@@ -322,11 +323,17 @@ _OPEN_SCOPE: ContextVar[_Scope | None] = ContextVar("gnnmon_open_scope", default
 
 def make_scope(cls: type[Measurement], where: str, default_label: str) -> Callable[..., Any]:
     """Build ``where(label=..., **options)``, a context manager yielding the row's fields."""
+    called = f"{where}()"
+    # A scope with no option (the usual ``timed(label=...)``) enters these, checked once, here: its
+    # defaults, which no measurement changes (one whose checked options hold state of their own,
+    # as @gc_controlled's call count, has no scope).
+    plain = [(cls, cls.check_options({}, called))]
 
     def scope(*, label: str | None = None, **options: Any) -> _Scope:
-        _check_label(label, f"{where}()")
-        opts = cls.check_options(dict(options), f"{where}()")
-        return _Scope(cls, label or default_label, opts)
+        if label is not None:
+            _check_label(label, called)
+        measures = [(cls, cls.check_options(dict(options), called))] if options else plain
+        return _Scope(cls, label or default_label, measures)
 
     scope.__name__ = scope.__qualname__ = where
     scope.__signature__ = _signature(cls, positional=False)  # type: ignore[attr-defined]
