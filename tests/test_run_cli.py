@@ -4,7 +4,6 @@ the rows must show, and the launcher's exit statuses, arguments and refusals."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap

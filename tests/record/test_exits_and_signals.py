@@ -1,6 +1,6 @@
 """Exits, Ctrl-C and exceptions from signal handlers, planted in fresh interpreters with time limits:
 every row returned before an exit is on disk with the end line; one Ctrl-C is raised in the
-user's loop within 50 ms however small the decorated calls; an exception from any signal handler,
+user's loop in the decorated call it came in, however small the calls; an exception from any signal handler,
 wherever it lands in gnnmon's code, leaves nothing stale for the next call; a handler that calls a
 decorated function every millisecond never crashes the interpreter."""
 
@@ -101,10 +101,14 @@ def step(i):
 
 # -- Ctrl-C -----------------------------------------------------------------------------------
 
-def test_one_ctrl_c_is_raised_in_a_loop_of_trivial_decorated_calls_within_50_ms():
+def test_one_ctrl_c_is_raised_in_the_decorated_call_it_came_in():
     """30 single SIGINTs, each at a random moment (from another process, as a terminal sends it)
     while the main thread loops over a trivial step with memory, timing, GC control and a phase:
-    each is raised in the loop, within 50 ms of being sent."""
+    each is raised where it came: in the call it came in (one held by gnnmon's bookkeeping is
+    raised by that call's release), or at once in the loop's own work between calls, never in a
+    later call. Counted, not timed: a handler in front of gnnmon's notes how many calls had begun
+    when the signal came, the loop how many when it was raised (the time from send to raise is
+    printed on failure: on a busy machine it is the scheduler's)."""
     proc = run_script(textwrap.dedent("""
         import gc, json, os, random, signal, subprocess, sys, time
         import gnnmon
@@ -112,29 +116,42 @@ def test_one_ctrl_c_is_raised_in_a_loop_of_trivial_decorated_calls_within_50_ms(
 
         {step}
 
-        latencies, missed = [], 0
+        latencies, late, missed = [], [], 0
         with gnnmon.collect():
+            step(0)  # gnnmon's SIGINT handler is installed at the first held section
+            gnnmons = signal.getsignal(signal.SIGINT)
+            assert gnnmons is not signal.default_int_handler
+            began, came = [0], []
+
+            def noting(signum, frame):  # in front of gnnmon's: the calls begun when the signal came
+                came.append(began[0])
+                gnnmons(signum, frame)
+
+            signal.signal(signal.SIGINT, noting)
             for trial in range(30):
                 delay = random.uniform(0.002, 0.02)
                 sender = subprocess.Popen([sys.executable, "-c",
                     f"import os, signal, time; time.sleep({delay}); os.kill({os.getpid()}, signal.SIGINT); "
                     "print(time.time_ns(), flush=True)"], stdout=subprocess.PIPE, text=True)
-                deadline = time.monotonic() + 5
+                began[0], came[:] = 0, []
+                deadline = time.monotonic() + 60
                 try:
                     while time.monotonic() < deadline:
+                        began[0] += 1
                         step(1)
+                        sum(range(2000))  # the loop's own work: a signal lands here too
                     missed += 1
                 except KeyboardInterrupt:
                     caught = time.time_ns()
-                    sent = int(sender.stdout.readline())
-                    latencies.append((caught - sent) / 1e6)
+                    late.append(began[0] - came[0])  # calls begun between its coming and its raise
+                    latencies.append((caught - int(sender.stdout.readline())) / 1e6)
                 sender.wait()
                 assert gc.isenabled() and state.CURRENT_ROW.get() is None
-        print(json.dumps({"latencies_ms": latencies, "missed": missed}))
+        print(json.dumps({"late": late, "latencies_ms": latencies, "missed": missed}))
     """).replace("{step}", STEP), timeout=300)
     out = json.loads(proc.stdout)
-    assert out["missed"] == 0 and len(out["latencies_ms"]) == 30
-    assert max(out["latencies_ms"]) < 50, sorted(out["latencies_ms"])[-5:]
+    assert out["missed"] == 0 and len(out["late"]) == 30
+    assert out["late"] == [0] * 30, out
 
 
 # -- exceptions from signal handlers -----------------------------------------------------------
