@@ -88,7 +88,7 @@ class Column:
     def _extend_objects(self, values: Sequence[Any], types: set[type]) -> None:
         """An object column's batch: texts shared through a dict while there are few distinct
         ones, lists of texts by runs of equal neighbours; anything else kept as it comes."""
-        if types & _NUMBERS:
+        if types & _NUMBERS or any(issubclass(t, np.number) for t in types):
             self.numeric = True
         shared = self._shared
         if shared is not None and types <= _STR_NONE:
@@ -138,7 +138,7 @@ class Column:
                 self.values.append(value)
                 return
             self._to_objects()
-        if type(value) in (int, float):
+        if type(value) in (int, float) or isinstance(value, np.number):
             self.numeric = True
         last = self._last
         if value is not last and _texts(value) and type(value) is type(last) and value == last:
@@ -222,7 +222,8 @@ class Column:
             return out
         if not self.numeric:
             return np.full(len(self.values), math.nan)
-        return np.array([v if type(v) in (int, float) else math.nan for v in self.values], dtype=np.float64)
+        return np.array([v if type(v) in (int, float) or isinstance(v, np.number) else math.nan for v in self.values],
+                        dtype=np.float64)  # a numpy scalar in a row made in memory is a number too
 
 
 def _texts(value: Any) -> bool:

@@ -300,3 +300,22 @@ def test_a_100k_row_table_holds_8_bytes_a_field_a_row_and_no_object_per_row():
                       "notes": None, "error": None}] + [
         {"label": "train", "index": k, "wall_s": k * 1e-3, "mem_peak_bytes": 4096 + k, "device": f"cuda:{k % 2}",
          "notes": None, "error": None} for k in (1, 2)]
+
+
+@pytest.mark.parametrize("way", ["add", "extend"])
+def test_numpy_scalars_in_rows_made_in_memory_are_numbers(way):
+    """A row built in memory may hold numpy scalars (a user's figure, a reduction's result): each
+    reads as its number wherever it comes among Python numbers, and a bool stays no number."""
+    planted = [{"label": "step", "a": np.float64(0.5), "b": 1.0, "c": np.int64(3), "d": np.float32(2.0)},
+               {"label": "step", "a": 0.25, "b": np.float64(0.75), "c": 4, "d": np.bool_(True)}]
+    table = Table()
+    if way == "add":
+        for row in planted:
+            table.add(row)
+    else:
+        table.extend(planted)
+    part = table.parts["step"]
+    assert part.numbers("a").tolist() == [0.5, 0.25]
+    assert part.numbers("b").tolist() == [1.0, 0.75]
+    assert part.numbers("c").tolist() == [3.0, 4.0]
+    assert part.numbers("d")[0] == 2.0 and np.isnan(part.numbers("d")[1])
