@@ -356,10 +356,7 @@ class phase:
             if entered and entered[-1] is self:
                 del entered[-1]
             else:
-                for at in range(len(entered) - 2, -1, -1):
-                    if entered[at] is self:
-                        del entered[at]
-                        break
+                _off_below(entered, self)
             if HELD.pending or HELD.later is not None:
                 settle()
             return
@@ -380,10 +377,7 @@ class phase:
             if entered and entered[-1] is self:
                 del entered[-1]
             else:
-                for at in range(len(entered) - 2, -1, -1):
-                    if entered[at] is self:
-                        del entered[at]
-                        break
+                _off_below(entered, self)
         finally:
             release(held)
 
@@ -497,3 +491,12 @@ _PARENT_FIELDS: dict[str, str] = {}
 def _parent_field(name: str) -> str:
     field = _PARENT_FIELDS[name] = f"phase_{name}_in"
     return field
+
+
+def _off_below(entered: list[Any], measure: Any) -> None:
+    """Take ``measure`` off ``entered`` below its top (a phase ended before one opened inside it);
+    nothing where it is not listed (the row's close took it off)."""
+    for at in range(len(entered) - 2, -1, -1):
+        if entered[at] is measure:
+            del entered[at]
+            return
