@@ -17,6 +17,16 @@ it ends):
   (a global hook takes every submodule off torch's fast path);
 * **optimizers made** — ``torch.optim.Optimizer.__init__``: an update is to be expected.
 
+The phases, timed into the open row as :class:`gnnmon.phase` times them (``phase_forward_s``,
+``phase_backward_s``, ``phase_optimizer_s``; summed where a row holds several), from the same hooks
+and nothing more: ``forward`` from a root module's forward pre-hook to its forward hook (the
+outermost call only), ``backward`` around the outermost ``torch.autograd.backward`` call (Python
+3.11 has no ``sys.monitoring``: the wrapper above, no further patch), ``optimizer`` from the update's
+pre-hook to its post-hook (the outermost, as updates are de-nested). A phase opens only in a row of
+the engine's (never a row of its own); one inside another (a closure optimizer's forward and
+backward inside its ``step``) is marked so by the row (``phase_forward_in``), as the decorated
+``phase()`` marks it.
+
 The rule (:data:`RULES`; a row's ``step_rule`` names the one that made it):
 
 1. ``update`` — a row is one optimizer update: with a loader, the batches up to and including the
@@ -49,7 +59,7 @@ import torch
 from gnnmon.measure.bracket import Bracket, held_section, is_compiling
 from gnnmon.measure.lifecycle import Measurement, open_row
 from gnnmon.measure.memory import MemoryMeasurement
-from gnnmon.measure.timing import TimingMeasurement
+from gnnmon.measure.timing import TimingMeasurement, phase
 from gnnmon.record.run import Run
 
 __all__ = ["LOOKED_FOR", "PATIENCE", "RULES", "AutoSteps"]
@@ -124,6 +134,8 @@ class AutoSteps:
         self._roots_due: dict[int, Any] | None = None
         self._undo: list[Callable[[], Any]] = []
         self._global_fwd: list[Any] = []
+        self._phase_fwd: phase | None = None  # the root forward's phase, open from its pre-hook to its hook
+        self._phase_opt: phase | None = None  # the update's phase, open from its pre-hook to its post-hook
         self.active = False
 
     # -- life cycle -----------------------------------------------------------------------------
@@ -156,6 +168,7 @@ class AutoSteps:
         and patch, and return :meth:`summary`."""
         if self.active:
             self.active = False
+            self._phase_fwd = self._phase_opt = None  # the row's close ends a phase still open
             try:
                 self._close(error, ended=True)
             finally:
@@ -293,6 +306,24 @@ class AutoSteps:
         opened.batches += 1
         opened.wait_s += wait
 
+    # -- phases ---------------------------------------------------------------------------------
+    def _phase_enter(self, name: str) -> phase | None:
+        """A phase opened in the engine's open row (None where no row of its is open: a phase
+        never makes a row of its own here)."""
+        if self.open is None:
+            return None
+        timed = phase(name)
+        timed.__enter__()
+        return timed
+
+    def _phase_exit(self, timed: phase) -> None:
+        """End a phase this engine opened (a row closed first has ended it: then nothing); a fault
+        is counted, never raised."""
+        try:
+            timed.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001
+            self.faults += 1
+
     # -- forwards -------------------------------------------------------------------------------
     def _fwd_pre(self, module: Any, args: Any) -> None:
         if self._off():
@@ -301,6 +332,7 @@ class AutoSteps:
             self.depth_fwd += 1
             if self.depth_fwd == 1:
                 self._root_forward(module, args)
+                self._phase_fwd = self._phase_enter("forward")
         except Exception:  # noqa: BLE001
             self.faults += 1
 
@@ -309,7 +341,12 @@ class AutoSteps:
             return
         if self.depth_fwd > 0:
             self.depth_fwd -= 1
-        if not self.depth_fwd and self._roots_due is not None:
+        if self.depth_fwd:
+            return
+        timed, self._phase_fwd = self._phase_fwd, None
+        if timed is not None:
+            self._phase_exit(timed)
+        if self._roots_due is not None:
             try:
                 self._hook_roots(self._roots_due)
             except Exception:  # noqa: BLE001 - the global hooks stay
@@ -356,8 +393,10 @@ class AutoSteps:
         def backward(*args: Any, **kwargs: Any) -> Any:
             if engine._off() or engine.depth_bwd:
                 return original(*args, **kwargs)
+            timed = None
             try:
                 engine._backward_starts()
+                timed = engine._phase_enter("backward")
             except Exception:  # noqa: BLE001
                 engine.faults += 1
             engine.depth_bwd += 1
@@ -365,6 +404,8 @@ class AutoSteps:
                 return original(*args, **kwargs)
             finally:
                 engine.depth_bwd -= 1
+                if timed is not None:
+                    engine._phase_exit(timed)
 
         backward.__wrapped__ = original  # type: ignore[attr-defined]
         backward.__doc__ = original.__doc__
@@ -387,9 +428,11 @@ class AutoSteps:
         if self._off():
             return
         self.depth_opt += 1
-        if self.depth_opt == 1 and self.open is None:
+        if self.depth_opt == 1:
             try:
-                self._begin(())  # an update with nothing before it (a closure optimizer's first step)
+                if self.open is None:
+                    self._begin(())  # an update with nothing before it (a closure optimizer's first step)
+                self._phase_opt = self._phase_enter("optimizer")
             except Exception:  # noqa: BLE001
                 self.faults += 1
 
@@ -400,6 +443,9 @@ class AutoSteps:
             self.depth_opt -= 1
         if self.depth_opt:
             return  # an inner optimizer that a wrapper steps: the wrapper's step is the update
+        timed, self._phase_opt = self._phase_opt, None
+        if timed is not None:
+            self._phase_exit(timed)
         try:
             self._updated(id(optimizer))
         except Exception:  # noqa: BLE001
