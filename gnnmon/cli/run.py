@@ -304,6 +304,7 @@ def _say_end(run: Any, summary: dict[str, Any] | None, found: list[str], code: i
         return
     path = str(run.path)
     say.append(steps_line(summary))
+    say += [f"note: {note}" for note in (summary or {}).get("notes") or ()]  # each fallback, named
     try:
         findings = Report.load(path).diagnosis() if summary and summary.get("rule") else []
         say.append(f"{headline(findings[0])}: {findings[0]['words']}" if findings else NOTHING)

@@ -62,7 +62,7 @@ from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
 from gnnmon.record.run import Run
 
-__all__ = ["LOOKED_FOR", "PATIENCE", "RULES", "AutoSteps"]
+__all__ = ["HIDDEN", "LOOKED_FOR", "PATIENCE", "RULES", "AutoSteps"]
 
 RULES = {
     "update": "a row per optimizer update (torch.optim's global step hooks), with the batches and backward calls "
@@ -83,6 +83,11 @@ PATIENCE = 64
 """Batches (or forwards, with no loader) with a backward a row waits for an update, where an
 optimizer was made but none has stepped yet (a compiled step hides the hooks), before the rule
 falls back to cutting at backward."""
+
+HIDDEN = ("an optimizer was made but neither an update nor a backward was seen: a step compiled whole (loss, "
+          "backward and optimizer.step inside one torch.compile) hides both, and so does a script that only "
+          "evaluates: the rows are its batches or forwards, as inference's")
+"""The note where the rows fell back to batches or forwards though an optimizer was made."""
 
 _IN_CHILD: list[bool] = []
 
@@ -193,8 +198,11 @@ class AutoSteps:
             "optimizers": len(self.optimizers),
             "looked_for": list(LOOKED_FOR),
         }
-        if self.notes:
-            out["notes"] = list(self.notes)
+        notes = list(self.notes)
+        if self.optimizers_made and not (self.seen_update or self.seen_backward) and used:
+            notes.append(HIDDEN)
+        if notes:
+            out["notes"] = notes
         if self.faults:
             out["faults"] = self.faults
         return out
@@ -202,8 +210,9 @@ class AutoSteps:
     # -- the rows -------------------------------------------------------------------------------
     def _off(self) -> bool:
         """Whether a hook must do nothing: another thread, a forked child, torch.compile tracing,
-        or the run over."""
-        return threading.get_ident() != self.thread or bool(_IN_CHILD) or not self.active or is_compiling()
+        or the run over. Compiling is asked first: dynamo folds it, where tracing the thread's id
+        would break the user's graph (and run the hook eagerly inside the compiled step)."""
+        return is_compiling() or threading.get_ident() != self.thread or bool(_IN_CHILD) or not self.active
 
     def _expect_update(self) -> bool:
         return self.seen_update or (self.optimizers_made > 0 and not self.gave_up)
