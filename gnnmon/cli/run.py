@@ -153,17 +153,23 @@ def _check_module(module: str) -> tuple[str, str] | int:
     return source, module.rsplit(".", 1)[-1]
 
 
+RECORDING_NOT = frozenset(("gnnmon.integrations.pyg_sampler",))
+"""gnnmon's modules a script may import and still not record itself (PyG's loaders' sampler)."""
+
+
 def _records_itself(source: str) -> bool:
-    """Whether the script imports gnnmon (``collect``, the decorators): it records itself, and
-    ``gnnmon run`` adds no run and no steps of its own."""
+    """Whether the script imports gnnmon (``collect``, the decorators; any module of gnnmon's but
+    :data:`RECORDING_NOT`): it records itself, and ``gnnmon run`` adds no run and no steps of its own."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return False
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "gnnmon" for a in node.names):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "gnnmon" and a.name not in RECORDING_NOT
+                                                for a in node.names):
             return True
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "gnnmon" and not node.level:
+        if (isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "gnnmon"
+                and node.module not in RECORDING_NOT):
             return True
     return False
 

@@ -10,7 +10,13 @@ it ends):
   is one update); ``torch.amp.GradScaler.step`` is wrapped to see an update the scaler skipped (an
   inf or NaN gradient: no ``optimizer.step`` ran);
 * **batches** — ``next()`` on a ``torch.utils.data.DataLoader`` iterator (PyG's loaders are
-  DataLoaders), timed: its wait is the row's ``data_wait_s``;
+  DataLoaders), timed: its wait is the row's ``data_wait_s``. The outermost ``next()`` is timed:
+  where a loader's ``__iter__`` returns an iterator of another class (PyG's ``DataLoaderIterator``,
+  whose ``__next__`` gathers the sampled nodes' features and runs the loader's ``transform``),
+  that class's ``__next__`` is wrapped too, the first time one is returned, so the wait holds what
+  ``watch_loader``'s does. A PyG neighbour loader's time is split as ``watch_loader`` splits it
+  (``data_sample_s``, ``data_gather_s``, ``data_transform_s``, summed over the row's batches),
+  by the same wrappers, put on the loader when it is first iterated and taken off when the run ends;
 * **backward calls** — ``torch.autograd.backward`` (``Tensor.backward`` calls it), outermost only;
 * **root forwards** — a global module forward hook that finds the outermost module calls until the
   first row with a forward closes, then hooks those root modules alone and drops the global hook
@@ -51,13 +57,16 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
+from types import FunctionType
 from typing import Any
 
 import torch
 
 from gnnmon.measure.bracket import Bracket, held_section, is_compiling
 from gnnmon.measure.lifecycle import Measurement, open_row
+from gnnmon.measure.loader import _begin_pass, _end_pass, _splittable, take_times
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
 from gnnmon.record.run import Run
@@ -103,13 +112,14 @@ if hasattr(os, "register_at_fork"):
 class _Open:
     """The row being filled and what it has seen."""
 
-    __slots__ = ("bracket", "batches", "backwards", "updates", "skipped", "forwards", "roots", "wait_s")
+    __slots__ = ("bracket", "batches", "backwards", "updates", "skipped", "forwards", "roots", "wait_s", "split")
 
     def __init__(self, bracket: Bracket) -> None:
         self.bracket = bracket
         self.batches = self.backwards = self.updates = self.skipped = self.forwards = 0
         self.roots: dict[int, Any] = {}  # the root modules called in it, by id
         self.wait_s = 0.0
+        self.split: dict[str, float] | None = None  # a PyG neighbour loader's sample / gather / transform times
 
 
 class AutoSteps:
@@ -141,6 +151,11 @@ class AutoSteps:
         self._global_fwd: list[Any] = []
         self._phase_fwd: phase | None = None  # the root forward's phase, open from its pre-hook to its hook
         self._phase_opt: phase | None = None  # the update's phase, open from its pre-hook to its post-hook
+        self.depth_next = 0  # next() calls under way: the outermost is the wait
+        self._iterators: set[type] = set()  # iterator classes a loader's __iter__ returned
+        self._timed: set[type] = set()  # the classes whose __next__ is wrapped
+        # PyG neighbour loaders split -> their wrappers (held weakly: a loader made each epoch goes when dropped)
+        self._splits: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.active = False
 
     # -- life cycle -----------------------------------------------------------------------------
@@ -156,6 +171,8 @@ class AutoSteps:
         self._global_fwd = [nn_module.register_module_forward_pre_hook(self._fwd_pre),
                             nn_module.register_module_forward_hook(self._fwd_post, always_call=True)]
         self._patch(dataloader._BaseDataLoaderIter, "__next__", self._wrap_next)
+        self._timed.add(dataloader._BaseDataLoaderIter)
+        self._patch(dataloader.DataLoader, "__iter__", self._wrap_iter)
         self._patch(torch.autograd, "backward", self._wrap_backward)
         self._patch(optim.Optimizer, "__init__", self._wrap_optimizer_init)
         scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
@@ -182,6 +199,9 @@ class AutoSteps:
                 self._global_fwd = []
                 while self._undo:
                     self._undo.pop()()
+                for loader, split in list(self._splits.items()):
+                    _end_pass(loader, split)
+                self._splits.clear()
         return self.summary()
 
     def summary(self) -> dict[str, Any]:
@@ -254,6 +274,8 @@ class AutoSteps:
             if self.seen_loader:
                 fields["batches"] = opened.batches
                 fields["data_wait_s"] = opened.wait_s
+                if opened.split:
+                    fields.update(opened.split)
             fields["backward_calls"] = opened.backwards
             fields["updates"] = opened.updates
             if opened.skipped:
@@ -270,14 +292,18 @@ class AutoSteps:
         engine = self
 
         def __next__(it: Any) -> Any:
-            if engine._off():
+            if engine.depth_next or engine._off():  # inside the outermost next() (PyG's), or not ours
                 return original(it)
             try:
                 engine._batch_starts()
             except Exception:  # noqa: BLE001 - never the script's problem
                 engine.faults += 1
+            engine.depth_next += 1
             t0 = time.perf_counter_ns()
-            batch = original(it)  # StopIteration (the pass's end) passes through: no row opened
+            try:
+                batch = original(it)  # StopIteration (the pass's end) passes through: no row opened
+            finally:
+                engine.depth_next -= 1
             wait = (time.perf_counter_ns() - t0) / 1e9
             try:
                 engine._batch_came(batch, wait)
@@ -287,6 +313,45 @@ class AutoSteps:
 
         __next__.__wrapped__ = original  # type: ignore[attr-defined]
         return __next__
+
+    def _wrap_iter(self, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        engine = self
+
+        def __iter__(loader: Any) -> Any:
+            if engine._off():
+                return original(loader)
+            try:
+                engine._split(loader)  # before the iterator is made: it keeps the loader's functions
+            except Exception:  # noqa: BLE001
+                engine.faults += 1
+            iterator = original(loader)
+            try:
+                engine._iterated(iterator)
+            except Exception:  # noqa: BLE001
+                engine.faults += 1
+            return iterator
+
+        __iter__.__wrapped__ = original  # type: ignore[attr-defined]
+        return __iter__
+
+    def _split(self, loader: Any) -> None:
+        """A PyG neighbour loader's first pass: its sample / gather / transform wrappers put on
+        (``watch_loader``'s), until the run ends."""
+        if loader not in self._splits and _splittable(loader):
+            self._splits[loader] = _begin_pass(loader)
+
+    def _iterated(self, iterator: Any) -> None:
+        """A loader's pass has begun: the class that gives its iterator's ``__next__`` timed, once
+        (a Python function's: never a builtin's, such as a generator's)."""
+        kind = type(iterator)
+        if kind in self._iterators:
+            return
+        self._iterators.add(kind)
+        owner = next((k for k in kind.__mro__ if "__next__" in vars(k)), None)
+        if owner is None or owner in self._timed or not isinstance(vars(owner)["__next__"], FunctionType):
+            return
+        self._timed.add(owner)
+        self._patch(owner, "__next__", self._wrap_next)
 
     def _batch_starts(self) -> None:
         opened = self.open
@@ -314,6 +379,15 @@ class AutoSteps:
             opened = self._begin((batch,))
         opened.batches += 1
         opened.wait_s += wait
+        if self._splits:
+            times = take_times(batch)
+            if times:
+                split = opened.split
+                if split is None:
+                    opened.split = dict(times)
+                else:
+                    for name, value in times.items():
+                        split[name] = split.get(name, 0.0) + value
 
     # -- phases ---------------------------------------------------------------------------------
     def _phase_enter(self, name: str) -> phase | None:

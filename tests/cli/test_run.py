@@ -359,8 +359,8 @@ def test_split_tells_gnnmon_s_options_from_the_script_s():
 def test_every_hook_and_patch_is_removed_when_the_run_ends():
     from torch.utils.data import dataloader
 
-    before = (dataloader._BaseDataLoaderIter.__next__, torch.autograd.backward, torch.optim.Optimizer.__init__,
-              torch.amp.GradScaler.step)
+    before = (dataloader._BaseDataLoaderIter.__next__, dataloader.DataLoader.__iter__, torch.autograd.backward,
+              torch.optim.Optimizer.__init__, torch.amp.GradScaler.step)
     hooks = torch.nn.modules.module._global_forward_pre_hooks
     with gnnmon.collect() as run:
         engine = AutoSteps(run).start()
@@ -371,8 +371,8 @@ def test_every_hook_and_patch_is_removed_when_the_run_ends():
             opt.step()
         summary = engine.stop()
     assert summary["updates"] == 3 and [r["label"] for r in run.records] == ["step"] * 3
-    assert (dataloader._BaseDataLoaderIter.__next__, torch.autograd.backward, torch.optim.Optimizer.__init__,
-            torch.amp.GradScaler.step) == before
+    assert (dataloader._BaseDataLoaderIter.__next__, dataloader.DataLoader.__iter__, torch.autograd.backward,
+            torch.optim.Optimizer.__init__, torch.amp.GradScaler.step) == before
     assert not hooks and not torch.nn.modules.module._global_forward_hooks
     assert not model._forward_pre_hooks and not model._forward_hooks  # the root's own hooks too
     opt.step()  # the optimizer's global hooks are gone: a step now opens no row

@@ -1,0 +1,73 @@
+"""PyG's example loops run unmodified under ``gnnmon run`` against the same loops decorated
+(:mod:`tests.cli.pyg_examples`): the two reports name the same causes, each within 10 % of the
+decorated run's share (relative: 0.60 against 0.66 at most).
+
+The runs are two processes one after the other on a machine that may be busy: another process
+taking the cores in one of them adds a cause the machine made ("busy machine", "slow steps") to
+that side alone, or moves a share. A pair that disagrees is run again, three pairs at most, and
+the test fails when none agrees; every pair's findings are in the message."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gnnmon.report import Report
+from tests.cli.pyg_examples import EXAMPLES
+from tests.cli.running import ROOT
+
+pytest.importorskip("torch_geometric")
+
+EPOCHS = {"gcn": 40, "sage": 1, "gin": 3}
+"""Each example's epochs: enough calls for the diagnosis (40 full-batch steps, about 20 neighbour
+batches, 18 graph batches)."""
+
+PLANTED = {"gcn": "slow steps", "sage": "input-bound", "gin": "input-bound"}
+
+TOLERANCE = 0.10
+PAIRS = 3
+
+
+def causes(path: Path) -> dict[str, float]:
+    return {f["kind"]: f["share"] for f in Report.load(path).diagnosis()}
+
+
+def agree(run: dict[str, float], decorated: dict[str, float]) -> bool:
+    return run.keys() == decorated.keys() and all(abs(run[k] - decorated[k]) <= TOLERANCE * decorated[k] for k in run)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_an_example_run_unmodified_names_the_causes_its_decorated_twin_names(tmp_path, name):
+    plain, decorated = EXAMPLES[name]
+    (tmp_path / "plain.py").write_text(plain)
+    (tmp_path / "decorated.py").write_text(decorated)
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    epochs = str(EPOCHS[name])
+    seen = []
+    for pair in range(PAIRS):
+        run_file, decorated_file = tmp_path / f"run{pair}.jsonl", tmp_path / f"decorated{pair}.jsonl"
+        done = subprocess.run([sys.executable, "-m", "gnnmon", "run", "-q", "-o", str(run_file), "plain.py", epochs],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        done = subprocess.run([sys.executable, "decorated.py", epochs, str(decorated_file)], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        run, twin = causes(run_file), causes(decorated_file)
+        seen.append((run, twin, os.getloadavg()[0]))
+        assert PLANTED[name] in twin, f"the decorated run misses the planted cause: {seen}"
+        if agree(run, twin):
+            break
+    else:
+        pytest.fail(f"{name}: no pair agreed (run's causes, decorated's causes, load average): {seen}")
+    rows = Report.load(run_file).result.records
+    steps = [r for r in rows if r["label"] == "step"]
+    assert steps and all(r["step_rule"] == "update" and r["updates"] == 1 for r in steps)
+    assert all(r["phase_forward_s"] > 0 and r["phase_backward_s"] > 0 and r["phase_optimizer_s"] > 0 for r in steps)
+    if name == "sage":  # PyG's neighbour loader split as watch_loader splits it, the planted read in its transform
+        assert all(r["data_sample_s"] > 0 and r["data_gather_s"] > 0 and r["data_transform_s"] >= 0.1 for r in steps)
+        assert all(r["data_wait_s"] >= r["data_transform_s"] for r in steps)
