@@ -23,7 +23,7 @@ def default_run() -> Run:
         with state.LOCK:
             if not state.DEFAULT:
                 run = Run(max_records=DEFAULT_MAX_RECORDS)
-                run._state = "active"
+                run._state, run.active = "active", True
                 state.DEFAULT.append(run)
     made: Run = state.DEFAULT[0]
     return made

@@ -1,11 +1,14 @@
-"""A run's outlets: its sinks (the file among them), the writer thread that feeds them, and what
-failed. A :class:`~gnnmon.record.run.Run` owns one :class:`Outlets`; :mod:`gnnmon.record.sinks`
-has the contract every sink can rely on."""
+"""A run's outlets: its sinks (the file among them), the writer thread that feeds them, the lines
+other than rows waiting for the next batch, and what failed. A :class:`~gnnmon.record.run.Run` owns
+one :class:`Outlets`; :mod:`gnnmon.record.sinks` has the contract every sink can rely on."""
 
 from __future__ import annotations
 
+import os
 import warnings
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from gnnmon.record.sinks import SINK_FAILED, Batch, JsonlSink, Sink, as_sink, close_quietly
@@ -24,6 +27,7 @@ class Outlets:
         self.file = file
         self.errors: list[str] = []  # sinks disabled after they raised (the writer's failures too)
         self.writer: Writer | None = None
+        self._others: deque[tuple[str, dict[str, Any]]] = deque()  # GC events, samples, ... for the next batch
         self._drain = drain
         self._interval = interval
         self._end_line = end_line
@@ -74,12 +78,38 @@ class Outlets:
             self.file.forget()
         self.sinks = []
         self.writer = None
+        self._others.clear()
 
     def _new_writer(self) -> Writer:
         """The thread that feeds the sinks (its failures go to ``errors``)."""
         return Writer(self._drain, self._interval, errors=self.errors)
 
     # -- batches ----------------------------------------------------------------------------
+    def pass_on(self, kind: str, item: dict[str, Any]) -> None:
+        """Send ``item``, a line of ``kind`` other than a row (a GC event, sample, counter's point or
+        marker), to the sinks with the next batch; nothing while no writer thread feeds them.
+        Takes no lock and does no I/O: a gc callback and the sampler's reader thread call it."""
+        if self.writer is not None:
+            self._others.append((kind, item))
+
+    def keeper(self, kind: str, kept: deque[dict[str, Any]]) -> Callable[[dict[str, Any]], None]:
+        """A function that keeps an item in ``kept`` and passes it on as a ``kind`` line
+        (:meth:`pass_on`): the run's intake of GC events, called inside a gc callback."""
+        others = self._others
+
+        def keep(item: dict[str, Any]) -> None:
+            kept.append(item)
+            if self.writer is not None:
+                others.append((kind, item))
+
+        return keep
+
+    def passed_on(self) -> list[tuple[str, dict[str, Any]]]:
+        """The lines passed on since the last batch, oldest first, taken for the next one (under the
+        run's lock: only appends happen meanwhile)."""
+        others = self._others
+        return [others.popleft() for _ in range(len(others))]
+
     def write(self, batch: Batch) -> None:
         """Hand ``batch`` to every sink (on the writer thread); one that raises is disabled."""
         for sink in list(self.sinks):
@@ -155,3 +185,13 @@ class Outlets:
     def write_errors(self) -> list[str]:
         """Why writing the file failed (the first ten)."""
         return self.file.errors if self.file is not None else []
+
+
+def refuse_shared_file(path: Path, runs: Iterable[Any]) -> None:
+    """Raise if one of the active ``runs`` writes ``path`` already (two runs appending to one file
+    would interleave their lines)."""
+    mine = os.path.realpath(path)
+    for other in runs:
+        if other.path is not None and os.path.realpath(other.path) == mine:
+            raise ValueError(f"{path} is already being written by an active gnnmon.collect(); give the "
+                             "nested run a path of its own (or none, to keep its rows in memory)")

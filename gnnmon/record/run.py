@@ -17,7 +17,6 @@ closing thread every :data:`DRAIN_EVERY` rows and when ``records`` is read.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import os
 import sys
@@ -26,12 +25,12 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gnnmon.data.format import END, GC, MARKER, POINT, ROW, SAMPLE, encode, typed_line
+from gnnmon.data.format import END, GC, MARKER, ROW, encode, typed_line
 from gnnmon.data.paths import rank_path
-from gnnmon.data.points import Counters
 from gnnmon.data.result import RunResult
 from gnnmon.devices.fork import set_aside
 from gnnmon.devices.peaks import hold_pollers, release_pollers
@@ -45,15 +44,12 @@ from gnnmon.record.manifest import build_manifest, distributed_entry
 from gnnmon.record.memory_history import History
 from gnnmon.record.names import check_name, warn_late_mark
 from gnnmon.record.options import Options
-from gnnmon.record.outlets import Outlets
+from gnnmon.record.outlets import Outlets, refuse_shared_file
 from gnnmon.record.probes import chosen
 from gnnmon.record.sinks import Batch, JsonlSink, Sink, as_sinks
 from gnnmon.report import Report
-from gnnmon.timeline.energy_join import EnergyJoin
 from gnnmon.timeline.energy_sources import EnergySources
-from gnnmon.timeline.join import RowJoin, sample_time
-from gnnmon.timeline.sampler import Sampler
-from gnnmon.timeline.session import Session
+from gnnmon.timeline.session import Timeline
 
 DRAIN_EVERY = 256
 """Rows a run without sinks lets gather in its inbox before it drains them on the closing thread."""
@@ -72,6 +68,36 @@ CHILD_MAX_RECORDS = 1_000
 FORKED_NOTE = "processes forked during this run (DataLoader workers) kept their rows: they are not in this run"
 
 
+def _end_line(run: Run) -> dict[str, Any]:
+    """``run``'s end line as it is now (what its closing sinks get)."""
+    end: dict[str, Any] = {"type": END, "rows": run.rows_written, "end_ns": time.time_ns(),
+                           "ended": run.ended, "sampler": run.sampler_stats}
+    if run.children_forked:
+        end["children_forked"] = run.children_forked
+        end["notes"] = [FORKED_NOTE]
+    if run.sink_errors:
+        end["sink_errors"] = list(run.sink_errors)
+    unmeasured = HELD.unmeasured - run._unmeasured_at_start
+    if unmeasured:
+        end["unmeasured_calls"] = unmeasured  # made by signal handlers that interrupted gnnmon
+    if run.signal:  # a SIGTERM came while it was active (gnnmon.record.sigterm)
+        end["signal"] = run.signal
+    end.update(run.end_info)
+    return end
+
+
+def _result(run: Run, stacklevel: int) -> RunResult:
+    """:meth:`Run.result`, warning ``stacklevel`` frames up (the user's line) for a run never started."""
+    if run._state == "new":
+        warnings.warn(NEVER_STARTED, UserWarning, stacklevel)
+    run.flush()
+    return RunResult.of_lines(list(run._window), manifest=run.manifest, gc_events=list(run.gc_events),
+                              samples=list(run.samples), markers=list(run.markers),
+                              points=run.counters.points(), path=run.path, complete=run.complete,
+                              end={"sampler": run.sampler_stats, "children_forked": run.children_forked,
+                                   "signal": run.signal, **run.end_info})
+
+
 class Run:
     """One collection of rows: ``Run(path=None, *, sinks=(), **options)``, made by
     :func:`collect` (see it, and :class:`~gnnmon.record.options.Options`, for the options).
@@ -79,6 +105,9 @@ class Run:
     ``records`` is the window of row dicts kept in memory (all of them for a run without a file or
     sink); ``markers`` the ``mark`` calls; ``gc_events`` and ``samples`` what the GC log and the
     sampler sent (bounded like the rows). :meth:`result` and :meth:`report` read the window.
+    What the sampler sends is kept by the run's :class:`~gnnmon.timeline.session.Timeline`
+    (``timeline``); what goes to the sinks, by its :class:`~gnnmon.record.outlets.Outlets`
+    (``outlets``).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, sinks: Iterable[Any] = (),
@@ -91,18 +120,20 @@ class Run:
         self.path = rank_path(path, None if self.rank is None else self.rank.rank) if path is not None else None
         self.flush_interval = float(opts.flush_interval)
         self.outlets = Outlets(as_sinks(sinks), JsonlSink(self.path, opts.mode, opts.compressed(self.path)) if self.path is not None else None,
-                               self._drain, self.flush_interval, self._end_line)
+                               self._drain, self.flush_interval, partial(_end_line, self))
+        self.sink_errors: list[str] = self.outlets.errors  # why sinks were disabled (each raised; the run went on without it)
+        self.write_errors: list[str] = self.outlets.write_errors  # why writing the file failed (the first ten)
         self.config: dict[str, Any] = dict(opts.config or {})
         self.sample_interval = opts.sample_interval
         self.max_records = opts.window(bool(self.outlets.sinks))
-        self.energy: EnergySources | None = None  # while collecting with energy=True
-        self._sampler: Sampler | None = None
-        self.sampler_stats: dict[str, Any] = {}  # the sampler's own cost, after stop
-        self.join: RowJoin | None = None  # what rows closed now get from the timeline
+        self.timeline = Timeline(self.outlets.pass_on)  # samples, counters' points, the join, the run's sampler
+        self.energy: EnergySources | None = None  # while collecting with energy=True (what probes read)
+        self.samples: list[dict[str, Any]] = self.timeline.samples  # in time order (joined to rows by bisection)
+        self.counters = self.timeline.counters  # energy counters' points (their steps), for interpolation
+        self.sampler_stats: dict[str, Any] = self.timeline.stats  # the sampler's own cost, after stop
         self._window: deque[bytes] = deque(maxlen=self.max_records)  # the newest rows, as their JSON lines
-        self.gc_events: deque[dict[str, Any]] = deque(maxlen=self.max_records)  # from gc callbacks: no lock
-        self.samples: list[dict[str, Any]] = []  # in time order (joined to rows by bisection)
-        self.counters = Counters()  # energy counters' points (their steps), for interpolation
+        self.gc_events: deque[dict[str, Any]] = deque(maxlen=self.max_records)
+        self.add_gc_event = self.outlets.keeper(GC, self.gc_events)  # what the GC log calls: no lock, no I/O
         self.markers: list[dict[str, Any]] = []
         self.manifest: dict[str, Any] | None = None
         self.rows_written = 0  # rows finished (in the window and handed to every sink)
@@ -113,9 +144,9 @@ class Run:
         self._lock = threading.RLock()  # reentrant: a signal handler's row may arrive mid-drain
         self._draining = False  # set under the lock: only this thread can see it True
         self._inbox = Inbox()
-        self._others: deque[tuple[str, dict[str, Any]]] = deque()  # GC events, samples, ... for sinks
         self.children_forked = 0  # forks while active (DataLoader workers): their rows are not here
-        self._state = "new"
+        self._state = "new"  # then "active", "stopping", "stopped"
+        self.active = False  # from start() to stop()
         self.thread: int | None = None  # the thread that started it
         self.ended = "stop"  # how the run ended, for its end line: see stop()
         self.signal: str | None = None  # a SIGTERM's name, set by gnnmon.record.sigterm while active
@@ -135,19 +166,11 @@ class Run:
         options: dict[str, Any] = {"max_records": self.max_records, "sample": self.sample_interval,
                                    "flush_interval": self.flush_interval,
                                    "sinks": [type(s).__name__ for s in self.outlets.sinks]}
-        session = None
-        if self.sample_interval is not None:
-            session = Session(self.sample_interval, self._take_timeline, self.options.sampler,
-                              energy=self.options.energy_options() is not None)
-            options["sampler"] = session.describe()
-            options["nvml"] = session.hello.get("nvml")
-        energy_join = None
+        energy = self.options.energy_options()
         try:  # a bad option or an unwritable file: the sampler must not outlive the failed start
-            energy = self.options.energy_options()
-            if energy is not None and session is not None:
-                self.energy = EnergySources(session.hello, **energy)
-                options["energy"] = self.energy.describe()
-                energy_join = EnergyJoin(options["energy"], session.interval)
+            if self.sample_interval is not None:
+                options.update(self.timeline.open(self.sample_interval, self.options.sampler, energy))
+                self.energy = self.timeline.energy
             self.probes = chosen(self)  # energy is known now; a package's probes are read here
             options["memory_history"] = self.history.start()
             options["sched"] = self.sched
@@ -155,14 +178,13 @@ class Run:
             self.manifest["distributed"] = distributed_entry(self.rank, self.options.distributed, self._job_path)
             self.manifest["file"] = str(self.path.resolve()) if self.path is not None else None
             if self.path is not None:
-                self._check_not_written_by_another_run()
+                refuse_shared_file(self.path, state.RUNS)
             self.outlets.open(self.manifest)
         except BaseException:
-            if session is not None:
-                session.stop()
+            self.timeline.stop()
             self.history.stop()
             raise
-        self._state = "active"
+        self._state, self.active = "active", True
         self.thread = threading.get_ident()  # its thread's rows come here (record/active.py)
         self._last_error = getattr(sys, "last_value", None)
         self._unmeasured_at_start = HELD.unmeasured
@@ -171,20 +193,10 @@ class Run:
         hold_pollers()
         state.push(self)
         writer = self.outlets.start()
-        if session is not None:  # its first sample and points go to the sinks: the writer exists
-            self._sampler = session.sampler
-            self.join = session.join(self.samples, self.counters, energy_join)
-            session.go(first_sample=True)  # the first rows have a point before them
+        self.timeline.go()  # its first sample and points go to the sinks: the writer exists
         if writer is not None:
             writer.start(at=begun)
         return self
-
-    def _check_not_written_by_another_run(self) -> None:
-        mine = os.path.realpath(self.path)  # type: ignore[arg-type]
-        for other in state.RUNS:
-            if other.path is not None and os.path.realpath(other.path) == mine:
-                raise ValueError(f"{self.path} is already being written by an active gnnmon.collect(); give the "
-                                 "nested run a path of its own (or none, to keep its rows in memory)")
 
     def stop(self, ended: str = "stop") -> None:
         """Take the last sample, finish every row, send the last batch and the end line to every
@@ -196,19 +208,13 @@ class Run:
         if self._state != "active":
             return
         self.ended = ended
-        if self._sampler is not None:
-            # its last sample and every counter's next step cover every row closed before it
-            self._sampler.stop()
-            self.sampler_stats = dict(self._sampler.bye)
-            self.sampler_stats.pop("m", None)
-            if self._sampler.errors:  # a sampler that failed mid-run
-                self.sampler_stats["errors"] = list(self._sampler.errors)
+        self.timeline.stop()  # its last sample and every counter's next step cover every row closed before it
         self.history.stop()
         state.pop(self)
         GC_LOG.release()
         self.holds_gc_hook = False
         release_pollers()
-        self._state = "stopping"
+        self._state, self.active = "stopping", False
         self.outlets.stop(self._drain)
         self._state = "stopped"
         self.complete = True
@@ -228,32 +234,21 @@ class Run:
         with held_section():
             self.stop("stop" if exc_type is None else f"exception {exc_type.__name__}")
 
-    def __del__(self) -> None:  # a run dropped without stop(): never leave a thread running
-        if getattr(self, "_state", None) == "active":
-            outlets = getattr(self, "outlets", None)
-            for thread in (getattr(self, "_sampler", None), outlets.writer if outlets is not None else None):
-                if thread is not None:
-                    thread.stop()
-
-    @property
-    def active(self) -> bool:
-        return self._state == "active"
-
     def after_fork_in_child(self) -> None:
         """In a forked child (a DataLoader worker): this run is the parent's. Its threads did not
         come along, its locks may have been held at the fork, and its sinks, sampler process and
         pending rows are the parent's (their CUDA events are set aside: :mod:`gnnmon.devices.fork`).
         The child keeps its newest rows in memory only, with fresh locks, no sinks and no timeline."""
         self.outlets.forget()
-        self._sampler = self.join = None
+        self.timeline.forget()
         self._lock = threading.RLock()
         self._draining = False
         set_aside(self._inbox)
         self._inbox = Inbox()
-        self._others.clear()
         self.max_records = CHILD_MAX_RECORDS
         self._window = deque(list(self._window)[-CHILD_MAX_RECORDS:], maxlen=CHILD_MAX_RECORDS)
         self.gc_events = deque(list(self.gc_events)[-CHILD_MAX_RECORDS:], maxlen=CHILD_MAX_RECORDS)
+        self.add_gc_event = self.outlets.keeper(GC, self.gc_events)
 
     # -- rows -------------------------------------------------------------------------------
     def next_index(self, label: str) -> tuple[int, dict[str, Any]]:
@@ -276,94 +271,27 @@ class Run:
             elif len(inbox) >= BACKLOG and not writer.on_writer_thread():
                 writer.flush(force=False)  # backpressure: wait for the writer rather than pile rows up
 
-    def add_gc_event(self, event: dict[str, Any]) -> None:
-        """Take a GC event (called from inside a gc callback: no lock, no I/O here)."""
-        self.gc_events.append(event)
-        if self.outlets.writer is not None:
-            self._others.append((GC, event))
-
-    def _take_timeline(self, message: dict[str, Any]) -> None:
-        """What the sampler sends (on its reader thread): a sample or a counter's point."""
-        (self.add_point if message.pop("type", None) == POINT else self.add_sample)(message)
-
-    def add_sample(self, sample: dict[str, Any]) -> None:
-        """Take a utilisation sample (from the sampler's reader thread)."""
-        self.samples.append(sample)
-        if self.outlets.writer is not None:
-            self._others.append((SAMPLE, sample))
-
-    @property
-    def points(self) -> list[dict[str, Any]]:
-        """The energy counters' points (``key``, ``t_ns``, ``value``), key by key, in time order
-        (the file also keeps each one's ``err_ns`` and ``step``)."""
-        return self.counters.points()
-
-    def add_point(self, point: dict[str, Any]) -> None:
-        """Take a counter's point (``key``, ``t_ns``, ``value``, ``err_ns``, ``step``)."""
-        self.counters.add(point)
-        if self.outlets.writer is not None:
-            self._others.append((POINT, point))
-
-    def set_join(self, join: RowJoin | None) -> RowJoin | None:
-        """Join rows closed from now on with ``join`` (rows closed before keep the one they were
-        closed under: they are finished first). Returns the previous join."""
-        self.flush()
-        previous, self.join = self.join, join
-        return previous
-
     def _drain(self, force: bool) -> None:
-        """Finish the rows that are ready and hand them on (see :meth:`_take_ready`)."""
+        """Finish the rows that are ready (:meth:`Inbox.take_ready`), keep their lines in the window
+        and hand them on, with the other lines passed on meanwhile, to the sinks."""
         with self._lock:
             if self._draining:  # this thread is inside a drain already (a signal handler's row): later
                 return
             self._draining = True
             try:
-                rows, encoded = self._take_ready(force)
-                others = self._others
-                batch = Batch(rows, encoded, [others.popleft() for _ in range(len(others))])
+                rows = self._inbox.take_ready(self.timeline.join, force)
+                # the rows' file lines (exact-size bytes: orjson's own buffers are over-allocated)
+                encoded = [typed_line(ROW, encode(fields)) for fields in rows]
+                self._window.extend(encoded)
+                self.rows_written += len(rows)
+                if self.max_records is not None and len(self.samples) > self.max_records + SAMPLE_SLACK:
+                    # about as many samples as rows in memory (sinks get all)
+                    self.timeline.trim(self.max_records, self._inbox.oldest_start())
+                batch = Batch(rows, encoded, self.outlets.passed_on())
             finally:
                 self._draining = False
         if len(batch) and self.outlets.sinks:
             self.outlets.write(batch)
-
-    def _take_ready(self, force: bool) -> tuple[list[dict[str, Any]], list[bytes]]:
-        """Finish the rows that are ready (:meth:`Inbox.take_ready`), keep their lines in the
-        window; returns them and their lines."""
-        out = self._inbox.take_ready(self.join, force)
-        # the rows' file lines (exact-size bytes: orjson's own buffers are over-allocated)
-        encoded = [typed_line(ROW, encode(fields)) for fields in out]
-        self._window.extend(encoded)
-        self.rows_written += len(out)
-        if self.max_records is not None and len(self.samples) > self.max_records + SAMPLE_SLACK:
-            self._trim_samples()
-        return out, encoded
-
-    def _trim_samples(self) -> None:
-        """In a bounded run, keep about as many samples as rows in memory (sinks get all), never one
-        a row waiting for its join needs (under the run's lock; the sampler's thread only appends)."""
-        samples = self.samples
-        cut = len(samples) - self.max_records if self.max_records is not None else 0
-        oldest = self._inbox.oldest_start()
-        if oldest is not None:
-            cut = min(cut, bisect.bisect_left(samples, oldest, key=sample_time) - 1)
-        if cut > 0:
-            del samples[:cut]
-
-    def _end_line(self) -> dict[str, Any]:
-        end: dict[str, Any] = {"type": END, "rows": self.rows_written, "end_ns": time.time_ns(),
-                               "ended": self.ended, "sampler": self.sampler_stats}
-        if self.children_forked:
-            end["children_forked"] = self.children_forked
-            end["notes"] = [FORKED_NOTE]
-        if self.outlets.errors:
-            end["sink_errors"] = list(self.outlets.errors)
-        unmeasured = HELD.unmeasured - self._unmeasured_at_start
-        if unmeasured:
-            end["unmeasured_calls"] = unmeasured  # made by signal handlers that interrupted gnnmon
-        if self.signal:  # a SIGTERM came while it was active (gnnmon.record.sigterm)
-            end["signal"] = self.signal
-        end.update(self.end_info)
-        return end
 
     def flush(self) -> None:
         """Finish every row closed so far and hand it to the sinks (waiting for the device, the writer)."""
@@ -376,11 +304,14 @@ class Run:
     @property
     def records(self) -> list[dict[str, Any]]:
         """The rows kept in memory (after finishing pending ones), oldest first: every row of a
-        run without a file or sink, else the newest ``max_records`` (a run never started: none)."""
+        run without a file or sink, else the newest ``max_records`` (a run never started: none).
+        Fresh dicts on each read, read from the window's lines (kept as bytes, which the garbage
+        collector does not track): to read them more than once, keep them, or :meth:`result`,
+        whose ``records`` are made once."""
         if self._state == "new":
             warnings.warn(NEVER_STARTED, UserWarning, 2)
         self.flush()
-        return RunResult.of_lines(list(self._window)).records  # the rows alone: fresh dicts each read
+        return RunResult.of_lines(list(self._window)).records  # the rows alone
 
     # -- sinks ------------------------------------------------------------------------------
     def add_sink(self, sink: Any) -> Sink:
@@ -395,19 +326,9 @@ class Run:
         self.outlets.remove(sink, self._state)
 
     @property
-    def sink_errors(self) -> list[str]:
-        """Why sinks were disabled (each raised; the run went on without it)."""
-        return self.outlets.errors
-
-    @property
     def lines_lost(self) -> int:
         """Lines (rows, samples, events) a failed write kept out of the file."""
         return self.outlets.lines_lost
-
-    @property
-    def write_errors(self) -> list[str]:
-        """Why writing the file failed (the first ten)."""
-        return self.outlets.write_errors
 
     # -- markers ----------------------------------------------------------------------------
     def mark(self, kind: str, value: Any = None, *, carry: bool = True) -> None:
@@ -426,29 +347,24 @@ class Run:
                 self._marks = {**self._marks, kind: value}  # replaced, not changed: rows read it unlocked
             marker = {"kind": kind, "value": value, "t_ns": time.time_ns(), "carry": carry}
             self.markers.append(marker)
-            if self.outlets.writer is not None:
-                self._others.append((MARKER, marker))
+            self.outlets.pass_on(MARKER, marker)
 
     # -- reading ----------------------------------------------------------------------------
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        """The energy counters' points (``key``, ``t_ns``, ``value``), key by key, in time order
+        (the file also keeps each one's ``err_ns`` and ``step``)."""
+        return self.counters.points()
+
     def result(self) -> RunResult:
         """What this run holds now (after finishing pending rows) as a plain
         :class:`~gnnmon.data.result.RunResult`, for reports and exports: its window's row lines read
         as a file's are (:meth:`RunResult.of_lines`)."""
-        return self._result(3)
-
-    def _result(self, stacklevel: int) -> RunResult:
-        if self._state == "new":  # the user's line is named: ``stacklevel`` frames up
-            warnings.warn(NEVER_STARTED, UserWarning, stacklevel)
-        self.flush()
-        return RunResult.of_lines(list(self._window), manifest=self.manifest, gc_events=list(self.gc_events),
-                         samples=list(self.samples), markers=list(self.markers),
-                         points=self.counters.points(), path=self.path, complete=self.complete,
-                         end={"sampler": self.sampler_stats, "children_forked": self.children_forked,
-                              "signal": self.signal, **self.end_info})
+        return _result(self, 3)
 
     def report(self) -> Report:
         """A :class:`gnnmon.report.Report` over this run's rows in memory."""
-        return Report(self._result(3))
+        return Report(_result(self, 3))
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path else "memory"

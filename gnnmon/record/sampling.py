@@ -7,6 +7,8 @@ from typing import Any
 
 from gnnmon.errors import is_positive_number
 from gnnmon.record.active import active_run
+from gnnmon.record.run import Run
+from gnnmon.timeline.join import RowJoin
 from gnnmon.timeline.sampler import DEFAULT_INTERVAL
 from gnnmon.timeline.session import Session
 
@@ -29,13 +31,14 @@ class sample_utilisation:
 
     def __enter__(self) -> sample_utilisation:
         self._run = run = active_run()
-        self._previous = (run.sample_interval, run.join)
-        if run.join is not None:
+        timeline = run.timeline
+        self._previous = (run.sample_interval, timeline.join)
+        if timeline.join is not None:
             return self
-        self._session = session = Session(self.interval, run._take_timeline, self.mode,
+        self._session = session = Session(self.interval, timeline.take, self.mode,
                                           include_children=self.include_children)
         run.sample_interval = session.interval
-        run.set_join(session.join(run.samples, run.counters))
+        _join_from_now(run, session.join(timeline.samples, timeline.counters))
         session.go()
         return self
 
@@ -45,5 +48,12 @@ class sample_utilisation:
                 self._session.stop()  # its last sample covers the rows closed inside
         finally:
             self._run.sample_interval = self._previous[0]
-            if self._run.join is not self._previous[1]:
-                self._run.set_join(self._previous[1])  # rows closed inside are joined first
+            if self._run.timeline.join is not self._previous[1]:
+                _join_from_now(self._run, self._previous[1])  # rows closed inside are joined first
+
+
+def _join_from_now(run: Run, join: RowJoin | None) -> None:
+    """Join ``run``'s rows closed from now on with ``join``: rows closed before keep the one they
+    were closed under (they are finished first)."""
+    run.flush()
+    run.timeline.join = join
