@@ -23,15 +23,18 @@ it ends):
   (a global hook takes every submodule off torch's fast path);
 * **optimizers made** — ``torch.optim.Optimizer.__init__``: an update is to be expected.
 
-The phases, timed into the open row as :class:`gnnmon.phase` times them (``phase_forward_s``,
-``phase_backward_s``, ``phase_optimizer_s``; summed where a row holds several), from the same hooks
-and nothing more: ``forward`` from a root module's forward pre-hook to its forward hook (the
-outermost call only), ``backward`` around the outermost ``torch.autograd.backward`` call (Python
-3.11 has no ``sys.monitoring``: the wrapper above, no further patch), ``optimizer`` from the update's
-pre-hook to its post-hook (the outermost, as updates are de-nested). A phase opens only in a row of
-the engine's (never a row of its own); one inside another (a closure optimizer's forward and
-backward inside its ``step``) is marked so by the row (``phase_forward_in``), as the decorated
-``phase()`` marks it.
+The phases, timed into the open row with the fields :class:`gnnmon.phase` gives them
+(``phase_forward_s``, ``phase_backward_s``, ``phase_optimizer_s``; summed where a row holds
+several), from the same hooks and nothing more: ``forward`` from a root module's forward pre-hook
+to its forward hook (the outermost call only), ``backward`` around the outermost
+``torch.autograd.backward`` call (Python 3.11 has no ``sys.monitoring``: the wrapper above, no
+further patch), ``optimizer`` from the update's pre-hook to its post-hook (the outermost, as
+updates are de-nested). A phase opens only in a row of the engine's (never a row of its own); one
+inside another (a closure optimizer's forward and backward inside its ``step``) is marked so by
+the row (``phase_forward_in = "optimizer"``), as the decorated ``phase()`` marks it. On a CPU row a
+phase is the host clock's, read here (what ``phase()`` reads there, without its objects: the
+engine's row may not cost more than a decorated one); on a device's row it is a ``phase()``,
+timed as the device's (events on CUDA). A row's close ends its phases still open.
 
 The rule (:data:`RULES`; a row's ``step_rule`` names the one that made it):
 
@@ -59,6 +62,8 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from threading import get_ident
+from time import perf_counter_ns
 from types import FunctionType
 from typing import Any
 
@@ -70,6 +75,15 @@ from gnnmon.measure.loader import _begin_pass, _end_pass, _splittable, take_time
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
 from gnnmon.record.run import Run
+
+PHASE_FIELDS = {"forward": "phase_forward_s", "backward": "phase_backward_s", "optimizer": "phase_optimizer_s"}
+"""The engine's phases and their fields (``phase()``'s names)."""
+
+_INSIDE = {name: f"phase_{name}_in" for name in PHASE_FIELDS}
+
+HOST_CLOCK = frozenset(("cpu",))
+"""The backends whose rows' phases the engine times itself on the host clock (a device's are
+``phase()``'s, timed as the device's)."""
 
 __all__ = ["HIDDEN", "LOOKED_FOR", "PATIENCE", "RULES", "AutoSteps"]
 
@@ -101,8 +115,14 @@ HIDDEN = ("an optimizer was made but neither an update nor a backward was seen: 
 _IN_CHILD: list[bool] = []
 
 
+_ENGINES: weakref.WeakSet[AutoSteps] = weakref.WeakSet()
+"""The engines of this process: a forked child turns them off."""
+
+
 def _forked() -> None:
     _IN_CHILD.append(True)
+    for engine in list(_ENGINES):
+        engine.off = True
 
 
 if hasattr(os, "register_at_fork"):
@@ -110,16 +130,18 @@ if hasattr(os, "register_at_fork"):
 
 
 class _Open:
-    """The row being filled and what it has seen."""
+    """The row being filled and what it has seen (the counts start from class defaults: a row is
+    opened on every step)."""
 
-    __slots__ = ("bracket", "batches", "backwards", "updates", "skipped", "forwards", "roots", "wait_s", "split")
+    batches = backwards = updates = skipped = forwards = 0
+    wait_s = 0.0
+    split: dict[str, float] | None = None  # a PyG neighbour loader's sample / gather / transform times
 
     def __init__(self, bracket: Bracket) -> None:
         self.bracket = bracket
-        self.batches = self.backwards = self.updates = self.skipped = self.forwards = 0
+        self.fields = bracket.row.fields
+        self.host = self.fields.get("backend") in HOST_CLOCK  # its phases read by the engine on the host clock
         self.roots: dict[int, Any] = {}  # the root modules called in it, by id
-        self.wait_s = 0.0
-        self.split: dict[str, float] | None = None  # a PyG neighbour loader's sample / gather / transform times
 
 
 class AutoSteps:
@@ -149,14 +171,18 @@ class AutoSteps:
         self._roots_due: dict[int, Any] | None = None
         self._undo: list[Callable[[], Any]] = []
         self._global_fwd: list[Any] = []
-        self._phase_fwd: phase | None = None  # the root forward's phase, open from its pre-hook to its hook
-        self._phase_opt: phase | None = None  # the update's phase, open from its pre-hook to its post-hook
+        # the phases open now: name -> (its start on the host clock, the phase it opened inside) or a phase()
+        self._started: dict[str, Any] = {}
+        self._inner: str | None = None  # the innermost host-clock phase open
         self.depth_next = 0  # next() calls under way: the outermost is the wait
         self._iterators: set[type] = set()  # iterator classes a loader's __iter__ returned
         self._timed: set[type] = set()  # the classes whose __next__ is wrapped
         # PyG neighbour loaders split -> their wrappers (held weakly: a loader made each epoch goes when dropped)
         self._splits: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.active = False
+        self.off = True  # what a hook asks first after torch.compile: not active, or in a forked child
+        self._t0 = dict.fromkeys(PHASE_FIELDS, 0)  # each host-clock phase's start (0: not open)
+        self._outer: dict[str, str | None] = dict.fromkeys(PHASE_FIELDS)  # the phase each opened inside
 
     # -- life cycle -----------------------------------------------------------------------------
     def start(self) -> AutoSteps:
@@ -166,6 +192,8 @@ class AutoSteps:
         from torch.utils.data import dataloader
 
         self.active = True
+        self.off = bool(_IN_CHILD)
+        _ENGINES.add(self)
         self._undo.append(optim.register_optimizer_step_pre_hook(self._opt_pre).remove)
         self._undo.append(optim.register_optimizer_step_post_hook(self._opt_post).remove)
         self._global_fwd = [nn_module.register_module_forward_pre_hook(self._fwd_pre),
@@ -190,7 +218,7 @@ class AutoSteps:
         and patch, and return :meth:`summary`."""
         if self.active:
             self.active = False
-            self._phase_fwd = self._phase_opt = None  # the row's close ends a phase still open
+            self.off = True
             try:
                 self._close(error, ended=True)
             finally:
@@ -232,7 +260,7 @@ class AutoSteps:
         """Whether a hook must do nothing: another thread, a forked child, torch.compile tracing,
         or the run over. Compiling is asked first: dynamo folds it, where tracing the thread's id
         would break the user's graph (and run the hook eagerly inside the compiled step)."""
-        return is_compiling() or threading.get_ident() != self.thread or bool(_IN_CHILD) or not self.active
+        return is_compiling() or self.off or get_ident() != self.thread
 
     def _expect_update(self) -> bool:
         return self.seen_update or (self.optimizers_made > 0 and not self.gave_up)
@@ -252,8 +280,10 @@ class AutoSteps:
         if opened is None:
             return
         with held_section():
+            if self._inner is not None or self._started:
+                self._end_all()
             self.open = None
-            fields = opened.bracket.row.fields
+            fields = opened.fields
             if opened.updates or opened.skipped:
                 label, rule = "step", "update"
             elif opened.backwards:
@@ -390,22 +420,51 @@ class AutoSteps:
                         split[name] = split.get(name, 0.0) + value
 
     # -- phases ---------------------------------------------------------------------------------
-    def _phase_enter(self, name: str) -> phase | None:
-        """A phase opened in the engine's open row (None where no row of its is open: a phase
-        never makes a row of its own here)."""
-        if self.open is None:
-            return None
-        timed = phase(name)
-        timed.__enter__()
-        return timed
+    def _phase_start(self, name: str) -> None:
+        """Open phase ``name`` in the engine's open row (nothing where none is open: a phase never
+        makes a row of its own here)."""
+        opened = self.open
+        if opened is None:
+            return
+        if opened.host:
+            outer = self._outer[name] = self._inner
+            if outer is not None:
+                opened.fields.setdefault(_INSIDE[name], outer)
+            self._t0[name] = perf_counter_ns()
+            self._inner = name  # once started: a start that failed leaves nothing open
+        else:
+            timed = phase(name)
+            timed.__enter__()
+            self._started[name] = timed
 
-    def _phase_exit(self, timed: phase) -> None:
-        """End a phase this engine opened (a row closed first has ended it: then nothing); a fault
-        is counted, never raised."""
+    def _phase_end(self, name: str) -> None:
+        """End phase ``name`` if it is open: its time added to its row (a row's close has ended it
+        already: then nothing)."""
+        t0 = self._t0[name]
+        if t0:
+            self._t0[name] = 0
+            self._inner = self._outer[name]
+            fields, field = self.open.fields, PHASE_FIELDS[name]  # type: ignore[union-attr]  # open: see _close
+            fields[field] = fields.get(field, 0.0) + (perf_counter_ns() - t0) / 1e9
+        elif self._started:
+            timed = self._started.pop(name, None)
+            if timed is not None:
+                timed.__exit__(None, None, None)
+
+    def _end_all(self) -> None:
+        """The open row closes: its phases still open end with it, the innermost first."""
         try:
-            timed.__exit__(None, None, None)
+            name = self._inner
+            while name is not None and self._t0[name]:  # the innermost first
+                self._phase_end(name)
+                name = self._inner
+            for name in [n for n, t0 in self._t0.items() if t0] + list(reversed(self._started)):
+                self._phase_end(name)
         except Exception:  # noqa: BLE001
             self.faults += 1
+        self._started.clear()
+        self._t0 = dict.fromkeys(PHASE_FIELDS, 0)
+        self._inner = None
 
     # -- forwards -------------------------------------------------------------------------------
     def _fwd_pre(self, module: Any, args: Any) -> None:
@@ -415,7 +474,7 @@ class AutoSteps:
             self.depth_fwd += 1
             if self.depth_fwd == 1:
                 self._root_forward(module, args)
-                self._phase_fwd = self._phase_enter("forward")
+                self._phase_start("forward")
         except Exception:  # noqa: BLE001
             self.faults += 1
 
@@ -426,9 +485,10 @@ class AutoSteps:
             self.depth_fwd -= 1
         if self.depth_fwd:
             return
-        timed, self._phase_fwd = self._phase_fwd, None
-        if timed is not None:
-            self._phase_exit(timed)
+        try:
+            self._phase_end("forward")
+        except Exception:  # noqa: BLE001
+            self.faults += 1
         if self._roots_due is not None:
             try:
                 self._hook_roots(self._roots_due)
@@ -476,10 +536,9 @@ class AutoSteps:
         def backward(*args: Any, **kwargs: Any) -> Any:
             if engine._off() or engine.depth_bwd:
                 return original(*args, **kwargs)
-            timed = None
             try:
                 engine._backward_starts()
-                timed = engine._phase_enter("backward")
+                engine._phase_start("backward")
             except Exception:  # noqa: BLE001
                 engine.faults += 1
             engine.depth_bwd += 1
@@ -487,8 +546,10 @@ class AutoSteps:
                 return original(*args, **kwargs)
             finally:
                 engine.depth_bwd -= 1
-                if timed is not None:
-                    engine._phase_exit(timed)
+                try:
+                    engine._phase_end("backward")
+                except Exception:  # noqa: BLE001
+                    engine.faults += 1
 
         backward.__wrapped__ = original  # type: ignore[attr-defined]
         backward.__doc__ = original.__doc__
@@ -515,7 +576,7 @@ class AutoSteps:
             try:
                 if self.open is None:
                     self._begin(())  # an update with nothing before it (a closure optimizer's first step)
-                self._phase_opt = self._phase_enter("optimizer")
+                self._phase_start("optimizer")
             except Exception:  # noqa: BLE001
                 self.faults += 1
 
@@ -526,9 +587,10 @@ class AutoSteps:
             self.depth_opt -= 1
         if self.depth_opt:
             return  # an inner optimizer that a wrapper steps: the wrapper's step is the update
-        timed, self._phase_opt = self._phase_opt, None
-        if timed is not None:
-            self._phase_exit(timed)
+        try:
+            self._phase_end("optimizer")
+        except Exception:  # noqa: BLE001
+            self.faults += 1
         try:
             self._updated(id(optimizer))
         except Exception:  # noqa: BLE001

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import time
 
 import pytest
 import torch
@@ -134,24 +135,27 @@ def test_a_forked_child_s_hooks_do_nothing():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with gnnmon.collect() as run:
         engine = AutoSteps(run).start()
-        _steps(model, opt, 2)  # planted: 2 updates in this process
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: 3 updates of its own, then what its copy of the engine saw
-            try:
-                _steps(model, opt, 3)
-                seen = (engine.updates_total, engine.backwards_total, engine.open is None, engine._phase_fwd,
-                        engine._phase_opt, engine.depth_fwd, engine.depth_opt, engine.faults)
-                os.write(write, pickle.dumps(seen))
-            finally:
-                os._exit(0)
-        os.close(write)
-        with os.fdopen(read, "rb") as pipe:
-            seen = pickle.loads(pipe.read())
-        os.waitpid(pid, 0)
-        _steps(model, opt, 1)  # planted: 1 more here
-        summary = engine.stop()
-    assert seen == (2, 2, True, None, None, 0, 0, 0)
+        try:
+            _steps(model, opt, 2)  # planted: 2 updates in this process
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: 3 updates of its own, then what its copy of the engine saw
+                try:
+                    _steps(model, opt, 3)
+                    seen = (engine.updates_total, engine.backwards_total, engine.open is None, engine._inner,
+                            dict(engine._started), engine.depth_fwd, engine.depth_opt, engine.faults)
+                    os.write(write, pickle.dumps(seen))
+                finally:
+                    os._exit(0)
+            os.close(write)
+            with os.fdopen(read, "rb") as pipe:
+                got = pipe.read()
+            os.waitpid(pid, 0)
+            _steps(model, opt, 1)  # planted: 1 more here
+        finally:
+            summary = engine.stop()
+    assert got, "the child said nothing"
+    assert pickle.loads(got) == (2, 2, True, None, {}, 0, 0, 0)
     assert summary["updates"] == 3 and len(run.records) == 3
 
 
@@ -169,6 +173,7 @@ def test_a_phase_that_fails_is_a_counted_fault_and_the_script_goes_on(monkeypatc
             if failing == "__exit__":
                 raise RuntimeError("planted")
 
+    monkeypatch.setattr(auto_steps, "HOST_CLOCK", frozenset())  # the device's path: phase() objects
     monkeypatch.setattr(auto_steps, "phase", Broken)
     model = torch.nn.Linear(2, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -178,4 +183,61 @@ def test_a_phase_that_fails_is_a_counted_fault_and_the_script_goes_on(monkeypatc
         summary = engine.stop()
     assert summary["updates"] == 3 and [r["label"] for r in run.records] == ["step"] * 3
     assert summary["faults"] == 3 * 3  # each phase's failure, counted once
+    assert not any(k.startswith("phase_") for r in run.records for k in r)
+
+
+def test_a_device_row_s_phases_are_gnnmon_phases_with_the_same_fields(monkeypatch):
+    """On a device's row the engine opens ``gnnmon.phase`` (timed as the device's); here the CPU's
+    row is made to take that path: the same fields, nested the same way, each phase holding its
+    planted sleep."""
+    monkeypatch.setattr(auto_steps, "HOST_CLOCK", frozenset())
+    entered: list[str] = []
+
+    class Counted(gnnmon.phase):
+        def __enter__(self):
+            entered.append(self.name)
+            return super().__enter__()
+
+    monkeypatch.setattr(auto_steps, "phase", Counted)
+    slow = 0.01
+
+    class Slow(torch.nn.Linear):
+        def forward(self, x):
+            time.sleep(slow)  # planted: forward >= slow
+            return super().forward(x)
+
+    model = Slow(2, 1)
+    opt = torch.optim.LBFGS(model.parameters(), max_iter=1)
+
+    def closure():
+        opt.zero_grad()
+        loss = model(torch.randn(4, 2)).sum()
+        loss.backward()
+        return loss
+
+    with gnnmon.collect() as run:
+        engine = AutoSteps(run).start()
+        for _ in range(2):  # planted: 2 updates, each running its closure inside step
+            opt.step(closure)
+        summary = engine.stop()
+    assert summary["updates"] == 2 and "faults" not in summary
+    assert entered == ["optimizer", "forward", "backward"] * 2
+    for r in run.records:
+        assert r["phase_forward_s"] >= slow and r["phase_optimizer_s"] >= r["phase_forward_s"]
+        assert r["phase_forward_in"] == r["phase_backward_in"] == "optimizer"
+
+
+def test_a_host_clock_that_fails_is_a_counted_fault_and_the_script_goes_on(monkeypatch):
+    def broken() -> int:
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(auto_steps, "perf_counter_ns", broken)
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gnnmon.collect() as run:
+        engine = AutoSteps(run).start()
+        _steps(model, opt, 3)  # planted: 3 updates, each with a forward, a backward and an update phase
+        summary = engine.stop()
+    assert summary["updates"] == 3 and [r["label"] for r in run.records] == ["step"] * 3
+    assert summary["faults"] == 3 * 3  # each phase's start, counted once (its end finds it not started)
     assert not any(k.startswith("phase_") for r in run.records for k in r)

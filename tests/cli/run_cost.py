@@ -1,0 +1,115 @@
+"""The Python a step costs in gnnmon's own code under ``gnnmon run``, against the same loop
+decorated as the README teaches (``@monitor_memory_device @cuda_timed``, three ``phase`` blocks,
+``watch_loader``): bytecode instructions a step on the step's thread, counted as
+``benchmarks/row_opcodes.py`` counts them (not timed: the same on a busy machine and an idle one,
+for one Python version). The step is a tiny one (a 4 -> 1 linear layer, a batch of 4 from a
+DataLoader), so that the count is gnnmon's alone.
+
+Run: ``.venv/bin/python -m tests.cli.run_cost`` (seconds). Issue 68 asks that the first be no more
+than the second."""
+
+from __future__ import annotations
+
+import gc
+import platform
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import gnnmon
+from gnnmon.measure.auto_steps import AutoSteps
+
+PACKAGE = str(Path(gnnmon.__file__).resolve().parent)
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(4 * 1000, 4))
+
+
+def count(steps: Callable[[], int]) -> float:
+    """Instructions gnnmon's modules run per step of ``steps()`` (which returns how many it ran),
+    collections held off while counting (a tracer's frames would start some)."""
+    seen = [0]
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "opcode":
+            seen[0] += 1
+        return local
+
+    def enter(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename.startswith(PACKAGE):
+            frame.f_trace_opcodes = True
+            return local
+        return None
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(10**9)
+    sys.settrace(enter)
+    try:
+        n = steps()
+    finally:
+        sys.settrace(None)
+        gc.set_threshold(*threshold)
+    return seen[0] / n
+
+
+def plain(batches: Iterator[Any], n: int) -> int:
+    for _ in range(n):
+        (x,) = next(batches)
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+    return n
+
+
+@gnnmon.monitor_memory_device
+@gnnmon.cuda_timed
+def train_step(x: torch.Tensor) -> None:
+    optimizer.zero_grad()
+    with gnnmon.phase("forward"):
+        loss = model(x).sum()
+    with gnnmon.phase("backward"):
+        loss.backward()
+    with gnnmon.phase("optimizer"):
+        optimizer.step()
+
+
+def decorated(batches: Iterator[Any], n: int) -> int:
+    for _ in range(n):
+        (x,) = next(batches)
+        train_step(x)
+    return n
+
+
+def counts(folder: Path, warm: int = 50, counted: int = 200) -> dict[str, float]:
+    """Each form's instructions a step, inside ``collect`` after ``warm`` steps."""
+    with gnnmon.collect(folder / "run.jsonl", flush_interval=3600) as run:
+        engine = AutoSteps(run).start()
+        try:
+            batches = iter(DataLoader(data, batch_size=4))
+            plain(batches, warm)
+            found = {"gnnmon run": count(lambda: plain(batches, counted))}
+        finally:
+            engine.stop()
+    with gnnmon.collect(folder / "decorated.jsonl", flush_interval=3600):
+        batches = iter(gnnmon.watch_loader(DataLoader(data, batch_size=4)))
+        decorated(batches, warm)
+        found["decorated"] = count(lambda: decorated(batches, counted))
+    return found
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        found = counts(Path(tmp))
+    print(f"Python {platform.python_version()}, gnnmon {gnnmon.__version__}: instructions a step in gnnmon's code")
+    for name, n in found.items():
+        print(f"  {name:12s} {n:8.0f}")
+
+
+if __name__ == "__main__":
+    main()
