@@ -1,11 +1,19 @@
-"""The run file format, ``gnnmon.jsonl`` version 2: one JSON object per line, each with a ``type``.
+"""The run file format, ``gnnmon.jsonl`` version 3: one JSON object per line, each with a ``type``.
 
-A file is a manifest line first (versions, devices, options, the user's config), then, in the
-order they arrived, rows, GC events, utilisation samples, energy counters' points and markers,
-and an end line when the run ended cleanly. Every line stands alone: a row line is the row as
-recorded, every field of it (``jq``, ``pandas.read_json(lines=True)`` and DuckDB read it as it is).
-Version 1 said what repeats on rows once, in ``same`` lines that rows named; gnnmon reads those
-files too (:mod:`gnnmon.data.expand`), and refuses a newer version than it knows, naming both.
+A file is a manifest line first (versions, devices, options, the user's config, and what holds for
+every row of the run), then, in the order they arrived, rows, GC events, utilisation samples,
+energy counters' points and markers, and an end line when the run ended cleanly. Every line stands
+alone: a row line is the row as recorded (``jq``, ``pandas.read_json(lines=True)`` and DuckDB read
+it as it is), and it carries the row's own figures only. What holds for the whole run is said once:
+the manifest's ``host_memory`` (the allocator's setting, and what it means for every CPU row's
+memory figures; the end line's says it as it was at the end) and ``sampled`` (how each sampled
+figure is had, and when a row lacks one). A figure a row lacks is absent from its line.
+
+Versions: 3 (2026-12) said once what version 2 repeated on every row (the allocator's note on each
+CPU row, each sampled figure's ``<field>_source``, a note and a null for each sampled figure a row
+lacked, "gpu figures: not a CUDA row"); 2 wrote every row whole; 1 said what repeated on rows once,
+in ``same`` lines that rows named (:mod:`gnnmon.data.expand`). gnnmon reads every older version as
+it was written, and refuses a newer version than it knows, naming both.
 :data:`KINDS` names every kind of line; this module turns objects into lines and back. Non-finite floats are written as ``null`` (strict JSON),
 tensors (where torch is loaded) as their values, anything else JSON cannot hold as its repr; a
 string with a lone surrogate (a name the OS decoded with ``surrogateescape``) as a JSON escape,
@@ -41,8 +49,10 @@ except ImportError:  # pragma: no cover - orjson is a dependency
     _ORJSON_OPTIONS = 0
 
 FORMAT = "gnnmon.jsonl"
-FORMAT_VERSION = 2
-"""2: every line whole (2026-12); 1: rows could name a ``same`` line for what repeated on them."""
+FORMAT_VERSION = 3
+"""3: a row carries its own figures only, what holds for the run said once in the manifest and end
+line (2026-12); 2: every line whole (2026-12); 1: rows could name a ``same`` line for what repeated
+on them."""
 MANIFEST_START = b'{"type":"manifest","format":"gnnmon.jsonl"'
 """How every manifest line gnnmon writes begins: a cut-off first line is gnnmon's only if it does."""
 

@@ -102,7 +102,8 @@ LINES: dict[str, dict[str, Field]] = {
     MANIFEST: {"format_version": F(INTEGER), "gnnmon": F(STRING), "torch": F(STRING), "torch_geometric": F(STRING),
                "python": F(STRING), "platform": F(STRING), "host": F(STRING), "pid": F(INTEGER),
                "start_time": F(STRING), "start_ns": F(CLOCK), "devices": F(OBJECT), "gc_frozen": F(INTEGER), "gc_tracked": F(INTEGER),
-               "options": F(OBJECT), "config": F(OBJECT), "distributed": F(OBJECT), "file": F(STRING)},
+               "options": F(OBJECT), "config": F(OBJECT), "distributed": F(OBJECT), "file": F(STRING),
+               "host_memory": F(OBJECT), "sampled": F(OBJECT)},
     GC: {"generation": F(GENERATION, True), "t_start_ns": F(CLOCK, True), "duration_s": F(NUMBER, True),
          "collected": F(INTEGER), "uncollectable": F(INTEGER), "requested": F(FLAG), "reason": F(STRING),
          "row": F(STRING), "phase": F(STRING), "thread": F(STRING)},
@@ -111,7 +112,8 @@ LINES: dict[str, dict[str, Field]] = {
             "step": F(FLAG)},
     MARKER: {"kind": F(STRING, True), "t_ns": F(CLOCK, True), "carry": F(FLAG)},
     END: {"rows": F(INTEGER), "end_ns": F(CLOCK), "ended": F(STRING), "sampler": F(OBJECT),
-          "children_forked": F(INTEGER), "signal": F(STRING), "steps": F(OBJECT)},
+          "children_forked": F(INTEGER), "signal": F(STRING), "steps": F(OBJECT),
+          "host_memory": F(OBJECT)},
     SAME: {"id": F(INTEGER, True), "keys": F(STRINGS, True), "fields": F(OBJECT, True), "alias": F(OBJECT)},
 }
 """Each kind of line's named fields (a sample's fields named with a unit's suffix are numbers too)."""

@@ -47,7 +47,7 @@ from gnnmon.forecast import variants
 from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.forecast.search import BatchSizeSearch, Probe, search
 from gnnmon.forecast.shapes import heaviest, heaviness, item_sizes
-from gnnmon.measure.memory_fields import CACHED_NOTE
+from gnnmon.measure.memory_fields import cached
 from gnnmon.record.active import collect
 from gnnmon.report.memory.model import MemoryModel, prime
 
@@ -248,8 +248,8 @@ class InexactHostMemory(ValueError):
 
 
 def _cached(records: Sequence[dict[str, Any]]) -> bool:
-    """Whether any of these rows measured host memory the allocator kept (its note says so)."""
-    return any(CACHED_NOTE in (r.get("notes") or ()) for r in records)
+    """Whether any of these rows measured host memory the allocator kept (the run's ``host_memory`` says so)."""
+    return cached(records)
 
 
 INEXACT_HOST = ("host memory was measured without gnnmon.exact_host_memory(): freed memory stayed in the "

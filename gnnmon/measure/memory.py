@@ -17,11 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from gnnmon.devices.host import EXACT_SOURCE, HOST
-from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.errors import is_positive_number
 from gnnmon.measure.adapters import make_decorator, make_scope
 from gnnmon.measure.lifecycle import Measurement
-from gnnmon.measure.memory_fields import CACHED_NOTE, device_figures, host_as_device, host_figures
+from gnnmon.measure.memory_fields import device_figures, host_as_device, host_figures
 from gnnmon.measure.row_device import row_backend, window_read_at_end, work_starts
 
 DEFAULT_SAMPLE_INTERVAL = 0.005
@@ -100,8 +99,6 @@ class MemoryMeasurement(Measurement):
             host_as_device(fields)
             if self.options["include_children"]:
                 self.row.note("cpu mem_* include child processes (sampled)")
-            if mmap_threshold() is None:
-                self.row.note(CACHED_NOTE)
             return None
         if device is not None:
             device_figures(fields, device)

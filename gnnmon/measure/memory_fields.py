@@ -1,17 +1,18 @@
 """The memory figures of a row, named from a backend's raw windows (declared in
 :mod:`gnnmon.figures`; all bytes): the host's ``rss_*``, an accelerator's ``mem_*``, and on the
 CPU the ``mem_*`` figures as the host's. Written by the memory measurement, and by the settling of
-a row whose device is chosen at its end (:mod:`gnnmon.measure.row_device`)."""
+a row whose device is chosen at its end (:mod:`gnnmon.measure.row_device`). What the CPU's figures
+mean while the allocator keeps freed memory is the same for every row of a run: the run says it
+once (the manifest's ``host_memory``, :mod:`gnnmon.record.manifest`), never a row."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gnnmon.devices.base import MemoryWindow
-
-CACHED_NOTE = ("cpu: freed memory stays in the process for reuse (glibc), so a call's peak shows only "
-               "growth beyond what earlier calls left; gnnmon.exact_host_memory() returns large frees "
-               "to the OS (at a cost in page faults: 1.6-1.8x a GraphSAGE step's time, docs/memory.md)")
+from gnnmon.devices.malloc import mmap_threshold
+from gnnmon.fields import HOST_BACKEND
 
 DEVICE_ONLY = ("mem_reserved_start_bytes", "mem_reserved_end_bytes", "mem_reserved_peak_bytes",
                "mem_driver_start_bytes", "mem_driver_bytes", "mem_driver_peak_bytes", "mem_recommended_max_bytes",
@@ -75,3 +76,11 @@ def host_instead(fields: dict[str, Any]) -> None:
         fields.pop(name, None)
     if "rss_start_bytes" in fields:
         host_as_device(fields)
+
+
+def cached(records: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether any of these rows (this process's, just measured) holds host memory figures the
+    allocator's reuse of freed memory blurs: a CPU row with a peak while
+    :func:`gnnmon.exact_host_memory` is not in force."""
+    return mmap_threshold() is None and any(
+        r.get("backend") == HOST_BACKEND and r.get("mem_peak_bytes") is not None for r in records)

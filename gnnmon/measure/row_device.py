@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 from gnnmon.devices import Backend, backend_for
-from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.devices.resolve import (
     BY_ARGUMENT,
     BY_EXPLICIT,
@@ -33,7 +32,7 @@ from gnnmon.devices.resolve import (
     started_during,
 )
 from gnnmon.errors import raised_by_handler
-from gnnmon.measure.memory_fields import CACHED_NOTE, host_instead
+from gnnmon.measure.memory_fields import host_instead
 from gnnmon.record.row import Row
 
 
@@ -122,8 +121,6 @@ def _settle(row: Row, placing: Placing) -> None:
         fields["device_s_source"] = "wall"
     if "mem_start_bytes" in fields:
         host_instead(fields)
-        if mmap_threshold() is None:
-            row.note(CACHED_NOTE)
 
 
 def close_row(row: Row, error: BaseException | None) -> None:

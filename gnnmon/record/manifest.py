@@ -1,4 +1,8 @@
-"""The first line of a run: versions, host, devices, start time and the user's config."""
+"""The first line of a run: versions, host, devices, start time and the user's config, and what
+holds for every row of the run, said once here rather than on each row (format version 3): the
+host allocator's setting and what it means for the CPU's memory figures (``host_memory``; the end
+line says it again as it was at the end, without the note), and how every sampled figure is had
+(``sampled``)."""
 
 from __future__ import annotations
 
@@ -16,8 +20,16 @@ import torch
 
 from gnnmon._version import __version__
 from gnnmon.data.format import FORMAT, FORMAT_VERSION, MANIFEST
+from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.devices.ranks import RankInfo, clock_offset
 from gnnmon.devices.registry import BACKENDS
+from gnnmon.timeline.join import gauge_statement
+
+HOST_MEMORY_NOTE = ("cpu: freed memory stays in the process for reuse (glibc), so a call's peak shows only "
+                    "growth beyond what earlier calls left; gnnmon.exact_host_memory() returns large frees "
+                    "to the OS (at a cost in page faults: 1.6-1.8x a GraphSAGE step's time, docs/memory.md)")
+"""What the CPU rows' memory figures (``mem_*``, ``rss_*``) mean while the allocator keeps freed memory
+(:func:`gnnmon.exact_host_memory` not called): said once, in the manifest's ``host_memory``."""
 
 
 def _version(dist: str) -> str | None:
@@ -38,8 +50,9 @@ def _devices() -> dict[str, Any]:
 
 
 def build_manifest(config: dict[str, Any] | None, options: dict[str, Any]) -> dict[str, Any]:
-    """The manifest dict for a new run (plain data, JSON-serialisable)."""
-    return {
+    """The manifest dict for a new run (plain data, JSON-serialisable); ``options["sample"]``: the
+    sampling interval (seconds) whose figures' ``sampled`` statement it holds, or None."""
+    manifest = {
         "type": MANIFEST,
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -56,7 +69,25 @@ def build_manifest(config: dict[str, Any] | None, options: dict[str, Any]) -> di
         **gc_state(),
         "options": options,
         "config": dict(config or {}),
+        "host_memory": host_memory(),
     }
+    interval = options.get("sample")
+    if interval is not None:
+        manifest["sampled"] = gauge_statement(interval)
+    return manifest
+
+
+def host_memory(note: bool = True) -> dict[str, Any]:
+    """The host allocator's setting now, for every CPU row of a run (said once, never on a row):
+    ``mmap_threshold`` is what :func:`gnnmon.exact_host_memory` set, None for glibc's default (freed
+    memory kept for reuse); ``note`` (where ``note`` is asked and it is None): what that means for
+    the CPU's memory figures, :data:`HOST_MEMORY_NOTE`. The manifest holds it with its note as the
+    run starts, the end line without as it ends: the two differ where the call came mid-run."""
+    threshold = mmap_threshold()
+    entry: dict[str, Any] = {"mmap_threshold": threshold}
+    if note and threshold is None:
+        entry["note"] = HOST_MEMORY_NOTE
+    return entry
 
 
 def gc_state() -> dict[str, int | None]:

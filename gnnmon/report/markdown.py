@@ -30,6 +30,7 @@ from gnnmon.figures import (
 )
 from gnnmon.report.analysis import dips, gc_summary, step_analysis
 from gnnmon.report.diagnosis.text import diagnosis_lines
+from gnnmon.report.run_notes import run_notes
 from gnnmon.report.stats import STATS
 from gnnmon.report.text import md
 
@@ -196,12 +197,20 @@ def render_markdown(report: Explained, header: bool = True, diagnosis: bool = Tr
             lines.append("")
             lines.extend(f"- note: {md(n)}" for n in notes)
         lines.append("")
+    lines.extend(run_notes_lines(run_notes(report.manifest, report.result.end, report.table)))
     lines.extend(oom_lines(report.oom()))
     lines.extend(layer_lines(report.layers()))
     lines.extend(_analysis_lines(report))
     lines.extend(cross_rank_lines(report.cross_rank()))
     lines.extend(energy_lines(report.energy()))
     return "\n".join(lines)
+
+
+def run_notes_lines(notes: list[str]) -> list[str]:
+    """What the run says once of all its rows (:mod:`gnnmon.report.run_notes`), after the labels' tables."""
+    if not notes:
+        return []
+    return ["### Notes on the whole run", "", *(f"- note: {md(n)}" for n in notes), ""]
 
 
 def oom_lines(ooms: list[dict[str, Any]]) -> list[str]:

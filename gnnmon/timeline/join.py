@@ -2,9 +2,11 @@
 of rows: all ``time.time_ns()``). One join for every sampled figure, in the run, off the step's path:
 
 * gauges (utilisation, GPU power, host memory; :data:`GAUGES`): a row gets the mean of the samples
-  taken inside its window; a row with none inside (shorter than the interval) gets the value
-  interpolated at its middle from the samples on each side, and its source says
-  ``(interpolated)``;
+  taken inside its window (``util_samples`` of them); a row with none inside (shorter than the
+  interval) gets the value interpolated at its middle from the samples on each side; a row with
+  no sample on one side that has the figure (or, for a GPU's figures, no GPU) lacks it: the field
+  is absent. How each is measured is the same for every row of a run, so it is said once, in the
+  manifest's ``sampled`` entry (:func:`gauge_statement`), never on the rows;
 * cumulative counters (energy: :class:`~gnnmon.data.points.Counters`): interpolated linearly
   between the points around the row's start and end, so rows and the gaps between them add up to
   the counter's own delta.
@@ -27,7 +29,8 @@ from gnnmon.fields import add_note
 Samples = Sequence[Mapping[str, Any]]
 
 GAUGES = (
-    # row field, sample key ({i}: the row's CUDA index), what measured it
+    # row field, sample key ({i}: the row's CUDA index), what measured it (a row's field has no _source:
+    # gauge_statement says how, once for the run)
     ("cpu_util_pct", "cpu_util_pct", "psutil"),
     ("gpu_util_pct", "gpu{i}_util_pct", "nvml"),
     ("gpu_power_w", "gpu{i}_power_w", "nvml"),
@@ -36,7 +39,7 @@ GAUGES = (
     ("others_cpu_pct", "others_cpu_pct", "psutil"),
     ("idle_cpu_pct", "idle_cpu_pct", "psutil"),
 )
-"""Sampled figures a row gets, each with ``<field>_source``: the training process's and its
+"""Sampled figures a row gets (how each is measured said once, :func:`gauge_statement`): the training process's and its
 workers' CPU % (100 = one core), the row's GPU's utilisation (% of time a kernel ran) and power
 (W), the DataLoader workers' RSS (bytes), the machine's used RAM (bytes), and on the cores the
 process may run on, the CPU other processes took and the idle time left (% of one core:
@@ -81,7 +84,9 @@ def gauge_at(samples: Samples, key: str, t_ns: int, i: int | None = None, window
     return v0 + (v1 - v0) * (t_ns - t0) / (t1 - t0) if t1 > t0 else v1
 
 
+
 note = add_note
+"""A row's note (what the energy join says of a figure it cannot give)."""
 
 
 _KEYS: dict[int | None, list[tuple[str, str | None, str]]] = {}
@@ -103,35 +108,45 @@ def _kept(name: str, value: float) -> float | int:
     return round(value) if name.endswith("_bytes") else round(value, 2)
 
 
+def gauge_statement(interval: float) -> dict[str, Any]:
+    """How every :data:`GAUGES` figure of a row is had, the same for every row of a run: said once,
+    in the manifest's ``sampled`` entry (a row carries its figures alone). ``sources``: each
+    figure's ``measured:<how>@<interval>``; ``keys``: the sample key it is read from (``{i}``: the
+    row's CUDA index; those figures are a CUDA row's only); ``rule``: how a row's value is made
+    from the samples, and when a row lacks it."""
+    every = f"@{interval * 1000:g}ms"
+    return {
+        "interval_s": interval,
+        "rule": ("a row's figure is the mean of the samples inside its window (util_samples of them); where "
+                 "util_samples is 0, the value interpolated at its middle from the samples on each side; absent "
+                 "where no sample on one side of the row has it"),
+        "sources": {name: f"measured:{how}{every}" for name, _, how in GAUGES},
+        "keys": {name: key for name, key, _ in GAUGES},
+        "cuda_only": [name for name, key, _ in GAUGES if "{i}" in key],
+    }
+
+
 def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> None:
-    """Add every :data:`GAUGES` figure, its source and ``util_samples`` (samples in the window)."""
+    """Add every :data:`GAUGES` figure the samples give the row, and ``util_samples`` (samples in
+    its window); a figure the samples cannot give is left out (see :func:`gauge_statement`).
+    ``interval``: the sampling interval (how each figure is measured: the manifest says it)."""
     a, b = fields["t_start_ns"], fields["t_end_ns"]
     lo = bisect.bisect_left(samples, a, key=sample_time)
     hi = bisect.bisect_right(samples, b, key=sample_time)
     fields["util_samples"] = hi - lo
-    every = f"@{interval * 1000:g}ms"
-    index = gauge_index(fields.get("device"))
     window = samples[lo:hi]
     mid = (a + b) // 2  # with no sample in [a, b], it falls where a does: at lo
-    for name, key, how in _gauge_keys(index):
-        if key is None:
-            fields[name] = fields[f"{name}_source"] = None
+    for name, key, _ in _gauge_keys(gauge_index(fields.get("device"))):
+        if key is None:  # a GPU's figure on a row with no GPU
             continue
         if window:
             values = [s[key] for s in window if _number(s.get(key))]
             if values:
                 fields[name] = _kept(name, sum(values) / len(values))
-                fields[f"{name}_source"] = f"measured:{how}{every}"
                 continue
         value = gauge_at(samples, key, mid, lo, window=True)
-        fields[name] = value if value is None else _kept(name, value)
-        if value is None:
-            fields[f"{name}_source"] = None
-            note(fields, f"{name}: no {key} sample on each side of the row")
-        else:
-            fields[f"{name}_source"] = f"measured:{how}{every}(interpolated)"
-    if index is None:
-        note(fields, "gpu figures: not a CUDA row")
+        if value is not None:
+            fields[name] = _kept(name, value)
 
 
 class FillsRow(Protocol):

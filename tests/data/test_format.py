@@ -64,7 +64,7 @@ PLANTED = {
 def test_every_kind_of_line_is_named_once():
     assert KINDS == (MANIFEST, ROW, GC, SAMPLE, POINT, MARKER, END, SAME)
     assert len(set(KINDS)) == 8 and all(type(k) is str and k for k in KINDS)
-    assert (FORMAT, FORMAT_VERSION) == ("gnnmon.jsonl", 2)
+    assert (FORMAT, FORMAT_VERSION) == ("gnnmon.jsonl", 3)
 
 
 @pytest.mark.parametrize("write", [encode, dumps])

@@ -50,7 +50,7 @@ def test_each_row_line_is_the_row_as_recorded(tmp_path):
                 failing(i)
     live = run.records
     lines = [json.loads(line) for line in path.read_bytes().splitlines()]
-    assert lines[0]["type"] == "manifest" and lines[0]["format_version"] == FORMAT_VERSION == 2
+    assert lines[0]["type"] == "manifest" and lines[0]["format_version"] == FORMAT_VERSION == 3
     rows = [line for line in lines if line["type"] == "row"]
     assert len(rows) == len(live) == 80 and {line["type"] for line in lines} <= {
         "manifest", "row", "gc", "sample", "point", "marker", "end"}

@@ -250,13 +250,14 @@ def test_repeated_steps_with_and_without_exact_host_memory(mode):
         assert all(v < planted + 1.5 for v in later) and min(later) < planted - 1.5, out
 
 
-def test_cached_memory_is_noted_on_cpu_rows():
-    from gnnmon.devices.malloc import mmap_threshold
-    from gnnmon.measure.memory import CACHED_NOTE
+def test_cached_memory_is_said_by_the_run_not_on_cpu_rows():
+    """The allocator's note is the run's (its manifest's ``host_memory``, tests/data/test_run_level.py):
+    a CPU row carries none, whatever the allocator's setting."""
+    from gnnmon.record.manifest import HOST_MEMORY_NOTE
 
     with memory_scope(device="cpu") as fields:
         pass
-    assert (CACHED_NOTE in fields["notes"]) == (mmap_threshold() is None)
+    assert fields["mem_peak_bytes"] is not None and HOST_MEMORY_NOTE not in fields["notes"]
     with pytest.raises(ValueError, match="mmap_threshold"):
         gnnmon.exact_host_memory(12)
 

@@ -175,12 +175,12 @@ def test_a_row_in_flight_is_not_tracked_by_the_garbage_collector():
     """A closed CPU row is a dict of plain values (notes a shared tuple): while it waits for the
     writer it never reaches the collector's generations, so it cannot drive a full collection."""
     with gnnmon.memory_scope(label="x", device="cpu"):  # the note's tuple is made once, then shared ...
-        pass
+        gnnmon.current_row().note("a planted note")
     gc.collect(0)  # ... and untracked by the collector's first pass over it
     with gnnmon.collect() as run:
         with gnnmon.memory_scope(label="x", device="cpu") as fields:
-            pass
-        assert fields["notes"] and isinstance(fields["notes"], tuple)  # the CPU's glibc note
+            gnnmon.current_row().note("a planted note")
+        assert fields["notes"] == ("a planted note",)  # a shared tuple
         assert not gc.is_tracked(fields._fields)  # the row's dict, under your view of it
         with gnnmon.timed(label="y") as fields:
             pass

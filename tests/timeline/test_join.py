@@ -1,8 +1,9 @@
 """The join of the timeline to rows by time (gnnmon/timeline/join.py) on its own, on planted
 samples and counter points at known times: a row gets the mean of the samples inside its window,
-or, with none inside, the value at its middle interpolated from the samples on each side (its
-source says so); a row with no sample after it gets None and a note; a CUDA row reads its own
-GPU's gauges and a CPU row none; ``covers()`` is True once a sample and every counter's point
+or, with none inside, the value at its middle interpolated from the samples on each side
+(``util_samples`` 0 says so); a row with no sample after it lacks the figure (absent: no null, no
+note, no source on the row: how each is had is the run's ``gauge_statement``, said once); a CUDA
+row reads its own GPU's gauges and a CPU row none; ``covers()`` is True once a sample and every counter's point
 have reached the row's end; and a cumulative counter is shared out so that the rows and the gaps
 between them add up to its delta."""
 
@@ -12,7 +13,7 @@ import pytest
 
 from gnnmon.data.points import Counters
 from gnnmon.timeline.energy_join import EnergyJoin
-from gnnmon.timeline.join import GAUGES, RowJoin, gauge_at, join_gauges, samples_in
+from gnnmon.timeline.join import GAUGES, RowJoin, gauge_at, gauge_statement, join_gauges, samples_in
 
 S = 1_000_000_000  # ns a second
 MS = 1_000_000
@@ -35,14 +36,17 @@ def row(a_ns: int, b_ns: int, device: str | None = "cpu") -> dict:
 
 def test_a_row_gets_the_mean_of_the_samples_inside_its_window():
     """Row 1.15-1.45 s holds samples k = 2, 3, 4 (at 1.2, 1.3, 1.4 s): CPU (4 + 9 + 16) / 3, RAM
-    3000, workers 21; three samples, each source measured at 100 ms. A gauge is kept to the
-    resolution its samples have (percent to two decimals, bytes whole: timeline/join.py)."""
+    3000, workers 21; three samples. A gauge is kept to the resolution its samples have (percent to
+    two decimals, bytes whole: timeline/join.py). The row holds no source: the run's statement says
+    each is measured at 100 ms."""
     fields = row(S + 150 * MS, S + 450 * MS)
     join_gauges(fields, planted_samples(), 0.1)
     assert fields["util_samples"] == 3
     assert fields["cpu_util_pct"] == round(29 / 3, 2)
     assert fields["ram_used_bytes"] == 3000 and fields["workers_rss_bytes"] == 21
-    assert fields["cpu_util_pct_source"] == fields["ram_used_bytes_source"] == "measured:psutil@100ms"
+    assert not [k for k in fields if k.endswith("_source")] and "notes" not in fields
+    said = gauge_statement(0.1)["sources"]
+    assert said["cpu_util_pct"] == said["ram_used_bytes"] == "measured:psutil@100ms"
 
 
 def test_a_window_holds_the_samples_at_its_two_ends():
@@ -56,42 +60,43 @@ def test_a_window_holds_the_samples_at_its_two_ends():
 
 def test_a_cuda_row_gets_its_own_gpus_figures_and_a_cpu_row_none():
     """cuda:1 reads gpu1_* (util 100 - k, power 200 + k²); ``cuda`` is GPU 0 (util k, and no
-    power sample: None with a note); a CPU row gets None for every GPU figure and a note."""
+    power sample: no power figure); a CPU row gets no GPU figure, and no note on any row (the
+    run's statement says the GPU figures are a CUDA row's only)."""
     samples = planted_samples()
     one = row(S + 150 * MS, S + 350 * MS, "cuda:1")  # k = 2, 3
     join_gauges(one, samples, 0.1)
     assert one["gpu_util_pct"] == 97.5 and one["gpu_power_w"] == 206.5
-    assert one["gpu_util_pct_source"] == one["gpu_power_w_source"] == "measured:nvml@100ms"
+    assert gauge_statement(0.1)["sources"]["gpu_power_w"] == "measured:nvml@100ms"
+    assert gauge_statement(0.1)["cuda_only"] == ["gpu_util_pct", "gpu_power_w"]
     zero = row(S + 150 * MS, S + 350 * MS, "cuda")
     join_gauges(zero, samples, 0.1)
-    assert zero["gpu_util_pct"] == 2.5 and zero["gpu_power_w"] is None and zero["gpu_power_w_source"] is None
-    assert "gpu_power_w: no gpu0_power_w sample on each side of the row" in zero["notes"]
+    assert zero["gpu_util_pct"] == 2.5 and "gpu_power_w" not in zero and "notes" not in zero
     cpu = row(S + 150 * MS, S + 350 * MS, "cpu")
     join_gauges(cpu, samples, 0.1)
-    assert cpu["gpu_util_pct"] is None and cpu["gpu_power_w"] is None and cpu["gpu_util_pct_source"] is None
-    assert cpu["cpu_util_pct"] == 6.5 and "gpu figures: not a CUDA row" in cpu["notes"]
+    assert not [k for k in cpu if k.startswith("gpu_")] and "notes" not in cpu
+    assert cpu["cpu_util_pct"] == 6.5
 
 
 def test_a_row_between_two_samples_gets_the_value_at_its_middle_interpolated():
     """Row 1.32-1.36 s, between k = 3 (1.3 s) and k = 4 (1.4 s); its middle, 1.34 s, is 40 % of
-    the way: CPU 9 + 0.4 × 7, RAM 3400; no sample inside, and the sources say interpolated."""
+    the way: CPU 9 + 0.4 × 7, RAM 3400; no sample inside (``util_samples`` 0 says interpolated)."""
     fields = row(S + 320 * MS, S + 360 * MS)
     join_gauges(fields, planted_samples(), 0.1)
     assert fields["util_samples"] == 0
     assert fields["cpu_util_pct"] == pytest.approx(11.8, rel=1e-12)
     assert fields["ram_used_bytes"] == pytest.approx(3400.0, rel=1e-12)
-    assert fields["cpu_util_pct_source"] == "measured:psutil@100ms(interpolated)"
-    assert not any("cpu_util_pct" in n for n in fields.get("notes", ()))
+    assert "notes" not in fields
 
 
-def test_a_row_after_the_last_sample_gets_none_and_a_note_for_each_figure():
-    """Row 2.0-2.05 s, after the last sample (1.9 s): every gauge None, its source None, and a
-    note naming the missing sample; and the join does not cover it."""
+def test_a_row_after_the_last_sample_lacks_every_figure():
+    """Row 2.0-2.05 s, after the last sample (1.9 s): every gauge absent (no null, no source, no
+    note: the run's statement says a row with no sample on one side lacks it); and the join does
+    not cover it."""
     fields = row(2 * S, 2 * S + 50 * MS, "cuda:1")
     join_gauges(fields, planted_samples(), 0.1)
-    for name, key, _ in GAUGES:
-        assert fields[name] is None and fields[f"{name}_source"] is None, name
-        assert f"{name}: no {key.format(i=1)} sample on each side of the row" in fields["notes"]
+    assert fields == row(2 * S, 2 * S + 50 * MS, "cuda:1") | {"util_samples": 0}
+    assert all(name not in fields for name, _, _ in GAUGES)
+    assert "absent where no sample on one side of the row has it" in gauge_statement(0.1)["rule"]
     assert not RowJoin(planted_samples(), Counters(), 0.1).covers(fields)
 
 
@@ -102,8 +107,7 @@ def test_a_row_before_the_first_sample_gets_that_samples_value_as_it_measured_th
     samples = planted_samples()[1:]  # first at 1.1 s: CPU 1
     fields = row(S + 50 * MS, S + 80 * MS)
     join_gauges(fields, samples, 0.1)
-    assert fields["cpu_util_pct"] == 1.0 and fields["ram_used_bytes"] == 1000.0
-    assert fields["cpu_util_pct_source"] == "measured:psutil@100ms(interpolated)"
+    assert fields["cpu_util_pct"] == 1.0 and fields["ram_used_bytes"] == 1000.0 and fields["util_samples"] == 0
 
 
 def test_samples_without_a_number_for_a_figure_are_passed_over():
@@ -117,7 +121,6 @@ def test_samples_without_a_number_for_a_figure_are_passed_over():
     fields = row(S + 150 * MS, S + 450 * MS)
     join_gauges(fields, samples, 0.1)
     assert fields["cpu_util_pct"] == pytest.approx(13.0, rel=1e-12)
-    assert fields["cpu_util_pct_source"] == "measured:psutil@100ms(interpolated)"
     assert fields["ram_used_bytes"] == 3000 and fields["util_samples"] == 3
 
 
