@@ -7,13 +7,16 @@ One run is recorded plain; its lines are then compressed as the writer would (in
 written) with gzip at levels 1 and 6 (the standard library's zlib) and zstd at level 3 (the
 ``zstandard`` package, where installed). Bytes a row are counted (the same on any machine); the
 writer's µs a row (compressing, on the writer thread) and the read (``gnnmon.load`` of the file
-written) are timed, the best of ``--repeat`` runs.
+written) are timed, the best of ``--repeat`` runs. Bytes a row count the whole file (the manifest
+and end line shared out); the plain row lines alone, and the manifest's share that says once what
+holds for every row (``host_memory``, ``sampled``: format version 3), are printed too.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import platform
 import tempfile
 import time
@@ -85,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
             pass
         print(f"Python {platform.python_version()}, gnnmon {gnnmon.__version__}, {args.rows:,} rows of the full "
               f"stack with three phases and sample=0.5 on the CPU, {len(lines):,} lines, batches of {args.batch}")
+        rows = [line for line in lines if line.startswith(b'{"type":"row"')]
+        manifest = json.loads(lines[0])
+        once = {k: len(json.dumps(manifest[k], separators=(",", ":"))) for k in ("host_memory", "sampled") if k in manifest}
+        print(f"row lines alone: {sum(map(len, rows)) / len(rows):,.0f} bytes a row; said once in the manifest "
+              f"({len(lines[0]):,} bytes): " + ", ".join(f"{k} {v:,} bytes" for k, v in once.items()))
         print("| file | bytes a row | writer µs a row | a kill loses | gnnmon.load µs a row |")
         print("| --- | ---: | ---: | --- | ---: |")
         for name, codec, file in codecs:
