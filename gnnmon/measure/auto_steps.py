@@ -259,7 +259,8 @@ class AutoSteps:
     def _off(self) -> bool:
         """Whether a hook must do nothing: another thread, a forked child, torch.compile tracing,
         or the run over. Compiling is asked first: dynamo folds it, where tracing the thread's id
-        would break the user's graph (and run the hook eagerly inside the compiled step)."""
+        would break the user's graph (and run the hook eagerly inside the compiled step). The hooks
+        run once a step or more ask the same inline."""
         return is_compiling() or self.off or get_ident() != self.thread
 
     def _expect_update(self) -> bool:
@@ -322,7 +323,7 @@ class AutoSteps:
         engine = self
 
         def __next__(it: Any) -> Any:
-            if engine.depth_next or engine._off():  # inside the outermost next() (PyG's), or not ours
+            if engine.depth_next or is_compiling() or engine.off or get_ident() != engine.thread:  # inside the outermost next() (PyG's), or not ours
                 return original(it)
             try:
                 engine._batch_starts()
@@ -468,7 +469,7 @@ class AutoSteps:
 
     # -- forwards -------------------------------------------------------------------------------
     def _fwd_pre(self, module: Any, args: Any) -> None:
-        if self._off():
+        if is_compiling() or self.off or get_ident() != self.thread:
             return
         try:
             self.depth_fwd += 1
@@ -479,7 +480,7 @@ class AutoSteps:
             self.faults += 1
 
     def _fwd_post(self, module: Any, args: Any, output: Any) -> None:
-        if self._off():
+        if is_compiling() or self.off or get_ident() != self.thread:
             return
         if self.depth_fwd > 0:
             self.depth_fwd -= 1
@@ -534,7 +535,7 @@ class AutoSteps:
         engine = self
 
         def backward(*args: Any, **kwargs: Any) -> Any:
-            if engine._off() or engine.depth_bwd:
+            if is_compiling() or engine.off or get_ident() != engine.thread or engine.depth_bwd:
                 return original(*args, **kwargs)
             try:
                 engine._backward_starts()
@@ -569,7 +570,7 @@ class AutoSteps:
 
     # -- updates --------------------------------------------------------------------------------
     def _opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._off():
+        if is_compiling() or self.off or get_ident() != self.thread:
             return
         self.depth_opt += 1
         if self.depth_opt == 1:
@@ -581,7 +582,7 @@ class AutoSteps:
                 self.faults += 1
 
     def _opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._off():
+        if is_compiling() or self.off or get_ident() != self.thread:
             return
         if self.depth_opt > 0:
             self.depth_opt -= 1
