@@ -24,7 +24,17 @@ from typing import Any
 
 import torch
 
-from gnnmon.measure.bracket import HELD, Bracket, hold, is_compiling, reentered, release, releasing
+from gnnmon.measure.bracket import (
+    HELD,
+    Bracket,
+    close_call,
+    hold,
+    is_compiling,
+    open_call,
+    reentered,
+    release,
+    releasing,
+)
 from gnnmon.measure.lifecycle import Measurement, open_row
 from gnnmon.record import state
 from gnnmon.record.row import Row
@@ -169,6 +179,20 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
         # torch.compile: the call alone (record/interrupts.py; no graph break, no row).
         if is_compiling() or (HELD.depth or HELD.in_gc) and reentered():  # unmeasured(), in this frame
             return target(*args, **kwargs)
+        if inner is not None or _JOIN.get() is not None:  # a row shared with a wrapper further down
+            return joined_call(args, kwargs)
+        # the frame is never bound to a local of its own: it would hold itself (a cycle a row)
+        row = open_call(row_label if by_class is None or not args else by_class(args[0]), args, kwargs,
+                        sys._getframe(), measures)
+        try:
+            result = target(*args, **kwargs)
+        except BaseException as exc:
+            close_call(row, exc)
+            raise
+        return close_call(row, None, result)
+
+    @releasing
+    def joined_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # gnnmon's own steps run held (a Ctrl-C waits for them); the user's call does not.
         held = hold()
         bracket: Bracket | None = None
@@ -179,9 +203,8 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
                 joined = None  # an invitation left behind by an interrupted call
             if joined is None or joined[0] is not wrapper:
                 name = row_label if by_class is None or not args else by_class(args[0])
-                # the frame is never bound to a local of its own: it would hold itself (a cycle a row)
-                row = (open_row(name, args, kwargs, sys._getframe() if held else None) if args or kwargs
-                       else Row(name, owner=sys._getframe() if held else None)).open()
+                row = (open_row(name, args, kwargs, sys._getframe(1) if held else None) if args or kwargs
+                       else Row(name, owner=sys._getframe(1) if held else None)).open()
                 bracket = Bracket(row, True, measures)
                 if joined is not None or inner is not None:
                     token = _JOIN.set((inner, row))

@@ -28,13 +28,13 @@ from typing import Any
 import torch
 
 from gnnmon.errors import raised_by_handler
-from gnnmon.measure.lifecycle import Measurement
+from gnnmon.measure.lifecycle import Measurement, open_row
 from gnnmon.measure.row_device import close_row
 from gnnmon.record.interrupts import HELD, held_section, hold, reentered, release, releasing, settle
 from gnnmon.record.row import Row, exit_all, exit_these
 
-__all__ = ["HELD", "Bracket", "held_section", "hold", "is_compiling", "reentered", "release", "releasing", "settle",
-           "unmeasured"]
+__all__ = ["HELD", "Bracket", "close_call", "held_section", "hold", "is_compiling", "open_call", "reentered", "release",
+           "releasing", "settle", "unmeasured"]
 # The held section's parts (gnnmon.record.interrupts) reach the forms through this module alone: a
 # decorated call, a scope, a phase, a GC pause and the Lightning callback hold and release here.
 
@@ -70,16 +70,7 @@ class Bracket:
         self.own = own
         self.start = start = len(entered)
         try:
-            for measure_cls, opts in measures:
-                measure = measure_cls(row, opts)
-                entered.append(measure)
-                try:
-                    measure.__enter__()
-                except OSError as err:
-                    if raised_by_handler(err):  # a handler's TimeoutError is an OSError too: the caller's
-                        raise
-                    entered.remove(measure)
-                    measure.failed(err)
+            _enter(row, measures)
         except BaseException as exc:
             self.fail(exc)
             raise
@@ -88,12 +79,10 @@ class Bracket:
 
     def fail(self, exc: BaseException) -> None:
         """The user's code never ran: an own row says why, and everything closes with ``exc``."""
-        row = self.row
         if self.own:
-            row.note(f"did not start: {type(exc).__name__}: {exc}")
-        exit_all(row.entered, self.start, exc)
-        if self.own:
-            close_row(row, exc)
+            _did_not_start(self.row, exc, self.start)
+        else:
+            exit_all(self.row.entered, self.start, exc)
 
     def not_started(self) -> None:
         """A Ctrl-C came while the bracket opened: it closes before the user's code runs."""
@@ -109,3 +98,66 @@ class Bracket:
                 close_row(row, exc)
         else:
             exit_these(row.entered, mine, exc)
+
+
+def _enter(row: Row, measures: list[tuple[type[Measurement], Any]]) -> None:
+    """Enter ``measures`` into ``row`` (outermost first), each listed in ``row.entered`` before it
+    is entered (whatever interrupts it, its exit runs); one that fails for want of a resource (out
+    of file descriptors: ``OSError``) is left out with a note, and the call goes on."""
+    entered = row.entered
+    for measure_cls, opts in measures:
+        measure = measure_cls(row, opts)
+        entered.append(measure)
+        try:
+            measure.__enter__()
+        except OSError as err:
+            if raised_by_handler(err):  # a handler's TimeoutError is an OSError too: the caller's
+                raise
+            entered.remove(measure)
+            measure.failed(err)
+
+
+def _did_not_start(row: Row, exc: BaseException, start: int = 0) -> None:
+    """A row of its own whose user's code never ran: it says why, and what was entered since
+    ``start`` closes with ``exc``, the row too."""
+    row.note(f"did not start: {type(exc).__name__}: {exc}")
+    exit_all(row.entered, start, exc)
+    close_row(row, exc)
+
+
+@releasing
+def open_call(label: str, args: tuple[Any, ...], kwargs: dict[str, Any], owner: Any,
+              measures: list[tuple[type[Measurement], Any]]) -> Row:
+    """A decorated call's own row, opened with ``measures`` entered, in a held section of this
+    frame; ``owner``: the decorated call's frame (kept on the main thread only, for
+    :meth:`~gnnmon.record.row.Row.heal`). If an entry fails or a Ctrl-C came meanwhile, the row
+    closes saying it did not start and the exception propagates (the user's code never runs)."""
+    held = hold()
+    row: Row | None = None
+    try:
+        if not held:
+            owner = None
+        row = (open_row(label, args, kwargs, owner) if args or kwargs else Row(label, owner=owner)).open()
+        _enter(row, measures)
+    except BaseException as exc:
+        try:
+            if row is not None:
+                _did_not_start(row, exc)
+        finally:
+            release(held)
+        raise
+    return release(held, undo=lambda: _did_not_start(row, KeyboardInterrupt()), value=row)  # type: ignore[arg-type]
+
+
+@releasing
+def close_call(row: Row, exc: BaseException | None, result: Any = None) -> Any:
+    """Close a decorated call's own row (its measurements exited innermost first) with the call's
+    ``exc`` (None: it returned ``result``), in a held section; returns ``result`` (a Ctrl-C that
+    came meanwhile is raised here, the row whole)."""
+    held = hold()
+    try:
+        exit_all(row.entered, 0, exc)
+        close_row(row, exc)
+    finally:
+        release(held)
+    return result
