@@ -146,7 +146,7 @@ def open_call(label: str, args: tuple[Any, ...], kwargs: dict[str, Any], owner: 
         finally:
             release(held)
         raise
-    return release(held, undo=lambda: _did_not_start(row, KeyboardInterrupt()), value=row)  # type: ignore[arg-type]
+    return release(held, undo=lambda: _did_not_start(row, KeyboardInterrupt()), value=row)
 
 
 @releasing
