@@ -13,6 +13,7 @@ this VM the calls are the CPU's; a GPU row runs the same code plus its CUDA call
 
 from __future__ import annotations
 
+import contextvars
 import gc
 import platform
 import sys
@@ -102,7 +103,13 @@ def count(call: Callable[[], Any], calls: int = 200) -> float:
 
 
 def counts(path: str | Path, warm: int = 50) -> dict[str, float]:
-    """Each form's instructions a call, inside ``collect(path)`` after ``warm`` calls of each."""
+    """Each form's instructions a call, inside ``collect(path)`` after ``warm`` calls of each, in a
+    context of their own (a step's thread as a script starts it: no row, phase or scope left
+    current by earlier code, as a test run may leave one)."""
+    return contextvars.Context().run(_counts, path, warm)
+
+
+def _counts(path: str | Path, warm: int) -> dict[str, float]:
     with gnnmon.collect(path, flush_interval=3600):
         for call in FORMS.values():
             for _ in range(warm):  # the first calls make what later ones reuse

@@ -48,7 +48,7 @@ _PUBLIC: dict[str, str] = {
     "watch_layers": "gnnmon.measure.layer_watch",
     "watch_loader": "gnnmon.measure.loader",
     "exact_host_memory": "gnnmon.devices.malloc",
-    "emit_ranges": "gnnmon.devices.ranges",
+    "emit_ranges": "gnnmon.record.probe_ranges",
     "load": "gnnmon.data.load",
     "iter_rows": "gnnmon.data.load",
     "RunResult": "gnnmon.data.result",
@@ -67,7 +67,6 @@ if TYPE_CHECKING:  # _PUBLIC for type checkers: python -m tests.importgraph --fa
     from gnnmon.data.load import load as load
     from gnnmon.data.result import RunResult as RunResult
     from gnnmon.devices.malloc import exact_host_memory as exact_host_memory
-    from gnnmon.devices.ranges import emit_ranges as emit_ranges
     from gnnmon.errors import DeviceError as DeviceError
     from gnnmon.errors import GnnmonError as GnnmonError
     from gnnmon.errors import ReportFileError as ReportFileError
@@ -92,6 +91,7 @@ if TYPE_CHECKING:  # _PUBLIC for type checkers: python -m tests.importgraph --fa
     from gnnmon.record.active import collect as collect
     from gnnmon.record.active import default_run as default_run
     from gnnmon.record.job import gather as gather
+    from gnnmon.record.probe_ranges import emit_ranges as emit_ranges
     from gnnmon.record.row import current_row as current_row
     from gnnmon.record.run import Run as Run
     from gnnmon.record.sampling import sample_utilisation as sample_utilisation

@@ -1,7 +1,7 @@
 """Profiler ranges: every row and phase as a ``torch.profiler`` range (``record_function``) and, on
 CUDA, an NVTX range, so that ``torch.profiler`` traces and Nsight Systems show gnnmon's steps and
 phases beside the kernels. Off by default (each range costs a few µs on the step's path);
-:func:`emit_ranges` turns them on. Rows are named by their label (``train_step``), phases by
+``gnnmon.emit_ranges()`` turns them on. Rows are named by their label (``train_step``), phases by
 the row's label and the phase (``train_step.forward``).
 """
 
@@ -25,29 +25,17 @@ class _Ranges:
 RANGES = _Ranges()
 
 
-class emit_ranges:
-    """Turn profiler ranges on (``gnnmon.emit_ranges()``) or off (``emit_ranges(False)``), for the
-    whole process; as ``with gnnmon.emit_ranges():`` only inside the block.
-
-    ``nvtx``: also push NVTX ranges (for Nsight Systems); default: where CUDA is available.
-    """
-
-    __slots__ = ("_before",)
-
-    def __init__(self, enabled: bool = True, *, nvtx: bool | None = None) -> None:
-        if not isinstance(enabled, bool):
-            raise TypeError(f"emit_ranges(enabled) takes True or False, got {enabled!r}")
-        if nvtx and not torch.cuda.is_available():
-            raise ValueError("emit_ranges(nvtx=True) needs CUDA: NVTX ranges are for Nsight on a GPU")
-        self._before = (RANGES.on, RANGES.nvtx)
-        RANGES.on = enabled
-        RANGES.nvtx = enabled and (torch.cuda.is_available() if nvtx is None else nvtx)
-
-    def __enter__(self) -> emit_ranges:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        RANGES.on, RANGES.nvtx = self._before
+def switch_ranges(enabled: bool, nvtx: bool | None) -> tuple[bool, bool]:
+    """Turn ranges on or off (``nvtx``: NVTX ranges too; None: where CUDA is available); returns
+    what was set before (``gnnmon.emit_ranges``, :mod:`gnnmon.record.probe_ranges`, is the switch)."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"emit_ranges(enabled) takes True or False, got {enabled!r}")
+    if nvtx and not torch.cuda.is_available():
+        raise ValueError("emit_ranges(nvtx=True) needs CUDA: NVTX ranges are for Nsight on a GPU")
+    before = (RANGES.on, RANGES.nvtx)
+    RANGES.on = enabled
+    RANGES.nvtx = enabled and (torch.cuda.is_available() if nvtx is None else nvtx)
+    return before
 
 
 def push_range(name: str) -> Any:

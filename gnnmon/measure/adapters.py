@@ -103,11 +103,19 @@ def _by_class(func: Any, label: str) -> Callable[[Any], str] | None:
     return of
 
 
+_LABELS: set[str] = set()
+"""Labels checked already (a scope is made with its label on every step)."""
+
+
 def _check_label(label: Any, where: str) -> str | None:
+    if label.__class__ is str and label in _LABELS:
+        return label
     if label is not None and not isinstance(label, str):
         raise TypeError(f"{where}: label must be a string, not {type(label).__name__}")
     if label is not None and ("#" in label or not label):
         raise ValueError(f"{where}: label must be non-empty and contain no '#', got {label!r}")
+    if label is not None and len(_LABELS) < 4096:
+        _LABELS.add(label)
     return label
 
 
@@ -281,13 +289,12 @@ class _Scope:
         self._label = label
         self._measures = measures  # [(cls, its checked options)]: what the bracket enters
 
-    def _joins(self, frame: FrameType) -> Row | None:
+    def _joins(self, frame: FrameType, outer: _Scope) -> Row | None:
         """The row of the innermost open scope if this one stacks on it: same label, opened in the
         same frame, still the current row, without this kind of measurement."""
-        outer = _OPEN_SCOPE.get()
-        bracket = outer._bracket if outer is not None else None
+        bracket = outer._bracket
         row = bracket.row if bracket is not None else None
-        if (row is None or outer is None or outer._frame is not frame or outer._label != self._label
+        if (row is None or outer._frame is not frame or outer._label != self._label
                 or row.closed or state.CURRENT_ROW.get() is not row
                 or any(type(m) is self._cls for m in row.entered)):
             return None
@@ -302,14 +309,15 @@ class _Scope:
             return {"label": self._label, "notes": ("unmeasured: traced by torch.compile, or a signal handler interrupted gnnmon",)}
         held = hold()
         frame = sys._getframe(1)
+        outer = _OPEN_SCOPE.get()
         try:
-            row = self._joins(frame)
+            row = None if outer is None else self._joins(frame, outer)
             bracket = Bracket(Row(self._label).open(), True, self._measures) if row is None else \
                 Bracket(row, False, self._measures)
         except BaseException:
             release(held)
             raise
-        self._bracket, self._frame, self._outer = bracket, frame, _OPEN_SCOPE.get()
+        self._bracket, self._frame, self._outer = bracket, frame, outer
         _OPEN_SCOPE.set(self)
         # a Ctrl-C raised here: the block never runs, so the row closes now, saying so
         return release(held, undo=self._not_started, value=bracket.row.user_fields())

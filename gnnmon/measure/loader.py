@@ -205,6 +205,8 @@ class LoaderWatch:
         workers = workers if isinstance(workers, int) else None
         fallback = str(getattr(loader, "sampler_name", "")).startswith("gnnmon")  # our pure-PyTorch sampler
         split = _begin_pass(loader) if self._split else None
+        state.PASSES[0] += 1  # rows take batches from now on (gnnmon.record.probe_batch)
+        state.probes_changed()
         try:
             iterator = iter(loader)
             while True:
@@ -232,6 +234,8 @@ class LoaderWatch:
             if split is not None:
                 _end_pass(loader, split)
             state.NEXT_BATCH.clear()  # a batch left unconsumed (broken off) names no later row
+            state.PASSES[0] -= 1
+            state.probes_changed()
 
     def __len__(self) -> int:
         return len(self.loader)

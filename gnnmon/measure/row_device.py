@@ -1,9 +1,9 @@
 """The device a row's measurements use: chosen by the measure stage and handed to the row.
 
 The first measurement that needs a device chooses it (:func:`~gnnmon.devices.resolve.choose_backend`:
-``device=``, else the call's arguments, else the device in use) and hands it to the row
-(:meth:`~gnnmon.record.row.Row.use_device`), which keeps it as its ``device``, ``backend`` and
-``device_source``; the later ones reuse it unless they name a device of their own. A row that no
+``device=``, else the call's arguments, else the device in use) and it becomes the row's
+(:func:`row_backend`: its ``backend``, and its ``device``, ``backend`` and ``device_source``
+fields); the later ones reuse it unless they name a device of their own. A row that no
 measurement chose a device for gets one when it closes, for its identity fields only.
 
 A call whose arguments are on the host while an accelerator is in use (``batch =
@@ -76,7 +76,11 @@ def row_backend(row: Row, explicit: Any = None) -> Backend:
         if how == EITHER:
             row.placing = Placing()
             how = BY_WORK.format(type=backend.name)  # until it is settled otherwise
-        row.use_device(backend, how)
+        fields = row.fields
+        fields["device"] = backend.label
+        fields["backend"] = backend.name
+        fields["device_source"] = how
+        row.backend = backend  # last: a row with a backend has its fields (whatever interrupts this)
     return backend
 
 

@@ -118,17 +118,6 @@ class GcLog:
 GC_LOG = GcLog()
 
 
-_NO_GC = {"gc_collections": 0, "gc_pause_s": 0.0, "gc_max_generation": None}
-
-
-def row_gc_fields(collections: int, pause_ns: int, max_generation: int) -> dict[str, Any]:
-    """``gc_collections``, ``gc_pause_s`` (seconds), ``gc_max_generation`` (None without one) of
-    the collections attributed to a row."""
-    if not collections:
-        return _NO_GC
-    return {"gc_collections": collections, "gc_pause_s": pause_ns / 1e9, "gc_max_generation": max_generation}
-
-
 def requested_collection(generation: int, reason: str) -> tuple[int, float]:
     """Run ``gc.collect(generation)`` marked as asked for; returns (objects collected, seconds)."""
     GC_LOG.requested += 1

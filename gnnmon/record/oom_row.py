@@ -49,6 +49,25 @@ def record_oom(fields: dict[str, Any], backend: Backend | None, error: BaseExcep
     fields.update(known)
 
 
+class OomPostMortem:
+    """The probe a row whose call raised closes (:data:`gnnmon.record.probes.ON_ERROR`): the
+    post-mortem above, where the error is an out-of-memory one."""
+
+    top_level = False
+
+    def open(self, row: Any) -> None:
+        return None
+
+    def close(self, row: Any, opened: Any, fields: dict[str, Any], error: BaseException | None) -> None:
+        if error is not None:
+            record_oom(fields, row.backend, error, row.run, row.note)
+
+
+def choose(run: Any) -> OomPostMortem:
+    """On every run."""
+    return OomPostMortem()
+
+
 def oom_state(backend: Backend | None, error: BaseException) -> tuple[dict[str, Any], str | None]:
     """The ``oom_*`` fields (bytes) for ``error`` raised on ``backend`` (None: the row's device is
     not known): the request its message gives, and the device's memory as the backend reads it;

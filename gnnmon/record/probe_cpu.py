@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 from gnnmon.figures import CPU_S
-from gnnmon.record.probes import Probe, Row, Run, register_probe
 
 
 class CpuTime:
@@ -16,15 +15,13 @@ class CpuTime:
 
     top_level = False
 
-    def open(self, row: Row) -> float:
+    def open(self, row: Any) -> float:
         return time.process_time()
 
-    def close(self, row: Row, opened: Any, fields: dict[str, Any], error: BaseException | None) -> None:
+    def close(self, row: Any, opened: Any, fields: dict[str, Any], error: BaseException | None) -> None:
         fields[CPU_S.name] = time.process_time() - opened
 
 
-def _choose(run: Run) -> Probe | None:
+def choose(run: Any) -> CpuTime:
+    """On every run."""
     return CpuTime()
-
-
-register_probe("cpu_time", _choose)

@@ -8,7 +8,6 @@ import threading
 from typing import Any
 
 from gnnmon.devices.sched import Times, sched_state, thread_times
-from gnnmon.record.probes import Probe, Row, Run, register_probe
 
 
 class Sched:
@@ -17,12 +16,12 @@ class Sched:
 
     top_level = True
 
-    def open(self, row: Row) -> int:
+    def open(self, row: Any) -> int:
         now = row.sched0 = thread_times()
         _before(row.fields, now)
         return threading.get_ident()
 
-    def close(self, row: Row, opened: Any, fields: dict[str, Any], error: BaseException | None) -> None:
+    def close(self, row: Any, opened: Any, fields: dict[str, Any], error: BaseException | None) -> None:
         if row.sched0 is not None and threading.get_ident() == opened:
             now = thread_times()
             put_sched(fields, "thread_", row.sched0, now)
@@ -55,8 +54,6 @@ def put_sched(fields: dict[str, Any], prefix: str, start: Times, end: Times) -> 
         fields[keys[3]] = end[3] - start[3]
 
 
-def _choose(run: Run) -> Probe | None:
+def choose(run: Any) -> Sched | None:
+    """With the run's ``sched`` option."""
     return Sched() if run.sched else None
-
-
-register_probe("sched", _choose)

@@ -9,7 +9,6 @@ energy) is read here: the run joins the timeline to rows by their ``t_start_ns``
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 import time
@@ -21,20 +20,21 @@ from typing import Any
 import torch
 
 from gnnmon.devices import Backend
-from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.sched import Times
 from gnnmon.fields import add_note
 from gnnmon.record import state
 from gnnmon.record.active import active_run
-from gnnmon.record.gc_log import GC_LOG, row_gc_fields
+from gnnmon.record.entered import exit_all
+from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.inbox import Deferred
 from gnnmon.record.interrupts import MAIN_THREAD, on_stack, raised_by_handler
 from gnnmon.record.names import RowFields, RowView
-from gnnmon.record.oom_row import record_oom
-from gnnmon.record.probes import Probe
+from gnnmon.record.probes import Probe, chosen
 from gnnmon.record.run import Run
 
-CURRENT_ROW, OPEN_PHASE, UNFINISHED = state.CURRENT_ROW, state.OPEN_PHASE, state.UNFINISHED
+CURRENT_ROW, OPEN_PHASE, UNFINISHED, PROBES_STAMP = state.CURRENT_ROW, state.OPEN_PHASE, state.UNFINISHED, state.PROBES_STAMP
+_FAILED = object()
+"""What a probe that failed to open leaves in the row's list: it is not closed."""
 
 
 class Row:
@@ -52,7 +52,7 @@ class Row:
     parent: Row | None = None
     owner: FrameType | None = None
     found: torch.device | None = None  # the device of the call's arguments (None: none among them)
-    backend: Backend | None = None  # handed by the measure stage (use_device)
+    backend: Backend | None = None  # chosen by the measure stage (gnnmon.measure.row_device)
     placing: Any = None  # while its device is settled only at its end (measure/row_device.py)
     _deferred: list[Deferred] | None = None
     _after: list[Callable[[], Any]] | None = None
@@ -63,12 +63,8 @@ class Row:
     gc_ns = 0
     gc_gen = -1
     sched0: Times | None = None  # its thread's counters at its start (the sched probe's)
-    # The run's probes opened, each with what it read: the first in two slots (no container made
-    # on the step's path for the usual one probe), any others in a list.
-    _probe: Probe | None = None
-    _opened: Any = None
-    _more: list[tuple[Probe, Any]] | None = None
-    _range: Any = None
+    _probes: tuple[Probe, ...] = ()  # the run's probes this row opened (gnnmon.record.probes)
+    _opened: list[Any] = []  # what each returned as it opened (never changed: a row sets its own)
     closed = False
     _view: RowFields | None = None
 
@@ -121,42 +117,28 @@ class Row:
         self.parent = parent
         if parent is not None:
             self.fields["parent"] = parent.key
-        else:
-            if state.NEXT_BATCH:  # the batch a watched loader handed out: this step consumes it
-                with contextlib.suppress(IndexError):  # another thread's row took it first
-                    self.fields.update(state.NEXT_BATCH.pop())
-            if not run.holds_gc_hook:  # a top-level row installs the GC hook (a collect run holds it)
-                GC_LOG.acquire()
-                self._hook = True
-        probes = run.probes[parent is None]  # every-row figures its options turn on (gnnmon.record.probes)
-        if probes:
-            try:
-                self._opened = probes[0].open(self)
-                self._probe = probes[0]  # after its open: a probe that failed to open is never closed
-            except Exception as exc:  # noqa: BLE001 - a probe's fault is noted, never the step's
-                self._probe_failed(probes[0], exc)
-            if len(probes) > 1:
-                self._more = self._open_more(probes[1:])
+        elif not run.holds_gc_hook:  # a top-level row installs the GC hook (a collect run holds it)
+            GC_LOG.acquire()
+            self._hook = True
+        probes = run.probes  # every-row figures (gnnmon.record.probes), chosen again if that changed
+        if probes.stamp != PROBES_STAMP[0]:
+            probes = run.probes = chosen(run)
+        mine = self._probes = probes[parent is None]
+        if mine:
+            opened = self._opened = []  # kept before the probes open: the close sees what opened
+            for probe in mine:
+                try:
+                    opened.append(probe.open(self))
+                except Exception as exc:  # noqa: BLE001 - a probe's fault is noted, never the step's
+                    opened.append(_FAILED)
+                    self._probe_failed(probe, exc)
         CURRENT_ROW.set(self)
-        if RANGES.on:  # opt-in: gnnmon.emit_ranges()
-            self._range = push_range(self.fields["label"])
         return self
 
     @property
     def key(self) -> str:
         """``label#index``: how children name this row in their ``parent`` field."""
         return f"{self.fields['label']}#{self.fields['index']}"
-
-    def use_device(self, backend: Backend, how: str) -> None:
-        """Measure this row on ``backend`` (chosen by the measure stage, :mod:`gnnmon.measure.row_device`;
-        ``how``: the ``device_source`` that says how): its ``device``, ``backend`` and
-        ``device_source`` fields. The first device handed stays the row's."""
-        if self.backend is None:
-            fields = self.fields
-            fields["device"] = backend.label
-            fields["backend"] = backend.name
-            fields["device_source"] = how
-            self.backend = backend  # last: a row with a backend has its fields (whatever interrupts this)
 
     def view(self) -> RowView:
         """This row as you see it (:func:`current_row`): its fields readable, yours settable (one
@@ -233,44 +215,29 @@ class Row:
 
     def _finish(self, fields: dict[str, Any], error: BaseException | None) -> None:
         """Fill the row's closing fields: the current row and phase handed back, the end, the
-        error and its out-of-memory post-mortem, GC, CPU and scheduling."""
+        probes' figures, the error and what the probes a failed row closes say of it."""
         if CURRENT_ROW.get() is self:
             # The nearest enclosing row still open becomes current again: rows closed out of
             # order (scope A, scope B, A closed first) never leave a closed row current.
             parent = self.parent
             CURRENT_ROW.set(None if parent is None else _open_ancestor(parent))
-        opened = OPEN_PHASE.get()
-        if opened is not None and opened.row_closed():  # a phase whose exit never ran
-            OPEN_PHASE.set(open_phase(opened))
-        if self._range is not None:
-            _pop_quietly(self._range)
+        phase = OPEN_PHASE.get()
+        if phase is not None and phase.row_closed():  # a phase whose exit never ran
+            OPEN_PHASE.set(open_phase(phase))
         # After the reset: a collection it triggered is the row's, and inside its window.
         fields["t_end_ns"] = time.time_ns()
-        if error is not None:
-            fields["error"] = type(error).__name__
-            record_oom(fields, self.backend, error, self.run, self.note)  # nothing unless an OOM
-        fields.update(row_gc_fields(self.gc_n, self.gc_ns, self.gc_gen))
-        if self._probe is not None:
-            try:
-                self._probe.close(self, self._opened, fields, error)
-            except Exception as exc:  # noqa: BLE001 - a probe's fault is noted, never the step's
-                self._probe_failed(self._probe, exc)
-        if self._more:
-            for probe, opened in self._more:
+        for probe, opened in zip(self._probes, self._opened, strict=False):  # fewer opened: interrupted
+            if opened is not _FAILED:
                 try:
                     probe.close(self, opened, fields, error)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
+                    if raised_by_handler(exc):
+                        raise
                     self._probe_failed(probe, exc)
-
-    def _open_more(self, probes: tuple[Probe, ...]) -> list[tuple[Probe, Any]]:
-        """Open the run's other probes; one that raises is noted and left out."""
-        opened = []
-        for probe in probes:
-            try:
-                opened.append((probe, probe.open(self)))
-            except Exception as exc:  # noqa: BLE001
-                self._probe_failed(probe, exc)
-        return opened
+        if error is not None:
+            fields["error"] = type(error).__name__
+            for probe in self.run.probes.on_error:  # its failure is said as the error's recording's (close)
+                probe.close(self, None, fields, error)
 
     def _probe_failed(self, probe: Probe, exc: Exception) -> None:
         """A probe raised: its figures are missing from this row, which says why (the call goes on)."""
@@ -375,57 +342,3 @@ def open_phase(opened: Any) -> Any:
     while opened is not None and (opened.closed or opened.row_closed()):
         opened = opened.outer
     return opened
-
-
-def exit_all(entered: list[Any], start: int, exc: BaseException | None) -> None:
-    """Exit the measurements ``entered[start:]`` (innermost first), each removed once its exit has
-    run. A measurement's own failure becomes a note on its row, never the caller's problem; an
-    exception a signal handler raised propagates, leaving the rest to :meth:`Row.heal`."""
-    exc_type, tb = (None, None) if exc is None else (type(exc), exc.__traceback__)
-    while len(entered) > start:
-        measure = entered[-1]
-        try:  # as _exit does, in this frame (one call less a measurement)
-            measure.__exit__(exc_type, exc, tb)
-        except Exception as err:  # a broken figure must not change the user's call
-            if raised_by_handler(err):
-                raise
-            measure.failed(err)
-        if entered and entered[-1] is measure:  # a phase's exit takes itself off
-            del entered[-1]
-
-
-def exit_these(entered: list[Any], these: list[Any], exc: BaseException | None) -> None:
-    """Exit the measurements ``these`` (innermost first) that ``entered`` still lists, each removed
-    from it once its exit has run, whatever was entered after them (a phase closed before one
-    opened inside it); failures as in :func:`exit_all`."""
-    exc_type, tb = (None, None) if exc is None else (type(exc), exc.__traceback__)
-    for measure in reversed(these):
-        if entered and entered[-1] is measure:  # closed in order, as nearly always
-            _exit(measure, exc_type, exc, tb)
-            if entered and entered[-1] is measure:  # a phase's exit takes itself off
-                del entered[-1]
-            continue
-        for at in range(len(entered) - 2, -1, -1):
-            if entered[at] is measure:
-                _exit(measure, exc_type, exc, tb)
-                if at < len(entered) and entered[at] is measure:
-                    del entered[at]
-                break
-
-
-def _exit(measure: Any, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-    try:
-        measure.__exit__(exc_type, exc, tb)
-    except Exception as err:  # a broken figure must not change the user's call
-        if raised_by_handler(err):
-            raise
-        measure.failed(err)
-
-
-def _pop_quietly(opened: Any) -> None:
-    try:
-        pop_range(opened)
-    except Exception as exc:  # a profiler range must not change the user's call
-        if raised_by_handler(exc):
-            raise
-        warnings.warn(f"gnnmon could not close a profiler range: {exc!r}", RuntimeWarning, 3)

@@ -155,7 +155,7 @@ class Run:
         self._unmeasured_at_start = 0
         self.history = History(opts.memory_history)  # CUDA's allocation history, opt-in
         self.sched = opts.sched_on(self.rank is not None)  # rows read their thread's counters
-        self.probes = chosen(self, declared=False)  # every-row figures its options turn on (again at start)
+        self.probes = chosen(self)  # every-row figures its options turn on (again at start)
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> Run:

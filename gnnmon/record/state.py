@@ -121,6 +121,19 @@ def _watch_forks() -> None:
         os.register_at_fork(after_in_child=_in_forked_child, after_in_parent=_forked_parent)
         _fork_hook.append(True)
 
+PASSES = [0]
+"""Passes of watched loaders open now (``gnnmon.watch_loader``): while any is, rows take batches."""
+
+PROBES_STAMP = [0]
+"""Bumped by :func:`probes_changed`: each run chooses its probes again at its next row."""
+
+
+def probes_changed() -> None:
+    """Something a probe's chooser reads has changed (profiler ranges switched, a watched loader's
+    pass begun or ended): the runs' choices made before are made again (:mod:`gnnmon.record.probes`)."""
+    PROBES_STAMP[0] += 1
+
+
 NEXT_BATCH: list[dict[str, Any]] = []
 """The figures of the batch a watched loader handed out last (``gnnmon.watch_loader``): the next
 top-level row opened takes them (its step consumes that batch). Empty when none waits."""

@@ -1,7 +1,8 @@
-"""Every-row figures as probes (``gnnmon/record/probes.py``): the built-in ones are chosen once from
-a run's options, and a new one — a probe of the test's own, declared by a package's entry point,
-its figure one line in ``figures.py`` and its option one line in the options — appears on the
-live rows, in the file, in the report and in the field reference, with no other edit."""
+"""Every-row figures as probes (``gnnmon/record/probes.py``): the listed ones are chosen once from
+a run's options (again only when what a chooser reads changes), and a new one — a module of the
+test's own listed in ``PROBES``, its figure one line in ``figures.py`` and its option one line in
+the options — appears on the live rows, in the file, in the report and in the field reference,
+with no other edit."""
 
 from __future__ import annotations
 
@@ -16,21 +17,46 @@ from pathlib import Path
 import pytest
 
 import gnnmon
+from gnnmon.record import probe_batch, probe_cpu, probe_gc, probe_ranges, probe_sched
 from gnnmon.record.probe_cpu import CpuTime
+from gnnmon.record.probe_gc import GcFigures
 from gnnmon.record.probe_sched import Sched
-from gnnmon.record.probes import ENTRY_POINTS, PROBES, chosen
-from tests.plugin_site import plugin_site
+from gnnmon.record.probes import PROBES, chosen
 
 PACKAGE = Path(gnnmon.__file__).resolve().parent
 
 
 def test_a_runs_probes_follow_its_options():
-    assert {"cpu_time", "sched"} <= set(PROBES)
-    off = gnnmon.collect(sched=False)  # the process's CPU time is on every run, on every row
-    assert [type(p) for p in chosen(off).all] == [CpuTime] == [type(p) for p in off.probes[False]]
+    assert PROBES == [probe_cpu.choose, probe_sched.choose, probe_gc.choose, probe_batch.choose, probe_ranges.choose]
+    off = gnnmon.collect(sched=False)  # the process's CPU time and GC figures are on every run, on every row
+    assert [type(p) for p in chosen(off).all] == [CpuTime, GcFigures] == [type(p) for p in off.probes[False]]
     on = gnnmon.collect(sched=True)
-    assert [type(p) for p in on.probes.all] == [CpuTime] + ([Sched] if on.sched else [])  # sched: Linux only
-    assert [type(p) for p in on.probes[False]] == [CpuTime]  # sched: top-level rows only
+    sched = [Sched] if on.sched else []  # sched: Linux only
+    assert [type(p) for p in on.probes.all] == [CpuTime, *sched, GcFigures]
+    assert [type(p) for p in on.probes[False]] == [CpuTime, GcFigures]  # sched: top-level rows only
+
+
+def test_a_runs_probes_are_chosen_again_only_when_what_they_read_changes(tmp_path):
+    """Profiler ranges switched on: the run's next row opens the range probe (chosen again once),
+    and the rows after reuse that choice; switched off, it is gone from the next row."""
+
+    @gnnmon.cuda_timed(label="step", device="cpu")
+    def step() -> None:
+        pass
+
+    with gnnmon.collect(tmp_path / "run.jsonl", sample=None) as run:
+        step()
+        before = run.probes
+        step()
+        assert run.probes is before  # nothing changed: the same choice
+        with gnnmon.emit_ranges():
+            step()
+            on = run.probes
+            step()
+            assert run.probes is on and on is not before
+            assert probe_ranges.RowRange in [type(p) for p in on.all]
+        step()
+        assert probe_ranges.RowRange not in [type(p) for p in run.probes.all]
 
 
 PROBE = '''
@@ -55,7 +81,8 @@ def choose(run):
 
 STUDY = '''
 import json, sys
-import gnnmon, planted_probe
+import gnnmon
+from gnnmon.record import probe_ticks as planted_probe
 from gnnmon.figures import reference
 
 @gnnmon.cuda_timed(label="step", device="cpu")
@@ -96,8 +123,13 @@ def test_a_new_probe_is_one_module_one_figure_line_and_one_option(tmp_path):
     assert options.count("    sched: bool | str = AUTO\n") == 1
     (copy / "record" / "options.py").write_text(options.replace(
         "    sched: bool | str = AUTO\n", "    sched: bool | str = AUTO\n    planted: bool = False\n"))
-    site = plugin_site(tmp_path / "site", "planted_probe", PROBE, ENTRY_POINTS, "planted = planted_probe:choose")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(copy.parent)])}
+    (copy / "record" / "probe_ticks.py").write_text(PROBE)
+    listing = (copy / "record" / "probes.py").read_text()
+    assert listing.count("from gnnmon.record import oom_row, ") == 1 and listing.count("    probe_ranges.choose,") == 1
+    (copy / "record" / "probes.py").write_text(listing.replace(
+        "from gnnmon.record import oom_row, ", "from gnnmon.record import probe_ticks\nfrom gnnmon.record import oom_row, "
+    ).replace("    probe_ranges.choose,", "    probe_ranges.choose,\n    probe_ticks.choose,"))
+    env = {**os.environ, "PYTHONPATH": str(copy.parent)}
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(STUDY), str(tmp_path / "run.jsonl"),
                            str(tmp_path / "bare.jsonl")], capture_output=True, text=True, env=env, timeout=300,
                           cwd=tmp_path)  # not this checkout: the copy on PYTHONPATH is the gnnmon imported
@@ -110,30 +142,6 @@ def test_a_new_probe_is_one_module_one_figure_line_and_one_option(tmp_path):
     assert got["report"], "the report's tables show the figure"
     assert got["reference"] and "ticks the planted probe counted in the row" in got["reference"][0]
     assert got["off"] is False  # the option off: no probe, no field
-
-
-class _BrokenEntryPoint:
-    name, value = "broken", "broken_pkg:choose"
-
-    def load(self):
-        raise ImportError("planted: broken_pkg cannot be imported")
-
-
-def test_a_packages_broken_probe_is_named_and_the_run_goes_on(monkeypatch, tmp_path):
-    import gnnmon.record.probes as probes
-
-    monkeypatch.setattr(probes, "_DECLARED", [])
-    monkeypatch.setattr(probes, "PROBES", dict(PROBES))
-    monkeypatch.setattr(probes.metadata, "entry_points", lambda group: [_BrokenEntryPoint()])
-
-    @gnnmon.cuda_timed(label="step", device="cpu")
-    def step() -> int:
-        return 7
-
-    with pytest.warns(RuntimeWarning, match=r"could not load the probe 'broken' \(broken_pkg:choose\).*planted"):
-        with gnnmon.collect(tmp_path / "run.jsonl", sample=None) as run:
-            assert step() == 7
-    assert [r["label"] for r in run.records] == ["step"] and "broken" not in probes.PROBES
 
 
 class _Raising:
@@ -158,17 +166,17 @@ class _Raising:
 def test_a_probe_that_raises_is_noted_on_its_row_and_the_step_goes_on(monkeypatch, tmp_path):
     import gnnmon.record.probes as probes
 
-    monkeypatch.setattr(probes, "PROBES", dict(PROBES))
-    probes.register_probe("opens_badly", lambda run: _Raising("open"))
-    probes.register_probe("closes_badly", lambda run: _Raising("close"))
-    probes.register_probe("fine", lambda run: _Raising("neither"))
-    probes.register_probe("unchoosable", lambda run: 1 / 0)
+    def unchoosable(run):
+        return 1 / 0
+
+    monkeypatch.setattr(probes, "PROBES", [*PROBES, lambda run: _Raising("open"), lambda run: _Raising("close"),
+                                           lambda run: _Raising("neither"), unchoosable])
 
     @gnnmon.cuda_timed(label="step", device="cpu")
     def step(i: int) -> int:
         return i * 2
 
-    with pytest.warns(RuntimeWarning, match=r"left out the probe 'unchoosable': choosing it raised ZeroDivisionError"):
+    with pytest.warns(RuntimeWarning, match=r"left out a probe: choosing it \(.*unchoosable\) raised ZeroDivisionError"):
         with gnnmon.collect(tmp_path / "run.jsonl", sample=None) as run:
             assert [step(i) for i in range(3)] == [0, 2, 4]
     rows = run.records
