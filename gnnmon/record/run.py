@@ -119,9 +119,9 @@ class Run:
         self._job_path = Path(os.fspath(path)).name if path is not None else None  # as given: names the job
         self.path = rank_path(path, None if self.rank is None else self.rank.rank) if path is not None else None
         self.flush_interval = float(opts.flush_interval)
-        self.outlets = Outlets(as_sinks(sinks), JsonlSink(self.path, opts.mode, opts.compressed(self.path)) if self.path is not None else None,
-                               self._drain, self.flush_interval, partial(_end_line, self))
-        self.sink_errors: list[str] = self.outlets.errors  # why sinks were disabled (each raised; the run went on without it)
+        file = JsonlSink(self.path, opts.mode, opts.compressed(self.path)) if self.path is not None else None
+        self.outlets = Outlets(as_sinks(sinks), file, self._drain, self.flush_interval, partial(_end_line, self))
+        self.sink_errors: list[str] = self.outlets.errors  # why sinks were disabled (each raised; the run went on)
         self.write_errors: list[str] = self.outlets.write_errors  # why writing the file failed (the first ten)
         self.config: dict[str, Any] = dict(opts.config or {})
         self.sample_interval = opts.sample_interval
