@@ -40,6 +40,11 @@ LAUNCHERS = {"torchrun": "torchrun [its options] -m gnnmon run", "torch.distribu
 INTERRUPTED = 130
 """128 + SIGINT: what a shell reports for a program Ctrl-C ended."""
 
+CHILD_ENV = ("GNNMON_RUN_OUTPUT", "GNNMON_RUN_PID", "GNNMON_RUN_MODE")
+"""What ``gnnmon run`` sets while its script runs, for the processes the script starts (Lightning's
+``callbacks_factory`` entry point, :func:`gnnmon.integrations.lightning.callbacks_factory`, reads
+them): the run file, this process's id, and ``w`` where ``-f`` was given."""
+
 
 def split(argv: list[str]) -> tuple[list[str], list[str]]:
     """``run``'s words for gnnmon (its options and the target) and the script's arguments (what
@@ -153,8 +158,9 @@ def _check_module(module: str) -> tuple[str, str] | int:
     return source, module.rsplit(".", 1)[-1]
 
 
-RECORDING_NOT = frozenset(("gnnmon.integrations.pyg_sampler",))
-"""gnnmon's modules a script may import and still not record itself (PyG's loaders' sampler)."""
+RECORDING_NOT = frozenset((("gnnmon", "integrations", "pyg_sampler"),))
+"""gnnmon's modules a script may import and still not record itself (PyG's loaders' sampler), as
+their names' parts (names compared with a script's imports; nothing here imports them)."""
 
 
 def _records_itself(source: str) -> bool:
@@ -165,11 +171,11 @@ def _records_itself(source: str) -> bool:
     except SyntaxError:
         return False
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "gnnmon" and a.name not in RECORDING_NOT
-                                                for a in node.names):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "gnnmon"
+                                                and tuple(a.name.split(".")) not in RECORDING_NOT for a in node.names):
             return True
         if (isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "gnnmon"
-                and node.module not in RECORDING_NOT):
+                and tuple((node.module or "").split(".")) not in RECORDING_NOT):
             return True
     return False
 
@@ -207,6 +213,7 @@ def _launch(args: argparse.Namespace, module: str | None, target: str | None, pa
     from gnnmon.record.interrupts import held_section
 
     pid = os.getpid()
+    began_ns = time.time_ns()
     quiet = args.quiet
     own_runs: list[Any] = []
 
@@ -219,6 +226,7 @@ def _launch(args: argparse.Namespace, module: str | None, target: str | None, pa
     state.ON_RUNS.append(note_run)
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
     run = engine = live = None
+    saved_env: dict[str, str | None] = {}
     code, ended = 0, "stop"
     error: BaseException | None = None
     try:
@@ -240,6 +248,9 @@ def _launch(args: argparse.Namespace, module: str | None, target: str | None, pa
         elif not quiet:
             print(f"gnnmon: {module or target} records itself (it imports gnnmon): running it as it is, with no "
                   "steps of gnnmon run's", file=sys.stderr)
+        if run is not None:  # Lightning's DDP children re-run the script without gnnmon: its entry point
+            saved_env = {name: os.environ.get(name) for name in CHILD_ENV}  # records them from these
+            os.environ.update({CHILD_ENV[0]: str(path), CHILD_ENV[1]: str(pid), CHILD_ENV[2]: "w" if args.force else "x"})
         sys.argv = [module if module is not None else str(target), *args.script_args]
         if sys.path:
             sys.path[0] = os.getcwd() if module is not None else os.path.dirname(os.path.abspath(str(target)))
@@ -258,6 +269,11 @@ def _launch(args: argparse.Namespace, module: str | None, target: str | None, pa
             sys.stdout.flush()
             os._exit(code)
         sys.argv = saved_argv
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         if sys.path and saved_path0 is not None:
             sys.path[0] = saved_path0
         state.ON_RUNS.remove(note_run)
@@ -274,7 +290,7 @@ def _launch(args: argparse.Namespace, module: str | None, target: str | None, pa
             run.stop(ended)
     if not quiet:
         sys.stdout.flush()
-        _say_end(run, summary, found, code)
+        _say_end(run, summary, found, code, began_ns)
     return code
 
 
@@ -299,7 +315,7 @@ def _print_traceback(error: BaseException) -> None:
     traceback.print_exception(type(error), error, tb, file=sys.stderr)
 
 
-def _say_end(run: Any, summary: dict[str, Any] | None, found: list[str], code: int) -> None:
+def _say_end(run: Any, summary: dict[str, Any] | None, found: list[str], code: int, since_ns: int = 0) -> None:
     """On stderr: the steps and the rule, the diagnosis's lead, the file and how to read it."""
     say: list[str] = []
     if run is None:
@@ -316,9 +332,23 @@ def _say_end(run: Any, summary: dict[str, Any] | None, found: list[str], code: i
         say.append(f"{headline(findings[0])}: {findings[0]['words']}" if findings else NOTHING)
     except Exception as exc:  # noqa: BLE001 - the file is there: the report says the rest
         say.append(f"no diagnosis ({type(exc).__name__}: {exc})")
-    say += [f"wrote {path}", f"read it: gnnmon report {path}"]
+    say.append(f"wrote {path}")
+    children = _children_files(Path(path), since_ns)
+    if children:
+        say.append(f"its children wrote (Lightning's DDP ranks, through gnnmon's callback): {', '.join(children)}")
+    say.append(f"read it: gnnmon report {path}")
     for line in say:
         print(f"gnnmon: {line}", file=sys.stderr)
+
+
+def _children_files(path: Path, since_ns: int) -> list[str]:
+    """The rank files beside ``path`` written since the script began (its DDP children's, recorded
+    through Lightning's entry point: :data:`CHILD_ENV`)."""
+    try:
+        beside = path.parent.glob(f"{path.stem}.rank*{path.suffix}")
+        return sorted(str(p) for p in beside if p.stat().st_mtime_ns >= since_ns)
+    except OSError:
+        return []
 
 
 def steps_line(summary: dict[str, Any] | None) -> str:

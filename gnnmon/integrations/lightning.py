@@ -22,11 +22,16 @@ Usage::
     from gnnmon.integrations.lightning import GnnmonCallback
     trainer = lightning.Trainer(callbacks=[GnnmonCallback("runs/fit.jsonl")])
 
+Under ``gnnmon run`` no callback is needed in the process it runs (its engine finds ``fit``'s
+updates); :func:`callbacks_factory`, Lightning's ``callbacks_factory`` entry point, adds one to the
+processes Lightning's DDP launcher starts, which re-run the script without gnnmon.
+
 Importing this module imports Lightning (``lightning``, else ``pytorch_lightning``).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from collections import OrderedDict, deque
@@ -54,7 +59,16 @@ except ImportError:  # pragma: no cover - the older package name
             "gnnmon.integrations.lightning needs Lightning: pip install lightning (or 'gnnmon[lightning]')"
         ) from exc
 
-__all__ = ["GnnmonCallback", "LoggerSink"]
+__all__ = ["RUN_OUTPUT", "RUN_PID", "GnnmonCallback", "LoggerSink", "callbacks_factory"]
+
+RUN_OUTPUT = "GNNMON_RUN_OUTPUT"
+"""Set by ``gnnmon run`` while its script runs: the run file (its children's ranks write beside it)."""
+
+RUN_PID = "GNNMON_RUN_PID"
+"""Set by ``gnnmon run`` with it: the process it runs the script in (its own engine records there)."""
+
+RUN_MODE = "GNNMON_RUN_MODE"
+"""Set by ``gnnmon run`` with it: ``w`` where it was told to overwrite (``-f``), else ``x``."""
 
 LOGGED: dict[str, tuple[str, float, Callable[[list[float]], float]]] = {
     field: (name, factor, max if "peak" in field else sum) for field, (name, factor) in STEP_FIGURES.items()
@@ -319,3 +333,16 @@ def _logging_step(trainer: Any) -> int:
     loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
     stepped = getattr(loop, "_batches_that_stepped", None)
     return int(stepped if isinstance(stepped, int) else trainer.global_step)
+
+
+def callbacks_factory() -> list[Any]:
+    """Lightning's ``callbacks_factory`` entry point (loaded by every Trainer): in a process that
+    ``gnnmon run`` did not start itself but whose environment it set (a child Lightning's DDP
+    launcher starts, re-running the script without gnnmon), a :class:`GnnmonCallback` recording
+    that rank beside ``gnnmon run``'s file (``.rank<N>`` before the suffix, no collective);
+    elsewhere none: no ``gnnmon run``, or its own process, whose engine records the steps."""
+    path = os.environ.get(RUN_OUTPUT)
+    if not path or os.environ.get(RUN_PID) == str(os.getpid()):
+        return []
+    mode = "w" if os.environ.get(RUN_MODE) == "w" else "x"
+    return [GnnmonCallback(path, distributed=False, mode=mode, config={"gnnmon_run": {"child_of": path}})]
