@@ -29,7 +29,7 @@ _PUBLIC: dict[str, str] = {
     "active_run": "gnnmon.record.active",
     "default_run": "gnnmon.record.active",
     "Run": "gnnmon.record.run",
-    "current_row": "gnnmon.record.row",
+    "current_row": "gnnmon.record.current",
     "gather": "gnnmon.record.job",
     "sample_utilisation": "gnnmon.record.sampling",
     "timed": "gnnmon.measure.timing",
@@ -90,9 +90,9 @@ if TYPE_CHECKING:  # _PUBLIC for type checkers: python -m tests.importgraph --fa
     from gnnmon.record.active import active_run as active_run
     from gnnmon.record.active import collect as collect
     from gnnmon.record.active import default_run as default_run
+    from gnnmon.record.current import current_row as current_row
     from gnnmon.record.job import gather as gather
     from gnnmon.record.probe_ranges import emit_ranges as emit_ranges
-    from gnnmon.record.row import current_row as current_row
     from gnnmon.record.run import Run as Run
     from gnnmon.record.sampling import sample_utilisation as sample_utilisation
     from gnnmon.report import Report as Report

@@ -34,8 +34,9 @@ from gnnmon.devices.sched import Times, thread_times
 from gnnmon.errors import raised_by_handler
 from gnnmon.measure.row_device import model_backend
 from gnnmon.measure.timing import EventSpan
+from gnnmon.record.current import filling_row
 from gnnmon.record.probe_sched import put_sched
-from gnnmon.record.row import Row, filling_row
+from gnnmon.record.row import Row
 
 
 class BucketRecord:

@@ -38,7 +38,8 @@ from torch import nn
 from gnnmon.errors import raised_by_handler
 from gnnmon.measure.layer_record import BackwardSpan, LayerStats, StepRecord
 from gnnmon.measure.timing import EventSpan
-from gnnmon.record.row import Row, filling_row
+from gnnmon.record.current import filling_row
+from gnnmon.record.row import Row
 
 
 def is_message_passing(module: nn.Module) -> bool:

@@ -30,7 +30,8 @@ from gnnmon.measure.bracket import HELD, Bracket, hold, is_compiling, reentered,
 from gnnmon.measure.lifecycle import Measurement
 from gnnmon.measure.row_device import row_backend, work_starts
 from gnnmon.record import state
-from gnnmon.record.row import Row, open_phase
+from gnnmon.record.current import open_phase
+from gnnmon.record.row import Row
 
 CURRENT_ROW, OPEN_PHASE = state.CURRENT_ROW, state.OPEN_PHASE
 perf_counter_ns = time.perf_counter_ns

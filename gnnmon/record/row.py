@@ -9,7 +9,6 @@ energy) is read here: the run joins the timeline to rows by their ``t_start_ns``
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import warnings
@@ -24,10 +23,11 @@ from gnnmon.devices.sched import Times
 from gnnmon.fields import add_note
 from gnnmon.record import state
 from gnnmon.record.active import active_run
+from gnnmon.record.current import heal_unfinished, open_ancestor, open_phase
 from gnnmon.record.entered import exit_all
 from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.inbox import Deferred
-from gnnmon.record.interrupts import MAIN_THREAD, on_stack, raised_by_handler
+from gnnmon.record.interrupts import MAIN_THREAD, raised_by_handler
 from gnnmon.record.names import RowFields, RowView
 from gnnmon.record.probes import Probe, chosen
 from gnnmon.record.run import Run
@@ -109,9 +109,9 @@ class Row:
         run = self.run
         parent = CURRENT_ROW.get()
         if parent is not None and (parent.closed or parent.owner is not None):
-            parent = _open_ancestor(parent)
+            parent = open_ancestor(parent)
         if parent is None and UNFINISHED and (self.owner is not None or threading.get_ident() == MAIN_THREAD):
-            _heal_unfinished()  # left by an interrupted call (main thread: where they are made)
+            heal_unfinished()  # left by an interrupted call (main thread: where they are made)
         if self.owner is not None:
             UNFINISHED.add(self)
         self.parent = parent
@@ -220,7 +220,7 @@ class Row:
             # The nearest enclosing row still open becomes current again: rows closed out of
             # order (scope A, scope B, A closed first) never leave a closed row current.
             parent = self.parent
-            CURRENT_ROW.set(None if parent is None else _open_ancestor(parent))
+            CURRENT_ROW.set(None if parent is None else open_ancestor(parent))
         phase = OPEN_PHASE.get()
         if phase is not None and phase.row_closed():  # a phase whose exit never ran
             OPEN_PHASE.set(open_phase(phase))
@@ -293,52 +293,3 @@ class Row:
             self._run_after()
         else:
             self.close()
-
-
-def current_row() -> RowView | None:
-    """The row being filled in this thread/task, if any: its ``fields`` (yours may be set; one of
-    gnnmon's is refused: :mod:`gnnmon.record.names`), ``note(text)`` and ``key``."""
-    row = filling_row()
-    return None if row is None else row.view()
-
-
-def filling_row() -> Row | None:
-    """The row being filled in this thread/task, if any (gnnmon's own access to it)."""
-    row: Row | None = CURRENT_ROW.get()
-    if row is not None and (row.closed or row.owner is not None):
-        row = _open_ancestor(row)
-    return row
-
-
-def _open_ancestor(row: Row | None) -> Row | None:
-    """``row`` or its nearest ancestor that is still open; rows on the way that were left open by
-    an interrupted decorated call (whose owner frame is no longer on the stack) are healed."""
-    while row is not None:
-        if row.closed:
-            row = row.parent
-        elif row.owner is not None and not _on_stack(row.owner):
-            row.heal()
-            row = row.parent
-        else:
-            return row
-    return None
-
-
-def _heal_unfinished() -> None:
-    """Finish every unfinished row whose decorated call has returned."""
-    for row in list(UNFINISHED):
-        owner = row.owner
-        if owner is None or not _on_stack(owner):
-            row.heal()
-
-
-def _on_stack(frame: FrameType) -> bool:
-    """Whether ``frame`` is running on this thread (it is, or calls, the caller)."""
-    return on_stack(frame, sys._getframe(2))
-
-
-def open_phase(opened: Any) -> Any:
-    """The innermost phase from ``opened`` outwards that is still open in an open row."""
-    while opened is not None and (opened.closed or opened.row_closed()):
-        opened = opened.outer
-    return opened
