@@ -1,8 +1,8 @@
 """Lightning under ``gnnmon run``: ``fit`` in the script's own process is the engine's (see
 test_run_cases.py); the processes Lightning's DDP launcher starts re-run the script without gnnmon,
 and its ``callbacks_factory`` entry point gives them gnnmon's callback, each rank its file beside
-``gnnmon run``'s. The entry point is declared here by a distribution of the test's own on the
-children's path (an installed gnnmon declares it in its metadata)."""
+``gnnmon run``'s. The entry point is the one gnnmon's own metadata declares (pyproject.toml), as an
+installed gnnmon gives it to every Trainer."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -64,13 +65,10 @@ DDP = """
 
 @pytest.mark.slow
 def test_lightning_s_ddp_children_record_through_the_entry_point(tmp_path: Path):
-    info = tmp_path / "entry" / "gnnmon_entry_probe-0.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gnnmon-entry-probe\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text("[lightning.pytorch.callbacks_factory]\n"
-                                           "gnnmon = gnnmon.integrations.lightning:callbacks_factory\n")
+    declared = [e.value for e in entry_points(group="lightning.pytorch.callbacks_factory") if e.name == "gnnmon"]
+    assert declared == ["gnnmon.integrations.lightning:callbacks_factory"]  # installed: Lightning finds it
     (tmp_path / "train.py").write_text(textwrap.dedent(DDP))
-    env = {"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path / 'entry'}", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "gnnmon", "run", "-o", "r.jsonl", "train.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
