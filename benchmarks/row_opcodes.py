@@ -74,9 +74,20 @@ PHASE = "a phase in a row"
 
 
 def count(call: Callable[[], Any], calls: int = 200) -> float:
-    """Instructions gnnmon's modules run per call of ``call``, on this thread. Collections are held
-    off while counting (a tracer makes a frame object per traced call, whose allocations would
-    start collections that the step does not make)."""
+    """Instructions gnnmon's modules run per call of ``call``, on this thread (:func:`counted`)."""
+
+    def run() -> int:
+        for _ in range(calls):
+            call()
+        return calls
+
+    return counted(run)
+
+
+def counted(steps: Callable[[], int]) -> float:
+    """Instructions gnnmon's modules run on this thread per step of ``steps()`` (which returns how
+    many it ran). Collections are held off while counting (a tracer makes a frame object per traced
+    call, whose allocations would start collections that the step does not make)."""
     seen = [0]
 
     def local(frame: Any, event: str, arg: Any) -> Any:
@@ -94,12 +105,11 @@ def count(call: Callable[[], Any], calls: int = 200) -> float:
     gc.set_threshold(10**9)
     sys.settrace(enter)
     try:
-        for _ in range(calls):
-            call()
+        n = steps()
     finally:
         sys.settrace(None)
         gc.set_threshold(*threshold)
-    return seen[0] / calls
+    return seen[0] / n
 
 
 def counts(path: str | Path, warm: int = 50) -> dict[str, float]:

@@ -10,11 +10,9 @@ than the second."""
 
 from __future__ import annotations
 
-import gc
 import platform
-import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,40 +20,12 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import gnnmon
+from benchmarks.row_opcodes import counted as count
 from gnnmon.measure.auto_steps import AutoSteps
-
-PACKAGE = str(Path(gnnmon.__file__).resolve().parent)
 
 model = torch.nn.Linear(4, 1)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 data = TensorDataset(torch.randn(4 * 1000, 4))
-
-
-def count(steps: Callable[[], int]) -> float:
-    """Instructions gnnmon's modules run per step of ``steps()`` (which returns how many it ran),
-    collections held off while counting (a tracer's frames would start some)."""
-    seen = [0]
-
-    def local(frame: Any, event: str, arg: Any) -> Any:
-        if event == "opcode":
-            seen[0] += 1
-        return local
-
-    def enter(frame: Any, event: str, arg: Any) -> Any:
-        if frame.f_code.co_filename.startswith(PACKAGE):
-            frame.f_trace_opcodes = True
-            return local
-        return None
-
-    threshold = gc.get_threshold()
-    gc.set_threshold(10**9)
-    sys.settrace(enter)
-    try:
-        n = steps()
-    finally:
-        sys.settrace(None)
-        gc.set_threshold(*threshold)
-    return seen[0] / n
 
 
 def plain(batches: Iterator[Any], n: int) -> int:
