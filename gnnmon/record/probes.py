@@ -63,6 +63,7 @@ run's options (or the process's state, see :func:`gnnmon.record.state.probes_cha
 ON_ERROR: list[Callable[[Run], Probe | None]] = [oom_row.choose]
 """Probes closed only on a row whose call raised (an out-of-memory post-mortem)."""
 
+
 class Chosen(tuple[tuple[Probe, ...], tuple[Probe, ...]]):
     """A run's probes, as a row opens them: ``chosen[False]`` for a nested row, ``chosen[True]`` for
     a top-level one (one index on the step's path, no test per probe); ``all`` every one,

@@ -64,7 +64,7 @@ class Row:
     gc_gen = -1
     sched0: Times | None = None  # its thread's counters at its start (the sched probe's)
     _probes: tuple[Probe, ...] = ()  # the run's probes this row opened (gnnmon.record.probes)
-    _opened: list[Any] = []  # what each returned as it opened (never changed: a row sets its own)
+    _opened: list[Any] | tuple[()] = ()  # what each returned as it opened (a list of its own once one opens)
     closed = False
     _view: RowFields | None = None
 
@@ -129,7 +129,9 @@ class Row:
             for probe in mine:
                 try:
                     opened.append(probe.open(self))
-                except Exception as exc:  # noqa: BLE001 - a probe's fault is noted, never the step's
+                except Exception as exc:  # a probe's fault is noted, never the step's
+                    if raised_by_handler(exc):
+                        raise
                     opened.append(_FAILED)
                     self._probe_failed(probe, exc)
         CURRENT_ROW.set(self)

@@ -36,7 +36,7 @@ from gnnmon.devices.fork import set_aside
 from gnnmon.devices.peaks import hold_pollers, release_pollers
 from gnnmon.devices.ranks import current_rank
 from gnnmon.errors import NEVER_STARTED
-from gnnmon.record import probe_cpu, probe_sched, state  # noqa: F401 - the built-in probes register themselves
+from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.inbox import Deferred, Inbox
 from gnnmon.record.interrupts import HELD, held_section, releasing

@@ -27,14 +27,14 @@ TARGET = {  # issue 65, "Done when"
     "timed scope": 450,
 }
 
-BUDGET = {  # what the code reached, above the target still (2026-12, Python 3.11.7): the target is the aim
-    "full stack + 3 phases": 2430,  # 2,490 before (the device inferred in one frame; class defaults)
-    "@cuda_timed": 1020,  # 1,050 before (the device inferred in one frame; class defaults)
-    "@monitor_memory_device": 1480,  # 1,510 before (the device inferred in one frame; class defaults)
-    "@gc_controlled": 1070,  # 1,080 before (the device inferred in one frame; class defaults)
-    "@cuda_timed + 1 phase": 1210,  # 1,250 before (the device inferred in one frame; class defaults)
-    PHASE: 190,  # 200 before (the device inferred in one frame; class defaults)
-    "timed scope": 1140,  # 1,240 before (a scope with no option enters measures checked once, at its factory)
+BUDGET = {  # what the code reached, above the target still (2026-12-06, Python 3.11.7): the target is the aim
+    "full stack + 3 phases": 2360,  # 2,430 before (the glibc note said once in the manifest; the own row's bracket)
+    "@cuda_timed": 1020,
+    "@monitor_memory_device": 1420,  # 1,480 before (the glibc note said once in the manifest)
+    "@gc_controlled": 1070,
+    "@cuda_timed + 1 phase": 1210,
+    PHASE: 190,
+    "timed scope": 1140,
 }
 
 
