@@ -330,8 +330,13 @@ class _Scope:
 
     def _leave(self) -> None:
         if _OPEN_SCOPE.get() is self:
-            _OPEN_SCOPE.set(self._outer)
-        self._outer = self._frame = None
+            outer = self._outer
+            while outer is not None and outer._bracket is None:  # one left before this (closed out of order)
+                outer = outer._outer
+            _OPEN_SCOPE.set(outer)
+            self._outer = None
+        # else left out of order: its outer stays, so that the one current now finds the open one below
+        self._frame = None
         self._bracket = None
 
     @releasing

@@ -17,6 +17,7 @@ import gnnmon
 from gnnmon.cli import main
 from gnnmon.data import write as storage
 from gnnmon.errors import ReportFileError
+from gnnmon.measure.adapters import _OPEN_SCOPE
 from gnnmon.record import state
 from tests.scripts import run_script
 
@@ -210,9 +211,29 @@ def test_scopes_closed_out_of_order_leave_no_stale_current_row():
         assert gnnmon.current_row().fields is fields_b
         b.__exit__(None, None, None)
         assert gnnmon.current_row() is None
+        assert _OPEN_SCOPE.get() is None  # no closed scope left for the next one to stack on
         assert step() is None  # not a child of a closed scope
     rows = {r["label"]: r for r in run.records}
     assert rows["b"]["parent"] == "a#0" and rows["step"]["parent"] is None
+
+
+def test_a_scope_closed_out_of_order_in_the_middle_hands_the_open_scope_below_back():
+    """Three scopes, the middle one closed first: once the innermost closes, the outermost (still
+    open) is the open scope again, and a scope stacked on it in its frame joins its row."""
+    with gnnmon.collect() as run:
+        a, b, c = (gnnmon.memory_scope(label=name) for name in "abc")
+        a.__enter__()
+        b.__enter__()
+        c.__enter__()
+        b.__exit__(None, None, None)
+        c.__exit__(None, None, None)
+        assert _OPEN_SCOPE.get() is a
+        with gnnmon.timed(label="a"):  # stacked on a, same label and frame: one row with both
+            pass
+        a.__exit__(None, None, None)
+        assert _OPEN_SCOPE.get() is None
+    rows = [r for r in run.records if r["label"] == "a"]
+    assert len(rows) == 1 and "wall_s" in rows[0] and "mem_peak_bytes" in rows[0]
 
 
 # 5 -------------------------------------------------------------------------------------------------
