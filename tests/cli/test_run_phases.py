@@ -126,6 +126,20 @@ def _steps(model: torch.nn.Module, opt: torch.optim.Optimizer, n: int) -> None:
         opt.step()
 
 
+def _three_updates_each_phase_a_fault() -> None:
+    """Planted: 3 updates, each with a forward, a backward and an update phase, whose phases all
+    fail: every update is still a row, each phase's failure one counted fault, no phase field."""
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gnnmon.collect() as run:
+        engine = AutoSteps(run).start()
+        _steps(model, opt, 3)
+        summary = engine.stop()
+    assert summary["updates"] == 3 and [r["label"] for r in run.records] == ["step"] * 3
+    assert summary["faults"] == 3 * 3
+    assert not any(k.startswith("phase_") for r in run.records for k in r)
+
+
 def test_a_forked_child_s_hooks_do_nothing():
     """The engine as a child forked mid-run inherits it: the child's forwards, backwards and
     updates change nothing of its copy (no row opened, no phase, no count)."""
@@ -175,15 +189,7 @@ def test_a_phase_that_fails_is_a_counted_fault_and_the_script_goes_on(monkeypatc
 
     monkeypatch.setattr(auto_steps, "HOST_CLOCK", frozenset())  # the device's path: phase() objects
     monkeypatch.setattr(auto_steps, "phase", Broken)
-    model = torch.nn.Linear(2, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with gnnmon.collect() as run:
-        engine = AutoSteps(run).start()
-        _steps(model, opt, 3)  # planted: 3 updates, each with a forward, a backward and an update phase
-        summary = engine.stop()
-    assert summary["updates"] == 3 and [r["label"] for r in run.records] == ["step"] * 3
-    assert summary["faults"] == 3 * 3  # each phase's failure, counted once
-    assert not any(k.startswith("phase_") for r in run.records for k in r)
+    _three_updates_each_phase_a_fault()  # each phase's failure, counted once
 
 
 def test_a_device_row_s_phases_are_gnnmon_phases_with_the_same_fields(monkeypatch):
@@ -232,12 +238,4 @@ def test_a_host_clock_that_fails_is_a_counted_fault_and_the_script_goes_on(monke
         raise RuntimeError("planted")
 
     monkeypatch.setattr(auto_steps, "perf_counter_ns", broken)
-    model = torch.nn.Linear(2, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with gnnmon.collect() as run:
-        engine = AutoSteps(run).start()
-        _steps(model, opt, 3)  # planted: 3 updates, each with a forward, a backward and an update phase
-        summary = engine.stop()
-    assert summary["updates"] == 3 and [r["label"] for r in run.records] == ["step"] * 3
-    assert summary["faults"] == 3 * 3  # each phase's start, counted once (its end finds it not started)
-    assert not any(k.startswith("phase_") for r in run.records for k in r)
+    _three_updates_each_phase_a_fault()  # each phase's start, counted once (its end finds it not started)
