@@ -164,17 +164,22 @@ def start_prometheus(tmp_path: Path, targets: list[int]) -> tuple[subprocess.Pop
     proc = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                              f"--web.listen-address=127.0.0.1:{port}"],
                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"))
+    # ready, and every target taken up by the scrape manager: it applies discovered targets on a 5 s tick
+    # (fixed in Prometheus 2.42), so a target's first scrape can come 5 s after /-/ready; from here on, within
+    # one interval plus the target's offset in it (each at most 500 ms)
+    want = {f"127.0.0.1:{p}" for p in targets}
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1)
-            return proc, port
+            body = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/targets", timeout=1).read())
+            if {t["labels"]["instance"] for t in body["data"]["activeTargets"]} >= want:
+                return proc, port
         except OSError:
             if proc.poll() is not None:
                 raise AssertionError((tmp_path / "prometheus.log").read_text()[-2000:]) from None
-            time.sleep(0.2)
+        time.sleep(0.2)
     proc.kill()
-    raise AssertionError("Prometheus did not become ready in 60 s")
+    raise AssertionError(f"Prometheus did not take up the targets {sorted(want)} in 60 s")
 
 
 def query(port: int, promql: str) -> list[dict]:
