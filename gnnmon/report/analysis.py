@@ -23,8 +23,7 @@ over ``min_ratio`` times the others' median, as ``recompile``.
 
 Dips are the other side: rows far *below* their label's median (``min(median − k·1.4826·MAD,
 median / min_ratio)``), with cause ``shape`` (a partial last batch: expected, not a problem) or
-``unexplained`` (a skipped step?). The seed PNA study found both: GC spikes at small batches, and
-periodic short steps at batch size 4096 that were partial batches at epoch ends.
+``unexplained`` (a skipped step?).
 """
 
 from __future__ import annotations
@@ -39,19 +38,11 @@ from gnnmon.data.table import Part, Table, as_table
 from gnnmon.fields import is_number
 from gnnmon.figures import nested_phases, phase_field
 from gnnmon.report import busy
-from gnnmon.report.stats import describe, percentile
+from gnnmon.report.stats import describe, median, percentile, spread
 
 SHAPE_FIELDS = ("num_nodes", "num_edges", "batch_size")
 
 Rows = Table | Iterable[Mapping[str, Any]]
-
-
-def _median(values: np.ndarray) -> float:
-    return float(percentile(np.sort(values), 50))
-
-
-def _mad(values: np.ndarray) -> float:
-    return _median(np.abs(values - _median(values)))
 
 
 class _Timed:
@@ -83,8 +74,8 @@ def _labels_timed(table: Table, warmup: int, min_rows: int) -> Iterable[tuple[st
             vals = timed.column(f)[timed.steady]
             vals = vals[~np.isnan(vals)]
             if vals.size:
-                shapes[f] = _median(vals)
-        yield label, timed, _median(base), 1.4826 * _mad(base), shapes
+                shapes[f] = median(vals)
+        yield label, timed, median(base), spread(base), shapes
 
 
 SPIKE_FIELDS = ("index", "gc_pause_s", "gc_collections", "gc_max_generation", "compile_frames", "compile_recompiles",
@@ -128,9 +119,9 @@ def spikes(
     timed rows after warm-up are not judged, except for calls that compiled."""
     table = as_table(records)
     found: list[dict[str, Any]] = _compiles_in_small_labels(table, warmup, min_rows, min_ratio)
-    for label, timed, med, spread, shapes in _labels_timed(table, warmup, min_rows):
-        threshold = max(med + k * spread, min_ratio * med)
-        slow_epoch = _slow_first_epoch(timed, spread)
+    for label, timed, med, noise, shapes in _labels_timed(table, warmup, min_rows):
+        threshold = max(med + k * noise, min_ratio * med)
+        slow_epoch = _slow_first_epoch(timed, noise)
         slow = np.flatnonzero(timed.t > threshold).tolist()
         others, idle = timed.column("others_cpu_pct"), timed.column("idle_cpu_pct")
         usual = busy.usual_others_s(others[timed.steady], timed.t[timed.steady])
@@ -184,7 +175,7 @@ def _compiles_in_small_labels(table: Table, warmup: int, min_rows: int, min_rati
         plain = timed.t[frames <= 0]
         if not plain.size:
             continue
-        med = _median(plain)
+        med = median(plain)
         for j in np.flatnonzero((frames > 0) & (timed.t > min_ratio * med)).tolist():
             row = part.row(int(timed.at[j]))
             t = float(timed.t[j])
@@ -196,7 +187,7 @@ def _compiles_in_small_labels(table: Table, warmup: int, min_rows: int, min_rati
     return out
 
 
-def _slow_first_epoch(timed: _Timed, spread: float) -> tuple[Any, float] | None:
+def _slow_first_epoch(timed: _Timed, noise: float) -> tuple[Any, float] | None:
     """(first epoch, its median time) if rows carry epochs and the first epoch is clearly slower
     than the later ones — its median above theirs by more than 20 % and 3 spreads — else None.
 
@@ -211,9 +202,9 @@ def _slow_first_epoch(timed: _Timed, spread: float) -> tuple[Any, float] | None:
     if values.size < 2:
         return None
     first = values[0]
-    m = _median(timed.t[epochs == first])
-    base = _median(timed.t[known & (epochs != first)])
-    if m > max(1.2 * base, base + 3 * spread):
+    m = median(timed.t[epochs == first])
+    base = median(timed.t[known & (epochs != first)])
+    if m > max(1.2 * base, base + 3 * noise):
         value = first.item()
         return (int(value) if value == int(value) else value), m
     return None
@@ -230,8 +221,8 @@ def dips(
 ) -> list[dict[str, Any]]:
     """Rows far faster than their label's median, with cause ``shape`` or ``unexplained``."""
     found: list[dict[str, Any]] = []
-    for label, timed, med, spread, shapes in _labels_timed(as_table(records), warmup, min_rows):
-        threshold = min(med - k * spread, med / min_ratio)
+    for label, timed, med, noise, shapes in _labels_timed(as_table(records), warmup, min_rows):
+        threshold = min(med - k * noise, med / min_ratio)
         for j in np.flatnonzero((timed.t < threshold) & timed.steady).tolist():
             row = timed.part.view(int(timed.at[j]))
             t = float(timed.t[j])
@@ -284,7 +275,7 @@ def step_analysis(records: Rows, *, warmup: int = 2) -> dict[str, dict[str, Any]
         for name, key in (("per_node_s", "num_nodes"), ("per_edge_s", "num_edges")):
             size = timed.column(key)[use]
             ok = ~np.isnan(size) & (size > 0)
-            info[name] = _median(t[ok] / size[ok]) if ok.any() else None
+            info[name] = median(t[ok] / size[ok]) if ok.any() else None
         phases = [k for k in part.cols if phase_field(k) is not None]
         if phases and total > 0:
             inside = nested_phases(part.cols, partial(_first_text, part))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from gnnmon.data.table import Part, Table
-from gnnmon.report.stats import percentile
+from gnnmon.report.stats import median, spread
 
 MIN_SHARE = 0.05
 """The least share of the run's time (or of its memory) a finding must hold to be said."""
@@ -31,17 +31,6 @@ NOISE_K = 3.0
 
 WARMUP = 2
 """Calls of each label the steady level is judged without (as the step analysis does)."""
-
-
-def median(values: np.ndarray) -> float:
-    return float(percentile(np.sort(values), 50)) if values.size else math.nan
-
-
-def spread(values: np.ndarray) -> float:
-    """The robust standard deviation: 1.4826 × the median absolute deviation."""
-    if not values.size:
-        return math.nan
-    return 1.4826 * median(np.abs(values - median(values)))
 
 
 BLOCKS = 8

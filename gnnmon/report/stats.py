@@ -58,11 +58,18 @@ def describe(values: Sequence[float] | np.ndarray) -> dict[str, float]:
     }
 
 
-def median(values: Sequence[float]) -> float:
-    return percentile(sorted(values), 50)
+def median(values: Sequence[float] | np.ndarray) -> float:
+    """The median (NaN of no values)."""
+    xs = np.sort(np.asarray(values, dtype=float))
+    return float(percentile(xs, 50)) if xs.size else math.nan
 
 
-def mad(values: Sequence[float]) -> float:
+def mad(values: Sequence[float] | np.ndarray) -> float:
     """Median absolute deviation from the median."""
-    m = median(values)
-    return median([abs(v - m) for v in values])
+    xs = np.asarray(values, dtype=float)
+    return median(np.abs(xs - median(xs)))
+
+
+def spread(values: Sequence[float] | np.ndarray) -> float:
+    """The robust standard deviation: 1.4826 × the median absolute deviation (NaN of no values)."""
+    return 1.4826 * mad(values)

@@ -36,8 +36,9 @@ import numpy as np
 from gnnmon.data.table import Table
 from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK, phase_field
 from gnnmon.report.compare.gate import ALPHA, RERUN_SPREAD, Change, change
-from gnnmon.report.loops import Loop, block_se, loops, median, spread
+from gnnmon.report.loops import Loop, block_se, loops
 from gnnmon.report.memory.model import fit, per_of
+from gnnmon.report.stats import median, spread
 
 MEDIAN_SE = 1.2533
 """The standard error of a median, in units of the spread over √n (normal data)."""

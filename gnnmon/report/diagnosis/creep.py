@@ -37,8 +37,9 @@ from typing import Any
 import numpy as np
 
 from gnnmon.figures import MEM_END, RSS_END
-from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, evidence, finding, median, spread
+from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, evidence, finding
 from gnnmon.report.memory.model import format_bytes
+from gnnmon.report.stats import median, spread
 from gnnmon.report.stats import scipy_stats as stats
 
 TOGETHER = 0.95

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from gnnmon.report.loops import Loop, beyond_noise, evidence, finding, ms, spread
+from gnnmon.report.loops import Loop, beyond_noise, evidence, finding, ms
+from gnnmon.report.stats import spread
 
 
 def set_up_frozen(manifest: Mapping[str, Any]) -> bool:

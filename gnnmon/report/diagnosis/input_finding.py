@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from gnnmon.report.loops import Loop, cost_beyond_noise, evidence, finding, median, ms
+from gnnmon.report.loops import Loop, cost_beyond_noise, evidence, finding, ms
+from gnnmon.report.stats import median
 
 SPLIT = (("data_sample_s", "sampling"), ("data_gather_s", "feature gathering"),
          ("data_transform_s", "transform/collation"))

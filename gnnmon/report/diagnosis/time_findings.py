@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from gnnmon.report import busy
-from gnnmon.report.loops import NOISE_K, WARMUP, Loop, beyond_noise, evidence, finding, median, ms, spread
+from gnnmon.report.loops import NOISE_K, WARMUP, Loop, beyond_noise, evidence, finding, ms
+from gnnmon.report.stats import median, spread
 
 WARMUP_SHARE = 0.10
 """The least share of the run's time warm-up must take to be said."""
