@@ -50,9 +50,7 @@ except ImportError:  # pragma: no cover - orjson is a dependency
 
 FORMAT = "gnnmon.jsonl"
 FORMAT_VERSION = 3
-"""3: a row carries its own figures only, what holds for the run said once in the manifest and end
-line (2026-12); 2: every line whole (2026-12); 1: rows could name a ``same`` line for what repeated
-on them."""
+"""The version this gnnmon writes (what each one changed: the module doc)."""
 MANIFEST_START = b'{"type":"manifest","format":"gnnmon.jsonl"'
 """How every manifest line gnnmon writes begins: a cut-off first line is gnnmon's only if it does."""
 
@@ -62,6 +60,9 @@ KINDS = (MANIFEST, ROW, GC, SAMPLE, POINT, MARKER, END, SAME)
 """The ``type`` of every line: the manifest (first), a row, a GC event, a utilisation sample, an
 energy counter's point (``key``, ``t_ns``, ``value``, ``err_ns``, ``step``), a marker, the end
 line, and (version 1 files only) a set of fields repeated on rows."""
+
+SAMPLE_NOT_FIGURES = frozenset({"t_ns", "late_s", "interval_s", "sampler_cpu_s", "children", "rank", "cpu_time_s"})
+"""A sample line's fields that are about the sample (or a running total), not the machine now."""
 
 SAME_FIELD = "same"
 """A version 1 row line's field naming the set of repeated fields it holds too (read back onto the row)."""
@@ -194,13 +195,3 @@ def whole_ints(text: bytes | str) -> bool:
 def dumps_str(text: str) -> str:
     """A JSON string literal."""
     return encode_basestring_ascii(text)
-
-
-def printable(text: str) -> str:
-    """``text`` as it can be printed or written as UTF-8: a lone surrogate (a name the OS decoded
-    with ``surrogateescape``) shown as its backslash escape, the rest unchanged."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text

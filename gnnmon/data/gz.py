@@ -24,9 +24,6 @@ LEVEL = 1
 """zlib's compression level (1 fast, 9 small): 1, a third of level 6's time on the writer thread
 for a quarter more bytes (benchmarks/row_bytes.py prints bytes and writer µs a row at 1 and 6)."""
 
-SUFFIX = ".gz"
-
-
 def is_gzip(head: bytes) -> bool:
     """Whether a file starting with ``head`` is a gzip stream."""
     return head[:2] == MAGIC

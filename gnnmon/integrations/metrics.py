@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+from gnnmon.data.format import SAMPLE_NOT_FIGURES
 from gnnmon.fields import is_number, own_part
 from gnnmon.figures import (
     BYTES,
@@ -41,9 +42,6 @@ from gnnmon.record.names import clash
 
 NOT_FIGURES = frozenset({"index", "t_start_ns", "t_end_ns", "rank"})
 """Numeric fields of a row that say which row it is, not what it measured."""
-
-SAMPLE_NOT_FIGURES = frozenset({"t_ns", "late_s", "interval_s", "sampler_cpu_s", "children", "rank", "cpu_time_s"})
-"""A sample's fields that are about the sample (or a running total), not the machine now."""
 
 PROMETHEUS_UNITS: dict[Unit, str] = {SECONDS: "_seconds", BYTES: "_bytes", PERCENT: "_percent", WATTS: "_watts",
                                      JOULES: "_joules", KILOGRAMS: "_kilograms"}

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gnnmon.data.column import sorted_numbers
-from gnnmon.data.format import printable
 from gnnmon.data.load import load
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table, returned
@@ -33,7 +32,7 @@ from gnnmon.report.markdown import MAX_TABLE, ending_lines, header_lines, render
 from gnnmon.report.memory.model import MemoryModel, fit
 from gnnmon.report.memory.oom import oom_report
 from gnnmon.report.stats import describe
-from gnnmon.report.text import md
+from gnnmon.report.text import md, no_surrogates
 
 __all__ = ["MAX_TABLE", "Report"]
 
@@ -154,9 +153,8 @@ class Report:
     def failures(self) -> list[dict[str, Any]]:
         """The calls that raised, in order: ``label``, ``index``, ``error`` (the exception's type)
         and ``parent``."""
-        found = [{"label": r["label"], "index": r["index"], "error": r["error"], "parent": r.get("parent")}
-                 for r in self.records if r.get("error")]
-        return found
+        return [{"label": r["label"], "index": r["index"], "error": r["error"], "parent": r.get("parent")}
+                for r in self.records if r.get("error")]
 
     def spikes(self, by: str | None = None, **options: Any) -> list[dict[str, Any]]:
         """Slow rows, each with ``label``, ``index``, ``cause``, ``excess_s`` and ``detail``;
@@ -255,11 +253,11 @@ class Report:
         then the step analysis, GC and spikes where the rows have times, then energy; with ``by``
         (a marker), all of it once per value of the marker, in natural order."""
         if by is None:
-            return printable(render_markdown(self))
+            return no_surrogates(render_markdown(self))
         text = ending_lines(self.result) + header_lines(self.manifest) + diagnosis_lines(self.diagnosis(), self.looked_for())
         for value, part in self.groups(by).items():
             text += [f"## {md(by)} = {md(value)} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
-        return printable("\n".join(text))
+        return no_surrogates("\n".join(text))
 
     def frame(self, table: str = "rows") -> Any:
         """Any table of the report as a pandas DataFrame: ``rows`` (one row per call), ``summary``,

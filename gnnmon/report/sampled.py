@@ -5,20 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gnnmon.data.format import SAMPLE_NOT_FIGURES
 from gnnmon.figures import BYTES, PERCENT, WATTS
 
 SAMPLED_UNITS = (PERCENT, BYTES, WATTS)
 """The units of the sampled figures: percentages, bytes (shown as MiB), watts."""
 
-NOT_FIGURES = {"t_ns", "late_s", "interval_s", "sampler_cpu_s", "children", "rank"}
-"""A sample's fields that are about the sample, not the machine."""
-
-
 def sampled_figures(sample: Mapping[str, Any]) -> Iterator[tuple[str, str, float]]:
     """``(figure, unit, value)`` of each numeric figure of a sample with a known unit
     (``gpu0_mem_used_bytes`` -> ``("gpu0_mem_used", "mib", MiB)``)."""
     for key, value in sample.items():
-        if key in NOT_FIGURES or not isinstance(value, (int, float)) or isinstance(value, bool):
+        if key in SAMPLE_NOT_FIGURES or not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
         for unit in SAMPLED_UNITS:
             if key.endswith(unit.suffix):

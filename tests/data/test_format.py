@@ -2,8 +2,7 @@
 a planted object encoded (by :func:`encode` and by :func:`dumps`) parses back exactly, each value
 of its own type; non-finite floats written as null, at any depth, tensors and numpy values as their
 values, paths, sets and tuples as JSON, anything else as its repr; a typed line's kind is first and
-its fields follow unchanged; a manifest begins as :data:`MANIFEST_START` says; JSON string literals
-and printable text."""
+its fields follow unchanged; a manifest begins as :data:`MANIFEST_START` says; JSON string literals."""
 
 from __future__ import annotations
 
@@ -34,7 +33,6 @@ from gnnmon.data.format import (
     dumps_str,
     encode,
     parse,
-    printable,
     typed_line,
 )
 
@@ -189,11 +187,3 @@ def test_dumps_str_is_a_json_string_literal_that_reads_back():
         literal = dumps_str(text)
         assert literal.startswith('"') and literal.endswith('"') and literal.isascii()
         assert json.loads(literal) == text
-
-
-def test_printable_escapes_a_lone_surrogate_and_leaves_other_text_alone():
-    for text in ("plain", "café 東京", ""):
-        assert printable(text) is text
-    assert printable("ckpt_caf\udce9.pt") == "ckpt_caf\\udce9.pt"
-    assert printable("a\ud83db") == "a\\ud83db"
-    printable("x\udce9").encode("utf-8")  # now writable as UTF-8

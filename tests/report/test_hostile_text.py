@@ -20,7 +20,7 @@ import pytest
 import gnnmon
 from gnnmon.report.renderers.html import markdown_html, render, script_json
 from gnnmon.report.renderers.trace import chrome_trace
-from gnnmon.report.text import md, printable
+from gnnmon.report.text import md, no_surrogates, printable
 from tests.report.renderers.test_html import browser, count, load_page  # noqa: F401 - the browser fixture, shared
 
 PWN = "window.__pwned=1"
@@ -211,6 +211,14 @@ def test_markdown_tables_keep_their_shape_and_no_string_becomes_markup(tmp_path)
     page = markdown_html(report.markdown())
     for h in HOSTILE:
         assert html_.escape(printable(h), quote=False) in page, h
+
+
+def test_no_surrogates_escapes_a_lone_surrogate_and_leaves_other_text_alone():
+    for text in ("plain", "café 東京", ""):
+        assert no_surrogates(text) is text
+    assert no_surrogates("ckpt_caf\udce9.pt") == "ckpt_caf\\udce9.pt"
+    assert no_surrogates("a\ud83db") == "a\\ud83db"
+    no_surrogates("x\udce9").encode("utf-8")  # now writable as UTF-8
 
 
 def test_markdown_escapes_read_back_to_the_text():

@@ -7,10 +7,10 @@ import html
 from importlib import resources
 from typing import Any, Protocol
 
-from gnnmon.data.format import printable
 from gnnmon.report import renderers  # the package: its page.css and page.js
 from gnnmon.report.diagnosis.text import value_text
 from gnnmon.report.md_html import markdown_html
+from gnnmon.report.text import no_surrogates
 
 
 class Compared(Protocol):
@@ -131,7 +131,7 @@ def comparison_markdown(c: Compared) -> str:
     out.append("Each run's figure is the median of a label's calls after the first 2; a side's value is the "
                "geometric mean of its runs'. A change is called slower or faster where its 90 % interval "
                "excludes none.")
-    return printable("\n".join(out)) + "\n"
+    return no_surrogates("\n".join(out)) + "\n"
 
 
 def comparison_page(c: Compared) -> str:
