@@ -30,10 +30,10 @@ from typing import Any
 
 from gnnmon.data.points import Counters
 from gnnmon.devices.registry import gauge_index
-from gnnmon.fields import J_PER_KWH
+from gnnmon.fields import J_PER_KWH, add_note
 from gnnmon.figures import ENERGY_FIELDS
 from gnnmon.timeline.carbon import CodeCarbonModel
-from gnnmon.timeline.join import gauge_at, note, samples_in
+from gnnmon.timeline.join import gauge_at, samples_in
 
 
 class EnergyJoin:
@@ -135,7 +135,7 @@ class EnergyJoin:
         f["co2_kg_source"] = self.intensity_source
         if len(known) < len(parts):
             missing = ", ".join(k for k, v in parts.items() if not isinstance(v, (int, float)))
-            note(f, f"co2_kg leaves out {missing} (not available)")
+            add_note(f, f"co2_kg leaves out {missing} (not available)")
 
 
 def integrate_power(
@@ -158,4 +158,4 @@ def _none(fields: dict[str, Any], name: str, why: str) -> None:
     """A figure that cannot be had: None, and the row's notes say why."""
     fields[name] = None
     fields[f"{name}_source"] = None
-    note(fields, f"{name}: {why}")
+    add_note(fields, f"{name}: {why}")

@@ -24,7 +24,6 @@ from typing import Any, Protocol, TypeGuard
 
 from gnnmon.data.points import Counters
 from gnnmon.devices.registry import gauge_index
-from gnnmon.fields import add_note
 
 Samples = Sequence[Mapping[str, Any]]
 
@@ -82,11 +81,6 @@ def gauge_at(samples: Samples, key: str, t_ns: int, i: int | None = None, window
     t0, t1 = sample_time(s0), sample_time(s1)
     v0, v1 = float(s0[key]), float(s1[key])
     return v0 + (v1 - v0) * (t_ns - t0) / (t1 - t0) if t1 > t0 else v1
-
-
-
-note = add_note
-"""A row's note (what the energy join says of a figure it cannot give)."""
 
 
 _KEYS: dict[int | None, list[tuple[str, str | None, str]]] = {}
