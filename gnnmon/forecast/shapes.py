@@ -53,16 +53,16 @@ def _sampled(out: Any, seeds: int) -> dict[str, Any]:
     return {**shape, "num_graphs": 1, "items": seeds}
 
 
-def _node_loader(loader: Any, show: bool | None) -> Iterator[dict[str, Any]]:
-    for index in _progress(loader.batch_sampler, len(loader.batch_sampler), show):
-        out = loader.node_sampler.sample_from_nodes(loader.input_data[index])
-        yield _sampled(out, len(index))
+def _sample(loader: Any, index: Any) -> Any:
+    """A node or link loader's sampler alone on the seeds at ``index`` (with the loader's negative sampling)."""
+    if hasattr(loader, "node_sampler"):
+        return loader.node_sampler.sample_from_nodes(loader.input_data[index])
+    return loader.link_sampler.sample_from_edges(loader.input_data[index], neg_sampling=loader.neg_sampling)
 
 
-def _link_loader(loader: Any, show: bool | None) -> Iterator[dict[str, Any]]:
-    for index in _progress(loader.batch_sampler, len(loader.batch_sampler), show):
-        out = loader.link_sampler.sample_from_edges(loader.input_data[index], neg_sampling=loader.neg_sampling)
-        yield _sampled(out, len(index))
+def _sampling(source: Any) -> bool:
+    """Whether ``source`` is a PyG node or link loader (its sampler can run without it)."""
+    return (hasattr(source, "node_sampler") or hasattr(source, "link_sampler")) and hasattr(source, "input_data")
 
 
 def graph_sizes(dataset: Any) -> list[dict[str, Any]]:
@@ -101,11 +101,9 @@ def batch_shapes(source: Any, progress: bool | None = None,
                  sizes: list[dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
     """The shape of each batch ``source`` would make (see the module's docstring); ``sizes``: its
     graphs' shapes where :func:`item_sizes` has read them already."""
-    if hasattr(source, "node_sampler") and hasattr(source, "input_data") and hasattr(source, "batch_sampler"):
-        yield from _node_loader(source, progress)
-        return
-    if hasattr(source, "link_sampler") and hasattr(source, "input_data") and hasattr(source, "batch_sampler"):
-        yield from _link_loader(source, progress)
+    if _sampling(source) and hasattr(source, "batch_sampler"):
+        for index in _progress(source.batch_sampler, len(source.batch_sampler), progress):
+            yield _sampled(_sample(source, index), len(index))
         return
     pyg = sys.modules.get("torch_geometric.data")
     if pyg is not None and isinstance(source, pyg.data.BaseData):  # one graph: the full batch
@@ -210,9 +208,7 @@ def heaviest(source: Any, sizes: list[dict[str, Any]] | None = None,
     heaviest by nodes, then edges); ``draws``: batches a sampler draws per size."""
     if draws < 1:
         raise ValueError(f"draws must be at least 1, got {draws!r}")
-    node = hasattr(source, "node_sampler") and hasattr(source, "input_data")
-    link = hasattr(source, "link_sampler") and hasattr(source, "input_data")
-    if node or link:
+    if _sampling(source):
         count = len(source.dataset)  # a node or link loader's dataset: the positions of its seeds
         held = weakref.ref(source)  # not kept alive: a loader holds its own copy of the graph's edges
 
@@ -228,9 +224,7 @@ def heaviest(source: Any, sizes: list[dict[str, Any]] | None = None,
                 torch.manual_seed(k)
                 for _ in range(draws if k < count else 1):  # every item: one batch holds them all
                     index = torch.randperm(count)[:k]
-                    out = (loader.node_sampler.sample_from_nodes(loader.input_data[index]) if node else
-                           loader.link_sampler.sample_from_edges(loader.input_data[index],
-                                                                 neg_sampling=loader.neg_sampling))
+                    out = _sample(loader, index)
                     shapes.append({t: v for t, v in _sampled(out, k).items() if t != "items"})
                     del out
             return max(shapes, key=result.key)
