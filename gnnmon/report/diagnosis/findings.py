@@ -16,7 +16,7 @@ shows (:func:`gnnmon.report.loops.beyond_noise`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -91,7 +91,7 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
         found.append(gc_finding.garbage_collection(runs, gc_events, total, frozen))
     found += across_ranks(report.cross_rank())
     found.append(memory_findings.out_of_memory(report.oom()))
-    found += memory_findings.device_memory(report.table, report.manifest, _models(report))
+    found += memory_findings.device_memory(report.table, report.manifest, report.memory_model)
     return sorted((f for f in found if f is not None), key=lambda f: -f["share"])
 
 
@@ -106,12 +106,6 @@ def looked_for(report: Diagnosed) -> list[dict[str, Any]]:
     a leak in each end-of-call figure over enough epochs (:func:`gnnmon.report.diagnosis.creep.looked_for`)."""
     resolution = _resolution(report.manifest)
     return [c for loop in loops(report.table) for c in creep.looked_for(loop, resolution)]
-
-
-def _models(report: Diagnosed) -> Callable[[str, str], Any]:
-    def model_of(label: str, figure: str) -> Any:
-        return report.memory_model(label, figure)
-    return model_of
 
 
 def across_ranks(job: Mapping[str, Any]) -> list[dict[str, Any]]:
