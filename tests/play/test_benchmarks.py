@@ -230,3 +230,13 @@ def test_house_costs_benchmark_quick():
     proc = run_benchmark("house_costs.py", "--quick", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| this |" in proc.stdout and "500 rows read" in proc.stdout
+
+
+def test_step_ratio_benchmark_quick():
+    """``benchmarks/step_ratio.py --quick``: a line a form, each with its limit (timings printed, not
+    asserted)."""
+    proc = run_benchmark("step_ratio.py", "--quick", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "x |" in line]
+    assert [line.split(" | ")[0] for line in lines] == ["| full stack + 3 phases", "| timing + GC"]
+    assert [line.split(" | ")[4] for line in lines] == ["1.02x", "1.01x"]
