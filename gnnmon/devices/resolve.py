@@ -6,12 +6,14 @@ Resolution happens per call (never at import). Reading a device never syncs or c
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
 
 from gnnmon.devices import Backend, backend_for
 from gnnmon.devices.arguments import check_supported
+from gnnmon.devices.fork import cuda_lost
 from gnnmon.devices.registry import BACKENDS, BackendKind
 from gnnmon.errors import DeviceError
 from gnnmon.fields import HOST_BACKEND
@@ -101,6 +103,14 @@ BY_FORK = "cpu: a forked child, where {type} cannot run"
 """A call in a child forked after its parent started a device that cannot run there (CUDA)."""
 
 
+_FORKED = [cuda_lost()]
+"""Whether this process may have lost a device kind: a child forked since gnnmon was imported, or
+one that started as a CUDA process's forked child. Only then are the kinds' ``lost`` asked, each a
+call into torch that a row would pay for nothing in every other process."""
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))
+
+
 def infer_device() -> tuple[torch.device, str]:
     """The device of a call with no device among its arguments (``@monitor_memory_device def
     train(): ...`` over a global model and loader), and how it was chosen:
@@ -125,9 +135,10 @@ def infer_device() -> tuple[torch.device, str]:
         used = in_use()
         if used is not None:
             return used, source
-    for type_ in BACKENDS.losable:
-        if BACKENDS[type_].lost():
-            return _CPU, BY_FORK.format(type=type_)
+    if _FORKED[0]:
+        for type_ in BACKENDS.losable:
+            if BACKENDS[type_].lost():
+                return _CPU, BY_FORK.format(type=type_)
     return _CPU, BY_NOTHING
 
 
