@@ -25,7 +25,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -37,7 +39,7 @@ from gnnmon import cuda_timed, gc_controlled, monitor_memory_device, phase
 LIMITS = {"full stack + 3 phases": 1.02, "timing + GC": 1.01}
 
 
-def make_step() -> tuple:
+def make_step() -> tuple[Callable[[], None], dict[str, Callable[[], None]]]:
     """The bare step, its two instrumented twins, and their argument."""
     from torch_geometric.nn import GCNConv
 
@@ -82,7 +84,7 @@ def make_step() -> tuple:
     return bare, {"full stack + 3 phases": full, "timing + GC": timing_gc}
 
 
-def empty_forms() -> dict:
+def empty_forms() -> dict[str, Callable[[], None]]:
     """The same decorators around an empty function (their row alone)."""
 
     @monitor_memory_device
@@ -104,7 +106,7 @@ def empty_forms() -> dict:
     return {"full stack + 3 phases": full, "timing + GC": timing_gc}
 
 
-def cold_and_warm(bare, empty, calls: int) -> tuple[float, float]:
+def cold_and_warm(bare: Callable[[], Any], empty: Callable[[], Any], calls: int) -> tuple[float, float]:
     """(median seconds of ``empty()`` right after ``bare()``, median seconds of ``empty()`` in a loop)."""
     pc = time.perf_counter_ns
     cold, warm = [], []
@@ -118,7 +120,7 @@ def cold_and_warm(bare, empty, calls: int) -> tuple[float, float]:
     return statistics.median(cold) / 1e9, statistics.median(warm) / 1e9
 
 
-def paired(bare, instrumented, pairs: int) -> tuple[float, float]:
+def paired(bare: Callable[[], Any], instrumented: Callable[[], Any], pairs: int) -> tuple[float, float]:
     """(median bare seconds, median instrumented - bare seconds) over ``pairs`` alternating pairs."""
     pc = time.perf_counter_ns
     rng = random.Random(0)
@@ -135,10 +137,91 @@ def paired(bare, instrumented, pairs: int) -> tuple[float, float]:
     return statistics.median(bares) / 1e9, statistics.median(diffs) / 1e9
 
 
+def parts(bare: Callable[[], Any], calls: int) -> list[tuple[str, float]]:
+    """A cold ``@cuda_timed`` row's µs (right after each bare step, inside ``collect()``), whole and
+    with one part of it stubbed out at a time: the difference is what that part costs cold. The
+    stubs are this benchmark's alone (a row without them lacks figures)."""
+    import contextlib
+
+    from gnnmon.devices import backend_for
+    from gnnmon.measure import bracket, row_device
+
+    @cuda_timed
+    def empty() -> None:
+        pass
+
+    host = backend_for(torch.device("cpu"))
+
+    @contextlib.contextmanager
+    def stubbed(owner: Any, name: str, value: Any) -> Iterator[None]:
+        old = getattr(owner, name)
+        setattr(owner, name, value)
+        try:
+            yield
+        finally:
+            setattr(owner, name, old)
+
+    def measure(row: Callable[[], Any] = empty) -> float:
+        for _ in range(20):
+            row()
+        return cold_and_warm(bare, row, calls)[0] * 1e6
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp, gnnmon.collect(Path(tmp) / "parts.jsonl") as run:
+        out.append(("whole row", measure()))
+        with stubbed(row_device, "choose_backend", lambda found, explicit=None: (host, "cpu: no accelerator in use")):
+            out.append(("device chosen as it opens", measure()))
+        with stubbed(row_device, "started_during", lambda: None):
+            out.append(("device asked again as it closes", measure()))
+        probes = run.probes
+        none = type(probes).__new__(type(probes), ((), ()))
+        none.__dict__.update(probes.__dict__)
+        with stubbed(run, "probes", none):
+            out.append(("the every-row probes", measure()))
+        with stubbed(bracket, "hold", lambda up=1: False):
+            out.append(("the held sections", measure()))
+        out.append(("whole row, again", measure()))
+    out.append(("a flat prototype, for scale", measure(flat_prototype(lambda: None))))
+    return out
+
+
+def flat_prototype(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A row's figures without its guarantees, for scale: the clocks, the CPU time and the GC counts
+    read around the call, a context variable set, one tuple appended (no parent, probe, device,
+    interrupt or fault handling)."""
+    import contextvars
+    import functools
+    import gc
+
+    current: contextvars.ContextVar = contextvars.ContextVar("prototype", default=None)
+    rows: list[tuple[Any, ...]] = []
+    count = [0]
+    label = getattr(func, "__name__", "step")
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        parent = current.get()
+        token = current.set(label)
+        index = count[0] = count[0] + 1
+        start, cpu, gcs = time.time_ns(), time.process_time(), gc.get_count()
+        t0 = time.perf_counter_ns()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            wall = time.perf_counter_ns() - t0
+            current.reset(token)
+            rows.append((label, index, parent, start, wall, time.process_time() - cpu, gcs))
+            del rows[:-1000]
+
+    return wrapper
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a few pairs (what the test runs)")
     parser.add_argument("--pairs", type=int, default=None, help="pairs a form (default 4,000; --quick 20)")
+    parser.add_argument("--parts", action="store_true",
+                        help="also a cold @cuda_timed row with each of its parts stubbed out in turn")
     args = parser.parse_args(argv)
     pairs = args.pairs or (20 if args.quick else 4000)
     torch.set_num_threads(1)  # one core: the step's time does not depend on what else runs beside it
@@ -159,6 +242,14 @@ def main(argv: list[str] | None = None) -> int:
                 cold, warm = cold_and_warm(bare, empties[name], max(pairs // 4, 10))
             print(f"| {name} | {b * 1e3:.3f} | {d * 1e6:.1f} | {1 + d / b:.4f}x | {LIMITS[name]}x "
                   f"| {cold * 1e6:.1f} | {warm * 1e6:.1f} |")
+    if args.parts:
+        found = parts(bare, max(pairs // 6, 10))
+        whole = statistics.mean(us for name, us in found if name.startswith("whole"))
+        print("\n| a cold `@cuda_timed` row, stubbed out | µs | less than the whole row |")
+        print("| --- | ---: | ---: |")
+        for name, us in found:
+            less = "" if name.startswith(("whole", "a flat")) else f"{whole - us:.1f}"
+            print(f"| {name} | {us:.1f} | {less} |")
     return 0
 
 

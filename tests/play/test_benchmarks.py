@@ -233,10 +233,14 @@ def test_house_costs_benchmark_quick():
 
 
 def test_step_ratio_benchmark_quick():
-    """``benchmarks/step_ratio.py --quick``: a line a form, each with its limit (timings printed, not
-    asserted)."""
-    proc = run_benchmark("step_ratio.py", "--quick", timeout=300)
+    """``benchmarks/step_ratio.py --quick --parts``: a line a form, each with its limit, and a line a
+    part stubbed out of a cold row (timings printed, not asserted)."""
+    proc = run_benchmark("step_ratio.py", "--quick", "--parts", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "x |" in line]
     assert [line.split(" | ")[0] for line in lines] == ["| full stack + 3 phases", "| timing + GC"]
     assert [line.split(" | ")[4] for line in lines] == ["1.02x", "1.01x"]
+    stubbed = [line.split(" | ")[0] for line in proc.stdout.split("stubbed out |", 1)[1].splitlines()[2:] if line]
+    assert stubbed == ["| whole row", "| device chosen as it opens", "| device asked again as it closes",
+                       "| the every-row probes", "| the held sections", "| whole row, again",
+                       "| a flat prototype, for scale"]
