@@ -35,7 +35,7 @@ from gnnmon.errors import raised_by_handler
 from gnnmon.measure.row_device import model_backend
 from gnnmon.measure.timing import EventSpan
 from gnnmon.record.current import filling_row
-from gnnmon.record.probe_sched import put_sched
+from gnnmon.record.probe_sched import put_sched, row_start
 from gnnmon.record.row import Row
 
 
@@ -53,7 +53,7 @@ class BucketRecord:
         self.count = 0
         self.closed = False
         self._lock = threading.Lock()
-        self.sched0 = row.sched0  # the row's thread's scheduler counters at its start, if read
+        self.sched0 = row_start(row)  # the row's thread's scheduler counters at its start, if read
         self.sched: Times | None = None  # the same at the last bucket ready
         self.thread = threading.get_ident()
 

@@ -11,21 +11,32 @@ from gnnmon.devices.sched import Times, sched_state, thread_times
 
 
 class Sched:
-    """The row's thread's counters at its opening (kept on the row as ``sched0``: a DDP bucket
-    watch reads them) and at its closing, on the same thread (another thread's are not its)."""
+    """The row's thread's counters at its opening (which :func:`row_start` gives a DDP bucket
+    watch of the row) and at its closing, on the same thread (another thread's are not its)."""
 
     top_level = True
 
-    def open(self, row: Any) -> int:
-        now = row.sched0 = thread_times()
+    def open(self, row: Any) -> tuple[int, Times]:
+        now = thread_times()
+        sched_state().row_open = (row, now)
         _before(row.fields, now)
-        return threading.get_ident()
+        return threading.get_ident(), now
 
     def close(self, row: Any, opened: Any, fields: dict[str, Any], error: BaseException | None) -> None:
-        if row.sched0 is not None and threading.get_ident() == opened:
+        if threading.get_ident() == opened[0]:
+            state = sched_state()
+            if getattr(state, "row_open", None) is not None and state.row_open[0] is row:
+                state.row_open = None
             now = thread_times()
-            put_sched(fields, "thread_", row.sched0, now)
-            sched_state().last_end = (fields["t_end_ns"], now)
+            put_sched(fields, "thread_", opened[1], now)
+            state.last_end = (fields["t_end_ns"], now)
+
+
+def row_start(row: Any) -> Times | None:
+    """``row``'s thread counters at its opening, read on its thread while it is open (a top-level
+    row of a run with ``sched``); else None."""
+    opened = getattr(sched_state(), "row_open", None)
+    return opened[1] if opened is not None and opened[0] is row else None
 
 
 def _before(fields: dict[str, Any], now: Times) -> None:

@@ -24,7 +24,6 @@ class Row(Protocol):
     """What a probe sees of a row (:class:`gnnmon.record.row.Row`)."""
 
     fields: dict[str, Any]
-    sched0: Any  # the thread's scheduler counters at its opening: the sched probe's, which others read
 
 
 class Run(Protocol):

@@ -19,7 +19,6 @@ from typing import Any
 import torch
 
 from gnnmon.devices import Backend
-from gnnmon.devices.sched import Times
 from gnnmon.fields import add_note
 from gnnmon.record import state
 from gnnmon.record.active import active_run
@@ -62,7 +61,6 @@ class Row:
     gc_n = 0
     gc_ns = 0
     gc_gen = -1
-    sched0: Times | None = None  # its thread's counters at its start (the sched probe's)
     _probes: tuple[Probe, ...] = ()  # the run's probes this row opened (gnnmon.record.probes)
     _opened: list[Any] | tuple[()] = ()  # what each returned as it opened (a list of its own once one opens)
     closed = False
