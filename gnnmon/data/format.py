@@ -25,28 +25,18 @@ from __future__ import annotations
 import json
 import math
 import sys
+from _json import make_encoder  # json's C encoder: CPython's, as torch is
 from collections.abc import Sequence
 from itertools import repeat
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
-try:
-    from _json import make_encoder as _make_encoder
+import orjson  # a C encoder and parser several times faster than json's (a dependency)
 
-    c_make_encoder: Any = _make_encoder
-except ImportError:  # pragma: no cover - CPython always has it
-    c_make_encoder = None
-
-try:  # a C encoder and parser several times faster than json's (a hard dependency; json if absent)
-    import orjson
-
-    _orjson_dumps: Any = orjson.dumps
-    _orjson_loads: Any = orjson.loads
-    _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-except ImportError:  # pragma: no cover - orjson is a dependency
-    _orjson_dumps = _orjson_loads = None
-    _ORJSON_OPTIONS = 0
+_orjson_dumps: Any = orjson.dumps
+_orjson_loads: Any = orjson.loads
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 FORMAT = "gnnmon.jsonl"
 FORMAT_VERSION = 3
@@ -109,19 +99,14 @@ def _finite(obj: Any) -> Any:
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=_default, allow_nan=False)
 # The C encoder made once (json.JSONEncoder.encode builds one per call): about 1 µs less per row.
-_C_ENCODE = (
-    c_make_encoder(None, _default, encode_basestring_ascii, None, ":", ",", False, False, False)
-    if c_make_encoder is not None else None
-)
+_C_ENCODE: Any = make_encoder(None, _default, encode_basestring_ascii, None, ":", ",", False, False, False)
 
 
 def dumps(obj: dict[str, Any]) -> str:
     """One JSON line (no newline); non-finite floats become null (strict JSON), other objects
     their str/repr."""
     try:
-        if _C_ENCODE is not None:
-            return "".join(_C_ENCODE(obj, 0))
-        return _ENCODER.encode(obj)
+        return "".join(_C_ENCODE(obj, 0))
     except ValueError:  # NaN or infinity somewhere: rare, so checked only then
         return _ENCODER.encode(_finite(obj))
 
@@ -135,12 +120,10 @@ def encode(obj: dict[str, Any]) -> bytes:
     """One JSON line as UTF-8 bytes (no newline), as :func:`dumps` writes it: non-finite floats
     become null, tensors their values, other objects their repr. A line orjson cannot write (an
     int beyond 64 bits, a subclass it refuses) is written by json and ends in :data:`WHOLE_INTS`."""
-    if _orjson_dumps is not None:
-        try:
-            return _orjson_dumps(obj, default=_default, option=_ORJSON_OPTIONS)
-        except TypeError:  # an int beyond 64 bits, a subclass orjson refuses: json says it as it can
-            return dumps(obj).encode("utf-8") + WHOLE_INTS
-    return dumps(obj).encode("utf-8")
+    try:
+        return _orjson_dumps(obj, default=_default, option=_ORJSON_OPTIONS)
+    except TypeError:  # an int beyond 64 bits, a subclass orjson refuses: json says it as it can
+        return dumps(obj).encode("utf-8") + WHOLE_INTS
 
 
 _HEADS = {ROW: b'{"type":"row"'}
@@ -161,7 +144,7 @@ def parse(line: bytes | str) -> Any:
     ``surrogateescape``, written by :func:`encode` as a JSON escape) is read by json where orjson
     refuses it, as is a line marked as holding an int beyond 64 bits (:data:`WHOLE_INTS`); NaN and
     Infinity are refused by both (not JSON)."""
-    if _orjson_loads is None or whole_ints(line):
+    if whole_ints(line):
         return json.loads(line, parse_constant=_not_json)
     try:
         return _orjson_loads(line)
@@ -177,10 +160,10 @@ _MARKED = (b"} \n", b"} ")  # how a line marked by WHOLE_INTS ends, with its new
 
 def parse_each(lines: Sequence[bytes]) -> list[Any] | None:
     """Each line's object, one orjson call a line (no copy, no scan of the text: what makes a file
-    cost little more than parsing it); None where orjson is missing or a line is marked by
+    cost little more than parsing it); None where a line is marked by
     :data:`WHOLE_INTS` (read those with :func:`parse`). Raises ValueError where a line is not JSON
     to orjson (blank, corrupt, cut off, or a lone surrogate json reads): read those one at a time."""
-    if _orjson_loads is None or any(map(bytes.endswith, lines, repeat(_MARKED))):
+    if any(map(bytes.endswith, lines, repeat(_MARKED))):
         return None
     return list(map(_orjson_loads, lines))
 

@@ -1,6 +1,6 @@
 """Reading a run back: :func:`load` (the whole run) and :func:`iter_rows` (rows one at a time).
 
-Reads every file gnnmon has written (format ``gnnmon.jsonl`` versions 1 and 2, plain or gzip, whatever the layout of the
+Reads every file gnnmon has written (format ``gnnmon.jsonl`` versions 1 to 3, plain or gzip, whatever the layout of the
 package that wrote it); a cut-off last line is skipped with a warning.
 """
 

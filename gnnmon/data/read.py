@@ -151,7 +151,7 @@ CHUNK_LINES = 256
 
 def parse_lines(lines: Sequence[bytes], each_whole: bool = False) -> list[dict[str, Any]] | None:
     """Lines as their objects, one orjson call a line (:func:`~gnnmon.data.format.parse_each`), or
-    (without orjson, or where a line holds an int beyond 64 bits) in one json call over the lines
+    (where a line holds an int beyond 64 bits) in one json call over the lines
     joined as an array; None where one of them is not a whole JSON object (blank, corrupt, cut off):
     read those one at a time. A file's lines end in a newline and each is checked to hold one
     object; ``each_whole``: lines known to be one encoded object each (a live run's window),
