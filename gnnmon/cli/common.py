@@ -18,13 +18,12 @@ def read(path: str, lenient: bool) -> Any:
     """A run read for a command; prints the error and returns None where it cannot be read."""
     bar = _progress_bar(path)
     try:
-        return load(path, strict=not lenient, progress=bar.update if bar is not None else None)
+        return load(path, strict=not lenient, progress=bar.update)
     except (ReportFileError, OSError) as exc:
         print(f"gnnmon: {exc}", file=sys.stderr)
         return None
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
 
 
 def write(text: str) -> int:
@@ -67,11 +66,9 @@ def one_line_warning(message: Warning | str, category: type[Warning], filename: 
 
 def _progress_bar(path: str) -> Any:
     """A progress bar on stderr for reading ``path``, shown once reading has taken a second and
-    only on a terminal (tqdm's ``delay``; None without tqdm)."""
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
+    only on a terminal (tqdm's ``delay``)."""
+    from tqdm import tqdm  # a dependency, imported as a run is read
+
     total = os.path.getsize(path) if os.path.isfile(path) else None
     return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="gnnmon: reading", delay=1.0,
                 file=sys.stderr, leave=False, disable=None)

@@ -33,10 +33,8 @@ def _progress(items: Any, total: int | None, show: bool | None) -> Any:
     """``items`` with a progress bar on stderr (tqdm; ``show`` None: only on a terminal, after a second)."""
     if show is False:
         return items
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return items
+    from tqdm import tqdm  # a dependency, imported where a bar may be shown
+
     return tqdm(items, total=total, desc="gnnmon: reading batch shapes", unit="batch", delay=0 if show else 1.0,
                 file=sys.stderr, leave=False, disable=None if show is None else False)
 
