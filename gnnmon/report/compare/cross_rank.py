@@ -28,18 +28,13 @@ previous step) cover at least half the delay; ``larger batch`` where its batch h
 edges (``record_graph``) than the others' by more than 10 %; ``data loading`` where the delay was
 in a ``data`` phase or row, or before the row started with a ``data`` row in between or a wait
 for its batch (``data_wait_s`` of ``gnnmon.watch_loader``) of half the delay; then, where the
-rows carry the thread's scheduler counters (``collect(sched=)``, on in a distributed job) and
-the rank's thread computed less than half the delay more than usual over the time the delay
-fell in and was off the CPU for half the delay more than usual, ``preempted`` where most of that
-time it waited on a run queue (``thread_queued_s``: ready to run, no core; a busy machine: the step
-is listed under ``preempted``, not as a spike), or ``waiting`` (CPU rows) where most of it it
-gave the CPU up (a sleep, I/O, a lock; without the run-queue time, context switches are counted:
-:func:`_off_cpu`) — ``collective`` where that wait was one every rank made there (the
-others also gave the CPU up more often than usual, or, after its buckets, it gave the CPU up no
-more often than usual: the all-reduce's wait): its collective ended late (listed under
-``collective``, not as a spike); ``compute`` where it was in the buckets
-(the rank's own backward took longer: on a CPU row with counters, its thread computed at least
-half the delay more than usual); else ``unexplained``. Each names the rank: ``gc (rank 0)``.
+rows carry the thread's scheduler counters (``collect(sched=)``, on in a distributed job),
+``preempted`` (on a run queue: a busy machine), ``waiting`` (CPU rows: the CPU given up) or
+``collective`` (a wait every rank made, ended late on this one), as :func:`_off_cpu` weighs them:
+the steps held up by the first and last are listed apart, not as spikes; ``compute`` where it was
+in the buckets (the rank's own backward took longer: on a CPU row with counters, its thread
+computed at least half the delay more than usual); else ``unexplained``. Each names the rank:
+``gc (rank 0)``.
 """
 
 from __future__ import annotations
