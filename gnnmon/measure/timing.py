@@ -223,7 +223,6 @@ class phase:
     closed: bool
     _bracket: Bracket | None
     _t0: int | None
-    _t1: int
     _watch: Stopwatch | None
     _range: Any
 
@@ -363,7 +362,6 @@ class phase:
             return
         bracket = self._bracket
         if bracket is not None:  # a row of its own
-            self._t1 = t1
             self._bracket = None
             held = hold()
             try:
@@ -419,9 +417,9 @@ class phase:
 
 
 class PhaseClock(Measurement):
-    """A phase's clock, a measurement of the phase's row: its field (summed over the row), its
-    device time from the row's backend, the enclosing phase it ran inside, its profiler range, and
-    for a row of the phase's own, ``wall_s`` and ``device_s``."""
+    """The clock of a phase with no row open, a measurement of the row of its own that it opens:
+    the phase's field, ``wall_s`` and ``device_s`` (one window on the row's backend), and its
+    profiler range."""
 
     __slots__ = ("phase", "_watch", "_t0", "_range")
     name = "phase"
@@ -436,15 +434,11 @@ class PhaseClock(Measurement):
     def __enter__(self) -> PhaseClock:
         ph, row = self.phase, self.row
         backend = row_backend(row, ph.device)
-        if not backend.memory_is_host or ph.own:  # on the host a nested phase's device time is its wall time
-            work_starts(row, True)
-            watch = Stopwatch(backend, ph.sync or row.sync)
-            watch.start()
-            self._watch = watch
-        ph.outer, ph.closed, ph._t1 = state.OPEN_PHASE.get(), False, 0
-        outer = open_phase(ph.outer)
-        if outer is not None and outer._in is row and outer.name != ph.name:
-            row.fields.setdefault(_PARENT_FIELDS.get(ph.name) or _parent_field(ph.name), outer.name)
+        work_starts(row, True)
+        watch = Stopwatch(backend, ph.sync or row.sync)
+        watch.start()
+        self._watch = watch
+        ph.outer, ph.closed = state.OPEN_PHASE.get(), False
         state.OPEN_PHASE.set(ph)
         self._range = push_range(f"{row.fields['label']}.{ph.name}") if RANGES.on else None
         self._t0 = time.perf_counter_ns()
@@ -452,7 +446,6 @@ class PhaseClock(Measurement):
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         ph = self.phase
-        t1 = ph._t1 or time.perf_counter_ns()  # a row closed before the phase's exit ends it now
         ph.closed = True
         if state.OPEN_PHASE.get() is ph:  # the nearest enclosing phase still open is current again
             state.OPEN_PHASE.set(open_phase(ph.outer))
@@ -460,26 +453,15 @@ class PhaseClock(Measurement):
         if opened is not None:
             pop_range(opened)
         t0, self._t0 = self._t0, None
-        if t0 is None:  # its entry did not finish: nothing timed
-            return
         row, watch = self.row, self._watch
-        fields = row.fields
-        if watch is None:
-            fields[ph.field] = (fields.get(ph.field) or 0.0) + (t1 - t0) / 1e9
+        if t0 is None or watch is None:  # its entry did not finish: nothing timed
             return
         wall, device = watch.stop()
-        if isinstance(device, EventSpan):
-            # one span, read once: the phase's field, and the device time of a row of its own
-            device.field, device.accumulate = ph.field, True
-            if ph.own:
-                device.also = "device_s"
+        if isinstance(device, EventSpan):  # one span, read once: the phase's field and the row's device_s
+            device.field, device.accumulate, device.also = ph.field, True, "device_s"
         else:
-            value = wall if device is None else device
-            fields[ph.field] = (fields.get(ph.field) or 0.0) + value
-        if ph.own:
-            _fill_time(row, watch, wall, device)  # defers the span (device_s None until it is read)
-        elif isinstance(device, EventSpan):
-            row.defer(device)
+            row.fields[ph.field] = wall if device is None else device
+        _fill_time(row, watch, wall, device)  # defers the span (device_s None until it is read)
 
 
 _PHASE_FIELDS: dict[str, str] = {}
