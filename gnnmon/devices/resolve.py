@@ -71,20 +71,6 @@ _DEVICE_CONTEXT = getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None)
 (made once, as torch is imported; its ``__dict__`` is the reading thread's)."""
 
 
-def default_device() -> torch.device:
-    """torch's default device (``torch.set_default_device``), else the CPU.
-
-    ``torch.get_default_device()`` walks the torch-function mode stack (~10 µs); with no mode
-    active (the common case) the answer is the CPU unless a global default was set."""
-    if _get_default_device is None:
-        return _CPU
-    if _mode_stack_len is not None and not _mode_stack_len():
-        # A threading.local: its __dict__ is this thread's (a getattr that misses costs 0.5 µs).
-        if _DEVICE_CONTEXT is None or _DEVICE_CONTEXT.__dict__.get("device_context") is None:
-            return _CPU
-    return _get_default_device()
-
-
 # How a row's device was chosen (its ``device_source`` field); one inferred from a kind in use
 # reads "<type> in use" (BackendKind.in_use_source).
 BY_ARGUMENT = "argument"
@@ -124,7 +110,8 @@ def infer_device() -> tuple[torch.device, str]:
     Never the CPU silently while a GPU is in use. A call that is the first to use an accelerator
     is measured on the CPU (none was in use when it started); its row says so, from
     :func:`accelerator_in_use` at its end. Every step runs in this frame (one per row that infers)."""
-    # default_device()'s test, its usual answer (no mode, no default set: the CPU) read first
+    # torch's default device: ``torch.get_default_device()`` walks the mode stack (~10 µs), so its usual
+    # answer (no mode, no default set: the CPU) is read first
     if _get_default_device is not None and (
             _mode_stack_len is None or _mode_stack_len() or _DEVICE_CONTEXT is None
             or _DEVICE_CONTEXT.__dict__.get("device_context") is not None):

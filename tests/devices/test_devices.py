@@ -104,15 +104,15 @@ def test_a_call_without_tensors_follows_torch_default_device():
     """torch.set_default_device(...): a decorated call with no tensor arguments is resolved on
     that device, not silently on the CPU (and the fast default-device check sees the change).
     'meta' stands for a device this CPU-only torch has but gnnmon cannot measure: a clear error."""
-    from gnnmon.devices.resolve import default_device
+    from gnnmon.devices.resolve import BY_DEFAULT, infer_device
 
-    assert default_device() == torch.device("cpu")
+    assert infer_device()[1] != BY_DEFAULT
     torch.set_default_device("meta")
     try:
-        assert default_device() == torch.device("meta")
+        assert infer_device() == (torch.device("meta"), BY_DEFAULT)
         with pytest.raises(DeviceError, match="'meta'"):
             with gnnmon.memory_scope():
                 pass
     finally:
         torch.set_default_device(None)
-    assert default_device() == torch.device("cpu")
+    assert infer_device()[1] != BY_DEFAULT
