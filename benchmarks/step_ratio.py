@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python benchmarks/step_ratio.py`` (about a minute on 2 CPU cores; ``--quick``:
 seconds). The step is a two-layer GCN's forward, backward and Adam update on a fixed 1,000-node
-graph (PyG's ``GCNConv``), ~1.4 ms on this project's VM. Inside ``collect(path)`` (rows streamed to a
+graph (PyG's ``GCNConv``): 1.5-1.7 ms on this project's VM, where issue 65 timed its ~1.4 ms step. Inside ``collect(path)`` (rows streamed to a
 file), bare and instrumented calls alternate, each pair in one order or the other at random; the
 figure is ``1 + median(instrumented - bare) / median(bare)`` over the pairs, so that the machine's
 drift between pairs cancels. The decorators are written as users write them (no device argument):
