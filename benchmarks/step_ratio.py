@@ -1,13 +1,15 @@
-"""What gnnmon adds to a short CPU training step, as a ratio: issue 65's "~1.4 ms torch step".
+"""What gnnmon adds to a short CPU training step, as a ratio, and what a row costs there.
 
 Run: ``.venv/bin/python benchmarks/step_ratio.py`` (about a minute on 2 CPU cores; ``--quick``:
-seconds). The step is a two-layer GCN's forward, backward and Adam update on a fixed 1,000-node
-graph (PyG's ``GCNConv``): 1.5-1.7 ms on this project's VM, where issue 65 timed its ~1.4 ms step. Inside ``collect(path)`` (rows streamed to a
-file), bare and instrumented calls alternate, each pair in one order or the other at random; the
-figure is ``1 + median(instrumented - bare) / median(bare)`` over the pairs, so that the machine's
-drift between pairs cancels. The decorators are written as users write them (no device argument):
-the full stack ``@monitor_memory_device @cuda_timed @gc_controlled`` with three phases, and
-``@cuda_timed @gc_controlled`` ("timing + GC"). Issue 65's limits: 1.02x and 1.01x.
+seconds; ``--parts``: also a cold ``@cuda_timed`` row with each of its parts stubbed out). The step
+is a two-layer GCN's forward, backward and Adam update on a fixed 1,000-node graph (PyG's
+``GCNConv``): 1.5-1.7 ms on this project's VM, issue 65's "~1.4 ms torch step". Inside
+``collect(path)`` (rows streamed to a file), bare and instrumented calls alternate, each pair in one
+order or the other at random; the figure is ``1 + median(instrumented - bare) / median(bare)`` over
+the pairs, so that the machine's drift between pairs cancels. The decorators are written as users
+write them (no device argument): the full stack ``@monitor_memory_device @cuda_timed
+@gc_controlled`` with three phases, and ``@cuda_timed @gc_controlled`` ("timing + GC"). Issue 65's
+limits: 1.02x and 1.01x.
 
 "Row, cold" is the same decorators around an empty function, called right after each bare step: a
 row's own µs when the step has just filled the caches with its tensors, as in training. It is
@@ -40,7 +42,7 @@ LIMITS = {"full stack + 3 phases": 1.02, "timing + GC": 1.01}
 
 
 def make_step() -> tuple[Callable[[], None], dict[str, Callable[[], None]]]:
-    """The bare step, its two instrumented twins, and their argument."""
+    """The bare step and its two instrumented twins."""
     from torch_geometric.nn import GCNConv
 
     torch.manual_seed(0)
