@@ -40,7 +40,7 @@ def percentile(sorted_values: Sequence[float] | np.ndarray, q: float) -> float:
 
 def describe(values: Sequence[float] | np.ndarray) -> dict[str, float]:
     """count, mean, p50, p90, p99 and max of the values (count only when there are none); a
-    numpy array must come sorted (:func:`gnnmon.data.table.sorted_numbers` gives one). The mean is
+    numpy array must come sorted (:func:`gnnmon.data.column.sorted_numbers` gives one). The mean is
     exact (``math.fsum``); ``max`` keeps an int an int."""
     xs: Any = values if isinstance(values, np.ndarray) else sorted(values)
     if not len(xs):
