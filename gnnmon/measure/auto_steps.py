@@ -28,8 +28,7 @@ The phases, timed into the open row with the fields :class:`gnnmon.phase` gives 
 several), from the same hooks and nothing more: ``forward`` from a root module's forward pre-hook
 to its forward hook (the outermost call only), ``backward`` around the outermost
 ``torch.autograd.backward`` call (Python 3.11 has no ``sys.monitoring``: the wrapper above, no
-further patch), ``optimizer`` from the update's pre-hook to its post-hook (the outermost, as
-updates are de-nested). A phase opens only in a row of the engine's (never a row of its own); one
+further patch), ``optimizer`` from the update's pre-hook to its post-hook (the outermost, as updates are de-nested). A phase opens only in a row of the engine's (never a row of its own); one
 inside another (a closure optimizer's forward and backward inside its ``step``) is marked so by
 the row (``phase_forward_in = "optimizer"``), as the decorated ``phase()`` marks it. On a CPU row a
 phase is the host clock's, read here (what ``phase()`` reads there, without its objects: the
@@ -69,7 +68,7 @@ from typing import Any
 
 import torch
 
-from gnnmon.measure.bracket import Bracket, held_section, is_compiling
+from gnnmon.measure.bracket import Bracket, hold, is_compiling, release
 from gnnmon.measure.lifecycle import Measurement, open_row
 from gnnmon.measure.loader import _begin_pass, _end_pass, _splittable, take_times
 from gnnmon.measure.memory import MemoryMeasurement
@@ -80,6 +79,9 @@ PHASE_FIELDS = {"forward": "phase_forward_s", "backward": "phase_backward_s", "o
 """The engine's phases and their fields (``phase()``'s names)."""
 
 _INSIDE = {name: f"phase_{name}_in" for name in PHASE_FIELDS}
+
+_NO_KWARGS: dict[str, Any] = {}  # a row's keyword arguments: the engine's rows have none
+_clock = time.perf_counter_ns  # the loader's wait (the phases read perf_counter_ns)
 
 HOST_CLOCK = frozenset(("cpu",))
 """The backends whose rows' phases the engine times itself on the host clock (a device's are
@@ -122,7 +124,7 @@ _ENGINES: weakref.WeakSet[AutoSteps] = weakref.WeakSet()
 def _forked() -> None:
     _IN_CHILD.append(True)
     for engine in list(_ENGINES):
-        engine.off = True
+        engine.watched = 0
 
 
 if hasattr(os, "register_at_fork"):
@@ -139,9 +141,23 @@ class _Open:
 
     def __init__(self, bracket: Bracket) -> None:
         self.bracket = bracket
-        self.fields = bracket.row.fields
-        self.host = self.fields.get("backend") in HOST_CLOCK  # its phases read by the engine on the host clock
+        self.fields = fields = bracket.row.fields
+        self.host = fields["backend"] in HOST_CLOCK  # its phases read by the engine on the host clock
         self.roots: dict[int, Any] = {}  # the root modules called in it, by id
+
+
+class _Phase:
+    """One of the engine's phases on the host clock, made once: its name, its field and its nesting
+    mark's field, when it started (0: not open) and the phase open when it started (its outer)."""
+
+    __slots__ = ("name", "field", "inside", "t0", "outer")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.field = PHASE_FIELDS[name]
+        self.inside = _INSIDE[name]
+        self.t0 = 0
+        self.outer: _Phase | None = None
 
 
 class AutoSteps:
@@ -156,6 +172,7 @@ class AutoSteps:
         if memory:
             self.measures.append((MemoryMeasurement, MemoryMeasurement.check_options({}, where)))
         self.thread = threading.get_ident()
+        self.watched = 0  # the thread whose calls the hooks measure: the script's while active, 0 when off
         self.open: _Open | None = None
         self.seen_update = self.seen_backward = self.seen_loader = False
         self.gave_up = False  # an optimizer was made but none stepped in PATIENCE batches
@@ -163,26 +180,24 @@ class AutoSteps:
         self.optimizers: set[int] = set()
         self.depth_fwd = self.depth_bwd = self.depth_opt = 0
         self.updates_total = self.skipped_total = self.batches_total = self.backwards_total = 0
-        self.rules: dict[str, int] = {}
-        self.labels: dict[str, int] = {}
+        self.labels: dict[str, int] = {}  # rows closed with each label, in the order first closed
+        # the rows of the two labels that two rules share, by their second rule (rules: the rest follow)
+        self._steps_at_backward = self._evals_of_forwards = 0
         self.notes: list[str] = []
         self.faults = 0
         self.roots_hooked = False
         self._roots_due: dict[int, Any] | None = None
         self._undo: list[Callable[[], Any]] = []
         self._global_fwd: list[Any] = []
-        # the phases open now: name -> (its start on the host clock, the phase it opened inside) or a phase()
-        self._started: dict[str, Any] = {}
-        self._inner: str | None = None  # the innermost host-clock phase open
+        self._started: dict[str, Any] = {}  # a device's row's phases open now: name -> its phase()
+        self._fwd, self._bwd, self._opt = self._phases = tuple(_Phase(name) for name in PHASE_FIELDS)
+        self._inner: _Phase | None = None  # the innermost host-clock phase open
         self.depth_next = 0  # next() calls under way: the outermost is the wait
         self._iterators: set[type] = set()  # iterator classes a loader's __iter__ returned
         self._timed: set[type] = set()  # the classes whose __next__ is wrapped
         # PyG neighbour loaders split -> their wrappers (held weakly: a loader made each epoch goes when dropped)
         self._splits: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.active = False
-        self.off = True  # what a hook asks first after torch.compile: not active, or in a forked child
-        self._t0 = dict.fromkeys(PHASE_FIELDS, 0)  # each host-clock phase's start (0: not open)
-        self._outer: dict[str, str | None] = dict.fromkeys(PHASE_FIELDS)  # the phase each opened inside
 
     # -- life cycle -----------------------------------------------------------------------------
     def start(self) -> AutoSteps:
@@ -192,7 +207,7 @@ class AutoSteps:
         from torch.utils.data import dataloader
 
         self.active = True
-        self.off = bool(_IN_CHILD)
+        self.watched = 0 if _IN_CHILD else self.thread
         _ENGINES.add(self)
         self._undo.append(optim.register_optimizer_step_pre_hook(self._opt_pre).remove)
         self._undo.append(optim.register_optimizer_step_post_hook(self._opt_post).remove)
@@ -218,7 +233,7 @@ class AutoSteps:
         and patch, and return :meth:`summary`."""
         if self.active:
             self.active = False
-            self.off = True
+            self.watched = 0
             try:
                 self._close(error, ended=True)
             finally:
@@ -232,13 +247,25 @@ class AutoSteps:
                 self._splits.clear()
         return self.summary()
 
+    @property
+    def rules(self) -> dict[str, int]:
+        """The rows each rule made (:data:`RULES`' order), from the rows of each label: a step is an
+        update's or, cut at backward, counted apart; an eval row is a batch's or, counted apart, a
+        forward's (so a row's close counts its label alone)."""
+        n = self.labels.get
+        return {"update": n("step", 0) - self._steps_at_backward + n("partial", 0),
+                "backward": self._steps_at_backward,
+                "batch": n("batch", 0) + n("eval", 0) - self._evals_of_forwards,
+                "forward": n("forward", 0) + self._evals_of_forwards}
+
     def summary(self) -> dict[str, Any]:
         """The rule used and its fallbacks, what was counted, and what was looked for: the end
         line's ``steps``, which the report says."""
-        used = [r for r in RULES if self.rules.get(r)]
+        rules = self.rules
+        used = [r for r in RULES if rules[r]]
         out: dict[str, Any] = {
             "rule": used[0] if used else None,
-            "rules": {r: self.rules[r] for r in used},
+            "rules": {r: rules[r] for r in used},
             "said": [RULES[r] for r in used],
             "labels": dict(self.labels),
             "updates": self.updates_total, "updates_skipped": self.skipped_total,
@@ -257,30 +284,34 @@ class AutoSteps:
 
     # -- the rows -------------------------------------------------------------------------------
     def _off(self) -> bool:
-        """Whether a hook must do nothing: another thread, a forked child, torch.compile tracing,
-        or the run over. Compiling is asked first: dynamo folds it, where tracing the thread's id
-        would break the user's graph (and run the hook eagerly inside the compiled step). The hooks
-        run once a step or more ask the same inline."""
-        return is_compiling() or self.off or get_ident() != self.thread
+        """Whether a hook must do nothing: torch.compile tracing, another thread, a forked child or
+        the run over (the last two: ``watched`` is 0). Compiling is asked first: dynamo folds it,
+        where tracing the thread's id would break the user's graph (and run the hook eagerly inside
+        the compiled step). The hooks run once a step or more ask the same inline."""
+        return is_compiling() or get_ident() != self.watched
 
     def _expect_update(self) -> bool:
         return self.seen_update or (self.optimizers_made > 0 and not self.gave_up)
 
     def _begin(self, args: tuple[Any, ...]) -> _Open:
         """Open a row (its label guessed now, settled when it closes) on the batch or the
-        forward's arguments (their device and graph shape)."""
-        with held_section():
+        forward's arguments (their device and graph shape), in a held section of this frame."""
+        held = hold()
+        try:
             label = "step" if (self.seen_update or self.seen_backward) else ("batch" if self.seen_loader else "forward")
-            row = open_row(label, args, {})
+            row = open_row(label, args, _NO_KWARGS)
             row.fields["index"] = self.labels.get(label, 0)
             opened = self.open = _Open(Bracket(row.open(), True, self.measures))
+        finally:
+            release(held)
         return opened
 
     def _close(self, error: BaseException | None = None, ended: bool = False) -> None:
         opened = self.open
         if opened is None:
             return
-        with held_section():
+        held = hold()
+        try:
             if self._inner is not None or self._started:
                 self._end_all()
             self.open = None
@@ -288,19 +319,24 @@ class AutoSteps:
             if opened.updates or opened.skipped:
                 label, rule = "step", "update"
             elif opened.backwards:
-                label, rule = ("partial", "update") if self._expect_update() else ("step", "backward")
-                if label == "partial":
+                if self._expect_update():
+                    label, rule = "partial", "update"
                     fields["notes"] = (*fields.get("notes", ()),
                                        "backward without an optimizer update: the run ended, or an eval pass or "
                                        "another loader began, before the update")
+                else:
+                    label, rule = "step", "backward"
+                    self._steps_at_backward += 1
             elif opened.batches:
                 label, rule = ("eval" if self._trained() else "batch"), "batch"
             else:
                 label, rule = ("eval" if self._trained() else "forward"), "forward"
-            fields["label"] = label
-            fields["index"] = self.labels.get(label, 0)
-            self.labels[label] = fields["index"] + 1
-            self.rules[rule] = self.rules.get(rule, 0) + 1
+                if label == "eval":
+                    self._evals_of_forwards += 1
+            if label != fields["label"]:  # the guess at its opening was not it (its index was the guess's)
+                fields["label"] = label
+                fields["index"] = self.labels.get(label, 0)
+            self.labels[label] = fields["index"] + 1  # the rows of each label (each rule's: rules)
             fields["step_rule"] = rule
             if self.seen_loader:
                 fields["batches"] = opened.batches
@@ -312,7 +348,9 @@ class AutoSteps:
             if opened.skipped:
                 fields["updates_skipped"] = opened.skipped
             opened.bracket.close(error if ended else None)
-        if opened.forwards and not self.roots_hooked and self._roots_due is None and not ended:
+        finally:
+            release(held)
+        if not self.roots_hooked and opened.forwards and self._roots_due is None and not ended:
             self._roots_due = opened.roots  # hooked once no forward runs (_fwd_post)
 
     def _trained(self) -> bool:
@@ -323,21 +361,34 @@ class AutoSteps:
         engine = self
 
         def __next__(it: Any) -> Any:
-            if engine.depth_next or is_compiling() or engine.off or get_ident() != engine.thread:  # inside the outermost next() (PyG's), or not ours
+            if engine.depth_next or is_compiling() or get_ident() != engine.watched:  # inside the outermost next() (PyG's), or not ours
                 return original(it)
-            try:
-                engine._batch_starts()
-            except Exception:  # noqa: BLE001 - never the script's problem
-                engine.faults += 1
-            engine.depth_next += 1
-            t0 = time.perf_counter_ns()
+            opened = engine.open
+            if opened is not None:  # a batch begins: the open row ends here, or goes on (accumulation)
+                try:
+                    if opened.updates or opened.skipped or not opened.backwards or not engine._expect_update():
+                        engine._close()
+                    elif not engine.seen_update and opened.batches >= PATIENCE:
+                        engine._give_up()
+                except Exception:  # noqa: BLE001 - never the script's problem
+                    engine.faults += 1
+            engine.depth_next = 1  # it was 0: only the outermost next() gets here
+            t0 = _clock()
             try:
                 batch = original(it)  # StopIteration (the pass's end) passes through: no row opened
             finally:
-                engine.depth_next -= 1
-            wait = (time.perf_counter_ns() - t0) / 1e9
+                engine.depth_next = 0
+            wait = (_clock() - t0) / 1e9
             try:
-                engine._batch_came(batch, wait)
+                engine.seen_loader = True
+                engine.batches_total += 1
+                opened = engine.open
+                if opened is None:
+                    opened = engine._begin((batch,))
+                opened.batches += 1
+                opened.wait_s += wait
+                if engine._splits:
+                    engine._split_came(opened, batch)
             except Exception:  # noqa: BLE001
                 engine.faults += 1
             return batch
@@ -384,17 +435,6 @@ class AutoSteps:
         self._timed.add(owner)
         self._patch(owner, "__next__", self._wrap_next)
 
-    def _batch_starts(self) -> None:
-        opened = self.open
-        if opened is None:
-            return
-        if opened.updates or opened.skipped or not opened.backwards:
-            self._close()
-        elif not self._expect_update():
-            self._close()
-        elif not self.seen_update and opened.batches >= PATIENCE:
-            self._give_up()
-
     def _give_up(self) -> None:
         self.gave_up = True
         self.notes.append(f"an optimizer was made but none stepped in {PATIENCE} batches with a backward (a compiled "
@@ -402,92 +442,139 @@ class AutoSteps:
                           "row holds those batches")
         self._close()
 
-    def _batch_came(self, batch: Any, wait: float) -> None:
-        self.seen_loader = True
-        self.batches_total += 1
-        opened = self.open
-        if opened is None:
-            opened = self._begin((batch,))
-        opened.batches += 1
-        opened.wait_s += wait
-        if self._splits:
-            times = take_times(batch)
-            if times:
-                split = opened.split
-                if split is None:
-                    opened.split = dict(times)
-                else:
-                    for name, value in times.items():
-                        split[name] = split.get(name, 0.0) + value
+    def _split_came(self, opened: _Open, batch: Any) -> None:
+        """A split loader's batch: its sample / gather / transform times added to the row's."""
+        times = take_times(batch)
+        if times:
+            split = opened.split
+            if split is None:
+                opened.split = dict(times)
+            else:
+                for name, value in times.items():
+                    split[name] = split.get(name, 0.0) + value
 
     # -- phases ---------------------------------------------------------------------------------
-    def _phase_start(self, name: str) -> None:
-        """Open phase ``name`` in the engine's open row (nothing where none is open: a phase never
-        makes a row of its own here)."""
-        opened = self.open
-        if opened is None:
-            return
+    def _start(self, opened: _Open, ph: _Phase) -> None:
+        """Open phase ``ph`` in the engine's open row ``opened`` (a phase never makes a row of its
+        own here)."""
         if opened.host:
-            outer = self._outer[name] = self._inner
+            outer = self._inner
             if outer is not None:
-                opened.fields.setdefault(_INSIDE[name], outer)
-            self._t0[name] = perf_counter_ns()
-            self._inner = name  # once started: a start that failed leaves nothing open
+                outer = self._nested(opened, ph, outer)
+            ph.outer = outer
+            ph.t0 = perf_counter_ns()
+            self._inner = ph  # once started: a start that failed leaves nothing open
         else:
-            timed = phase(name)
+            timed = phase(ph.name)
             timed.__enter__()
-            self._started[name] = timed
+            self._started[ph.name] = timed
 
-    def _phase_end(self, name: str) -> None:
-        """End phase ``name`` if it is open: its time added to its row (a row's close has ended it
+    def _nested(self, opened: _Open, ph: _Phase, outer: _Phase) -> _Phase | None:
+        """Phase ``ph`` starts while ``outer`` is open: the row marks it so (``phase_<name>_in``);
+        returns the phase it is in."""
+        opened.fields.setdefault(ph.inside, outer.name)
+        return outer
+
+    def _end(self, ph: _Phase) -> None:
+        """End phase ``ph`` if it is open: its time added to its row (a row's close has ended it
         already: then nothing)."""
-        t0 = self._t0[name]
+        t0 = ph.t0
         if t0:
-            self._t0[name] = 0
-            self._inner = self._outer[name]
-            fields, field = self.open.fields, PHASE_FIELDS[name]  # type: ignore[union-attr]  # open: see _close
+            ph.t0 = 0
+            outer = ph.outer
+            while outer is not None and not outer.t0:  # one that ended before it (out of order) is not open
+                outer = outer.outer
+            self._inner = outer
+            fields, field = self.open.fields, ph.field  # type: ignore[union-attr]  # open: see _close
             fields[field] = fields.get(field, 0.0) + (perf_counter_ns() - t0) / 1e9
         elif self._started:
-            timed = self._started.pop(name, None)
+            timed = self._started.pop(ph.name, None)
             if timed is not None:
                 timed.__exit__(None, None, None)
 
     def _end_all(self) -> None:
         """The open row closes: its phases still open end with it, the innermost first."""
         try:
-            name = self._inner
-            while name is not None and self._t0[name]:  # the innermost first
-                self._phase_end(name)
-                name = self._inner
-            for name in [n for n, t0 in self._t0.items() if t0] + list(reversed(self._started)):
-                self._phase_end(name)
+            ph = self._inner
+            while ph is not None and ph.t0:  # the innermost first
+                self._end(ph)
+                ph = self._inner
+            for ph in self._phases:
+                if ph.t0:
+                    self._end(ph)
+            by_name = {ph.name: ph for ph in self._phases}
+            for name in reversed(list(self._started)):
+                self._end(by_name[name])
         except Exception:  # noqa: BLE001
             self.faults += 1
         self._started.clear()
-        self._t0 = dict.fromkeys(PHASE_FIELDS, 0)
+        for ph in self._phases:
+            ph.t0 = 0
         self._inner = None
 
     # -- forwards -------------------------------------------------------------------------------
     def _fwd_pre(self, module: Any, args: Any) -> None:
-        if is_compiling() or self.off or get_ident() != self.thread:
+        if is_compiling() or get_ident() != self.watched:
             return
-        try:
-            self.depth_fwd += 1
-            if self.depth_fwd == 1:
-                self._root_forward(module, args)
-                self._phase_start("forward")
+        depth = self.depth_fwd
+        self.depth_fwd = depth + 1
+        if depth:
+            return
+        try:  # a root forward begins: the open row ends here or goes on; the phase starts in the row it is in
+            opened = self.open
+            key = id(module)
+            if opened is not None:
+                if opened.batches:
+                    if (opened.updates or opened.skipped) and not torch.is_grad_enabled():
+                        self._close()  # an eval forward after the batch's update: its own row
+                elif opened.updates or opened.skipped:
+                    self._close()
+                elif opened.backwards:
+                    if not self._expect_update() and key in opened.roots:
+                        self._close()  # the same model again after a backward: the next step
+                    elif not self.seen_update and opened.forwards >= PATIENCE:
+                        self._give_up()
+                elif key in opened.roots:
+                    self._close()  # the same model again with no backward: the next forward
+                opened = self.open
+            if opened is None:
+                opened = self._begin(tuple(args) if isinstance(args, tuple) else ())
+            opened.forwards += 1
+            opened.roots[key] = module
+            ph = self._fwd
+            if opened.host:  # _start's host-clock path, inline (once a step)
+                outer = self._inner
+                if outer is not None:
+                    outer = self._nested(opened, ph, outer)
+                ph.outer = outer
+                ph.t0 = perf_counter_ns()
+                self._inner = ph
+            else:
+                self._start(opened, ph)
         except Exception:  # noqa: BLE001
             self.faults += 1
 
     def _fwd_post(self, module: Any, args: Any, output: Any) -> None:
-        if is_compiling() or self.off or get_ident() != self.thread:
+        if is_compiling() or get_ident() != self.watched:
             return
-        if self.depth_fwd > 0:
-            self.depth_fwd -= 1
-        if self.depth_fwd:
+        depth = self.depth_fwd
+        if depth > 1:
+            self.depth_fwd = depth - 1
             return
+        self.depth_fwd = 0
         try:
-            self._phase_end("forward")
+            ph = self._fwd
+            t0 = ph.t0
+            if t0:  # _end's host-clock path, inline (once a step)
+                ph.t0 = 0
+                outer = ph.outer
+                while outer is not None and not outer.t0:
+                    outer = outer.outer
+                self._inner = outer
+                fields = self.open.fields  # type: ignore[union-attr]  # open: see _close
+                fields["phase_forward_s"] = fields.get("phase_forward_s", 0.0) + (perf_counter_ns() - t0) / 1e9
+            elif self._started:
+                self._end(ph)
         except Exception:  # noqa: BLE001
             self.faults += 1
         if self._roots_due is not None:
@@ -495,28 +582,6 @@ class AutoSteps:
                 self._hook_roots(self._roots_due)
             except Exception:  # noqa: BLE001 - the global hooks stay
                 self.faults += 1
-
-    def _root_forward(self, module: Any, args: Any) -> None:
-        opened = self.open
-        key = id(module)
-        if opened is not None:
-            if opened.batches:
-                if (opened.updates or opened.skipped) and not torch.is_grad_enabled():
-                    self._close()  # an eval forward after the batch's update: its own row
-            elif opened.updates or opened.skipped:
-                self._close()
-            elif opened.backwards:
-                if not self._expect_update() and key in opened.roots:
-                    self._close()  # the same model again after a backward: the next step
-                elif not self.seen_update and opened.forwards >= PATIENCE:
-                    self._give_up()
-            elif key in opened.roots:
-                self._close()  # the same model again with no backward: the next forward
-        opened = self.open
-        if opened is None:
-            opened = self._begin(tuple(args) if isinstance(args, tuple) else ())
-        opened.forwards += 1
-        opened.roots[key] = module
 
     def _hook_roots(self, roots: dict[int, Any]) -> None:
         """The first row with a forward has closed and no forward runs: hook its root modules alone,
@@ -535,82 +600,137 @@ class AutoSteps:
         engine = self
 
         def backward(*args: Any, **kwargs: Any) -> Any:
-            if is_compiling() or engine.off or get_ident() != engine.thread or engine.depth_bwd:
+            if is_compiling() or get_ident() != engine.watched or engine.depth_bwd:
                 return original(*args, **kwargs)
             try:
-                engine._backward_starts()
-                engine._phase_start("backward")
+                engine._backward_begins()
             except Exception:  # noqa: BLE001
                 engine.faults += 1
-            engine.depth_bwd += 1
+            engine.depth_bwd = 1  # it was 0: the outermost call only
             try:
                 return original(*args, **kwargs)
             finally:
-                engine.depth_bwd -= 1
-                try:
-                    engine._phase_end("backward")
-                except Exception:  # noqa: BLE001
-                    engine.faults += 1
+                engine.depth_bwd = 0
+                engine._backward_ends()
 
         backward.__wrapped__ = original  # type: ignore[attr-defined]
         backward.__doc__ = original.__doc__
         return backward
 
-    def _backward_starts(self) -> None:
+    def _backward_begins(self) -> None:
+        """The outermost backward call begins: counted in its row (opened if none is), its phase
+        started."""
         self.seen_backward = True
         self.backwards_total += 1
         opened = self.open
-        if opened is not None and not opened.batches and not opened.forwards and opened.backwards \
-                and not (opened.updates or opened.skipped) and not self._expect_update():
-            self._close()  # no loader, no model call seen: a backward after a backward is the next step
-        opened = self.open
         if opened is None:
             opened = self._begin(())
+        elif opened.backwards and not (opened.batches or opened.forwards or opened.updates or opened.skipped) \
+                and not self._expect_update():
+            self._close()  # no loader, no model call seen: a backward after a backward is the next step
+            opened = self._begin(())
         opened.backwards += 1
+        ph = self._bwd
+        if opened.host:  # _start's host-clock path, inline (once a step)
+            outer = self._inner
+            if outer is not None:
+                outer = self._nested(opened, ph, outer)
+            ph.outer = outer
+            ph.t0 = perf_counter_ns()
+            self._inner = ph
+        else:
+            self._start(opened, ph)
+
+    def _backward_ends(self) -> None:
+        """The outermost backward call has ended (returned or raised): its phase ends. Never raises."""
+        try:
+            ph = self._bwd
+            t0 = ph.t0
+            if t0:  # _end's host-clock path, inline (once a step)
+                ph.t0 = 0
+                outer = ph.outer
+                while outer is not None and not outer.t0:
+                    outer = outer.outer
+                self._inner = outer
+                fields = self.open.fields  # type: ignore[union-attr]  # open: see _close
+                fields["phase_backward_s"] = fields.get("phase_backward_s", 0.0) + (perf_counter_ns() - t0) / 1e9
+            elif self._started:
+                self._end(ph)
+        except Exception:  # noqa: BLE001
+            self.faults += 1
 
     # -- updates --------------------------------------------------------------------------------
     def _opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if is_compiling() or self.off or get_ident() != self.thread:
+        if is_compiling() or get_ident() != self.watched:
             return
-        self.depth_opt += 1
-        if self.depth_opt == 1:
-            try:
-                if self.open is None:
-                    self._begin(())  # an update with nothing before it (a closure optimizer's first step)
-                self._phase_start("optimizer")
-            except Exception:  # noqa: BLE001
-                self.faults += 1
+        depth = self.depth_opt
+        self.depth_opt = depth + 1
+        if depth:
+            return
+        try:
+            opened = self.open
+            if opened is None:
+                opened = self._begin(())  # an update with nothing before it (a closure optimizer's first step)
+            ph = self._opt
+            if opened.host:  # _start's host-clock path, inline (once a step)
+                outer = self._inner
+                if outer is not None:
+                    outer = self._nested(opened, ph, outer)
+                ph.outer = outer
+                ph.t0 = perf_counter_ns()
+                self._inner = ph
+            else:
+                self._start(opened, ph)
+        except Exception:  # noqa: BLE001
+            self.faults += 1
 
     def _opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if is_compiling() or self.off or get_ident() != self.thread:
+        if is_compiling() or get_ident() != self.watched:
             return
-        if self.depth_opt > 0:
-            self.depth_opt -= 1
-        if self.depth_opt:
+        depth = self.depth_opt
+        if depth > 1:
+            self.depth_opt = depth - 1
             return  # an inner optimizer that a wrapper steps: the wrapper's step is the update
+        self.depth_opt = 0
         try:
-            self._phase_end("optimizer")
+            ph = self._opt
+            t0 = ph.t0
+            if t0:  # _end's host-clock path, inline (once a step)
+                ph.t0 = 0
+                outer = ph.outer
+                while outer is not None and not outer.t0:
+                    outer = outer.outer
+                self._inner = outer
+                fields = self.open.fields  # type: ignore[union-attr]  # open: see _close
+                fields["phase_optimizer_s"] = fields.get("phase_optimizer_s", 0.0) + (perf_counter_ns() - t0) / 1e9
+            elif self._started:
+                self._end(ph)
         except Exception:  # noqa: BLE001
             self.faults += 1
-        try:
-            self._updated(id(optimizer))
+        try:  # an update: counted in its row, which it ends where no loader runs (else the next batch does)
+            self.seen_update = True
+            opened = self.open
+            if opened is None:
+                opened = self._begin(())
+            opened.updates += 1
+            self.updates_total += 1
+            self.optimizers.add(id(optimizer))
+            if not opened.batches:
+                self._close()
         except Exception:  # noqa: BLE001
             self.faults += 1
 
-    def _updated(self, optimizer: int | None) -> None:
+    def _skipped(self) -> None:
+        """An update AMP's scaler skipped (inf or NaN gradients): counted in its row, which it ends
+        where no loader runs, as an update does."""
         self.seen_update = True
         opened = self.open
         if opened is None:
             opened = self._begin(())
-        if optimizer is None:
-            opened.skipped += 1
-            self.skipped_total += 1
-        else:
-            opened.updates += 1
-            self.updates_total += 1
-            self.optimizers.add(optimizer)
+        opened.skipped += 1
+        self.skipped_total += 1
         if not opened.batches:
-            self._close()  # no loader: the update ends the step (with one, the next batch does)
+            self._close()
 
     def _wrap_optimizer_init(self, original: Callable[..., Any]) -> Callable[..., Any]:
         engine = self
@@ -633,7 +753,7 @@ class AutoSteps:
             result = original(scaler, optimizer, *args, **kwargs)
             try:
                 if engine.updates_total == before and getattr(scaler, "_enabled", True):
-                    engine._updated(None)  # the scaler found inf or NaN gradients: no optimizer.step ran
+                    engine._skipped()  # the scaler found inf or NaN gradients: no optimizer.step ran
             except Exception:  # noqa: BLE001
                 engine.faults += 1
             return result

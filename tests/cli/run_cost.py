@@ -5,12 +5,17 @@ decorated as the README teaches (``@monitor_memory_device @cuda_timed``, three `
 for one Python version). The step is a tiny one (a 4 -> 1 linear layer, a batch of 4 from a
 DataLoader), so that the count is gnnmon's alone.
 
-Run: ``.venv/bin/python -m tests.cli.run_cost`` (seconds). Issue 68 asks that the first be no more
-than the second."""
+Run: ``.venv/bin/python -m tests.cli.run_cost`` (seconds), in an interpreter of its own: what
+else a process has imported moves the count (with ``torch_geometric`` imported, a row's scan of its
+arguments asks for PyG's types: about 11 more a step, both forms alike). Issue 68 asks that the first be no more
+than the decorated one; ``tests/cli/test_run_cost.py`` holds it."""
 
 from __future__ import annotations
 
+import contextvars
+import json
 import platform
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,16 +61,28 @@ def decorated(batches: Iterator[Any], n: int) -> int:
     return n
 
 
-def counts(folder: Path, warm: int = 50, counted: int = 200) -> dict[str, float]:
-    """Each form's instructions a step, inside ``collect`` after ``warm`` steps."""
-    with gnnmon.collect(folder / "run.jsonl", flush_interval=3600) as run:
+def _run(folder: Path, name: str, warm: int, counted: int) -> float:
+    with gnnmon.collect(folder / f"{name}.jsonl", flush_interval=3600) as run:
         engine = AutoSteps(run).start()
         try:
             batches = iter(DataLoader(data, batch_size=4))
             plain(batches, warm)
-            found = {"gnnmon run": count(lambda: plain(batches, counted))}
+            return count(lambda: plain(batches, counted))
         finally:
             engine.stop()
+
+
+def counts(folder: Path, warm: int = 50, counted: int = 200) -> dict[str, float]:
+    """Each form's instructions a step, inside ``collect`` after ``warm`` steps, in a context of
+    its own (no row, phase or scope left current by earlier code, as a test run may leave one)."""
+    return contextvars.Context().run(_counts, folder, warm, counted)
+
+
+def _counts(folder: Path, warm: int, counted: int) -> dict[str, float]:
+    # Python 3.12 turns on the opcode events that f_trace_opcodes asks for at the next settrace
+    # after one frame first asked: the first count of a process would see none (0 instructions)
+    count(lambda: decorated(iter(gnnmon.watch_loader(DataLoader(data, batch_size=4))), 1))
+    found = {"gnnmon run": _run(folder, "run", warm, counted)}
     with gnnmon.collect(folder / "decorated.jsonl", flush_interval=3600):
         batches = iter(gnnmon.watch_loader(DataLoader(data, batch_size=4)))
         decorated(batches, warm)
@@ -76,9 +93,12 @@ def counts(folder: Path, warm: int = 50, counted: int = 200) -> dict[str, float]
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         found = counts(Path(tmp))
+    if "--json" in sys.argv[1:]:  # for tests/cli/test_run_cost.py
+        print(json.dumps(found))
+        return
     print(f"Python {platform.python_version()}, gnnmon {gnnmon.__version__}: instructions a step in gnnmon's code")
     for name, n in found.items():
-        print(f"  {name:12s} {n:8.0f}")
+        print(f"  {name:20s} {n:8.0f}")
 
 
 if __name__ == "__main__":
