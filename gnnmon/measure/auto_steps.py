@@ -17,7 +17,9 @@ it ends):
   ``watch_loader``'s does. A PyG neighbour loader's time is split as ``watch_loader`` splits it
   (``data_sample_s``, ``data_gather_s``, ``data_transform_s``, summed over the row's batches),
   by the same wrappers, put on the loader when it is first iterated and taken off when the run ends;
-* **backward calls** — ``torch.autograd.backward`` (``Tensor.backward`` calls it), outermost only;
+* **backward calls** — ``torch.autograd.backward`` (``Tensor.backward`` calls it), outermost only:
+  on Python 3.12+ through ``sys.monitoring``'s local events on its code (:data:`MONITORING`), below
+  it a wrapper put in its place;
 * **root forwards** — a global module forward hook that finds the outermost module calls until the
   first row with a forward closes, then hooks those root modules alone and drops the global hook
   (a global hook takes every submodule off torch's fast path);
@@ -27,8 +29,9 @@ The phases, timed into the open row with the fields :class:`gnnmon.phase` gives 
 (``phase_forward_s``, ``phase_backward_s``, ``phase_optimizer_s``; summed where a row holds
 several), from the same hooks and nothing more: ``forward`` from a root module's forward pre-hook
 to its forward hook (the outermost call only), ``backward`` around the outermost
-``torch.autograd.backward`` call (Python 3.11 has no ``sys.monitoring``: the wrapper above, no
-further patch), ``optimizer`` from the update's pre-hook to its post-hook (the outermost, as updates are de-nested). A phase opens only in a row of the engine's (never a row of its own); one
+``torch.autograd.backward`` call (its start and return as seen above; one that raises where
+``sys.monitoring`` sees it is left out, said by the row: :data:`BACKWARD_RAISED`), ``optimizer``
+from the update's pre-hook to its post-hook (the outermost, as updates are de-nested). A phase opens only in a row of the engine's (never a row of its own); one
 inside another (a closure optimizer's forward and backward inside its ``step``) is marked so by
 the row (``phase_forward_in = "optimizer"``), as the decorated ``phase()`` marks it. On a CPU row a
 phase is the host clock's, read here (what ``phase()`` reads there, without its objects: the
@@ -57,6 +60,7 @@ does nothing in a forked child.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import weakref
@@ -82,6 +86,26 @@ _INSIDE = {name: f"phase_{name}_in" for name in PHASE_FIELDS}
 
 _NO_KWARGS: dict[str, Any] = {}  # a row's keyword arguments: the engine's rows have none
 _clock = time.perf_counter_ns  # the loader's wait (the phases read perf_counter_ns)
+_getframe = sys._getframe
+
+MONITORING = sys.version_info >= (3, 12)
+"""Whether backward is seen through ``sys.monitoring`` (PEP 669, Python 3.12+): local ``PY_START``
+and ``PY_RETURN`` events on ``torch.autograd.backward``'s code, which cost nothing elsewhere and
+patch nothing (a caller that holds its own reference to the function is seen too). Below 3.12, a
+wrapper put in ``torch.autograd.backward``'s place, removed at the run's end."""
+
+TOOL_IDS = (4, 3)
+"""The ``sys.monitoring`` tool ids the engine may take, the first free one (0 is debuggers', 1
+coverage's, 2 profilers' (cProfile takes it), 5 optimizers'). None free: the wrapper."""
+
+BACKWARD_SEEN_BY = {"monitoring": "sys.monitoring (local events on torch.autograd.backward's code)",
+                    "wrapper": "a wrapper in torch.autograd.backward's place"}
+"""How backward calls were seen (the summary's ``backward_seen_by``)."""
+
+BACKWARD_RAISED = ("a backward call raised (no end seen: Python 3.12 has no local event for a frame that unwinds): "
+                   "its phase is left out of the row's backward time")
+"""The note of a row whose backward raised where ``sys.monitoring`` sees backward: its phase's time
+is not known, and not made up."""
 
 HOST_CLOCK = frozenset(("cpu",))
 """The backends whose rows' phases the engine times itself on the host clock (a device's are
@@ -129,6 +153,17 @@ def _forked() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)
+
+
+def _give_back(tool: int, code: Any) -> None:
+    """The run's end: the engine's ``sys.monitoring`` events, callbacks and tool id given back."""
+    if sys.version_info < (3, 12):
+        return
+    monitoring = sys.monitoring
+    monitoring.set_local_events(tool, code, 0)
+    monitoring.register_callback(tool, monitoring.events.PY_START, None)
+    monitoring.register_callback(tool, monitoring.events.PY_RETURN, None)
+    monitoring.free_tool_id(tool)
 
 
 class _Open:
@@ -179,6 +214,8 @@ class AutoSteps:
         self.optimizers_made = 0
         self.optimizers: set[int] = set()
         self.depth_fwd = self.depth_bwd = self.depth_opt = 0
+        self._bwd_code: Any = None  # torch.autograd.backward's code where sys.monitoring sees it, else None
+        self._bwd_tool = 0  # the sys.monitoring tool id that sees it
         self.updates_total = self.skipped_total = self.batches_total = self.backwards_total = 0
         self.labels: dict[str, int] = {}  # rows closed with each label, in the order first closed
         # the rows of the two labels that two rules share, by their second rule (rules: the rest follow)
@@ -216,7 +253,8 @@ class AutoSteps:
         self._patch(dataloader._BaseDataLoaderIter, "__next__", self._wrap_next)
         self._timed.add(dataloader._BaseDataLoaderIter)
         self._patch(dataloader.DataLoader, "__iter__", self._wrap_iter)
-        self._patch(torch.autograd, "backward", self._wrap_backward)
+        if not (MONITORING and self._monitor_backward()):
+            self._patch(torch.autograd, "backward", self._wrap_backward)
         self._patch(optim.Optimizer, "__init__", self._wrap_optimizer_init)
         scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
         if scaler is not None:
@@ -271,6 +309,7 @@ class AutoSteps:
             "updates": self.updates_total, "updates_skipped": self.skipped_total,
             "batches": self.batches_total, "backward_calls": self.backwards_total,
             "optimizers": len(self.optimizers),
+            "backward_seen_by": BACKWARD_SEEN_BY["monitoring" if self._bwd_code is not None else "wrapper"],
             "looked_for": list(LOOKED_FOR),
         }
         notes = list(self.notes)
@@ -471,7 +510,14 @@ class AutoSteps:
 
     def _nested(self, opened: _Open, ph: _Phase, outer: _Phase) -> _Phase | None:
         """Phase ``ph`` starts while ``outer`` is open: the row marks it so (``phase_<name>_in``);
-        returns the phase it is in."""
+        returns the phase it is in (a backward seen through sys.monitoring that raised is not open
+        any more: dropped first, see :meth:`_backward_raised`)."""
+        if outer is self._bwd and self._bwd_code is not None and not self._in_backward(_getframe(1)):
+            self._backward_raised()
+            found = self._inner
+            if found is None:
+                return None
+            outer = found
         opened.fields.setdefault(ph.inside, outer.name)
         return outer
 
@@ -495,6 +541,8 @@ class AutoSteps:
     def _end_all(self) -> None:
         """The open row closes: its phases still open end with it, the innermost first."""
         try:
+            if self._bwd.t0 and self._bwd_code is not None and not self._in_backward(_getframe(1)):
+                self._backward_raised()  # no end seen, and none will be
             ph = self._inner
             while ph is not None and ph.t0:  # the innermost first
                 self._end(ph)
@@ -658,6 +706,93 @@ class AutoSteps:
                 self._end(ph)
         except Exception:  # noqa: BLE001
             self.faults += 1
+
+    def _monitor_backward(self) -> bool:
+        """Python 3.12+: see backward's start and return through ``sys.monitoring`` (:data:`MONITORING`),
+        on the first free tool id of :data:`TOOL_IDS`; False where that cannot be (no tool id free,
+        ``torch.autograd.backward`` not a Python function): the wrapper is put on instead."""
+        if sys.version_info < (3, 12):
+            return False
+        monitoring = sys.monitoring
+        code = getattr(torch.autograd.backward, "__code__", None)
+        tool = next((t for t in TOOL_IDS if monitoring.get_tool(t) is None), None)
+        if code is None or tool is None:
+            return False
+        events = monitoring.events
+        monitoring.use_tool_id(tool, "gnnmon")
+        self._undo.append(lambda: _give_back(tool, code))
+        monitoring.register_callback(tool, events.PY_START, self._backward_started)
+        monitoring.register_callback(tool, events.PY_RETURN, self._backward_returned)
+        monitoring.set_local_events(tool, code, events.PY_START | events.PY_RETURN)
+        self._bwd_code, self._bwd_tool = code, tool
+        return True
+
+    def _backward_started(self, code: Any, offset: int) -> None:
+        """``PY_START`` of ``torch.autograd.backward`` (Python 3.12+): the wrapper's entry. A
+        backward inside a backward (a reentrant checkpoint's) belongs to the outer one; one that
+        finds the last still counted as running while no backward frame is on the stack finds
+        that the last raised (:meth:`_backward_raised`)."""
+        if is_compiling() or get_ident() != self.watched:
+            return
+        if self.depth_bwd:
+            try:
+                if self._in_backward(_getframe(1).f_back):
+                    self.depth_bwd += 1  # the outer backward's: nothing of its own
+                    return
+                self._backward_raised()
+            except Exception:  # noqa: BLE001
+                self.faults += 1
+                return
+        try:
+            self._backward_begins()
+        except Exception:  # noqa: BLE001
+            self.faults += 1
+        self.depth_bwd = 1
+
+    def _backward_returned(self, code: Any, offset: int, value: Any) -> None:
+        """``PY_RETURN`` of ``torch.autograd.backward`` (Python 3.12+): the wrapper's exit (a return
+        on the script's thread while a start was counted there, which a traced step never is)."""
+        if get_ident() != self.watched:
+            return
+        depth = self.depth_bwd
+        if depth > 1:
+            self.depth_bwd = depth - 1
+        elif depth:
+            self.depth_bwd = 0
+            self._backward_ends()
+
+    def _in_backward(self, frame: Any) -> bool:
+        """Whether ``frame`` or one below it runs ``torch.autograd.backward`` (seen by sys.monitoring)."""
+        code = self._bwd_code
+        while frame is not None:
+            if frame.f_code is code:
+                return True
+            frame = frame.f_back
+        return False
+
+    def _backward_raised(self) -> None:
+        """The outermost backward that sys.monitoring saw start never returned: it raised (no local
+        event sees a frame unwind on Python 3.12). Its phase, if still open, is left out of its row
+        with a note (:data:`BACKWARD_RAISED`): when it ended is not known. A device row's
+        ``phase()`` ends now, its time an upper bound, under the same note."""
+        self.depth_bwd = 0
+        ph = self._bwd
+        opened = self.open
+        if opened is None:
+            return
+        if ph.t0:
+            ph.t0 = 0
+            if self._inner is ph:
+                outer = ph.outer
+                while outer is not None and not outer.t0:
+                    outer = outer.outer
+                self._inner = outer
+        elif ph.name in self._started:
+            self._end(ph)
+        else:
+            return
+        fields = opened.fields
+        fields["notes"] = (*fields.get("notes", ()), BACKWARD_RAISED)
 
     # -- updates --------------------------------------------------------------------------------
     def _opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:

@@ -5,6 +5,13 @@ decorated as the README teaches (``@monitor_memory_device @cuda_timed``, three `
 for one Python version). The step is a tiny one (a 4 -> 1 linear layer, a batch of 4 from a
 DataLoader), so that the count is gnnmon's alone.
 
+On Python 3.12+ the engine sees backward through ``sys.monitoring``, whose callbacks the
+interpreter runs with tracing off: a tracer never sees them. They are counted all the same: while
+counting, the engine's events are off and a trampoline in this file (not gnnmon's code: not
+counted) calls the same two callbacks around each ``torch.autograd.backward`` call, as the
+interpreter would. The same loop with the wrapper that Python 3.11 uses is counted beside it
+(``gnnmon run, wrapper``).
+
 Run: ``.venv/bin/python -m tests.cli.run_cost`` (seconds), in an interpreter of its own: what
 else a process has imported moves the count (with ``torch_geometric`` imported, a row's scan of its
 arguments asks for PyG's types: about 11 more a step, both forms alike). Issue 68 asks that the first be no more
@@ -17,7 +24,7 @@ import json
 import platform
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +33,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import gnnmon
 from benchmarks.row_opcodes import counted as count
+from gnnmon.measure import auto_steps
 from gnnmon.measure.auto_steps import AutoSteps
 
 model = torch.nn.Linear(4, 1)
@@ -61,13 +69,38 @@ def decorated(batches: Iterator[Any], n: int) -> int:
     return n
 
 
+def _counted_run(engine: AutoSteps, steps: Callable[[], int]) -> float:
+    """``count(steps)`` with the engine's sys.monitoring callbacks counted (Python 3.12+): its
+    events off meanwhile, a trampoline calls the callbacks as the interpreter does."""
+    code = engine._bwd_code
+    if code is None:  # the wrapper: gnnmon's own function, which the tracer sees
+        return count(steps)
+    monitoring = sys.monitoring
+    events = monitoring.events
+    original = torch.autograd.backward
+
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        engine._backward_started(code, 0)
+        value = original(*args, **kwargs)
+        engine._backward_returned(code, 0, value)
+        return value
+
+    monitoring.set_local_events(engine._bwd_tool, code, 0)
+    torch.autograd.backward = backward
+    try:
+        return count(steps)
+    finally:
+        torch.autograd.backward = original
+        monitoring.set_local_events(engine._bwd_tool, code, events.PY_START | events.PY_RETURN)
+
+
 def _run(folder: Path, name: str, warm: int, counted: int) -> float:
     with gnnmon.collect(folder / f"{name}.jsonl", flush_interval=3600) as run:
         engine = AutoSteps(run).start()
         try:
             batches = iter(DataLoader(data, batch_size=4))
             plain(batches, warm)
-            return count(lambda: plain(batches, counted))
+            return _counted_run(engine, lambda: plain(batches, counted))
         finally:
             engine.stop()
 
@@ -83,6 +116,12 @@ def _counts(folder: Path, warm: int, counted: int) -> dict[str, float]:
     # after one frame first asked: the first count of a process would see none (0 instructions)
     count(lambda: decorated(iter(gnnmon.watch_loader(DataLoader(data, batch_size=4))), 1))
     found = {"gnnmon run": _run(folder, "run", warm, counted)}
+    if auto_steps.MONITORING:
+        auto_steps.MONITORING = False
+        try:
+            found["gnnmon run, wrapper"] = _run(folder, "wrapper", warm, counted)
+        finally:
+            auto_steps.MONITORING = True
     with gnnmon.collect(folder / "decorated.jsonl", flush_interval=3600):
         batches = iter(gnnmon.watch_loader(DataLoader(data, batch_size=4)))
         decorated(batches, warm)

@@ -5,6 +5,8 @@ the rows must show them, with the labels and the rule that cut them."""
 
 from __future__ import annotations
 
+import sys
+
 import gnnmon
 from gnnmon.measure.auto_steps import HIDDEN, PATIENCE
 from tests.cli.running import counts, gnnmon_run
@@ -48,10 +50,18 @@ def test_a_compiled_update_falls_back_to_cutting_at_backward_and_names_it(tmp_pa
 
 
 def test_a_step_compiled_whole_gives_its_batches_and_says_what_hid_the_update(tmp_path):
-    done = gnnmon_run(tmp_path, "-o", "w.jsonl", "train.py", script="""
+    """Below Python 3.12 a step compiled whole hides both its update and its backward (dynamo traces
+    the wrapper of ``torch.autograd.backward`` with the rest): a row a batch, and a note. On 3.12+
+    ``sys.monitoring`` sees the backward, which dynamo's graph break runs eagerly: the update alone
+    is hidden, as a compiled update's, and the rows fall back to cutting at backward after
+    ``PATIENCE`` batches, said."""
+    n = PATIENCE + 3
+    done = gnnmon_run(tmp_path, "-o", "w.jsonl", "train.py", str(n), script="""
+        import sys
         import torch
         from torch.utils.data import DataLoader, TensorDataset
 
+        N = int(sys.argv[1])
         model = torch.nn.Linear(8, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
@@ -63,13 +73,19 @@ def test_a_step_compiled_whole_gives_its_batches_and_says_what_hid_the_update(tm
             opt.step()
 
 
-        for x, y in DataLoader(TensorDataset(torch.randn(20, 8), torch.randn(20, 1)), batch_size=4):
-            train_step(x, y)                                   # planted: 5 batches
+        for x, y in DataLoader(TensorDataset(torch.randn(4 * N, 8), torch.randn(4 * N, 1)), batch_size=4):
+            train_step(x, y)                                   # planted: N batches
     """)
     assert done.returncode == 0, done.stderr[-3000:]
     result = gnnmon.load(tmp_path / "w.jsonl")
-    assert counts(result.records) == [("batch", 1, 0, 0, "batch")] * 5  # what is seen; no step made up
-    assert HIDDEN in result.end["steps"]["notes"] and f"note: {HIDDEN}" in done.stderr
+    steps = result.end["steps"]
+    if sys.version_info < (3, 12):
+        assert counts(result.records) == [("batch", 1, 0, 0, "batch")] * n  # what is seen; no step made up
+        assert HIDDEN in steps["notes"] and f"note: {HIDDEN}" in done.stderr
+    else:
+        assert counts(result.records) == [("step", PATIENCE, PATIENCE, 0, "backward")] + [("step", 1, 1, 0, "backward")] * 3
+        assert (steps["rule"], steps["updates"], steps["backward_calls"]) == ("backward", 0, n)
+        assert any("compiled step" in note for note in steps["notes"]) and HIDDEN not in steps["notes"]
 
 
 def test_a_wgan_critic_loop_makes_the_batch_the_row_with_each_update_in_it(tmp_path):
