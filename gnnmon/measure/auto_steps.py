@@ -31,9 +31,10 @@ several), from the same hooks and nothing more: ``forward`` from a root module's
 to its forward hook (the outermost call only), ``backward`` around the outermost
 ``torch.autograd.backward`` call (its start and return as seen above; one that raises where
 ``sys.monitoring`` sees it is left out, said by the row: :data:`BACKWARD_RAISED`), ``optimizer``
-from the update's pre-hook to its post-hook (the outermost, as updates are de-nested). A phase opens only in a row of the engine's (never a row of its own); one
-inside another (a closure optimizer's forward and backward inside its ``step``) is marked so by
-the row (``phase_forward_in = "optimizer"``), as the decorated ``phase()`` marks it. On a CPU row a
+from the update's pre-hook to its post-hook (the outermost, as updates are de-nested). A phase
+opens only in a row of the engine's (never a row of its own); one inside another (a closure
+optimizer's forward and backward inside its ``step``) is marked so by the row
+(``phase_forward_in = "optimizer"``), as the decorated ``phase()`` marks it. On a CPU row a
 phase is the host clock's, read here (what ``phase()`` reads there, without its objects: the
 engine's row may not cost more than a decorated one); on a device's row it is a ``phase()``,
 timed as the device's (events on CUDA). A row's close ends its phases still open.
@@ -400,7 +401,8 @@ class AutoSteps:
         engine = self
 
         def __next__(it: Any) -> Any:
-            if engine.depth_next or is_compiling() or get_ident() != engine.watched:  # inside the outermost next() (PyG's), or not ours
+            # inside the outermost next() (PyG's), or not ours
+            if engine.depth_next or is_compiling() or get_ident() != engine.watched:
                 return original(it)
             opened = engine.open
             if opened is not None:  # a batch begins: the open row ends here, or goes on (accumulation)
