@@ -26,6 +26,7 @@ import torch
 
 from gnnmon.measure.bracket import (
     HELD,
+    IN_GC,
     Bracket,
     close_call,
     hold,
@@ -185,7 +186,7 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # A signal handler's call while gnnmon's code is interrupted, or one traced by
         # torch.compile: the call alone (record/interrupts.py; no graph break, no row).
-        if is_compiling() or (HELD.depth or HELD.in_gc) and reentered():  # unmeasured(), in this frame
+        if is_compiling() or (HELD.depth or IN_GC.__dict__) and reentered():  # unmeasured(), in this frame
             return target(*args, **kwargs)
         if inner is not None or _JOIN.get() is not None:  # a row shared with a wrapper further down
             return joined_call(args, kwargs)
@@ -305,7 +306,7 @@ class _Scope:
         if self._entered:
             raise RuntimeError("this gnnmon scope was entered already; make a new one per block")
         self._entered = True
-        if is_compiling() or (HELD.depth or HELD.in_gc) and reentered():  # unmeasured(), in this frame
+        if is_compiling() or (HELD.depth or IN_GC.__dict__) and reentered():  # unmeasured(), in this frame
             return {"label": self._label, "notes": ("unmeasured: traced by torch.compile, or a signal handler interrupted gnnmon",)}
         held = hold()
         frame = sys._getframe(1)

@@ -26,7 +26,7 @@ from gnnmon.devices.ranges import RANGES, pop_range, push_range
 from gnnmon.devices.resolve import parse_device
 from gnnmon.errors import raised_by_handler
 from gnnmon.measure.adapters import make_decorator, make_scope
-from gnnmon.measure.bracket import HELD, Bracket, hold, is_compiling, reentered, release, releasing, settle
+from gnnmon.measure.bracket import HELD, IN_GC, Bracket, hold, is_compiling, reentered, release, releasing, settle
 from gnnmon.measure.lifecycle import Measurement
 from gnnmon.measure.row_device import row_backend, work_starts
 from gnnmon.record import state
@@ -241,7 +241,7 @@ class phase:
 
     @releasing
     def __enter__(self) -> phase:
-        if (HELD.depth or HELD.in_gc) and reentered() or is_compiling():  # unmeasured(), its usual case read first
+        if (HELD.depth or IN_GC.__dict__) and reentered() or is_compiling():  # unmeasured(), its usual case read first
             self._in = None
             return self
         row = CURRENT_ROW.get()

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from gnnmon.record import state
-from gnnmon.record.interrupts import HELD, MAIN_THREAD
+from gnnmon.record.interrupts import IN_GC, MARK_GC
 
 
 class GcLog:
@@ -37,6 +37,7 @@ class GcLog:
         """Install the hook (if nobody has yet)."""
         with self._lock:
             if self._users == 0:
+                gc.callbacks.insert(0, MARK_GC)  # first: marks the collection before any Python runs
                 gc.callbacks.append(self._callback)
             self._users += 1
 
@@ -45,10 +46,11 @@ class GcLog:
         with self._lock:
             self._users -= 1
             if self._users == 0:
-                try:
-                    gc.callbacks.remove(self._callback)
-                except ValueError:  # the user cleared gc.callbacks themselves
-                    pass
+                for callback in (MARK_GC, self._callback):
+                    try:
+                        gc.callbacks.remove(callback)
+                    except ValueError:  # the user cleared gc.callbacks themselves
+                        pass
             elif self._users < 0:
                 self._users = 0
                 raise RuntimeError("gnnmon GC log released more often than acquired")
@@ -68,17 +70,16 @@ class GcLog:
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            # On the main thread, a signal handler that runs from here to the end of the collection
-            # (this callback, finalizers) interrupts whatever allocation started it: it calls
-            # decorated functions unmeasured (record/interrupts.py).
-            HELD.in_gc = threading.get_ident() == MAIN_THREAD
+            # MARK_GC has marked the collection (IN_GC): a signal handler that runs from here to the
+            # end of the collection (this callback, finalizers) interrupts whatever allocation
+            # started it, and calls decorated functions unmeasured (record/interrupts.py).
             self._wall0 = time.time_ns()
             self._t0 = time.perf_counter_ns()
             return
         try:
             self._stopped(info)
         finally:
-            HELD.in_gc = False
+            IN_GC.__dict__.clear()
 
     def _stopped(self, info: dict[str, Any]) -> None:
         pause = time.perf_counter_ns() - self._t0

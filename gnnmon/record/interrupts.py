@@ -14,10 +14,12 @@ bookkeeping included. Two rules follow:
   caller, however small the calls (a section lasts microseconds). The user's code is never held;
   gnnmon's reports and loading are not held either.
 * **A handler that interrupts gnnmon runs its decorated calls unmeasured.** A decorated call
-  made while a held section is open on the main thread, or from inside gnnmon's GC callback (a
-  collection can start inside any allocation, even inside CPython's ``ContextVar.set``), could
-  only measure by changing the state the interrupted code is changing: it runs as a plain call,
-  counted in :data:`HELD` (``unmeasured``), with no row.
+  made while a held section is open on the main thread, or while a collection that gnnmon's code
+  started runs (a collection can start inside any allocation, even inside CPython's
+  ``ContextVar.set``, which before Python 3.12 a second ``set`` made meanwhile corrupts:
+  CPython gh-148891), could only measure by changing the state the interrupted code is changing:
+  it runs as a plain call, counted in :data:`HELD` (``unmeasured``), with no row. The collection
+  is marked by :data:`MARK_GC`, a GC callback of C alone: no handler can run before it.
 
 A held section left open by an exception (another handler's ``TimeoutError`` raised between two
 of gnnmon's bytecodes) is found and closed by the next decorated call, scope, phase or GC pause,
@@ -30,6 +32,7 @@ import), and only over Python's default one: a SIGINT handler of your own stays 
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -40,8 +43,8 @@ from typing import Any, TypeVar
 
 from gnnmon.errors import raised_by_handler
 
-__all__ = ["HELD", "MAIN_THREAD", "held_section", "hold", "raised_by_handler", "reentered", "release", "releasing",
-           "settle"]
+__all__ = ["HELD", "IN_GC", "MAIN_THREAD", "MARK_GC", "held_section", "hold", "raised_by_handler", "reentered",
+           "release", "releasing", "settle"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,15 +56,24 @@ MAIN_THREAD = threading.main_thread().ident
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
+IN_GC = threading.local()
+"""Non-empty ``__dict__`` while a collection runs on the reading thread: :data:`MARK_GC` fills it
+as the collection starts, gnnmon's own GC callback (:mod:`gnnmon.record.gc_log`) empties it as it
+stops."""
+MARK_GC = functools.partial(setattr, IN_GC)
+"""The first of gnnmon's ``gc.callbacks``, called ``(phase, info)``: ``IN_GC.<phase> = info``, in C
+(``functools.partial``, ``setattr``, the thread-local's own setter), so that no bytecode runs, and
+no signal handler with it, before the collection is marked."""
+
+
 class _Held:
-    __slots__ = ("depth", "holder", "pending", "installed", "in_gc", "unmeasured", "later")
+    __slots__ = ("depth", "holder", "pending", "installed", "unmeasured", "later")
 
     def __init__(self) -> None:
         self.depth = 0  # held sections open on the main thread
         self.holder: FrameType | None = None  # the frame that opened the outermost one
         self.pending = False  # an interrupt arrived during one
         self.installed = False
-        self.in_gc = False  # gnnmon's GC callback runs on the main thread
         self.unmeasured = 0  # decorated calls a signal handler made while gnnmon was interrupted
         self.later: Callable[[], Any] | None = None  # a handler's work that waits for the state to be whole
 
@@ -208,7 +220,7 @@ def _in_package(frame: FrameType | None) -> bool:
 def _heal() -> None:
     HELD.depth = 0
     HELD.holder = None
-    HELD.in_gc = False
+    IN_GC.__dict__.clear()
 
 
 def interrupted(skip: int = 2) -> bool:
@@ -219,7 +231,7 @@ def interrupted(skip: int = 2) -> bool:
     if threading.get_ident() != MAIN_THREAD:
         return False
     frame = sys._getframe(skip)
-    if HELD.depth and _holding(frame) or HELD.in_gc and _in_package(frame):
+    if HELD.depth and _holding(frame) or IN_GC.__dict__ and _in_package(frame):
         HELD.unmeasured += 1
         return True
     _heal()  # left open by an exception: the frame that held has returned
@@ -231,7 +243,7 @@ def reentered(up: int = 0) -> bool:
     held section or the GC callback is open (the common case costs one attribute read); one that
     gnnmon's own code enters in its held section (the Lightning callback's phases) is not.
     ``up``: gnnmon's frames between the entry and this call."""
-    if not (HELD.depth or HELD.in_gc) or sys._getframe(2 + up).f_code.co_filename.startswith(_PACKAGE):
+    if not (HELD.depth or IN_GC.__dict__) or sys._getframe(2 + up).f_code.co_filename.startswith(_PACKAGE):
         return False
     return interrupted(3 + up)
 

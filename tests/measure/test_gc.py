@@ -205,10 +205,47 @@ def test_explicit_collection_while_paused_is_labelled_explicit():
 
 def test_hook_is_removed_when_nothing_collects():
     from gnnmon.record.gc_log import GC_LOG
+    from gnnmon.record.interrupts import MARK_GC
 
     with gnnmon.collect():
-        assert GC_LOG._callback in gc.callbacks
-    assert GC_LOG._callback not in gc.callbacks
+        assert GC_LOG._callback in gc.callbacks and gc.callbacks[0] is MARK_GC
+    assert GC_LOG._callback not in gc.callbacks and MARK_GC not in gc.callbacks
+
+
+def test_python_run_in_a_collection_gnnmon_started_is_marked_before_any_of_it_runs():
+    """A collection can start inside CPython's ``ContextVar.set`` (its HAMT allocates), where a second
+    ``set`` made meanwhile corrupts memory before Python 3.12 (CPython gh-148891): Python that runs in
+    the collection (a signal handler, a finalizer, a GC callback of yours) must find it marked from
+    its first bytecode. Planted: a GC callback of yours, installed before gnnmon's, calls a decorated
+    function during a collection started inside a decorated call; it runs unmeasured (no row, counted
+    in ``HELD.unmeasured``), and the mark is gone once the collection is."""
+    from gnnmon.record.interrupts import HELD, IN_GC
+
+    @gnnmon.cuda_timed(label="inner", device="cpu")
+    def inner():
+        return 7
+
+    seen = []
+
+    def yours(phase, info):
+        if phase == "start":
+            seen.append((bool(IN_GC.__dict__), inner()))
+
+    @gnnmon.cuda_timed(label="step", device="cpu")
+    def step():
+        gc.collect()
+
+    gc.callbacks.append(yours)  # before gnnmon's hook (installed by collect())
+    try:
+        before = HELD.unmeasured
+        with gnnmon.collect() as run:
+            step()
+    finally:
+        gc.callbacks.remove(yours)
+    assert seen and all(marked and value == 7 for marked, value in seen), seen
+    assert HELD.unmeasured - before == len(seen)
+    assert [r["label"] for r in run.records] == ["step"]
+    assert not IN_GC.__dict__
 
 
 def test_bad_gc_arguments():
