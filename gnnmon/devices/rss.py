@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import resource
 import threading
 import weakref
@@ -91,17 +92,18 @@ CLEAR_REFS = "/proc/self/clear_refs"
 
 
 def status_figures(fd: int) -> tuple[int, int]:
-    """(VmRSS, VmHWM) in bytes from an open ``/proc/self/status`` descriptor."""
-    rss = hwm = -1
-    for line in pread_holding_gil(fd, 8191).split(b"\n"):
-        if line.startswith(b"VmHWM:"):
-            hwm = int(line.split()[1]) * 1024
-        elif line.startswith(b"VmRSS:"):
-            rss = int(line.split()[1]) * 1024
-            break  # VmRSS follows VmHWM
-    if rss < 0 or hwm < 0:
+    """(VmRSS, VmHWM) in bytes from an open ``/proc/self/status`` descriptor: each figure found by
+    one search of the text (a reading on the step's path where :class:`RssCounter` has a floor)."""
+    text = pread_holding_gil(fd, 8191)
+    hwm = _STATUS_HWM.search(text)
+    rss = _STATUS_RSS.search(text)
+    if rss is None or hwm is None:
         raise OSError("VmRSS/VmHWM missing from /proc/self/status")
-    return rss, hwm
+    return int(rss[1]) * 1024, int(hwm[1]) * 1024
+
+
+_STATUS_HWM = re.compile(rb"^VmHWM:\s*(\d+)", re.MULTILINE)
+_STATUS_RSS = re.compile(rb"^VmRSS:\s*(\d+)", re.MULTILINE)
 
 
 class RssCounter:

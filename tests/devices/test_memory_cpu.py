@@ -287,6 +287,25 @@ def test_getrusage_follows_a_high_water_mark_reset():
         assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 == pytest.approx(vm_hwm, abs=4 * MiB)
 
 
+def test_status_figures_reads_vmrss_and_vmhwm_from_a_status_text(tmp_path):
+    """The parser against a planted /proc/self/status text (any OS: a plain file): VmRSS and VmHWM
+    in bytes, whatever lines come before them; a text without them is an OSError."""
+    from gnnmon.devices.rss import status_figures
+
+    text = ("Name:\tpython\nVmPeak:\t 9999999 kB\nVmSize:\t 8888888 kB\nVmLck:\t       0 kB\n"
+            "VmHWM:\t  123456 kB\nVmRSS:\t   65432 kB\nRssAnon:\t   11111 kB\nThreads:\t4\n")
+    path = tmp_path / "status"
+    path.write_text(text)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert status_figures(fd) == (65432 * 1024, 123456 * 1024)
+        path.write_text("Name:\tpython\nVmRSS:\t 1 kB\n")
+        with pytest.raises(OSError, match="VmHWM missing"):
+            status_figures(fd)
+    finally:
+        os.close(fd)
+
+
 @linux_exact
 def test_a_getrusage_floor_above_vmhwm_is_detected_and_read_around(monkeypatch):
     """A process exec-ed from a bigger one keeps that one's mark in ru_maxrss: no reset lowers
