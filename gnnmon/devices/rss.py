@@ -31,42 +31,41 @@ import resource
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
 
 _getrusage = resource.getrusage
 _SELF = resource.RUSAGE_SELF
 
 
-def _gil_holding_io() -> tuple[Callable[[int, int], bytes], Callable[[int, bytes], int]]:
-    """``pread(fd, n)`` (at offset 0) and ``write(fd, data)`` that keep the GIL: libc's through
-    ``ctypes.PyDLL``; ``os.pread``/``os.write`` where libc cannot be loaded that way."""
+def _gil_holding_io() -> tuple[Callable[[int], Callable[[int], bytes]], Callable[[int, bytes], int]]:
+    """``reader(n)`` -> ``read(fd)``, up to ``n`` bytes of a text file from offset 0, and
+    ``write(fd, data)``, both keeping the GIL: libc's through ``ctypes.PyDLL``; ``os.pread`` /
+    ``os.write`` where libc cannot be loaded that way."""
     try:
         libc = ctypes.PyDLL(None, use_errno=True)
         c_pread, c_write = libc.pread, libc.write
     except (OSError, AttributeError):
-        return (lambda fd, n: os.pread(fd, n, 0)), os.write
+        return (lambda n: lambda fd: os.pread(fd, n, 0)), os.write
     c_pread.restype = c_write.restype = ctypes.c_ssize_t
     # No argtypes for pread: converting four arguments through them costs 0.3 µs of a 1.5 µs
     # read. The fd goes as a C int; the size and the offset as ready-made c_size_t / c_long.
     c_write.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
-    free: list[Any] = []  # buffers not in use: a signal handler that reads in between takes another
-    sizes: dict[int, Any] = {}
     zero = ctypes.c_long(0)
 
-    def pread(fd: int, n: int) -> bytes:
-        """Up to ``n`` (< 8192) bytes of a text file from offset 0."""
-        size = sizes.get(n)
-        if size is None:
-            size = sizes[n] = ctypes.c_size_t(min(n, 8191))
-        buf = free.pop() if free else ctypes.create_string_buffer(8192)
-        got = c_pread(fd, buf, size, zero)
-        if got < 0:
-            err = ctypes.get_errno() or 5  # EIO when libc left no errno
-            raise OSError(err, os.strerror(err))
-        buf[got] = b"\0"  # the text ends here, whatever an earlier, longer read left after it
-        text: bytes = buf.value
-        free.append(buf)
-        return text
+    def reader(n: int) -> Callable[[int], bytes]:
+        buffer = ctypes.c_char * (n + 1)  # one byte more than is read: the text's end stays a NUL
+        size = ctypes.c_size_t(n)
+
+        def read(fd: int) -> bytes:
+            """Up to ``n`` bytes of a text file from offset 0, into a buffer of this call's own (a
+            signal handler that reads in between has its own)."""
+            buf = buffer()
+            got = c_pread(fd, buf, size, zero)
+            if got < 0:
+                err = ctypes.get_errno() or 5  # EIO when libc left no errno
+                raise OSError(err, os.strerror(err))
+            return buf.value  # up to the first NUL: the zeroed buffer's, at ``got``
+
+        return read
 
     def write(fd: int, data: bytes) -> int:
         got = c_write(fd, data, len(data))
@@ -75,10 +74,12 @@ def _gil_holding_io() -> tuple[Callable[[int, int], bytes], Callable[[int, bytes
             raise OSError(err, os.strerror(err))
         return int(got)
 
-    return pread, write
+    return reader, write
 
 
-pread_holding_gil, write_holding_gil = _gil_holding_io()
+reader_holding_gil, write_holding_gil = _gil_holding_io()
+read_statm = reader_holding_gil(64)
+read_status = reader_holding_gil(8191)
 
 
 def _mark_stale(ref: weakref.ref[RssCounter]) -> None:
@@ -94,7 +95,7 @@ CLEAR_REFS = "/proc/self/clear_refs"
 def status_figures(fd: int) -> tuple[int, int]:
     """(VmRSS, VmHWM) in bytes from an open ``/proc/self/status`` descriptor: each figure found by
     one search of the text (a reading on the step's path where :class:`RssCounter` has a floor)."""
-    text = pread_holding_gil(fd, 8191)
+    text = read_status(fd)
     hwm = _STATUS_HWM.search(text)
     rss = _STATUS_RSS.search(text)
     if rss is None or hwm is None:
@@ -149,7 +150,7 @@ class RssCounter:
         """``(rss, high-water mark)`` in bytes: one read of ``statm`` and one ``getrusage``."""
         if self._stale:
             self._open()
-        rss = int(pread_holding_gil(self._statm, 64).split()[1]) * self._page
+        rss = int(read_statm(self._statm).split()[1]) * self._page
         hwm = _getrusage(_SELF).ru_maxrss * 1024
         floor = self.floor
         if floor and hwm <= floor:  # getrusage cannot see below its floor: ask the kernel's VmHWM
