@@ -591,16 +591,7 @@ class AutoSteps:
                 opened = self._begin(tuple(args) if isinstance(args, tuple) else ())
             opened.forwards += 1
             opened.roots[key] = module
-            ph = self._fwd
-            if opened.host:  # _start's host-clock path, inline (once a step)
-                outer = self._inner
-                if outer is not None:
-                    outer = self._nested(opened, ph, outer)
-                ph.outer = outer
-                ph.t0 = perf_counter_ns()
-                self._inner = ph
-            else:
-                self._start(opened, ph)
+            self._start(opened, self._fwd)
         except Exception:  # noqa: BLE001
             self.faults += 1
 
@@ -613,18 +604,7 @@ class AutoSteps:
             return
         self.depth_fwd = 0
         try:
-            ph = self._fwd
-            t0 = ph.t0
-            if t0:  # _end's host-clock path, inline (once a step)
-                ph.t0 = 0
-                outer = ph.outer
-                while outer is not None and not outer.t0:
-                    outer = outer.outer
-                self._inner = outer
-                fields = self.open.fields  # type: ignore[union-attr]  # open: see _close
-                fields["phase_forward_s"] = fields.get("phase_forward_s", 0.0) + (perf_counter_ns() - t0) / 1e9
-            elif self._started:
-                self._end(ph)
+            self._end(self._fwd)
         except Exception:  # noqa: BLE001
             self.faults += 1
         if self._roots_due is not None:
@@ -680,32 +660,12 @@ class AutoSteps:
             self._close()  # no loader, no model call seen: a backward after a backward is the next step
             opened = self._begin(())
         opened.backwards += 1
-        ph = self._bwd
-        if opened.host:  # _start's host-clock path, inline (once a step)
-            outer = self._inner
-            if outer is not None:
-                outer = self._nested(opened, ph, outer)
-            ph.outer = outer
-            ph.t0 = perf_counter_ns()
-            self._inner = ph
-        else:
-            self._start(opened, ph)
+        self._start(opened, self._bwd)
 
     def _backward_ends(self) -> None:
         """The outermost backward call has ended (returned or raised): its phase ends. Never raises."""
         try:
-            ph = self._bwd
-            t0 = ph.t0
-            if t0:  # _end's host-clock path, inline (once a step)
-                ph.t0 = 0
-                outer = ph.outer
-                while outer is not None and not outer.t0:
-                    outer = outer.outer
-                self._inner = outer
-                fields = self.open.fields  # type: ignore[union-attr]  # open: see _close
-                fields["phase_backward_s"] = fields.get("phase_backward_s", 0.0) + (perf_counter_ns() - t0) / 1e9
-            elif self._started:
-                self._end(ph)
+            self._end(self._bwd)
         except Exception:  # noqa: BLE001
             self.faults += 1
 
@@ -808,16 +768,7 @@ class AutoSteps:
             opened = self.open
             if opened is None:
                 opened = self._begin(())  # an update with nothing before it (a closure optimizer's first step)
-            ph = self._opt
-            if opened.host:  # _start's host-clock path, inline (once a step)
-                outer = self._inner
-                if outer is not None:
-                    outer = self._nested(opened, ph, outer)
-                ph.outer = outer
-                ph.t0 = perf_counter_ns()
-                self._inner = ph
-            else:
-                self._start(opened, ph)
+            self._start(opened, self._opt)
         except Exception:  # noqa: BLE001
             self.faults += 1
 
@@ -830,18 +781,7 @@ class AutoSteps:
             return  # an inner optimizer that a wrapper steps: the wrapper's step is the update
         self.depth_opt = 0
         try:
-            ph = self._opt
-            t0 = ph.t0
-            if t0:  # _end's host-clock path, inline (once a step)
-                ph.t0 = 0
-                outer = ph.outer
-                while outer is not None and not outer.t0:
-                    outer = outer.outer
-                self._inner = outer
-                fields = self.open.fields  # type: ignore[union-attr]  # open: see _close
-                fields["phase_optimizer_s"] = fields.get("phase_optimizer_s", 0.0) + (perf_counter_ns() - t0) / 1e9
-            elif self._started:
-                self._end(ph)
+            self._end(self._opt)
         except Exception:  # noqa: BLE001
             self.faults += 1
         try:  # an update: counted in its row, which it ends where no loader runs (else the next batch does)
