@@ -27,7 +27,7 @@ def test_a_step_under_gnnmon_run_costs_no_more_python_than_its_decorated_twin():
     (what other tests import into this one, PyG's types among them, moves both forms' counts). A
     shell starts it, as by hand: an interpreter exec-ed straight from this one, large with torch,
     inherits its high-water mark as getrusage's floor, and gnnmon's host memory counter then reads
-    ``/proc/self/status`` each row (gnnmon/devices/rss.py): about 900 instructions more a step,
+    ``/proc/self/status`` each row (gnnmon/devices/rss.py): about 160 instructions more a step,
     both forms alike."""
     command = f"{shlex.quote(sys.executable)} -m tests.cli.run_cost --json; exit $?"
     done = subprocess.run(["/bin/sh", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=300,
