@@ -84,6 +84,17 @@ def count(call: Callable[[], Any], calls: int = 200) -> float:
     return counted(run)
 
 
+_PRIMED: list[bool] = []
+
+
+def _ask_opcodes(frame: Any, event: str, arg: Any) -> None:
+    frame.f_trace_opcodes = True
+
+
+def _asks() -> None:
+    """A frame that asks for opcode events (:func:`counted`'s first count on Python 3.12+)."""
+
+
 def counted(steps: Callable[[], int]) -> float:
     """Instructions gnnmon's modules run on this thread per step of ``steps()`` (which returns how
     many it ran). Collections are held off while counting (a tracer makes a frame object per traced
@@ -101,6 +112,11 @@ def counted(steps: Callable[[], int]) -> float:
             return local
         return None
 
+    if not _PRIMED:  # Python 3.12+ delivers opcode events only from the settrace after a frame first asked
+        _PRIMED.append(True)
+        sys.settrace(_ask_opcodes)
+        _asks()
+        sys.settrace(None)
     threshold = gc.get_threshold()
     gc.set_threshold(10**9)
     sys.settrace(enter)

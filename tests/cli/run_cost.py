@@ -112,9 +112,6 @@ def counts(folder: Path, warm: int = 50, counted: int = 200) -> dict[str, float]
 
 
 def _counts(folder: Path, warm: int, counted: int) -> dict[str, float]:
-    # Python 3.12 turns on the opcode events that f_trace_opcodes asks for at the next settrace
-    # after one frame first asked: the first count of a process would see none (0 instructions)
-    count(lambda: decorated(iter(gnnmon.watch_loader(DataLoader(data, batch_size=4))), 1))
     found = {"gnnmon run": _run(folder, "run", warm, counted)}
     if auto_steps.MONITORING:
         auto_steps.MONITORING = False
