@@ -120,10 +120,9 @@ def gauge_statement(interval: float) -> dict[str, Any]:
     }
 
 
-def join_gauges(fields: dict[str, Any], samples: Samples, interval: float) -> None:
+def join_gauges(fields: dict[str, Any], samples: Samples) -> None:
     """Add every :data:`GAUGES` figure the samples give the row, and ``util_samples`` (samples in
-    its window); a figure the samples cannot give is left out (see :func:`gauge_statement`).
-    ``interval``: the sampling interval (how each figure is measured: the manifest says it)."""
+    its window); a figure the samples cannot give is left out (see :func:`gauge_statement`)."""
     a, b = fields["t_start_ns"], fields["t_end_ns"]
     lo = bisect.bisect_left(samples, a, key=sample_time)
     hi = bisect.bisect_right(samples, b, key=sample_time)
@@ -154,11 +153,10 @@ class RowJoin:
     and energy when ``energy`` is given. ``refresh`` asks the sampler for a sample and every
     counter's next point now (what a flush does, so that rows just closed are covered)."""
 
-    def __init__(self, samples: Samples, counters: Counters, interval: float,
-                 energy: FillsRow | None = None, refresh: Callable[[], Any] | None = None) -> None:
+    def __init__(self, samples: Samples, counters: Counters, energy: FillsRow | None = None,
+                 refresh: Callable[[], Any] | None = None) -> None:
         self.samples = samples
         self.counters = counters
-        self.interval = interval
         self.energy = energy
         self._refresh = refresh
 
@@ -173,6 +171,6 @@ class RowJoin:
         return bool(samples) and sample_time(samples[-1]) >= end and self.counters.covers(end)
 
     def join(self, fields: dict[str, Any]) -> None:
-        join_gauges(fields, self.samples, self.interval)
+        join_gauges(fields, self.samples)
         if self.energy is not None:
             self.energy.fill(fields, self.samples, self.counters)

@@ -43,7 +43,7 @@ class Session:
     def join(self, samples: Samples, counters: Counters, energy: FillsRow | None = None) -> RowJoin:
         """What the run joins to its rows from ``samples`` and ``counters`` (the energy too when
         ``energy`` is given); a flush asks the sampler for a sample now."""
-        return RowJoin(samples, counters, self.sampler.interval, energy, refresh=self.sampler.now)
+        return RowJoin(samples, counters, energy, refresh=self.sampler.now)
 
     def describe(self) -> dict[str, Any]:
         """The manifest's ``sampler`` entry: mode, why that mode, pid, start-up seconds, how GPUs were

@@ -40,7 +40,7 @@ def test_a_row_gets_the_mean_of_the_samples_inside_its_window():
     two decimals, bytes whole: timeline/join.py). The row holds no source: the run's statement says
     each is measured at 100 ms."""
     fields = row(S + 150 * MS, S + 450 * MS)
-    join_gauges(fields, planted_samples(), 0.1)
+    join_gauges(fields, planted_samples())
     assert fields["util_samples"] == 3
     assert fields["cpu_util_pct"] == round(29 / 3, 2)
     assert fields["ram_used_bytes"] == 3000 and fields["workers_rss_bytes"] == 21
@@ -52,7 +52,7 @@ def test_a_row_gets_the_mean_of_the_samples_inside_its_window():
 def test_a_window_holds_the_samples_at_its_two_ends():
     """Row 1.2-1.4 s, exactly on samples: k = 2, 3, 4 again (both ends inside)."""
     fields = row(S + 200 * MS, S + 400 * MS)
-    join_gauges(fields, planted_samples(), 0.1)
+    join_gauges(fields, planted_samples())
     assert fields["util_samples"] == 3 and fields["cpu_util_pct"] == round(29 / 3, 2)
     assert [s["t_ns"] for s in samples_in(planted_samples(), S + 200 * MS, S + 400 * MS)] == [
         S + 200 * MS, S + 300 * MS, S + 400 * MS]
@@ -64,15 +64,15 @@ def test_a_cuda_row_gets_its_own_gpus_figures_and_a_cpu_row_none():
     run's statement says the GPU figures are a CUDA row's only)."""
     samples = planted_samples()
     one = row(S + 150 * MS, S + 350 * MS, "cuda:1")  # k = 2, 3
-    join_gauges(one, samples, 0.1)
+    join_gauges(one, samples)
     assert one["gpu_util_pct"] == 97.5 and one["gpu_power_w"] == 206.5
     assert gauge_statement(0.1)["sources"]["gpu_power_w"] == "measured:nvml@100ms"
     assert gauge_statement(0.1)["cuda_only"] == ["gpu_util_pct", "gpu_power_w"]
     zero = row(S + 150 * MS, S + 350 * MS, "cuda")
-    join_gauges(zero, samples, 0.1)
+    join_gauges(zero, samples)
     assert zero["gpu_util_pct"] == 2.5 and "gpu_power_w" not in zero and "notes" not in zero
     cpu = row(S + 150 * MS, S + 350 * MS, "cpu")
-    join_gauges(cpu, samples, 0.1)
+    join_gauges(cpu, samples)
     assert not [k for k in cpu if k.startswith("gpu_")] and "notes" not in cpu
     assert cpu["cpu_util_pct"] == 6.5
 
@@ -81,7 +81,7 @@ def test_a_row_between_two_samples_gets_the_value_at_its_middle_interpolated():
     """Row 1.32-1.36 s, between k = 3 (1.3 s) and k = 4 (1.4 s); its middle, 1.34 s, is 40 % of
     the way: CPU 9 + 0.4 × 7, RAM 3400; no sample inside (``util_samples`` 0 says interpolated)."""
     fields = row(S + 320 * MS, S + 360 * MS)
-    join_gauges(fields, planted_samples(), 0.1)
+    join_gauges(fields, planted_samples())
     assert fields["util_samples"] == 0
     assert fields["cpu_util_pct"] == pytest.approx(11.8, rel=1e-12)
     assert fields["ram_used_bytes"] == pytest.approx(3400.0, rel=1e-12)
@@ -93,11 +93,11 @@ def test_a_row_after_the_last_sample_lacks_every_figure():
     note: the run's statement says a row with no sample on one side lacks it); and the join does
     not cover it."""
     fields = row(2 * S, 2 * S + 50 * MS, "cuda:1")
-    join_gauges(fields, planted_samples(), 0.1)
+    join_gauges(fields, planted_samples())
     assert fields == row(2 * S, 2 * S + 50 * MS, "cuda:1") | {"util_samples": 0}
     assert all(name not in fields for name, _, _ in GAUGES)
     assert "absent where no sample on one side of the row has it" in gauge_statement(0.1)["rule"]
-    assert not RowJoin(planted_samples(), Counters(), 0.1).covers(fields)
+    assert not RowJoin(planted_samples(), Counters()).covers(fields)
 
 
 def test_a_row_before_the_first_sample_gets_that_samples_value_as_it_measured_the_window_holding_it():
@@ -106,7 +106,7 @@ def test_a_row_before_the_first_sample_gets_that_samples_value_as_it_measured_th
     (its window holds the row)."""
     samples = planted_samples()[1:]  # first at 1.1 s: CPU 1
     fields = row(S + 50 * MS, S + 80 * MS)
-    join_gauges(fields, samples, 0.1)
+    join_gauges(fields, samples)
     assert fields["cpu_util_pct"] == 1.0 and fields["ram_used_bytes"] == 1000.0 and fields["util_samples"] == 0
 
 
@@ -119,7 +119,7 @@ def test_samples_without_a_number_for_a_figure_are_passed_over():
     samples[2]["cpu_util_pct"] = samples[3]["cpu_util_pct"] = None
     samples[4]["cpu_util_pct"] = True
     fields = row(S + 150 * MS, S + 450 * MS)
-    join_gauges(fields, samples, 0.1)
+    join_gauges(fields, samples)
     assert fields["cpu_util_pct"] == pytest.approx(13.0, rel=1e-12)
     assert fields["ram_used_bytes"] == 3000 and fields["util_samples"] == 3
 
@@ -146,7 +146,7 @@ def test_covers_once_a_sample_and_every_counters_point_reach_the_rows_end():
     holds it back until its next point."""
     samples: list[dict] = []
     counters = Counters()
-    join = RowJoin(samples, counters, 0.1)
+    join = RowJoin(samples, counters)
     fields = row(S, S + 250 * MS)
     assert not join.covers(fields)
     samples.append({"t_ns": S + 200 * MS, "cpu_util_pct": 50.0})
@@ -182,7 +182,7 @@ def test_covers_asked_while_a_counters_first_point_arrives_says_not_yet_or_yes_n
     take_ready lost the rows it had taken before the question)."""
     samples = [{"t_ns": S + 300 * MS, "cpu_util_pct": 50.0}]
     counters = Counters([{"key": "gpu0_energy_mj", "t_ns": S + 300 * MS, "value": 0.0}])
-    join = RowJoin(samples, counters, 0.1)
+    join = RowJoin(samples, counters)
     fields = row(S, S + 250 * MS)
     point = Arriving(lambda: join.covers(fields), key="rapl_package_j", t_ns=S + 300 * MS, value=5.0)
     counters.add(point)
@@ -192,8 +192,8 @@ def test_covers_asked_while_a_counters_first_point_arrives_says_not_yet_or_yes_n
 
 def test_refresh_asks_for_a_sample_now():
     asked: list[int] = []
-    RowJoin([], Counters(), 0.1, refresh=lambda: asked.append(1)).refresh()
-    RowJoin([], Counters(), 0.1).refresh()  # no sampler to ask: nothing
+    RowJoin([], Counters(), refresh=lambda: asked.append(1)).refresh()
+    RowJoin([], Counters()).refresh()  # no sampler to ask: nothing
     assert asked == [1]
 
 
@@ -210,7 +210,7 @@ class PlantedEnergy:
 
 def test_join_adds_the_gauges_and_hands_the_same_timeline_to_the_energy_join():
     samples, counters, energy = planted_samples(), Counters(), PlantedEnergy()
-    join = RowJoin(samples, counters, 0.1, energy)
+    join = RowJoin(samples, counters, energy)
     fields = row(S + 150 * MS, S + 450 * MS, "cuda:1")
     join.join(fields)
     assert fields["cpu_util_pct"] == round(29 / 3, 2) and fields["gpu_util_pct"] == 97.0
@@ -227,7 +227,7 @@ def test_an_energy_counter_is_shared_out_so_rows_and_gaps_add_up_to_its_delta():
               for k, v in enumerate([0, 10, 30, 60, 100])]
     counters = Counters(points)
     samples = [{"t_ns": S + k * 100 * MS, "cpu_util_pct": 50.0} for k in range(5)]
-    join = RowJoin(samples, counters, 0.1, EnergyJoin({"nvml_energy_counter": {"0": True}, "gpus": [0]}, 0.1))
+    join = RowJoin(samples, counters, EnergyJoin({"nvml_energy_counter": {"0": True}, "gpus": [0]}, 0.1))
     windows = [(S + 50 * MS, S + 150 * MS), (S + 150 * MS, S + 320 * MS), (S + 350 * MS, S + 400 * MS)]
     rows = [row(a, b, "cuda:0") for a, b in windows]
     for fields in rows:

@@ -319,23 +319,23 @@ def test_join_planted_timestamps():
     samples = planted_samples()
     assert [s["cpu_util_pct"] for s in samples_in(samples, 1_150_000_000, 1_400_000_000)] == [20, 30, 40]
     row = {"t_start_ns": 1_150_000_000, "t_end_ns": 1_400_000_000, "device": "cuda:1", "notes": []}
-    join_gauges(row, samples, 0.1)
+    join_gauges(row, samples)
     assert row["util_samples"] == 3 and row["cpu_util_pct"] == 30.0
     assert row["gpu_util_pct"] == 97.0
     assert row["gpu_power_w"] == 203.0 and row["ram_used_bytes"] == 3000.0
     assert row["workers_rss_bytes"] == 300.0 and not [k for k in row if k.endswith("_source")]
     cpu_row = {"t_start_ns": 1_000_000_000, "t_end_ns": 1_000_000_000, "device": "cpu", "notes": []}
-    join_gauges(cpu_row, samples, 0.1)
+    join_gauges(cpu_row, samples)
     assert cpu_row["cpu_util_pct"] == 0.0 and "gpu_util_pct" not in cpu_row and cpu_row["notes"] == []
 
 
 def test_a_row_between_samples_gets_the_value_interpolated_at_its_middle_and_says_so():
     row = {"t_start_ns": 1_010_000_000, "t_end_ns": 1_090_000_000, "device": "cpu", "notes": []}
-    join_gauges(row, planted_samples(), 0.1)
+    join_gauges(row, planted_samples())
     assert row["util_samples"] == 0
     assert row["cpu_util_pct"] == pytest.approx(5.0)  # halfway between 0 % and 10 %
     late = {"t_start_ns": 2_000_000_000, "t_end_ns": 2_050_000_000, "device": "cpu", "notes": []}
-    join_gauges(late, planted_samples(), 0.1)
+    join_gauges(late, planted_samples())
     assert "cpu_util_pct" not in late and late["notes"] == []
 
 
