@@ -203,7 +203,8 @@ class CudaBackend:
         before that, the device's total memory."""
         total = int(torch.cuda.get_device_properties(self.index).total_memory)
         if not torch.cuda.is_initialized():
-            return total, f"{self.label}'s memory (its total: CUDA has not started here, so what others hold is unknown)"
+            return total, (f"{self.label}'s memory (its total: CUDA has not started here, so what others hold "
+                           "is unknown)")
         free, total = torch.cuda.mem_get_info(self.index)
         stats = self._stats()
         reserved = int(stats["reserved_bytes"]["all"]["current"]) if stats else 0

@@ -12,7 +12,8 @@ Otherwise ``torch.mps`` has no peak API: the peak is *sampled* by a daemon threa
 ``current_allocated_memory`` (memory held by tensors, a host-side counter of the MPS allocator:
 read without a synchronize) every ``sample_interval`` seconds, and labelled ``sampled``. While a
 ``collect`` run is active the thread stays up between windows (see
-:meth:`~gnnmon.devices.peaks.PolledPeaks.hold`), so a row does not start and join a thread. ``driver_allocated_memory`` (everything Metal's driver holds for the process,
+:meth:`~gnnmon.devices.peaks.PolledPeaks.hold`), so a row does not start and join a thread.
+``driver_allocated_memory`` (everything Metal's driver holds for the process,
 including caches) is read beside it as the window's ``driver`` counters, with
 ``recommended_max_memory``; it is not the tensors' memory.
 """

@@ -71,7 +71,8 @@ def current_rank() -> RankInfo | None:
         if world <= 1:
             return None
         launched = _launched()
-        return RankInfo(int(dist.get_rank()), world, _env_int("LOCAL_RANK") if launched is None else launched.local_rank,
+        return RankInfo(int(dist.get_rank()), world,
+                        _env_int("LOCAL_RANK") if launched is None else launched.local_rank,
                         str(dist.get_backend()), "process group", socket.gethostname(),
                         *((launched.launcher, launched.job_id, launched.node) if launched else (None, None, None)))
     return _launched()

@@ -5,7 +5,8 @@ backend, which device its collectives use and how its out-of-memory errors read;
 and its errors, inference, the manifest, the backend cache, out-of-memory rows, clock offsets, the
 timeline's join and the plots read this table, and forecasts ask the backend for its capacity,
 instead of testing device names. A new kind (say Intel XPU) is one module with a backend class
-(see :class:`~gnnmon.devices.base.Backend`) and one :func:`register_backend` call. Built in, in the order inference tries them: ``cuda``, ``mps``,
+(see :class:`~gnnmon.devices.base.Backend`) and one :func:`register_backend` call. Built in, in the
+order inference tries them: ``cuda``, ``mps``,
 ``cpu`` (the host: always there, chosen when no accelerator is in use).
 """
 
@@ -180,8 +181,9 @@ def _cuda_in_use() -> torch.device | None:
 
 def _cuda_manifest() -> dict[str, Any]:
     available = torch.cuda.is_available()  # counting devices creates no CUDA context
-    out: dict[str, Any] = {"cuda_available": available, "cuda_device_count": torch.cuda.device_count() if available else 0,
-           "cuda_version": torch.version.cuda}
+    out: dict[str, Any] = {"cuda_available": available,
+                           "cuda_device_count": torch.cuda.device_count() if available else 0,
+                           "cuda_version": torch.version.cuda}
     if available and torch.cuda.is_initialized():  # its memory, where reading it starts nothing
         out["cuda_memory_total_bytes"] = [int(torch.cuda.get_device_properties(i).total_memory)
                                           for i in range(out["cuda_device_count"])]

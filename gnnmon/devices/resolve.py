@@ -160,7 +160,8 @@ def choose_backend(found: torch.device | None, explicit: Any = None) -> tuple[Ba
         dev, how = infer_device()
         if dev is _CPU:  # the host's (the usual answer on a machine with no accelerator in use)
             return backend_for(_CPU), how
-    if dev is not _CPU and dev.type in BACKENDS.losable and BACKENDS[dev.type].lost():  # a forked child: its CUDA objects are the parent's
+    # a forked child: its CUDA objects are the parent's
+    if dev is not _CPU and dev.type in BACKENDS.losable and BACKENDS[dev.type].lost():
         return backend_for(_CPU), BY_FORK.format(type=dev.type)
     try:
         return backend_for(dev), how

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 
 class ScalarPeaks:
-    """:class:`~gnnmon.devices.peaks.CounterPeaks` for one figure read as ``(current, peak)`` ints (the host's RSS and its
-    high-water mark): the same nesting rule, with windows as ``[start, peak]`` lists, for the step's
+    """:class:`~gnnmon.devices.peaks.CounterPeaks` for one figure read as ``(current, peak)`` ints (the
+    host's RSS and its high-water mark): the same nesting rule, with windows as ``[start, peak]`` lists, for the step's
     path (no tuples to build and fold)."""
 
     def __init__(self, read: Callable[[], tuple[int, int]], reset: Callable[[], None]) -> None:

@@ -1,7 +1,8 @@
 """One helper that turns a measurement (a context manager over a row) into a decorator and a scope.
 
 A measurement class takes ``(row, options)`` (its options checked once, defaults filled in) and
-fills the row's fields between ``__enter__`` and ``__exit__``. From it :func:`make_decorator` builds ``@name`` / ``@name(**options)`` and
+fills the row's fields between ``__enter__`` and ``__exit__``. From it :func:`make_decorator` builds
+``@name`` / ``@name(**options)`` and
 :func:`make_scope` builds ``with name(**options) as fields:``.
 
 Stacked gnnmon decorators on one function fill ONE row. Directly stacked ones merge into one
@@ -307,7 +308,8 @@ class _Scope:
             raise RuntimeError("this gnnmon scope was entered already; make a new one per block")
         self._entered = True
         if is_compiling() or (HELD.depth or IN_GC.__dict__) and reentered():  # unmeasured(), in this frame
-            return {"label": self._label, "notes": ("unmeasured: traced by torch.compile, or a signal handler interrupted gnnmon",)}
+            return {"label": self._label,
+                    "notes": ("unmeasured: traced by torch.compile, or a signal handler interrupted gnnmon",)}
         held = hold()
         frame = sys._getframe(1)
         outer = _OPEN_SCOPE.get()

@@ -34,8 +34,8 @@ from gnnmon.record.entered import exit_all, exit_these
 from gnnmon.record.interrupts import HELD, IN_GC, held_section, hold, reentered, release, releasing, settle
 from gnnmon.record.row import Row
 
-__all__ = ["HELD", "IN_GC", "Bracket", "close_call", "held_section", "hold", "is_compiling", "open_call", "reentered", "release",
-           "releasing", "settle", "unmeasured"]
+__all__ = ["HELD", "IN_GC", "Bracket", "close_call", "held_section", "hold", "is_compiling", "open_call", "reentered",
+           "release", "releasing", "settle", "unmeasured"]
 # The held section's parts (gnnmon.record.interrupts) reach the forms through this module alone: a
 # decorated call, a scope, a phase, a GC pause and the Lightning callback hold and release here.
 

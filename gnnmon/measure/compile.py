@@ -5,7 +5,8 @@ Read from what torch exposes, the difference between the call's start and end:
 * ``compile_frames`` — frame compilations Dynamo made (the entries of
   ``torch._dynamo.utils.compilation_time_metrics["_compile.compile_inner"]``, one per compilation;
   not ``counters["frames"]["total"]``, which also counts frames Dynamo only looked at, such as a
-  gc callback or another thread's code that ran during a compiled call); ``compile_recompiles`` — those that were a frame compiled again (a guard failed:
+  gc callback or another thread's code that ran during a compiled call); ``compile_recompiles`` —
+  those that were a frame compiled again (a guard failed:
   a new shape, dtype or Python value), from the compilation records
   (``torch._dynamo.utils.get_compilation_metrics()``, ``compile_id.frame_compile_id > 0``; the
   records keep the newest 64);

@@ -6,7 +6,8 @@ refused at the call, with the clash named.
 gnnmon's own fields are those :mod:`gnnmon.figures` declares (a figure, or a member of a declared
 family: ``phase_<name>_s``, ``num_nodes__<type>``, ``<figure>_source``, ...), the names that start
 a measured figure (``mem_``, ``rss_``, ``phase_``, ``gc_``: room for figures to come), and those
-of the file's lines: the line's ``type``, a job's ``rank`` and ``same`` (:mod:`gnnmon.data.same`). Every other name is yours, and
+of the file's lines: the line's ``type``, a job's ``rank`` and ``same`` (:mod:`gnnmon.data.expand`).
+Every other name is yours, and
 the sinks keep it apart from their own series (see :mod:`gnnmon.integrations.metrics`)."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from gnnmon.figures import figure_of
 
 LINE_FIELDS = ("type", "rank", SAME_FIELD)
 """Fields a run file's lines use besides the figures: the line's kind, a job's rank, and the set of
-repeated fields a row line names (:mod:`gnnmon.data.same`)."""
+repeated fields a row line names (:mod:`gnnmon.data.expand`)."""
 
 
 def clash(name: Any) -> str | None:

@@ -31,7 +31,8 @@ from gnnmon.record.names import RowFields, RowView
 from gnnmon.record.probes import Probe, chosen
 from gnnmon.record.run import Run
 
-CURRENT_ROW, OPEN_PHASE, UNFINISHED, PROBES_STAMP = state.CURRENT_ROW, state.OPEN_PHASE, state.UNFINISHED, state.PROBES_STAMP
+CURRENT_ROW, OPEN_PHASE = state.CURRENT_ROW, state.OPEN_PHASE
+UNFINISHED, PROBES_STAMP = state.UNFINISHED, state.PROBES_STAMP
 _FAILED = object()
 """What a probe that failed to open leaves in the row's list: it is not closed."""
 

@@ -84,8 +84,9 @@ def _forked_parent() -> None:
 
 def _stop_at_exit() -> None:
     """At interpreter exit (the script's end, ``sys.exit``, an uncaught exception, a notebook kernel
-    shutting down, a ``multiprocessing`` child's end): every run still active is stopped, innermost first, so every row closed before
-    is written with the end line. (Registered after torch's own exit handlers, so it runs first.)"""
+    shutting down, a ``multiprocessing`` child's end): every run still active is stopped, innermost
+    first, so every row closed before is written with the end line. (Registered after torch's own
+    exit handlers, so it runs first.)"""
     for run in reversed(list(RUNS)):
         try:
             run.stop_at_exit()
