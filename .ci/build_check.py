@@ -82,7 +82,8 @@ def check_contents(sdist: Path, wheel: Path, ver: str) -> None:
         entry_points = whl.read(f"gnnmon-{ver}.dist-info/entry_points.txt").decode()
     with tarfile.open(sdist) as tar:
         sdist_names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    missing = [f for f in PACKAGE_DATA if f not in names] + [f"sdist: {f}" for f in PACKAGE_DATA if f not in sdist_names]
+    missing = ([f for f in PACKAGE_DATA if f not in names]
+               + [f"sdist: {f}" for f in PACKAGE_DATA if f not in sdist_names])
     if missing:
         sys.exit(f"package data missing: {missing}")
     tops = sorted({n.split("/", 1)[0] for n in names})

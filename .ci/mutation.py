@@ -1,9 +1,10 @@
 """Mutation testing of the modules whose answers users act on (``make mutation``): mutmut mutates
 each module listed in pyproject.toml's ``[tool.mutmut] only_mutate`` and runs its fast tests
 (``pytest_add_cli_args_test_selection``) against every mutant; then each module's score is
-printed: mutants killed (a test failed, or timed out twice: how many timed out is shown) out of those not listed as equivalent in
-docs/mutation.md. A survivor that is neither killed nor listed there is printed with its diff,
-and the command exits 1 where a module scores under ``--floor`` (85 %).
+printed: mutants killed (a test failed, or timed out twice: how many timed out is shown) out of
+those not listed as equivalent in docs/mutation.md. A survivor that is neither killed nor listed
+there is printed with its diff, and the command exits 1 where a module scores under
+``--floor`` (85 %).
 
     python .ci/mutation.py                 # run mutmut, then score (tens of minutes on 2 cores)
     python .ci/mutation.py --score         # score the last run (mutants/ as mutmut left it)
@@ -58,8 +59,10 @@ def results(module: str) -> dict[str, int | None]:
 
 
 def diff(name: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=ROOT, capture_output=True, text=True).stdout
-    return "\n".join("      " + line for line in out.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---"))
+    out = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=ROOT,
+                         capture_output=True, text=True).stdout
+    return "\n".join("      " + line for line in out.splitlines()
+                     if line[:1] in "+-" and line[:3] not in ("+++", "---"))
 
 
 def score(floor: float, show: bool) -> int:

@@ -576,7 +576,8 @@ def run_gpu(tmp: Path, sizes: Sizes, device: str = "cuda:0", fake: bool = False,
     results["overhead"] = run_interleaved(
         "GCN step", realistic_variants(dev, tmp, item=False), loop.args, z.steps, z.rounds, sync, z.warmup, z.settle)
     results["overhead"] += run_interleaved(
-        "GCN step + loss.item()", realistic_variants(dev, tmp, item=True), loop.args, z.steps, z.rounds, sync, 2, z.settle)
+        "GCN step + loss.item()", realistic_variants(dev, tmp, item=True), loop.args, z.steps, z.rounds, sync, 2,
+        z.settle)
     print("gpu: tiny loop ...", flush=True)
     x = torch.ones(1024, device="cpu" if fake else dev)
     results["overhead"] += run_interleaved(

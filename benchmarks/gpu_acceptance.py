@@ -67,7 +67,8 @@ def _check(name: str, limit_s: int, fake: bool = True) -> Step:
 PYTEST = ("{py}", "-m", "pytest", "-q", "-p", "no:cacheprovider")
 
 STEPS: tuple[Step, ...] = (
-    _check("environment", 30),  # a cold machine: torch, PyG and NVML loaded from disk the first time (>15 s on 2026-11-26, 10 s on 2026-11-28)
+    # a cold machine: torch, PyG and NVML loaded from disk the first time (>15 s on 2026-11-26, 10 s on 2026-11-28)
+    _check("environment", 30),
     _check("install", 25),
     Step("cuda tests", 60, "the tests marked cuda pass on the GPU, none skipped (exact memory, event times, "
          "per-layer times and peaks, bucket device time, the out-of-memory row)", PYTEST + ("-m", "cuda")),

@@ -45,7 +45,8 @@ def _install_fakes(tmp: Path) -> Any:
 CLAIMS = {
     "environment": "a CUDA device is visible to torch, and torch, PyG and NVML load",
     "install": "gnnmon installs from the working tree without touching torch, and imports from the install",
-    "benchmark": "the full stack with phases costs at most 5 % of a realistic GCN step (H100: 1.028x on 2026-11-22 at 40 steps × 7 rounds; 1.16x on 2026-11-26 at 20 × 4)",
+    "benchmark": "the full stack with phases costs at most 5 % of a realistic GCN step (H100: 1.028x on "
+                 "2026-11-22 at 40 steps × 7 rounds; 1.16x on 2026-11-26 at 20 × 4)",
     "energy": "on a busy GPU the sampler keeps up with NVML's counter (its step period found) and gnnmon's "
               "counter window matches NVML's delta read directly (within 5 %, plus what placing its ends "
               "allows: placing_pct)",
@@ -111,7 +112,8 @@ def install(out: Path, fake: bool) -> Outcome:
                          capture_output=True, text=True, timeout=120)
     figures: dict[str, Any] = {"pip_exit": pip.returncode, "pip_tail": (pip.stdout + pip.stderr)[-800:],
                                "torch_before": f"{torch.__version__} {torch.__file__}"}
-    probe = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import gnnmon, torch; "
+    probe = subprocess.run([sys.executable, "-I", "-c",
+                            "import sys; sys.path.insert(0, sys.argv[1]); import gnnmon, torch; "
                             "print(gnnmon.__file__); print(torch.__version__, torch.__file__)", str(site)],
                            capture_output=True, text=True, timeout=120, cwd=str(out))
     lines = probe.stdout.splitlines()
@@ -140,7 +142,8 @@ def benchmark(out: Path, fake: bool) -> Outcome:
         "tables": md.name,
     }
     if fake:  # the numbers mean nothing on the fake: every variant ran
-        return all(r["ratio"] > 0 for r in data["overhead"] if not str(r.get("note", "")).startswith("not run")), figures
+        return all(r["ratio"] > 0 for r in data["overhead"]
+                   if not str(r.get("note", "")).startswith("not run")), figures
     return full["ratio"] <= 1.05, figures
 
 
@@ -243,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         {"name": args.name, "claim": claim, "passed": passed, "figures": figures, "notes": notes, "fake": args.fake},
         indent=1, default=str))
     verdict = "not run" if passed is None else "pass" if passed else "FAIL"
-    print(f"{args.name}: {verdict} — {claim}" + (f" ({notes or figures.get('skipped')})" if passed is None or notes else ""))
+    print(f"{args.name}: {verdict} — {claim}"
+          + (f" ({notes or figures.get('skipped')})" if passed is None or notes else ""))
     return 1 if passed is False else 0
 
 

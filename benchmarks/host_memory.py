@@ -48,12 +48,15 @@ SLACK = MiB // 2  # how far a 2-core machine's RSS counters may lag (docs/memory
 VARIANTS: dict[str, str] = {
     "default": "glibc's defaults (mmap threshold dynamic, up to 32 MiB)",
     "exact 64 KiB": "gnnmon.exact_host_memory(): mmap threshold fixed at 64 KiB, trim threshold and top pad at 128 KiB",
-    "mmap threshold 64 KiB only": "M_MMAP_THRESHOLD 64 KiB alone: the trim threshold stays wherever glibc's dynamic rule left it",
+    "mmap threshold 64 KiB only": "M_MMAP_THRESHOLD 64 KiB alone: the trim threshold stays wherever glibc's "
+                                  "dynamic rule left it",
     "exact 1 MiB": "gnnmon.exact_host_memory(1 MiB)",
     "exact 4 MiB": "gnnmon.exact_host_memory(4 MiB)",
     "trim threshold 0": "M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 0: the heap's top returned on every free",
-    "malloc_trim per window": "glibc's defaults; malloc_trim(0) just before each window opens (step rows, planted windows)",
-    "exact 64 KiB + huge pages": "gnnmon.exact_host_memory(), GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (THP on mmapped blocks)",
+    "malloc_trim per window": "glibc's defaults; malloc_trim(0) just before each window opens "
+                              "(step rows, planted windows)",
+    "exact 64 KiB + huge pages": "gnnmon.exact_host_memory(), GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "
+                                 "(THP on mmapped blocks)",
 }
 ENV: dict[str, dict[str, str]] = {"exact 64 KiB + huge pages": {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}}
 
@@ -300,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
-        args.out.with_suffix(".json").write_text(json.dumps({"machine": header, "rows": rows, "rounds": rounds}, indent=1))
+        args.out.with_suffix(".json").write_text(
+            json.dumps({"machine": header, "rows": rows, "rounds": rounds}, indent=1))
     return 0
 
 

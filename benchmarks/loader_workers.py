@@ -50,8 +50,9 @@ def run(device: str, steps: int, workers: int, scale: float, out: Path) -> dict[
     t0 = time.perf_counter()
     with gnnmon.collect(out / "workers.jsonl", sample=0.5) as collected:
         while batches < steps:
-            loader = neighbor_loader(data, [10, 5], batch_size=1024 if scale == 1.0 else 64, input_nodes=data.train_mask,
-                                 shuffle=True, num_workers=workers, multiprocessing_context="fork")
+            loader = neighbor_loader(data, [10, 5], batch_size=1024 if scale == 1.0 else 64,
+                                     input_nodes=data.train_mask, shuffle=True, num_workers=workers,
+                                     multiprocessing_context="fork")
             collected.mark("epoch", epochs)
             for batch in loader:
                 train_step(batch)

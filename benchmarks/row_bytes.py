@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
               f"stack with three phases and sample=0.5 on the CPU, {len(lines):,} lines, batches of {args.batch}")
         rows = [line for line in lines if line.startswith(b'{"type":"row"')]
         manifest = json.loads(lines[0])
-        once = {k: len(json.dumps(manifest[k], separators=(",", ":"))) for k in ("host_memory", "sampled") if k in manifest}
+        once = {k: len(json.dumps(manifest[k], separators=(",", ":")))
+                for k in ("host_memory", "sampled") if k in manifest}
         print(f"row lines alone: {sum(map(len, rows)) / len(rows):,.0f} bytes a row; said once in the manifest "
               f"({len(lines[0]):,} bytes): " + ", ".join(f"{k} {v:,} bytes" for k, v in once.items()))
         print("| file | bytes a row | writer µs a row | a kill loses | gnnmon.load µs a row |")
@@ -106,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                     assert gzip.decompress(out) == data or zlib.decompressobj(31).decompress(out) == data
                 read = f"{1e6 * best(lambda p=path: gnnmon.load(p), args.repeat) / args.rows:,.1f}"
             loses = "its last line, cut" if codec is None else f"the batch being written (≤ {args.batch} lines)"
-            print(f"| {name} | {len(out) / args.rows:,.0f} | {1e6 * spent / args.rows:,.1f} | {loses} | {read or 'n/a'} |")
+            print(f"| {name} | {len(out) / args.rows:,.0f} | {1e6 * spent / args.rows:,.1f} | {loses} | "
+                  f"{read or 'n/a'} |")
     return 0
 
 

@@ -135,7 +135,8 @@ def measure(rounds: int, warm: int, driver: bool) -> dict[str, Any]:
 
 def table(results: dict[str, Any], budget: dict[str, tuple[int, str]]) -> list[str]:
     kinds = list(budget)
-    lines = ["| variant | " + " | ".join(f"`{k}`" for k in kinds) + " | CUDA µs (H200 prices) | µs a row here, paired |",
+    lines = ["| variant | " + " | ".join(f"`{k}`" for k in kinds)
+             + " | CUDA µs (H200 prices) | µs a row here, paired |",
              "| --- | " + " | ".join("---:" for _ in kinds) + " | ---: | ---: |"]
     for name, r in results.items():
         if name.startswith("_"):

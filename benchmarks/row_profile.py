@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         name = "fake CUDA (tests/fakes.py, H200 prices)" if args.fake else (
             torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu")
-        head = (f"Row profile on {name}, torch {torch.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}:"
+        head = (f"Row profile on {name}, torch {torch.__version__}, "
+                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}:"
                 f" `python benchmarks/row_profile.py --device {args.device}{' --fake' if args.fake else ''}`\n\n")
         text = head + measure(dev, args.calls, args.rounds, args.top)
     finally:

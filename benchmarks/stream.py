@@ -249,7 +249,8 @@ def tables(results: dict[str, Any]) -> list[str]:
     ref = results["reference_us"]
     if results["step"]:
         out += ["| decorated identity call | on the step's path µs (median of paired differences) | "
-                "with its row encoded and written µs | step's path in reference calls |", "| --- | ---: | ---: | ---: |"]
+                "with its row encoded and written µs | step's path in reference calls |",
+                "| --- | ---: | ---: | ---: |"]
         for name, r in results["step"].items():
             out.append(f"| {name} | {r['step_path_us']:.1f} | {r['with_writing_us']:.1f} | "
                        f"{r['step_path_us'] / ref:.1f} |")
@@ -265,12 +266,14 @@ def tables(results: dict[str, Any]) -> list[str]:
             out.append(f"| {what} | {r['seconds']:.2f} | {r['cpu_s']:.2f} | {r['peak_mib']:.0f} |")
         ours, floor = costs["gnnmon.Report(gnnmon.load(path)).markdown()"], costs["json.loads of every line"]
         out.append(f"| ratio (median of the rounds'; target 1.5x) | {costs['ratio']:.2f}x | "
-                   f"{ours['cpu_s'] / floor['cpu_s']:.2f}x | +{ours['peak_mib'] - floor['peak_mib']:.0f} (target 256) |")
+                   f"{ours['cpu_s'] / floor['cpu_s']:.2f}x | "
+                   f"+{ours['peak_mib'] - floor['peak_mib']:.0f} (target 256) |")
         out += ["", f"Each round's ratio: {', '.join(f'{r:.2f}x' for r in costs['ratios'])}; torch imported by "
                     f"the report: {'yes' if ours['torch'] else 'no'}."]
     for size, costs in results.get("compare", {}).items():
         out += ["", f"`gnnmon compare` of two {size} files (target: 2x a json.loads pass over both), median of "
-                    f"{costs['rounds']} interleaved rounds:", "", "| what | seconds | peak RSS above the interpreter MiB |",
+                    f"{costs['rounds']} interleaved rounds:", "",
+                "| what | seconds | peak RSS above the interpreter MiB |",
                 "| --- | ---: | ---: |"]
         for what in ("json.loads of every line of both", "compare of the two"):
             out.append(f"| {what} | {costs[what]['seconds']:.2f} | {costs[what]['peak_mib']:.0f} |")

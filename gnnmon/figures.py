@@ -168,9 +168,12 @@ FIGURES: tuple[Figure, ...] = (
     F("before_thread_preempted", COUNT, "sched", "`thread_preempted` over that time"),
     F("before_thread_waits", COUNT, "sched", "`thread_waits` over that time"),
     F("before_thread_queued_s", SECONDS, "sched", "`thread_queued_s` over that time"),
-    F("data_wait_s", SECONDS, "data", "the loop's wait in `next()` for the batch this row consumes (`watch_loader`)", traced=True),
-    F("data_sample_s", SECONDS, "data", "neighbour sampling of that batch (PyG neighbour loaders; in a worker too)", traced=True),
-    F("data_gather_s", SECONDS, "data", "joining its sampled nodes with their features (`filter_fn`, transform aside)", traced=True),
+    F("data_wait_s", SECONDS, "data", "the loop's wait in `next()` for the batch this row consumes (`watch_loader`)",
+      traced=True),
+    F("data_sample_s", SECONDS, "data", "neighbour sampling of that batch (PyG neighbour loaders; in a worker too)",
+      traced=True),
+    F("data_gather_s", SECONDS, "data", "joining its sampled nodes with their features (`filter_fn`, transform aside)",
+      traced=True),
     F("data_transform_s", SECONDS, "data", "the loader's `transform` on it", traced=True),
     F("data_to_device_s", SECONDS, "data", "`watch_loader(to=...)`: host time of its copy to the device", traced=True),
     F("data_sampler", TEXT, "data", "`gnnmon` where the batch's neighbours were sampled by gnnmon's pure-PyTorch "
@@ -215,7 +218,8 @@ FIGURES: tuple[Figure, ...] = (
     F("oom_fragmented_bytes", BYTES, "oom", "CUDA: of that, free parts of split blocks (`inactive_split_bytes`), "
       "which a request larger than each cannot use"),
     F("oom_device_total_bytes", BYTES, "oom", "the device's memory (CPU: physical RAM; MPS: recommended max)"),
-    F("oom_device_free_bytes", BYTES, "oom", "free on the device when it failed (`cudaMemGetInfo`; CPU: available RAM)"),
+    F("oom_device_free_bytes", BYTES, "oom", "free on the device when it failed "
+      "(`cudaMemGetInfo`; CPU: available RAM)"),
     F("oom_snapshot", TEXT, "oom", "the allocation history dumped at the run's first OOM "
       "(`collect(memory_history=N)`), for pytorch.org/memory_viz"),
     F("<field>_source", TEXT, "row", "how a figure was measured (`measured:...`, `sampled:...`, `model:...`)"),

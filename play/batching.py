@@ -464,13 +464,15 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any],
              "", f"Data: {meta['data']}. Device: {meta['device']}. SchNet ({meta['model']}), batch size "
              f"{meta['batch_size']}, {steps} steps per run, compile backend {meta['backend']}.", "",
              "| mode | algorithm | batching ms | update ms | combined ms | steady combined ms | update p50 / p90 / "
-             "p99 / max ms (steady: no compile) | compile s | compiles | recompiles | limit hits | shapes | graphs / step | "
-             "node padding | edge padding | test RMSE |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "p99 / max ms (steady: no compile) | compile s | compiles | recompiles | limit hits | shapes | "
+             "graphs / step | node padding | edge padding | test RMSE |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+             "---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         q = r["steady_update_quantiles_ms"] or r["update_quantiles_ms"]
         lines.append(f"| {r['mode']} | {r['algorithm']} | {r['batching_ms']:.2f} | {r['update_ms']:.2f} | "
-                     f"{r['combined_ms']:.2f} | {steady_ms(r):.2f} | {q['p50']:.1f} / {q['p90']:.1f} / {q['p99']:.1f} / {q['max']:.1f} | "
+                     f"{r['combined_ms']:.2f} | {steady_ms(r):.2f} | "
+                     f"{q['p50']:.1f} / {q['p90']:.1f} / {q['p99']:.1f} / {q['max']:.1f} | "
                      f"{r['compile_s']:.1f} | {r['compiles']} | {r['recompiles']} | {r['recompile_limit_hits']} | "
                      f"{r['shapes']} | {r['graphs_per_step']:.1f} | {100 * r['node_padding']:.0f} % | "
                      f"{100 * r['edge_padding']:.0f} % | {r['test_rmse']:.4f} |")
@@ -481,7 +483,8 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any],
     for r in results:
         lines.append(f"| {r['mode']} | {r['algorithm']} | " + " | ".join(f"{at_steps(r, k):.1f}" for k in ks) + " |")
     lines += ["", "Speed ratio, slowest / fastest algorithm (static-constant left out, as in the paper's Figure 5):",
-              "", "| mode | " + " | ".join(f"k={k}" for k in ks) + " |", "| --- | " + " | ".join("---:" for _ in ks) + " |"]
+              "", "| mode | " + " | ".join(f"k={k}" for k in ks) + " |",
+              "| --- | " + " | ".join("---:" for _ in ks) + " |"]
     for m in dict.fromkeys(r["mode"] for r in results):
         cells = []
         for k in ks:

@@ -207,7 +207,8 @@ def verdicts(r: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
     out.append(("compile cuts time, not memory", "0.85 -> 0.22 s, 500 -> 180 MiB",
                 f"{b['epoch_s']:.3f} -> {c['epoch_s']:.3f} s, {mem('baseline'):.1f} -> {mem('compiled'):.1f} MiB",
                 "yes" if faster and same_mem else
-                "no: " + ", ".join(w for w, bad in (("no faster", not faster), ("memory differs", not same_mem)) if bad)))
+                "no: " + ", ".join(w for w, bad in (("no faster", not faster), ("memory differs", not same_mem))
+                                   if bad)))
     once = all(r[k]["compiles_after_first_epoch"] == 0 for k in ("compiled", "compiled sampled+amp") if k in r)
     out.append(("compilation is a one-time cost", "first runs slower",
                 "; ".join(f"{k}: first epoch {r[k]['first_epoch_s']:.2f} s vs {r[k]['epoch_s']:.3f} s, "

@@ -137,7 +137,8 @@ def main() -> None:
     if scenario != "gc":
         gc.disable()  # automatic collections off: only the planted one may pause a rank
     try:
-        with gnnmon.collect(path, sinks=sinks(sys.argv[3:])) as run, gc_paused() if scenario == "gc" else contextlib.nullcontext():
+        with (gnnmon.collect(path, sinks=sinks(sys.argv[3:])) as run,
+              gc_paused() if scenario == "gc" else contextlib.nullcontext()):
             for s in range(20):
                 if scenario == "kill" and rank == 1 and s == KILL_STEP:
                     os.kill(os.getpid(), signal.SIGKILL)

@@ -21,10 +21,10 @@ against the model's forecast for their shapes (the median gap: how far the proce
 drifted while the configurations ran).
 
 For each configuration: the forecast peak of its worst batch, the measured peak of the run, the
-error, and whether each run batch's upper bound (from its own shape) covered its measured peak; then the budget ``forecast(...).budget(0.9)`` recommends for ``--capacity`` and whether
-a run at that budget stayed under the target. The peak is the absolute one (``mem_peak_bytes``):
-on the CPU the process's RSS, made exact by ``gnnmon.exact_host_memory()``; on a GPU the caching
-allocator's.
+error, and whether each run batch's upper bound (from its own shape) covered its measured peak; then
+the budget ``forecast(...).budget(0.9)`` recommends for ``--capacity`` and whether a run at that
+budget stayed under the target. The peak is the absolute one (``mem_peak_bytes``): on the CPU the
+process's RSS, made exact by ``gnnmon.exact_host_memory()``; on a GPU the caching allocator's.
 
 Run: ``python play/memory_forecast.py`` (a few minutes on 2 CPU cores), ``--device cuda``,
 ``--tiny`` (what the test runs). Writes ``runs/memory_forecast.md`` and ``.json``.
@@ -129,7 +129,8 @@ def node_study(device: torch.device, tiny: bool) -> tuple[Callable, Any, list, l
     sizes = (128, 256) if tiny else (256, 512, 1024)
     tests = [(f"batch {b}, fanouts [10, 5]", loader(b, [10, 5])) for b in sizes]
     tests += [(f"batch 128, fanouts {f}", loader(128, f)) for f in ([15, 10], [25, 10])]
-    return step, lambda budget: neighbor_loader(data, [10, 5], batch_size=budget["batch_size"], shuffle=True), fit, tests
+    return step, lambda budget: neighbor_loader(data, [10, 5], batch_size=budget["batch_size"],
+                                                shuffle=True), fit, tests
 
 
 def graph_study(device: torch.device, tiny: bool) -> tuple[Callable, Any, list, list]:

@@ -385,7 +385,8 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             + f" | {r['gen2_rows']} | {r['gc_spikes']} | {_fmt(r['cpu_util_pct'])} | {_fmt(r['gpu_util_pct'])} | "
             + (" / ".join(f"{e[k]:.1f}" for k in ("energy_cpu_j", "energy_gpu_j", "energy_ram_j"))
                if any(e.values()) else "–") + " |")
-    lines += ["", "## The study's findings", "", "| finding | study (GPU) | ours | verdict |", "| --- | --- | --- | --- |"]
+    lines += ["", "## The study's findings", "", "| finding | study (GPU) | ours | verdict |",
+              "| --- | --- | --- | --- |"]
     lines += [f"| {f} | {s} | {o} | {v} |" for f, s, o, v in verdicts(results, meta["batch_sizes"], meta["workers"],
                                                                     meta["device"])]
     return "\n".join(lines) + "\n"
@@ -438,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
                 Path(args.figures).mkdir(parents=True, exist_ok=True)
                 stem = "pna" if args.preset == "example" else f"pna_{args.preset}_bs{bs}_w{workers}"
                 png = Path(args.figures) / f"{stem}_{mode}_timeline.png"
-                plot_timeline(report, png, title=f"PNA on {device}, synthetic PCQM4Mv2, batch {bs}, {workers} workers, {mode} GC")
+                plot_timeline(report, png, title=f"PNA on {device}, synthetic PCQM4Mv2, batch {bs}, "
+                                                 f"{workers} workers, {mode} GC")
                 print(f"timeline: {png}")
     if len(runs) > 2:
         meta = {"command": "python play/pna_steps.py " + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -3,8 +3,9 @@
 A planted-partition graph: every node has a class; a share ``homophily`` of its edges go to nodes
 of the same class (Flickr's edge homophily is about 0.32); features are unit Gaussian noise plus
 ``signal`` times a class centroid, so a GCN can learn the classes but not trivially (the defaults
-give a two-layer GCN about 0.5 validation accuracy, close to what it reaches on the real Flickr). Edges are undirected (each stored in both directions, as PyG's Flickr and Cora are), with
-no self-loops and no duplicates, and the edge count is exact.
+give a two-layer GCN about 0.5 validation accuracy, close to what it reaches on the real Flickr).
+Edges are undirected (each stored in both directions, as PyG's Flickr and Cora are), with no
+self-loops and no duplicates, and the edge count is exact.
 """
 
 from __future__ import annotations

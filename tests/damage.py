@@ -82,7 +82,8 @@ def good_run(path: Path) -> Path:
     lines = path.read_text().splitlines()
     rows = [json.loads(x) for x in lines if '"type":"row"' in x]
     t0, t1 = min(r["t_start_ns"] for r in rows), max(r["t_end_ns"] for r in rows)
-    points = [json.dumps({"type": "point", "key": "rapl_package_j", "t_ns": t, "value": v, "err_ns": 1000, "step": True})
+    points = [json.dumps({"type": "point", "key": "rapl_package_j", "t_ns": t, "value": v, "err_ns": 1000,
+                          "step": True})
               for t, v in ((t0 - 10**6, 100.0), ((t0 + t1) // 2, 101.5), (t1 + 10**6, 103.0))]
     lines[2:2] = points
     path.write_text("\n".join(lines) + "\n")
@@ -220,9 +221,10 @@ def python_api(path: Path, strict: bool, out: Path, plot: bool = False) -> None:
 def commands(path: Path, lenient: bool, out: Path) -> list[list[str]]:
     flag = ["--lenient"] if lenient else []
     p = str(path)
-    return ([["report", p, *flag], ["report", "--format", "csv", p, *flag], ["report", p, "--html", str(out / "r.html"),
-                                                                              *flag],
-             ["report", p, "--by", "epoch", *flag], ["forecast", p, *flag], ["forecast", p, "--capacity", "1GiB", *flag]]
+    return ([["report", p, *flag], ["report", "--format", "csv", p, *flag],
+             ["report", p, "--html", str(out / "r.html"), *flag],
+             ["report", p, "--by", "epoch", *flag], ["forecast", p, *flag],
+             ["forecast", p, "--capacity", "1GiB", *flag]]
             + [["export", kind, p, "-o", str(out / f"cli-{kind}"), *flag] for kind in EXPORTS])
 
 

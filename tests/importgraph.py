@@ -514,7 +514,8 @@ FLOW = ("api", "forecast", "integrations", "measure", "record", "timeline", "rep
 def _first_sentence(path: Path) -> str:
     doc = ast.get_docstring(ast.parse(path.read_text(), filename=str(path))) or ""
     text = " ".join(doc.split("\n\n")[0].split())
-    text = re.sub(r":[a-z]+:`~?\.?([\w.]+)`", lambda m: f"`{m.group(1).rsplit('.', 1)[-1] if '~' in m.group(0) else m.group(1)}`",
+    text = re.sub(r":[a-z]+:`~?\.?([\w.]+)`",
+                  lambda m: f"`{m.group(1).rsplit('.', 1)[-1] if '~' in m.group(0) else m.group(1)}`",
                   text).replace("``", "`")  # reStructuredText roles and literals as markdown code
     cut = text.find(". ")
     return text if cut < 0 else text[:cut + 1]
@@ -568,7 +569,8 @@ def main() -> int:
     problems = [f"cycle: {' -> '.join(c)}" for c in cycles(imports)]
     problems += [f"cycle through annotations: {' -> '.join(c)}" for c in cycles(imports, typing=True)
                  if c not in cycles(imports)]
-    problems += [f"two concerns or more: {name}: " + "; ".join(f"{n} lines ({', '.join(names[:4])})" for n, names in big)
+    problems += [f"two concerns or more: {name}: "
+                 + "; ".join(f"{n} lines ({', '.join(names[:4])})" for n, names in big)
                  for name, big in many_concerns(package_dir)]
     problems += [f"up the flow: {i.source}:{i.line} imports {i.target}" for i in upward(imports)]
     problems += [f"late import: {i.source}:{i.line} imports {i.target}" for i in late(imports)]

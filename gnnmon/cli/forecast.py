@@ -24,7 +24,8 @@ def add(sub: Any, argv: list[str]) -> None:
                        epilog=EXIT, description=(
                            f"Fit the step's peak memory ({MEM_PEAK.name}) against its batches' nodes, edges and "
                            "graphs, forecast the run's own batches, and with --capacity print the largest "
-                           "DynamicBatchSampler max_num and batch size whose worst batch stays under --fraction of it."))
+                           "DynamicBatchSampler max_num and batch size whose worst batch stays under "
+                           "--fraction of it."))
     p.add_argument("path", metavar="RUN", help="a run's .jsonl file, or a distributed job's files as for report")
     p.add_argument("--capacity", metavar="SIZE", help="the device's memory: 80GiB, 80GB, bytes, or a device (cuda:0)")
     p.add_argument("--label", help="the step to model (default: the label with most rows that carry a batch shape)")

@@ -250,7 +250,8 @@ def _launch(args: argparse.Namespace, module: str | None, target: str | None, pa
                   "steps of gnnmon run's", file=sys.stderr)
         if run is not None:  # Lightning's DDP children re-run the script without gnnmon: its entry point
             saved_env = {name: os.environ.get(name) for name in CHILD_ENV}  # records them from these
-            os.environ.update({CHILD_ENV[0]: str(path), CHILD_ENV[1]: str(pid), CHILD_ENV[2]: "w" if args.force else "x"})
+            os.environ.update({CHILD_ENV[0]: str(path), CHILD_ENV[1]: str(pid),
+                               CHILD_ENV[2]: "w" if args.force else "x"})
         sys.argv = [module if module is not None else str(target), *args.script_args]
         if sys.path:
             sys.path[0] = os.getcwd() if module is not None else os.path.dirname(os.path.abspath(str(target)))

@@ -14,10 +14,10 @@ CPU row, each sampled figure's ``<field>_source``, a note and a null for each sa
 lacked, "gpu figures: not a CUDA row"); 2 wrote every row whole; 1 said what repeated on rows once,
 in ``same`` lines that rows named (:mod:`gnnmon.data.expand`). gnnmon reads every older version as
 it was written, and refuses a newer version than it knows, naming both.
-:data:`KINDS` names every kind of line; this module turns objects into lines and back. Non-finite floats are written as ``null`` (strict JSON),
-tensors (where torch is loaded) as their values, anything else JSON cannot hold as its repr; a
-string with a lone surrogate (a name the OS decoded with ``surrogateescape``) as a JSON escape,
-read back equal.
+:data:`KINDS` names every kind of line; this module turns objects into lines and back. Non-finite
+floats are written as ``null`` (strict JSON), tensors (where torch is loaded) as their values,
+anything else JSON cannot hold as its repr; a string with a lone surrogate (a name the OS decoded
+with ``surrogateescape``) as a JSON escape, read back equal.
 """
 
 from __future__ import annotations

@@ -50,7 +50,8 @@ def load(path: str | os.PathLike[str], *, strict: bool = True, job: bool = True,
         if job and dist.get("job_path"):
             files = job_files(p.parent / dist["job_path"])
             if len(files) > 1 and p.resolve() in {f.resolve() for f in files}:
-                return RunResult.merge([run if f.resolve() == p.resolve() else _load_one(f, strict, progress) for f in files])
+                return RunResult.merge([run if f.resolve() == p.resolve() else _load_one(f, strict, progress)
+                                        for f in files])
         return run
     files = [Path(f) for f in sorted(glob.glob(text))] if glob.has_magic(text.replace(RANK_FIELD, "")) else []
     files = files or job_files(text)

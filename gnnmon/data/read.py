@@ -1,6 +1,7 @@
 """Reading a run file: :func:`read_chunks` parses a chunk of lines at C speed (line by line in
 Python only where that fails) and tolerates a cut-off last line; :func:`read_lines` gives the objects one at
-a time; :func:`rows_of_lines` and :func:`table_of_lines` read a live run's row lines the same way. What a line holds is :mod:`gnnmon.data.format`; writing it is :mod:`gnnmon.data.write`.
+a time; :func:`rows_of_lines` and :func:`table_of_lines` read a live run's row lines the same way. What a
+line holds is :mod:`gnnmon.data.format`; writing it is :mod:`gnnmon.data.write`.
 """
 
 from __future__ import annotations

@@ -101,7 +101,8 @@ F = Field
 LINES: dict[str, dict[str, Field]] = {
     MANIFEST: {"format_version": F(INTEGER), "gnnmon": F(STRING), "torch": F(STRING), "torch_geometric": F(STRING),
                "python": F(STRING), "platform": F(STRING), "host": F(STRING), "pid": F(INTEGER),
-               "start_time": F(STRING), "start_ns": F(CLOCK), "devices": F(OBJECT), "gc_frozen": F(INTEGER), "gc_tracked": F(INTEGER),
+               "start_time": F(STRING), "start_ns": F(CLOCK), "devices": F(OBJECT), "gc_frozen": F(INTEGER),
+               "gc_tracked": F(INTEGER),
                "options": F(OBJECT), "config": F(OBJECT), "distributed": F(OBJECT), "file": F(STRING),
                "host_memory": F(OBJECT), "sampled": F(OBJECT)},
     GC: {"generation": F(GENERATION, True), "t_start_ns": F(CLOCK, True), "duration_s": F(NUMBER, True),

@@ -166,7 +166,8 @@ class Part:
             return [None] * len(at)
         if col.kind == "o":
             return [None if v is ABSENT else v for v in map(col.values.__getitem__, at)]
-        raw = np.frombuffer(col.values, dtype=np.int64 if col.kind == "q" else np.float64)[np.asarray(at, dtype=np.int64)]
+        raw = np.frombuffer(col.values,
+                            dtype=np.int64 if col.kind == "q" else np.float64)[np.asarray(at, dtype=np.int64)]
         out: list[Any] = raw.tolist()
         for i in np.flatnonzero(raw == NO_INT if col.kind == "q" else np.isnan(raw)).tolist():
             out[i] = None

@@ -98,7 +98,8 @@ class Calibration:
             ratios = [t["num_edges"] / t["num_nodes"] for t in ran if t["num_nodes"]]
             lines.append(f"and {len(ran)} denser twins (every edge among a sampled batch's nodes: "
                          f"{min(ratios):.3g}-{max(ratios):.3g} edges per node)")
-        lines += [f"twin {t['twin']} of {t['size']} items did not run: {t['error']}" for t in self.twins if "error" in t]
+        lines += [f"twin {t['twin']} of {t['size']} items did not run: {t['error']}"
+                  for t in self.twins if "error" in t]
         lines += [f"{t}: {how}" for t, how in self.measured_terms().items() if how != "measured"]
         if self.does_not_fit:
             d = self.does_not_fit
@@ -186,7 +187,8 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
 
             model = refit()
             if total is not None and failed is None:
-                peaks = [r[MEM_PEAK.name] for r in run.records if r.get("label") == model.label and r.get("error") is None]
+                peaks = [r[MEM_PEAK.name] for r in run.records
+                         if r.get("label") == model.label and r.get("error") is None]
                 measured = [(s, sh, float(p)) for s, sh, p in zip(ran, shapes, peaks, strict=False)][1:]
                 probe, shape_at = _prober(step, make, loader, count, rng, candidates, run, model)
                 found = search(probe, refit, measured, count, total, fraction, probes, shape_at)

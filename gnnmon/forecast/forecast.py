@@ -215,7 +215,8 @@ class Forecast:
         target = fraction * self.capacity_bytes
         r = self.ratios
         dense, sparse = r["edges_per_node_max"], max(r["edges_per_node_min"], 1e-9)
-        node_cap = min(filter(None, (self._vouched("num_nodes"), int(self._vouched("num_edges") / dense) if dense else 0)),
+        node_cap = min(filter(None, (self._vouched("num_nodes"),
+                                     int(self._vouched("num_edges") / dense) if dense else 0)),
                        default=0)
         edge_cap = min(filter(None, (self._vouched("num_edges"), int(self._vouched("num_nodes") * sparse))), default=0)
         nodes = largest(lambda n: self._upper(n, n * dense, 1) <= target, high=node_cap)
@@ -268,11 +269,13 @@ class Forecast:
         shape = self.shape_at(1)
         one = self._bounds(shape)[1]
         if one > target:
-            return (f"a batch of one item ({shape['num_nodes']:,.0f} nodes, {shape['num_edges']:,.0f} edges at most) is "
-                    f"forecast at up to {fmt(one)}, over the target {fmt(target)}; the constant alone, {fmt(alone)}, "
-                    "is under it (smaller items, a larger device, or a fraction nearer 1)")
-        return (f"the model vouches for no batch size (it saw at most {self.model.ranges.get('num_nodes', (0, 0))[1]:,.0f} "
-                "nodes a batch): gnnmon.calibrate(step, loader) on larger batches")
+            return (f"a batch of one item ({shape['num_nodes']:,.0f} nodes, "
+                    f"{shape['num_edges']:,.0f} edges at most) is forecast at up to {fmt(one)}, over the target "
+                    f"{fmt(target)}; the constant alone, {fmt(alone)}, is under it (smaller items, a larger "
+                    "device, or a fraction nearer 1)")
+        return ("the model vouches for no batch size (it saw at most "
+                f"{self.model.ranges.get('num_nodes', (0, 0))[1]:,.0f} nodes a batch): "
+                "gnnmon.calibrate(step, loader) on larger batches")
 
     def __str__(self) -> str:
         return self.summary()

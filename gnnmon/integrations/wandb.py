@@ -22,8 +22,9 @@ on an exception), then ends W&B's service process if no other W&B run is active.
 ``mode="offline"`` writes the run under ``dir`` for ``wandb sync`` later.
 
 Calls are made on the run's writer thread; a row costs about 0.2 ms offline
-(``benchmarks/sinks_cost.py``); ``every=N`` logs each label's rows whose index is a multiple of N only. A W&B call that raises disables the sink as any failing
-sink is (one warning, ``run.sink_errors``): what it had not logged stays in the run's file only.
+(``benchmarks/sinks_cost.py``); ``every=N`` logs each label's rows whose index is a multiple of N
+only. A W&B call that raises disables the sink as any failing sink is (one warning,
+``run.sink_errors``): what it had not logged stays in the run's file only.
 
 Needs ``wandb`` (``pip install wandb`` or ``gnnmon[wandb]``).
 """

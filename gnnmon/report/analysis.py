@@ -4,7 +4,8 @@ Plain functions over rows (dicts); :class:`gnnmon.report.Report` calls them.
 
 A row's *time* is ``device_s`` if measured, else ``wall_s``, else its window (``t_end_ns`` −
 ``t_start_ns``). Spikes are rows whose time exceeds, per label, ``max(median + k·1.4826·MAD,
-min_ratio·median)`` (defaults k = 5, min_ratio = 1.5) over the rows after warm-up. Each spike gets one cause, checked in order:
+min_ratio·median)`` (defaults k = 5, min_ratio = 1.5) over the rows after warm-up. Each spike gets
+one cause, checked in order:
 
 * ``recompile`` — ``torch.compile`` compiled something during it (``@track_compile`` rows:
   ``compile_frames`` > 0; the detail says how many were recompilations and how long it took);
@@ -62,7 +63,8 @@ class _Timed:
         return self.part.numbers(name)[self.at]
 
 
-def _labels_timed(table: Table, warmup: int, min_rows: int) -> Iterable[tuple[str, _Timed, float, float, dict[str, float]]]:
+def _labels_timed(table: Table, warmup: int,
+                  min_rows: int) -> Iterable[tuple[str, _Timed, float, float, dict[str, float]]]:
     """Per label: timed rows, median and scaled MAD of the steady rows, median shapes."""
     for label, part in table.parts.items():
         timed = _Timed(part, warmup)

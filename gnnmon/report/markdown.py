@@ -35,7 +35,8 @@ from gnnmon.report.stats import STATS
 from gnnmon.report.text import md
 
 MAX_TABLE = 20
-"""Rows shown in the markdown spike and short-step tables (all are in ``spikes()`` / :func:`~gnnmon.report.analysis.dips`)."""
+"""Rows shown in the markdown spike and short-step tables (all are in ``spikes()`` /
+:func:`~gnnmon.report.analysis.dips`)."""
 
 
 class Explained(Protocol):
@@ -142,7 +143,8 @@ def steps_lines(result: Any) -> list[str]:
                 "no row is made up.", ""]
     labels = ", ".join(f"{md(k)} {v}" for k, v in (steps.get("labels") or {}).items())
     said = list(steps.get("said") or ())
-    text = f"Steps found by `gnnmon run` ({labels}): {md(said[0])}" if said else f"Steps found by `gnnmon run` ({labels})"
+    text = (f"Steps found by `gnnmon run` ({labels}): {md(said[0])}" if said
+            else f"Steps found by `gnnmon run` ({labels})")
     if len(said) > 1:
         text += "; also " + "; ".join(md(x) for x in said[1:])
     skipped = steps.get("updates_skipped")
@@ -191,7 +193,8 @@ def render_markdown(report: Explained, header: bool = True, diagnosis: bool = Tr
         distinct = [next(run) for _, run in groupby(part.objects("notes"), key=id)]  # rows share their notes
         notes = sorted({n for notes in distinct for n in (notes or ())})
         if repeated:
-            notes.insert(0, f"{', '.join(repeated)} not shown: equal to {', '.join(dict(DUPLICATES)[r] for r in repeated)} "
+            notes.insert(0, f"{', '.join(repeated)} not shown: equal to "
+                            f"{', '.join(dict(DUPLICATES)[r] for r in repeated)} "
                             "here (on the CPU the device's memory is the process's RSS, its time wall time)")
         if notes:
             lines.append("")
@@ -294,7 +297,8 @@ def cross_rank_lines(job: Mapping[str, Any]) -> list[str]:
             worst = max(held, key=lambda s: s["delay_s"])
             lines += ["", f"{what}: {len(held)}, the longest {worst['delay_s'] * 1e3:.1f} ms "
                       f"(step {worst['index']} of {md(worst['label'])}, rank {worst['slowest_rank']})."]
-    lines += ["", "Per rank:", "", "| rank | label | calls | median ms | total s |", "| ---: | --- | ---: | ---: | ---: |"]
+    lines += ["", "Per rank:", "", "| rank | label | calls | median ms | total s |",
+              "| ---: | --- | ---: | ---: | ---: |"]
     for rank, labels in job["per_rank"].items():
         lines += [f"| {rank} | {md(label)} | {v['count']} | {v['median_s'] * 1e3:.2f} | {v['total_s']:.3f} |"
                   for label, v in labels.items()]
@@ -385,10 +389,12 @@ def energy_lines(summary: Mapping[str, Any]) -> list[str]:
         share = summary["share"][k]
         src = "; ".join(map(md, summary["sources"].get(k, []))) or "not available"
         j = t.get(k)
-        lines.append(f"| {k} | {_j(j)} | {_kwh(j)} | {'–' if share is None or j is None else f'{100 * share:.1f} %'} | {src} |")
+        lines.append(f"| {k} | {_j(j)} | {_kwh(j)} | "
+                     f"{'–' if share is None or j is None else f'{100 * share:.1f} %'} | {src} |")
     lines.append(f"| total | {_j(t['energy_j'])} | {_kwh(t['energy_j'])} | | |")
     if "co2_kg" in t:
-        lines.append(f"| co2_kg | {t['co2_kg'] * 1000:.4g} g | | | {'; '.join(map(md, summary['sources'].get('co2_kg', [])))} |")
+        lines.append(f"| co2_kg | {t['co2_kg'] * 1000:.4g} g | | | "
+                     f"{'; '.join(map(md, summary['sources'].get('co2_kg', [])))} |")
     lines.append("")
     if summary["by_epoch"]:
         lines += ["| epoch | rows | J | kWh | graphs | J / graph |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]

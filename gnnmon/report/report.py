@@ -71,9 +71,10 @@ def _cpus(manifest: Mapping[str, Any] | None) -> dict[str, int | None]:
 
 class Report:
     """Explains a run: ``Report(result)`` over a run's plain result (``run.result()``,
-    ``gnnmon.load(path)``; :meth:`gnnmon.Run.report` makes one), ``Report.load(path)`` over a file, or ``Report(rows, manifest=...,
-    gc_events=..., samples=..., markers=...)`` over rows given as dicts (made into a
-    :class:`~gnnmon.data.result.RunResult`: the one thing a report and its exports read)."""
+    ``gnnmon.load(path)``; :meth:`gnnmon.Run.report` makes one), ``Report.load(path)`` over a file,
+    or ``Report(rows, manifest=..., gc_events=..., samples=..., markers=...)`` over rows given as
+    dicts (made into a :class:`~gnnmon.data.result.RunResult`: the one thing a report and its
+    exports read)."""
 
     def __init__(
         self,
@@ -127,7 +128,8 @@ class Report:
                     or by == "config" else "")
             raise ValueError(f"no row carries {by!r}; the markers here: {', '.join(kinds) or 'none'}{hint}")
         parts = self.table.where(by)
-        events = _gc_events_by(self.markers, self.gc_events, by, {row_key(r): value for value, table in parts.items() for r in table.rows()})
+        events = _gc_events_by(self.markers, self.gc_events, by,
+                               {row_key(r): value for value, table in parts.items() for r in table.rows()})
         return {value: Report(parts[value], manifest=self.manifest, samples=self.samples, markers=self.markers,
                               gc_events=events.get(value, [])) for value in sorted(parts, key=_natural)}
 
@@ -254,7 +256,8 @@ class Report:
         (a marker), all of it once per value of the marker, in natural order."""
         if by is None:
             return no_surrogates(render_markdown(self))
-        text = ending_lines(self.result) + header_lines(self.manifest) + diagnosis_lines(self.diagnosis(), self.looked_for())
+        text = (ending_lines(self.result) + header_lines(self.manifest)
+                + diagnosis_lines(self.diagnosis(), self.looked_for()))
         for value, part in self.groups(by).items():
             text += [f"## {md(by)} = {md(value)} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
         return no_surrogates("\n".join(text))

@@ -5,12 +5,13 @@ does (3.3.2 on this project's machine: ``start()`` 1.46 s once, ``start_task`` 1
 ``stop_task`` 4.1 ms per call; see docs/energy.md). gnnmon never calls it per step. Instead, at
 set-up, it starts an ``OfflineEmissionsTracker`` once, in a child process of its own (CodeCarbon's
 set-up queries every GPU through NVML from a thread pool and sets up logging: none of that in the
-training process), to learn which model CodeCarbon would apply on this machine — its CPU mode (``cpu_load``: TDP × the process's share of the CPUs; ``constant``:
-0.5 × TDP), the TDP it assumed, its RAM wattage — stops it (its threads end), and then applies
-that model to each row's own window. The probe's answer is kept per machine (:func:`cache_path`), so
-only the first run with energy on a machine waits for it; ``cpu_power_w=`` and ``ram_power_w=``
-replace CodeCarbon's guesses (both given: no probe). Carbon intensity comes from CodeCarbon's offline
-energy-mix data for a country (ISO 3166 alpha-3) and, for the USA and Canada, a region.
+training process), to learn which model CodeCarbon would apply on this machine — its CPU mode
+(``cpu_load``: TDP × the process's share of the CPUs; ``constant``: 0.5 × TDP), the TDP it assumed,
+its RAM wattage — stops it (its threads end), and then applies that model to each row's own window.
+The probe's answer is kept per machine (:func:`cache_path`), so only the first run with energy on a
+machine waits for it; ``cpu_power_w=`` and ``ram_power_w=`` replace CodeCarbon's guesses (both
+given: no probe). Carbon intensity comes from CodeCarbon's offline energy-mix data for a country
+(ISO 3166 alpha-3) and, for the USA and Canada, a region.
 """
 
 from __future__ import annotations

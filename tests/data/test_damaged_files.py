@@ -106,7 +106,8 @@ def test_the_command_line_exits_2_with_one_line_and_no_traceback(good, tmp_path,
         lenient = subprocess.run([sys.executable, "-m", "gnnmon", *argv, "--lenient"], capture_output=True, text=True,
                                  timeout=120, cwd=ROOT)
         assert "Traceback" not in lenient.stderr, lenient.stderr
-        assert lenient.returncode == 0 or (argv[0] == "forecast" and lenient.returncode in (NO_MODEL, 2)), lenient.stderr
+        assert (lenient.returncode == 0
+                or (argv[0] == "forecast" and lenient.returncode in (NO_MODEL, 2))), lenient.stderr
         assert f"gnnmon: warning: {path}:{case.line}: a row's field 't_start_ns'" in lenient.stderr
 
 
@@ -130,7 +131,8 @@ def test_a_lenient_read_keeps_every_good_row_and_nulls_each_damaged_value(good, 
         run = gnnmon.load(path, strict=False)
     said = [str(w.message) for w in caught]
     for i, (field, _) in bad.items():
-        assert any(f"run.jsonl:{i + 1}: a row's field {field!r}" in s and s.endswith("read as null") for s in said), said
+        assert any(f"run.jsonl:{i + 1}: a row's field {field!r}" in s and s.endswith("read as null")
+                   for s in said), said
     assert any(f"run.jsonl:{gc_line + 1}: a GC event's field 't_start_ns'" in s and "skipped the line" in s
                for s in said)
     good_run_ = gnnmon.load(good)

@@ -42,7 +42,8 @@ def test_a_second_process_on_the_same_path_is_refused_while_the_first_writes(tmp
                              text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     try:
         assert first.stdout.readline().strip() == "writing"
-        with pytest.raises(FileExistsError, match=rf"being written by another process's gnnmon run \(pid {first.pid}\)"):
+        with pytest.raises(FileExistsError,
+                           match=rf"being written by another process's gnnmon run \(pid {first.pid}\)"):
             gnnmon.collect(path).start()
         first.stdin.write("go\n")
         first.stdin.flush()

@@ -67,7 +67,8 @@ def test_a_stream_cut_anywhere_reads_to_its_last_whole_line_and_says_so(tmp_path
         assert rows == live[: len(rows)]  # a prefix of the rows, each whole
         whole = zlib.decompressobj(31).decompress(data[:at]).count(b'"type":"row"') - 1  # the last may be cut
         assert len(rows) >= whole
-        assert any("the compressed stream is cut off" in str(w.message) for w in caught), [str(w.message) for w in caught]
+        assert any("the compressed stream is cut off" in str(w.message)
+                   for w in caught), [str(w.message) for w in caught]
 
 
 def test_a_stream_of_several_members_reads_whole(tmp_path):
@@ -77,7 +78,8 @@ def test_a_stream_of_several_members_reads_whole(tmp_path):
     one, two = Compressor(), Compressor()
     lines = gzip.decompress(path.read_bytes()).splitlines(keepends=True)
     half = len(lines) // 2
-    path.write_bytes(one.batch(b"".join(lines[:half])) + one.finish() + two.batch(b"".join(lines[half:])) + two.finish())
+    path.write_bytes(one.batch(b"".join(lines[:half])) + one.finish()
+                     + two.batch(b"".join(lines[half:])) + two.finish())
     assert gnnmon.load(path).records == live
 
 

@@ -3,8 +3,9 @@
 ``os.listdir``, ``sys.argv`` and ``os.environ`` decode a name that is not UTF-8 with the
 ``surrogateescape`` error handler: ``os.fsdecode(b"ckpt_caf\\xe9.pt") == "ckpt_caf\\udce9.pt"``, a
 string no UTF-8 encoder accepts. A run given such text anywhere (its label, config, a marker's value (its
-name is an identifier, refused at ``mark()`` otherwise), a field set on the row, the exception its step raised, the file's own path) is written,
-read back equal, and reported, printed and exported without an error.
+name is an identifier, refused at ``mark()`` otherwise), a field set on the row, the exception its step
+raised, the file's own path) is written, read back equal, and reported, printed and exported without an
+error.
 """
 
 from __future__ import annotations

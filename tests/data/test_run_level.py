@@ -146,7 +146,8 @@ def test_the_run_notes_count_the_rows_that_lack_each_sampled_figure():
     no_peak = Table([{k: v for k, v in r.items() if k != "mem_peak_bytes"} for r in part_rows()])
     assert run_notes({"host_memory": manifest["host_memory"]}, {}, no_peak) == []  # no CPU memory figure: no note
     assert run_notes({}, {}, table) == []  # a run that said nothing (an older file): nothing said again
-    assert run_notes(None, {"host_memory": {"mmap_threshold": None, "note": "N"}}, table) == ["N"]  # a run without a manifest
+    # a run without a manifest
+    assert run_notes(None, {"host_memory": {"mmap_threshold": None, "note": "N"}}, table) == ["N"]
 
 
 def test_cached_says_whether_rows_hold_host_memory_the_allocator_kept(monkeypatch):

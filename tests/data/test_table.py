@@ -60,7 +60,8 @@ def added_each_way(rows):
 
 MIXED = [
     {"label": "train", "index": 0, "wall_s": 0.5, "mem_peak_bytes": 1024, "notes": None},
-    {"label": "train", "index": 1, "wall_s": 1, "mem_peak_bytes": 2048.0, "notes": ["slow"]},  # an int among floats, a float among ints
+    # an int among floats, a float among ints
+    {"label": "train", "index": 1, "wall_s": 1, "mem_peak_bytes": 2048.0, "notes": ["slow"]},
     {"label": "eval", "index": 0, "wall_s": None, "device": "cpu", "error": "KeyError"},
     {"label": "train", "index": 2, "wall_s": -0.0, "mem_peak_bytes": None, "notes": ["slow", "gc"]},
     {"label": "train", "index": 3, "wall_s": True, "mem_peak_bytes": 2**70, "config": {"lr": 0.1, "layers": [64, 64]}},
@@ -177,7 +178,8 @@ def test_selecting_a_field_gives_it_for_every_row_or_at_the_rows_asked():
     for part in (train, ev):  # nulls: objects' ``is None`` as a bool array, for every field and one no row has
         for name in [*part.cols, "nobody"]:
             assert part.nulls(name).tolist() == [v is None for v in part.objects(name)], name
-    ints = Table([{"label": "t", "k": None if k == 3 else k, "f": None if k == 4 else k / 2} for k in range(100)]).parts["t"]
+    ints = Table([{"label": "t", "k": None if k == 3 else k, "f": None if k == 4 else k / 2}
+                  for k in range(100)]).parts["t"]
     assert ints.pick("k", [2, 3, 99]) == [2, None, 99] and ints.pick("f", [4, 5]) == [None, 2.5]
     view = train.view(3)
     assert view["mem_peak_bytes"] == 2**70 and view.get("device", "none") == "none" and "device" not in view

@@ -114,7 +114,8 @@ def test_fake_cuda_honours_a_nonzero_device_index(fake_cuda):
     (row,) = run.records
     assert row["device"] == "cuda:1"
     assert row["mem_peak_delta_bytes"] == 64 * MiB
-    assert fake_cuda.sync_calls == [] and set(fake_cuda.stats_on) == {1}  # (CUDA untouched at the start: zeros, no read)
+    # (CUDA untouched at the start: zeros, no read)
+    assert fake_cuda.sync_calls == [] and set(fake_cuda.stats_on) == {1}
     assert set(fake_cuda.reset_calls) <= {1}
 
 

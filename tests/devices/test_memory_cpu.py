@@ -235,8 +235,8 @@ print(*out)
 @pytest.mark.parametrize("mode", ["default", "exact"])
 def test_repeated_steps_with_and_without_exact_host_memory(mode):
     """glibc reuses freed heap pages: by default a repeated step's RSS peak under-reads (on this
-    machine e.g. 16.0, 8.0, 16.0, 0 MiB for four identical steps, varying from run to run); with exact_host_memory() every
-    step shows its own 15.26 MiB (four 3.81 MiB tensors)."""
+    machine e.g. 16.0, 8.0, 16.0, 0 MiB for four identical steps, varying from run to run); with
+    exact_host_memory() every step shows its own 15.26 MiB (four 3.81 MiB tensors)."""
     out = subprocess.run([sys.executable, "-c", REUSE, mode], capture_output=True, text=True,
                          check=True).stdout.split()
     first, *later = (int(v) / MiB for v in out)

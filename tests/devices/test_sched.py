@@ -165,7 +165,8 @@ def test_the_cross_rank_report_tells_preemption_a_sleep_and_compute_apart():
     assert abs(job["preempted"][0]["delay_s"] - 0.008) < 1e-6
     assert job["stragglers"] == []
     text = gnnmon.Report(gnnmon.RunResult(records=_job({5: {"arrive": 0.008, "arrive_preempted": 2}}))).markdown()
-    assert "Steps held up by a rank the OS descheduled" in text and "1, the longest 8.0 ms (step 5 of step, rank 1)" in text
+    assert ("Steps held up by a rank the OS descheduled" in text
+            and "1, the longest 8.0 ms (step 5 of step, rank 1)" in text)
     assert "No step was held up by one rank." in text
 
 
@@ -186,7 +187,8 @@ def test_a_row_that_ends_late_is_one_delay_not_also_the_next_steps_arrival():
     assert [(s["index"], s["via"], s["cause"]) for s in job["collective"]] == [(20, "row", "collective (rank 1)")]
     assert abs(job["collective"][0]["delay_s"] - 0.007) < 1e-6
     text = gnnmon.Report(gnnmon.RunResult(records=_job(plant))).markdown()
-    assert "Steps whose collective (the all-reduce, a broadcast) ended late on one rank" in text and ": 1, the longest 7.0 ms (step 20 of step, rank 1)" in text
+    assert ("Steps whose collective (the all-reduce, a broadcast) ended late on one rank" in text
+            and ": 1, the longest 7.0 ms (step 20 of step, rank 1)" in text)
     # the late start alone, with nothing before it to explain it, is still a late arrival
     late = cross_rank(_job({8: {"arrive": 0.008, "arrive_waits": 1}}))
     assert [(s["index"], s["via"], s["cause"]) for s in late["spikes"]] == [(8, "arrival", "waiting (rank 1)")]

@@ -47,7 +47,8 @@ def test_a_model_knows_what_the_device_held_at_its_steps_start_and_anchoring_rai
     raised = model.anchored(130 * MiB)
     assert raised.anchor_bytes == 30 * MiB and raised.start_bytes == 130 * MiB
     p = raised.predict(num_nodes=4000, num_edges=20_000)
-    assert p.bytes == pytest.approx(base.bytes + 30 * MiB) and p.upper_bytes == pytest.approx(base.upper_bytes + 30 * MiB)
+    assert (p.bytes == pytest.approx(base.bytes + 30 * MiB)
+            and p.upper_bytes == pytest.approx(base.upper_bytes + 30 * MiB))
     assert model.anchored(70 * MiB) is model  # holding less than during the fit lowers nothing
     assert raised.anchored(130 * MiB).anchor_bytes == 30 * MiB  # the same memory is counted once
     assert "raised by 30 MiB" in raised.summary() and raised.as_dict()["anchor_bytes"] == 30 * MiB

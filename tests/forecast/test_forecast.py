@@ -1,7 +1,8 @@
 """Will it fit: the shapes a loader would make are read without running a model (the sampler alone
-for a NeighborLoader and a LinkNeighborLoader, one item per seed edge there, graph sizes for a DataLoader over graphs) and match the batches it makes; the
-forecast over a planted model finds the planted largest batch; the budget keeps every batch a
-loader made at that budget under the target; the command line prints the model and budgets."""
+for a NeighborLoader and a LinkNeighborLoader, one item per seed edge there, graph sizes for a
+DataLoader over graphs) and match the batches it makes; the forecast over a planted model finds the
+planted largest batch; the budget keeps every batch a loader made at that budget under the target;
+the command line prints the model and budgets."""
 
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ def test_a_link_loaders_shapes_come_from_its_sampler_alone_one_item_per_seed_edg
     assert budget.batch_size == budget["batch_size"] and type(budget.batch_size) is int and budget.fits
     assert type(budget.max_num_nodes) is int and type(budget.max_num_edges) is int
     assert budget.target_bytes == 0.9 * 4 * 2**30 and budget.fraction == 0.9
-    assert json.loads(json.dumps(budget.as_dict()))["batch_size"] == budget.batch_size and dict(budget) == budget.as_dict()
+    assert (json.loads(json.dumps(budget.as_dict()))["batch_size"] == budget.batch_size
+            and dict(budget) == budget.as_dict())
     assert str(budget).startswith(f"batch_size <= {budget.batch_size:,}, or DynamicBatchSampler(mode='node', max_num="
                                   f"{budget.max_num_nodes:,})") and "3.6 GiB (90% of the capacity)" in str(budget)
 
@@ -124,7 +126,8 @@ def test_a_budget_where_nothing_fits_says_what_is_over_the_target_in_its_own_fig
     loader = DataLoader(dataset, batch_size=4, shuffle=False)
     below = gnnmon.forecast(loader, planted_model(), capacity=256 * MiB, progress=False).budget(0.9)
     assert below.batch_size == 0 and not below.fits
-    assert below.why.startswith("the model's constant alone is forecast at up to 30") and "over the target 230" in below.why
+    assert (below.why.startswith("the model's constant alone is forecast at up to 30")
+            and "over the target 230" in below.why)
     assert str(below).startswith("no batch fits under 230 MiB (90% of the capacity): the model's constant alone")
     biggest = max(truth({"num_nodes": g.num_nodes, "num_edges": g.num_edges}) for g in dataset)
     between = gnnmon.forecast(loader, planted_model(), capacity=(A + biggest) / 2 / 0.9, progress=False).budget(0.9)
@@ -237,7 +240,8 @@ def test_the_command_line_prints_the_model_and_the_budgets(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "step: mem_peak_bytes ≈ 39.1 KiB per node + 8.79 KiB per edge + 300 MiB" in text
     assert "30 batches forecast" in text and "capacity 8 GiB" in text
-    assert re.search(r"budget at 50% \(4 GiB\): batch_size <= [0-9,]+, or DynamicBatchSampler\(mode='node', max_num=", text)
+    assert re.search(r"budget at 50% \(4 GiB\): batch_size <= [0-9,]+, "
+                     r"or DynamicBatchSampler\(mode='node', max_num=", text)
     assert run.rows_written == 30
     assert main(["forecast", str(tmp_path / "run.jsonl"), "--capacity", "lots"]) == 2
     assert "capacity must be bytes" in capsys.readouterr().err

@@ -2,11 +2,13 @@
 power mode tries 2, 4, 8, ... with 3 steps each and stops at the first size with an out-of-memory
 step (the simulated capacity: a step whose measured peak is over it raises the CPU allocator's
 error), keeping the size before; accelerate shrinks from its start by 0.9 until a size's steps all
-fit; gnnmon's calibration runs 15 steps and up to 3 denser twins, then probes and re-checks, and what it found
-was last measured under its target by the host's RSS resolution, its bracket closed within 5 % or its probes spent; the exhaustive bisection's limit is a
-size it saw fit, the next one over. (How near the true limit gnnmon's answer lies is the full-size
-run's question: at this size the batches cover most of the graph and the peak barely grows.) The methods run in children forked from one fresh process (``--fork``: one start of torch,
-PyG, Lightning and accelerate instead of three); the script's own part runs in the test's process."""
+fit; gnnmon's calibration runs 15 steps and up to 3 denser twins, then probes and re-checks, and
+what it found was last measured under its target by the host's RSS resolution, its bracket closed
+within 5 % or its probes spent; the exhaustive bisection's limit is a size it saw fit, the next one
+over. (How near the true limit gnnmon's answer lies is the full-size run's question: at this size
+the batches cover most of the graph and the peak barely grows.) The methods run in children forked
+from one fresh process (``--fork``: one start of torch, PyG, Lightning and accelerate instead of
+three); the script's own part runs in the test's process."""
 
 from __future__ import annotations
 

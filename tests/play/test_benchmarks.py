@@ -119,7 +119,8 @@ def test_sched_cost_benchmark_runs():
 
     proc = run_benchmark("sched_cost.py", "--rounds", "200", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "sched on minus off, per decorated call (full stack): median" in proc.stdout and "over 200 rounds" in proc.stdout
+    assert ("sched on minus off, per decorated call (full stack): median" in proc.stdout
+            and "over 200 rounds" in proc.stdout)
     assert ("of which the run-queue read (schedstat)" in proc.stdout) is QUEUED_AVAILABLE
 
 

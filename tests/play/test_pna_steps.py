@@ -51,7 +51,8 @@ def test_the_sweep_ran_what_the_preset_asks(study):
         per_epoch = math.ceil(tiny["graphs"] / r["batch_size"])
         assert r["steps_per_epoch"] == per_epoch and r["steps"] == per_epoch * tiny["epochs"]
         # the planted partial batch: the last step of each epoch, where the graphs do not divide
-        partial = [e * per_epoch + per_epoch - 1 for e in range(tiny["epochs"])] if tiny["graphs"] % r["batch_size"] else []
+        partial = ([e * per_epoch + per_epoch - 1 for e in range(tiny["epochs"])]
+                   if tiny["graphs"] % r["batch_size"] else [])
         assert r["partial_steps"] == partial
         if r["mode"] == "controlled":
             assert r["gen2_rows"] == 0 and r["gc_spikes"] == 0  # GC was off inside every row
@@ -129,6 +130,7 @@ def test_verdicts_follow_planted_figures():
                                                                    "backward": 0.7, "optimizer": 0.0})
              if r["mode"] == "controlled" else r for r in results]
     v = {f: verdict for f, _, _, verdict in verdicts(level, sizes, 2, "cpu")}
-    assert "no clear lowest epoch: 512 and 1024 within 5 %" in v["step time grows with batch size; epoch time lowest at 1024"]
+    assert ("no clear lowest epoch: 512 and 1024 within 5 %"
+            in v["step time grows with batch size; epoch time lowest at 1024"])
     assert v["forward's share gives way to backward's as batches grow"].startswith(
         "partly: backward's share grows, but it leads already at the smallest batch")

@@ -106,7 +106,8 @@ def test_the_integrations_page_names_every_figure_the_loggers_and_tensorboard_ge
     text = (ROOT / "docs" / "integrations.md").read_text()
     for marker in ("The figures go to the Trainer's loggers", "writes event files"):
         paragraph = " ".join(text[text.index(marker):].split("\n\n")[0].split())
-        missing = [name for name, _ in STEP_FIGURES.values() if name not in ("forward_ms", "backward_ms", "optimizer_ms")
+        missing = [name for name, _ in STEP_FIGURES.values()
+                   if name not in ("forward_ms", "backward_ms", "optimizer_ms")
                    and not re.search(rf"[`/]{name}`", paragraph)]
         assert not missing, f"docs/integrations.md ({marker!r}) does not name {missing}"
 

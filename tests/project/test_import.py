@@ -75,8 +75,9 @@ for name in names:
 after = state()
 changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
 assert not changed, changed
-assert {m for m in sys.modules if m.startswith("gnnmon.") and "torch_geometric" in {
-    n for n, _ in outside_imports(package, paths[m])}} <= {"gnnmon.integrations.pyg_sampler"}, "only the sampler imports PyG"
+assert ({m for m in sys.modules if m.startswith("gnnmon.")
+         and "torch_geometric" in {n for n, _ in outside_imports(package, paths[m])}}
+        <= {"gnnmon.integrations.pyg_sampler"}), "only the sampler imports PyG"
 assert set(names) - set(skipped) <= set(sys.modules)
 print(len(names) - len(skipped), len(skipped))
 """

@@ -93,7 +93,8 @@ def test_no_gnnmon_import_inside_a_function():
 
 
 def test_every_folder_is_a_stage_that_says_what_it_may_import():
-    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists() and p.name != "cli")  # the face's
+    folders = sorted(p.name for p in PACKAGE.iterdir()
+                     if (p / "__init__.py").exists() and p.name != "cli")  # the face's
     assert folders == sorted(set(ALLOWED) - {"api", "root"})
     for name in folders:
         doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text()))
@@ -228,10 +229,11 @@ def test_the_checker_runs_as_a_script(capsys):
 
 # -- the public API did not move -------------------------------------------------------------
 PUBLIC = [
-    "DeviceError", "GnnmonError", "Report", "ReportFileError", "Run", "RunResult", "__version__", "active_run", "calibrate",
-    "collect", "collect_garbage", "cuda_timed", "current_row", "default_run", "emit_ranges", "exact_host_memory", "forecast",
-    "freeze_gc", "gather", "gc_controlled", "gc_paused", "graph_shape", "iter_rows", "load", "memory_scope",
-    "monitor_memory_device", "phase", "record_graph", "sample_utilisation", "timed", "track_compile", "watch_buckets", "watch_layers", "watch_loader",
+    "DeviceError", "GnnmonError", "Report", "ReportFileError", "Run", "RunResult", "__version__", "active_run",
+    "calibrate", "collect", "collect_garbage", "cuda_timed", "current_row", "default_run", "emit_ranges",
+    "exact_host_memory", "forecast", "freeze_gc", "gather", "gc_controlled", "gc_paused", "graph_shape", "iter_rows",
+    "load", "memory_scope", "monitor_memory_device", "phase", "record_graph", "sample_utilisation", "timed",
+    "track_compile", "watch_buckets", "watch_layers", "watch_loader",
 ]
 
 

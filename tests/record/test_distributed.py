@@ -406,8 +406,8 @@ def planted_job(late: set[int], big: set[int], offset_ns: int = 3_000_000) -> tu
             fwd = fwd1 if rank == 1 else 0.010
             rows.append({"label": "step", "index": i, "rank": rank, "parent": None, "t_start_ns": start + skew,
                          "t_end_ns": end + skew, "device_s": (end - start) / 1e9, "phase_forward_s": fwd,
-                         "phase_backward_s": (end - start) / 1e9 - fwd, "num_nodes": 200 if (rank, i in big) == (1, True)
-                         else 100, "gc_pause_s": 0.0})
+                         "phase_backward_s": (end - start) / 1e9 - fwd,
+                         "num_nodes": 200 if (rank, i in big) == (1, True) else 100, "gc_pause_s": 0.0})
         t = end + 1_000_000
     manifest = {"ranks": [{"rank": 0, "clock_offset_ns": 0}, {"rank": 1, "clock_offset_ns": offset_ns}]}
     return rows, manifest
@@ -508,7 +508,8 @@ def test_a_slow_backward_is_named_by_its_late_gradient_buckets(tmp_path):
     # its thread was queued 5.7 ms of its 19.4 ms row and gave the CPU up once.)
     # (Step 0, DDP's first, which builds its buckets, is warm-up: it can read 14 ms against 5.)
     others = [s for s in job["spikes"] if s["index"] not in (0, *spikes)]
-    shown = json.dumps({"others": others, "rows": [r for r in run.records if r["index"] in {s["index"] for s in others}]},
+    shown = json.dumps({"others": others,
+                        "rows": [r for r in run.records if r["index"] in {s["index"] for s in others}]},
                        default=str)
     assert [s["index"] for s in job["spikes"] if s["index"] == BACKWARD_STEP] == spikes, shown
     assert all(s["cause"].startswith(("waiting ", "unexplained ")) and s["delay_s"] < BACKWARD_SLEEP_S / 2

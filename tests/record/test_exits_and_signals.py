@@ -350,7 +350,8 @@ def test_a_handler_calling_a_decorated_function_every_millisecond_never_crashes(
         for r in range(runs):
             rows = [o for o in lines_of(Path(f"{path}.{r}")) if o["type"] == "row"]
             assert sum(1 for row in rows if row["label"] == "step") == steps
-            assert sum(1 for row in rows if row["label"] == "save_checkpoint") > 0  # handlers outside gnnmon are measured
+            # handlers outside gnnmon are measured
+            assert sum(1 for row in rows if row["label"] == "save_checkpoint") > 0
     assert not crashed, "\n".join(f"attempt {a}: exit {rc}\n{err}" for a, rc, err in crashed[:2])
     assert unmeasured > 0  # the handler did interrupt gnnmon's bookkeeping, and ran bare then
 

@@ -114,7 +114,8 @@ def test_force_takes_every_row_and_resolves_the_figures_not_ready():
     figure resolved once (what a flush or the run's stop does: wait for the device)."""
     inbox = Inbox()
     log: list = []
-    planted = [[Planted("device_s", i + 0.5, ready=False, log=log), Planted("ddp_ready_s", i + 0.25, ready=False, log=log)]
+    planted = [[Planted("device_s", i + 0.5, ready=False, log=log),
+                Planted("ddp_ready_s", i + 0.25, ready=False, log=log)]
                for i in range(5)]
     inbox.extend((row(i), planted[i]) for i in range(5))
     out = inbox.take_ready(None, force=True)
@@ -145,7 +146,8 @@ def test_a_deferred_figure_that_raises_becomes_a_note_and_the_row_is_kept():
     untouched."""
     for force in (False, True):
         inbox = Inbox()
-        before, bad, after = (Planted("device_s", 0.5), Planted("phase_forward_s", 0.0, fails=RuntimeError("event lost")),
+        before, bad, after = (Planted("device_s", 0.5),
+                              Planted("phase_forward_s", 0.0, fails=RuntimeError("event lost")),
                               Planted("ddp_ready_s", 0.25))
         inbox.extend([(row(0), [before, bad, after]), (row(1), [Planted("device_s", 1.5)])])
         out = inbox.take_ready(None, force=force)

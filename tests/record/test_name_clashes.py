@@ -190,7 +190,8 @@ def test_prometheus_series_are_gnnmons_whatever_the_names_of_yours(tmp_path):
         assert own == {n for n, labels in seen if not any(k == "field" for k, _ in labels)}
         # the real server: every series scraped (a clash would have failed the scrape), gnnmon's as written
         deadline = time.monotonic() + 30
-        while not query(prom, 'last_over_time(gnnmon_rows_total{label="sampled/x"}[1m])') and time.monotonic() < deadline:
+        while (not query(prom, 'last_over_time(gnnmon_rows_total{label="sampled/x"}[1m])')
+               and time.monotonic() < deadline):
             time.sleep(0.2)
         assert [float(r["value"][1]) for r in query(prom, 'max_over_time(up{job="gnnmon"}[1m])')] == [1.0]
         got = {r["metric"]["label"]: float(r["value"][1])

@@ -142,9 +142,12 @@ def _raise(*args, **kwargs):
 
 
 GNNMON_FAILURES = {
-    "the device's state": ("gnnmon.record.oom_row.oom_state", "the device's state could not be read (RuntimeError: planted)"),
-    "the history's dump": ("torch.cuda.memory._dump_snapshot", "allocation history was not dumped (failed: RuntimeError: planted)"),
-    "the post-mortem": ("gnnmon.record.oom_row.record_oom", "gnnmon failed while recording the error: RuntimeError: planted"),
+    "the device's state": ("gnnmon.record.oom_row.oom_state",
+                           "the device's state could not be read (RuntimeError: planted)"),
+    "the history's dump": ("torch.cuda.memory._dump_snapshot",
+                           "allocation history was not dumped (failed: RuntimeError: planted)"),
+    "the post-mortem": ("gnnmon.record.oom_row.record_oom",
+                        "gnnmon failed while recording the error: RuntimeError: planted"),
     "the GC fields": ("gnnmon.record.probe_gc.GcFigures.close", "probe GcFigures failed: RuntimeError: planted"),
 }
 """Where gnnmon's code fails while it records a call's out-of-memory error (each planted to raise),

@@ -118,7 +118,8 @@ def test_a_new_probe_is_one_module_one_figure_line_and_one_option(tmp_path):
     figures = (copy / "figures.py").read_text()
     assert figures.count("    CPU_S,\n") == 1
     (copy / "figures.py").write_text(figures.replace(
-        "    CPU_S,\n", '    CPU_S,\n    F("planted_ticks", COUNT, "row", "ticks the planted probe counted in the row"),\n'))
+        "    CPU_S,\n",
+        '    CPU_S,\n    F("planted_ticks", COUNT, "row", "ticks the planted probe counted in the row"),\n'))
     options = (copy / "record" / "options.py").read_text()
     assert options.count("    sched: bool | str = AUTO\n") == 1
     (copy / "record" / "options.py").write_text(options.replace(
@@ -127,7 +128,8 @@ def test_a_new_probe_is_one_module_one_figure_line_and_one_option(tmp_path):
     listing = (copy / "record" / "probes.py").read_text()
     assert listing.count("from gnnmon.record import oom_row, ") == 1 and listing.count("    probe_ranges.choose,") == 1
     (copy / "record" / "probes.py").write_text(listing.replace(
-        "from gnnmon.record import oom_row, ", "from gnnmon.record import probe_ticks\nfrom gnnmon.record import oom_row, "
+        "from gnnmon.record import oom_row, ",
+        "from gnnmon.record import probe_ticks\nfrom gnnmon.record import oom_row, "
     ).replace("    probe_ranges.choose,", "    probe_ranges.choose,\n    probe_ticks.choose,"))
     env = {**os.environ, "PYTHONPATH": str(copy.parent)}
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(STUDY), str(tmp_path / "run.jsonl"),
@@ -176,7 +178,8 @@ def test_a_probe_that_raises_is_noted_on_its_row_and_the_step_goes_on(monkeypatc
     def step(i: int) -> int:
         return i * 2
 
-    with pytest.warns(RuntimeWarning, match=r"left out a probe: choosing it \(.*unchoosable\) raised ZeroDivisionError"):
+    with pytest.warns(RuntimeWarning,
+                      match=r"left out a probe: choosing it \(.*unchoosable\) raised ZeroDivisionError"):
         with gnnmon.collect(tmp_path / "run.jsonl", sample=None) as run:
             assert [step(i) for i in range(3)] == [0, 2, 4]
     rows = run.records

@@ -141,7 +141,8 @@ def test_a_sigterm_that_lands_in_gnnmons_own_bookkeeping_waits_for_it():
 
 
 @pytest.mark.parametrize("raised, status, first", [
-    ("KeyboardInterrupt", -signal.SIGINT, "**Ended by Ctrl-C** (KeyboardInterrupt): every row returned before it is here"),
+    ("KeyboardInterrupt", -signal.SIGINT,
+     "**Ended by Ctrl-C** (KeyboardInterrupt): every row returned before it is here"),
     ("ValueError", 1, "**Ended by ValueError**, raised through the run: every row returned before it is here"),
 ])
 def test_ctrl_c_or_an_exception_through_the_run_leads_the_report(tmp_path, raised, status, first):
@@ -155,5 +156,6 @@ def test_ctrl_c_or_an_exception_through_the_run_leads_the_report(tmp_path, raise
     assert proc.returncode == status and raised in proc.stderr, proc.stderr[-2000:]
     rows, end = rows_and_end(path)
     assert [r["index"] for r in rows] == list(range(42)) and end is not None and end["ended"] == f"exception {raised}"
-    assert [r["error"] for r in gnnmon.load(path).records if r["error"]] == [raised]  # the call it came in: recorded, its error named
+    # the call it came in: recorded, its error named
+    assert [r["error"] for r in gnnmon.load(path).records if r["error"]] == [raised]
     assert gnnmon.Report.load(path).markdown().splitlines()[0].startswith(first)

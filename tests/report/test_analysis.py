@@ -151,7 +151,8 @@ def test_a_clean_run_has_no_spikes():
             assert "No row exceeded" in text and "Step analysis" in text
             return
     pytest.skip(f"the host held a call past 1.5 x its {CLEAN_SLEEP_S * 1e3:.0f} ms sleep in each of five runs "
-                f"(slowest calls {[round(w * 1e3, 1) for w in worst]} ms; their rows were judged: no spike but at those)")
+                f"(slowest calls {[round(w * 1e3, 1) for w in worst]} ms; their rows were judged: no spike "
+                "but at those)")
 
 
 def test_partial_last_batches_are_short_steps_of_cause_shape():

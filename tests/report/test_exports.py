@@ -143,7 +143,8 @@ def test_an_export_of_yours_registers_as_its_module_is_imported_and_every_door_f
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "1 labels", done.stderr
     assert (tmp_path / "py.txt").read_text() == (tmp_path / "cli.txt").read_text() == f"step {STEPS}\n"
-    with pytest.raises(ValueError, match=r"no export named 'nothing'; the exports: (csv|trace|html|tensorboard|labels)"):
+    with pytest.raises(ValueError,
+                       match=r"no export named 'nothing'; the exports: (csv|trace|html|tensorboard|labels)"):
         gnnmon.Report.load(run_path).export("nothing", tmp_path / "x")
 
 

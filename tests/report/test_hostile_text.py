@@ -102,7 +102,8 @@ def test_the_page_shows_every_hostile_string_as_text_and_runs_none(tmp_path, bro
     config = browser.execute_script("return Array.from(document.querySelectorAll('table')[0].rows).map("
                                     "r => [r.cells[0].textContent, r.cells[1].textContent])")
     assert config == [[h, json.dumps(h)] for h in HOSTILE]
-    charts = browser.execute_script("return Array.from(document.querySelectorAll('#memory h4')).map(h => h.textContent)")
+    charts = browser.execute_script("return Array.from(document.querySelectorAll('#memory h4'))"
+                                    ".map(h => h.textContent)")
     assert [c.split(" — mem_peak_bytes")[0] for c in charts] == HOSTILE
     # a hover shows a row's label and figures as text (no markup made of them)
     for i in range(len(rows)):

@@ -65,7 +65,8 @@ def test_stats_helpers():
 def test_cli_prints_the_report(tmp_path):
     path = tmp_path / "r.jsonl"
 
-    @gnnmon.monitor_memory_device(label="cli-step", device="cpu")  # a GPU in use elsewhere in the process: still the CPU
+    # a GPU in use elsewhere in the process: still the CPU
+    @gnnmon.monitor_memory_device(label="cli-step", device="cpu")
     def f():
         return 1
 
@@ -125,7 +126,8 @@ def test_the_label_table_shows_each_figure_once_with_its_unit_in_one_format():
     assert "| cpu_util_pct | % (100 = one core) | 4 | 191.500 |" in text
     assert "| energy_cpu_j | J | 4 | 1.500 |" in text and "| gpu_power_w | W | 4 | 250 |" in text
     assert "| co2_kg | g | 4 | 0.020 | 0.020 |" in text
-    assert "| num_nodes |  | 4 | 1,499.5 | 1,499.5 | 1,899.1 | 1,989.0 | 1,999.0 |" in text and "| num_graphs |  | 4 | 1 | 1 | 1 | 1 | 1 |" in text
+    assert ("| num_nodes |  | 4 | 1,499.5 | 1,499.5 | 1,899.1 | 1,989.0 | 1,999.0 |" in text
+            and "| num_graphs |  | 4 | 1 | 1 | 1 | 1 | 1 |" in text)
     rows[2]["rss_peak_bytes"] += MiB  # no longer a repeat: both show
     assert "| rss_peak_bytes |" in Report(rows).markdown()
 

@@ -54,7 +54,8 @@ def placing_slack_j(path, key: str, nv: FakeNvml, nvml_index: int, *ends_ns: int
         off.append(abs(p["t_ns"] - true_ns))
     slack_ns = 0.0
     for t in ends_ns:
-        near = [i for i, p in enumerate(mine) if p["t_ns"] <= t][-1:] + [i for i, p in enumerate(mine) if p["t_ns"] > t][:1]
+        near = ([i for i, p in enumerate(mine) if p["t_ns"] <= t][-1:]
+                + [i for i, p in enumerate(mine) if p["t_ns"] > t][:1])
         slack_ns += max((off[i] for i in near), default=0.0) + res_ns
     return watts * slack_ns / 1e9
 
@@ -193,7 +194,8 @@ def test_a_two_rank_job_read_back_has_each_ranks_energy_and_the_jobs_total(fake_
         assert abs(balance["counter_j"] - watts * balance["span_s"]) <= 0.01 * watts * balance["span_s"] + span_slack_j
         added = balance["rows_j"] + balance["gaps_j"] + balance["outside_j"]
         assert added == pytest.approx(balance["counter_j"], rel=0.01)
-    assert abs(energy["total"]["energy_gpu_j"] - planted[0] - planted[1]) <= 0.01 * (planted[0] + planted[1]) + total_slack_j
+    assert (abs(energy["total"]["energy_gpu_j"] - planted[0] - planted[1])
+            <= 0.01 * (planted[0] + planted[1]) + total_slack_j)
 
 
 def test_a_read_held_up_mid_call_is_taken_again_and_the_tightest_kept():

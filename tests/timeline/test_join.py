@@ -236,7 +236,8 @@ def test_an_energy_counter_is_shared_out_so_rows_and_gaps_add_up_to_its_delta():
     assert [f["energy_gpu_j"] for f in rows] == pytest.approx([15.0, 48.0, 20.0], rel=1e-12)
     assert rows[0]["energy_gpu_j_source"] == "measured:nvml-energy-counter(interpolated between 100ms steps)"
     assert rows[2]["energy_gpu_j_source"] == "measured:nvml-energy-counter(share of a 100ms step, by time)"
-    gaps = counters.delta("gpu0_energy_mj", S, S + 50 * MS) + counters.delta("gpu0_energy_mj", S + 320 * MS, S + 350 * MS)
+    gaps = (counters.delta("gpu0_energy_mj", S, S + 50 * MS)
+            + counters.delta("gpu0_energy_mj", S + 320 * MS, S + 350 * MS))
     assert sum(f["energy_gpu_j"] for f in rows) + gaps / 1000 == pytest.approx(100.0, rel=1e-12)
     late = row(S + 350 * MS, S + 450 * MS, "cuda:0")
     assert not join.covers(late)  # no sample and no point after 1.4 s yet

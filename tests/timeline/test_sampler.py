@@ -501,7 +501,8 @@ def test_no_sample_reads_a_utilisation_over_a_window_the_kernel_cannot_resolve()
 
     from gnnmon.timeline.join import gauge_at
 
-    planted = [{"t_ns": 10, "cpu_util_pct": None}, {"t_ns": 20, "cpu_util_pct": 150.0}, {"t_ns": 30, "cpu_util_pct": 100.0}]
+    planted = [{"t_ns": 10, "cpu_util_pct": None}, {"t_ns": 20, "cpu_util_pct": 150.0},
+               {"t_ns": 30, "cpu_util_pct": 100.0}]
     assert gauge_at(planted, "cpu_util_pct", 15, window=True) == 150.0  # the window ending at 20 holds 15
     assert gauge_at(planted, "cpu_util_pct", 25, window=True) == 125.0
     assert gauge_at(planted, "cpu_util_pct", 15) is None and gauge_at(planted, "cpu_util_pct", 35, window=True) is None

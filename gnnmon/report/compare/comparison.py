@@ -75,13 +75,15 @@ class Comparison:
                  rerun_spread: float = RERUN_SPREAD) -> None:
         bases, news = _runs(base), _runs(new)
         if not rerun_spread >= 0:
-            raise ValueError(f"rerun_spread is a share of a run's figure, 0 or more (0.03 is 3 %); got {rerun_spread!r}")
+            raise ValueError("rerun_spread is a share of a run's figure, 0 or more (0.03 is 3 %); "
+                             f"got {rerun_spread!r}")
         self.runs = (len(bases), len(news))
         self.base_name = f"{base_name} ({len(bases)} runs)" if len(bases) > 1 else base_name
         self.new_name = f"{new_name} ({len(news)} runs)" if len(news) > 1 else new_name
         self.max_slowdown, self.max_memory_growth = max_slowdown, max_memory_growth
         self.rerun_spread = rerun_spread
-        self.same = sorted(map(repr, (_identity(*r) for r in bases))) == sorted(map(repr, (_identity(*r) for r in news)))
+        self.same = (sorted(map(repr, (_identity(*r) for r in bases)))
+                     == sorted(map(repr, (_identity(*r) for r in news))))
         ta, tb = [t for t, _ in bases], [t for t, _ in news]
         single = all(one_thread(m) for _, m in (*bases, *news))
         self.lines = compare_sides("all", ta, tb, single, rerun_spread)
@@ -100,9 +102,9 @@ class Comparison:
         if self.same:
             self.notes.append("the same run(s) on both sides: nothing changed")
         elif self.runs == (1, 1):
-            self.notes.append(f"one run a side: the spread between reruns cannot be seen, {100 * self.rerun_spread:g} % "
-                              "a run is assumed (--rerun-spread; a run's own drift where wider); give "
-                              f"{RUNS_ADVISED} runs a side (BASE... -- NEW...) to measure it")
+            self.notes.append("one run a side: the spread between reruns cannot be seen, "
+                              f"{100 * self.rerun_spread:g} % a run is assumed (--rerun-spread; a run's own "
+                              f"drift where wider); give {RUNS_ADVISED} runs a side (BASE... -- NEW...) to measure it")
         judged = [ln for ln in self.lines if ln["judged"] == "time" and ln["scope"] == "all"]
         on_cpu = any(ln["figure"].startswith(CPU_TIME) for ln in judged)
         cpu_seen = any(ln["figure"].startswith(CPU_TIME) for ln in self.lines)
@@ -112,9 +114,9 @@ class Comparison:
                               "sampled): a change in time may be the machine's, not the code's; run both sides "
                               "alternately, under the same load")
         elif max(la or 0.0, lb or 0.0) >= LOAD_BUSY:
-            self.notes.append(f"a busy machine: other processes took {la or 0:.0f} % of a core beside {self.base_name}'s "
-                              f"runs and {lb or 0:.0f} % beside {self.new_name}'s (median over the calls, sampled), "
-                              "so the steps' time holds waits for a core" + (
+            self.notes.append(f"a busy machine: other processes took {la or 0:.0f} % of a core beside "
+                              f"{self.base_name}'s runs and {lb or 0:.0f} % beside {self.new_name}'s (median "
+                              "over the calls, sampled), so the steps' time holds waits for a core" + (
                                   "; judged on the step's CPU time, which does not wait" if on_cpu else
                                   "; run torch on one thread (torch.set_num_threads(1))" + (
                                       "" if cpu_seen else " and record collect(sched=True)") +
@@ -125,9 +127,10 @@ class Comparison:
             wall = next((w for w in self.lines if w["scope"] == ln["scope"] and w["label"] == ln["label"]
                          and w["phase"] is None and w["figure"] == TIME + ln["figure"][len(CPU_TIME):]), None)
             if wall is not None and wall["verdict"] != ln["verdict"] and wall["change"] is not None:
-                self.notes.append(f"{where(ln)}: {wall['figure']} {100 * wall['change']:+.1f} % ({wall['verdict']}) but "
-                                  f"its CPU time {100 * (ln['change'] or 0):+.1f} % ({ln['verdict']}): the "
-                                  "difference is time off the CPU, the machine's rather than the step's own work")
+                self.notes.append(f"{where(ln)}: {wall['figure']} {100 * wall['change']:+.1f} % "
+                                  f"({wall['verdict']}) but its CPU time {100 * (ln['change'] or 0):+.1f} % "
+                                  f"({ln['verdict']}): the difference is time off the CPU, the machine's rather "
+                                  "than the step's own work")
         threads = [ln for ln in self.lines if ln["figure"].startswith(CPU_TIME) and ln["phase"] is None]
         if threads and not single:
             self.notes.append("the steps' CPU time is shown, not judged: not every run's torch ran on one thread "
@@ -137,7 +140,8 @@ class Comparison:
         return (self.max_slowdown if max_slowdown is None else max_slowdown,
                 self.max_memory_growth if max_memory_growth is None else max_memory_growth)
 
-    def decisions(self, max_slowdown: float | None = None, max_memory_growth: float | None = None) -> list[dict[str, Any]]:
+    def decisions(self, max_slowdown: float | None = None,
+                  max_memory_growth: float | None = None) -> list[dict[str, Any]]:
         """Each judged line that has a limit (default: those given when made), with ``limit``, its
         ``decision`` (``pass``, ``regressed``, ``inconclusive``; the lines judged together correct
         the regression bound, :func:`~gnnmon.report.compare.gate.decision`) and, where inconclusive,
@@ -152,7 +156,8 @@ class Comparison:
             out.append({**ln, "limit": limit, "decision": said, "runs_needed": needed, "judged_lines": len(held)})
         return out
 
-    def regressions(self, max_slowdown: float | None = None, max_memory_growth: float | None = None) -> list[dict[str, Any]]:
+    def regressions(self, max_slowdown: float | None = None,
+                    max_memory_growth: float | None = None) -> list[dict[str, Any]]:
         """The judged lines whose lower bound is over their limit."""
         return [d for d in self.decisions(max_slowdown, max_memory_growth) if d["decision"] == "regressed"]
 

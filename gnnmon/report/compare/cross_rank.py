@@ -377,7 +377,8 @@ def _computed_less(row: Mapping[str, Any], via: str, delay: float, history: _His
     window the delay fell in: its own work did not take longer, so "compute" would be a guess (a
     thread partly queued, partly given up, each under half the delay)."""
     window, usual = _window(row, via), history.usual_sched(row["label"], via)
-    return row.get("backend") == "cpu" and window is not None and usual is not None and window[1] - usual[1] < 0.5 * delay
+    return (row.get("backend") == "cpu" and window is not None and usual is not None
+            and window[1] - usual[1] < 0.5 * delay)
 
 
 def _off_cpu(rank: int, rows: Mapping[int, Mapping[str, Any]], via: str, delay: float,

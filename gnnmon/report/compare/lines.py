@@ -244,8 +244,8 @@ def compare_label(scope: str, label: str, base: Sequence[Loop], new: Sequence[Lo
     out = []
     for key in keys:
         judged = "time" if key == (None, judged_figure) else None
-        out.append(line(scope, label, key[0], key[1], [f[key] for f in ta if key in f], [f[key] for f in tb if key in f],
-                        judged, assumed))
+        out.append(line(scope, label, key[0], key[1], [f[key] for f in ta if key in f],
+                        [f[key] for f in tb if key in f], judged, assumed))
     oa, ob = [other_figures(loop) for loop in base], [other_figures(loop) for loop in new]
     lines_models = models(label)
     modelled = any(m["judged"] for m in lines_models)

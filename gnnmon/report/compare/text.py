@@ -102,7 +102,8 @@ def verdict_lines(c: Compared) -> list[str]:
                 f"it (corrected for the {decisions[0]['judged_lines']} line(s) judged), and is inconclusive otherwise."]
     per = {(ln["scope"], ln["label"]): ln["figure"].split(" per ")[-1] for ln in c.lines if ln["judged"] == "time"}
     moved = [ln for ln in c.lines if ln["verdict"] in ("slower", "faster", "more", "less") and not ln["judged"]
-             and ln["scope"] == "all" and (ln["unit"] != "s" or ln["figure"].endswith(per.get(("all", ln["label"]), "")))]
+             and ln["scope"] == "all"
+             and (ln["unit"] != "s" or ln["figure"].endswith(per.get(("all", ln["label"]), "")))]
     if moved:
         out += ["", "Other changes beyond the runs' noise (shown, not judged):", ""]
         out += [f"- {where(ln)}: {said(ln)}, {ln['verdict']} (bounds {bounds_text(ln)})" for ln in moved]

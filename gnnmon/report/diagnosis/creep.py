@@ -111,8 +111,10 @@ class Levels:
             if steps.size >= 3 else 0.0
         self.noise = math.hypot(max(median(np.array(noise)) if noise else 0.0, between), resolution / 2)
         first, last = which == 0, which == self.epochs.size - 1
-        self.explained = sum(c * (float(np.mean(shapes[terms.index(t)][last])) - float(np.mean(shapes[terms.index(t)][first])))
-                             for c, t in zip(self.coefficients, self.terms, strict=True)) if first.any() and last.any() else 0.0
+        self.explained = (sum(c * (float(np.mean(shapes[terms.index(t)][last]))
+                                   - float(np.mean(shapes[terms.index(t)][first])))
+                              for c, t in zip(self.coefficients, self.terms, strict=True))
+                          if first.any() and last.any() else 0.0)
         self.calls = int(y.size)
 
     def start(self) -> int:

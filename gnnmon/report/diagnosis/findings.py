@@ -6,12 +6,13 @@ nothing to say says so in one line.
 
 The run's time is its loops' (each label's top-level calls, and the waits for their batches) and
 the garbage collections between calls. Findings about time are in
-:mod:`gnnmon.report.diagnosis.time_findings` (the wait for data in :mod:`gnnmon.report.diagnosis.input_finding`, garbage
-collection in :mod:`gnnmon.report.diagnosis.gc_finding`), about memory in :mod:`gnnmon.report.diagnosis.memory_findings` and
-:mod:`gnnmon.report.diagnosis.creep` (a leak, or bigger graphs); for a
-distributed job the cross-rank report adds its stragglers and the steps a busy machine held up
-(shares of the job's matched steps' time). Nothing is claimed within the noise the run itself
-shows (:func:`gnnmon.report.loops.beyond_noise`).
+:mod:`gnnmon.report.diagnosis.time_findings` (the wait for data in
+:mod:`gnnmon.report.diagnosis.input_finding`, garbage collection in
+:mod:`gnnmon.report.diagnosis.gc_finding`), about memory in
+:mod:`gnnmon.report.diagnosis.memory_findings` and :mod:`gnnmon.report.diagnosis.creep` (a leak, or
+bigger graphs); for a distributed job the cross-rank report adds its stragglers and the steps a busy
+machine held up (shares of the job's matched steps' time). Nothing is claimed within the noise the
+run itself shows (:func:`gnnmon.report.loops.beyond_noise`).
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
         one_thread = host.get("torch_threads") == 1  # the process's CPU time is then the step's work
         for loop in runs:
             found += [input_finding.input_bound(loop, total, cores), time_findings.recompilation(loop, total),
-                      time_findings.warm_up(loop, total, one_thread), time_findings.busy_machine(loop, total, one_thread),
+                      time_findings.warm_up(loop, total, one_thread),
+                      time_findings.busy_machine(loop, total, one_thread),
                       time_findings.slow_steps(loop, spikes, total)]
             found += creep.creep(loop, resolution)
         frozen = gc_finding.set_up_frozen(report.manifest or {})

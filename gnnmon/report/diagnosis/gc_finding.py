@@ -48,7 +48,8 @@ def garbage_collection(loops: list[Loop], gc_events: Iterable[Mapping[str, Any]]
     words += f"{',' if inside else ':'} {ms(outside)} in {len(between)} collection(s) between calls" if between else ""
     automatic = inside >= outside
     frozen = frozen or any(e.get("reason") == "freeze" for e in gc_events)
-    asked = sum(float(e.get("duration_s") or 0.0) for e in between if e.get("requested") and e.get("reason") != "freeze")
+    asked = sum(float(e.get("duration_s") or 0.0) for e in between
+                if e.get("requested") and e.get("reason") != "freeze")
     if asked >= 0.5 * cost:
         words += f"; {ms(asked)} of it in the collections the loop asked for"
         next_step = ("fewer of the collections you ask for (collect_garbage() every few epochs, or of generation 0 "

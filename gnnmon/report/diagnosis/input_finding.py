@@ -39,10 +39,12 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
         if loop.has(field):
             parts[name] = float(np.nanmean(loop.column(field)))
             proof.append(evidence(field, parts[name], "s", "watch_loader, mean per batch"
-                                  + (" (in the loader's workers where it has them)" if field != "data_to_device_s" else "")))
+                                  + (" (in the loader's workers where it has them)"
+                                     if field != "data_to_device_s" else "")))
     hops = _hops(loop)
     if hops:
-        proof.append(evidence("data_hop_<k>_nodes", None, "nodes", "num_sampled_nodes: " + " → ".join(f"{h:,.0f}" for h in hops)))
+        proof.append(evidence("data_hop_<k>_nodes", None, "nodes",
+                              "num_sampled_nodes: " + " → ".join(f"{h:,.0f}" for h in hops)))
     room, workers = _spare_cores(loop, cores), _workers(loop)
     words = (f"{loop.label} waited {ms(wait)} per batch for its data against {ms(step)} per step "
              f"({100 * cost / max(loop.total, 1e-12):.0f} % of its loop)")
@@ -50,7 +52,8 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     if parts:
         words += "; of it " + ", ".join(f"{k} {ms(v)}" for k, v in parts.items())
         if made < 0.9 * wait and "sampling" in parts:
-            words += f", the rest {ms(wait - made - parts.get('the copy to the device', 0.0))} (the sampler's input, collation)"
+            words += (f", the rest {ms(wait - made - parts.get('the copy to the device', 0.0))} "
+                      "(the sampler's input, collation)")
         elif made > 1.1 * wait:
             words += " (made in the loader's workers, partly while the step ran)"
     else:
@@ -138,5 +141,6 @@ def _fix(part: str, hops: list[float]) -> str:
             if len(hops) >= 2 else ""
         return f"smaller fanouts in the outer hops{growth}"
     if part == "feature gathering":
-        return "keep the features where the step reads them (on the device: a GPU feature store), or fewer sampled nodes"
+        return ("keep the features where the step reads them (on the device: a GPU feature store), "
+                "or fewer sampled nodes")
     return "a lighter transform, or one done once (pre_transform) instead of per batch"

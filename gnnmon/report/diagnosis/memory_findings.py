@@ -91,8 +91,9 @@ def device_memory(table: Table, manifest: Mapping[str, Any], model_of: ModelOf) 
             proof.append(evidence("forecast upper bound", upper, "bytes", words_model))
             words += f"; the memory model forecasts its largest batch at up to {format_bytes(upper)}"
         out.append(finding("memory", label, max(peak, upper or 0.0), capacity, words, proof,
-                           "gnnmon forecast RUN --capacity ... for the largest batch that fits; activation checkpointing, "
-                           "lower precision or smaller batches to make room", of="memory"))
+                           "gnnmon forecast RUN --capacity ... for the largest batch that fits; "
+                           "activation checkpointing, lower precision or smaller batches to make room",
+                           of="memory"))
     return out
 
 

@@ -12,8 +12,8 @@ from gnnmon.report.loops import MIN_SHARE, ms
 from gnnmon.report.memory.model import format_bytes
 from gnnmon.report.text import md
 
-NOTHING = (f"Nothing stands out: no cause takes {100 * MIN_SHARE:.0f} % of the run's time or memory beyond the noise its "
-           "own calls show.")
+NOTHING = (f"Nothing stands out: no cause takes {100 * MIN_SHARE:.0f} % of the run's time or memory "
+           "beyond the noise its own calls show.")
 """What a run with nothing to say says."""
 
 OF = {"time": "of the run's time", "memory": "of the memory"}

@@ -153,7 +153,8 @@ def warm_up(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any
         if 2 * int(in_first.sum()) < n and level > max(1.2 * later, later + NOISE_K * loop.noise):
             cost += float(np.maximum(loop.t[in_first] - later, 0.0).sum())
             m += int(in_first.sum())
-            words += ("; " if words else "") + f"its first epoch's calls took {ms(level)} (median) against {ms(later)} later"
+            words += (("; " if words else "")
+                      + f"its first epoch's calls took {ms(level)} (median) against {ms(later)} later")
     if not m or not beyond_noise(cost, m, loop.noise, total, WARMUP_SHARE):
         return None
     if _load(loop) is None and work(loop, one_thread) is None:

@@ -155,7 +155,8 @@ def render(report: Report, title: str = "gnnmon run") -> str:
             f"<h2>Diagnosis</h2>\n{diagnosis_html(findings)}\n"
             f"<h2>Timeline</h2>{thinned}<div id=\"timeline\"></div>\n"
             f"<h2>Memory per call</h2>{models}<div id=\"memory\"></div>\n"
-            f"<h2>Report</h2>\n{markdown_html(no_surrogates(render_markdown(report, diagnosis=False)))}\n<div id=\"tip\"></div>\n"
+            f"<h2>Report</h2>\n{markdown_html(no_surrogates(render_markdown(report, diagnosis=False)))}\n"
+            "<div id=\"tip\"></div>\n"
             f"<script type=\"application/json\" id=\"gnnmon-data\">{payload}</script>\n"
             f"<script>{script}</script>\n</body></html>\n")
     return no_surrogates(page)  # a lone one (text from the OS) as its escape: UTF-8 holds none

@@ -180,7 +180,8 @@ def chrome_trace(report: RunResult) -> dict[str, Any]:
     for gc_event in report.gc_events:
         pid = int(gc_event.get("rank") or 0)
         names[(pid, GC_TID)] = "gc"
-        args = {k: gc_event[k] for k in ("collected", "reason", "row", "phase", "thread") if gc_event.get(k) is not None}
+        args = {k: gc_event[k] for k in ("collected", "reason", "row", "phase", "thread")
+                if gc_event.get(k) is not None}
         events.append({"name": f"gc gen {gc_event['generation']}", "cat": "gc", "ph": "X", "pid": pid, "tid": GC_TID,
                        "ts": _us(gc_event["t_start_ns"], t0), "dur": gc_event["duration_s"] * 1e6, "args": args})
     workers = any(s.get("children") for s in report.samples)  # no workers: no workers' series

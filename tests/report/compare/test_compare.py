@@ -83,7 +83,8 @@ def test_memory_growth_beyond_the_limit_exits_1(base, tmp_path, capsys):
 def test_json_and_html(base, tmp_path, capsys):
     new = write_run(tmp_path / "new.jsonl", steps(seed=2, slower={"forward": 2.5}))
     page = tmp_path / "cmp.html"
-    assert main(["compare", str(base), str(new), "--max-slowdown", "0.05", "--format", "json", "--html", str(page)]) == 1
+    assert main(["compare", str(base), str(new), "--max-slowdown", "0.05", "--format", "json",
+                 "--html", str(page)]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["max_slowdown"] == 0.05 and data["base"] == "base.jsonl" and data["verdict"] == "regressed"
     assert [(d["label"], d["phase"], d["decision"]) for d in data["decisions"]] == [("train_step", None, "regressed")]
@@ -132,5 +133,6 @@ def test_reading_a_report_imports_no_scipy_until_a_test_needs_it(base, tmp_path)
     code = ("import sys, gnnmon; gnnmon.Report.load(sys.argv[1]).markdown(); before = 'scipy.stats' in sys.modules; "
             "import gnnmon.cli; gnnmon.cli.main(['compare', sys.argv[1], sys.argv[1]]); "
             "print(before, 'scipy.stats' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code, str(base)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code, str(base)], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("False True"), proc.stderr[-2000:]

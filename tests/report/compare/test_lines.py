@@ -260,8 +260,8 @@ def test_gc_pause_of_one_call_and_of_none():
     never = other_figures(loop_of(rows(wall_s=WARM + [1e-3] * 3, gc_pause_s=[1.0, 1.0, 0.0, 0.0, 0.0])))
     assert never == {(None, "GC pause per call"): (0.0, 0.0)}
     # what the function answers for calls with no pause recorded at all
-    assert _mean_of(np.array([math.nan, 2e-3, 4e-3])) == (pytest.approx(3e-3),
-                                                            pytest.approx(np.std([2e-3, 4e-3], ddof=1) / math.sqrt(2) / 3e-3))
+    assert _mean_of(np.array([math.nan, 2e-3, 4e-3])) == (
+        pytest.approx(3e-3), pytest.approx(np.std([2e-3, 4e-3], ddof=1) / math.sqrt(2) / 3e-3))
     assert _mean_of(np.array([math.nan])) is None
 
 
@@ -317,7 +317,8 @@ def test_energy_without_graphs_or_without_energy_has_no_figure():
 
 @pytest.mark.parametrize(("figure", "kind", "unit"), [
     ("time per step", "time", "s"), ("time per 1,000 nodes+edges", "time", "s"), ("CPU time per step", "time", "s"),
-    ("GC pause per call", "time", "s"), ("calls that recompiled", "count", "calls"), ("energy per graph", "energy", "J"),
+    ("GC pause per call", "time", "s"), ("calls that recompiled", "count", "calls"),
+    ("energy per graph", "energy", "J"),
     ("peak memory", "memory", "bytes"), ("memory model: bytes per node", "memory", "bytes"),
     ("peak forecast for the new run's largest batch", "memory", "bytes")])
 def test_kind_and_unit(figure, kind, unit):
@@ -350,7 +351,8 @@ def test_a_line_of_one_run_a_side_holds_the_assumed_spread_or_the_runs_own():
     assert assumed["se"] == approx(se) and assumed["change"] == approx(0.10)
     assert assumed["low"] == approx(math.expm1(math.log(1.10) - Q95 * se))
     assert assumed["high"] == approx(math.expm1(math.log(1.10) + Q95 * se))
-    assert assumed["verdict"] == "slower" and assumed["judged"] is None  # 9.5 % (log) over 1.645 · 2.8 %: beyond the noise
+    # 9.5 % (log) over 1.645 · 2.8 %: beyond the noise
+    assert assumed["verdict"] == "slower" and assumed["judged"] is None
     own = line("all", "step", None, "time per step", [(1.0, 0.01)], [(1.10, 0.05)], None, 0.02)
     assert own["spread"] == pytest.approx(0.05) and own["se"] == approx(0.05 * math.sqrt(2))
     assert own["verdict"] == "within noise" and own["low"] < 0 < own["high"]
@@ -393,7 +395,8 @@ def test_half_a_percent_is_a_change():
     noisy = Change(0.0, 0.01, 4.0, 0.01, True, "t")
     got = of_change(noisy, "time")
     assert got["verdict"] == "within noise" and got["df"] == 4.0
-    assert got["high"] == approx(math.expm1(stats.t.ppf(0.95, 4) * 0.01)) and got["low"] == approx(-got["high"] / (1 + got["high"]))
+    assert (got["high"] == approx(math.expm1(stats.t.ppf(0.95, 4) * 0.01))
+            and got["low"] == approx(-got["high"] / (1 + got["high"])))
 
 
 def test_a_side_without_the_figure_or_at_zero():
@@ -452,8 +455,9 @@ def test_a_labels_lines_in_order_with_the_one_judged():
     time per 1,000 nodes and edges judged (one thread), the peak judged against the memory limit."""
     def run(wall: float, peak: float) -> list[dict[str, Any]]:
         n = 7
-        return steady_run(wall, n=n, thread_cpu_s=[wall / 2] * n, phase_opt_s=[wall / 4] * n, phase_back_s=[wall / 4] * n,
-                          num_nodes=[1000] * n, num_edges=[3000] * n, gc_pause_s=[1e-4] * n,
+        return steady_run(wall, n=n, thread_cpu_s=[wall / 2] * n, phase_opt_s=[wall / 4] * n,
+                          phase_back_s=[wall / 4] * n, num_nodes=[1000] * n, num_edges=[3000] * n,
+                          gc_pause_s=[1e-4] * n,
                           compile_frames=[1] + [0] * (n - 1), mem_peak_bytes=[peak] * n,
                           energy_cpu_j=[2.0] * n, num_graphs=[1] * n)
 
@@ -464,7 +468,8 @@ def test_a_labels_lines_in_order_with_the_one_judged():
     assert [(ln["phase"], ln["figure"]) for ln in got] == [
         (None, "CPU time per 1,000 nodes+edges"), (None, "CPU time per step"), (None, "time per 1,000 nodes+edges"),
         (None, "time per step"), ("back", "time per 1,000 nodes+edges"), ("back", "time per step"),
-        ("opt", "time per 1,000 nodes+edges"), ("opt", "time per step"), (None, "GC pause per call"), (None, "calls that recompiled"), (None, "energy per graph"),
+        ("opt", "time per 1,000 nodes+edges"), ("opt", "time per step"), (None, "GC pause per call"),
+        (None, "calls that recompiled"), (None, "energy per graph"),
         (None, "peak memory")]
     assert [ln["judged"] for ln in got] == ["time"] + [None] * 10 + ["memory"]
     cpu = got[0]

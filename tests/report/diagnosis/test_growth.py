@@ -59,7 +59,8 @@ def test_a_cache_that_fills_in_epoch_0_and_stays_is_not_a_leak_and_does_not_hide
 
 def test_a_leak_that_starts_late_says_where_it_started():
     leak = kinds(gnnmon.Report(rows([500] * 8, leak_mib=20, leak_from=3)).diagnosis())["leak"]
-    assert leak["since_epoch"] in (3, 4), leak["words"]  # the fit's epoch: the first wholly on the slope at most one late
+    # the fit's epoch: the first wholly on the slope at most one late
+    assert leak["since_epoch"] in (3, 4), leak["words"]
     low, high = leak["rate_interval"]
     assert abs((low + high) / 2 / (20 * MiB) - 1) < 0.10
 

@@ -90,5 +90,6 @@ def test_gnnmons_fallback_sampler_is_named_with_the_lever_that_replaces_it():
     for r in rows:
         r["data_sampler"] = "gnnmon"
     text = advice(rows, cores=2)
-    assert text.startswith("install pyg-lib, PyG's compiled sampler") and "fallback sampler took 25.0 ms of each wait" in text
+    assert (text.startswith("install pyg-lib, PyG's compiled sampler")
+            and "fallback sampler took 25.0 ms of each wait" in text)
     assert "num_workers=1" in text  # the rest of the advice still follows

@@ -90,7 +90,8 @@ def test_on_several_threads_a_call_that_computed_under_half_its_time_waited():
     """Torch on two threads (its CPU time inflates under load), no sampling: calls of 1.2 s whose
     process computed 0.35 s of it (under half) waited at least 0.85 s each: the busy machine's;
     calls as slow that computed that long are not, and warm-up then says the rows cannot tell."""
-    rows = loop(lambda i: 1.2 if i < CALLS // 4 else 0.2, lambda i: 0.0, cpu_s=lambda i: 0.35 if i < CALLS // 4 else 0.38)
+    rows = loop(lambda i: 1.2 if i < CALLS // 4 else 0.2, lambda i: 0.0,
+                cpu_s=lambda i: 0.35 if i < CALLS // 4 else 0.38)
     for r in rows:
         r["epoch"] = r["index"] // (CALLS // 4)
     found = {f["kind"]: f for f in gnnmon.Report(rows, manifest={"devices": {"torch_threads": 2}}).diagnosis()}

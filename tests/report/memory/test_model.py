@@ -299,7 +299,8 @@ def test_the_upper_bound_beyond_the_fitted_shapes_widens_by_the_error_the_rows_s
         assert p.upper_bytes - p.widened_bytes < truth(nodes) <= p.upper_bytes
     inside = model.predict(num_nodes=5_000)
     assert inside.widened_bytes == 0 and inside.upper_bytes >= truth(5_000)
-    assert "upper bound widens, by" in model.summary() and model.as_dict()["extrapolation"]["curvature_bytes"] == grow.curvature
+    assert ("upper bound widens, by" in model.summary()
+            and model.as_dict()["extrapolation"]["curvature_bytes"] == grow.curvature)
 
 
 def test_a_model_whose_rows_span_no_sizes_says_its_extrapolation_is_not_measured():

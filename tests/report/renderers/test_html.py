@@ -172,7 +172,8 @@ def test_the_memory_line_holds_each_call_and_the_forecast_follows_a_planted_mode
 
 
 def test_the_report_markdown_becomes_tables_lists_and_headings():
-    out = markdown_html("### step — 3 call(s)\n\n| figure | ms |\n| --- | ---: |\n| wall_s | 1.5 |\n\n- note: `x` <b>\n")
+    out = markdown_html("### step — 3 call(s)\n\n| figure | ms |\n| --- | ---: |\n| wall_s | 1.5 |\n\n"
+                        "- note: `x` <b>\n")
     assert "<h4>step — 3 call(s)</h4>" in out
     assert "<th>figure</th>" in out and '<td class="num">1.5</td>' in out and "---" not in out
     assert "<li>note: <code>x</code> &lt;b&gt;</li>" in out

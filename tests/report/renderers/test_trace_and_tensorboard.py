@@ -106,11 +106,13 @@ def test_the_trace_holds_rows_phases_gc_samples_and_markers_where_they_happened(
     assert [p["name"] for p in phases] == ["forward", "backward"] * STEPS
     for i, s in enumerate(steps):
         fwd, bwd = phases[2 * i], phases[2 * i + 1]
-        assert fwd["dur"] >= (FORWARD_S + CHILD_S) * 1e6 and fwd["args"]["measured_ms"] == pytest.approx(fwd["dur"] / 1e3)
+        assert (fwd["dur"] >= (FORWARD_S + CHILD_S) * 1e6
+                and fwd["args"]["measured_ms"] == pytest.approx(fwd["dur"] / 1e3))
         assert bwd["dur"] >= BACKWARD_S * 1e6 and bwd["ts"] == pytest.approx(fwd["ts"] + fwd["dur"])
         assert s["ts"] == pytest.approx(fwd["ts"]) and bwd["ts"] + bwd["dur"] <= s["ts"] + s["dur"] + 1e-3
     # each step's planted gc.collect(): a gen-2 slice inside the step's forward phase
-    full = [e for e in events if e.get("cat") == "gc" and e["name"] == "gc gen 2" and e["args"].get("row", "").startswith("step#")]
+    full = [e for e in events if e.get("cat") == "gc" and e["name"] == "gc gen 2"
+            and e["args"].get("row", "").startswith("step#")]
     assert len(full) >= STEPS
     for g in full:
         s = steps[int(g["args"]["row"].split("#")[1])]
