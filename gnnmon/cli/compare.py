@@ -11,8 +11,8 @@ from typing import Any
 
 from gnnmon.cli.common import read, share, write
 from gnnmon.report.compare.comparison import INCONCLUSIVE, RUNS_ADVISED, Comparison, run_name
+from gnnmon.report.compare.comparison_markdown import decided
 from gnnmon.report.compare.gate import RERUN_SPREAD
-from gnnmon.report.compare.text import decided
 
 NEW_SIDE = "--new-side-runs"
 """The option ``--`` between two sides of ``gnnmon compare`` becomes (the runs after it)."""

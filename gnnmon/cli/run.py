@@ -20,7 +20,7 @@ from typing import Any
 from gnnmon.cli.live import Live, Tally, wanted
 from gnnmon.data.paths import rank_path
 from gnnmon.report import Report
-from gnnmon.report.diagnosis.text import NOTHING, headline
+from gnnmon.report.diagnosis.findings_markdown import NOTHING, headline
 
 EXIT = ("Exit status: the script's (its sys.exit code; 1 when it raised, with its traceback; 130 on Ctrl-C, "
         "every row kept; killed by SIGTERM as it would be); 2 when gnnmon refused to run it (no such script "

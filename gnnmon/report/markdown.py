@@ -29,10 +29,10 @@ from gnnmon.figures import (
     unit_of,
 )
 from gnnmon.report.analysis import dips, gc_summary, step_analysis
-from gnnmon.report.diagnosis.text import diagnosis_lines
+from gnnmon.report.diagnosis.findings_markdown import diagnosis_lines
+from gnnmon.report.escape import md
 from gnnmon.report.run_notes import run_notes
 from gnnmon.report.stats import STATS
-from gnnmon.report.text import md
 
 MAX_TABLE = 20
 """Rows shown in the markdown spike and short-step tables (all are in ``spikes()`` /

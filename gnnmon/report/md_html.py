@@ -6,14 +6,14 @@ from __future__ import annotations
 import html
 import re
 
-from gnnmon.report.text import PUNCTUATION
+from gnnmon.report.escape import PUNCTUATION
 
 _CELL_NUMBER = re.compile(r"^[−\-+]?[\d.,]+( ?[%a-zA-Zµ/]+)?$")
 
 
 def _inline(text: str) -> str:
     """One line of the report's markdown as HTML: its escapes read back (``\\|`` is ``|``; see
-    :mod:`gnnmon.report.text`), ``code`` and **bold** (what it uses), everything else as text."""
+    :mod:`gnnmon.report.escape`), ``code`` and **bold** (what it uses), everything else as text."""
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:

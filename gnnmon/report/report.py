@@ -22,9 +22,10 @@ from gnnmon.report import analysis  # the module: Report calls its functions by 
 from gnnmon.report.compare.comparison import Comparison, run_name
 from gnnmon.report.compare.cross_rank import cross_rank
 from gnnmon.report.diagnosis.findings import diagnose, looked_for
-from gnnmon.report.diagnosis.text import diagnosis_lines
+from gnnmon.report.diagnosis.findings_markdown import diagnosis_lines
 from gnnmon.report.energy_balance import result_balance
 from gnnmon.report.energy_totals import energy_summary
+from gnnmon.report.escape import md, no_surrogates
 from gnnmon.report.exports import export
 from gnnmon.report.frames import frame
 from gnnmon.report.layer_table import layer_table
@@ -32,7 +33,6 @@ from gnnmon.report.markdown import MAX_TABLE, ending_lines, header_lines, render
 from gnnmon.report.memory.model import MemoryModel, fit
 from gnnmon.report.memory.oom import oom_report
 from gnnmon.report.stats import describe
-from gnnmon.report.text import md, no_surrogates
 
 __all__ = ["MAX_TABLE", "Report"]
 

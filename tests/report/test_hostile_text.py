@@ -18,9 +18,9 @@ import orjson
 import pytest
 
 import gnnmon
+from gnnmon.report.escape import md, no_surrogates, printable
 from gnnmon.report.renderers.html import markdown_html, render, script_json
 from gnnmon.report.renderers.trace import chrome_trace
-from gnnmon.report.text import md, no_surrogates, printable
 from tests.report.renderers.test_html import browser, count, load_page  # noqa: F401 - the browser fixture, shared
 
 PWN = "window.__pwned=1"

@@ -11,9 +11,9 @@ from typing import Any
 
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table
+from gnnmon.report.compare.comparison_markdown import comparison_markdown, comparison_page, where
 from gnnmon.report.compare.gate import RERUN_SPREAD, decision, runs_to_decide
 from gnnmon.report.compare.lines import CPU_TIME, TIME, as_change, compare_sides, one_thread, others_load, ranks_of
-from gnnmon.report.compare.text import comparison_markdown, comparison_page, where
 
 LOAD_DIFFERS = 25.0
 """Other processes' CPU (% of one core) by which two sides' loads must differ to be named."""

@@ -27,13 +27,13 @@ from typing import Any
 from gnnmon.data.result import RunResult
 from gnnmon.figures import BYTES, MEM_PEAK, RSS_PEAK
 from gnnmon.report import renderers  # the package: its page.css and page.js
-from gnnmon.report.diagnosis.text import diagnosis_html
+from gnnmon.report.diagnosis.findings_markdown import diagnosis_html
+from gnnmon.report.escape import no_surrogates, strict_json
 from gnnmon.report.exports import register_export
 from gnnmon.report.markdown import render_markdown
 from gnnmon.report.md_html import markdown_html
 from gnnmon.report.renderers.trace import chrome_trace
 from gnnmon.report.report import Report
-from gnnmon.report.text import no_surrogates, strict_json
 
 MAX_ROW_MARKS = 20_000
 """Row marks on the timeline at most (see the module doc)."""

@@ -29,9 +29,9 @@ from typing import Any, TextIO
 
 from gnnmon.data.result import RunResult
 from gnnmon.figures import BYTES, PERCENT, TRACED, WATTS, figure_of, nested_phases
+from gnnmon.report.escape import strict_json
 from gnnmon.report.exports import Written, register_export
 from gnnmon.report.sampled import sampled_figures
-from gnnmon.report.text import strict_json
 
 ROWS_TID, PHASES_TID, GC_TID, NESTED_TID, DATA_TID = 1, 2, 3, 4, 5
 EXTRA_ROWS_TID = 10  # further rows tracks: 10, 11, ...

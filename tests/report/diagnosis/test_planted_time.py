@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import gnnmon
-from gnnmon.report.diagnosis.text import NOTHING
+from gnnmon.report.diagnosis.findings_markdown import NOTHING
 from gnnmon.report.loops import ms
 
 ITEM_S, STEP_S = 0.030, 0.020

@@ -8,13 +8,13 @@ from importlib import resources
 from typing import Any, Protocol
 
 from gnnmon.report import renderers  # the package: its page.css and page.js
-from gnnmon.report.diagnosis.text import value_text
+from gnnmon.report.diagnosis.findings_markdown import value_text
+from gnnmon.report.escape import no_surrogates
 from gnnmon.report.md_html import markdown_html
-from gnnmon.report.text import no_surrogates
 
 
 class Compared(Protocol):
-    """What the text reads (:class:`gnnmon.report.compare.comparison.Comparison` has it)."""
+    """What the markdown and the page read (:class:`gnnmon.report.compare.comparison.Comparison` has it)."""
 
     base_name: str
     new_name: str

@@ -8,9 +8,9 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gnnmon.report.escape import md
 from gnnmon.report.loops import MIN_SHARE, ms
 from gnnmon.report.memory.model import format_bytes
-from gnnmon.report.text import md
 
 NOTHING = (f"Nothing stands out: no cause takes {100 * MIN_SHARE:.0f} % of the run's time or memory "
            "beyond the noise its own calls show.")
@@ -44,7 +44,7 @@ def value_text(value: float | None, unit: str) -> str:
 
 def evidence_text(e: dict[str, Any], text: Callable[[Any], str] = str) -> str:
     """A finding's evidence: the figure, its value and where it was measured (``text``: how the
-    words are written, :func:`~gnnmon.report.text.md` for markdown)."""
+    words are written, :func:`~gnnmon.report.escape.md` for markdown)."""
     value = value_text(e["value"], e["unit"])
     return f"`{e['figure']}`" + (f" {value}" if value else "") + f" ({text(e['where'])})"
 
