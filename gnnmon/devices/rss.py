@@ -103,8 +103,8 @@ def status_figures(fd: int) -> tuple[int, int]:
     return int(rss[1]) * 1024, int(hwm[1]) * 1024
 
 
-_STATUS_HWM = re.compile(rb"^VmHWM:\s*(\d+)", re.MULTILINE)
-_STATUS_RSS = re.compile(rb"^VmRSS:\s*(\d+)", re.MULTILINE)
+_STATUS_HWM = re.compile(rb"^VmHWM:\s*(\d+) kB$", re.MULTILINE)  # whole lines: a text cut short never gives a number
+_STATUS_RSS = re.compile(rb"^VmRSS:\s*(\d+) kB$", re.MULTILINE)
 
 
 class RssCounter:

@@ -3,11 +3,12 @@
 (seconds) within 10 % of the decorated run's (1.60 s against 1.76 s at most).
 
 The time at stake, not the share of the run's time: the planted causes are fixed amounts of time
-(the GCN's 4 sleeps of 0.4 s, the loaders' sleeps), which both sides measure alike, while each
-side's total is its own machine's (beside two CPU burners the GCN's slow steps were 1.62-1.72 s at
-stake on both sides, in shares of 0.66 to 0.79). The runs are two processes one after the other
-on a machine that may be busy: another process taking the cores in one of them adds a cause the
-machine made ("busy machine", "slow steps") to that side alone. A pair that disagrees is run
+(the GCN's 4 sleeps of 0.4 s, the loaders' sleeps), a floor both sides share, while a share divides
+by each side's total, its own machine's (beside two CPU burners the GCN's slow steps were 1.62 to
+2.11 s at stake, in shares of 0.66 to 0.79; unloaded 1.61 against 1.62). Load adds to that floor
+on one side more than the other: the runs are two processes one after the other on a machine that
+may be busy, and another process taking the cores in one of them adds time at stake, or a cause
+the machine made ("busy machine", "slow steps"), to that side alone. A pair that disagrees is run
 again, three pairs at most, and the test fails when none agrees; every pair's findings are in the
 message."""
 

@@ -302,6 +302,9 @@ def test_status_figures_reads_vmrss_and_vmhwm_from_a_status_text(tmp_path):
         path.write_text("Name:\tpython\nVmRSS:\t 1 kB\n")
         with pytest.raises(OSError, match="VmHWM missing"):
             status_figures(fd)
+        path.write_text("Name:\tpython\nVmHWM:\t  123456 kB\nVmRSS:\t   654")  # cut inside a figure
+        with pytest.raises(OSError, match="VmRSS/VmHWM missing"):
+            status_figures(fd)
     finally:
         os.close(fd)
 
