@@ -79,7 +79,9 @@ def _gil_holding_io() -> tuple[Callable[[int], Callable[[int], bytes]], Callable
 
 reader_holding_gil, write_holding_gil = _gil_holding_io()
 read_statm = reader_holding_gil(64)
-read_status = reader_holding_gil(8191)
+STATUS_BYTES = 8191
+"""What a status reading reads first (its text is about 1.5 KiB on Linux)."""
+read_status = reader_holding_gil(STATUS_BYTES)
 
 
 def _mark_stale(ref: weakref.ref[RssCounter]) -> None:
@@ -96,6 +98,8 @@ def status_figures(fd: int) -> tuple[int, int]:
     """(VmRSS, VmHWM) in bytes from an open ``/proc/self/status`` descriptor: each figure found by
     one search of the text (a reading on the step's path where :class:`RssCounter` has a floor)."""
     text = read_status(fd)
+    if len(text) >= STATUS_BYTES:  # a longer text (a Groups line of hundreds of groups): read whole
+        text = os.pread(fd, 1 << 20, 0)
     hwm = _STATUS_HWM.search(text)
     rss = _STATUS_RSS.search(text)
     if rss is None or hwm is None:

@@ -289,7 +289,8 @@ def test_getrusage_follows_a_high_water_mark_reset():
 
 def test_status_figures_reads_vmrss_and_vmhwm_from_a_status_text(tmp_path):
     """The parser against a planted /proc/self/status text (any OS: a plain file): VmRSS and VmHWM
-    in bytes, whatever lines come before them; a text without them is an OSError."""
+    in bytes, whatever lines come before them (a Groups line longer than the first read too); a
+    text without them, or cut inside one, is an OSError."""
     from gnnmon.devices.rss import status_figures
 
     text = ("Name:\tpython\nVmPeak:\t 9999999 kB\nVmSize:\t 8888888 kB\nVmLck:\t       0 kB\n"
@@ -305,6 +306,9 @@ def test_status_figures_reads_vmrss_and_vmhwm_from_a_status_text(tmp_path):
         path.write_text("Name:\tpython\nVmHWM:\t  123456 kB\nVmRSS:\t   654")  # cut inside a figure
         with pytest.raises(OSError, match="VmRSS/VmHWM missing"):
             status_figures(fd)
+        groups = " ".join(str(100000 + g) for g in range(2000))  # 14 KB: past what is read first
+        path.write_text(f"Name:\tpython\nGroups:\t{groups}\nVmHWM:\t  123456 kB\nVmRSS:\t   65432 kB\n")
+        assert status_figures(fd) == (65432 * 1024, 123456 * 1024)
     finally:
         os.close(fd)
 
