@@ -7,7 +7,7 @@ it (CommonMark's escapes, GitHub's too: ``\\|`` inside a table), so a label ``a|
 and ``<!--`` is no comment; line breaks and other control characters, which would end a table row,
 a heading or a list item, are written as their escapes (``\\n``, ``\\u2028``), and so is a lone
 surrogate (text from the operating system that is not UTF-8), which no UTF-8 file can hold. The
-report page reads the escapes back (:func:`unescape`)."""
+report page reads the escapes back (:mod:`gnnmon.report.md_html`)."""
 
 from __future__ import annotations
 
@@ -49,13 +49,6 @@ def md(text: Any) -> str:
     if "_" in out:
         out = _EDGE_UNDERSCORE.sub(r"\\_", out)
     return printable(out)
-
-
-def unescape(text: str) -> str:
-    """Markdown's backslash escapes read back (``\\|`` -> ``|``); a backslash before anything else stays."""
-    if "\\" not in text:
-        return text
-    return re.sub(r"\\(.)", lambda m: m.group(1) if m.group(1) in PUNCTUATION else m.group(0), text)
 
 
 def no_surrogates(text: str) -> str:

@@ -57,6 +57,19 @@ def test_every_public_name_has_a_reference_entry():
     assert not missing, f"public names without a '::: ...' entry documenting them in docs/reference/: {missing}"
 
 
+def test_every_member_a_reference_page_lists_exists():
+    """A ``members: [...]`` list under a ``::: module`` directive names what the module holds: a
+    name the code dropped would silently vanish from the page (mkdocstrings skips it)."""
+    stale = []
+    for page in sorted(REFERENCE.glob("*.md")):
+        for path, members in re.findall(r"^::: (\S+)\n(?:[ \t]+\S.*\n)*?[ \t]+members: \[([^\]]*)\]",
+                                        page.read_text(), re.M):
+            target = _resolve(path)
+            stale += [f"{page.name}: {path}.{m}" for m in map(str.strip, members.split(","))
+                      if m and not hasattr(target, m)]
+    assert not stale, f"reference pages list members the code does not have: {stale}"
+
+
 @pytest.mark.slow
 def test_every_public_function_and_class_shows_its_signature_on_the_built_site(tmp_path):
     """Built as ``make docs`` builds it: each public function's and class's entry has its
