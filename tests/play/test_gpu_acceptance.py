@@ -70,6 +70,10 @@ def test_the_fake_run_checks_what_the_cpu_can_against_the_fakes(tmp_path):
                       "cora": "not run", "pna": "not run", "batching": "not run"}
     energy = next(s for s in data["steps"] if s["name"] == "energy")["figures"]
     assert energy["rows_j"] == pytest.approx(300.0 * energy["rows_s"], rel=0.03)
+    # issue 65's GPU figures are all read (the memory-alone variant ran), and none is called met on the fake
+    bench = next(s for s in data["steps"] if s["name"] == "benchmark")["figures"]
+    assert set(bench["issue_65"]) == {"gcn_full_stack_ratio", "tiny_full_stack_us", "tiny_memory_us"}
+    assert all(f["read"] is not None and f["met"] is None for f in bench["issue_65"].values()), bench["issue_65"]
     install = next(s for s in data["steps"] if s["name"] == "install")["figures"]
     assert install["torch_after"] == install["torch_before"]
     assert "FAKE device" in md.read_text() and proc.stdout.strip().splitlines()[-1].startswith("gpu-check: 4 pass")
