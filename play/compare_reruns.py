@@ -4,7 +4,9 @@ gnnmon's pure-PyTorch sampler where pyg-lib is missing), two epochs, each run a 
 torch on one thread (``--threads``) and ``collect(sched=True, sample=0.5)`` (so each row has its thread's CPU time,
 and the machine's load is sampled). ``--runs N`` runs a side: side A
 the code as it is, side B either the same code (identical) or with ``--planted`` more compute in
-every step (a loop of matrix products for that share of the step's own CPU time). Then the gate at
+every step (a loop of matrix products for that share of the step's own CPU time; each B row records
+the truth planted: ``planted_base_cpu_s``, the step's CPU time before the loop, ``planted_cpu_s``, the
+loop's, and ``planted_iter_cpu_s``, its longest iteration, the most it can overshoot). Then the gate at
 ``--max-slowdown 5%``: N a side, and each pair of runs one a side. The runs go A B B A A B ..., so that
 a machine whose speed drifts through the study slows both sides alike. ``--burners K`` runs K
 CPU-burning processes beside every run (a shared machine).
@@ -78,9 +80,20 @@ def train_step(batch):
         opt.zero_grad()
     if extra:  # the planted slowdown: more compute, a share of the step's own CPU time
         with gnnmon.phase("planted"):
-            until = time.thread_time() + extra * (time.thread_time() - cpu0)
-            while time.thread_time() < until:
+            start = time.thread_time()
+            until = start + extra * (start - cpu0)
+            now = start
+            longest = 0.0  # the loop stops past `until` by less than one iteration's CPU time
+            while now < until:
                 (w @ w).sum()
+                then = time.thread_time()
+                longest, now = max(longest, then - now), then
+            # the truth planted, for the test: the step's CPU time before the phase, the phase's, and
+            # the longest iteration (the most the phase can overshoot extra x the first)
+            fields = gnnmon.current_row().fields
+            fields["planted_base_cpu_s"] = start - cpu0
+            fields["planted_cpu_s"] = now - start
+            fields["planted_iter_cpu_s"] = longest
 
 
 with gnnmon.collect(path, mode="w", sample=0.5, sched=True) as run:
@@ -121,7 +134,7 @@ def gate(bases: list[Path], news: list[Path]) -> dict[str, Any]:
 def per_run(path: Path) -> dict[str, float | None]:
     """A run's steady steps: the median wall and thread CPU time (ms) and the others' load (% of a core)."""
     import gnnmon
-    from gnnmon.report.loops import median
+    from gnnmon.report.stats import median
 
     rows = [r for r in gnnmon.load(path).records if r["label"] == "train_step" and r["index"] >= 2]
 
