@@ -19,6 +19,9 @@ EXTRA = 0.5
 """Side B's planted share: each B step spins until its thread has spent EXTRA x the CPU time the
 step had spent before the phase."""
 
+LIMIT = 0.05
+"""The slowdown the play script's gate allows (``--max-slowdown 5%``)."""
+
 EXACT = 1e-9
 """Seconds: the rounding of the thread clock's float seconds (ns resolution), nothing more."""
 
@@ -92,6 +95,7 @@ def test_the_rerun_study_gates_both_sides(tmp_path: Path, capsys: pytest.Capture
         least, predicted, most = planted_envelope(bases, news)
         change = judged["judged"][0]["change"]
         assert least - EXACT <= change <= most + EXACT, (change, least, predicted, most, judged)
-    # and the gate found a slowdown over two runs a side: hiding it would take A's steps costing 1 + EXTRA
-    # times B's without the phase, in the geometric mean of two runs (seen: 1.61 in one pair, 1.24 in two)
-    assert both["judged"][0]["change"] > 0, both
+        # where the planted truth puts the change over the gate's 5 % limit, the gate never passes it:
+        # its upper bound holds the change it read (a pass needs the bound under the limit)
+        if least > LIMIT:
+            assert judged["judged"][0]["decision"] in ("regressed", "inconclusive"), judged
