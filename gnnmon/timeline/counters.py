@@ -10,7 +10,12 @@ Two kinds of counter:
   (learned from the steps seen: ``period_s``) and the step is placed midway between the last read
   that showed the old value and the first that showed the new one (``err_ns``: half that gap).
   A counter that moves at every read (steps shorter than :data:`CONTINUOUS_S`) is read on the
-  sample cadence instead, each read a point.
+  sample cadence instead, each read a point: known so from the spacing of steps placed precisely,
+  or from reads in a row that each showed a new value, whatever their spacing: ``n`` of them hold
+  ``n`` steps, so the steps come at most their span / (n - 1) apart (:data:`MOVING_READS`). A busy
+  machine's scheduler may give the sampler the CPU only every 3-6 ms, so no step is placed
+  precisely and no two reads come 5 ms apart: once two reads in a row have moved, the next are
+  made at once, one after another, without handing the CPU back.
 * :class:`ReadCounter` — a counter that is current when read (RAPL: µJ, updated every ~1 ms): a
   point per read, at the middle of the read.
 
@@ -40,6 +45,13 @@ first failure)."""
 
 CONTINUOUS_S = 0.005
 """A counter whose steps come faster than this is treated as continuous (read, not hunted)."""
+
+MOVING_READS = 6
+"""Reads in a row that each showed a new value before their span may say the counter is
+continuous: ``n`` of them spanning ``L`` (from the read before them, plus a read) hold ``n`` steps,
+so no period is over ``L / (n - 1)``; at or under :data:`CONTINUOUS_S`, the counter is read, not
+hunted. Six: on a busy machine the two reads that start a burst may each come 6 ms after the one
+before, and two more of the burst be held up as long, and the span still says under 5 ms."""
 
 SLOW_READ_NS = 1_000_000
 """A read this much slower than the counter's fastest (and over twice as slow) was held up — the
@@ -136,6 +148,8 @@ class SteppedCounter(_Counter):
         self._t_ns = 0  # when that read was made
         self._step_ns: int | None = None  # when the last step happened (an estimate)
         self._spacings: list[int] = []
+        self._moving_since = 0  # the read before the newest run of reads that each moved (t_ns)
+        self._moving = 0  # reads in that run
 
     # -- schedule -----------------------------------------------------------------------------
     def due_ns(self, now_ns: int) -> int:
@@ -146,6 +160,8 @@ class SteppedCounter(_Counter):
             return self._retry_ns
         if self.continuous or self._value is None:
             return now_ns if self._value is None else 2**62  # continuous: read with the samples
+        if self._moving >= 2:  # two reads in a row moved: the next at once (see MOVING_READS)
+            return self._t_ns
         if self.period_ns is None or self._step_ns is None:
             return self._t_ns + self.fine_ns  # still learning the period: read often
         guard = self._guard_ns()
@@ -168,7 +184,14 @@ class SteppedCounter(_Counter):
         if self.continuous:
             return self._point(t_ns, value, self._read_ns // 2, step=False)
         if previous is None or value == previous:
+            self._moving_since, self._moving = t_ns, 0
             return None
+        self._moving += 1
+        if self._moving >= MOVING_READS:
+            if self._moving_reads_say_continuous(t_ns):
+                self.continuous = True  # this read's value is the counter's at its middle: a point there
+                return self._point(t_ns, value, self._read_ns // 2, step=False)
+            self._moving_since, self._moving = t_ns, 0  # too spread to say: a fresh run from here
         gap = t_ns - previous_t
         step = previous_t + gap // 2
         self.steps += 1
@@ -196,6 +219,12 @@ class SteppedCounter(_Counter):
         period = self.period_ns or 0
         wander = max((abs(s - period) for s in self._spacings), default=0)
         return max(3_000_000, 2 * self._read_ns, period // 10, 2 * wander)
+
+    def _moving_reads_say_continuous(self, t_ns: int) -> bool:
+        """True when the reads since ``_moving_since``, which each showed a new value, span (plus a
+        read: a read's middle stands for the instant it took its value) at most one less than
+        their number times :data:`CONTINUOUS_S`: so far apart at most are the counter's steps."""
+        return (t_ns - self._moving_since + self._read_ns) <= (self._moving - 1) * CONTINUOUS_S * 1e9
 
     def _learn(self, spacing: int) -> None:
         spacings = self._spacings

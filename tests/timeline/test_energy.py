@@ -261,6 +261,64 @@ def test_steps_are_found_where_they_happened_on_a_simulated_clock():
     assert counter.reads < 40 * 60, counter.reads  # vs 40 × 143 reading every 0.7 ms throughout
 
 
+def _late_reads(step_ns: int | None, late_ns: int, sample_ns: int = 50_000_000, until_ns: int = 500_000_000):
+    """A counter at 150 W on a simulated clock (whole mJ; moving at every instant with ``step_ns``
+    None, else at every ``step_ns``), polled as the sampler does on a busy machine: a read due later
+    waits for it and then ``late_ns`` more at least (the scheduler gives the CPU back only so
+    often), one due at once comes at once; once continuous, read with the samples, every
+    ``sample_ns``. Returns the counter and its points."""
+    clock = [0]
+
+    def read():
+        t = clock[0] + 50_000  # the value's instant: the read's middle (it takes 0.1 ms)
+        clock[0] += 100_000
+        at = t if step_ns is None else t // step_ns * step_ns
+        return float(int(150.0 * at / 1e6)), t  # 150 W: mJ = 150 × s × 1000
+
+    counter = SteppedCounter("gpu0_energy_mj", read)
+    points, next_sample = [], 0
+    while clock[0] < until_ns:
+        if counter.continuous:
+            clock[0] = max(clock[0], next_sample)
+            point = counter.read_now()
+            next_sample += sample_ns
+        else:
+            due = counter.due_ns(clock[0])
+            if due > clock[0]:  # the sampler sleeps, and wakes when the scheduler lets it
+                clock[0] = max(due, clock[0] + late_ns)
+            point = counter.poll()
+        if point is not None:
+            points.append(point)
+    return counter, points
+
+
+def test_a_counter_moving_at_every_read_is_read_not_hunted_however_late_the_reads_come():
+    """Beside four CPU burners and a second test process the sampler's reads came 2.7-5.7 ms apart,
+    not 0.5 ms: no step was placed precisely, the period was never learned, and a counter moving
+    every 6.7 µs was hunted as if it stepped, its points placed midway between reads (1.3-2.9 ms
+    off each) and its rows said to be "interpolated between 4ms (or 6ms) steps". Planted on a
+    simulated clock: reads 5.7 ms apart that each moved, then the next at once; ``MOVING_READS``
+    reads in a row that moved hold one step each, so the steps come at most their span / (n - 1)
+    apart: under ``CONTINUOUS_S``. The counter is then read with the samples, each point at a
+    read's middle, its value the ramp's there (whole mJ). A counter stepping every 5.5 ms, read as
+    late, moves at almost every such read too, and is still hunted: its reads made at once do not
+    move, and no run of moving reads spans under 5 ms a step."""
+    from gnnmon.timeline.counters import CONTINUOUS_S, MOVING_READS
+
+    for late_ns in (2_700_000, 5_700_000):
+        counter, points = _late_reads(None, late_ns)
+        assert counter.continuous, late_ns
+        continuous = [p for p in points if not p["step"]]
+        assert points[-len(continuous):] == continuous and len(continuous) >= 9
+        assert len(points) - len(continuous) < MOVING_READS  # the moving reads before it was known
+        for p in continuous:
+            assert p["value"] <= 150.0 * p["t_ns"] / 1e6 < p["value"] + 1, p  # whole mJ at its t_ns
+
+    slow, stepped = _late_reads(5_500_000, late_ns=5_700_000)
+    assert 5_500_000 / 1e9 > CONTINUOUS_S
+    assert not slow.continuous and all(p["step"] for p in stepped) and len(stepped) > 50
+
+
 def test_an_energy_counter_that_starts_failing_mid_run_is_given_up_not_fatal(fake_cuda, monkeypatch, tmp_path):
     """NVML's energy read raises from some point on: the sampler retries, gives the counter up after
     three failures in a row (about a second), and keeps sampling; rows still get utilisation, and
