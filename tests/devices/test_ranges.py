@@ -13,33 +13,48 @@ import gnnmon
 from gnnmon.devices.ranges import RANGES
 
 SLEEP_S = 0.03
+STAMP_MS = 1e-6
+"""The profiler's resolution: its events' start and end are µs stamped to the ns."""
 
 
 @gnnmon.cuda_timed
 def train_step() -> None:
     with gnnmon.phase("forward"):
         time.sleep(SLEEP_S)
+        torch.ones(1)  # a marker op: the profiler names the range it ran in
     with gnnmon.phase("backward"):
         time.sleep(SLEEP_S / 2)
+        torch.zeros(1)
 
 
-def profiled() -> dict[str, list[float]]:
-    """Each profiler event's name -> its durations (ms), for one call of the step."""
+def profiled(parents: dict[str, str | None] | None = None) -> dict[str, list[float]]:
+    """Each profiler event's name -> its durations (ms), for one call of the step; ``parents``
+    gets each event's name -> the name of the range it ran in."""
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         train_step()
     spans: dict[str, list[float]] = {}
     for event in prof.events():
         spans.setdefault(event.name, []).append(event.cpu_time_total / 1e3)
+        if parents is not None:
+            parents[event.name] = event.cpu_parent.name if event.cpu_parent is not None else None
     return spans
 
 
 def test_rows_and_phases_show_in_torch_profiler_when_asked():
+    parents: dict[str, str | None] = {}
     with gnnmon.collect(), gnnmon.emit_ranges():
-        spans = profiled()
+        spans = profiled(parents)
     # the row and its phases, each spanning its planted sleep (a profiler's ms, from its µs)
     assert len(spans["train_step"]) == 1 and spans["train_step"][0] >= 1.5 * SLEEP_S * 1e3 - 0.5
-    assert SLEEP_S * 1e3 - 0.5 <= spans["train_step.forward"][0] < spans["train_step"][0]
-    assert SLEEP_S / 2 * 1e3 - 0.5 <= spans["train_step.backward"][0] < spans["train_step.forward"][0]
+    assert len(spans["train_step.forward"]) == len(spans["train_step.backward"]) == 1
+    forward, backward = spans["train_step.forward"][0], spans["train_step.backward"][0]
+    assert forward >= SLEEP_S * 1e3 - 0.5 and backward >= SLEEP_S / 2 * 1e3 - 0.5
+    # side by side inside the row, neither holding the other: together within the row's span
+    # (six stamps, each to the profiler's ns)
+    assert forward + backward <= spans["train_step"][0] + 6 * STAMP_MS
+    # each phase's range holds its own work: the phases are named for what ran in them
+    assert parents["train_step.forward"] == parents["train_step.backward"] == "train_step"
+    assert parents["aten::ones"] == "train_step.forward" and parents["aten::zeros"] == "train_step.backward"
     assert not RANGES.on  # the block turned them back off
 
 
