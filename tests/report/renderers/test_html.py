@@ -105,9 +105,13 @@ def test_the_page_draws_every_row_phase_pause_and_marker_with_no_console_error(t
     svg = browser.find_element("css selector", "#timeline svg")
     browser.execute_script("arguments[0].dispatchEvent(new WheelEvent('wheel', {deltaY: -100, clientX: 700, "
                            "clientY: 10, bubbles: true, cancelable: true}))", svg)
-    time.sleep(0.2)
-    zoomed = browser.execute_script(
-        "return Array.from(document.querySelectorAll('#timeline .row-mark')).map(r => r.getBBox().width)")
+    # the page redraws in its next animation frame, which a busy machine may run late: the widths
+    # are read again until they change, with load_page's deadline
+    read = "return Array.from(document.querySelectorAll('#timeline .row-mark')).map(r => r.getBBox().width)"
+    deadline = time.monotonic() + 30
+    while (zoomed := browser.execute_script(read)) == widths:
+        assert time.monotonic() < deadline, "the page did not redraw after the wheel"
+        time.sleep(0.05)
     assert all(z > w for z, w in zip(zoomed, widths, strict=True))
     browser.execute_script("var r = document.querySelector('#timeline .row-mark'); var b = r.getBoundingClientRect();"
                            "r.dispatchEvent(new MouseEvent('mousemove', {clientX: b.x + 1, clientY: b.y + 5, "
