@@ -32,6 +32,7 @@ from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.record.manifest import build_manifest
 from tests import xpu_backend
 from tests.fakes import FakeCuda, FakeMps, FakeXpu
+from tests.stopwatch import Stopwatch
 
 MiB = 2**20
 PLANTED_BYTES = 64 * MiB
@@ -144,10 +145,14 @@ def test_planted_device_work_reads_as_the_call_s_device_time_on_every_kind(plant
         planted.work(PLANTED_S)
 
     with gnnmon.collect() as run:
-        step()
+        with Stopwatch() as around:
+            step()
     (row,) = run.records
-    assert row["device_s"] == pytest.approx(PLANTED_S, abs=0.02 if row["device_s_source"] == "events" else 0.5)
-    assert row["device_s"] >= PLANTED_S * 0.9
+    # the planted work is the floor (a sleep never returns early; a fake device runs its work to the
+    # planted second); the ceiling is the host's time around the call: the host's own, or on an
+    # idle device the planted work plus the host's time from the start event to the launch
+    top = PLANTED_S + around.s if row["device_s_source"] == "events" else around.s
+    assert PLANTED_S - 1e-6 <= row["device_s"] <= top + 1e-6
     if BACKENDS[planted.type].accelerator and row["device_s_source"] == "events":
         assert row["wall_s"] < PLANTED_S  # the host only launched the work
     else:
