@@ -39,6 +39,18 @@ PLANTED_BYTES = 64 * MiB
 PLANTED_S = 0.05
 
 
+def held_until_sampled(reads: Callable[[], int]) -> None:
+    """Return once the polling thread has read the sampled figure twice from now (``reads``: how
+    many reads so far): its first read then began after now, so what was allocated before is in
+    it, and is folded into every open window (the thread reads again only after folding). Waited
+    for, however late the thread runs; never a fixed hold that a descheduled thread sleeps through."""
+    since = reads()
+    deadline = time.monotonic() + 60
+    while reads() < since + 2:
+        assert time.monotonic() < deadline, "the polling thread never read the figure"
+        time.sleep(0.001)
+
+
 @dataclasses.dataclass
 class Planted:
     """How a test plants memory and device work on one kind, how it marks the kind in use, how it
@@ -86,7 +98,7 @@ def planted(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Planted]:
 
         def mps_alloc(n: int) -> None:
             h = mps.alloc(n)
-            time.sleep(0.03)  # MPS has no peak counter: held long enough to be sampled
+            held_until_sampled(lambda: mps.reads)  # MPS has no peak counter: held until sampled
             mps.free(h)
 
         def mps_run_out() -> None:
@@ -97,10 +109,23 @@ def planted(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Planted]:
         yield Planted("mps", mps_alloc, mps.launch, lambda: held.append(mps.alloc(MiB)), False, mps_run_out,
                       48 * 2**30, None)
     else:
+        rss_reads = [0]
+        if not HOST.exact:  # the host's RSS sampled: its reads (psutil's) counted
+            import psutil
+
+            memory_info = psutil.Process.memory_info
+
+            def counted(self: Any) -> Any:
+                rss_reads[0] += 1
+                return memory_info(self)
+
+            monkeypatch.setattr(psutil.Process, "memory_info", counted)
+
         def cpu_alloc(n: int) -> None:
             t = torch.empty(n, dtype=torch.uint8)
             t.fill_(1)
-            time.sleep(0.03)  # sampled where no exact peak exists
+            if not HOST.exact:  # exact: the kernel's high-water mark holds it
+                held_until_sampled(lambda: rss_reads[0])
             del t
 
         def cpu_run_out() -> None:

@@ -176,9 +176,23 @@ def test_sampled_fallback_is_labelled(monkeypatch):
 
     host = HostMemory()
     monkeypatch.setattr(host, "_mode", "sampled")
+    reads = [0]  # the host's RSS samples (psutil's reads)
+    memory_info = psutil.Process.memory_info
+
+    def counted(self):
+        reads[0] += 1
+        return memory_info(self)
+
+    monkeypatch.setattr(psutil.Process, "memory_info", counted)
     token = host.open(False, 0.005)
     t = torch.ones(100 * MiB, dtype=torch.uint8)
-    time.sleep(0.05)
+    # held until the polling thread has read RSS twice from now: its first read began after the
+    # tensor was touched and was folded into the window before the second (waited for, however
+    # late the thread runs, never a fixed hold a descheduled thread sleeps through)
+    since, deadline = reads[0], time.monotonic() + 60
+    while reads[0] < since + 2:
+        assert time.monotonic() < deadline, "the polling thread never read RSS"
+        time.sleep(0.001)
     del t
     window = host.close(token)  # raw counters: the row's rss_* figures are named by the measurement
     assert window.how == "sampled:psutil@5ms"
