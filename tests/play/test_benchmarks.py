@@ -11,6 +11,7 @@ import pytest
 
 from tests.fake_nvml import FakeNvml
 from tests.scripts import run_benchmark
+from tests.timeline.test_energy import misplacing, period_slack_ms
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,10 +50,20 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
     """``benchmarks/run.py --device cuda`` at a tiny size, in-process, on the fake torch.cuda: every
     variant runs (or says why not) and the tables are written (the numbers mean nothing here)."""
     sys.path.insert(0, str(ROOT))
+    import benchmarks.gpu
     from benchmarks.gpu import SIZES
     from benchmarks.run import main_cuda
 
-    FakeNvml(n=2, ramp_w=300.0, period=0.1).install(monkeypatch, tmp_path / "nvml")
+    nv = FakeNvml(n=2, ramp_w=300.0, period=0.1).install(monkeypatch, tmp_path / "nvml")
+    kept: list[dict] = []  # the energy split's file, as it read it back (its folder is then removed)
+    read_lines = benchmarks.gpu.read_lines
+
+    def keep(path):
+        lines = list(read_lines(path))
+        kept.extend(lines)
+        return lines
+
+    monkeypatch.setattr(benchmarks.gpu, "read_lines", keep)
     out = tmp_path / "bench-cuda.md"
     assert main_cuda("quick", out, fake=True) == 0
     text = out.read_text()
@@ -68,7 +79,11 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
     assert fake_cuda.sync_calls  # the passes ended with a device synchronize
     assert data["kill"]["trials"] == SIZES["quick"].kill_trials
     split = data["energy_split"]
-    assert split["rows"] == 3 and split["period_s"] == pytest.approx(0.1, abs=0.005)
+    # the counter's period, 100 ms within what placing its newest 10 points allows (their
+    # misplacing from the plant: the ramp's energy at each point's value; CUDA 0 is NVML 1)
+    points, _, off = misplacing(kept, "gpu0_energy_mj", nv, 1)
+    assert len(points) >= 2, kept
+    assert split["rows"] == 3 and split["period_s"] == pytest.approx(0.1, abs=period_slack_ms(off, 300.0)[-1] / 1e3)
     # the timeline reproduces the counter read directly, within 2 % and what placing the window's
     # ends allows (the direct reads' and the points' errors at its power: beside three CPU burners
     # the error once read 2.02 %, and once -2.79 % where placing allowed 4.24 %)

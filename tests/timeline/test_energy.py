@@ -36,28 +36,97 @@ COUNTER_RES_J = 1e-3
 1 mJ / watts of the instant the plant gave it (6.7 µs at 150 W); ``time.time()``'s float adds a µs."""
 
 
+def planted_phases(nv: FakeNvml, nvml_index: int) -> list[tuple[float, float]]:
+    """The fake's planted power on GPU ``nvml_index`` as ``[(from time.time(), watts), ...]``, each
+    held until the next (the last for good): its ramp, or its schedule laid out from ``t0`` (a phase
+    of ``None`` seconds lasting until the cue, once set)."""
+    if nv.schedule is None:
+        return [(nv.t0, nv.ramp_w[nvml_index])]
+    phases, start = [], nv.t0
+    for seconds, watts in nv.schedule:
+        phases.append((start, watts))
+        if seconds is None and nv.cue_at() is None:
+            break  # the cue not set: this phase lasts
+        start = nv.cue_at() if seconds is None else start + seconds
+    return phases
+
+
+def planted_watts(phases: list[tuple[float, float]], a: float, b: float) -> list[float]:
+    """The planted powers met between the instants ``a`` and ``b`` (time.time())."""
+    ends = [s for s, _ in phases[1:]] + [float("inf")]
+    return [w for (s, w), e in zip(phases, ends, strict=True) if s <= b and e > a]
+
+
+def misplacing(lines, key: str, nv: FakeNvml, nvml_index: int) -> tuple[list[dict], list[float], list[float]]:
+    """The counter's points (as the file ``lines`` keeps them: its path, or its lines as read), in
+    time order, with where each truly was and how far gnnmon placed it from there (ns), from the
+    plant, not from gnnmon's figures: a point's value is the fake's start value plus the planted
+    energy up to its read (or up to the step it shows), in whole mJ, so the instant the planted
+    energy reached it says when it was."""
+    if isinstance(lines, (str, os.PathLike)):
+        lines = read_lines(lines)
+    mine = sorted((p for p in lines if p.get("type") == POINT and p["key"] == key), key=lambda p: p["t_ns"])
+    start_mj = nv.added_mj[nvml_index]
+    true_ns = []
+    for p in mine:
+        target_j = (p["value"] - start_mj) / 1e3
+        lo, hi = nv.t0, nv.t0 + 1.0
+        while nv.joules(nvml_index, nv.t0, hi) < target_j:
+            lo, hi = hi, nv.t0 + 2 * (hi - nv.t0)
+        for _ in range(64):  # to well under a µs
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if nv.joules(nvml_index, nv.t0, mid) < target_j else (lo, mid)
+        true_ns.append(hi * 1e9)
+    return mine, true_ns, [abs(p["t_ns"] - t) for p, t in zip(mine, true_ns, strict=True)]
+
+
+def period_slack_ms(off_ns: list[float], watts: float) -> list[float]:
+    """How far the period a stepped counter's points say may be from the planted one, for each
+    newest 10 points in turn (``off_ns``: the points' misplacings, :func:`misplacing`; ``watts``:
+    the lowest power planted). The period is the median spacing of the newest 10 points
+    (``Counters.period_s``). Each spacing is misplaced by at most its two points' misplacings and
+    the counter's whole mJ at that power; the planted spacing is one period, so the k-th smallest
+    of n spacings is within the larger of the misplacings' k-th and (n-1-k)-th smallest of it: for
+    gnnmon's median, k = n // 2, that is their k-th."""
+    res_ns = COUNTER_RES_J / watts * 1e9 + 1_000
+    spacing_ns = [a + b + 2 * res_ns for a, b in zip(off_ns, off_ns[1:], strict=False)]
+    windows = [sorted(spacing_ns[max(0, j - 9):j]) for j in range(1, len(spacing_ns) + 1)]
+    return [w[len(w) // 2] / 1e6 for w in windows]
+
+
 def placing_slack_j(path, key: str, nv: FakeNvml, nvml_index: int, *ends_ns: int) -> float:
     """What placing the counter's points (as the file ``path`` keeps them) allows a row's energy at
-    the fake ``nv``'s ramp on GPU ``nvml_index``, from the plant, not from gnnmon's figures: its
-    counter is its start value plus the ramp's watts x (time - its ``t0``) at each read (or at each
-    of its steps, which lie on that line), so each point's value says when it truly was; its
-    ``t_ns`` is where gnnmon placed it. Each of the row's ends,
-    interpolated between the points either side of it, may move by the larger of their misplacings.
+    the fake ``nv``'s planted power on GPU ``nvml_index``, from the plant, not from gnnmon's
+    figures: where each point truly was (:func:`misplacing`) against where gnnmon placed it. Each of
+    the row's ends, interpolated between the points either side of it, may move by the larger of
+    their misplacings, at the largest power planted between them (their true and placed instants
+    alike). Where a phase of the plan changes between the two points' true instants (a step the
+    reads missed), the line between them strays from the plant by what the counter cannot say (its
+    resolution: a step's energy at most), and the misplacing may count twice over.
     (A point's own ``err_ns`` is not held to its misplacing here: beside two CPU burners one point in
     six runs was misplaced 8.4 ms against an ``err_ns`` of 4.3 ms — an open question, not a bound.)"""
-    mine = sorted((p for p in read_lines(path) if p.get("type") == POINT and p["key"] == key), key=lambda p: p["t_ns"])
-    watts, start_mj = nv.ramp_w[nvml_index], nv.added_mj[nvml_index]
-    res_ns = COUNTER_RES_J / watts * 1e9 + 1_000
-    off = []
-    for p in mine:
-        true_ns = (nv.t0 + (p["value"] - start_mj) / 1e3 / watts) * 1e9
-        off.append(abs(p["t_ns"] - true_ns))
-    slack_ns = 0.0
+    mine, true_ns, off = misplacing(path, key, nv, nvml_index)
+    phases = planted_phases(nv, nvml_index)
+    slack_j = 0.0
     for t in ends_ns:
         near = ([i for i, p in enumerate(mine) if p["t_ns"] <= t][-1:]
                 + [i for i, p in enumerate(mine) if p["t_ns"] > t][:1])
-        slack_ns += max((off[i] for i in near), default=0.0) + res_ns
-    return watts * slack_ns / 1e9
+        if not near:
+            continue
+        lo = min(min(mine[i]["t_ns"], true_ns[i]) for i in near) / 1e9
+        hi = max(max(mine[i]["t_ns"], true_ns[i]) for i in near) / 1e9
+        watts = planted_watts(phases, lo, hi)
+        res_ns = COUNTER_RES_J / min(watts) * 1e9 + 1_000
+        off_ns = max(off[i] for i in near)
+        slack_j += max(watts) * (off_ns + res_ns) / 1e9
+        if len(near) == 2:
+            a, b = (true_ns[i] / 1e9 for i in near)
+            e_a, e_b = (nv.joules(nvml_index, nv.t0, x) for x in (a, b))
+            stray = [abs(e_a + (e_b - e_a) * (s - a) / (b - a) - nv.joules(nvml_index, nv.t0, s))
+                     for s, _ in phases if a + res_ns / 1e9 < s < b - res_ns / 1e9]
+            if stray:
+                slack_j += max(stray) + max(watts) * 2 * off_ns / 1e9
+    return slack_j
 
 
 def assert_energy(got_j: float, planted_j: float, rel: float, slack_j: float, shown: object) -> None:
@@ -117,28 +186,35 @@ def test_energy_per_row_from_a_stepped_counter_against_a_planted_power_profile(f
         time.sleep(0.05)
     rows = run.records
     assert [r["label"] for r in rows] == ["row"] * len(DURATIONS)
-    errors = []
+    key = "gpu0_energy_mj"  # CUDA 0 is NVML 1
+    points, _, off = misplacing(path, key, nv, 1)
+    # the period learned from the points, 100 ms within what placing them allows, as learned from
+    # each newest 10 (a row's name: the period so far; the balance's: the last)
+    slack_ms = period_slack_ms(off, 100.0)
     for r in rows:
-        planted = nv.joules(1, r["t_start_ns"] / 1e9, r["t_end_ns"] / 1e9)  # CUDA 0 is NVML 1
-        errors.append(r["energy_gpu_j"] / planted - 1)
+        # each row within the issue's 3 % of the planted energy in its own window, plus what
+        # placing the points around its ends allows at the power planted there (a 300->100 W
+        # step inside a row moves its energy by 300 W x a point's misplacing)
+        planted = nv.joules(1, r["t_start_ns"] / 1e9, r["t_end_ns"] / 1e9)
+        slack_j = placing_slack_j(path, key, nv, 1, r["t_start_ns"], r["t_end_ns"])
+        assert_energy(r["energy_gpu_j"], planted, 0.03, slack_j, r)
         short = r["wall_s"] < 0.1
-        # the source names the period learned so far from the steps seen: 100 ms, within what
-        # placing each step allows on a busy machine (101 ms once, beside three CPU burners)
+        # the source names the period learned so far from the steps seen (whole ms): 100 ms
         how = (r"measured:nvml-energy-counter\(share of a (\d+)ms step, by time\)" if short else
                r"measured:nvml-energy-counter\(interpolated between (\d+)ms steps\)")
         named = re.fullmatch(how, r["energy_gpu_j_source"])
-        assert named and abs(int(named.group(1)) - 100) <= 2, r["energy_gpu_j_source"]
-    assert max(abs(e) for e in errors) < 0.03, errors
-    balance = run.report().energy()["balance"]["gpu0_energy_mj"]
-    assert balance["rows"] == len(rows) and balance["period_s"] == pytest.approx(0.1, abs=0.002)
+        assert named and abs(int(named.group(1)) - 100) <= max(slack_ms) + 0.5, (r["energy_gpu_j_source"], slack_ms)
+    balance = run.report().energy()["balance"][key]
+    assert balance["rows"] == len(rows) and balance["period_s"] == pytest.approx(0.1, abs=slack_ms[-1] / 1e3)
     added = balance["rows_j"] + balance["gaps_j"] + balance["outside_j"]
     assert added == pytest.approx(balance["counter_j"], rel=0.01)
-    first = min(p["t_ns"] for p in run.points) / 1e9
-    last = max(p["t_ns"] for p in run.points) / 1e9
-    assert balance["counter_j"] == pytest.approx(nv.joules(1, first, last), rel=0.01)
+    first, last = points[0]["t_ns"], points[-1]["t_ns"]
+    assert_energy(balance["counter_j"], nv.joules(1, first / 1e9, last / 1e9), 0.01,
+                  placing_slack_j(path, key, nv, 1, first, last), balance)
     span = rows[-1]["t_end_ns"] / 1e9 - rows[0]["t_start_ns"] / 1e9
-    assert balance["rows_j"] + balance["gaps_j"] == pytest.approx(
-        nv.joules(1, rows[0]["t_start_ns"] / 1e9, rows[-1]["t_end_ns"] / 1e9), rel=0.01)
+    assert_energy(balance["rows_j"] + balance["gaps_j"],
+                  nv.joules(1, rows[0]["t_start_ns"] / 1e9, rows[-1]["t_end_ns"] / 1e9), 0.01,
+                  placing_slack_j(path, key, nv, 1, rows[0]["t_start_ns"], rows[-1]["t_end_ns"]), balance)
     assert span > 1.9
     # the file keeps the points: a loaded run gives the same balance, and the report shows it
     loaded = gnnmon.load(path)
@@ -319,12 +395,44 @@ def test_a_counter_moving_at_every_read_is_read_not_hunted_however_late_the_read
     assert not slow.continuous and all(p["step"] for p in stepped) and len(stepped) > 50
 
 
+FAILED_READS_SHIM = """
+_read_energy = nvmlDeviceGetTotalEnergyConsumption
+
+
+def nvmlDeviceGetTotalEnergyConsumption(handle):
+    import time
+    try:
+        return _read_energy(handle)
+    except _fake.NVMLError:
+        with open({path!r}, "a") as f:
+            f.write(f"{{handle[1]}} {{time.time_ns()}}\\n")
+        raise
+"""
+
+
+def failed_reads(path) -> dict[int, list[int]]:
+    """The energy reads that raised in the sampler process's fake (see ``FAILED_READS_SHIM``), per
+    NVML index: when each raised (epoch ns). A line still being written is not one yet."""
+    out: dict[int, list[int]] = {}
+    text = path.read_text() if path.exists() else ""
+    for line in text.split("\n")[:-1]:
+        index, t_ns = line.split()
+        out.setdefault(int(index), []).append(int(t_ns))
+    return out
+
+
 def test_an_energy_counter_that_starts_failing_mid_run_is_given_up_not_fatal(fake_cuda, monkeypatch, tmp_path):
-    """NVML's energy read raises from some point on: the sampler retries, gives the counter up after
-    three failures in a row (about a second), and keeps sampling; rows still get utilisation, and
-    those the counter cannot cover say so instead of waiting for it."""
+    """NVML's energy read raises from some point on: the sampler retries (each retry at least
+    ``RETRY_NS`` after the failure before), gives the counter up after three failures in a row
+    (about a second), and keeps sampling; rows still get utilisation, and those the counter cannot
+    cover say so instead of waiting for it."""
+    from gnnmon.timeline.counters import MAX_FAILURES, RETRY_NS
+
     carbon.codecarbon_model()  # imported once: the run starts at once
     nv = FakeNvml(n=2, ramp_w=100.0, period=0.1, energy_fails_at_cue=True).install(monkeypatch, tmp_path)
+    failed = tmp_path / "failed_reads"  # the sampler process's fake writes there each read that raised
+    with open(tmp_path / "pynvml.py", "a") as shim:
+        shim.write(FAILED_READS_SHIM.format(path=str(failed)))
     fake_cuda.current_device()
 
     @cuda_timed(device="cuda:0")
@@ -334,9 +442,16 @@ def test_an_energy_counter_that_starts_failing_mid_run_is_given_up_not_fatal(fak
     with gnnmon.collect(energy=True, sample=0.05) as run:
         for _ in range(4):
             step()
-        fails_at = nv.cue()  # from here on every read raises
-        time.sleep(max(0.0, fails_at + 1.4 - time.time()))  # the counter fails, is retried, given up
+        nv.cue()  # from here on every read raises
+        # the counters fail, are retried and given up: as late as the sampler's reads come
+        deadline = time.monotonic() + 60.0
+        while min(len(failed_reads(failed).get(i, [])) for i in range(nv.n)) < MAX_FAILURES:
+            assert time.monotonic() < deadline, failed_reads(failed)
+            time.sleep(0.02)
         step()
+    for times in failed_reads(failed).values():
+        assert len(times) == MAX_FAILURES  # given up: never read again
+        assert all(b - a >= RETRY_NS for a, b in zip(times, times[1:], strict=False)), times
     rows = run.records
     assert rows[0]["energy_gpu_j"] is not None  # before the failures
     last = rows[-1]
