@@ -312,21 +312,24 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
     steps = {s["index"]: s for s in job["steps"]}
     assert len(steps) == 20
     straggler, paused = steps[5], steps[12]
-    assert straggler["slowest_rank"] == 1 and straggler["via"] == "forward"
     # The delay is rank 1's forward over rank 0's, less their usual lag (each rank's median, over
     # the steps, of its forward less the quicker of the two: at least 0, at most its median
     # forward). So it lies within rank 1's step-5 forward (at least the planted sleep) less rank
     # 0's, less rank 1's median forward at most, plus rank 0's median forward at most: each a
     # phase timer's reading around the work. A busy machine that holds rank 0's own forward up at
     # that step shrinks the delay by as much, and the floor with it.
-    # Whatever the load, the delay named is at least half the plant: a rank 0 held up by more than
-    # half of rank 1's sleep at that very step would leave nothing to tell the plant from the load.
+    # Where that floor is half the plant or more, rank 1 is the slower beyond doubt and the report
+    # must name it; where a busy machine held rank 0's own step-5 forward up by more (its timer says
+    # so), nothing tells the plant from the load, and the straggler is not judged (said at the end).
     forward0 = [r["phase_forward_s"] for r in run.records if r["rank"] == 0]
     forward1 = [r["phase_forward_s"] for r in run.records if r["rank"] == 1]
     floor = STRAGGLER_SLEEP_S - forward0[5] - statistics.median(forward1)
     ceiling = forward1[5] - forward0[5] + statistics.median(forward0)
-    assert max(floor, STRAGGLER_SLEEP_S / 2) <= straggler["delay_s"] <= ceiling, (straggler, forward0, forward1)
-    assert straggler["cause"] == "waiting (rank 1)"  # off the CPU, having given it up (the sleep): not compute
+    told = floor >= STRAGGLER_SLEEP_S / 2
+    if told:
+        assert straggler["slowest_rank"] == 1 and straggler["via"] == "forward", straggler
+        assert floor <= straggler["delay_s"] <= ceiling, (straggler, forward0, forward1)
+        assert straggler["cause"] == "waiting (rank 1)"  # off the CPU, having given it up (the sleep): not compute
     planted_gc = next(r for r in run.records if (r["rank"], r["index"]) == (0, 12))["gc_pause_s"]
     assert paused["slowest_rank"] == 0 and paused["cause"] == "gc (rank 0)"
     assert paused["delay_s"] == pytest.approx(planted_gc) and planted_gc > 0.005
@@ -339,7 +342,7 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
     held = next(r for r in run.records if (r["rank"], r["index"]) == (1, 5))
     slept_ns = held["t_start_ns"] + STRAGGLER_SLEEP_S * 1e9
     assert waiting["t_end_ns"] - waiting["phase_optimizer_s"] * 1e9 >= slept_ns, (waiting, held)
-    assert {s["index"] for s in job["spikes"]} >= {5, 12}
+    assert {s["index"] for s in job["spikes"]} >= ({5, 12} if told else {12})
     gathered = json.loads(procs[0].stdout.strip().splitlines()[-1])  # over the process group, no files
     assert gathered == [[s["index"], s["slowest_rank"], s["cause"]] for s in job["spikes"]]
     assert procs[1].stdout.strip() == ""  # only rank 0 gets the gathered job
@@ -348,7 +351,7 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
     assert "| 0 | step | 20 |" in text and "| 1 | step | 20 |" in text  # per-rank summaries
     cli = subprocess.run([sys.executable, "-m", "gnnmon", "report", str(tmp_path / "job.jsonl")],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert cli.returncode == 0 and "| step | 5 | 1 |" in cli.stdout and "gc (rank 0)" in cli.stdout
+    assert cli.returncode == 0 and "gc (rank 0)" in cli.stdout and ("| step | 5 | 1 |" in cli.stdout or not told)
     # the job's trace: one process per rank, each rank's steps on its own rows track
     events = chrome_trace(run)["traceEvents"]
     names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
@@ -357,6 +360,10 @@ def test_the_cross_rank_report_names_the_planted_straggler_and_the_planted_gc_pa
                 and e["name"] == "step")
     assert slow["dur"] >= 50_000  # rank 1's planted 50 ms, in µs
     assert len([e for e in events if e.get("cat") == "row" and e["name"] == "step"]) == 40
+    if not told:
+        pytest.skip(f"rank 0's own step-5 forward took {forward0[5] * 1e3:.1f} ms (median "
+                    f"{statistics.median(forward0) * 1e3:.1f}): the machine held it up past half the planted "
+                    f"{STRAGGLER_SLEEP_S * 1e3:.0f} ms, so the straggler was not judged; the rest was")
 
 
 def test_a_killed_rank_leaves_the_other_ranks_file_readable(tmp_path):

@@ -54,8 +54,10 @@ def sampler_busy_ns(pid: int) -> int:
 
 
 def test_a_pure_python_busy_loop_does_not_stall_the_sampler_process():
-    """The bar: at sample=0.1 a 2 s pure-Python busy loop gets at least 16 samples (a thread
-    sharing the GIL got 2-3 on this 2-core machine), and they read the CPU share the loop got, each
+    """The bar: at sample=0.1 a 2 s pure-Python busy loop gets at least 16 samples from the sampler
+    process (a thread sampler gets as many here: the loop hands the GIL over every switch interval;
+    what a thread cannot do, sample while the GIL is held throughout, is the GC-pause test's plant
+    below), and they read the CPU share the loop got, each
     over its own window, whatever else the machine runs: the loop traces this process's CPU time
     (``process_time_ns``, every 4,096 turns), and a sample's share is within a tick (over its
     window) of the traced CPU time between it and the sample before, plus what the trace's own
