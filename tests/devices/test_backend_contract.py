@@ -32,23 +32,12 @@ from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.record.manifest import build_manifest
 from tests import xpu_backend
 from tests.fakes import FakeCuda, FakeMps, FakeXpu
+from tests.sampled import count_rss_reads, held_until_sampled
 from tests.stopwatch import Stopwatch
 
 MiB = 2**20
 PLANTED_BYTES = 64 * MiB
 PLANTED_S = 0.05
-
-
-def held_until_sampled(reads: Callable[[], int]) -> None:
-    """Return once the polling thread has read the sampled figure twice from now (``reads``: how
-    many reads so far): its first read then began after now, so what was allocated before is in
-    it, and is folded into every open window (the thread reads again only after folding). Waited
-    for, however late the thread runs; never a fixed hold that a descheduled thread sleeps through."""
-    since = reads()
-    deadline = time.monotonic() + 60
-    while reads() < since + 2:
-        assert time.monotonic() < deadline, "the polling thread never read the figure"
-        time.sleep(0.001)
 
 
 @dataclasses.dataclass
@@ -109,17 +98,7 @@ def planted(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Planted]:
         yield Planted("mps", mps_alloc, mps.launch, lambda: held.append(mps.alloc(MiB)), False, mps_run_out,
                       48 * 2**30, None)
     else:
-        rss_reads = [0]
-        if not HOST.exact:  # the host's RSS sampled: its reads (psutil's) counted
-            import psutil
-
-            memory_info = psutil.Process.memory_info
-
-            def counted(self: Any) -> Any:
-                rss_reads[0] += 1
-                return memory_info(self)
-
-            monkeypatch.setattr(psutil.Process, "memory_info", counted)
+        rss_reads = count_rss_reads(monkeypatch) if not HOST.exact else [0]  # sampled: psutil's reads counted
 
         def cpu_alloc(n: int) -> None:
             t = torch.empty(n, dtype=torch.uint8)

@@ -12,6 +12,7 @@ import torch
 import gnnmon
 from gnnmon import DeviceError, memory_scope, monitor_memory_device
 from gnnmon.devices import get_backend
+from tests.sampled import held_until_sampled
 
 MiB = 2**20
 
@@ -177,23 +178,11 @@ def test_fake_cuda_threads_nesting_stays_correct(fake_cuda):
     assert results["b"]["mem_peak_delta_bytes"] >= 10 * MiB
 
 
-def held_until_sampled(fake_mps) -> None:
-    """Return once the polling thread has read the fake's counter twice from now: its first read
-    then began after now (what was allocated before is in it) and is folded into every open
-    window (the thread reads again only after folding). Waited for, however late the thread
-    runs; never a fixed hold that a descheduled thread sleeps through."""
-    since = fake_mps.reads
-    deadline = time.monotonic() + 60
-    while fake_mps.reads < since + 2:
-        assert time.monotonic() < deadline, "the polling thread never read the counter"
-        time.sleep(0.001)
-
-
 def test_fake_mps_peak_is_sampled_and_labelled(fake_mps):
     @monitor_memory_device(device="mps", sample_interval=0.002)
     def step():
         h = fake_mps.alloc(128 * MiB)
-        held_until_sampled(fake_mps)
+        held_until_sampled(lambda: fake_mps.reads)
         fake_mps.free(h)
 
     with gnnmon.collect() as run:
@@ -239,11 +228,11 @@ def test_fake_mps_misses_a_spike_between_samples(fake_mps):
 def test_fake_mps_nested_windows(fake_mps):
     with memory_scope(device="mps", sample_interval=0.002, label="outer") as outer:
         h = fake_mps.alloc(50 * MiB)
-        held_until_sampled(fake_mps)
+        held_until_sampled(lambda: fake_mps.reads)
         fake_mps.free(h)
         with memory_scope(device="mps", sample_interval=0.002, label="inner") as inner:
             h = fake_mps.alloc(10 * MiB)
-            held_until_sampled(fake_mps)
+            held_until_sampled(lambda: fake_mps.reads)
             fake_mps.free(h)
     assert outer["mem_peak_delta_bytes"] == 50 * MiB
     assert inner["mem_peak_delta_bytes"] == 10 * MiB

@@ -16,6 +16,7 @@ import gnnmon
 from gnnmon import memory_scope, monitor_memory_device
 from gnnmon.devices.host import HOST
 from gnnmon.report.memory.model import RSS_COUNTERS, rss_counter_lag
+from tests.sampled import count_rss_reads, held_until_sampled
 
 MiB = 2**20
 linux_exact = pytest.mark.skipif(not HOST.exact, reason="no resettable VmHWM here")
@@ -176,23 +177,10 @@ def test_sampled_fallback_is_labelled(monkeypatch):
 
     host = HostMemory()
     monkeypatch.setattr(host, "_mode", "sampled")
-    reads = [0]  # the host's RSS samples (psutil's reads)
-    memory_info = psutil.Process.memory_info
-
-    def counted(self):
-        reads[0] += 1
-        return memory_info(self)
-
-    monkeypatch.setattr(psutil.Process, "memory_info", counted)
+    reads = count_rss_reads(monkeypatch)
     token = host.open(False, 0.005)
     t = torch.ones(100 * MiB, dtype=torch.uint8)
-    # held until the polling thread has read RSS twice from now: its first read began after the
-    # tensor was touched and was folded into the window before the second (waited for, however
-    # late the thread runs, never a fixed hold a descheduled thread sleeps through)
-    since, deadline = reads[0], time.monotonic() + 60
-    while reads[0] < since + 2:
-        assert time.monotonic() < deadline, "the polling thread never read RSS"
-        time.sleep(0.001)
+    held_until_sampled(lambda: reads[0])
     del t
     window = host.close(token)  # raw counters: the row's rss_* figures are named by the measurement
     assert window.how == "sampled:psutil@5ms"
