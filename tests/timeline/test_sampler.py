@@ -53,6 +53,26 @@ def sampler_busy_ns(pid: int) -> int:
     return total
 
 
+def traced_share(trace: list[tuple[int, int]], before: dict, sample: dict) -> tuple[float, float, int, int, int]:
+    """The CPU share (%) this process got in ``sample``'s window (from ``before``'s stamp to its
+    own), read off ``trace`` (``(epoch ns, this process's CPU ns)``, in time order, around the
+    window), and what a reading of it may be off by: a tick of the kernel's CPU count (over the
+    window) and the trace's steps around either stamp, where the interpolation may be off. Also
+    the window (ns) and those two steps (ns)."""
+    times = [t for t, _ in trace]
+
+    def cpu_ns(t: int) -> tuple[float, int]:
+        assert trace[0][0] <= t <= trace[-1][0], "a window outside the trace"
+        i = min(max(bisect.bisect_left(times, t), 1), len(trace) - 1)
+        (t0, c0), (t1, c1) = trace[i - 1], trace[i]
+        return c0 + (c1 - c0) * (t - t0) / max(t1 - t0, 1), c1 - c0
+
+    window_ns = sample["t_ns"] - before["t_ns"]
+    (c0, step0), (c1, step1) = cpu_ns(before["t_ns"]), cpu_ns(sample["t_ns"])
+    return (100 * (c1 - c0) / window_ns, 100 * (CPU_TICK_S * 1e9 + step0 + step1) / window_ns, window_ns,
+            step0, step1)
+
+
 def test_a_pure_python_busy_loop_does_not_stall_the_sampler_process():
     """The bar: at sample=0.1 a 2 s pure-Python busy loop gets at least 16 samples from the sampler
     process (a thread sampler gets as many here: the loop hands the GIL over every switch interval;
@@ -94,24 +114,12 @@ def test_a_pure_python_busy_loop_does_not_stall_the_sampler_process():
     late_ns = sum(s["late_s"] * 1e9 for s in late)  # + per sample: the slack, select's rounding to a µs
     assert late_ns <= busy1 - busy0 + len(late) * (slack_ns + 1_000) + CPU_TICK_S * 1e9, (
         late_ns, busy1 - busy0, [s["late_s"] for s in inside])
-    times = [t for t, _ in trace]
-
-    def cpu_ns(t: int) -> tuple[float, int]:
-        """This process's CPU time at ``t`` (interpolated in the trace) and the CPU time of the
-        trace's step around ``t``: how far the interpolation may be off."""
-        i = min(max(bisect.bisect_left(times, t), 1), len(trace) - 1)
-        (t0, c0), (t1, c1) = trace[i - 1], trace[i]
-        return c0 + (c1 - c0) * (t - t0) / max(t1 - t0, 1), c1 - c0
-
     # a sample's window runs from the one before that has a reading (one under 15 ms after it has
     # none, and the next reads both); the first's window began before a: it is not judged
     measured = [s for s in inside if s["cpu_util_pct"] is not None]
     excess = []  # per sample: how far its reading is off its window's share, less what is allowed
     for before, s in zip(measured, measured[1:], strict=False):
-        window_ns = s["t_ns"] - before["t_ns"]
-        (c0, step0), (c1, step1) = cpu_ns(before["t_ns"]), cpu_ns(s["t_ns"])
-        share = 100 * (c1 - c0) / window_ns
-        allowed = 100 * (CPU_TICK_S * 1e9 + step0 + step1) / window_ns
+        share, allowed, *_ = traced_share(trace, before, s)
         excess.append(abs(s["cpu_util_pct"] - share) - allowed)
     assert statistics.median(excess) <= 0, excess  # it saw the busy loop, window by window
 
@@ -594,16 +602,6 @@ def test_no_sample_reads_a_utilisation_over_a_window_the_kernel_cannot_resolve()
         busy()
         trace.append((time.time_ns(), time.process_time_ns()))
     row = run.records[0]
-    times = [t for t, _ in trace]
-
-    def cpu_ns(t: int) -> tuple[float, int]:
-        """This process's CPU time at ``t`` (interpolated in the trace) and the CPU time of the
-        trace's step around ``t``: how far the interpolation may be off."""
-        assert trace[0][0] <= t <= trace[-1][0], "a window outside the trace"
-        i = min(max(bisect.bisect_left(times, t), 1), len(trace) - 1)
-        (t0, c0), (t1, c1) = trace[i - 1], trace[i]
-        return c0 + (c1 - c0) * (t - t0) / max(t1 - t0, 1), c1 - c0
-
     measured = [s for s in run.samples if s["cpu_util_pct"] is not None]
     cores = os.cpu_count() or 1
     # no reading over a window the kernel cannot resolve: the CPU of a window of at least
@@ -613,11 +611,7 @@ def test_no_sample_reads_a_utilisation_over_a_window_the_kernel_cannot_resolve()
     for before, s in zip(measured, measured[1:], strict=False):
         if before["t_ns"] < trace[0][0] or s["t_ns"] > trace[-1][0]:
             continue  # the first reading's window began before the trace; the stop's ends after it
-        window_ns = s["t_ns"] - before["t_ns"]
-        (c0, step0), (c1, step1) = cpu_ns(before["t_ns"]), cpu_ns(s["t_ns"])
-        share = 100 * (c1 - c0) / window_ns
-        judged[s["t_ns"]] = (s["cpu_util_pct"], share, 100 * (CPU_TICK_S * 1e9 + step0 + step1) / window_ns,
-                             window_ns, step0, step1)
+        judged[s["t_ns"]] = (s["cpu_util_pct"], *traced_share(trace, before, s))
     in_row = samples_in(run.samples, row["t_start_ns"], row["t_end_ns"])
     assert row["util_samples"] == len(in_row)
     busy_ones = [judged[s["t_ns"]] for s in in_row if s["cpu_util_pct"] is not None]
