@@ -2,7 +2,8 @@
 # The suite on fresh clones beside two CPU-burning processes: a test bound by the machine's speed
 # fails here first. Each run clones COMMIT afresh (with ../shared beside it, as CI has), makes its
 # venv and docs tooling quietly, then runs `make test` with two busy loops beside it; one line a run
-# goes to WORK/summary. Exits 1 if any run failed.
+# goes to WORK/summary. A run's clone (2.5 GB with its venv) is removed once it ends, its logs kept
+# (KEEP=1 keeps it): five runs' clones filled this VM's disk. Exits 1 if any run failed.
 #
 #   .ci/loaded_suite.sh [COMMIT] [RUNS] [WORK]     (defaults: HEAD, 5, /tmp/gnnmon-loaded)
 set -uo pipefail
@@ -27,6 +28,7 @@ for i in $(seq 1 "$runs"); do
     if ! make -C "$d/main" venv docs >"$d/setup.log" 2>&1; then
         echo "run $i $commit: set-up failed (see $d/setup.log)" | tee -a "$work/summary"
         failed=1
+        [ "${KEEP:-0}" = 1 ] || rm -rf "$d/main" "$d/shared"
         continue
     fi
     t1=$(date +%s)
@@ -39,6 +41,7 @@ for i in $(seq 1 "$runs"); do
     stop_burners
     t2=$(date +%s)
     [ "$rc" -ne 0 ] && failed=1
+    [ "${KEEP:-0}" = 1 ] || rm -rf "$d/main" "$d/shared"
     echo "run $i $commit: rc $rc, set-up $((t1 - t0)) s, suite $((t2 - t1)) s: $(grep -E '[0-9]+ (passed|failed)' "$d/test.log" | tail -1)" \
         | tee -a "$work/summary"
 done
