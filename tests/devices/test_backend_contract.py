@@ -9,6 +9,7 @@ text of the errors."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
@@ -34,6 +35,7 @@ from tests import xpu_backend
 from tests.fakes import FakeCuda, FakeMps, FakeXpu
 from tests.sampled import count_rss_reads, held_until_sampled
 from tests.stopwatch import Stopwatch
+from tests.waits import Waits
 
 MiB = 2**20
 PLANTED_BYTES = 64 * MiB
@@ -43,8 +45,9 @@ PLANTED_S = 0.05
 @dataclasses.dataclass
 class Planted:
     """How a test plants memory and device work on one kind, how it marks the kind in use, how it
-    runs out of memory on it (the kind's own error, ``requested`` bytes in its text or None), and
-    which process-group backend runs collectives on it (None: none does, the host runs them)."""
+    runs out of memory on it (the kind's own error, ``requested`` bytes in its text or None),
+    which process-group backend runs collectives on it (None: none does, the host runs them), and
+    the fake device whose clock the planted work runs on (None: the host's, a sleep)."""
 
     type: str
     alloc_and_free: Callable[[int], None]
@@ -54,6 +57,7 @@ class Planted:
     run_out: Callable[[], None]
     requested: int | None
     collectives: str | None
+    fake: Any = None
 
 
 @pytest.fixture(params=["cpu", "cuda", "mps", "xpu"])
@@ -77,7 +81,7 @@ def planted(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Planted]:
 
         try:
             yield Planted(kind, gpu_alloc, fake.launch, lambda: fake.free(fake.alloc(MiB, 0)), True, gpu_run_out,
-                          2 * fake.total if kind == "cuda" else None, "nccl" if kind == "cuda" else "xccl")
+                          2 * fake.total if kind == "cuda" else None, "nccl" if kind == "cuda" else "xccl", fake)
         finally:
             if kind == "xpu":
                 unregister_backend("xpu")
@@ -96,7 +100,7 @@ def planted(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Planted]:
                                "max allowed: 24.00 GB). Tried to allocate 48.00 GB on private pool.")
 
         yield Planted("mps", mps_alloc, mps.launch, lambda: held.append(mps.alloc(MiB)), False, mps_run_out,
-                      48 * 2**30, None)
+                      48 * 2**30, None, mps)
     else:
         rss_reads = count_rss_reads(monkeypatch) if not HOST.exact else [0]  # sampled: psutil's reads counted
 
@@ -143,24 +147,49 @@ def test_a_planted_allocation_reads_as_the_call_s_peak_on_every_kind(planted):
     assert row["mem_end_bytes"] - row["mem_start_bytes"] < PLANTED_BYTES / 2  # freed again
 
 
-def test_planted_device_work_reads_as_the_call_s_device_time_on_every_kind(planted):
+def host_waits(fake: Any) -> tuple[int, int]:
+    """The waits for its device a fake counts itself, whoever made them: ``torch.<kind>.synchronize``
+    calls (a list of devices on the fake CUDA, a count on the fake MPS) and event synchronizes."""
+    syncs = fake.sync_calls
+    return (len(syncs) if isinstance(syncs, list) else syncs), fake.event_syncs
+
+
+def test_planted_device_work_reads_as_the_call_s_device_time_on_every_kind(planted, monkeypatch):
     @cuda_timed(device=planted.type)
     def step() -> None:
         planted.work(PLANTED_S)
 
+    fake = planted.fake
+    waits = Waits(fake, monkeypatch) if fake is not None else None
+    before = host_waits(fake) if fake is not None else None
     with gnnmon.collect() as run:
         with Stopwatch() as around:
-            step()
+            with waits.during() if waits is not None else contextlib.nullcontext():
+                step()
+            returned = time.perf_counter()  # on the fakes' clock
+            after = host_waits(fake) if fake is not None else None
     (row,) = run.records
     # the planted work is the floor (a sleep never returns early; a fake device runs its work to the
     # planted second); the ceiling is the host's time around the call: the host's own, or on an
     # idle device the planted work plus the host's time from the start event to the launch
     top = PLANTED_S + around.s if row["device_s_source"] == "events" else around.s
     assert PLANTED_S - 1e-6 <= row["device_s"] <= top + 1e-6
-    if BACKENDS[planted.type].accelerator and row["device_s_source"] == "events":
-        assert row["wall_s"] < PLANTED_S  # the host only launched the work
-    else:
+    assert row["wall_s"] <= around.s
+    if not (BACKENDS[planted.type].accelerator and row["device_s_source"] == "events"):
         assert row["wall_s"] >= PLANTED_S * 0.9
+        return
+    # Timed with events, the host only launched the work: the call waited for its device in none of
+    # the ways a host waits (synchronize, an event's synchronize, an event polled), counted by the
+    # fake whatever the load ...
+    assert waits is not None and waits.on() == {} and after == before, (waits.on(), before, after)
+    # ... and it returned before the planted work ended on the fake device's own clock: the work was
+    # queued on an idle device, so it ends PLANTED_S after its launch. A host held up for longer
+    # than that between the launch and the return (a loaded machine) returns after the work ended
+    # however it waited, and nothing then tells it from a call that waited.
+    if returned >= fake.free_at:
+        pytest.skip(f"the host returned {(returned - fake.free_at) * 1e3:.1f} ms after the planted "
+                    f"{PLANTED_S * 1e3:.0f} ms of device work ended (held up past the plant); no wait "
+                    "was counted, but a return before the work ended could not be judged")
 
 
 def test_a_call_without_a_device_is_measured_on_the_kind_in_use(planted):
