@@ -19,6 +19,7 @@ import torch.utils.checkpoint
 import gnnmon
 from gnnmon.measure import auto_steps
 from gnnmon.measure.auto_steps import BACKWARD_RAISED, BACKWARD_SEEN_BY, AutoSteps
+from tests.stopwatch import Stopwatch
 
 MONITORING = sys.version_info >= (3, 12)
 needs_monitoring = pytest.mark.skipif(not MONITORING, reason="sys.monitoring (PEP 669) is Python 3.12+: below it "
@@ -128,12 +129,15 @@ def test_a_backward_that_raises_is_left_out_of_its_row_s_time_and_said():
     dropped phase is said, and the next forward is not marked inside a backward."""
     model = Model()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    clocks: list[Stopwatch] = []  # the host's time around each step's backward call
     with engine() as (found, run, summary):
         for i in range(4):
             loss = model(torch.randn(4, 2)).sum()
             SlowBackward.raising = i == 1
             try:
-                loss.backward()
+                with Stopwatch() as clock:
+                    clocks.append(clock)
+                    loss.backward()
             except RuntimeError:
                 continue
             finally:
@@ -143,9 +147,17 @@ def test_a_backward_that_raises_is_left_out_of_its_row_s_time_and_said():
     assert [(r["backward_calls"], r["updates"]) for r in run.records] == [(1, 1), (2, 1), (1, 1)]
     joined = run.records[1]
     assert BACKWARD_RAISED in joined["notes"]
-    assert BWD <= joined["phase_backward_s"] < 5 * BWD  # the good backward's time alone
+    # the good backward's time alone: the phase is read inside step 3's backward call, so its own
+    # clock is the ceiling, whatever the load. The raised one slept 5 x BWD: a phase that summed
+    # both would be at least 5 x BWD + BWD, above that ceiling wherever the ceiling is below it
+    good = clocks[2]
+    assert BWD <= joined["phase_backward_s"] <= good.s, (joined["phase_backward_s"], good.s)
     assert "phase_forward_in" not in joined
     assert all(BACKWARD_RAISED not in r["notes"] for r in (run.records[0], run.records[2]))
+    if good.s >= 6 * BWD:
+        pytest.skip(f"load held step 3's good backward for {good.s:.3f} s, past the {6 * BWD:.3f} s that the "
+                    "raised backward's planted 5 x BWD and the good one's BWD add up to: a phase within it "
+                    "cannot be told from one that summed both, so that the raised one is left out is not shown")
 
 
 @needs_monitoring

@@ -14,7 +14,7 @@ import torch
 import gnnmon
 from gnnmon.devices.host import HOST
 from gnnmon.measure.layer_watch import find_layers
-from gnnmon.report.layer_table import layer_table
+from gnnmon.report.layer_table import TIME_SHARE, layer_table
 from tests.stopwatch import Stopwatch
 
 pyg = pytest.importorskip("torch_geometric")
@@ -131,7 +131,14 @@ def warm_up() -> None:
 def test_planted_sleep_and_allocation_name_the_second_layer_on_the_cpu():
     warm_up()
     clocks: list[tuple[Stopwatch, Stopwatch]] = []
-    run = run_steps(Net(), clocks=clocks)
+    planted: dict[str, list[Stopwatch]] = {"forward": [], "backward": []}
+
+    def timed_plant(phase: str) -> None:
+        with Stopwatch() as inside:
+            cpu_plant(phase)
+        planted[phase].append(inside)
+
+    run = run_steps(Net(plant=timed_plant), clocks=clocks)
     table = {e["layer"]: e for e in run.report().layers()}
     assert table["conv2"]["forward_s"] >= SLEEP_S
     assert table["conv2"]["backward_s"] >= BACKWARD_SLEEP_S
@@ -146,11 +153,29 @@ def test_planted_sleep_and_allocation_name_the_second_layer_on_the_cpu():
     # the table's figures are medians of these rows'
     assert table["conv1"]["forward_s"] <= max(forward_top)
     assert table["conv1"]["backward_s"] <= max(backward_top)
-    assert table["conv2"]["time_share"] > 0.5 and table["conv2"]["time_share"] == max(
-        e["time_share"] for e in table.values())  # most of it, however slow a loaded machine makes the rest
-    assert any("conv2 takes" in a for a in table["conv2"]["advice"])
+    # conv2's share, (its time) / (its time + the rest's), rises with its time and falls with the
+    # rest's. The host's time inside the plant (its sleep and allocation, each clocked around the
+    # call) is conv2's alone: inside conv2's windows, outside conv1's and the head's, which are
+    # disjoint and all inside the step's two clocks. So in each row conv2's time is at least the
+    # plant's and the rest's at most the clocks' less the plant's. The table leaves the first
+    # watched row out, and each of its figures is the median of the two left: their mean
+    assert table["conv2"]["rows"] == 2 and len(planted["forward"]) == len(planted["backward"]) == 3
+    plant = [f.s + b.s for f, b in zip(planted["forward"][1:], planted["backward"][1:], strict=True)]
+    step = [forward.s + backward.s for forward, backward in clocks[1:]]
+    floor = sum(plant) / sum(step)  # mean plant / (mean plant + mean of the rest's ceiling)
+    assert table["conv2"]["time_share"] >= floor, (table["conv2"]["time_share"], plant, step)
+    # conv2's time is at least the mean plant, any other layer's at most the mean step less it:
+    # where that floor is above half (TIME_SHARE), conv2 holds the largest share and is named
+    told = floor > TIME_SHARE
+    if told:
+        assert table["conv2"]["time_share"] == max(e["time_share"] for e in table.values())
+        assert any("conv2 takes" in a for a in table["conv2"]["advice"])
+    skips = [] if told else [
+        f"load held the watched steps for {sum(step) / 2:.3f} s on average, of which the plant took "
+        f"{sum(plant) / 2:.3f} s: conv2's share has a floor of {floor:.2f} only, so that it is the largest "
+        "and named cannot be told from the load"]
     if not HOST.exact:
-        pytest.skip(f"layer memory needs exact RSS windows: {HOST.why_sampled}")
+        pytest.skip("; ".join([f"layer memory needs exact RSS windows: {HOST.why_sampled}", *skips]))
     # RSS moves by pages as other memory is freed and reused beside the plant: within 1 MiB under it
     for row in run.records:  # every watched row, the first included (torch and PyG warmed up)
         assert PLANT_BYTES - MiB <= row["layer_conv2_peak_delta_bytes"] < PLANT_BYTES + 8 * MiB
@@ -159,6 +184,8 @@ def test_planted_sleep_and_allocation_name_the_second_layer_on_the_cpu():
         # (8 MiB, far above the host's RSS resolution of 1.75 MiB on 2 CPUs) is memory not its own
         assert row["layer_conv1_peak_delta_bytes"] < PLANT_BYTES // 8, row
         assert row["layer_conv1_backward_peak_delta_bytes"] < PLANT_BYTES // 8, row
+    if skips:
+        pytest.skip("; ".join(skips))
 
 
 def test_message_output_and_saved_bytes_are_the_tensors_sizes():
