@@ -51,7 +51,8 @@ KINDS = (MANIFEST, ROW, GC, SAMPLE, POINT, MARKER, END, SAME)
 energy counter's point (``key``, ``t_ns``, ``value``, ``err_ns``, ``step``), a marker, the end
 line, and (version 1 files only) a set of fields repeated on rows."""
 
-SAMPLE_NOT_FIGURES = frozenset({"t_ns", "late_s", "interval_s", "sampler_cpu_s", "children", "rank", "cpu_time_s"})
+SAMPLE_NOT_FIGURES = frozenset({"t_ns", "late_s", "read_s", "interval_s", "sampler_cpu_s", "children", "rank",
+                                "cpu_time_s"})
 """A sample line's fields that are about the sample (or a running total), not the machine now."""
 
 SAME_FIELD = "same"

@@ -182,15 +182,16 @@ class Agent:
     # -- one sample ------------------------------------------------------------------------------
     def sample(self, due_ns: int) -> list[dict[str, Any]]:
         """A sample (``due_ns``: when it was due, epoch ns) and the points of the counters read
-        with it (those that are current when read)."""
-        now = time.time_ns()
-        late = max(0.0, (now - due_ns) / 1e9)
-        self.max_late_s = max(self.max_late_s, late)
+        with it (those that are current when read). The sample is stamped at the middle of its own
+        reads (``t_ns``; ``read_s``: their span, so each figure was read within ``t_ns ± read_s/2``):
+        NVML's queries take milliseconds a GPU, and a stamp taken before them places the figures
+        early by all of that."""
         out: list[dict[str, Any]] = []
-        for counter in self.counters:
+        for counter in self.counters:  # each point stamped at its own read
             if counter.continuous and (point := counter.read_now()) is not None:
                 out.append(point | {"m": "point"})
-        sample: dict[str, Any] = {"m": "sample", "t_ns": now, "late_s": late,
+        start = time.time_ns()
+        sample: dict[str, Any] = {"m": "sample", "t_ns": start, "late_s": 0.0,
                                   "interval_s": self.interval_ns / 1e9}
         try:
             sample.update(self.probe.sample(self._cpu() if self.mode == "process" else 0.0))
@@ -200,6 +201,11 @@ class Agent:
             sample["probe_error"] = f"{type(exc).__name__}: {exc}"
         if self.nvml.ok:
             sample.update(self.nvml.sample())
+        end = time.time_ns()
+        t_ns = sample["t_ns"] = (start + end) // 2
+        late = sample["late_s"] = max(0.0, (t_ns - due_ns) / 1e9)  # t_ns - late_s: when it was due
+        sample["read_s"] = (end - start) / 1e9
+        self.max_late_s = max(self.max_late_s, late)
         sample["sampler_cpu_s"] = self._cpu()
         self.samples += 1
         out.append(sample)

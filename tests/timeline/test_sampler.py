@@ -645,3 +645,36 @@ def test_no_sample_reads_a_utilisation_over_a_window_the_kernel_cannot_resolve()
     assert probe.measure(1, 10.0, 100.0) is None
     assert probe.measure(1, 10.001, 100.0 + MIN_UTIL_WINDOW_S / 2) is None
     assert probe.measure(1, 10.05, 100.1) == pytest.approx(50.0)
+
+
+def test_a_sample_is_stamped_at_the_middle_of_its_reads(monkeypatch, tmp_path):
+    """NVML's queries take milliseconds a GPU: a sample's figures are read across that span, and
+    its stamp is the span's middle, the span said (``read_s``), so every figure was read within
+    ``t_ns ± read_s/2``. Planted: each of two fake GPUs' temperature query sleeps 20 ms and notes
+    when it returned; a stamp taken before the reads would lie 20-40 ms before them."""
+    from gnnmon.timeline.agent import Agent
+    from tests.fake_nvml import FakeNvml
+
+    plant_ns = 20_000_000
+    fake = FakeNvml(n=2)
+    read_at: list[int] = []
+    query = fake.nvmlDeviceGetTemperature
+
+    def slow_temperature(handle, kind):
+        time.sleep(plant_ns / 1e9)
+        read_at.append(time.time_ns())
+        return query(handle, kind)
+
+    fake.nvmlDeviceGetTemperature = slow_temperature  # before install: the fake module binds it
+    fake.install(monkeypatch, tmp_path)
+    agent = Agent({"pid": os.getpid(), "interval": 1.0})
+    due = time.time_ns()
+    (sample,) = [m for m in agent.sample(due) if m["m"] == "sample"]
+    after = time.time_ns()
+    assert len(read_at) == 2 and sample["gpu1_temp_c"] == 55
+    span_ns = sample["read_s"] * 1e9
+    assert span_ns >= 2 * plant_ns  # both planted sleeps inside the sample's reads
+    for t in read_at:
+        assert abs(t - sample["t_ns"]) <= span_ns / 2 + 1, (t - sample["t_ns"], span_ns)
+    assert due <= sample["t_ns"] - span_ns / 2 + 1 and sample["t_ns"] + span_ns / 2 <= after + 1
+    assert sample["t_ns"] - sample["late_s"] * 1e9 == pytest.approx(due, abs=2)  # when it was due
