@@ -23,6 +23,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import torch
+
 from tests import fakes
 
 
@@ -65,6 +67,11 @@ class Waits:
             mark(event, stream)
 
         monkeypatch.setattr(fake, "synchronize", synchronize)
+        for module in (torch.cuda, getattr(torch, "xpu", None), getattr(torch, "mps", None)):
+            # the fake's install bound ``torch.<kind>.synchronize`` to its method: that name is the
+            # one a backend calls, so it is wrapped too (else such a wait would go uncounted)
+            if module is not None and getattr(module, "synchronize", None) == sync:
+                monkeypatch.setattr(module, "synchronize", synchronize)
         monkeypatch.setattr(fakes._FakeEvent, "synchronize", event_synchronize)
         monkeypatch.setattr(fakes._FakeEvent, "query", event_query)
         monkeypatch.setattr(fakes._FakeEvent, "mark", event_mark)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+import torch
 
 import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device, phase, timed
@@ -268,3 +270,25 @@ def test_stacked_memory_and_timing_fill_one_row():
             step()
     (row,) = run.records
     assert LOW <= inside(body) <= row["wall_s"] <= outer.s and row["mem_peak_bytes"] is not None
+
+
+def test_waits_counts_each_way_a_host_waits(fake_cuda, monkeypatch):
+    """The counter the "host never waited" tests rest on: a planted ``torch.cuda.synchronize()``,
+    an event's ``synchronize()`` and a query loop are each counted, on this thread (a
+    ``{}`` from :class:`Waits` means no wait, not an uncounted one)."""
+    waits = Waits(fake_cuda, monkeypatch)
+    with waits.during():
+        fake_cuda.launch(0.02)
+        torch.cuda.synchronize()
+        fake_cuda.launch(0.02)
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        event.synchronize()
+        fake_cuda.launch(0.02)
+        event.record()
+        while not event.query():
+            time.sleep(0.001)
+    counted = waits.on()
+    assert counted.keys() == {"sync", "event_sync", "poll"}, counted
+    assert counted["sync"] == 1 and counted["event_sync"] == 1 and counted["poll"] >= 1  # a query per ms till done
+    assert waits.on(threading.Thread()) == {}  # another thread made none
