@@ -21,16 +21,18 @@ def held_until_sampled(reads: Callable[[], int]) -> None:
         time.sleep(0.001)
 
 
-def count_rss_reads(monkeypatch: Any) -> list[int]:
-    """Count the host's sampled RSS reads (psutil's ``Process.memory_info``) for one test: the
-    returned list's one item is the count so far."""
+def count_rss_reads(monkeypatch: Any, pid: int | None = None) -> list[int]:
+    """Count the host's sampled RSS reads (psutil's ``Process.memory_info``) for one test, of
+    ``pid`` only if given (a sample of children's RSS reads each child in turn): the returned
+    list's one item is the count so far."""
     import psutil
 
     reads = [0]
     memory_info = psutil.Process.memory_info
 
     def counted(self: Any) -> Any:
-        reads[0] += 1
+        if pid is None or self.pid == pid:
+            reads[0] += 1
         return memory_info(self)
 
     monkeypatch.setattr(psutil.Process, "memory_info", counted)

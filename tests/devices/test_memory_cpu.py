@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
 
 import psutil
 import pytest
@@ -140,21 +139,6 @@ CHILD = ("import sys; print('started', flush=True); sys.stdin.readline(); b=byte
 """A worker that allocates and touches a buffer when told, says so, and holds it until told again."""
 
 
-def count_rss_reads_of(pid: int, monkeypatch: Any) -> list[int]:
-    """:func:`tests.sampled.count_rss_reads` for one process: psutil's RSS reads of ``pid`` only
-    (a sample of children's RSS reads each child in turn, and this process may have others)."""
-    reads = [0]
-    memory_info = psutil.Process.memory_info
-
-    def counted(self: Any) -> Any:
-        if self.pid == pid:
-            reads[0] += 1
-        return memory_info(self)
-
-    monkeypatch.setattr(psutil.Process, "memory_info", counted)
-    return reads
-
-
 def others(worker: int) -> dict[int, int]:
     """RSS of this process's descendants but ``worker``, by pid (psutil's: gnnmon's sampler
     process and Python's helpers, which gnnmon leaves out of the children's figure, included)."""
@@ -185,7 +169,7 @@ def test_include_children_counts_a_worker_process(monkeypatch):
     try:
         assert p.stdout.readline().strip() == b"started"
         worker = psutil.Process(p.pid)
-        reads = count_rss_reads_of(p.pid, monkeypatch)
+        reads = count_rss_reads(monkeypatch, p.pid)
 
         @monitor_memory_device(include_children=True, sample_interval=0.01, device="cpu")
         def work_in_worker():
