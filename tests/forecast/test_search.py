@@ -8,16 +8,19 @@ it has run."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 
 from gnnmon.data.table import Table
 from gnnmon.forecast.search import search
-from gnnmon.report.memory.model import fit
+from gnnmon.report.memory.model import fit, format_bytes
 
 
-def planted(slope: float):
+def planted(slope: float, const: float = 1000.0):
     def peak(k: int) -> float:
-        return 1000.0 + slope * k
+        return const + slope * k
 
     rows = [{"label": "s", "index": i, "num_nodes": 10 * k, "num_edges": 20 * k, "mem_peak_bytes": peak(k)}
             for i, k in enumerate(range(1, 31))]
@@ -118,3 +121,215 @@ def test_the_answer_is_measured_again_after_larger_probes_ran_and_one_over_moves
     assert last["size"] == found.batch_size and last["fits"], found.summary()
     assert peak_now(found.batch_size) <= target  # ... so run again in the state the search left, it is under
     assert found.over is not None and found.off_by is not None and found.off_by <= 0.05
+
+
+def said(found, peak, model) -> list[str]:
+    """Each probe's line as the summary should print it, from the plant: 10 nodes and 20 edges an
+    item, the planted peak (or the error), and the planted model's upper bound at that shape."""
+    out = []
+    for p in found.probes:
+        k = p["size"]
+        upper = model.predict(num_nodes=10 * k, num_edges=20 * k).upper_bytes if model.trusted else math.nan
+        seen = (f"peaked at {format_bytes(peak(k))}" if p["peak_bytes"] is not None
+                else f"ran out of memory ({p['error']})")
+        out.append(f"  {'re-check' if p['recheck'] else 'probe'} {k:,} items ({10 * k:,} nodes, {20 * k:,} edges): "
+                   f"forecast {'-' if math.isnan(upper) else format_bytes(upper)}, {seen}")
+    return out
+
+
+def test_the_summary_says_the_answer_its_bracket_and_each_probe_in_words():
+    """A planted step of 100 + 7·k bytes (every peak under 1 KiB, so each figure prints to the byte)
+    and a target at 40 items' peak: the answer is within 5 % under 40, the smallest size over it
+    above 40, and the answer, measured before that larger probe ran, is measured again last."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    found = search(probe, refit, [(k, shape(k), peak(k)) for k in (1, 2)], count=5000, capacity=int(peak(40)),
+                   fraction=1.0, probes=12)
+    b, over = found.batch_size, found.over
+    assert 0.95 * 40 <= b <= 40 and over is not None and over > 40, found.summary()
+    assert found.probes[-1]["recheck"] and found.probes[-1]["size"] == b and found.probes[-1]["fits"]
+    assert not any(p["recheck"] for p in found.probes[:-1])
+    assert found.summary().splitlines() == [
+        f"batch size {b}: the largest measured under {format_bytes(peak(40))} ({len(found.probes)} probes; "
+        f"closed within 5%; {over} was over it: the answer is at most {(over - 1) / b - 1:.1%} below the limit)",
+        *said(found, peak, refit())]
+    assert found.off_by == (over - 1) / b - 1  # the limit is at most one below the smallest size over the target
+
+
+def test_the_summary_of_a_search_that_fits_the_loaders_whole_set_says_no_batch_is_larger():
+    """20 items, each batch under the target (40 items' peak): the answer is all 20."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    found = search(probe, refit, [(k, shape(k), peak(k)) for k in (1, 2)], count=20, capacity=int(peak(40)),
+                   fraction=1.0, probes=12)
+    assert found.batch_size == 20 and found.over is None and found.off_by is None
+    assert found.summary().splitlines() == [
+        f"batch size 20: the largest measured under {format_bytes(peak(40))} ({len(found.probes)} probes; "
+        "the loader's whole set (20 items) fits; no batch is larger)", *said(found, peak, refit())]
+
+
+def test_the_summary_of_a_search_stopped_by_its_probes_says_the_limit_may_be_further_above():
+    """One probe allowed, under a target at 40 items' peak: it fits (the model is exact), nothing
+    over the target was measured, and the summary says the limit may lie above."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    found = search(probe, refit, [(k, shape(k), peak(k)) for k in (1, 2)], count=5000, capacity=int(peak(40)),
+                   fraction=1.0, probes=1)
+    assert len(tried) == 1 and found.batch_size == tried[0] <= 40 and found.over is None and found.off_by is None
+    assert found.summary().splitlines() == [
+        f"batch size {tried[0]}: the largest measured under {format_bytes(peak(40))} (1 probe; 1 probes made; "
+        "no size over it was tried: the limit may be further above)", *said(found, peak, refit())]
+
+
+def test_where_one_item_is_over_the_target_nothing_fits_and_the_summary_says_by_how_much():
+    """A target 1 byte under one item's peak, one item measured over it: nothing is probed, and the
+    message gives the upper bound of one item's heaviest batch (here twice as dense in edges as the
+    calibration's, so the split of the cost onto edges, which the model cannot tell from nodes,
+    bounds it) and the planted 100-byte constant."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    model = refit()
+    assert "num_edges" in model.confounded
+
+    def heaviest(k: int) -> dict[str, float]:
+        return {"num_nodes": 10 * k, "num_edges": 40 * k, "num_graphs": 1}
+
+    target = peak(1) - 1
+    found = search(probe, refit, [(1, shape(1), peak(1)), (2, shape(2), peak(2))], count=5000, capacity=int(target),
+                   fraction=1.0, probes=12, heaviest=heaviest)
+    upper = model.predict(num_nodes=10, num_edges=40).upper_bytes
+    assert upper > model.predict(num_nodes=10).upper_bytes  # the edges' split is the higher one
+    assert tried == [] and found.batch_size == 0 and found.over == 1 and found.off_by is None
+    assert found.summary() == (
+        f"batch size 0: the largest measured under {format_bytes(target)} (0 probes; nothing fits: a batch of one "
+        f"item is forecast at up to {format_bytes(upper)} (the model's constant 100 B), over the target "
+        f"{format_bytes(target)}: a smaller model or batch item, a larger device, or a fraction nearer 1; "
+        "1 was over it)")
+
+
+def test_a_probe_that_runs_out_of_memory_caps_the_size_and_the_summary_says_so():
+    """The planted step raises out of memory above 40 items (its peak would be over the target):
+    the answer is within 5 % under 40, each size out of memory is above 40, and each is printed with
+    its error."""
+    peak, refit, _, tried = planted(7.0, const=100.0)
+
+    def probe(k: int):
+        tried.append(k)
+        shape_k = {"num_nodes": 10 * k, "num_edges": 20 * k, "num_graphs": 1}
+        return (shape_k, None, "planted out of memory") if k > 40 else (shape_k, peak(k), None)
+
+    found = search(probe, refit, [(k, shape(k), peak(k)) for k in (1, 2)], count=5000, capacity=int(peak(40)),
+                   fraction=1.0, probes=12)
+    b, over = found.batch_size, found.over
+    assert 0.95 * 40 <= b <= 40 and over is not None and over > 40, found.summary()
+    failed = [p for p in found.probes if p["peak_bytes"] is None]
+    assert failed and all(p["size"] > 40 and not p["fits"] and p["error"] == "planted out of memory" for p in failed)
+    assert found.summary().splitlines()[1:] == said(found, peak, refit())
+
+
+def test_without_a_trusted_model_the_calibrations_answer_is_measured_again_and_the_summary_says_why():
+    """A model with a planted problem: no probe is aimed; the largest calibration size under the
+    target (5 of 5 and 50, the target at 40 items' peak) is measured again, its forecast printed as
+    '-', and the problem is the reason the search stopped."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    model = replace(refit(), problems=["a planted problem"])
+    found = search(probe, lambda: model, [(5, shape(5), peak(5)), (50, shape(50), peak(50))], count=5000,
+                   capacity=int(peak(40)), fraction=1.0, probes=12)
+    assert tried == [5] and found.batch_size == 5 and found.over == 50
+    assert found.summary().splitlines() == [
+        f"batch size 5: the largest measured under {format_bytes(peak(40))} (1 probe; no trustworthy model to aim "
+        f"with: a planted problem; 50 was over it: the answer is at most {49 / 5 - 1:.1%} below the limit)",
+        f"  re-check 5 items (50 nodes, 100 edges): forecast -, peaked at {format_bytes(peak(5))}"]
+
+
+def graphs_model():
+    """A model fitted on 100 + 7 bytes an item (10 nodes, 20 edges) + 50 bytes a graph, the graphs
+    varying apart from the items: its terms are nodes and graphs (edges move with nodes)."""
+    rows = [{"label": "s", "index": i, "num_nodes": 10 * k, "num_edges": 20 * k, "num_graphs": 1 + (7 * i) % 5,
+             "mem_peak_bytes": 100.0 + 7.0 * k + 50.0 * (1 + (7 * i) % 5)} for i, k in enumerate(range(1, 31))]
+    model = fit(Table(rows), "s", "mem_peak_bytes", warmup=0)
+    assert model.trusted and set(model.terms) == {"num_nodes", "num_graphs"}, (model.terms, model.problems)
+    return model
+
+
+def test_a_term_a_batchs_shape_does_not_give_counts_as_none_of_it():
+    """Batches whose shape gives no ``num_graphs`` (a batch without graphs), peaking at 100 + 7·k
+    bytes, and a target between 40 and 41 items' peaks: the exact model aims the first probe at
+    40 (no graph's 50 bytes added), each probe's forecast is the model's at no graph, and where one
+    item is over the target the message gives one item's forecast at no graph."""
+    model = graphs_model()
+    tried: list[int] = []
+
+    def probe(k: int):
+        tried.append(k)
+        return {"num_nodes": 10 * k, "num_edges": 20 * k}, 100.0 + 7.0 * k, None
+
+    measured = [(k, shape(k), 100.0 + 7.0 * k) for k in range(1, 11)]
+    found = search(probe, lambda: model, measured, count=5000, capacity=383, fraction=1.0, probes=12, heaviest=shape)
+    assert tried[0] == 40 and found.batch_size == 40 and found.over > 40 and found.off_by <= 0.05, found.summary()
+    assert [p["upper_bytes"] for p in found.probes] == [
+        model.predict(num_nodes=10 * p["size"], num_graphs=0).upper_bytes for p in found.probes]
+    tried.clear()
+    nothing = search(probe, lambda: model, measured, count=5000, capacity=106, fraction=1.0, probes=12, heaviest=shape)
+    assert tried == [] and nothing.batch_size == 0
+    upper = model.predict(num_nodes=10, num_edges=20, num_graphs=0).upper_bytes
+    assert f"a batch of one item is forecast at up to {format_bytes(upper)} " in nothing.stopped, nothing.stopped
+
+
+def test_without_a_heaviest_batch_a_size_is_scaled_from_the_largest_batches_measured():
+    """Every item one graph of 10 nodes and 40 edges (the model's split onto edges, which it
+    cannot tell from nodes, then bounds a batch), 100 + 57·k bytes a batch of k: the items per batch of
+    the calibration's largest batches scale each size, so the exact model aims the first probe at
+    the limit (40, the target between 40 and 41 items' peaks), and where one item is over the target
+    the message gives the upper bound of one such item."""
+    model = graphs_model()
+    tried: list[int] = []
+
+    def dense(k: int) -> dict[str, int]:
+        return {"num_nodes": 10 * k, "num_edges": 40 * k, "num_graphs": k}
+
+    def probe(k: int):
+        tried.append(k)
+        return dense(k), 100.0 + 57.0 * k, None
+
+    measured = [(k, dense(k), 100.0 + 57.0 * k) for k in range(1, 11)]
+    found = search(probe, lambda: model, measured, count=5000, capacity=100 + 57 * 40 + 3, fraction=1.0, probes=12)
+    assert tried[0] == 40 and found.batch_size == 40 and found.over > 40 and found.off_by <= 0.05, found.summary()
+    tried.clear()
+    nothing = search(probe, lambda: model, measured, count=5000, capacity=150, fraction=1.0, probes=12)
+    assert tried == [] and nothing.batch_size == 0
+    upper = model.predict(num_nodes=10, num_edges=40, num_graphs=1).upper_bytes
+    assert upper > model.predict(num_nodes=10, num_graphs=1).upper_bytes  # the edges' split is the higher one
+    assert f"a batch of one item is forecast at up to {format_bytes(upper)} " in nothing.stopped, nothing.stopped
+
+
+class Sampled:
+    """The heaviest batch of a size as a sampler gives it (10 nodes, 20 edges an item), counting
+    the sizes sampled; ``within``: the share within which an aim may stop (a sampled shape costs
+    a few samplings: :class:`~gnnmon.forecast.shapes.Heaviest` says so)."""
+
+    def __init__(self, within: float | None):
+        if within is not None:
+            self.within = within
+        self.sampled: list[int] = []
+
+    def __call__(self, k: int) -> dict[str, int]:
+        self.sampled.append(k)
+        return shape(k)
+
+
+def test_a_heaviest_batch_that_says_it_is_sampled_is_aimed_with_fewer_samplings():
+    """The same plant (100 + 7·k bytes, a target between 777 and 778 items' peaks) aimed with a
+    sampled heaviest batch that may stop within 20 % and with one that may not: the sampled one's
+    first aim samples fewer sizes, and lands within 20 % under the limit; the exact one lands on it."""
+    firsts = {}
+    for within in (None, 0.2):
+        peak, refit, probe, tried = planted(7.0, const=100.0)
+        heaviest = Sampled(within)
+        seen: list[int] = []
+
+        def counted(k: int, probe=probe, heaviest=heaviest, seen=seen):
+            seen.append(len(heaviest.sampled))
+            return probe(k)
+
+        search(counted, refit, [(k, shape(k), peak(k)) for k in range(100, 201, 20)], count=5000,
+               capacity=int(peak(777)) + 3, fraction=1.0, probes=1, heaviest=heaviest)
+        firsts[within] = (tried[0], seen[0])
+    assert firsts[None][0] == 777 and 777 / 1.2 <= firsts[0.2][0] <= 777, firsts
+    assert firsts[0.2][1] < firsts[None][1], firsts
