@@ -49,12 +49,12 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     words = (f"{loop.label} waited {ms(wait)} per batch for its data against {ms(step)} per step "
              f"({100 * cost / max(loop.total, 1e-12):.0f} % of its loop)")
     made = sum(v for k, v in parts.items() if k != "the copy to the device")
+    in_next = wait - parts.get("the copy to the device", 0.0)  # the wait holds the copy: the parts are next()'s
     if parts:
         words += "; of it " + ", ".join(f"{k} {ms(v)}" for k, v in parts.items())
-        if made < 0.9 * wait and "sampling" in parts:
-            words += (f", the rest {ms(wait - made - parts.get('the copy to the device', 0.0))} "
-                      "(the sampler's input, collation)")
-        elif made > 1.1 * wait:
+        if made < 0.9 * in_next and "sampling" in parts:
+            words += f", the rest {ms(in_next - made)} (the sampler's input, collation)"
+        elif made > 1.1 * in_next:
             words += " (made in the loader's workers, partly while the step ran)"
     else:
         words += "; a plain DataLoader: its dataset's __getitem__ and collation (PyG's neighbour loaders are split)"
@@ -124,8 +124,8 @@ def _input_next(parts: dict[str, float], hops: list[float], workers: int | None,
     else:
         why, add, full = "", None, ""
     if add is not None and add < 1:
-        who = f"the {workers} worker(s) and the training process" if workers else "the training process"
-        return f"{who} keep the cores full ({full}): more workers cannot help here; less work per batch: {lighter}"
+        who = f"the {workers} worker(s) and the training process keep" if workers else "the training process keeps"
+        return f"{who} the cores full ({full}): more workers cannot help here; less work per batch: {lighter}"
     add = min(add, 4) if add is not None else None
     if workers:
         n = f"={workers + add}" if add is not None else ""

@@ -140,7 +140,7 @@ def test_feature_gathering_on_full_cores_is_told_to_keep_the_features_on_the_dev
     assert found["words"] == (
         "step waited 30.0 ms per batch for its data against 10.0 ms per step (75 % of its loop); of it sampling "
         "10.0 ms, feature gathering 18.0 ms, transform/collation 2.0 ms; num_workers=0 on 2 core(s)")
-    assert found["next"] == ("the training process keep the cores full (90 % of a core stood idle): more workers "
+    assert found["next"] == ("the training process keeps the cores full (90 % of a core stood idle): more workers "
                              "cannot help here; less work per batch: keep the features where the step reads them (on "
                              "the device: a GPU feature store), or fewer sampled nodes"
                              + RUN.format(wait="30.0 ms", share=75))
@@ -193,3 +193,14 @@ def test_parts_within_ten_percent_of_the_wait_are_the_wait(made, said):
     neither a rest nor work made beside the step is said."""
     found = input_bound(planted(8, 1.25, 0.25, data_sample_s=made))
     assert found["words"].endswith(f"; of it sampling {said}"), found["words"]
+
+
+def test_a_copy_longer_than_the_wait_in_next_leaves_no_negative_rest():
+    """10 ms in next() and a 20 ms copy to the device (30 ms waited), sampling 15 ms: the parts are
+    next()'s, and 15 ms made in 10 ms were made in workers beside the step; no rest (it was said
+    as "-5.0 ms" when the parts were held against the wait with its copy)."""
+    rows = planted(40, 0.010, 0.010, data_to_device_s=0.020, data_sample_s=0.015)
+    found = input_bound(rows)
+    assert found["words"] == (
+        "step waited 30.0 ms per batch for its data against 10.0 ms per step (75 % of its loop); of it sampling "
+        "15.0 ms, the copy to the device 20.0 ms (made in the loader's workers, partly while the step ran)")
