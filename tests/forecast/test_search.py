@@ -333,3 +333,62 @@ def test_a_heaviest_batch_that_says_it_is_sampled_is_aimed_with_fewer_samplings(
         firsts[within] = (tried[0], seen[0])
     assert firsts[None][0] == 777 and 777 / 1.2 <= firsts[0.2][0] <= 777, firsts
     assert firsts[0.2][1] < firsts[None][1], firsts
+
+
+def test_a_calibration_peak_at_the_target_is_under_it_and_a_bracket_of_five_percent_is_closed():
+    """Calibration sizes 20, 40 and 43 of 100 + 7·k bytes, the target 40 items' peak exactly: 40 is
+    under it (at it is not over), 43 over, and 43 - 1 is 5 % above 40: the bracket is closed, and
+    40, measured before 43 ran, is measured again, its only probe."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    found = search(probe, refit, [(k, shape(k), peak(k)) for k in (20, 40, 43)], count=5000,
+                   capacity=int(peak(40)), fraction=1.0, probes=12)
+    assert tried == [40] and found.batch_size == 40 and found.over == 43, found.summary()
+    assert found.stopped == "closed within 5%" and found.off_by == 42 / 40 - 1
+    assert found.target_bytes == found.capacity_bytes == int(peak(40)) and found.items == 5000
+
+
+def test_a_size_measured_both_under_and_over_the_target_does_not_cap_the_bracket():
+    """A calibration size of 30 measured twice, once under the target (at 40 items' peak) and once
+    over it (a heavy draw): 30 is no bracket's top, so the search goes on up to within 5 % under 40."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    target = int(peak(40)) + 3
+    found = search(probe, refit, [(30, shape(30), peak(30)), (30, shape(30), target + 100.0)], count=5000,
+                   capacity=target, fraction=1.0, probes=12)
+    assert 0.95 * 40 <= found.batch_size <= 40 and found.over is not None and found.over > 40, found.summary()
+
+
+def test_a_bracket_topped_by_the_loaders_whole_set_is_closed():
+    """41 items in all, the target between 40 and 41 items' peaks: 41 is over it, 40 under, and
+    the search stops there, closed, before its probes run out."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    found = search(probe, refit, [(k, shape(k), peak(k)) for k in (1, 2)], count=41, capacity=int(peak(40)) + 3,
+                   fraction=1.0, probes=12)
+    assert found.batch_size == 40 and found.over == 41 and found.stopped == "closed within 5%", found.summary()
+    assert len(tried) < 12
+
+
+def test_without_calibration_rows_the_first_probe_reaches_at_most_reach_times_one_item():
+    """No size measured before the search: the first aim is at most REACH (8) times one item, and
+    the search still finds the limit (40, the target between 40 and 41 items' peaks) within 5 %."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    found = search(probe, refit, [], count=5000, capacity=int(peak(40)) + 3, fraction=1.0, probes=12, heaviest=shape)
+    assert tried[0] == 8 and 0.95 * 40 <= found.batch_size <= 40 and found.over > 40, found.summary()
+
+
+def test_the_answer_is_measured_again_at_most_three_times():
+    """No trusted model, calibration sizes 5, 10, 15 and 20 under the target, and a process whose
+    every step now peaks 1000 bytes higher (what it holds grew): 20, 15 and 10 are each measured
+    again and go over, and after three re-checks the search stops on 5, saying it was not measured
+    again."""
+    peak, refit, _, tried = planted(7.0, const=100.0)
+    model = replace(refit(), problems=["a planted problem"])
+
+    def probe(k: int):
+        tried.append(k)
+        return {"num_nodes": 10 * k, "num_edges": 20 * k, "num_graphs": 1}, peak(k) + 1000.0, None
+
+    found = search(probe, lambda: model, [(k, shape(k), peak(k)) for k in (5, 10, 15, 20)], count=5000,
+                   capacity=int(peak(40)), fraction=1.0, probes=12)
+    assert tried == [20, 15, 10] and all(p["recheck"] and not p["fits"] for p in found.probes), found.summary()
+    assert found.batch_size == 5 and found.over == 10
+    assert "5 was not measured again after 3 re-checks" in found.stopped, found.stopped
