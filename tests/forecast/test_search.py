@@ -14,6 +14,7 @@ from dataclasses import replace
 import pytest
 
 from gnnmon.data.table import Table
+from gnnmon.forecast.forecast import NEXT_STEPS
 from gnnmon.forecast.search import search
 from gnnmon.report.memory.model import fit, format_bytes
 
@@ -381,7 +382,7 @@ def test_the_answer_is_measured_again_at_most_three_times():
     again and go over, and after three re-checks the search stops on 5, saying it was not measured
     again."""
     peak, refit, _, tried = planted(7.0, const=100.0)
-    model = replace(refit(), problems=["a planted problem"])
+    model = replace(refit(), problems=["a planted problem", "too few rows (planted)", "it barely varies (planted)"])
 
     def probe(k: int):
         tried.append(k)
@@ -391,4 +392,36 @@ def test_the_answer_is_measured_again_at_most_three_times():
                    capacity=int(peak(40)), fraction=1.0, probes=12)
     assert tried == [20, 15, 10] and all(p["recheck"] and not p["fits"] for p in found.probes), found.summary()
     assert found.batch_size == 5 and found.over == 10
-    assert "5 was not measured again after 3 re-checks" in found.stopped, found.stopped
+    steps = "; ".join(step for phrase, step in NEXT_STEPS if phrase in ("too few rows", "barely var"))
+    assert found.stopped == ("20 went over the target when measured again; 15 went over the target when measured "
+                             "again; 10 went over the target when measured again; no trustworthy model to aim with: "
+                             "a planted problem; too few rows (planted); it barely varies (planted); next: "
+                             f"{steps}; 5 was not measured again after 3 re-checks"), found.stopped
+
+
+def test_a_bracket_whose_chord_lies_closer_than_five_percent_is_probed_five_percent_above_its_floor():
+    """Calibration: 40 items under the target (50 items' peak of 100 + 7·k bytes), 60 far over it
+    (ten times the target: a jump the line cannot see), so the chord meets the target just above
+    40: the probe is 5 % above the floor instead, ceil(40 × 1.05) = 42."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    target = int(peak(50))
+    search(probe, refit, [(40, shape(40), peak(40)), (60, shape(60), 10.0 * target)], count=5000, capacity=target,
+           fraction=1.0, probes=1)
+    assert tried == [42]
+
+
+def test_after_two_probes_over_the_target_in_a_row_the_bracket_is_halved():
+    """A step whose peak jumps by 2000 bytes from 32 items on (a kernel that switches algorithm),
+    100 + 7·k below it, the target 100 items' peak of the line: the first probes (aimed on the
+    line, then on the chord) go over it, and the next is midway between the floor (20, measured)
+    and the last over; the answer is within 5 % under 31, the last size before the jump."""
+    peak, refit, _, tried = planted(7.0, const=100.0)
+
+    def probe(k: int):
+        tried.append(k)
+        return {"num_nodes": 10 * k, "num_edges": 20 * k, "num_graphs": 1}, peak(k) + (2000.0 if k >= 32 else 0.0), None
+
+    found = search(probe, refit, [(k, shape(k), peak(k)) for k in (10, 20)], count=5000, capacity=int(peak(100)),
+                   fraction=1.0, probes=12)
+    assert tried[0] >= 32 and tried[1] >= 32 and tried[2] == (20 + tried[1]) // 2, found.summary()
+    assert 0.95 * 31 <= found.batch_size <= 31 and found.over == 32, found.summary()
