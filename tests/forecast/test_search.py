@@ -425,3 +425,21 @@ def test_after_two_probes_over_the_target_in_a_row_the_bracket_is_halved():
                    fraction=1.0, probes=12)
     assert tried[0] >= 32 and tried[1] >= 32 and tried[2] == (20 + tried[1]) // 2, found.summary()
     assert 0.95 * 31 <= found.batch_size <= 31 and found.over == 32, found.summary()
+
+
+def test_each_probe_after_the_first_is_forecast_by_the_model_refitted_on_the_rows_before_it():
+    """A calibration that fitted half the true cost (3.5 bytes an item, the truth 7: a refit that
+    learns the truth once a probe's row is in): the first probe is forecast by the calibration's
+    model, each later one by the refitted model."""
+    _, half, _, _ = planted(3.5, const=100.0)
+    peak, true, probe, tried = planted(7.0, const=100.0)
+
+    def refit():
+        return half() if not tried else true()
+
+    found = search(probe, refit, [(k, shape(k), peak(k)) for k in range(1, 11)], count=5000,
+                   capacity=int(peak(40)) + 3, fraction=1.0, probes=12)
+    assert len(found.probes) >= 2 and 0.95 * 40 <= found.batch_size <= 40, found.summary()
+    for i, p in enumerate(found.probes):
+        model = half() if i == 0 else true()
+        assert p["upper_bytes"] == model.predict(num_nodes=10 * p["size"], num_edges=20 * p["size"]).upper_bytes, i
