@@ -443,3 +443,73 @@ def test_each_probe_after_the_first_is_forecast_by_the_model_refitted_on_the_row
     for i, p in enumerate(found.probes):
         model = half() if i == 0 else true()
         assert p["upper_bytes"] == model.predict(num_nodes=10 * p["size"], num_edges=20 * p["size"]).upper_bytes, i
+
+
+def test_where_the_model_aims_at_the_floor_a_probe_five_percent_above_it_tests_that():
+    """The floor measured in calibration is the limit (the target between its peak and the next
+    size's, 100 + 7·k bytes): the model aims at it, so the probe is 5 % above it (at least one item
+    more): 11 over 10, 42 over 40; it is over, and the bracket is closed."""
+    for floor, step in ((10, 11), (40, 42)):
+        peak, refit, probe, tried = planted(7.0, const=100.0)
+        found = search(probe, refit, [(k, shape(k), peak(k)) for k in (floor // 2, floor)], count=5000,
+                       capacity=int(peak(floor)) + 3, fraction=1.0, probes=12)
+        assert tried[0] == step and found.batch_size == floor and found.over == step, found.summary()
+
+
+def test_the_chord_between_two_measured_peaks_aims_where_it_meets_the_target():
+    """Calibration 40 under and 50 over the target at 49 items' peak, on the line 100 + 7·k: the
+    chord between them meets the target at 49, the first probe."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    search(probe, refit, [(k, shape(k), peak(k)) for k in (40, 50)], count=5000, capacity=int(peak(49)),
+           fraction=1.0, probes=1)
+    assert tried == [49]
+
+
+def test_no_probe_aims_at_a_size_already_measured_over_the_target():
+    """A calibration that fitted half the true cost (3.5 bytes an item, the truth 7), its one size
+    (10) over the target (5 items' peak of the truth, plus 3 bytes): the model forecasts 10 under
+    the target, but 10 was measured over it, so the first aim is the largest size below: 9."""
+    _, half, _, _ = planted(3.5, const=100.0)
+    peak, _, probe, tried = planted(7.0, const=100.0)
+    found = search(probe, half, [(10, shape(10), peak(10))], count=5000, capacity=int(peak(5)) + 3, fraction=1.0,
+                   probes=12)
+    assert half().predict(num_nodes=100, num_edges=200).bytes <= found.target_bytes
+    assert tried[0] == 9 and all(k < 10 for k in tried) and found.batch_size == 5, found.summary()
+
+
+def test_with_nothing_measured_under_the_target_a_first_probe_of_one_item_is_made():
+    """No calibration rows, the target between one and two items' peaks (100 + 7·k bytes): the
+    exact model aims at one item, probed, and the answer is 1."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    found = search(probe, refit, [], count=5000, capacity=int(peak(1)) + 3, fraction=1.0, probes=12, heaviest=shape)
+    assert tried[0] == 1 and found.batch_size == 1 and found.over == 2, found.summary()
+
+
+def test_an_out_of_memory_probe_above_a_floor_that_peaked_at_the_whole_capacity_halves_the_bracket():
+    """The floor (20, from calibration) peaked at the whole capacity (fraction 1, an exact figure),
+    and the step runs out of memory above it; the calibration's model, at half the true cost, aims
+    above 20: out of memory reads as the whole capacity, the floor's own peak, so no chord joins
+    them and the bracket is halved down to 20."""
+    _, half, _, _ = planted(3.5, const=100.0)
+    peak, _, _, tried = planted(7.0, const=100.0)
+
+    def probe(k: int):
+        tried.append(k)
+        shape_k = {"num_nodes": 10 * k, "num_edges": 20 * k, "num_graphs": 1}
+        return (shape_k, None, "planted out of memory") if k > 20 else (shape_k, peak(k), None)
+
+    found = search(probe, half, [(20, shape(20), peak(20))], count=5000, capacity=int(peak(20)), fraction=1.0,
+                   probes=12)
+    assert tried[0] > 21 and tried[1] == max(21, (20 + tried[0]) // 2), found.summary()
+    assert found.batch_size == 20 and 20 < found.over <= 22, found.summary()  # over - 1 within 5 % of 20
+
+
+def test_where_nothing_fits_the_message_says_the_target_less_what_the_figure_cannot_resolve():
+    """The model states a resolution of 35 bytes and one item's peak (107 bytes) is under the target
+    (120) by less than that: nothing fits, and the message says the target less those 35 bytes."""
+    peak, refit, probe, tried = planted(7.0, const=100.0)
+    model = replace(refit(), resolution_bytes=35.0)
+    found = search(probe, lambda: model, [(1, shape(1), peak(1))], count=5000, capacity=120, fraction=1.0,
+                   probes=12)
+    assert tried == [] and found.batch_size == 0, found.summary()
+    assert "over the target 120 B less the 35 B the figure cannot resolve: a smaller model" in found.stopped
