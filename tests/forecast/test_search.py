@@ -513,3 +513,15 @@ def test_where_nothing_fits_the_message_says_the_target_less_what_the_figure_can
                    probes=12)
     assert tried == [] and found.batch_size == 0, found.summary()
     assert "over the target 120 B less the 35 B the figure cannot resolve: a smaller model" in found.stopped
+
+
+def test_the_next_aim_scales_the_models_growth_by_at_most_half_after_a_probe_well_under_its_forecast():
+    """A model at four times the true cost (28 bytes an item, the truth 7), never refitted nearer:
+    the first probe (10 items, where 100 + 28·k meets the target of 383 bytes) grows a quarter of
+    what was forecast, and the next aim scales the model's growth by SCALE_LIMIT's least, one
+    half: where 100 + 14·k meets the target, 20."""
+    _, fourfold, _, _ = planted(28.0, const=100.0)
+    peak, _, probe, tried = planted(7.0, const=100.0)
+    search(probe, fourfold, [(k, shape(k), peak(k)) for k in (1, 2)], count=5000, capacity=383, fraction=1.0,
+           probes=2)
+    assert tried == [10, 20]
