@@ -170,30 +170,46 @@ def test_sched_cost_benchmark_runs():
 @pytest.mark.slow
 def test_ddp_loaded_benchmark_counts_one_run():
     """``benchmarks/ddp_loaded.py`` with one run and no busy loop of its own: the plant found at step
-    7 in rank 1's buckets, within 10 ms of what its 80 ms sleep took plus what the machine added to
-    rank 1's way to its buckets there, less what it added to rank 0's, and the count printed agrees
-    with the run's line.
+    7 in rank 1's buckets, at least half its 80 ms sleep, and within 10 ms of what the sleep took
+    plus what the machine added to rank 1's way to its buckets there, less what it added to rank
+    0's; the count printed agrees with the run's line.
     Its cause is ``waiting (rank 1)``, a spike; on a machine loaded beyond the job (two CPU burners
     beside the whole suite) rank 0 once gave the CPU up in the same window, and the step was listed
-    under ``collective`` instead: how often is what the benchmark counts (docs/distributed.md)."""
+    under ``collective`` instead: how often is what the benchmark counts (docs/distributed.md).
+    The 10 ms band holds the ranks' usual times, each a median over the other steps: where the
+    machine moved either rank's time at those steps by more than the band (the printed ``noise``),
+    the band is the load's to decide, and a delay outside it is said in a skip, the rest judged."""
     import re
 
     proc = run_benchmark("ddp_loaded.py", "--runs", "1", "--busy", "0", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("run 0: slept "))
-    printed = re.match(r"run 0: slept (\d+\.\d) ms; held (\d+\.\d) ms \(rank 0 (\d+\.\d) ms\);", line)
-    # the sleep; what the machine added to rank 1's way to its buckets there, and to rank 0's
-    slept, held, other = (float(printed.group(k)) for k in (1, 2, 3))
+    printed = re.match(r"run 0: slept (\d+\.\d) ms; held (\d+\.\d) ms \(rank 0 (\d+\.\d) ms\); noise (\d+\.\d) ms;",
+                       line)
+    # the sleep; what the machine added to rank 1's way to its buckets there, and to rank 0's; how
+    # far it moved either rank's way at the other steps
+    slept, held, other, noise = (float(printed.group(k)) for k in (1, 2, 3, 4))
     assert slept >= 80, line
     found = re.search(r"'7 buckets (\d+\.\d) ms (waiting|collective) \(rank 1\)'", line)
+    assert found, line
+    delay = float(found.group(1))
+    # whatever rank 0 was held, the plant named is at least half its sleep: below that the load,
+    # not the plant, would be what was named
+    assert delay >= slept / 2, line
     # within 10 ms of the sleep, plus what a busy machine added to rank 1's way (beside two CPU
     # burners: 90.9 ms named against an 80.2 ms sleep), less what it added to rank 0's (66.5 ms
     # against 80.1: rank 1 waited less for a rank 0 that was late too); each printed to 0.1 ms
-    # whatever rank 0 was held, the plant named is at least half its sleep: below that the load,
-    # not the plant, would be what was named
-    assert found and max(slept - 10.2 - other, slept / 2) <= float(found.group(1)) <= slept + 10.2 + held, line
-    named = int(found.group(2) == "waiting")  # a spike; a collective is listed apart
-    assert f"plant named (rank 1, step 7, within 10 ms of its sleep and held times): {named} of 1 runs" in proc.stdout
+    low, high = slept - 10 - other, slept + 10 + held
+    inside = low + 0.2 <= delay <= high - 0.2
+    edge = not inside and low - 0.2 <= delay <= high + 0.2  # the printed rounding cannot say which side
+    waiting = found.group(2) == "waiting"  # a spike; a collective is listed apart
+    counts = [int(waiting and inside)] if not edge else [0, int(waiting)]
+    assert any(f"plant named (rank 1, step 7, within 10 ms of its sleep and held times): {n} of 1 runs" in proc.stdout
+               for n in counts), proc.stdout
+    if not (inside or edge):
+        assert noise > 10, line  # on a machine that moved neither rank by 10 ms, the band holds
+        pytest.skip(f"the machine moved a rank's usual time by {noise:.1f} ms at the unplanted steps, past the "
+                    f"10 ms band: the delay named, {delay:.1f} ms, outside [{low:.1f}, {high:.1f}] ms, is the load's")
 
 
 @pytest.mark.slow
