@@ -525,3 +525,46 @@ def test_the_next_aim_scales_the_models_growth_by_at_most_half_after_a_probe_wel
     search(probe, fourfold, [(k, shape(k), peak(k)) for k in (1, 2)], count=5000, capacity=383, fraction=1.0,
            probes=2)
     assert tried == [10, 20]
+
+
+@pytest.mark.parametrize("limit", [777, 1000])
+def test_a_sampled_aim_is_never_finer_than_half_of_close_nor_further_than_it_and_starts_at_the_floor(limit):
+    """A sampled heaviest batch that says it may stop within 1 % aims as one that says 2.5 %
+    (CLOSE / 2, the least): the same sizes sampled, the same first probe, within 2.5 % under the
+    limit (the target between its peak and the next size's, 100 + 7·k bytes); and no size under the
+    calibration's floor (200, measured under the target) is sampled."""
+    runs = []
+    for within in (0.01, 0.025):
+        peak, refit, probe, tried = planted(7.0, const=100.0)
+        heaviest = Sampled(within)
+        search(probe, refit, [(k, shape(k), peak(k)) for k in range(100, 201, 20)], count=5000,
+               capacity=int(peak(limit)) + 3, fraction=1.0, probes=1, heaviest=heaviest)
+        runs.append((tried[0], heaviest.sampled))
+        assert limit / 1.025 <= tried[0] <= limit and min(heaviest.sampled) >= 200, (within, tried, heaviest.sampled)
+    assert runs[0] == runs[1]
+
+
+def test_a_forecast_exactly_at_the_target_is_under_it():
+    """A model of exactly 100 + 0.5 bytes a node (binary fractions: no rounding), 10 nodes an item,
+    and a target of 300 bytes, 40 items' forecast exactly: the first probe is 40."""
+    peak, refit, _, tried = planted(5.0, const=100.0)
+    model = replace(refit(), coefficients={"const": 100.0, "num_nodes": 0.5})
+
+    def probe(k: int):
+        tried.append(k)
+        return {"num_nodes": 10 * k, "num_edges": 20 * k, "num_graphs": 1}, 100.0 + 5.0 * k, None
+
+    assert model.predict(num_nodes=400).bytes == 300.0
+    found = search(probe, lambda: model, [(k, shape(k), peak(k)) for k in range(1, 11)], count=5000, capacity=300,
+                   fraction=1.0, probes=12)
+    assert tried[0] == 40 and found.batch_size == 40, found.summary()
+
+
+def test_one_item_measured_over_the_target_is_not_probed_whatever_the_model_forecasts():
+    """A model at half the true cost forecasts one item under the target; one item was measured
+    over it (100 + 7 bytes against a target of 105): nothing is probed, nothing fits."""
+    _, half, _, _ = planted(3.5, const=100.0)
+    peak, _, probe, tried = planted(7.0, const=100.0)
+    assert half().predict(num_nodes=10, num_edges=20).bytes <= 105
+    found = search(probe, half, [(1, shape(1), peak(1))], count=5000, capacity=105, fraction=1.0, probes=12)
+    assert tried == [] and found.batch_size == 0 and found.over == 1, found.summary()
