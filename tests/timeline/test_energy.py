@@ -12,9 +12,7 @@ import pytest
 
 import gnnmon
 from gnnmon import cuda_timed, monitor_memory_device
-from gnnmon.data.format import POINT
 from gnnmon.data.points import Counters
-from gnnmon.data.read import read_lines
 from gnnmon.devices.cuda import cuda_uuids
 from gnnmon.devices.nvml import Nvml
 from gnnmon.devices.rapl import RaplReader, find_zones
@@ -24,7 +22,7 @@ from gnnmon.timeline.agent import Agent
 from gnnmon.timeline.counters import SteppedCounter
 from gnnmon.timeline.energy_join import EnergyJoin
 from gnnmon.timeline.energy_sources import EnergySources
-from tests.energy_truth import misplacing, period_slack_ms, placing_slack_j
+from tests.energy_truth import COUNTER_RES_J, misplacing, period_slack_ms, placing_slack_j
 from tests.fake_nvml import FakeNvml, hide_pynvml, logged_calls
 
 J_PER_KWH = 3.6e6
@@ -141,40 +139,47 @@ def test_a_two_rank_job_read_back_has_each_ranks_energy_and_the_jobs_total(fake_
     fake_cuda.current_device()
     monkeypatch.setenv("WORLD_SIZE", "2")
     planted: dict[int, float] = {}
+    fakes: dict[int, FakeNvml] = {}
+    ends: dict[int, list[int]] = {}
     for rank, watts in RANK_POWER_W.items():
         monkeypatch.setenv("RANK", str(rank))
-        FakeNvml(n=2, ramp_w=watts).install(monkeypatch, tmp_path / f"nvml{rank}")
+        fakes[rank] = FakeNvml(n=2, ramp_w=watts).install(monkeypatch, tmp_path / f"nvml{rank}")
         with gnnmon.collect(tmp_path / "job.jsonl", energy=True, sample=0.05, distributed=False) as run:
             for seconds in RANK_STEPS_S[rank]:
                 with gnnmon.timed(device="cuda:0", label="step"):
                     time.sleep(seconds)
-        planted[rank] = watts * sum((r["t_end_ns"] - r["t_start_ns"]) / 1e9 for r in run.records)
+        ends[rank] = [t for r in run.records for t in (r["t_start_ns"], r["t_end_ns"])]
+        planted[rank] = sum(fakes[rank].joules(1, r["t_start_ns"] / 1e9, r["t_end_ns"] / 1e9) for r in run.records)
     job = gnnmon.load(tmp_path / "job.jsonl")
     assert sorted(job.ranks) == [0, 1] and len(job.records) == 5
     assert [e["rank"] for e in job.end["ranks"]] == [0, 1] and job.end["rows"] == 5
     assert all(job.ranks[r].sampler_stats["samples"] > 0 for r in (0, 1))  # each rank's sampler cost
     assert {p["rank"] for p in job.points} == {0, 1}
     energy = gnnmon.Report(job).energy()
+    key = "gpu0_energy_mj"  # CUDA 0 is NVML 1
     total_slack_j = 0.0
     for rank, watts in RANK_POWER_W.items():
-        # Each point is placed at its read's middle, ± err_ns (half the read; where the counter
-        # stepped, half the gap between reads): a read the OS interrupts on a busy machine moves a
-        # row's ends, and the span's, by up to the error of the points around them.
-        points = sorted((p for p in read_lines(tmp_path / f"job.rank{rank}.jsonl")
-                         if p.get("type") == POINT and p["key"] == "gpu0_energy_mj"), key=lambda p: p["t_ns"])
-        worst_err_s = max(p["err_ns"] for p in points) / 1e9
-        rows_slack_j = watts * 2 * worst_err_s * len(RANK_STEPS_S[rank])  # both ends of each row
+        # What placing this rank's points allows its rows, from the plant (each point's true
+        # instant on its fake's ramp against where gnnmon placed it), never from their err_ns:
+        # each end of each row may move by the misplacing of the points around it, at this
+        # rank's planted power.
+        path, nv = tmp_path / f"job.rank{rank}.jsonl", fakes[rank]
+        rows_slack_j = placing_slack_j(path, key, nv, 1, *ends[rank])
         total_slack_j += rows_slack_j
-        assert abs(energy["by_rank"][rank]["energy_gpu_j"] - planted[rank]) <= 0.01 * planted[rank] + rows_slack_j
-        balance = energy["balance"][f"rank{rank}:gpu0_energy_mj"]
+        assert_energy(energy["by_rank"][rank]["energy_gpu_j"], planted[rank], 0.01, rows_slack_j, energy["by_rank"])
+        balance = energy["balance"][f"rank{rank}:{key}"]
         assert balance["rows"] == len(RANK_STEPS_S[rank])
-        assert abs(balance["rows_j"] - planted[rank]) <= 0.01 * planted[rank] + rows_slack_j
-        span_slack_j = watts * (points[0]["err_ns"] + points[-1]["err_ns"]) / 1e9
-        assert abs(balance["counter_j"] - watts * balance["span_s"]) <= 0.01 * watts * balance["span_s"] + span_slack_j
+        assert_energy(balance["rows_j"], planted[rank], 0.01, rows_slack_j, balance)
+        # the counter's delta is the planted energy between its first and last points' true
+        # instants; the span is between where gnnmon placed them: the two differ by those points'
+        # misplacings (and the counter's whole mJ at each end) at this rank's power
+        _, _, off = misplacing(path, key, nv, 1)
+        res_ns = COUNTER_RES_J / watts * 1e9 + 1_000
+        span_slack_j = watts * (off[0] + off[-1] + 2 * res_ns) / 1e9
+        assert_energy(balance["counter_j"], watts * balance["span_s"], 0.01, span_slack_j, (balance, off[0], off[-1]))
         added = balance["rows_j"] + balance["gaps_j"] + balance["outside_j"]
         assert added == pytest.approx(balance["counter_j"], rel=0.01)
-    assert (abs(energy["total"]["energy_gpu_j"] - planted[0] - planted[1])
-            <= 0.01 * (planted[0] + planted[1]) + total_slack_j)
+    assert_energy(energy["total"]["energy_gpu_j"], planted[0] + planted[1], 0.01, total_slack_j, energy["total"])
 
 
 def test_a_read_held_up_mid_call_is_taken_again_and_the_tightest_kept():
