@@ -262,8 +262,13 @@ def test_a_term_a_batchs_shape_does_not_give_counts_as_none_of_it():
         return {"num_nodes": 10 * k, "num_edges": 20 * k}, 100.0 + 7.0 * k, None
 
     measured = [(k, shape(k), 100.0 + 7.0 * k) for k in range(1, 11)]
-    found = search(probe, lambda: model, measured, count=5000, capacity=383, fraction=1.0, probes=12, heaviest=shape)
-    assert tried[0] == 40 and found.batch_size == 40 and found.over > 40 and found.off_by <= 0.05, found.summary()
+    for heaviest in (shape, None):  # the heaviest batch given, or scaled from the largest measured
+        tried.clear()
+        found = search(probe, lambda: model, measured, count=5000, capacity=383, fraction=1.0, probes=12,
+                       heaviest=heaviest)
+        # 40 measured as forecast: the next aim is 40 again, so the probe 5 % above it tests it
+        assert tried[:2] == [40, 42] and found.batch_size == 40 and found.over > 40 and found.off_by <= 0.05, \
+            found.summary()
     assert [p["upper_bytes"] for p in found.probes] == [
         model.predict(num_nodes=10 * p["size"], num_graphs=0).upper_bytes for p in found.probes]
     tried.clear()
@@ -424,6 +429,9 @@ def test_after_two_probes_over_the_target_in_a_row_the_bracket_is_halved():
     found = search(probe, refit, [(k, shape(k), peak(k)) for k in (10, 20)], count=5000, capacity=int(peak(100)),
                    fraction=1.0, probes=12)
     assert tried[0] >= 32 and tried[1] >= 32 and tried[2] == (20 + tried[1]) // 2, found.summary()
+    # the halved probe fits (under the jump): one over and one under, so the chord aims again
+    low, high, target = tried[2], tried[1], found.target_bytes
+    assert low < 32 and tried[3] == int(low + (target - peak(low)) / (peak(high) + 2000.0 - peak(low)) * (high - low))
     assert 0.95 * 31 <= found.batch_size <= 31 and found.over == 32, found.summary()
 
 
@@ -463,6 +471,12 @@ def test_the_chord_between_two_measured_peaks_aims_where_it_meets_the_target():
     search(probe, refit, [(k, shape(k), peak(k)) for k in (40, 50)], count=5000, capacity=int(peak(49)),
            fraction=1.0, probes=1)
     assert tried == [49]
+    # 50 the loader's whole set, the target at 45 items' peak, a model at half the cost: the chord, not the model
+    _, half, _, _ = planted(3.5, const=100.0)
+    tried.clear()
+    search(probe, half, [(k, shape(k), peak(k)) for k in (40, 50)], count=50, capacity=int(peak(45)),
+           fraction=1.0, probes=1)
+    assert tried == [45]
 
 
 def test_no_probe_aims_at_a_size_already_measured_over_the_target():
