@@ -582,3 +582,36 @@ def test_one_item_measured_over_the_target_is_not_probed_whatever_the_model_fore
     assert half().predict(num_nodes=10, num_edges=20).bytes <= 105
     found = search(probe, half, [(1, shape(1), peak(1))], count=5000, capacity=105, fraction=1.0, probes=12)
     assert tried == [] and found.batch_size == 0 and found.over == 1, found.summary()
+
+
+def test_a_recheck_over_moves_the_answer_to_the_largest_size_never_measured_over():
+    """No trusted model; calibration 5 under, 10 over (a heavy draw) then under, 20 under the target
+    (40 items' peak of 100 + 7·k); 20 goes over when measured again (the process grew 1000 bytes
+    for it): the answer moves down past 10, once over, to 5, measured again and under."""
+    peak, refit, _, tried = planted(7.0, const=100.0)
+    model = replace(refit(), problems=["a planted problem"])
+    target = int(peak(40))
+
+    def probe(k: int):
+        tried.append(k)
+        return {"num_nodes": 10 * k, "num_edges": 20 * k, "num_graphs": 1}, peak(k) + (1000.0 if k == 20 else 0), None
+
+    found = search(probe, lambda: model, [(5, shape(5), peak(5)), (10, shape(10), target + 100.0),
+                                          (10, shape(10), peak(10)), (20, shape(20), peak(20))],
+                   count=5000, capacity=target, fraction=1.0, probes=12)
+    assert tried == [20, 5] and found.batch_size == 5 and found.over == 20, found.summary()
+
+
+def test_a_recheck_over_of_the_smallest_size_leaves_nothing_that_fits():
+    """No trusted model; 5 items, the only calibration size, under the target, then over it when
+    measured again (the process grew 1000 bytes): the answer is 0, 5 over."""
+    peak, refit, _, tried = planted(7.0, const=100.0)
+    model = replace(refit(), problems=["a planted problem"])
+
+    def probe(k: int):
+        tried.append(k)
+        return {"num_nodes": 10 * k, "num_edges": 20 * k, "num_graphs": 1}, peak(k) + 1000.0, None
+
+    found = search(probe, lambda: model, [(5, shape(5), peak(5))], count=5000, capacity=int(peak(40)), fraction=1.0,
+                   probes=12)
+    assert tried == [5] and found.batch_size == 0 and found.over == 5, found.summary()
