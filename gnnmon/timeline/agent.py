@@ -182,10 +182,11 @@ class Agent:
     # -- one sample ------------------------------------------------------------------------------
     def sample(self, due_ns: int) -> list[dict[str, Any]]:
         """A sample (``due_ns``: when it was due, epoch ns) and the points of the counters read
-        with it (those that are current when read). The sample is stamped at the middle of its own
-        reads (``t_ns``; ``read_s``: their span, so each figure was read within ``t_ns ± read_s/2``):
-        NVML's queries take milliseconds a GPU, and a stamp taken before them places the figures
-        early by all of that."""
+        with it (those that are current when read). The sample is stamped at the middle of the
+        process's reads (psutil: ``t_ns``; ``read_s``: their span, so each of those figures was read
+        within ``t_ns ± read_s/2``), taken after the counters' reads (an H100's energy query takes
+        ~3.5 ms): its ``cpu_time_s`` is a cumulative figure that the energy join reads at row ends.
+        NVML's figures, averages over 1/6 s or more, are read just after."""
         out: list[dict[str, Any]] = []
         for counter in self.counters:  # each point stamped at its own read
             if counter.continuous and (point := counter.read_now()) is not None:
@@ -199,13 +200,13 @@ class Agent:
             raise  # the training process is gone: the loop ends
         except Exception as exc:  # noqa: BLE001 - say what failed in the sample, keep sampling
             sample["probe_error"] = f"{type(exc).__name__}: {exc}"
-        if self.nvml.ok:
-            sample.update(self.nvml.sample())
         end = time.time_ns()
         t_ns = sample["t_ns"] = (start + end) // 2
         late = sample["late_s"] = max(0.0, (t_ns - due_ns) / 1e9)  # t_ns - late_s: when it was due
         sample["read_s"] = (end - start) / 1e9
         self.max_late_s = max(self.max_late_s, late)
+        if self.nvml.ok:
+            sample.update(self.nvml.sample())
         sample["sampler_cpu_s"] = self._cpu()
         self.samples += 1
         out.append(sample)

@@ -648,33 +648,47 @@ def test_no_sample_reads_a_utilisation_over_a_window_the_kernel_cannot_resolve()
 
 
 def test_a_sample_is_stamped_at_the_middle_of_its_reads(monkeypatch, tmp_path):
-    """NVML's queries take milliseconds a GPU: a sample's figures are read across that span, and
-    its stamp is the span's middle, the span said (``read_s``), so every figure was read within
-    ``t_ns ± read_s/2``. Planted: each of two fake GPUs' temperature query sleeps 20 ms and notes
-    when it returned; a stamp taken before the reads would lie 20-40 ms before them."""
+    """A sample's process figures (psutil) are stamped at the middle of their reads, the span said
+    (``read_s``), so each was read within ``t_ns ± read_s/2``; NVML's figures are read after them.
+    Planted: the process's CPU-times read sleeps 20 ms and notes when it returned, and each of two
+    fake GPUs' temperature query sleeps 20 ms and notes when it returned."""
+    import psutil
+
     from gnnmon.timeline.agent import Agent
     from tests.fake_nvml import FakeNvml
 
     plant_ns = 20_000_000
     fake = FakeNvml(n=2)
-    read_at: list[int] = []
+    gpu_read_at: list[int] = []
     query = fake.nvmlDeviceGetTemperature
 
     def slow_temperature(handle, kind):
         time.sleep(plant_ns / 1e9)
-        read_at.append(time.time_ns())
+        gpu_read_at.append(time.time_ns())
         return query(handle, kind)
 
     fake.nvmlDeviceGetTemperature = slow_temperature  # before install: the fake module binds it
     fake.install(monkeypatch, tmp_path)
     agent = Agent({"pid": os.getpid(), "interval": 1.0})
+    cpu_read_at: list[int] = []
+    cpu_times = psutil.Process.cpu_times
+
+    def slow_cpu_times(self):
+        if self.pid == os.getpid():
+            time.sleep(plant_ns / 1e9)
+            cpu_read_at.append(time.time_ns())
+        return cpu_times(self)
+
+    slow_cpu_times.cache_activate = cpu_times.cache_activate  # psutil's oneshot() switches its cache
+    slow_cpu_times.cache_deactivate = cpu_times.cache_deactivate
+    monkeypatch.setattr(psutil.Process, "cpu_times", slow_cpu_times)
     due = time.time_ns()
     (sample,) = [m for m in agent.sample(due) if m["m"] == "sample"]
-    after = time.time_ns()
-    assert len(read_at) == 2 and sample["gpu1_temp_c"] == 55
+    assert "probe_error" not in sample, sample
+    assert len(cpu_read_at) == 1 and len(gpu_read_at) == 2 and sample["gpu1_temp_c"] == 55
     span_ns = sample["read_s"] * 1e9
-    assert span_ns >= 2 * plant_ns  # both planted sleeps inside the sample's reads
-    for t in read_at:
-        assert abs(t - sample["t_ns"]) <= span_ns / 2 + 1, (t - sample["t_ns"], span_ns)
-    assert due <= sample["t_ns"] - span_ns / 2 + 1 and sample["t_ns"] + span_ns / 2 <= after + 1
-    assert sample["t_ns"] - sample["late_s"] * 1e9 == pytest.approx(due, abs=2)  # when it was due
+    assert span_ns >= plant_ns  # the planted sleep inside the process's reads
+    assert abs(cpu_read_at[0] - sample["t_ns"]) <= span_ns / 2 + 1, (cpu_read_at[0] - sample["t_ns"], span_ns)
+    assert all(t >= sample["t_ns"] + span_ns / 2 - 1 for t in gpu_read_at)  # NVML's, after those reads
+    assert due <= sample["t_ns"] - span_ns / 2 + 1
+    assert round(sample["late_s"] * 1e9) == sample["t_ns"] - due  # t_ns - late_s: when it was due
