@@ -42,7 +42,7 @@ class Waits:
 
         def synchronize(device: Any = None) -> None:
             waits._count("sync")
-            sync(device)
+            sync() if device is None else sync(device)  # torch.mps.synchronize takes no device
 
         def event_synchronize(event: Any) -> None:
             if event.owner is fake:
