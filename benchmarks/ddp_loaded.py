@@ -38,15 +38,21 @@ def _steps(entries: list[dict]) -> list[str]:
     return [f"{s['index']} {s['via']} {s['delay_s'] * 1e3:.1f} ms {s['cause']}" for s in entries]
 
 
+def _ready(records: list[dict], rank: int) -> tuple[float | None, list[float]]:
+    """``rank``'s time to its buckets (``ddp_ready_s``, seconds) at the planted step, and at the
+    other steps past the first (its usual ones)."""
+    ready = {r["index"]: r["ddp_ready_s"] for r in records
+             if r.get("rank") == rank and isinstance(r.get("ddp_ready_s"), float)}
+    return ready.get(BACKWARD_STEP), [v for k, v in ready.items() if k not in (0, BACKWARD_STEP)]
+
+
 def held_s(records: list[dict], slept: float, rank: int = 1) -> float:
     """Seconds a busy machine added to ``rank``'s way to its buckets at the planted step: its time
     to them there less its median at the other steps and less what the sleep took (``slept``: rank
     1's; 0 for rank 0; 0 where it added none). The report's delay holds rank 1's with the sleep,
     less rank 0's (rank 1 then waited that much less for it); each rank's rows alone measure it."""
-    ready = {r["index"]: r.get("ddp_ready_s") for r in records if r.get("rank") == rank}
-    at = ready.get(BACKWARD_STEP)
-    usual = [v for k, v in ready.items() if k not in (0, BACKWARD_STEP) and isinstance(v, float)]
-    if not isinstance(at, float) or not usual:
+    at, usual = _ready(records, rank)
+    if at is None or not usual:
         return 0.0
     return max(at - statistics.median(usual) - slept, 0.0)
 
@@ -58,8 +64,7 @@ def noise_s(records: list[dict]) -> float:
     decides whether the plant lands inside it."""
     worst = 0.0
     for rank in (0, 1):
-        usual = [r["ddp_ready_s"] for r in records if r.get("rank") == rank and r["index"] not in (0, BACKWARD_STEP)
-                 and isinstance(r.get("ddp_ready_s"), float)]
+        usual = _ready(records, rank)[1]
         if usual:
             mid = statistics.median(usual)
             worst = max(worst, *(abs(v - mid) for v in usual))
