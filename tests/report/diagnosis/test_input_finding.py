@@ -105,8 +105,103 @@ def test_a_batch_that_is_mostly_its_copy_is_told_to_pin_its_memory():
         "step waited 30.0 ms per batch for its data against 10.0 ms per step (75 % of its loop); of it sampling "
         "5.0 ms, the copy to the device 20.0 ms, the rest 5.0 ms (the sampler's input, collation); num_workers=0 "
         "on 2 core(s)")
-    assert found["next"] == ("pin_memory=True in the loader and watch_loader(loader, to=device): the copy is then "
-                             "queued non_blocking from pinned memory" + RUN.format(wait="30.0 ms", share=75))
+    assert found["next"] == PIN + RUN.format(wait="30.0 ms", share=75)
+
+
+PLAIN = "a plain DataLoader: its dataset's __getitem__ and collation (PyG's neighbour loaders are split)"
+"""What the words say of a loader that is not split (its copy to the device aside)."""
+
+PIN = ("pin_memory=True in the loader and watch_loader(loader, to=device): the copy is then queued non_blocking from "
+       "pinned memory")
+"""The next step for a batch that is mostly its copy."""
+
+
+def test_a_plain_loaders_small_copy_leaves_it_a_plain_loader_with_the_plain_loaders_lever():
+    """A plain DataLoader watched with to=device: 29 ms in next() and a 1 ms copy (30 ms waited),
+    the copy its only timed part. The copy is 1/30 of the wait: pinned memory would win at most
+    that 1 ms, the loader's own 29 ms is the lever; 2 cores idle (idle_cpu_pct 200), no workers:
+    2 of them. The words stay a plain loader's, the copy told beside them."""
+    rows = planted(40, 0.029, 0.010, data_to_device_s=0.001, data_workers=0, idle_cpu_pct=200.0,
+                   others_cpu_pct=0.0)
+    found = input_bound(rows)
+    assert found["words"] == ("step waited 30.0 ms per batch for its data against 10.0 ms per step (75 % of its "
+                              f"loop); {PLAIN}, and the copy to the device 1.0 ms; num_workers=0")
+    assert found["next"] == NEW_WORKERS.format(n="=2", why=" (2.0 core(s) stood idle beside the run)",
+                                               lighter="a lighter dataset __getitem__ or collation") + RUN.format(
+        wait="30.0 ms", share=75)
+    assert found["evidence"] == [
+        {"figure": "data_wait_s", "value": pytest.approx(0.029), "unit": "s",
+         "where": "the loop's next(), timed by watch_loader, mean of 40 batches"},
+        {"figure": "data_to_device_s", "value": pytest.approx(0.001), "unit": "s",
+         "where": "watch_loader, mean per batch"},
+    ]
+
+
+def test_a_plain_loader_that_is_mostly_its_copy_is_told_to_pin_its_memory():
+    """A plain DataLoader: 10 ms in next() and a 20 ms copy: the copy outweighs next()'s whole
+    wait, so pinned memory wins more than any lever on the loader; the words stay a plain
+    loader's."""
+    rows = planted(40, 0.010, 0.010, data_to_device_s=0.020, data_workers=0)
+    found = input_bound(rows, cores=2)
+    assert found["words"] == ("step waited 30.0 ms per batch for its data against 10.0 ms per step (75 % of its "
+                              f"loop); {PLAIN}, and the copy to the device 20.0 ms; num_workers=0 on 2 core(s)")
+    assert found["next"] == PIN + RUN.format(wait="30.0 ms", share=75)
+
+
+def test_a_copy_that_is_exactly_half_the_wait_is_not_the_lever():
+    """A plain DataLoader: 0.125 s in next() and a 0.125 s copy (8 batches, 0.25 s waited: every
+    figure exact in doubles): the copy is half the wait, not most of it, so the loader's lever
+    (no workers, cores not known: =N) comes first."""
+    found = input_bound(planted(8, 0.125, 0.25, data_to_device_s=0.125, data_workers=0))
+    assert found["words"] == ("step waited 250.0 ms per batch for its data against 250.0 ms per step (50 % of its "
+                              f"loop); {PLAIN}, and the copy to the device 125.0 ms; num_workers=0")
+    assert found["next"] == NEW_WORKERS.format(n="=N", why="", lighter="a lighter dataset __getitem__ or collation") \
+        + RUN.format(wait="250.0 ms", share=50)
+
+
+def test_a_neighbour_loaders_copy_larger_than_each_part_but_under_half_the_wait_is_not_the_lever():
+    """Sampling 5 ms, the copy 12 ms, 18 ms in next() (30 ms waited): the copy is the largest part
+    timed but 12 of 30 ms, under next()'s 18 (the rest, 13 ms, untimed); no workers, 2 cores: one
+    worker, and the largest part the loader made is sampling."""
+    rows = planted(40, 0.018, 0.010, data_to_device_s=0.012, data_sample_s=0.005, data_workers=0)
+    found = input_bound(rows, cores=2)
+    assert found["words"] == (
+        "step waited 30.0 ms per batch for its data against 10.0 ms per step (75 % of its loop); of it sampling "
+        "5.0 ms, the copy to the device 12.0 ms, the rest 13.0 ms (the sampler's input, collation); num_workers=0 "
+        "on 2 core(s)")
+    assert found["next"] == NEW_WORKERS.format(n="=1", why=" (2 core(s), one for the training process)",
+                                               lighter="smaller fanouts in the outer hops") + RUN.format(
+        wait="30.0 ms", share=75)
+
+
+def test_parts_timed_on_some_batches_are_means_over_the_batches_waited_for():
+    """40 batches of 10 ms in next(): the first 20 sampled by a neighbour loader (16 ms, no copy),
+    the other 20 from a loader watched with to=device (a 16 ms copy, not split). Every figure is a
+    mean over the same 40 batches: 18 ms waited, sampling 8 ms, the copy 8 ms, next()'s 10 ms less
+    the 8 ms sampled a rest of 2 ms. The copy (8 ms) is under next()'s 10: not the lever; no
+    workers on 2 cores: one. (Each part's mean over only its own batches said sampling 16 ms and a
+    16 ms copy, leaving next() 2 ms: work made in workers, which there were none of.)"""
+    rows = planted(40, 0.010, 0.010, data_workers=0)
+    for row in rows[:20]:
+        row["data_sample_s"] = 0.016
+    for row in rows[20:]:
+        row["data_to_device_s"] = 0.016
+    found = input_bound(rows, cores=2)
+    assert found["words"] == (
+        "step waited 18.0 ms per batch for its data against 10.0 ms per step (64 % of its loop); of it sampling "
+        "8.0 ms, the copy to the device 8.0 ms, the rest 2.0 ms (the sampler's input, collation); num_workers=0 on "
+        "2 core(s)")
+    assert found["next"] == NEW_WORKERS.format(n="=1", why=" (2 core(s), one for the training process)",
+                                               lighter="smaller fanouts in the outer hops") + RUN.format(
+        wait="18.0 ms", share=64)
+    assert found["evidence"] == [
+        {"figure": "data_wait_s", "value": pytest.approx(0.010), "unit": "s",
+         "where": "the loop's next(), timed by watch_loader, mean of 40 batches"},
+        {"figure": "data_sample_s", "value": pytest.approx(0.008), "unit": "s",
+         "where": "watch_loader, mean per batch (in the loader's workers where it has them)"},
+        {"figure": "data_to_device_s", "value": pytest.approx(0.008), "unit": "s",
+         "where": "watch_loader, mean per batch"},
+    ]
 
 
 def test_a_sampler_without_its_copy_names_its_rest_and_workers_already_there_get_more_of_them():
