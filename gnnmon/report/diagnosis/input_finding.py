@@ -16,14 +16,32 @@ SPLIT = (("data_sample_s", "sampling"), ("data_gather_s", "feature gathering"),
          ("data_transform_s", "transform/collation"))
 """The parts of a neighbour loader's batch (``watch_loader``), in the order they are made."""
 
+COPY = "the copy to the device"
+"""The batch's copy to the device (``data_to_device_s``, ``watch_loader(to=...)``): part of the
+wait, after next(), timed for any loader (split or not)."""
+
 WATCHED = "the loop's next(), timed by watch_loader"
+
+PLAIN = "a plain DataLoader: its dataset's __getitem__ and collation (PyG's neighbour loaders are split)"
+
+PIN = ("pin_memory=True in the loader and watch_loader(loader, to=device): the copy is then queued non_blocking "
+       "from pinned memory")
 
 
 def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str, Any] | None:
     """The loop's wait for data as a share of the run's time, split where the loader is; the next
     step fits the run: more workers only where the loader's (``data_workers``) and the training
     process leave idle cores among ``cores`` (the manifest's ``cpu_usable``) and the sampled
-    ``idle_cpu_pct`` says they stood idle, and the gain stated as the wait it can win."""
+    ``idle_cpu_pct`` says they stood idle, and the gain stated as the wait it can win.
+
+    Every figure is a mean over the same batches, those whose wait was timed (``data_wait_s``), a
+    part counted 0 in those that lack it (as the loop's wait counts a missing copy), so that
+    next()'s wait (the wait less the copy) and its rest (less the parts) hold figures of the same
+    batches even where a part was timed on some of them only.
+
+    Pinned memory is the lever only where the copy is most of the wait: more than the rest of it,
+    next()'s whole wait (more than half). Pinning can win at most the copy; where next() took as
+    long or longer, the loader's own lever (workers, less work per batch) can win more."""
     if not loop.has("data_wait_s"):
         return None
     known = ~np.isnan(loop.column("data_wait_s"))
@@ -35,12 +53,12 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     proof = [evidence("data_wait_s", float(loop.zeros("data_wait_s")[known].mean()), "s",
                       f"{WATCHED}, mean of {n} batches")]
     parts = {}
-    for field, name in (*SPLIT, ("data_to_device_s", "the copy to the device")):
-        if loop.has(field):
-            parts[name] = float(np.nanmean(loop.column(field)))
+    for field, name in (*SPLIT, ("data_to_device_s", COPY)):
+        values = loop.column(field)[known]
+        if not np.isnan(values).all():  # timed on some of these batches: 0 on the others
+            parts[name] = float(np.nan_to_num(values, nan=0.0).mean())
             proof.append(evidence(field, parts[name], "s", "watch_loader, mean per batch"
-                                  + (" (in the loader's workers where it has them)"
-                                     if field != "data_to_device_s" else "")))
+                                  + (" (in the loader's workers where it has them)" if name != COPY else "")))
     hops = _hops(loop)
     if hops:
         proof.append(evidence("data_hop_<k>_nodes", None, "nodes",
@@ -48,21 +66,24 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     room, workers = _spare_cores(loop, cores), _workers(loop)
     words = (f"{loop.label} waited {ms(wait)} per batch for its data against {ms(step)} per step "
              f"({100 * cost / max(loop.total, 1e-12):.0f} % of its loop)")
-    made = sum(v for k, v in parts.items() if k != "the copy to the device")
-    in_next = wait - parts.get("the copy to the device", 0.0)  # the wait holds the copy: the parts are next()'s
+    copy = parts.pop(COPY, None)  # parts: the loader's own, made in next()
+    in_next = wait - (copy or 0.0)  # the wait holds the copy: the parts are next()'s
+    made = sum(parts.values())
     if parts:
         words += "; of it " + ", ".join(f"{k} {ms(v)}" for k, v in parts.items())
+        if copy is not None:
+            words += f", {COPY} {ms(copy)}"
         if made < 0.9 * in_next and "sampling" in parts:
             words += f", the rest {ms(in_next - made)} (the sampler's input, collation)"
         elif made > 1.1 * in_next:
             words += " (made in the loader's workers, partly while the step ran)"
     else:
-        words += "; a plain DataLoader: its dataset's __getitem__ and collation (PyG's neighbour loaders are split)"
+        words += f"; {PLAIN}" + (f", and {COPY} {ms(copy)}" if copy is not None else "")
     if workers is not None:
         words += f"; num_workers={workers}" + (f" on {cores} core(s)" if cores else "")
     if hops:
         words += "; nodes per hop " + " → ".join(f"{h:,.0f}" for h in hops)
-    next_step = _input_next(parts, hops, workers, room, cores)
+    next_step = PIN if copy is not None and copy > in_next else _input_next(parts, hops, workers, room, cores)
     fallback = "data_sampler" in loop.part.cols and "gnnmon" in loop.part.objects("data_sampler")
     if fallback and parts.get("sampling", 0.0) > 0:
         words += "; sampled by gnnmon's pure-PyTorch sampler (neither pyg-lib nor torch-sparse is installed)"
@@ -109,11 +130,9 @@ def _hops(loop: Loop) -> list[float]:
 def _input_next(parts: dict[str, float], hops: list[float], workers: int | None, room: float | None,
                 cores: int | None) -> str:
     """More workers only where cores stood idle (``room``, cores, sampled) beside the run, or, not
-    sampled, as many as ``cores`` leave beside the training process; where none are left, or the
-    batch is mostly its copy, something else."""
-    if parts and max(parts, key=lambda k: parts[k]) == "the copy to the device":
-        return ("pin_memory=True in the loader and watch_loader(loader, to=device): the copy is then queued "
-                "non_blocking from pinned memory")
+    sampled, as many as ``cores`` leave beside the training process; where none are left, less work
+    per batch in the loader's largest part (``parts``: the loader's own, the copy aside), or, a plain
+    loader's, in its dataset's __getitem__ or collation."""
     lighter = _fix(max(parts, key=lambda k: parts[k]), hops) if parts else "a lighter dataset __getitem__ or collation"
     if room is not None:
         why, add = f" ({room:.1f} core(s) stood idle beside the run)", int(room)
