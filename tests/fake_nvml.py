@@ -192,17 +192,14 @@ class FakeNvml:
                 out[name] = getattr(self, name)
         return out
 
-    def install(self, monkeypatch: Any, tmp_dir: str | os.PathLike[str] | None = None) -> FakeNvml:
+    def install(self, monkeypatch: Any, tmp_dir: str | os.PathLike[str]) -> FakeNvml:
         """This process's ``pynvml`` becomes the fake; so does the sampler process's, through a
-        shim on ``PYTHONPATH`` (in ``tmp_dir``, a fresh temporary directory by default)."""
+        shim on ``PYTHONPATH`` in ``tmp_dir`` (a test's ``tmp_path``: pytest removes it, where a
+        directory of the fake's own would be left behind)."""
         module = types.ModuleType("pynvml")
         for name, value in self.module_dict().items():
             setattr(module, name, value)
         monkeypatch.setitem(sys.modules, "pynvml", module)
-        if tmp_dir is None:
-            import tempfile
-
-            tmp_dir = tempfile.mkdtemp(prefix="fake-pynvml-")
         shim_dir = Path(tmp_dir)
         shim_dir.mkdir(parents=True, exist_ok=True)
         if self.cue_file is None:

@@ -369,8 +369,8 @@ def test_an_energy_counter_that_starts_failing_mid_run_is_given_up_not_fatal(fak
     assert counter["given_up"] is True and "Unknown Error" in counter["error"]
 
 
-def test_fake_nvml_samples(fake_cuda, monkeypatch):
-    FakeNvml(n=2, power_w=150).install(monkeypatch)
+def test_fake_nvml_samples(fake_cuda, monkeypatch, tmp_path):
+    FakeNvml(n=2, power_w=150).install(monkeypatch, tmp_path)
     fake_cuda.current_device()  # CUDA in use: torch's own UUIDs give the exact mapping
     uuids, how = cuda_uuids()
     assert how == "torch device properties"
@@ -384,8 +384,8 @@ def test_fake_nvml_samples(fake_cuda, monkeypatch):
     nvml.close()
 
 
-def test_without_energy_counter_power_is_integrated_over_samples(fake_cuda, monkeypatch):
-    FakeNvml(n=2, energy=False, power_w=200).install(monkeypatch)
+def test_without_energy_counter_power_is_integrated_over_samples(fake_cuda, monkeypatch, tmp_path):
+    FakeNvml(n=2, energy=False, power_w=200).install(monkeypatch, tmp_path)
     fake_cuda.current_device()  # CUDA in use: CUDA 0 is NVML's GPU 1 (util 47 %)
 
     @cuda_timed(device="cuda:0")
@@ -401,8 +401,8 @@ def test_without_energy_counter_power_is_integrated_over_samples(fake_cuda, monk
     assert row["gpu_util_pct"] == 47.0
 
 
-def test_no_counter_and_no_power_reading_says_why(fake_cuda, monkeypatch):
-    FakeNvml(n=2, energy=False, power_w=None).install(monkeypatch)  # the power query fails too
+def test_no_counter_and_no_power_reading_says_why(fake_cuda, monkeypatch, tmp_path):
+    FakeNvml(n=2, energy=False, power_w=None).install(monkeypatch, tmp_path)  # the power query fails too
     with gnnmon.collect(energy=True) as run:
         with gnnmon.timed(device="cuda:0"):
             pass
