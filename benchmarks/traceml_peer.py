@@ -62,42 +62,45 @@ def child(device: str, quick: bool, out: Path) -> None:
                                                                     else (0.25, 10, 10, 7))
     loop = Realistic(dev, scale, batches)
     tmp = Path(tempfile.mkdtemp(prefix="gnnmon-peer-"))
+    try:  # the rows' file is the run's alone: removed with its directory, whatever interrupts it
 
-    def traced(model: Any, batch: Any, opt: Any) -> Any:
-        with traceml.trace_step(model):
-            return plain_step(model, batch, opt)
+        def traced(model: Any, batch: Any, opt: Any) -> Any:
+            with traceml.trace_step(model):
+                return plain_step(model, batch, opt)
 
-    full = monitor_memory_device(device=dev)(cuda_timed(device=dev)(gc_controlled(phased_step)))
-    variants: dict[str, tuple[Any, Any, Any]] = {
-        "bare": (plain_step, None, None),
-        "bare (again: the noise floor)": (plain_step, None, None),
-        "TraceML trace_step (init mode='auto')": (traced, None, None),
-        "gnnmon full stack, phases inside, rows to a file": (
-            full, lambda: collect(tmp / "peer.jsonl", max_records=200), None),
-    }
+        full = monitor_memory_device(device=dev)(cuda_timed(device=dev)(gc_controlled(phased_step)))
+        variants: dict[str, tuple[Any, Any, Any]] = {
+            "bare": (plain_step, None, None),
+            "bare (again: the noise floor)": (plain_step, None, None),
+            "TraceML trace_step (init mode='auto')": (traced, None, None),
+            "gnnmon full stack, phases inside, rows to a file": (
+                full, lambda: collect(tmp / "peer.jsonl", max_records=200), None),
+        }
 
-    def sync() -> None:
+        def sync() -> None:
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+
+        rows = run_interleaved("GCN step", variants, loop.args, steps, rounds, sync, slow_steps=steps)
+        peaks: dict[str, Any] = {}
         if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
-    rows = run_interleaved("GCN step", variants, loop.args, steps, rounds, sync, slow_steps=steps)
-    peaks: dict[str, Any] = {}
-    if dev.type == "cuda":
-        truth = []
-        for i in range(5):
-            sync()
-            torch.cuda.reset_peak_memory_stats(dev)
-            plain_step(*loop.args(i))
-            truth.append(torch.cuda.max_memory_allocated(dev))
-        with collect() as run:
+            truth = []
             for i in range(5):
-                full(*loop.args(i))
-        peaks = {"torch": statistics.median(truth),
-                 "gnnmon": statistics.median(r["mem_peak_bytes"] for r in run.records)}
-    out.write_text(json.dumps({"rows": rows, "peaks": peaks, "nodes": loop.nodes, "edges": loop.edges,
-                               "steps": steps, "rounds": rounds, "device": device,
-                               "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
-                               "torch": torch.__version__}))
+                sync()
+                torch.cuda.reset_peak_memory_stats(dev)
+                plain_step(*loop.args(i))
+                truth.append(torch.cuda.max_memory_allocated(dev))
+            with collect() as run:
+                for i in range(5):
+                    full(*loop.args(i))
+            peaks = {"torch": statistics.median(truth),
+                     "gnnmon": statistics.median(r["mem_peak_bytes"] for r in run.records)}
+        out.write_text(json.dumps({"rows": rows, "peaks": peaks, "nodes": loop.nodes, "edges": loop.edges,
+                                   "steps": steps, "rounds": rounds, "device": device,
+                                   "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+                                   "torch": torch.__version__}))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def free_port() -> int:
