@@ -95,6 +95,7 @@ def measure(rounds: int, warm: int, driver: bool) -> dict[str, Any]:
     batch = torch.ones(4)  # the loader's batch, on the host
     me = threading.current_thread().name
     out: dict[str, Any] = {}
+    tmp = tempfile.TemporaryDirectory()
     try:
         steps = variants(fake)
 
@@ -103,7 +104,7 @@ def measure(rounds: int, warm: int, driver: bool) -> dict[str, Any]:
 
         # Drained only where flushed: as many rows in flight as the warm-up had, so the pool holds
         # their events and the counts are exact (the writer thread's own pace varies).
-        with gnnmon.collect(Path(tempfile.mkdtemp()) / "run.jsonl", max_records=100, flush_interval=3600) as run:
+        with gnnmon.collect(Path(tmp.name) / "run.jsonl", max_records=100, flush_interval=3600) as run:
             for name, step in steps.items():
                 for _ in range(warm):
                     step(batch)
@@ -130,6 +131,7 @@ def measure(rounds: int, warm: int, driver: bool) -> dict[str, Any]:
     finally:
         patch.undo()
         clear_backends()
+        tmp.cleanup()
     return out
 
 

@@ -201,9 +201,9 @@ from gnnmon.report.exports import EXPORTS
 run = gnnmon.load(sys.argv[1])
 report = gnnmon.Report(run)
 report.markdown(); report.summary(); report.spikes(); report.energy(); report.memory_model("train_step")
-out = tempfile.mkdtemp()
-for name in EXPORTS:
-    report.export(name, os.path.join(out, name, "out"))
+with tempfile.TemporaryDirectory() as out:
+    for name in EXPORTS:
+        report.export(name, os.path.join(out, name, "out"))
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "torch_geometric")), sorted(EXPORTS))
 """
 
