@@ -12,7 +12,7 @@ from typing import Any
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table
 from gnnmon.report.compare.comparison_markdown import comparison_markdown, comparison_page, where
-from gnnmon.report.compare.gate import RERUN_SPREAD, decision, runs_to_decide
+from gnnmon.report.compare.gate import RERUN_SPREAD, decision, relative_spread, runs_to_decide
 from gnnmon.report.compare.lines import CPU_TIME, TIME, as_change, compare_sides, one_thread, others_load, ranks_of
 
 LOAD_DIFFERS = 25.0
@@ -102,9 +102,13 @@ class Comparison:
         if self.same:
             self.notes.append("the same run(s) on both sides: nothing changed")
         elif self.runs == (1, 1):
+            held = [relative_spread(ln["spread"]) for ln in self.lines if ln["judged"] and ln["spread"]]
+            wider = max(held, default=0.0)
             self.notes.append("one run a side: the spread between reruns cannot be seen, "
-                              f"{100 * self.rerun_spread:g} % a run is assumed (--rerun-spread; a run's own "
-                              f"drift where wider); give {RUNS_ADVISED} runs a side (BASE... -- NEW...) to measure it")
+                              f"{100 * self.rerun_spread:g} % a run is assumed (--rerun-spread), or a run's own "
+                              "drift where wider" + (f" (up to {100 * wider:.3g} % a run on the judged lines here)"
+                                                     if wider > self.rerun_spread * (1 + 1e-9) else "")
+                              + f"; give {RUNS_ADVISED} runs a side (BASE... -- NEW...) to measure it")
         judged = [ln for ln in self.lines if ln["judged"] == "time" and ln["scope"] == "all"]
         on_cpu = any(ln["figure"].startswith(CPU_TIME) for ln in judged)
         cpu_seen = any(ln["figure"].startswith(CPU_TIME) for ln in self.lines)

@@ -8,6 +8,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from gnnmon.report import renderers  # the package: its page.css and page.js
+from gnnmon.report.compare.gate import MAX_RUNS, relative_spread
 from gnnmon.report.diagnosis.findings_markdown import value_text
 from gnnmon.report.escape import no_surrogates
 from gnnmon.report.md_html import markdown_html
@@ -69,9 +70,11 @@ def decided(d: dict[str, Any]) -> str:
     """A decision in words: the line, its bounds against its limit, and what would decide it."""
     text = f"{where(d)}: {said(d)}; bounds {bounds_text(d)} against the limit {100 * d['limit']:+g} %"
     if d["decision"] == "inconclusive":
-        spread = f"{100 * d['spread']:.2g} % a run, {'seen' if d['seen'] else 'assumed'}"
+        pct = 100 * relative_spread(d["spread"])
+        spread = f"{pct:.2g} % a run" if pct < 100 else f"{pct:,.0f} % a run"
+        spread += ", seen" if d["seen"] else ", assumed"
         text += (f": {d['runs_needed']} runs a side would decide it at the spread ({spread})" if d["runs_needed"]
-                 else f": the change is too near the limit for 50 runs a side to decide it ({spread})")
+                 else f": {MAX_RUNS} runs a side would not decide it at the spread ({spread})")
     return text
 
 
@@ -131,7 +134,7 @@ def comparison_markdown(c: Compared) -> str:
         out.append("")
     out.append("Each run's figure is the median of a label's calls after the first 2; a side's value is the "
                "geometric mean of its runs'. A change is called slower or faster where its 90 % interval "
-               "excludes none.")
+               "excludes no change (0 %).")
     return no_surrogates("\n".join(out)) + "\n"
 
 

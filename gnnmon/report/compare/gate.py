@@ -11,8 +11,9 @@ those figures (a relative change; a run 10 % slow and one 10 % fast weigh alike)
   side of 2 or 3 runs against 7 or 8 made its 90 % interval miss 11-13 % of the time, not 10;
   a side of one run borrows the other side's spread;
 * one run a side: the rerun-to-rerun spread cannot be seen. An assumed spread per run
-  (:data:`RERUN_SPREAD`, ``--rerun-spread``; or the run's own noise where that is wider) is held at
-  the normal quantile, and the verdict says so.
+  (:data:`RERUN_SPREAD`, ``--rerun-spread``; or the run's own noise where that is wider), relative,
+  is taken to the logarithms' spread it stands for (:func:`log_spread`) and held at the normal
+  quantile, and the verdict says so.
 
 A change's **bounds** are one-sided at :data:`ALPHA` each (together the 90 % interval of a TOST
 equivalence test). A judged line **passes** when its upper bound is under its limit (a
@@ -68,6 +69,19 @@ class Change:
         return math.expm1(self.log + (q if upper else -q) * self.se)
 
 
+def log_spread(relative: float) -> float:
+    """The standard deviation of a figure's logarithm that a relative spread (its coefficient of
+    variation: 0.03 is 3 %) stands for, a log-normal's √ln(1 + r²): r where r is small, and far less
+    where the spread exceeds the level (r = 2.25 is 1.34 in log units: a figure against itself is
+    bounded at +2,171 %, and held as 2.25 it was at +18,652 %)."""
+    return math.sqrt(math.log1p(relative * relative))
+
+
+def relative_spread(log_sd: float) -> float:
+    """:func:`log_spread`'s inverse: the relative spread a standard deviation of logarithms stands for."""
+    return math.sqrt(math.expm1(log_sd * log_sd))
+
+
 def _mean_var(values: Sequence[float]) -> tuple[float, float]:
     n = len(values)
     mean = math.fsum(values) / n
@@ -92,9 +106,9 @@ def change(base: Sequence[float], new: Sequence[float], base_own: Sequence[float
         pooled = ((na - 1) * va if na > 1 else 0.0) + ((nb - 1) * vb if nb > 1 else 0.0)
         spread = math.sqrt(pooled / df)
         return Change(d, spread * math.sqrt(1 / na + 1 / nb), df, spread, True, f"Student's t over {na} + {nb} runs")
-    own = max([*base_own, *new_own, 0.0])
-    spread = max(assumed, own)
-    said = f"a rerun spread of {100 * spread:.3g} % a run assumed (normal)" if spread else "figures taken as exact"
+    relative = max([assumed, *base_own, *new_own])
+    spread = log_spread(relative)
+    said = f"a rerun spread of {100 * relative:.3g} % a run assumed (normal)" if relative else "figures taken as exact"
     return Change(d, spread * math.sqrt(2), math.inf, spread, False, f"one run a side: {said}")
 
 

@@ -10,7 +10,7 @@ import random
 import pytest
 from scipy import stats
 
-from gnnmon.report.compare.gate import ALPHA, Change, change, decision, runs_to_decide
+from gnnmon.report.compare.gate import ALPHA, Change, change, decision, relative_spread, runs_to_decide
 
 
 def logs(rng: random.Random, n: int, mean: float, sd: float) -> list[float]:
@@ -32,15 +32,18 @@ def test_the_bounds_are_scipys_student_t_test_on_the_logarithms(na, nb):
         assert c.test == f"Student's t over {na} + {nb} runs"
 
 
-@pytest.mark.parametrize("na, nb, assumed", [(5, 5, None), (2, 7, None), (3, 8, None), (1, 5, None), (1, 1, 0.04)])
-def test_the_interval_covers_the_planted_change_as_often_as_it_says(na, nb, assumed):
-    """2,000 planted pairs, a true change of +7 % and a spread of 4 % a run (one a side: assumed
-    at the true 4 %): the 90 % interval holds the truth in 90 % of them, within 3.5 binomial
-    standard deviations (2,000 draws: 0.67 % each), and each one-sided bound misses in about 5 %."""
+@pytest.mark.parametrize("na, nb, cv, assumed", [(5, 5, 0.04, False), (2, 7, 0.04, False), (3, 8, 0.04, False),
+                                                 (1, 5, 0.04, False), (1, 1, 0.04, True), (1, 1, 2.25, True)])
+def test_the_interval_covers_the_planted_change_as_often_as_it_says(na, nb, cv, assumed):
+    """2,000 planted pairs, a true change of +7 % and run figures log-normal with a coefficient of
+    variation ``cv`` a run (one a side: that cv assumed, as a run's own noise is given; 2.25: calls
+    that vary by twice their level): the 90 % interval holds the truth in 90 % of them, within 3.5
+    binomial standard deviations (2,000 draws: 0.67 % each), and each one-sided bound misses in about 5 %."""
     rng, trials, truth = random.Random(na * 100 + nb), 2000, math.log(1.07)
+    sigma = math.sqrt(math.log(1 + cv**2))  # the logarithms' spread of a log-normal of that cv
     below = above = 0
     for _ in range(trials):
-        c = change(logs(rng, na, 0.0, 0.04), logs(rng, nb, truth, 0.04), assumed=assumed or 0.0)
+        c = change(logs(rng, na, 0.0, sigma), logs(rng, nb, truth, sigma), assumed=cv if assumed else 0.0)
         below += c.bound(ALPHA, upper=True) < 0.07
         above += c.bound(ALPHA, upper=False) > 0.07
     sd = math.sqrt(ALPHA * (1 - ALPHA) / trials)
@@ -48,13 +51,20 @@ def test_the_interval_covers_the_planted_change_as_often_as_it_says(na, nb, assu
 
 
 def test_one_run_a_side_assumes_the_spread_or_its_own_noise_where_wider():
+    """A relative spread r (a coefficient of variation) is held as the logarithms' spread of a
+    log-normal with that CV, √ln(1 + r²)."""
+    sigma = math.sqrt(math.log(1 + 0.03**2))
     c = change([1.00], [1.02], assumed=0.03)
-    assert not c.seen and c.spread == 0.03 and c.se == pytest.approx(0.03 * math.sqrt(2))
+    assert not c.seen and c.spread == pytest.approx(sigma, rel=1e-12) and c.se == pytest.approx(sigma * math.sqrt(2))
     assert math.isinf(c.df) and "3 % a run assumed" in c.test
     q = stats.norm.ppf(1 - ALPHA)
-    assert c.bound(ALPHA, upper=True) == pytest.approx(1.02 * math.exp(q * 0.03 * math.sqrt(2)) - 1)
+    assert c.bound(ALPHA, upper=True) == pytest.approx(1.02 * math.exp(q * sigma * math.sqrt(2)) - 1)
     drifting = change([1.00], [1.02], base_own=[0.08], new_own=[0.01], assumed=0.03)
-    assert drifting.spread == 0.08 and "8 % a run assumed" in drifting.test
+    assert drifting.spread == pytest.approx(math.sqrt(math.log(1 + 0.08**2)), rel=1e-12)
+    assert "8 % a run assumed" in drifting.test
+    wide = change([1.00], [1.02], base_own=[2.25], assumed=0.03)  # calls that vary by twice their level
+    assert wide.spread == pytest.approx(math.sqrt(math.log(1 + 2.25**2)), rel=1e-12) and "225 % a run" in wide.test
+    assert relative_spread(wide.spread) == pytest.approx(2.25, rel=1e-12)
     exact = change([100.0], [110.0], assumed=0.0)  # a peak, exact: its bounds are the change
     assert exact.bound(ALPHA, upper=False) == exact.bound(ALPHA, upper=True) == pytest.approx(0.10)
 

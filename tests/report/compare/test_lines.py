@@ -49,6 +49,14 @@ MEDIAN_SE = math.sqrt(math.pi / 2)
 ROBUST = 1 / stats.norm.ppf(0.75)
 """The median absolute deviation of normal data times this is its standard deviation (1.4826)."""
 Q95 = stats.norm.ppf(0.95)
+
+
+def sigma(cv: float) -> float:
+    """The logarithms' spread of a log-normal figure whose coefficient of variation is ``cv`` (a
+    relative spread, assumed or a run's own, is held so: 0.03 -> 0.029993)."""
+    return math.sqrt(math.log(1 + cv * cv))
+
+
 WARM = [0.5, 0.5]
 """Two warm-up calls (index 0 and 1), far off every steady figure: no steady figure may hold them."""
 NOT_JUDGED = ("(not judged: the batches differ in size and no trusted memory model says what the same "
@@ -346,18 +354,18 @@ def test_a_line_of_one_run_a_side_holds_the_assumed_spread_or_the_runs_own():
     """One run a side, 10 % apart: the spread between reruns cannot be seen, the one assumed (2 %)
     or a run's own error where wider (the new run's 5 %) is held at the normal quantile (df None)."""
     assumed = line("all", "step", None, "time per step", [(1.0, 0.01)], [(1.10, 0.005)], None, 0.02)
-    se = 0.02 * math.sqrt(2)
-    assert assumed["df"] is None and assumed["seen"] is False and assumed["spread"] == pytest.approx(0.02)
+    se = sigma(0.02) * math.sqrt(2)
+    assert assumed["df"] is None and assumed["seen"] is False and assumed["spread"] == pytest.approx(sigma(0.02))
     assert assumed["se"] == approx(se) and assumed["change"] == approx(0.10)
     assert assumed["low"] == approx(math.expm1(math.log(1.10) - Q95 * se))
     assert assumed["high"] == approx(math.expm1(math.log(1.10) + Q95 * se))
     # 9.5 % (log) over 1.645 · 2.8 %: beyond the noise
     assert assumed["verdict"] == "slower" and assumed["judged"] is None
     own = line("all", "step", None, "time per step", [(1.0, 0.01)], [(1.10, 0.05)], None, 0.02)
-    assert own["spread"] == pytest.approx(0.05) and own["se"] == approx(0.05 * math.sqrt(2))
+    assert own["spread"] == pytest.approx(sigma(0.05)) and own["se"] == approx(sigma(0.05) * math.sqrt(2))
     assert own["verdict"] == "within noise" and own["low"] < 0 < own["high"]
     base_own = line("all", "step", None, "time per step", [(1.0, 0.05)], [(1.10, 0.0)], None, 0.02)
-    assert base_own["spread"] == pytest.approx(0.05)
+    assert base_own["spread"] == pytest.approx(sigma(0.05))
     default = line("all", "step", None, "time per step", [(1.0, 0.0)], [(1.10, 0.0)])
     assert default["spread"] == 0.0 and default["se"] == 0.0 and default["low"] == default["high"]
 
@@ -422,7 +430,7 @@ def test_a_lines_change_comes_back_from_its_fields():
     one = line("all", "step", None, "time per step", [(1.0, 0.0)], [(1.2, 0.0)], None, 0.03)
     back = as_change(one)
     assert back is not None and back.df == math.inf and back.bound(0.05, upper=False) == pytest.approx(one["low"])
-    assert back.log == pytest.approx(math.log(1.2)) and back.spread == 0.03 and back.seen is False
+    assert back.log == pytest.approx(math.log(1.2)) and back.spread == pytest.approx(sigma(0.03)) and back.seen is False
 
 
 # --- a label's lines --------------------------------------------------------------------------------------------
@@ -489,8 +497,8 @@ def test_a_labels_lines_in_order_with_the_one_judged():
 def test_assumed_spread_reaches_the_time_lines_not_the_others():
     base, new = [loop_of(steady_run(4e-3, gc_pause_s=[1e-3] * 7))], [loop_of(steady_run(4.2e-3, gc_pause_s=[2e-3] * 7))]
     got = {ln["figure"]: ln for ln in compare_label("all", "step", base, new, False, lambda label: [], 0.04)}
-    assert got["time per step"]["spread"] == pytest.approx(0.04)
-    assert got["time per step"]["high"] == approx(math.expm1(math.log(1.05) + Q95 * 0.04 * math.sqrt(2)))
+    assert got["time per step"]["spread"] == pytest.approx(sigma(0.04))
+    assert got["time per step"]["high"] == approx(math.expm1(math.log(1.05) + Q95 * sigma(0.04) * math.sqrt(2)))
     assert got["GC pause per call"]["spread"] == 0.0 and got["GC pause per call"]["change"] == pytest.approx(1.0)
 
 
@@ -604,7 +612,7 @@ def test_both_trusted_models_forecast_the_new_runs_largest_batch():
                                                           + 512 * largest["num_edges"]), rel=0.01)
     own = max(ma.spread_bytes / math.sqrt(ma.rows) / pa, mb.spread_bytes / math.sqrt(mb.rows) / pb)
     assert own > 0 and ma.rows == mb.rows == 58
-    assert forecast["spread"] == approx(own) and forecast["se"] == approx(own * math.sqrt(2))
+    assert forecast["spread"] == approx(sigma(own)) and forecast["se"] == approx(sigma(own) * math.sqrt(2))
     assert forecast["judged"] == "memory" and forecast["verdict"] == "more" and forecast["unit"] == "bytes"
     assert forecast["scope"] == "all" and forecast["label"] == "train_step" and forecast["phase"] is None
     assert forecast["runs"] == [1, 1] and forecast["df"] is None
@@ -716,10 +724,10 @@ def test_sides_of_runs_by_label():
 def test_one_run_a_side_assumes_the_rerun_spread():
     """One run a side and no spread given: 3 % a run is assumed (gate.RERUN_SPREAD)."""
     (ln,) = compare_sides("all", [Table(steady_run(4e-3))], [Table(steady_run(4.4e-3))], False)
-    assert ln["spread"] == pytest.approx(0.03) and ln["se"] == approx(0.03 * math.sqrt(2))
+    assert ln["spread"] == pytest.approx(sigma(0.03)) and ln["se"] == approx(sigma(0.03) * math.sqrt(2))
     assert ln["test"] == "one run a side: a rerun spread of 3 % a run assumed (normal)"
     (ln,) = compare_sides("all", [Table(steady_run(4e-3))], [Table(steady_run(4.4e-3))], False, 0.01)
-    assert ln["spread"] == pytest.approx(0.01)
+    assert ln["spread"] == pytest.approx(sigma(0.01))
 
 
 def test_each_sides_runs_are_modelled_together():
