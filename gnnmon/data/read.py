@@ -73,7 +73,7 @@ def _chunks(path: Path | str | os.PathLike[str], strict: bool,
     """:func:`read_chunks` before the rows are made whole."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no gnnmon report at {path}")
+        raise FileNotFoundError(f"no such file: {path}")
     with open(path, "rb", buffering=1 << 20) as raw:
         stream = Decompressed(raw) if is_gzip(raw.peek(2)[:2]) else None  # type: ignore[attr-defined]
         f = io.BufferedReader(stream, 1 << 20) if stream is not None else raw

@@ -121,7 +121,9 @@ def _check_label(label: Any, where: str) -> str | None:
     return label
 
 
-def _check_target(func: Any, where: str) -> None:
+def _check_target(func: Any, where: str, scope: str | None) -> None:
+    """Refuse what a decorator cannot measure, naming what can (``scope``: its block form, e.g.
+    ``gnnmon.timed()``; None: it has none)."""
     if inspect.isclass(func):
         raise TypeError(f"{where} decorates functions and methods, not the class {func.__name__}")
     if not callable(func):
@@ -134,12 +136,13 @@ def _check_target(func: Any, where: str) -> None:
         raise TypeError(
             f"{where} cannot decorate the generator function {name}: its body runs "
             "after the call returns, outside the measurement. Decorate the function that "
-            "consumes it, or wrap each step in a scope"
+            "consumes it" + (f", or wrap each step in `with {scope}:`" if scope else "")
         )
     if inspect.iscoroutinefunction(func):
         raise TypeError(
             f"{where} cannot decorate the coroutine function {name}: gnnmon measures "
-            "synchronous calls. Use the scope form inside the coroutine instead"
+            "synchronous calls. " + (f"Use `with {scope}:` inside the coroutine instead" if scope else
+                                     "Decorate a synchronous function the coroutine calls instead")
         )
 
 
@@ -161,10 +164,11 @@ def _finish(bracket: Bracket | None, exc: BaseException | None, token: Any, held
     return release(held, value=result)
 
 
-def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, options: dict) -> Any:
+def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, options: dict,
+          scope: str | None) -> Any:
     if isinstance(func, (staticmethod, classmethod)):
-        return type(func)(_wrap(func.__func__, cls, where, label, options))
-    _check_target(func, where)
+        return type(func)(_wrap(func.__func__, cls, where, label, options, scope))
+    _check_target(func, where, scope)
     measures: list[tuple[type[Measurement], dict]] = [(cls, options)]
     target = func
     below: Any = getattr(func, "__gnnmon_self__", None)
@@ -248,15 +252,16 @@ def _wrap(func: Any, cls: type[Measurement], where: str, label: str | None, opti
     return wrapper
 
 
-def make_decorator(cls: type[Measurement], where: str) -> Callable[..., Any]:
-    """Build ``@where`` (bare) and ``@where(label=..., **options)`` over a measurement class."""
+def make_decorator(cls: type[Measurement], where: str, scope: str | None = None) -> Callable[..., Any]:
+    """Build ``@where`` (bare) and ``@where(label=..., **options)`` over a measurement class;
+    ``scope``: its block form, which its errors name (``gnnmon.timed()``; None: it has none)."""
 
     def decorator(func: Any = None, /, *, label: str | None = None, **options: Any) -> Any:
         _check_label(label, f"@{where}")
         opts = cls.check_options(dict(options), f"@{where}")
         if func is None:
-            return lambda f: _wrap(f, cls, f"@{where}", label, opts)
-        return _wrap(func, cls, f"@{where}", label, opts)
+            return lambda f: _wrap(f, cls, f"@{where}", label, opts, scope)
+        return _wrap(func, cls, f"@{where}", label, opts, scope)
 
     decorator.__name__ = decorator.__qualname__ = where
     decorator.__signature__ = _signature(cls, positional=True)  # type: ignore[attr-defined]

@@ -194,7 +194,7 @@ class GcControl(Measurement):
             row.after_close(lambda: requested_collection(gen, "gc_controlled"))
 
 
-gc_controlled = make_decorator(GcControl, "gc_controlled")
+gc_controlled = make_decorator(GcControl, "gc_controlled", "gnnmon.gc_paused()")
 gc_controlled.__doc__ = """No automatic GC inside each call: ``@gc_controlled`` or
 ``@gc_controlled(collect="never" | "after" | N, generation=2, freeze=False)``.
 

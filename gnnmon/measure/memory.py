@@ -105,7 +105,7 @@ class MemoryMeasurement(Measurement):
         return None
 
 
-monitor_memory_device = make_decorator(MemoryMeasurement, "monitor_memory_device")
+monitor_memory_device = make_decorator(MemoryMeasurement, "monitor_memory_device", "gnnmon.memory_scope()")
 monitor_memory_device.__doc__ = """Record the memory of each call: ``@monitor_memory_device`` or
 ``@monitor_memory_device(device="cuda:1", label="train", include_children=False,
 sample_interval=0.005, sync=False)``.

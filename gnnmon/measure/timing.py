@@ -189,7 +189,7 @@ class TimingMeasurement(Measurement):
         _fill_time(self.row, watch, wall, device)
 
 
-cuda_timed = make_decorator(TimingMeasurement, "cuda_timed")
+cuda_timed = make_decorator(TimingMeasurement, "cuda_timed", "gnnmon.timed()")
 cuda_timed.__doc__ = """Time each call: ``@cuda_timed`` or ``@cuda_timed(device=None, sync="events",
 label=None)``. Fills ``wall_s`` (host, seconds) and ``device_s`` (device-synced or event time,
 seconds; on the CPU equal to wall time). Despite the name it dispatches to CUDA, MPS or CPU."""

@@ -424,6 +424,32 @@ def test_a_partial_of_a_generator_function_is_refused_with_a_type_error():
         gnnmon.monitor_memory_device(functools.partial(batches, n=3))
 
 
+@pytest.mark.parametrize("decorator, scope", [(gnnmon.cuda_timed, "gnnmon.timed()"),
+                                              (gnnmon.monitor_memory_device, "gnnmon.memory_scope()"),
+                                              (gnnmon.gc_controlled, "gnnmon.gc_paused()"),
+                                              (gnnmon.track_compile, None)])
+def test_a_generator_or_a_coroutine_is_refused_naming_the_block_form_that_measures_it(decorator, scope):
+    def batches():
+        yield 1
+
+    async def step():
+        return 1
+
+    with pytest.raises(TypeError) as gen:
+        decorator(batches)
+    with pytest.raises(TypeError) as coro:
+        decorator(step)
+    if scope is None:  # no block form: a synchronous function to decorate instead
+        assert str(gen.value).endswith("Decorate the function that consumes it")
+        assert str(coro.value).endswith("Decorate a synchronous function the coroutine calls instead")
+    else:
+        assert str(gen.value).endswith(f"Decorate the function that consumes it, or wrap each step in `with {scope}:`")
+        assert str(coro.value).endswith(f"Use `with {scope}:` inside the coroutine instead")
+    for block in {scope} - {None}:  # the form named is one users have
+        name = block.removeprefix("gnnmon.").removesuffix("()")
+        assert callable(getattr(gnnmon, name)), block
+
+
 
 def test_phases_closed_out_of_order_hand_back_an_open_phase():
     with gnnmon.collect(), gnnmon.timed(label="step"):
