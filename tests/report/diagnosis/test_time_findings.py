@@ -1,0 +1,564 @@
+"""The time findings (:mod:`gnnmon.report.diagnosis.time_findings`) read from planted rows: calls of
+known seconds (a steady level of 125 ms, binary-exact like every planted figure here, so each
+figure the words print is exact to the digit), compile records, CPU times and the sampled load of
+known values. Each finding is asserted whole (its words, evidence and next step) against what the
+plant and the module's documented rules give: a recompilation is a call that recompiled (after the
+label's first compilation), warm-up is the first calls' and a clearly slower first epoch's excess,
+a busy machine is calls on crowded cores or calls that waited rather than computed, and slow steps
+are the spikes nothing recorded explains; nothing is said within the steps' own noise (NOISE_K
+spreads over the calls concerned) or under its share of the run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnnmon.data.table import Table
+from gnnmon.report.diagnosis import time_findings as tf
+from gnnmon.report.loops import Loop
+from gnnmon.report.stats import spread
+
+LEVEL = 0.125
+"""A steady call's seconds."""
+
+RECOMPILE_NEXT = ("give the batches a few fixed shapes (pad to buckets), or compile with dynamic=True (or "
+                  "torch._dynamo.mark_dynamic on the node dimension) so one graph serves every shape")
+WARMUP_NEXT = ("nothing to fix in the loop: first calls fill caches (allocator, kernels, compiled graphs, a "
+               "dataset's first pass); time after them (the report's statistics leave the first 2 out)")
+NOT_SAMPLED = ("; the load beside the run was not sampled and torch's threads' CPU time cannot show a wait, so a "
+               "busy machine would read the same (collect(sample=0.5), or torch on one thread, tells them apart)")
+BUSY_NEXT = ("not the job's cost: run where these cores are free (pin the job to cores nothing else uses: taskset -c, "
+             "os.sched_setaffinity), and compare timings from a quiet run")
+WAITED_NEXT = BUSY_NEXT + "; collect(sample=0.5) samples the load beside the run and names it"
+
+
+def row(i: int, wall: float, **fields) -> dict:
+    return {"label": "step", "index": i, "wall_s": wall, **fields}
+
+
+def loop_of(rows: list[dict]) -> Loop:
+    return Loop("step", Table(rows).parts["step"])
+
+
+def found(kind: str, at_stake: float, total: float, words: str, evidence: list[dict], next_step: str) -> dict:
+    """The finding the plant should give, as :func:`gnnmon.report.loops.finding` lays it out."""
+    return {"kind": kind, "label": "step", "share": at_stake / total, "of": "time", "at_stake": at_stake, "unit": "s",
+            "words": words, "evidence": evidence, "next": next_step}
+
+
+def proof(figure: str, value: float, unit: str, where: str) -> dict:
+    return {"figure": figure, "value": value, "unit": unit, "where": where}
+
+
+# recompilation
+
+
+def compiled_rows() -> list[dict]:
+    """20 calls at LEVEL with compile records: call 0 compiles first (500 ms, the label's warm-up),
+    call 3 compiles another graph for the first time (125 ms, no recompilation in Dynamo's records);
+    calls 8 (250 ms over, 250 ms compiling, 200 nodes), 14 (125 ms over, 125 ms compiling, two
+    recompilations, 300 nodes) and 17 (125 ms over, 0 s compiling recorded, no node count)
+    recompile."""
+    rows = [row(i, LEVEL, compile_frames=0, compile_recompiles=0, compile_s=0.0, num_nodes=100) for i in range(20)]
+    rows[0].update(wall_s=LEVEL + 0.5, compile_frames=1, compile_s=0.5)
+    rows[3].update(wall_s=LEVEL + 0.125, compile_frames=1, compile_s=0.125)
+    rows[8].update(wall_s=LEVEL + 0.25, compile_frames=1, compile_recompiles=1, compile_s=0.25, num_nodes=200)
+    rows[14].update(wall_s=LEVEL + 0.125, compile_frames=2, compile_recompiles=2, compile_s=0.125, num_nodes=300)
+    rows[17].update(wall_s=LEVEL + 0.125, compile_frames=1, compile_recompiles=1, compile_s=0.0)
+    del rows[17]["num_nodes"]
+    return rows
+
+
+def test_recompilation_is_the_compiling_recorded_in_the_calls_that_recompiled():
+    """Three calls recompiled (four recompilations), 375 ms compiling as recorded (the first
+    compilation's 500 ms is warm-up, call 3's first compilation of another graph is no
+    recompilation; call 17's 0 s is its record, not its excess); two distinct batch sizes among
+    them (call 17 has none)."""
+    total = 20 * LEVEL + 1.125
+    rows = compiled_rows()
+    assert tf.recompilation(loop_of(rows), total) == found(
+        "recompilation", 0.375, total,
+        "3 call(s) of step recompiled, 375.0 ms compiling, at 2 distinct batch size(s) (num_nodes)",
+        [proof("compile_recompiles", 4.0, "count", "@track_compile (torch._dynamo's records), in 3 call(s)"),
+         proof("compile_s", 0.375, "s", "@track_compile: compiling in those calls, the backward's included")],
+        RECOMPILE_NEXT)
+
+
+def test_without_compile_records_every_compilation_after_the_first_is_a_recompilation_at_its_excess():
+    """No ``compile_recompiles`` and no compiling time in the recompiled calls (0 recorded): calls
+    8, 14 and 17 compiled after call 0, at their excess over the level (250, 125 and 0 ms: call 17
+    was quicker than the level, which is no negative cost); no batch sizes, none said."""
+    rows = compiled_rows()
+    rows[3].update(wall_s=LEVEL, compile_frames=0, compile_s=0.0)
+    for r in rows:
+        del r["compile_recompiles"]
+        r.pop("num_nodes", None)
+        r["compile_frames"] = min(r["compile_frames"], 1)
+    rows[8]["compile_s"] = rows[14]["compile_s"] = 0.0
+    rows[17]["wall_s"] = LEVEL / 2
+    total = 20 * LEVEL + 0.875 - LEVEL / 2
+    assert tf.recompilation(loop_of(rows), total) == found(
+        "recompilation", 0.375, total, "3 call(s) of step recompiled, 375.0 ms compiling",
+        [proof("compile_recompiles", 0.0, "count", "@track_compile (torch._dynamo's records), in 3 call(s)"),
+         proof("compile_s", 0.375, "s", "@track_compile: compiling in those calls, the backward's included")],
+        RECOMPILE_NEXT)
+
+
+def test_no_recompilation_is_said_without_compile_frames_or_after_one_compilation_only():
+    rows = compiled_rows()
+    for r in rows:
+        del r["compile_frames"]
+    assert tf.recompilation(loop_of(rows), 20 * LEVEL + 1.125) is None  # no @track_compile frames recorded
+    rows = compiled_rows()
+    for r in rows[1:]:
+        r.update(compile_frames=0, compile_recompiles=0, compile_s=0.0)
+    assert tf.recompilation(loop_of(rows), 20 * LEVEL + 0.5) is None  # the first compilation only
+    for r in rows:
+        del r["compile_recompiles"]
+    assert tf.recompilation(loop_of(rows), 20 * LEVEL + 0.5) is None
+
+
+def test_a_recompilation_within_the_steps_noise_or_under_its_share_is_not_said():
+    """The steady calls that did not recompile take 62.5 ms (nine) or 187.5 ms (six): with the three
+    that did, level 125 ms and a spread of 1.4826 x 62.5 ms, and 3 spreads over the 3 calls that
+    recompiled is 3 x 92.7 ms x √3 = 481.5 ms: 375 ms compiling is within it, 500 ms beyond it. A
+    cost of 375 ms in a run of 8 s is 4.7 %, under the 5 % a finding must hold."""
+    rows = compiled_rows()
+    quiet = [r for r in rows[2:] if not r["compile_recompiles"]]
+    for k, r in enumerate(quiet):
+        r["wall_s"] = 0.0625 if k % 5 % 2 == 0 else 0.1875
+    steady = [r["wall_s"] for r in rows[2:]]
+    assert np.median(steady) == LEVEL and spread(steady) == 1.4826 * 0.0625  # what was planted
+    total = sum(r["wall_s"] for r in rows)
+    assert tf.recompilation(loop_of(rows), total) is None
+    rows[17]["compile_s"] = 0.125  # 500 ms compiling in all
+    again = tf.recompilation(loop_of(rows), total)
+    assert again is not None and again["at_stake"] == 0.5 and again["words"].startswith("3 call(s) of step recompiled")
+    assert tf.recompilation(loop_of(compiled_rows()), 8.0) is None
+
+
+# warm-up
+
+
+def first_calls(n: int = 20, **fields) -> list[dict]:
+    """``n`` calls at LEVEL but the first two: 500 and 250 ms over it."""
+    rows = [row(i, LEVEL, **fields) for i in range(n)]
+    rows[0]["wall_s"], rows[1]["wall_s"] = LEVEL + 0.5, LEVEL + 0.25
+    return rows
+
+
+def warm(words: str, at_stake: float, total: float, m: int) -> dict:
+    return found("warm-up", at_stake, total, words,
+                 [proof("wall_s/device_s", at_stake, "s", f"the excess of those {m} call(s) over the steady level")],
+                 WARMUP_NEXT)
+
+
+def test_warm_up_is_the_first_calls_excess_and_says_when_a_busy_machine_would_read_the_same():
+    """The first two calls took 1 s against 125 ms a call: 750 ms of warm-up; with neither the load
+    sampled nor torch on one thread the rows cannot tell warm-up from a wait, and it says so; with
+    either, it does not."""
+    total = 20 * LEVEL + 0.75
+    words = "the first 2 call(s) of step took 1.00 s against 125.0 ms per call after them"
+    assert tf.warm_up(loop_of(first_calls()), total) == warm(words + NOT_SAMPLED, 0.75, total, 2)
+    sampled = first_calls(others_cpu_pct=0.0, idle_cpu_pct=50.0)
+    assert tf.warm_up(loop_of(sampled), total) == warm(words, 0.75, total, 2)
+    computing = first_calls()
+    for r in computing:
+        r["cpu_s"] = r["wall_s"]  # the first calls computed all their time: not a wait
+    assert tf.warm_up(loop_of(computing), total, one_thread=True) == warm(words, 0.75, total, 2)
+    assert tf.warm_up(loop_of(computing), total) == warm(words + NOT_SAMPLED, 0.75, total, 2)
+
+
+def test_warm_up_is_said_from_a_tenth_of_the_run():
+    """750 ms of warm-up in a run of 10 s is 7.5 %: over the 5 % of other findings, under warm-up's 10 %."""
+    assert tf.warm_up(loop_of(first_calls()), 10.0) is None
+    assert tf.warm_up(loop_of(first_calls()), 7.5) is not None  # exactly 10 %
+
+
+def test_a_short_loop_s_warm_up_is_fewer_than_half_its_calls():
+    """Four calls: only the first is warm-up (fewer than half of them); five: the first two."""
+    rows = [row(0, LEVEL + 0.5), row(1, LEVEL + 0.25), row(2, LEVEL), row(3, LEVEL)]
+    total = 4 * LEVEL + 0.75
+    assert tf.warm_up(loop_of(rows), total) == warm(
+        "the first 1 call(s) of step took 625.0 ms against 125.0 ms per call after them" + NOT_SAMPLED,
+        0.5, total, 1)
+    rows.append(row(4, LEVEL))
+    total += LEVEL
+    assert tf.warm_up(loop_of(rows), total) == warm(
+        "the first 2 call(s) of step took 1.00 s against 125.0 ms per call after them" + NOT_SAMPLED,
+        0.75, total, 2)
+    assert tf.warm_up(loop_of(rows[:2]), 0.875) is None  # two calls: none is warm-up
+
+
+def epoch_rows(first_epoch: list[float], later: list[float]) -> list[dict]:
+    """Two compiling calls (500 ms over LEVEL), then ``first_epoch``'s calls, all epoch 0; then
+    ``later``'s, epoch 1."""
+    walls = [LEVEL + 0.5, LEVEL + 0.5, *first_epoch]
+    return ([row(i, w, epoch=0) for i, w in enumerate(walls)]
+            + [row(len(walls) + i, w, epoch=1) for i, w in enumerate(later)])
+
+
+def test_a_clearly_slower_first_epoch_is_warm_up_at_its_excess_over_the_later_epochs():
+    """The first epoch's 8 steady calls: seven at 250 ms, one at 62.5 ms (no negative excess),
+    against 125 ms later: 875 ms over the later level, beside the first two calls' 1 s."""
+    rows = epoch_rows([0.25] * 7 + [LEVEL / 2], [LEVEL] * 20)
+    total = sum(r["wall_s"] for r in rows)
+    assert tf.warm_up(loop_of(rows), total) == warm(
+        "the first 2 call(s) of step took 1.25 s against 125.0 ms per call after them; its first epoch's calls took "
+        "250.0 ms (median) against 125.0 ms later" + NOT_SAMPLED, 1.875, total, 10)
+
+
+def test_a_first_epoch_of_half_the_calls_is_not_warm_up():
+    """10 steady calls of 20 in the first epoch (half the loop, not fewer than half), twice as slow as
+    the later ones: only the first two calls are said; 9 of 19 (fewer than half) are."""
+    rows = epoch_rows([0.25] * 10, [LEVEL] * 8)
+    total = sum(r["wall_s"] for r in rows)
+    f = tf.warm_up(loop_of(rows), total)
+    assert f == warm("the first 2 call(s) of step took 1.25 s against 250.0 ms per call after them" + NOT_SAMPLED,
+                     0.75, total, 2)
+    rows = epoch_rows([0.25] * 9, [LEVEL] * 8)
+    total = sum(r["wall_s"] for r in rows)
+    assert tf.warm_up(loop_of(rows), total) == warm(
+        "the first 2 call(s) of step took 1.25 s against 250.0 ms per call after them; its first epoch's calls took "
+        "250.0 ms (median) against 125.0 ms later" + NOT_SAMPLED, 0.75 + 9 * 0.125, total, 11)
+
+
+def test_a_first_epoch_is_slower_when_over_1_2_times_the_later_level():
+    """150 ms against 125 ms is 1.2 times (not over it): not said; 156.25 ms is 1.25 times: said."""
+    rows = epoch_rows([0.15] * 8, [LEVEL] * 20)
+    total = sum(r["wall_s"] for r in rows)
+    assert "first epoch" not in tf.warm_up(loop_of(rows), total)["words"]
+    rows = epoch_rows([0.15625] * 8, [LEVEL] * 20)
+    total = sum(r["wall_s"] for r in rows)
+    assert tf.warm_up(loop_of(rows), total) == warm(
+        "the first 2 call(s) of step took 1.25 s against 125.0 ms per call after them; its first epoch's calls took "
+        "156.2 ms (median) against 125.0 ms later" + NOT_SAMPLED, 1.0 + 8 * 0.03125, total, 10)
+
+
+def test_a_first_epoch_within_the_steps_noise_is_not_warm_up():
+    """The later calls cycle 62.5, 125 and 187.5 ms: level 125 ms and a spread of 1.4826 x 62.5 ms,
+    so 3 spreads put the bar at 403 ms; a first epoch at 156.25 ms (1.25 times the later level) is
+    within it, one at 500 ms beyond it."""
+    later = [(0.0625, LEVEL, 0.1875)[i % 3] for i in range(60)]
+    rows = epoch_rows([0.15625] * 8, later)
+    total = sum(r["wall_s"] for r in rows)
+    lp = loop_of(rows)
+    assert lp.level == LEVEL and lp.noise == spread(later)  # the plant's: the first epoch moves neither
+    assert tf.warm_up(lp, total) == warm(
+        "the first 2 call(s) of step took 1.25 s against 125.0 ms per call after them" + NOT_SAMPLED, 1.0, total, 2)
+    rows = epoch_rows([0.5] * 8, later)
+    total = sum(r["wall_s"] for r in rows)
+    assert tf.warm_up(loop_of(rows), total) == warm(
+        "the first 2 call(s) of step took 1.25 s against 125.0 ms per call after them; its first epoch's calls took "
+        "500.0 ms (median) against 125.0 ms later" + NOT_SAMPLED, 1.0 + 8 * 0.375, total, 10)
+
+
+def test_calls_without_an_epoch_are_not_a_later_epoch():
+    """One epoch of slow calls (250 ms), then calls at 125 ms with no epoch recorded: no epoch is
+    later than the first, so only the first calls are warm-up."""
+    rows = epoch_rows([0.25] * 8, [])
+    rows += [row(len(rows) + i, LEVEL) for i in range(30)]
+    total = sum(r["wall_s"] for r in rows)
+    assert tf.warm_up(loop_of(rows), total) == warm(
+        "the first 2 call(s) of step took 1.25 s against 125.0 ms per call after them" + NOT_SAMPLED, 1.0, total, 2)
+
+
+def test_crowded_calls_are_never_warm_up():
+    """The load sampled: the first two calls ran on full cores (others took 100 % of a core, no idle
+    left) and are the machine's; the rest of the first epoch (250 ms, on quiet cores) is warm-up
+    alone; crowded calls in it would not count toward its level."""
+    rows = epoch_rows([0.25] * 8, [LEVEL] * 20)
+    for r in rows:
+        r["others_cpu_pct"], r["idle_cpu_pct"] = (100.0, 0.0) if r["index"] < 2 else (0.0, 50.0)
+    total = sum(r["wall_s"] for r in rows)
+    assert tf.warm_up(loop_of(rows), total) == warm(
+        "its first epoch's calls took 250.0 ms (median) against 125.0 ms later", 1.0, total, 8)
+    for r in rows[2:4]:  # two of the first epoch's calls crowded too, at 500 ms
+        r.update(wall_s=0.5, others_cpu_pct=100.0, idle_cpu_pct=0.0)
+    total = sum(r["wall_s"] for r in rows)
+    assert tf.warm_up(loop_of(rows), total) == warm(
+        "its first epoch's calls took 250.0 ms (median) against 125.0 ms later", 0.75, total, 6)
+    for r in rows[:2]:
+        r.update(others_cpu_pct=0.0, idle_cpu_pct=50.0)  # the first two quiet again: theirs too
+    assert tf.warm_up(loop_of(rows), total)["words"].startswith(
+        "the first 2 call(s) of step took 1.25 s against 125.0 ms per call after them; its first epoch's")
+
+
+# a busy machine, sampled
+
+
+def sampled_rows(quiet: int, crowded: int, wall: float = 0.25) -> list[dict]:
+    """Two warm-up calls and ``quiet`` calls at LEVEL while others took 40 % of a core (50 ms a call)
+    with 60 % idle; then ``crowded`` calls of ``wall`` while others took 75 or 87.5 % (alternately:
+    81.25 % and, in calls of 250 ms, 203.125 ms a call on average) with 10 or 20 % idle."""
+    rows = [row(i, LEVEL, others_cpu_pct=40.0, idle_cpu_pct=60.0) for i in range(2 + quiet)]
+    rows += [row(2 + quiet + j, wall, others_cpu_pct=(75.0, 87.5)[j % 2], idle_cpu_pct=(10.0, 20.0)[j % 2])
+             for j in range(crowded)]
+    return rows
+
+
+def busy(m: int, at_stake: float, total: float) -> dict:
+    return found(
+        "busy machine", at_stake, total,
+        f"{m} call(s) of step ran on full cores while other processes took 203.1 ms of CPU on them per call (usually "
+        "50.0 ms): 250.0 ms (median) against 125.0 ms otherwise",
+        [proof("others_cpu_pct", 81.25, "%",
+               f"sampled (psutil, the cores this process may run on), mean over {m} call(s)"),
+         proof("others' CPU per call", 0.203125, "s", "others_cpu_pct x the call's time, mean over those calls; "
+               "usually 50.0 ms"),
+         proof("idle_cpu_pct", 15.0, "%", "sampled, those calls")],
+        BUSY_NEXT)
+
+
+def test_calls_on_crowded_cores_are_a_busy_machine_at_their_excess_over_the_quiet_calls():
+    """10 calls of 250 ms on full cores, others taking 203 ms of CPU a call (against their usual 50),
+    beside 18 quiet steady calls of 125 ms: 1.25 s over the quiet level."""
+    rows = sampled_rows(18, 10)
+    total = 30 * LEVEL + 1.25
+    assert tf.busy_machine(loop_of(rows), total) == busy(10, 1.25, total)
+
+
+def test_a_busy_machine_needs_five_quiet_steady_calls_to_compare_with():
+    rows = sampled_rows(5, 4)
+    total = 11 * LEVEL + 0.5
+    assert tf.busy_machine(loop_of(rows), total) == busy(4, 0.5, total)
+    assert tf.busy_machine(loop_of(sampled_rows(4, 3)), 9 * LEVEL + 0.375) is None
+    assert tf.busy_machine(loop_of(sampled_rows(18, 0)), 20 * LEVEL) is None  # nothing crowded
+
+
+def test_crowded_calls_within_the_quiet_calls_noise_are_not_a_busy_machine():
+    """The quiet calls alternate 187.5 and 62.5 ms: level 125 ms, spread 1.4826 x 62.5 ms, 3 spreads
+    278 ms. 16 calls on full cores at 375 ms (250 ms over) are within it, though their 4 s is far
+    beyond 3 spreads over 16 calls (1.1 s); at 500 ms (375 over) they are beyond it."""
+    def rows_at(wall: float) -> list[dict]:
+        rows = [row(i, (0.1875, 0.0625)[i % 2], others_cpu_pct=0.0, idle_cpu_pct=60.0) for i in range(42)]
+        return rows + [row(42 + j, wall, others_cpu_pct=100.0, idle_cpu_pct=0.0) for j in range(16)]
+
+    quiet = [r["wall_s"] for r in rows_at(0.375)[2:42]]
+    assert np.median(quiet) == LEVEL and 3 * spread(quiet) < 0.25 + 0.03  # 278 ms: within 250 + 30
+    rows = rows_at(0.375)
+    assert tf.busy_machine(loop_of(rows), sum(r["wall_s"] for r in rows)) is None
+    rows = rows_at(0.5)
+    total = sum(r["wall_s"] for r in rows)
+    assert tf.busy_machine(loop_of(rows), total) == found(
+        "busy machine", 16 * 0.375, total,
+        "16 call(s) of step ran on full cores while other processes took 500.0 ms of CPU on them per call (usually "
+        "0.0 ms): 500.0 ms (median) against 125.0 ms otherwise",
+        [proof("others_cpu_pct", 100.0, "%",
+               "sampled (psutil, the cores this process may run on), mean over 16 call(s)"),
+         proof("others' CPU per call", 0.5, "s", "others_cpu_pct x the call's time, mean over those calls; usually "
+               "0.0 ms"),
+         proof("idle_cpu_pct", 0.0, "%", "sampled, those calls")],
+        BUSY_NEXT)
+    assert tf.busy_machine(loop_of(rows), 200.0) is None  # 6 s of a 200 s run: under 5 %
+    rows = rows_at(LEVEL + 3 * spread(quiet))  # exactly 3 spreads over: not beyond them
+    assert tf.busy_machine(loop_of(rows), sum(r["wall_s"] for r in rows)) is None
+
+
+# a busy machine, not sampled: calls that waited
+
+
+def waiting_rows(cpu_field: str = "thread_cpu_s", quiet_cpu: float = 0.0625, slow_cpu: float = 0.078125,
+                 quiet: int = 18, slow: int = 10, **extra) -> list[dict]:
+    """Two warm-up and ``quiet`` calls at LEVEL computing ``quiet_cpu``, then ``slow`` calls of 375 ms
+    computing ``slow_cpu``."""
+    rows = [row(i, LEVEL, **{cpu_field: quiet_cpu}, **extra) for i in range(2 + quiet)]
+    return rows + [row(2 + quiet + j, 0.375, **{cpu_field: slow_cpu}, **extra) for j in range(slow)]
+
+
+def waited(m: int, at_stake: float, total: float, cpu_field: str, cpu: float, cpu_text: str, level_text: str,
+           whose: str) -> dict:
+    return found(
+        "busy machine", at_stake, total,
+        f"{m} call(s) of step took 375.0 ms (median) against 125.0 ms otherwise, and their CPU time ({cpu_text} a call "
+        f"against {level_text}) accounts for little of that: {tf.ms(at_stake)} waiting for a core (other processes' "
+        "load) or on I/O or a lock, not warm-up",
+        [proof(cpu_field, cpu, "s", f"the {whose}'s CPU time, median of those {m} call(s); {level_text} in the others"),
+         proof("wall_s/device_s", 0.375, "s", f"median of those {m} call(s)")],
+        WAITED_NEXT)
+
+
+def test_calls_that_waited_rather_than_computed_are_a_busy_machine_on_one_thread():
+    """Torch on one thread: 10 calls took 250 ms over the level while their thread computed 15.625 ms
+    more than usual (62.5 ms): 234.375 ms each waited, 2.34375 s in all. The thread's CPU time is read
+    before the process's (which here grew with the wall time)."""
+    total = 30 * LEVEL + 2.5
+    expected = waited(10, 2.34375, total, "thread_cpu_s", 0.078125, "78.1 ms", "62.5 ms", "thread")
+    assert expected["words"].endswith("accounts for little of that: 2.34 s waiting for a core (other processes' load) "
+                                      "or on I/O or a lock, not warm-up")
+    rows = waiting_rows()
+    for r in rows:
+        r["cpu_s"] = r["wall_s"]
+    assert tf.busy_machine(loop_of(rows), total, one_thread=True) == expected
+    assert tf.busy_machine(loop_of(waiting_rows("cpu_s")), total, one_thread=True) == waited(
+        10, 2.34375, total, "cpu_s", 0.078125, "78.1 ms", "62.5 ms", "process")
+    assert tf.busy_machine(loop_of(waiting_rows(others_cpu_pct=0.0)), total, one_thread=True) == expected  # no idle
+    assert tf.busy_machine(loop_of(waiting_rows(idle_cpu_pct=50.0)), total, one_thread=True) == expected  # no others
+    # on several threads (CPU time inflated by spinning) a call waited only where it computed under
+    # half its time: 187.5 ms of 375 is half, though on one thread 125 ms of its excess (half) waited
+    assert tf.busy_machine(loop_of(waiting_rows("cpu_s", slow_cpu=0.1875)), total) is None
+    assert tf.busy_machine(loop_of(waiting_rows("cpu_s", slow_cpu=0.1875)), total, one_thread=True) == waited(
+        10, 1.25, total, "cpu_s", 0.1875, "187.5 ms", "62.5 ms", "process")
+
+
+def test_calls_that_computed_under_half_their_time_on_several_threads_waited_at_least_the_rest():
+    """Torch on several threads, two computing through each quiet call (250 ms of CPU in 125 ms); 10
+    calls of 375 ms computed under half of it, 125 or 156.25 ms (alternately): they waited at least
+    their time less their CPU time, capped at their excess: 250 and 218.75 ms, 2.34375 s in all."""
+    rows = waiting_rows("cpu_s", quiet_cpu=0.25, slow_cpu=0.125)
+    for r in rows[-10::2]:
+        r["cpu_s"] = 0.15625
+    total = 30 * LEVEL + 2.5
+    assert tf.busy_machine(loop_of(rows), total) == waited(10, 2.34375, total, "cpu_s", 0.140625, "140.6 ms",
+                                                           "250.0 ms", "process")
+
+
+def test_calls_that_waited_need_five_quiet_calls_beside_them_and_a_cpu_time():
+    total = 9 * LEVEL + 4 * 0.25
+    assert tf.busy_machine(loop_of(waiting_rows(quiet=5, slow=4)), total, one_thread=True) == waited(
+        4, 4 * 0.234375, total, "thread_cpu_s", 0.078125, "78.1 ms", "62.5 ms", "thread")
+    assert tf.busy_machine(loop_of(waiting_rows(quiet=4, slow=3)), total, one_thread=True) is None
+    rows = waiting_rows()
+    for r in rows:
+        del r["thread_cpu_s"]
+    assert tf.busy_machine(loop_of(rows), 30 * LEVEL + 2.5, one_thread=True) is None  # no CPU time: cannot tell
+    assert tf.busy_machine(loop_of(waiting_rows(slow_cpu=0.0625 + 0.25)), 30 * LEVEL + 2.5, one_thread=True) is None
+
+
+def test_a_call_waited_when_what_its_work_does_not_explain_is_half_its_excess_or_more():
+    """250 ms over the level, its thread computing 125 ms more than usual: 125 ms waited, exactly
+    half: waited; 125.0000x ms more computed: it computed."""
+    rows = waiting_rows(slow_cpu=0.0625 + 0.125)
+    total = 30 * LEVEL + 2.5
+    assert tf.busy_machine(loop_of(rows), total, one_thread=True) == waited(
+        10, 1.25, total, "thread_cpu_s", 0.1875, "187.5 ms", "62.5 ms", "thread")
+    assert tf.busy_machine(loop_of(waiting_rows(slow_cpu=0.0625 + 0.126)), total, one_thread=True) is None
+
+
+def test_a_call_that_compiled_did_not_wait_for_a_core():
+    """Three of the slow calls compiled (their compile's workers are other processes): they are not counted."""
+    rows = waiting_rows()
+    for r in rows[-3:]:
+        r["compile_frames"] = 1
+    total = 30 * LEVEL + 2.5
+    assert tf.busy_machine(loop_of(rows), total, one_thread=True) == waited(
+        7, 7 * 0.234375, total, "thread_cpu_s", 0.078125, "78.1 ms", "62.5 ms", "thread")
+
+
+def test_calls_that_waited_within_the_steps_noise_are_not_a_busy_machine():
+    """The quiet calls alternate 62.5 and 187.5 ms (spread 1.4826 x 62.5 ms, 3 spreads 278 ms); slow
+    calls of 375 ms (250 over) that computed no more waited 250 ms each: within it, none said."""
+    rows = waiting_rows()
+    for r in rows[2:20]:
+        r["wall_s"] = (0.0625, 0.1875)[r["index"] % 2]
+    assert tf.busy_machine(loop_of(rows), sum(r["wall_s"] for r in rows), one_thread=True) is None
+
+
+def test_on_one_thread_first_calls_that_waited_are_the_machine_s_not_warm_up():
+    """Torch on one thread, the load not sampled: the first two calls took 500 ms over the level and
+    computed 250 ms more than the usual 62.5 ms (312.5 ms, half their time): half their excess
+    waited, so they are the busy machine's (crowded), not warm-up. On several threads (whose CPU
+    time spinning inflates) a call that computed half its time is not told to have waited: warm-up
+    then, with its caveat."""
+    rows = waiting_rows(quiet=18, slow=0)
+    for r in rows[:2]:
+        r.update(wall_s=LEVEL + 0.5, thread_cpu_s=0.3125)
+    lp = loop_of(rows)
+    assert tf.crowded_calls(lp, True).tolist() == [True, True] + [False] * 18
+    assert tf.warm_up(lp, lp.total, one_thread=True) is None
+    for r in rows:
+        r["cpu_s"] = r.pop("thread_cpu_s")
+    lp = loop_of(rows)
+    assert tf.crowded_calls(lp, True).tolist() == [True, True] + [False] * 18
+    assert tf.crowded_calls(lp).tolist() == [False] * 20  # several threads unless told
+    assert tf.warm_up(lp, lp.total) == warm(
+        "the first 2 call(s) of step took 1.25 s against 125.0 ms per call after them" + NOT_SAMPLED, 1.0, lp.total, 2)
+
+
+def test_what_each_call_waited_is_its_excess_less_what_its_own_work_grew_by():
+    """Torch on one thread; the usual work is the median over the steady calls (62.5 and 125 ms:
+    93.75 ms, not the 1 s of the first two calls): a call with no CPU time recorded waited nothing
+    that can be told; without any steady CPU time, no call's wait can be told."""
+    walls = [1.0, 1.0, 0.125, 0.125, 0.125, 0.125, 0.5, 0.5, 0.0625]
+    cpu = [1.0, 1.0, 0.0625, 0.0625, 0.125, 0.125, 0.125, None, 0.0625]
+    rows = [row(i, w, **({"thread_cpu_s": c} if c is not None else {}))
+            for i, (w, c) in enumerate(zip(walls, cpu, strict=True))]
+    lp = loop_of(rows)
+    assert lp.level == LEVEL
+    assert tf.off_cpu(lp, True).tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                                             0.375 - 0.03125, 0.0, 0.0]
+    for r in rows[2:]:
+        r.pop("thread_cpu_s", None)
+    assert tf.off_cpu(loop_of(rows), True).tolist() == [0.0] * 9
+    del rows[0]["thread_cpu_s"], rows[1]["thread_cpu_s"]
+    assert tf.off_cpu(loop_of(rows), True) is None
+    assert tf.off_cpu(loop_of(rows), False) is None
+
+
+def test_on_several_threads_a_call_waited_only_where_it_computed_under_half_its_time():
+    """Each call 375 ms (250 over the 125 ms level) unless said: CPU 62.5 ms (waited its excess, 250
+    ms), 156.25 ms (waited its time less it, 218.75 ms), 187.5 ms (exactly half: not plain), none
+    recorded; a call at the level and one under it computing little waited nothing."""
+    walls = [LEVEL, LEVEL, 0.375, 0.375, 0.375, 0.375, LEVEL, 0.0625, *[LEVEL] * 5]
+    cpu = [0.25, 0.25, 0.0625, 0.15625, 0.1875, None, 0.03125, 0.015625, *[0.25] * 5]
+    rows = [row(i, w, **({"cpu_s": c} if c is not None else {}))
+            for i, (w, c) in enumerate(zip(walls, cpu, strict=True))]
+    lp = loop_of(rows)
+    assert lp.level == LEVEL
+    assert tf.off_cpu(lp, False).tolist() == [0.0, 0.0, 0.25, 0.21875, 0.0, 0.0, 0.0, 0.0, *[0.0] * 5]
+    assert tf.work(lp, False) is None
+    assert tf.work(lp, True) is not None and np.isnan(tf.work(lp, True)[5])
+
+
+# slow steps
+
+
+def spike(label: str, cause: str, excess: float, detail: str) -> dict:
+    return {"label": label, "index": 0, "cause": cause, "excess_s": excess, "detail": detail}
+
+
+SPIKES = [spike("step", "unexplained", 0.25, "waiting, not computing: 10.0 ms of CPU time in 375.0 ms"),
+          spike("step", "unexplained", 0.25, "computing: 370.0 ms of CPU time in 375.0 ms"),
+          spike("step", "unexplained", 0.125, "no GC pause, compile, batch shape or warm-up; sample= or energy= "
+                                              "records whether it waited or computed"),
+          spike("step", "busy machine", 1.0, "other processes took ..."),
+          spike("other", "unexplained", 1.0, "waiting, not computing: 1.0 ms of CPU time in 1000.0 ms")]
+
+
+def test_slow_steps_are_this_label_s_spikes_nothing_explains():
+    """Three unexplained spikes of step (625 ms over its level, one waiting); a busy machine's spike
+    and another label's are not its. Unsampled, the next step is to sample the load; sampled, to
+    record the scheduler's counters."""
+    rows = [row(i, LEVEL) for i in range(20)]
+    total = 5.0
+    words = "3 call(s) of step were slow with no recorded cause, 625.0 ms over its level"
+    evidence = [proof("excess_s", 0.625, "s", "report.spikes(): cause unexplained")]
+    assert tf.slow_steps(loop_of(rows), SPIKES, total) == found(
+        "slow steps", 0.625, total, words + "; in 1 of them the process waited rather than computed", evidence,
+        "collect(sample=0.5) records the machine's load beside the run (a busy machine is then named)")
+    sampled = [row(i, LEVEL, others_cpu_pct=10.0, idle_cpu_pct=80.0) for i in range(20)]
+    assert tf.slow_steps(loop_of(sampled), SPIKES[1:], total) == found(
+        "slow steps", 0.375, total, "2 call(s) of step were slow with no recorded cause, 375.0 ms over its level",
+        [proof("excess_s", 0.375, "s", "report.spikes(): cause unexplained")],
+        "collect(sched=True) records the thread's scheduler counters (preempted or waiting)")
+
+
+def test_slow_steps_within_the_steps_noise_or_under_their_share_are_not_said():
+    """Calls alternating 62.5 and 187.5 ms: a spread of 1.4826 x 62.5 ms; 3 spreads over 3 spikes,
+    481.5 ms: 625 ms is beyond it, 375 ms within; over 2 spikes, 393 ms: 500 ms is beyond it. 625 ms
+    of a 20 s run is 3 %."""
+    rows = [row(i, (0.0625, 0.1875)[i % 2]) for i in range(20)]
+    assert tf.slow_steps(loop_of(rows), SPIKES, 5.0)["at_stake"] == 0.625
+    assert tf.slow_steps(loop_of(rows), SPIKES[:2], 5.0)["at_stake"] == 0.5
+    quieter = [dict(s, excess_s=0.125) for s in SPIKES[:3]]
+    assert tf.slow_steps(loop_of(rows), quieter, 5.0) is None
+    assert tf.slow_steps(loop_of(rows), SPIKES, 20.0) is None
+    assert tf.slow_steps(loop_of(rows), SPIKES[3:], 5.0) is None
+
+
+@pytest.mark.parametrize("one_thread", [False, True])
+def test_no_time_finding_in_a_steady_loop(one_thread):
+    rows = [row(i, LEVEL, cpu_s=LEVEL, compile_frames=0) for i in range(20)]
+    lp = loop_of(rows)
+    assert [tf.recompilation(lp, lp.total), tf.warm_up(lp, lp.total, one_thread),
+            tf.busy_machine(lp, lp.total, one_thread), tf.slow_steps(lp, [], lp.total)] == [None] * 4
