@@ -11,7 +11,7 @@ import pytest
 
 from gnnmon.data.format import ROW
 from gnnmon.data.points import Counters
-from tests.energy_truth import misplacing, period_slack_ms, placing_slack_j
+from tests.energy_truth import COUNTER_RES_J, misplacing, period_slack_ms, placing_slack_j
 from tests.fake_nvml import FakeNvml
 from tests.scripts import run_benchmark
 
@@ -111,7 +111,14 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
     direct = split["direct_j"]
     reads_off_j = abs(nv.joules(1, t_a / 1e9, t_b / 1e9) - direct)
     window_j = min(0.02 * direct + placing_slack_j(kept, key, nv, 1, t_a, t_b) + reads_off_j, direct / 2)
-    assert 0 <= split["placing_pct"] and abs(split["window_error_pct"]) < 100 * window_j / direct, (split, window_j)
+    assert abs(split["window_error_pct"]) < 100 * window_j / direct, (split, window_j)
+    # placing_pct, the benchmark's own allowance for the window (its direct reads' brackets and its
+    # points' err_ns, at the window's power), covers what the plant says the window is truly off:
+    # on a steady ramp interpolating between the counter's steps is exact, so the window's error
+    # is placing alone, but for the counter's whole mJ at each end (beside two CPU burners it
+    # covered the error 33 runs in 33, the error at most 0.77 of it)
+    true_off_j = abs(split["gnnmon_window_j"] - direct)
+    assert true_off_j <= split["placing_pct"] / 100 * direct + 2 * COUNTER_RES_J, (split, true_off_j)
     # 300 W planted × the rows' time, within 3 % and what placing the points around the rows' ends
     # allows (beside two CPU burners and a second suite, once 103.6 J against 96.5 J); never more
     # than half the plant: no misplacing a loaded machine makes leaves the rows' energy free to
