@@ -115,8 +115,8 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
     # placing_pct, the benchmark's own allowance for the window (its direct reads' brackets and its
     # points' err_ns, at the window's power), covers what the plant says the window is truly off:
     # on a steady ramp interpolating between the counter's steps is exact, so the window's error
-    # is placing alone, but for the counter's whole mJ at each end (beside two CPU burners it
-    # covered the error 33 runs in 33, the error at most 0.77 of it)
+    # is placing alone, but for the counter's whole mJ at each end (in 60 runs of the same split,
+    # 40 beside two CPU burners, it covered the error every time, the error at most 0.77 of it)
     true_off_j = abs(split["gnnmon_window_j"] - direct)
     assert true_off_j <= split["placing_pct"] / 100 * direct + 2 * COUNTER_RES_J, (split, true_off_j)
     # 300 W planted × the rows' time, within 3 % and what placing the points around the rows' ends
@@ -130,6 +130,40 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
     rows_slack_j = sum(placing_slack_j(kept, key, nv, 1, r["t_start_ns"], r["t_end_ns"]) for r in rows)
     assert abs(split["rows_j"] - planted) <= min(0.03 * planted + rows_slack_j, planted / 2), (split, rows_slack_j)
     assert "### Energy of a matmul loop split into rows" in text
+
+
+def test_the_gpu_energy_check_judges_the_fake_by_its_plant_and_a_gpu_by_the_counters_steps(
+        fake_cuda, tmp_path, monkeypatch, capsys, one_torch_thread):
+    """``benchmarks/gpu_checks.py energy``: under ``--fake`` every bound is judged, from the plant
+    (the fake NVML's power, start, steps and whole mJ) and from the counter's own steps, and holds;
+    its GPU path, run here on the same fakes (tensors kept on the CPU), judges only what needs no
+    known power, prints its verdict, and says in its figures what it cannot judge."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import gpu, gpu_checks
+
+    proc = run_benchmark("gpu_checks.py", "energy", "--fake", "--out", str(tmp_path / "fake"), timeout=300)
+    assert proc.returncode == 0 and proc.stdout.startswith("energy: pass"), proc.stdout + proc.stderr[-2000:]
+    fake = json.loads((tmp_path / "fake" / "energy.json").read_text())
+    on_a_gpu = {"period found, sampler kept its figures", "window within the counter's steps",
+                "rows no more than the window"}
+    assert fake["passed"] and set(fake["figures"]["judged"]) == on_a_gpu | {
+        "rows as the file keeps them", "window on the plant", "rows on the plant", "period on the plant"}, fake
+    assert "not_judged" not in fake["figures"]
+
+    FakeNvml(n=2, ramp_w=300.0, period=0.1).install(monkeypatch, tmp_path / "nvml")
+    monkeypatch.setattr(gpu, "_FAKE", [False])
+    monkeypatch.setattr(gpu, "_is_fake", lambda: True)  # the GPU path's tensors stay on the CPU
+    assert gpu_checks.main(["energy", "--out", str(tmp_path / "gpu")]) == 0
+    assert capsys.readouterr().out.startswith(f"energy: pass — {gpu_checks.CLAIMS['energy']}")
+    real = json.loads((tmp_path / "gpu" / "energy.json").read_text())
+    figures = real["figures"]
+    assert real["passed"] and not real["fake"] and set(figures["judged"]) == on_a_gpu, real
+    assert figures["not_judged"] == gpu_checks.ENERGY_NOT_JUDGED_ON_A_GPU and "planted_j" not in figures
+    # the counter's gain between the points around each of the window's two ends: at least a step
+    # of the fake's (0.1 s at 300 W) each, a whole number of them (more where the sampler missed a
+    # step), each end's value in whole mJ
+    steps = round(figures["window_steps_j"] / 30.0)
+    assert steps >= 2 and figures["window_steps_j"] == pytest.approx(30.0 * steps, abs=2e-3), figures
 
 
 def test_sampler_benchmark_quick(tmp_path):
