@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gnnmon.forecast.forecast import largest, next_steps
+from gnnmon.forecast.shapes import SHAPE_KEYS
 from gnnmon.report.memory.model import MemoryModel, format_bytes
 
 REACH = 8
@@ -148,7 +149,9 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
     (size, shape, peak bytes), in the order they ran; ``count``: the items there are;
     ``capacity``: bytes; ``heaviest``: the shape of the heaviest batch of a size
     (:class:`~gnnmon.forecast.shapes.Heaviest`: sampled at the size, or the costliest graphs
-    summed), else the items per batch of the largest batches measured times the size."""
+    summed), else the items per batch of the largest batches measured times the size (each shape
+    field's: the totals, and a heterogeneous batch's count of each node and edge type, which a
+    model of per-type terms forecasts from)."""
     target = fraction * capacity
     out = BatchSizeSearch(0, target, capacity, items=count)
     latest = refit()
@@ -241,11 +244,14 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
 
 
 def _per_item(runs: list[tuple[int, dict[str, int], float]]) -> Callable[[int], dict[str, float]]:
-    """The items per batch of the largest batches measured times the size (where no heavier batch
-    of a size is known)."""
+    """Each shape field's most per item among the largest batches measured times the size (where
+    no heavier batch of a size is known): the totals, and for a heterogeneous batch each node and
+    edge type's count (``num_nodes__<type>``, ``num_edges__<src>__<rel>__<dst>``), so a model
+    fitted on per-type terms forecasts the size from them."""
     top = max(s for s, _, _ in runs)
     biggest = [sh for s, sh, _ in runs if s == top]
-    per = {t: max(sh.get(t, 0) for sh in biggest) / top for t in ("num_nodes", "num_edges", "num_graphs")}
+    fields = [*SHAPE_KEYS, *sorted({t for sh in biggest for t in sh if t.startswith(("num_nodes__", "num_edges__"))})]
+    per = {t: max(sh.get(t) or 0 for sh in biggest) / top for t in fields}
     return lambda k: {t: k * v for t, v in per.items()}
 
 

@@ -615,3 +615,69 @@ def test_a_recheck_over_of_the_smallest_size_leaves_nothing_that_fits():
     found = search(probe, lambda: model, [(5, shape(5), peak(5))], count=5000, capacity=int(peak(40)), fraction=1.0,
                    probes=12)
     assert tried == [5] and found.batch_size == 0 and found.over == 5, found.summary()
+
+
+TYPE_COST = {"num_nodes__paper": 3.0, "num_nodes__author": 5.0, "num_edges__author__writes__paper": 2.0,
+             "num_edges__paper__cites__paper": 1.0}
+"""A heterogeneous step's bytes per node of each type and per edge of each type, on a constant of 100."""
+
+
+def typed(k: int) -> dict[str, int]:
+    """A heterogeneous batch of k items: 4 paper and 2 author nodes, 6 writes and 3 cites edges an item."""
+    return {"num_nodes__paper": 4 * k, "num_nodes__author": 2 * k, "num_edges__author__writes__paper": 6 * k,
+            "num_edges__paper__cites__paper": 3 * k}
+
+
+def typed_shape(k: int) -> dict[str, int]:
+    """:func:`typed` with its totals, as a HeteroData batch's shape gives them."""
+    return {**typed(k), "num_nodes": 6 * k, "num_edges": 9 * k, "num_graphs": 1}
+
+
+def typed_peak(k: int) -> float:
+    """100 + 37·k bytes: 3·4 + 5·2 + 2·6 + 1·3 a item."""
+    return 100.0 + sum(TYPE_COST[t] * v for t, v in typed(k).items())
+
+
+def typed_model():
+    """The model fit chooses for 40 rows of 100 bytes plus TYPE_COST, their type counts varying
+    apart (the totals cannot say which type a node is: per-type terms fit better), then set to the
+    planted line exactly (binary fractions, no spread: each figure to the byte)."""
+    rows = []
+    for i in range(40):
+        counts = dict(zip(TYPE_COST, (1 + i % 30, 1 + (7 * i) % 23, 2 + (11 * i) % 31, 1 + (13 * i) % 17),
+                          strict=True))
+        rows.append({"label": "s", "index": i, **counts, "num_nodes": counts["num_nodes__paper"]
+                     + counts["num_nodes__author"], "num_edges": counts["num_edges__author__writes__paper"]
+                     + counts["num_edges__paper__cites__paper"], "num_graphs": 1,
+                     "mem_peak_bytes": 100.0 + sum(TYPE_COST[t] * v for t, v in counts.items())})
+    model = fit(Table(rows), "s", "mem_peak_bytes", warmup=0)
+    assert model.trusted and set(model.terms) == set(TYPE_COST), (model.terms, model.problems, model.notes)
+    assert model.coefficients == pytest.approx({"const": 100.0, **TYPE_COST}, rel=1e-9)
+    return replace(model, coefficients={"const": 100.0, **TYPE_COST}, spread_bytes=0.0)
+
+
+def test_without_a_heaviest_batch_a_per_type_model_forecasts_a_size_from_each_types_items():
+    """A heterogeneous step of 100 bytes plus 3 and 5 a paper and author node, 2 and 1 a writes
+    and cites edge (100 + 37·k bytes a batch of k items), its model fitted on the per-type counts,
+    and calibration batches of 2-11 items: the items per batch of each type scale a size. With
+    the target at 40 items' peak exactly, the exact model aims the first probe at 40 (forecast at
+    the target is under it; 41 is 37 bytes over); its forecast were the constant alone (no type's
+    items), it would aim as far as its reach, 88. Where one item (never measured or probed) is
+    over the target, the message gives its forecast: the planted 137 bytes."""
+    model = typed_model()
+    assert model.predict(**typed(1)).upper_bytes == typed_peak(1) == 137.0
+    tried: list[int] = []
+
+    def probe(k: int):
+        tried.append(k)
+        return typed_shape(k), typed_peak(k), None
+
+    measured = [(k, typed_shape(k), typed_peak(k)) for k in range(2, 12)]
+    found = search(probe, lambda: model, measured, count=5000, capacity=int(typed_peak(40)), fraction=1.0, probes=12)
+    assert tried[:2] == [40, 42] and found.batch_size == 40 and found.over == 42, found.summary()
+    tried.clear()
+    nothing = search(probe, lambda: model, measured, count=5000, capacity=136, fraction=1.0, probes=12)
+    assert tried == [] and nothing.batch_size == 0, nothing.summary()
+    assert "a batch of one item is forecast at up to 137 B (the model's constant 100 B)" in nothing.stopped, \
+        nothing.stopped
+
