@@ -8,8 +8,11 @@ was, so each probe can aim at the limit itself:
    :class:`~gnnmon.forecast.shapes.Heaviest`: for a neighbour loader the heaviest of a few its
    sampler draws at that size, for whole graphs the costliest summed; the budget of
    :meth:`~gnnmon.forecast.forecast.Forecast.budget` forecasts the same batch — is forecast under
-   the target, its growing part scaled by what the last probe measured against its forecast;
-   never beyond :data:`REACH` times the largest size that ran;
+   the target, its growing part scaled by what the last probe measured against its forecast
+   (where both rose above the model's constant: a forecast at the constant, of a shape that gives
+   none of the model's terms, has no growing part to scale, and a peak at or under it measured
+   none; the scale then stays as it was); never beyond :data:`REACH` times the largest size that
+   ran;
 2. the step runs once on the heaviest of a few batches of that size (the probe);
 3. a probe whose peak is under the target by the figure's resolution (the model's
    ``resolution_bytes``: what the host's RSS cannot resolve between two states of the process; 0

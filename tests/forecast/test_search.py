@@ -681,3 +681,40 @@ def test_without_a_heaviest_batch_a_per_type_model_forecasts_a_size_from_each_ty
     assert "a batch of one item is forecast at up to 137 B (the model's constant 100 B)" in nothing.stopped, \
         nothing.stopped
 
+
+def test_a_probe_forecast_at_the_models_constant_leaves_the_scale_as_it_was():
+    """The per-type model of 100 + 37·k bytes, its heaviest batch given per type, but each probe's
+    shape read for totals only (as a batch read without its types): each probe's forecast is the
+    constant exactly, which no growing part can scale (its peak is above it). The scale stays 1:
+    the first aim at 40 (the target at its peak), then 42 (40 measured as forecast), and the
+    bracket closes at 40."""
+    model = typed_model()
+    tried: list[int] = []
+
+    def probe(k: int):
+        tried.append(k)
+        return {"num_nodes": 6 * k, "num_edges": 9 * k, "num_graphs": 1}, typed_peak(k), None
+
+    found = search(probe, lambda: model, [(k, typed_shape(k), typed_peak(k)) for k in range(2, 12)], count=5000,
+                   capacity=int(typed_peak(40)), fraction=1.0, probes=12, heaviest=typed_shape)
+    assert [p["upper_bytes"] for p in found.probes] == [100.0] * len(found.probes), found.summary()
+    assert tried[:2] == [40, 42] and found.batch_size == 40 and found.over == 42, found.summary()
+
+
+def test_a_probe_that_peaks_at_the_models_constant_leaves_the_scale_as_it_was():
+    """The exact model of 100 + 7·k bytes, calibration sizes 5 and 10, and a target of 383 (40
+    items' forecast, 380, under it): the first probe, 40, peaks at the constant exactly (100
+    bytes: no growing part measured), so the next aim is the model's own, 40 again, and the probe
+    5 % above the floor tests it: 42. A scale from that peak (0, held at SCALE_LIMIT's least, one
+    half) would aim at 80."""
+    peak, refit, _, tried = planted(7.0, const=100.0)
+    assert refit().coefficients["const"] == pytest.approx(100.0, abs=1e-9)
+    model = replace(refit(), coefficients={**refit().coefficients, "const": 100.0})
+
+    def probe(k: int):
+        tried.append(k)
+        return {"num_nodes": 10 * k, "num_edges": 20 * k, "num_graphs": 1}, (100.0 if k == 40 else peak(k)), None
+
+    search(probe, lambda: model, [(k, shape(k), peak(k)) for k in (5, 10)], count=5000, capacity=383, fraction=1.0,
+           probes=2)
+    assert tried[:2] == [40, 42], tried  # then 40 again: measured before 42 ran
