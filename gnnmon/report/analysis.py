@@ -9,6 +9,10 @@ one cause, checked in order:
 
 * ``recompile`` — ``torch.compile`` compiled something during it (``@track_compile`` rows:
   ``compile_frames`` > 0; the detail says how many were recompilations and how long it took);
+* ``busy machine`` — it was slowed by the machine, as the diagnosis finds it
+  (:func:`gnnmon.report.busy.crowded_calls`: other processes crowded its cores, sampled; not
+  sampled, it waited rather than computed, from its CPU time): never warm-up's or unexplained, so
+  the spikes and the diagnosis name the same calls;
 * ``warm-up`` — one of the first ``warmup`` calls of its label, or a row of the first epoch
   (rows carry ``epoch`` after ``run.mark("epoch", n)``) when that epoch is clearly slower for the
   label than the later ones (its median over theirs by 20 % and 3 spreads: a first pass filling
@@ -16,7 +20,6 @@ one cause, checked in order:
 * ``gc`` — collections inside it paused it for at least ``gc_share`` of its excess over the median;
 * ``shape`` — its batch (nodes, edges or seed nodes) is more than ``shape_tol`` away from the
   label's median (a partial last batch, an unusually large subgraph, a recompile for a new shape);
-* ``busy machine`` — other processes crowded its cores (sampled: :mod:`gnnmon.report.busy`);
 * ``unexplained``.
 
 A label with too few rows to judge (``min_rows``) still reports a call that compiled and took
@@ -39,6 +42,7 @@ from gnnmon.data.table import Part, Table, as_table
 from gnnmon.fields import is_number
 from gnnmon.figures import nested_phases, phase_field
 from gnnmon.report import busy
+from gnnmon.report.loops import Loop, loops
 from gnnmon.report.stats import describe, median, percentile, spread
 
 SHAPE_FIELDS = ("num_nodes", "num_edges", "batch_size")
@@ -116,18 +120,22 @@ def spikes(
     gc_share: float = 0.5,
     shape_tol: float = 0.25,
     min_rows: int = 5,
+    one_thread: bool = False,
 ) -> list[dict[str, Any]]:
     """Slow rows with a cause each (see the module doc). Labels with fewer than ``min_rows``
-    timed rows after warm-up are not judged, except for calls that compiled."""
+    timed rows after warm-up are not judged, except for calls that compiled. ``one_thread``: torch
+    ran on one thread (the manifest's ``torch_threads``), so a call's CPU time is its work."""
     table = as_table(records)
     found: list[dict[str, Any]] = _compiles_in_small_labels(table, warmup, min_rows, min_ratio)
+    machine = {loop.label: _machine(loop, one_thread) for loop in loops(table)}
     for label, timed, med, noise, shapes in _labels_timed(table, warmup, min_rows):
         threshold = max(med + k * noise, min_ratio * med)
         slow_epoch = _slow_first_epoch(timed, noise)
         slow = np.flatnonzero(timed.t > threshold).tolist()
         others, idle = timed.column("others_cpu_pct"), timed.column("idle_cpu_pct")
         usual = busy.usual_others_s(others[timed.steady], timed.t[timed.steady])
-        crowded = busy.crowded(others, idle, timed.t, med, usual)
+        crowded = busy.crowded(others, idle, timed.t, med, usual)  # rows outside the loop: nested, raised
+        in_loop, waited = machine.get(label, ({}, {}))
         rows = _picked(timed.part, timed.at[slow].tolist(), SPIKE_FIELDS + tuple(shapes))
         for j, row in zip(slow, rows, strict=True):
             t = float(timed.t[j])
@@ -136,11 +144,20 @@ def spikes(
             cause, detail = "unexplained", ""
             odd_shape = _odd_shape(row, shapes, shape_tol)
             frames = int(row["compile_frames"]) if is_number(row.get("compile_frames")) else 0
+            pos = int(timed.at[j])
+            by_machine = in_loop[pos] if pos in in_loop else bool(crowded[j])
             if frames > 0:
                 cause = "recompile"
                 detail = (f"{frames} frame(s) compiled ({row.get('compile_recompiles')} recompiled), "
                           f"{float(row.get('compile_s') or 0.0) * 1e3:.0f} ms compiling, "
                           f"{row.get('compile_graph_breaks')} graph break(s)")
+            elif by_machine and pos in waited:
+                cause = busy.CAUSE
+                detail = (f"not sampled: it waited at least {waited[pos] * 1e3:.1f} ms more than the usual call, for a "
+                          f"core, I/O or a lock (its CPU time {float(row.get('cpu_s') or 0.0) * 1e3:.1f} ms)")
+            elif by_machine:
+                cause, detail = busy.CAUSE, busy.crowded_words(row["others_cpu_pct"], row["idle_cpu_pct"], t, med,
+                                                                 usual)
             elif row.get("index", 0) < warmup:
                 cause, detail = "warm-up", f"call {row.get('index')} of {label}"
             elif slow_epoch is not None and row.get("epoch") == slow_epoch[0] and pause < gc_share * excess:
@@ -154,14 +171,22 @@ def spikes(
                           f"paused {pause * 1e3:.1f} ms")
             elif odd_shape:
                 cause, detail = "shape", odd_shape
-            elif crowded[j]:
-                cause, detail = busy.CAUSE, busy.crowded_words(row["others_cpu_pct"], row["idle_cpu_pct"], t, med,
-                                                                 usual)
             else:
                 detail = _unexplained(row)
             found.append(_judged(label, row, t, med, threshold, cause, detail, gc_pause_s=pause))
     found.sort(key=lambda s: (s["label"], s["index"] if s["index"] is not None else -1))
     return found
+
+
+def _machine(loop: Loop, one_thread: bool) -> tuple[dict[int, bool], dict[int, float]]:
+    """A label's top-level calls (positions in its part) and whether each was slowed by the
+    machine (:func:`~gnnmon.report.busy.crowded_calls`); where the load was not sampled, also the
+    time each such call waited beyond the usual call's (:func:`~gnnmon.report.busy.off_cpu`)."""
+    crowd = busy.crowded_calls(loop, one_thread)
+    at = loop.at.tolist()
+    waited = busy.off_cpu(loop, one_thread) if busy.load(loop) is None else None
+    return (dict(zip(at, crowd.tolist(), strict=True)),
+            {} if waited is None else {p: float(w) for p, w, c in zip(at, waited, crowd, strict=True) if c})
 
 
 def _compiles_in_small_labels(table: Table, warmup: int, min_rows: int, min_ratio: float) -> list[dict[str, Any]]:

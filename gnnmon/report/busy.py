@@ -1,5 +1,7 @@
 """A busy machine, as the rows' sampled load says it (``others_cpu_pct`` and ``idle_cpu_pct``, see
-:mod:`gnnmon.timeline.machine_load`).
+:mod:`gnnmon.timeline.machine_load`), or, not sampled, their CPU time (:func:`idle_calls`): which
+calls were slowed by the machine (:func:`crowded_calls`), for the diagnosis and ``report.spikes()``
+alike, so that the two name the same calls.
 
 On cores with no idle time left, a call's wall time is its own CPU time plus the time the cores
 gave to other processes: a call slowed by a busy machine is one whose excess over the label's
@@ -17,7 +19,12 @@ cause ``busy machine``, and the diagnosis's finding of that name.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from gnnmon.report.loops import NOISE_K, Loop
+from gnnmon.report.stats import median
 
 IDLE_FULL = 25.0
 """% of one core: less idle time than this on the process's cores, and they were full."""
@@ -59,3 +66,77 @@ def crowded_words(others: float, idle: float, t: float, level: float, usual_s: f
     return (f"other processes took {took * 1e3:.1f} ms of CPU on this process's cores during it (usually "
             f"{usual_s * 1e3:.1f} ms per call; {others:.0f} % of a core), against {(t - level) * 1e3:.1f} ms "
             f"over the level; {idle:.0f} % idle left")
+
+
+def crowded_calls(loop: Loop, one_thread: bool = False) -> np.ndarray:
+    """Per call: slowed while other processes crowded the run's cores (above);
+    where the machine's load was not sampled, slowed while computing no more (:func:`idle_calls`).
+    Such a call's excess is the busy machine's, never warm-up's: each call's time is shared out once."""
+    sampled = load(loop)
+    if sampled is None:
+        return idle_calls(loop, one_thread)
+    others, idle, usual = sampled
+    return crowded(others, idle, loop.t, loop.level, usual)
+
+
+def load(loop: Loop) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """The sampled ``others_cpu_pct`` and ``idle_cpu_pct`` of each call and the others' usual CPU
+    seconds per call (over the steady calls); None where the load was not sampled."""
+    if not loop.has("others_cpu_pct") or not loop.has("idle_cpu_pct"):
+        return None
+    others, idle = loop.column("others_cpu_pct"), loop.column("idle_cpu_pct")
+    return others, idle, usual_others_s(others[loop.steady], loop.t[loop.steady])
+
+
+OFF_CPU = 0.5
+"""A slow call whose own work (CPU time) grew by less than this share of its excess over the
+steps' level waited rather than computed."""
+
+
+def work(loop: Loop, one_thread: bool) -> np.ndarray | None:
+    """Each call's own work, s: its thread's CPU time (``collect(sched=True)``), else the process's
+    (``cpu_s``); only where torch ran on one thread (``one_thread``: the manifest's
+    ``torch_threads``): threads that spin while they wait for a core inflate a multi-threaded
+    step's CPU time under load. None where not recorded."""
+    if not one_thread:
+        return None
+    for name in ("thread_cpu_s", "cpu_s"):
+        if loop.has(name):
+            return loop.column(name)
+    return None
+
+
+def off_cpu(loop: Loop, one_thread: bool) -> np.ndarray | None:
+    """Each call's time over the steps' level that its own work does not account for, s (0 where
+    none): what it waited for a core, I/O or a lock. Torch on one thread: the excess less what its
+    CPU time (:func:`work`) grew by. On more threads (whose spinning inflates CPU time under load),
+    only the plain case: a call whose process computed under :data:`OFF_CPU` of its wall time had
+    no thread running for at least its wall time less its CPU time, and the usual call, which may
+    have waited as much of its own time, for at most the level: it waited at least
+    ``t - cpu - level`` more (on a loaded machine every call may wait half its time: a call ten
+    times as long in CPU time too computed more, it did not wait more). None where no CPU time is
+    recorded."""
+    excess = loop.t - loop.level
+    done = work(loop, one_thread)
+    if done is not None:
+        known = loop.steady & ~np.isnan(done)
+        usual = median(np.sort(done[known])) if known.any() else math.nan
+        return np.nan_to_num(np.maximum(excess - np.maximum(done - usual, 0.0), 0.0), nan=0.0)
+    if not loop.has("cpu_s"):
+        return None
+    cpu = loop.column("cpu_s")
+    plain = ~np.isnan(cpu) & (cpu < OFF_CPU * loop.t)
+    return np.where(plain, np.clip(np.minimum(excess, loop.t - np.nan_to_num(cpu) - loop.level), 0.0, None), 0.0)
+
+
+def idle_calls(loop: Loop, one_thread: bool) -> np.ndarray:
+    """Per call: slower than the steps' level by more than their noise in time its own work does
+    not account for (:func:`off_cpu`), and that time at least :data:`OFF_CPU` of its excess: it
+    waited for a core (or on I/O, a lock) rather than computed; a call that compiled is the
+    compile's (its workers are other processes). All False where no CPU time is recorded."""
+    waited = off_cpu(loop, one_thread)
+    if waited is None:
+        return np.zeros(loop.t.size, dtype=bool)
+    excess = loop.t - loop.level
+    compiled = loop.zeros("compile_frames") > 0
+    return (waited > NOISE_K * loop.noise) & (waited >= OFF_CPU * excess) & ~compiled

@@ -19,7 +19,6 @@ Each reads a label's :class:`~gnnmon.report.loops.Loop` (its top-level calls) an
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -61,82 +60,12 @@ def recompilation(loop: Loop, total: float) -> dict[str, Any] | None:
                    "torch._dynamo.mark_dynamic on the node dimension) so one graph serves every shape")
 
 
-def crowded_calls(loop: Loop, one_thread: bool = False) -> np.ndarray:
-    """Per call: slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`);
-    where the machine's load was not sampled, slowed while computing no more (:func:`idle_calls`).
-    Such a call's excess is the busy machine's, never warm-up's: each call's time is shared out once."""
-    load = _load(loop)
-    if load is None:
-        return idle_calls(loop, one_thread)
-    others, idle, usual = load
-    return busy.crowded(others, idle, loop.t, loop.level, usual)
-
-
-def _load(loop: Loop) -> tuple[np.ndarray, np.ndarray, float] | None:
-    """The sampled ``others_cpu_pct`` and ``idle_cpu_pct`` of each call and the others' usual CPU
-    seconds per call (over the steady calls); None where the load was not sampled."""
-    if not loop.has("others_cpu_pct") or not loop.has("idle_cpu_pct"):
-        return None
-    others, idle = loop.column("others_cpu_pct"), loop.column("idle_cpu_pct")
-    return others, idle, busy.usual_others_s(others[loop.steady], loop.t[loop.steady])
-
-
-OFF_CPU = 0.5
-"""A slow call whose own work (CPU time) grew by less than this share of its excess over the
-steps' level waited rather than computed."""
-
-
-def work(loop: Loop, one_thread: bool) -> np.ndarray | None:
-    """Each call's own work, s: its thread's CPU time (``collect(sched=True)``), else the process's
-    (``cpu_s``); only where torch ran on one thread (``one_thread``: the manifest's
-    ``torch_threads``): threads that spin while they wait for a core inflate a multi-threaded
-    step's CPU time under load. None where not recorded."""
-    if not one_thread:
-        return None
-    for name in ("thread_cpu_s", "cpu_s"):
-        if loop.has(name):
-            return loop.column(name)
-    return None
-
-
-def off_cpu(loop: Loop, one_thread: bool) -> np.ndarray | None:
-    """Each call's time over the steps' level that its own work does not account for, s (0 where
-    none): what it waited for a core, I/O or a lock. Torch on one thread: the excess less what its
-    CPU time (:func:`work`) grew by. On more threads (whose spinning inflates CPU time under load),
-    only the plain case: a call whose process computed under :data:`OFF_CPU` of its wall time
-    waited at least its wall time less its CPU time. None where no CPU time is recorded."""
-    excess = loop.t - loop.level
-    done = work(loop, one_thread)
-    if done is not None:
-        known = loop.steady & ~np.isnan(done)
-        usual = median(np.sort(done[known])) if known.any() else math.nan
-        return np.nan_to_num(np.maximum(excess - np.maximum(done - usual, 0.0), 0.0), nan=0.0)
-    if not loop.has("cpu_s"):
-        return None
-    cpu = loop.column("cpu_s")
-    plain = ~np.isnan(cpu) & (cpu < OFF_CPU * loop.t)
-    return np.where(plain, np.clip(np.minimum(excess, loop.t - np.nan_to_num(cpu)), 0.0, None), 0.0)
-
-
-def idle_calls(loop: Loop, one_thread: bool) -> np.ndarray:
-    """Per call: slower than the steps' level by more than their noise in time its own work does
-    not account for (:func:`off_cpu`), and that time at least :data:`OFF_CPU` of its excess: it
-    waited for a core (or on I/O, a lock) rather than computed; a call that compiled is the
-    compile's (its workers are other processes). All False where no CPU time is recorded."""
-    waited = off_cpu(loop, one_thread)
-    if waited is None:
-        return np.zeros(loop.t.size, dtype=bool)
-    excess = loop.t - loop.level
-    compiled = loop.zeros("compile_frames") > 0
-    return (waited > NOISE_K * loop.noise) & (waited >= OFF_CPU * excess) & ~compiled
-
-
 def warm_up(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
     """The first calls' excess over the steady level, and a slow first epoch's: calls slow for
     reasons of their own (compiling, caches and the allocator filling), not crowded ones, and never
     most of the loop (at most its first :data:`~gnnmon.report.loops.WARMUP` calls, fewer than half
     of them; a first epoch of fewer than half of them)."""
-    crowd = crowded_calls(loop, one_thread)
+    crowd = busy.crowded_calls(loop, one_thread)
     n = loop.t.size
     first = (loop.index < min(WARMUP, (n - 1) // 2)) & ~crowd
     cost = float(np.maximum(loop.t[first] - loop.level, 0.0).sum())
@@ -157,7 +86,7 @@ def warm_up(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any
                       + f"its first epoch's calls took {ms(level)} (median) against {ms(later)} later")
     if not m or not beyond_noise(cost, m, loop.noise, total, WARMUP_SHARE):
         return None
-    if _load(loop) is None and work(loop, one_thread) is None:
+    if busy.load(loop) is None and busy.work(loop, one_thread) is None:
         words += ("; the load beside the run was not sampled and torch's threads' CPU time cannot show a wait, so a "
                   "busy machine would read the same (collect(sample=0.5), or torch on one thread, tells them apart)")
     return finding("warm-up", loop.label, cost, total, words,
@@ -169,8 +98,8 @@ def warm_up(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any
 def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
     """Calls slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`), the
     first calls among them (their excess is the machine's, not warm-up's); where the load was not
-    sampled, calls slowed while computing no more (:func:`idle_calls`)."""
-    load = _load(loop)
+    sampled, calls slowed while computing no more (:func:`~gnnmon.report.busy.idle_calls`)."""
+    load = busy.load(loop)
     if load is None:
         return _waited(loop, total, one_thread)
     others, idle, usual = load
@@ -201,9 +130,9 @@ BUSY_NEXT = ("not the job's cost: run where these cores are free (pin the job to
 
 def _waited(loop: Loop, total: float, one_thread: bool) -> dict[str, Any] | None:
     """The busy machine without samples: the time calls waited beyond what their own work took
-    (:func:`idle_calls`, :func:`off_cpu`)."""
-    idle = idle_calls(loop, one_thread)
-    waited = off_cpu(loop, one_thread)
+    (:func:`~gnnmon.report.busy.idle_calls`, :func:`~gnnmon.report.busy.off_cpu`)."""
+    idle = busy.idle_calls(loop, one_thread)
+    waited = busy.off_cpu(loop, one_thread)
     quiet = loop.steady & ~idle
     m = int(idle.sum())
     if waited is None or not m or quiet.sum() < 5:
@@ -212,7 +141,7 @@ def _waited(loop: Loop, total: float, one_thread: bool) -> dict[str, Any] | None
     cost = float(waited[idle].sum())
     if not beyond_noise(cost, m, noise, total):
         return None
-    done = work(loop, one_thread)
+    done = busy.work(loop, one_thread)
     name = "thread_cpu_s" if done is not None and loop.has("thread_cpu_s") else "cpu_s"
     cpu_all = done if done is not None else loop.column("cpu_s")
     cpu, cpu_level = median(np.sort(cpu_all[idle])), median(np.sort(cpu_all[quiet]))
@@ -221,8 +150,8 @@ def _waited(loop: Loop, total: float, one_thread: bool) -> dict[str, Any] | None
                       f"of those {m} call(s); {ms(cpu_level)} in the others"),
              evidence("wall_s/device_s", slowed, "s", f"median of those {m} call(s)")]
     words = (f"{m} call(s) of {loop.label} took {ms(slowed)} (median) against {ms(level)} otherwise, and their CPU "
-             f"time ({ms(cpu)} a call against {ms(cpu_level)}) accounts for little of that: {ms(cost)} waiting for a "
-             "core (other processes' load) or on I/O or a lock, not warm-up")
+             f"time ({ms(cpu)} a call against {ms(cpu_level)}) accounts for at most half of each one's excess: "
+             f"{ms(cost)} waiting for a core (other processes' load) or on I/O or a lock, not warm-up")
     return finding("busy machine", loop.label, cost, total, words, proof,
                    BUSY_NEXT + "; collect(sample=0.5) samples the load beside the run and names it")
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from gnnmon.data.table import Table
+from gnnmon.report import busy as machine
 from gnnmon.report.diagnosis import time_findings as tf
 from gnnmon.report.loops import Loop
 from gnnmon.report.stats import spread
@@ -371,8 +372,8 @@ def waited(m: int, at_stake: float, total: float, cpu_field: str, cpu: float, cp
     return found(
         "busy machine", at_stake, total,
         f"{m} call(s) of step took 375.0 ms (median) against 125.0 ms otherwise, and their CPU time ({cpu_text} a call "
-        f"against {level_text}) accounts for little of that: {tf.ms(at_stake)} waiting for a core (other processes' "
-        "load) or on I/O or a lock, not warm-up",
+        f"against {level_text}) accounts for at most half of each one's excess: {tf.ms(at_stake)} waiting for a core "
+        "(other processes' load) or on I/O or a lock, not warm-up",
         [proof(cpu_field, cpu, "s", f"the {whose}'s CPU time, median of those {m} call(s); {level_text} in the others"),
          proof("wall_s/device_s", 0.375, "s", f"median of those {m} call(s)")],
         WAITED_NEXT)
@@ -384,8 +385,8 @@ def test_calls_that_waited_rather_than_computed_are_a_busy_machine_on_one_thread
     before the process's (which here grew with the wall time)."""
     total = 30 * LEVEL + 2.5
     expected = waited(10, 2.34375, total, "thread_cpu_s", 0.078125, "78.1 ms", "62.5 ms", "thread")
-    assert expected["words"].endswith("accounts for little of that: 2.34 s waiting for a core (other processes' load) "
-                                      "or on I/O or a lock, not warm-up")
+    assert expected["words"].endswith("accounts for at most half of each one's excess: 2.34 s waiting for a core "
+                                      "(other processes' load) or on I/O or a lock, not warm-up")
     rows = waiting_rows()
     for r in rows:
         r["cpu_s"] = r["wall_s"]
@@ -404,13 +405,28 @@ def test_calls_that_waited_rather_than_computed_are_a_busy_machine_on_one_thread
 def test_calls_that_computed_under_half_their_time_on_several_threads_waited_at_least_the_rest():
     """Torch on several threads, two computing through each quiet call (250 ms of CPU in 125 ms); 10
     calls of 375 ms computed under half of it, 125 or 156.25 ms (alternately): they waited at least
-    their time less their CPU time, capped at their excess: 250 and 218.75 ms, 2.34375 s in all."""
+    their time less their CPU time and less the level (all a quiet call could itself have waited),
+    capped at their excess: 125 and 93.75 ms. Only the first are half their 250 ms excess: 5 calls,
+    625 ms in all."""
     rows = waiting_rows("cpu_s", quiet_cpu=0.25, slow_cpu=0.125)
     for r in rows[-10::2]:
         r["cpu_s"] = 0.15625
     total = 30 * LEVEL + 2.5
-    assert tf.busy_machine(loop_of(rows), total) == waited(10, 2.34375, total, "cpu_s", 0.140625, "140.6 ms",
+    assert tf.busy_machine(loop_of(rows), total) == waited(5, 0.625, total, "cpu_s", 0.125, "125.0 ms",
                                                            "250.0 ms", "process")
+
+
+def test_on_a_loaded_machine_where_every_call_waits_half_its_time_a_longer_call_that_computed_longer_did_not_wait():
+    """Torch on several threads on a loaded machine: every quiet call computes half its time (62.5
+    ms of CPU in 125 ms); 10 calls of 1 s compute 492.2 ms, just under half theirs. Each had no
+    thread running for 507.8 ms, but a quiet call may itself have waited its whole 125 ms: at least
+    382.8 ms more, under half the 875 ms excess. Their CPU time grew eightfold with their time: no
+    busy machine (their wall time less their CPU time alone, 507.8 ms, would have said one)."""
+    rows = [row(i, LEVEL, cpu_s=0.0625) for i in range(20)] + [row(20 + j, 1.0, cpu_s=0.4921875) for j in range(10)]
+    lp = loop_of(rows)
+    assert machine.off_cpu(lp, False).tolist() == [0.0] * 20 + [0.3828125] * 10
+    assert not machine.crowded_calls(lp).any()
+    assert tf.busy_machine(lp, 20 * LEVEL + 10.0) is None
 
 
 def test_calls_that_waited_need_five_quiet_calls_beside_them_and_a_cpu_time():
@@ -464,13 +480,13 @@ def test_on_one_thread_first_calls_that_waited_are_the_machine_s_not_warm_up():
     for r in rows[:2]:
         r.update(wall_s=LEVEL + 0.5, thread_cpu_s=0.3125)
     lp = loop_of(rows)
-    assert tf.crowded_calls(lp, True).tolist() == [True, True] + [False] * 18
+    assert machine.crowded_calls(lp, True).tolist() == [True, True] + [False] * 18
     assert tf.warm_up(lp, lp.total, one_thread=True) is None
     for r in rows:
         r["cpu_s"] = r.pop("thread_cpu_s")
     lp = loop_of(rows)
-    assert tf.crowded_calls(lp, True).tolist() == [True, True] + [False] * 18
-    assert tf.crowded_calls(lp).tolist() == [False] * 20  # several threads unless told
+    assert machine.crowded_calls(lp, True).tolist() == [True, True] + [False] * 18
+    assert machine.crowded_calls(lp).tolist() == [False] * 20  # several threads unless told
     assert tf.warm_up(lp, lp.total) == warm(
         "the first 2 call(s) of step took 1.25 s against 125.0 ms per call after them" + NOT_SAMPLED, 1.0, lp.total, 2)
 
@@ -485,19 +501,19 @@ def test_what_each_call_waited_is_its_excess_less_what_its_own_work_grew_by():
             for i, (w, c) in enumerate(zip(walls, cpu, strict=True))]
     lp = loop_of(rows)
     assert lp.level == LEVEL
-    assert tf.off_cpu(lp, True).tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+    assert machine.off_cpu(lp, True).tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
                                              0.375 - 0.03125, 0.0, 0.0]
     for r in rows[2:]:
         r.pop("thread_cpu_s", None)
-    assert tf.off_cpu(loop_of(rows), True).tolist() == [0.0] * 9
+    assert machine.off_cpu(loop_of(rows), True).tolist() == [0.0] * 9
     del rows[0]["thread_cpu_s"], rows[1]["thread_cpu_s"]
-    assert tf.off_cpu(loop_of(rows), True) is None
-    assert tf.off_cpu(loop_of(rows), False) is None
+    assert machine.off_cpu(loop_of(rows), True) is None
+    assert machine.off_cpu(loop_of(rows), False) is None
 
 
 def test_on_several_threads_a_call_waited_only_where_it_computed_under_half_its_time():
-    """Each call 375 ms (250 over the 125 ms level) unless said: CPU 62.5 ms (waited its excess, 250
-    ms), 156.25 ms (waited its time less it, 218.75 ms), 187.5 ms (exactly half: not plain), none
+    """Each call 375 ms (250 over the 125 ms level) unless said: CPU 62.5 ms (waited its time less it
+    and less the level, 187.5 ms), 156.25 ms (93.75 ms), 187.5 ms (exactly half: not plain), none
     recorded; a call at the level and one under it computing little waited nothing."""
     walls = [LEVEL, LEVEL, 0.375, 0.375, 0.375, 0.375, LEVEL, 0.0625, *[LEVEL] * 5]
     cpu = [0.25, 0.25, 0.0625, 0.15625, 0.1875, None, 0.03125, 0.015625, *[0.25] * 5]
@@ -505,9 +521,9 @@ def test_on_several_threads_a_call_waited_only_where_it_computed_under_half_its_
             for i, (w, c) in enumerate(zip(walls, cpu, strict=True))]
     lp = loop_of(rows)
     assert lp.level == LEVEL
-    assert tf.off_cpu(lp, False).tolist() == [0.0, 0.0, 0.25, 0.21875, 0.0, 0.0, 0.0, 0.0, *[0.0] * 5]
-    assert tf.work(lp, False) is None
-    assert tf.work(lp, True) is not None and np.isnan(tf.work(lp, True)[5])
+    assert machine.off_cpu(lp, False).tolist() == [0.0, 0.0, 0.1875, 0.09375, 0.0, 0.0, 0.0, 0.0, *[0.0] * 5]
+    assert machine.work(lp, False) is None
+    assert machine.work(lp, True) is not None and np.isnan(machine.work(lp, True)[5])
 
 
 # slow steps
