@@ -11,8 +11,8 @@ one cause, checked in order:
   ``compile_frames`` > 0; the detail says how many were recompilations and how long it took);
 * ``busy machine`` — it was slowed by the machine, as the diagnosis finds it
   (:func:`gnnmon.report.busy.crowded_calls`: other processes crowded its cores, sampled; not
-  sampled, it waited rather than computed, from its CPU time): never warm-up's or unexplained, so
-  the spikes and the diagnosis name the same calls;
+  sampled, it waited rather than computed, from its CPU time; never a call its collections
+  explain): never warm-up's or unexplained, so the spikes and the diagnosis name the same calls;
 * ``warm-up`` — one of the first ``warmup`` calls of its label, or a row of the first epoch
   (rows carry ``epoch`` after ``run.mark("epoch", n)``) when that epoch is clearly slower for the
   label than the later ones (its median over theirs by 20 % and 3 spreads: a first pass filling
@@ -117,7 +117,7 @@ def spikes(
     k: float = 5.0,
     min_ratio: float = 1.5,
     warmup: int = 2,
-    gc_share: float = 0.5,
+    gc_share: float = busy.GC_SHARE,
     shape_tol: float = 0.25,
     min_rows: int = 5,
     one_thread: bool = False,

@@ -68,15 +68,23 @@ def crowded_words(others: float, idle: float, t: float, level: float, usual_s: f
             f"over the level; {idle:.0f} % idle left")
 
 
+GC_SHARE = 0.5
+"""A call whose collections paused it for at least this share of its excess over the level is the
+collector's, not the machine's (``report.spikes()``'s ``gc_share``)."""
+
+
 def crowded_calls(loop: Loop, one_thread: bool = False) -> np.ndarray:
     """Per call: slowed while other processes crowded the run's cores (above);
-    where the machine's load was not sampled, slowed while computing no more (:func:`idle_calls`).
-    Such a call's excess is the busy machine's, never warm-up's: each call's time is shared out once."""
+    where the machine's load was not sampled, slowed while computing no more (:func:`idle_calls`);
+    in neither case a call its collections explain (:data:`GC_SHARE`). Such a call's excess is the
+    busy machine's, never warm-up's: each call's time is shared out once."""
     sampled = load(loop)
     if sampled is None:
-        return idle_calls(loop, one_thread)
-    others, idle, usual = sampled
-    return crowded(others, idle, loop.t, loop.level, usual)
+        slowed = idle_calls(loop, one_thread)
+    else:
+        others, idle, usual = sampled
+        slowed = crowded(others, idle, loop.t, loop.level, usual)
+    return slowed & ~(loop.zeros("gc_pause_s") >= GC_SHARE * np.maximum(loop.t - loop.level, 0.0))
 
 
 def load(loop: Loop) -> tuple[np.ndarray, np.ndarray, float] | None:

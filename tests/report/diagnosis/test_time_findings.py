@@ -578,3 +578,17 @@ def test_no_time_finding_in_a_steady_loop(one_thread):
     lp = loop_of(rows)
     assert [tf.recompilation(lp, lp.total), tf.warm_up(lp, lp.total, one_thread),
             tf.busy_machine(lp, lp.total, one_thread), tf.slow_steps(lp, [], lp.total)] == [None] * 4
+
+
+def test_a_call_its_collections_explain_is_the_collectors_not_the_machines():
+    """One thread; the quiet calls compute their 125 ms; three calls of 375 ms compute 62.5 ms (they
+    waited 250 ms, all their excess). One collected for 125 ms (half its excess: the collector's),
+    one for 124 ms (under half: the machine's), one not at all. report.spikes() says the same: gc,
+    then busy machine twice."""
+    rows = [row(i, LEVEL, thread_cpu_s=LEVEL) for i in range(20)]
+    rows += [row(20 + j, 0.375, thread_cpu_s=0.0625, gc_pause_s=pause, gc_collections=1 if pause else 0)
+             for j, pause in enumerate((0.125, 0.124, 0.0))]
+    assert machine.crowded_calls(loop_of(rows), True).tolist() == [False] * 20 + [False, True, True]
+    from gnnmon.report.analysis import spikes
+
+    assert [s["cause"] for s in spikes(rows, one_thread=True)] == ["gc", "busy machine", "busy machine"]
