@@ -27,6 +27,12 @@ peak, not a forecast: under the target by what the figure cannot resolve, and me
 larger probes ran. The batch the model aims at is the one a budget forecasts
 (:class:`~gnnmon.forecast.shapes.Heaviest`), so the search and ``forecast(loader, calibration,
 capacity).budget()`` answer from one model about one batch.
+
+Every shape a calibration records (its batches', its twins', each probe's) and every shape its
+search aims at holds the batch's totals and, for heterogeneous graphs (``HeteroData``), each node
+and edge type's count: the model's fit may pick per-type terms (where they explain the peaks better
+than the totals), and each forecast then reads them; heaviest means costliest under every
+coefficient the model has, per-type ones included.
 """
 
 from __future__ import annotations
@@ -46,7 +52,8 @@ from gnnmon.figures import MEM_PEAK
 from gnnmon.forecast import variants
 from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.forecast.search import BatchSizeSearch, Probe, search
-from gnnmon.forecast.shapes import heaviest, heaviness, item_sizes
+from gnnmon.forecast.shapes import heaviest, heaviness, item_sizes, typed
+from gnnmon.measure.graph import graph_shape
 from gnnmon.measure.memory_fields import cached
 from gnnmon.record.active import collect
 from gnnmon.report.memory.model import MemoryModel, prime
@@ -67,7 +74,9 @@ class Calibration:
     sizes: list[int]
     """The batch sizes (seed nodes or graphs) the step ran at, in order."""
     shapes: list[dict[str, int]] = field(default_factory=list)
-    """Each measured batch's ``num_nodes`` and ``num_edges``."""
+    """Each measured batch's ``num_nodes``, ``num_edges`` (``num_graphs`` for whole graphs) and, for
+    a heterogeneous batch, each type's count (``num_nodes__<type>``, ``num_edges__<src>__<rel>__<dst>``):
+    every term the model can be fitted on, so a search forecasts a size from them."""
     does_not_fit: dict[str, Any] | None = None
     """The smallest size whose step ran out of memory (the largest, as the warm-up, or the first of
     the sizes after it): ``size``, its shape and ``error``; None if all fit."""
@@ -268,10 +277,11 @@ def _prober(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader
     whole graphs, the ones that cost most under ``model``), inside the calibration's run: (shape,
     peak bytes or None, OOM text); and the shape of that heaviest batch at each size
     (:func:`~gnnmon.forecast.shapes.heaviest`, what a budget forecasts too), None where it is not
-    known."""
+    known. Heaviest by every coefficient of ``model`` (the totals', or each type's for a model of
+    per-type terms); each shape holds every field the model can ask (:func:`_shape`)."""
     sizes = item_sizes(getattr(loader, "dataset", None)) if not _is_node_loader(loader) else None
-    weight = {t: c for t in ("num_nodes", "num_edges", "num_graphs")  # an untrusted fit's NaN: by nodes, then edges
-              if math.isfinite(c := model.coefficients.get(t, 0.0))}
+    weight = {t: c for t, c in model.coefficients.items()  # an untrusted fit's NaN: by nodes, then edges
+              if t != "const" and math.isfinite(c)}
     shape_at = heaviest(loader if _is_node_loader(loader) else getattr(loader, "dataset", None), sizes,
                         weight, max(1, candidates))
     order = shape_at.order if shape_at is not None else None
@@ -308,10 +318,14 @@ def _run(step: Callable[[Any], Any], batch: Any) -> str | None:
 
 
 def _shape(batch: Any) -> dict[str, int]:
+    """A batch's ``num_nodes``, ``num_edges``, ``num_graphs`` (where it has them) and, for a
+    heterogeneous batch, each node and edge type's count as :func:`gnnmon.graph_shape` reads it
+    (what its row records, so what a model of per-type terms was fitted on)."""
     shape = {"num_nodes": int(batch.num_nodes), "num_edges": int(getattr(batch, "num_edges", 0) or 0)}
     graphs = getattr(batch, "num_graphs", None)
     if isinstance(graphs, int):
         shape["num_graphs"] = graphs
+    shape.update({t: int(v) for t, v in typed(graph_shape(batch)).items()})
     return shape
 
 

@@ -13,8 +13,11 @@
 * any other iterable: its items, as :func:`gnnmon.graph_shape` reads them (a loader of another kind
   is run in full), or shape dicts as a run's rows carry them.
 
-Each shape is a dict of ``num_nodes``, ``num_edges``, ``num_graphs`` (per type for heterogeneous
-graphs) and ``items``: the seed nodes or graphs the batch was made of.
+Each shape is a dict of ``num_nodes``, ``num_edges``, ``num_graphs`` and ``items``: the seed nodes
+or graphs the batch was made of; for heterogeneous graphs (``HeteroData``) also each type's count,
+``num_nodes__<type>`` and ``num_edges__<src>__<rel>__<dst>`` (:data:`TYPED`), wherever a shape is
+read, summed or sampled (a graph's size, a batch of whole graphs, a sampler's batch, the heaviest
+batch of a size): a memory model fitted on per-type terms is asked each of them.
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ from typing import Any
 from gnnmon.measure.graph import graph_shape
 
 SHAPE_KEYS = ("num_nodes", "num_edges", "num_graphs")
+TYPED = ("num_nodes__", "num_edges__")
+"""The prefixes of a heterogeneous shape's per-type fields (:func:`gnnmon.graph_shape`)."""
+
+
+def typed(shape: Mapping[str, Any]) -> dict[str, int]:
+    """``shape``'s per-type counts (:data:`TYPED` fields whose count is known); none for a
+    homogeneous shape."""
+    return {t: v for t, v in shape.items() if t.startswith(TYPED) and v is not None}
 
 
 def _progress(items: Any, total: int | None, show: bool | None) -> Any:
@@ -65,7 +76,8 @@ def _sampling(source: Any) -> bool:
 
 def graph_sizes(dataset: Any) -> list[dict[str, Any]]:
     """Each graph's shape, in the dataset's order: from an ``InMemoryDataset``'s slices (no graph
-    is built) where it has ``x``/``edge_index`` slices, else from each graph."""
+    is built) where it has ``x``/``edge_index`` slices, else from each graph: its totals and, for a
+    ``HeteroData`` graph, each type's count (:data:`TYPED`)."""
     slices = getattr(dataset, "slices", None)
     if isinstance(slices, Mapping) and "edge_index" in slices and ("x" in slices or "num_nodes" in slices):
         nodes = slices["x"] if "x" in slices else None
@@ -75,14 +87,20 @@ def graph_sizes(dataset: Any) -> list[dict[str, Any]]:
             n = int(nodes[i + 1] - nodes[i]) if nodes is not None else int(dataset[i].num_nodes)
             out.append({"num_nodes": n, "num_edges": int(edges[i + 1] - edges[i]), "num_graphs": 1})
         return out
-    return [{k: graph_shape(dataset[i]).get(k) for k in SHAPE_KEYS} for i in range(len(dataset))]
+    out = []
+    for i in range(len(dataset)):
+        shape = graph_shape(dataset[i])
+        out.append({**{k: shape.get(k) for k in SHAPE_KEYS}, **typed(shape)})
+    return out
 
 
 def _graph_loader(batch_sampler: Any, sizes: list[dict[str, Any]], show: bool | None) -> Iterator[dict[str, Any]]:
+    fields = sorted({t for g in sizes for t in typed(g)})  # a type a graph lacks: 0 of it
     for index in _progress(batch_sampler, None, show):
         index = list(index)
         yield {"num_nodes": sum(sizes[i]["num_nodes"] for i in index),
-               "num_edges": sum(sizes[i]["num_edges"] for i in index), "num_graphs": len(index), "items": len(index)}
+               "num_edges": sum(sizes[i]["num_edges"] for i in index), "num_graphs": len(index), "items": len(index),
+               **{t: sum(sizes[i].get(t) or 0 for i in index) for t in fields}}
 
 
 def _is_graph_dataset(obj: Any) -> bool:
@@ -146,9 +164,11 @@ calibration's probe draws before it runs the heaviest, so a budget forecasts the
 
 def heaviness(shape: Mapping[str, Any], weight: Mapping[str, float] | None) -> tuple[float, float, float]:
     """What orders batches, heaviest last: ``(cost, nodes, edges)``, the cost the batch's bytes under
-    ``weight`` (bytes per ``num_nodes``, ``num_edges`` and ``num_graphs``; none: 0, so nodes decide)."""
+    ``weight`` (bytes per each shape field it names: ``num_nodes``, ``num_edges``, ``num_graphs``, or a
+    per-type count such as ``num_nodes__paper``, a memory model's coefficients; none: 0, so nodes
+    decide)."""
     w = weight or {}
-    cost = sum(w.get(t, 0.0) * float(shape.get(t) or 0) for t in ("num_nodes", "num_edges", "num_graphs"))
+    cost = sum(c * float(shape.get(t) or 0) for t, c in w.items())
     return cost, float(shape.get("num_nodes") or 0), float(shape.get("num_edges") or 0)
 
 
@@ -160,7 +180,9 @@ each size it asks costs a few samplings (tens to hundreds of milliseconds on a 2
 class Heaviest:
     """The shape of the heaviest batch of ``k`` items a loader makes, for any ``k`` (one definition
     for the budget's worst batch and the batch-size search's aim), heaviest by ``weight`` (bytes
-    per node, edge and graph: a memory model's coefficients), then by nodes and edges:
+    per node, edge and graph, or per node and edge of each type: a memory model's coefficients),
+    then by nodes and edges. A shape holds the totals and, for heterogeneous graphs, each type's
+    count (every term a model of per-type terms asks); a batch of none, 0 of each:
 
     * a neighbour loader (``NeighborLoader``, ``LinkNeighborLoader``): its sampler alone (no
       features gathered) on ``draws`` seed sets of ``k`` of its items, the heaviest kept. Sampled
@@ -169,7 +191,8 @@ class Heaviest:
       draws come from torch's generator seeded by ``k`` (the caller's state put back), so one
       size always gives one shape. The loader is held weakly (it holds its own copy of the
       graph's edges): a size asked after it was freed raises ``ReferenceError``;
-    * whole graphs: the ``k`` graphs that cost most, summed: no batch of ``k`` of them costs more.
+    * whole graphs: the ``k`` graphs that cost most, summed (each field, each type's count too): no
+      batch of ``k`` of them costs more.
 
     ``items``: what the loader batches (seed nodes or edges, graphs); no batch holds more;
     ``order``: for whole graphs, their indices, costliest first (the first ``k`` are the batch);
@@ -194,7 +217,7 @@ class Heaviest:
     def __call__(self, k: int) -> dict[str, float]:
         k = max(0, min(int(k), self.items))
         if k not in self._seen:
-            self._seen[k] = self._shape(k) if k else {"num_nodes": 0, "num_edges": 0, "num_graphs": 0}
+            self._seen[k] = self._shape(k) if k else dict.fromkeys(self(1) if self.items else SHAPE_KEYS, 0)
         return self._seen[k]
 
 
@@ -202,8 +225,9 @@ def heaviest(source: Any, sizes: list[dict[str, Any]] | None = None,
              weight: Mapping[str, float] | None = None, draws: int = DRAWS) -> Heaviest | None:
     """:class:`Heaviest` for ``source`` (a neighbour loader, or a loader or dataset of whole graphs
     whose ``sizes`` :func:`item_sizes` read); None for anything else (its batches at other sizes
-    are not known). ``weight``: bytes per ``num_nodes``, ``num_edges`` and ``num_graphs`` (default:
-    heaviest by nodes, then edges); ``draws``: batches a sampler draws per size."""
+    are not known). ``weight``: bytes per ``num_nodes``, ``num_edges``, ``num_graphs`` and per-type
+    count (:func:`heaviness`; default: heaviest by nodes, then edges); ``draws``: batches a sampler
+    draws per size."""
     if draws < 1:
         raise ValueError(f"draws must be at least 1, got {draws!r}")
     if _sampling(source):
@@ -233,11 +257,12 @@ def heaviest(source: Any, sizes: list[dict[str, Any]] | None = None,
     if sizes is None:
         return None
     order = sorted(range(len(sizes)), key=lambda i: heaviness(sizes[i], weight), reverse=True)
-    sums = [(0, 0)]
+    fields = ["num_nodes", "num_edges", *sorted({t for g in sizes for t in typed(g)})]  # a type a graph lacks: 0
+    sums = [dict.fromkeys(fields, 0)]
     for i in order:
-        sums.append((sums[-1][0] + sizes[i]["num_nodes"], sums[-1][1] + (sizes[i]["num_edges"] or 0)))
+        sums.append({t: sums[-1][t] + (sizes[i][t] if t == "num_nodes" else sizes[i].get(t) or 0) for t in fields})
 
     def summed(k: int) -> dict[str, float]:
-        return {"num_nodes": sums[k][0], "num_edges": sums[k][1], "num_graphs": k}
+        return {**sums[k], "num_graphs": k}
 
     return Heaviest(len(sizes), summed, "the graphs that cost most, summed", weight, order)
