@@ -22,6 +22,14 @@ capacity. Budgets are found by bisection on the model's upper bound:
 No budget goes beyond what the model can vouch for: :data:`VOUCH` times the largest batch it was
 fitted on (a model fitted on 5,000-node batches does not size a 10-million-node one); a budget
 that reaches that limit says so (``limited_by_model``).
+
+A model fitted on per-type terms (a ``HeteroData`` step: ``num_nodes__<type>``,
+``num_edges__<src>__<rel>__<dst>``) is read on shapes that carry each type's count: every batch's,
+the heaviest batch of a size (summed or sampled per type), and, for plain batches, the most of each
+type per item times the size; it vouches for each type up to :data:`VOUCH` times the most it saw. A
+shape that lacks one of the model's terms is refused naming it (``ValueError``). Budgets in nodes
+and edges (``max_num_nodes``, ``max_num_edges``) are of the totals: a per-type model cannot say
+them (0) without the batch's mix of types.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from gnnmon.data.result import RunResult
 from gnnmon.devices import get_backend
 from gnnmon.figures import MEM_PEAK, RSS_PEAK
 from gnnmon.forecast.budget import Budget
-from gnnmon.forecast.shapes import Heaviest, batch_shapes, heaviest, item_sizes
+from gnnmon.forecast.shapes import SHAPE_KEYS, TYPED, Heaviest, batch_shapes, heaviest, item_sizes, typed
 from gnnmon.report import Report
 from gnnmon.report.memory.model import MemoryModel, UntrustedModelError, format_bytes
 
@@ -112,6 +120,9 @@ def next_steps(model: MemoryModel) -> list[str]:
     return out
 
 
+PER_ITEM = "_per_item_max"
+"""The suffix of a type's most per item in :attr:`Forecast.ratios` (``num_nodes__paper_per_item_max``)."""
+
 VOUCH = 2.0
 """How far beyond the largest batch it was fitted on a model sizes a budget (a factor)."""
 
@@ -148,7 +159,9 @@ class Forecast:
     """The batches with the highest forecast upper bound, highest first: ``batch`` (its number in
     the loader's order), the shape, ``bytes`` and ``upper_bytes``."""
     ratios: dict[str, float] = field(default_factory=dict)
-    """Densest and sparsest edges per node, and the most nodes and edges per item, over the scan."""
+    """Densest and sparsest edges per node, and the most nodes and edges per item, over the scan;
+    for heterogeneous batches also the most of each type per item (``<field>_per_item_max``, such as
+    ``num_nodes__paper_per_item_max``)."""
     heaviest: Heaviest | None = None
     """The heaviest batch of each size the loader makes (see the module's docstring); None for
     plain batches, whose sizes are scaled from the most nodes and edges per item. A neighbour
@@ -171,8 +184,16 @@ class Forecast:
         return None if h is None else h >= 0
 
     def _upper(self, nodes: float, edges: float, graphs: float) -> float:
+        """The upper bound of a batch of these totals (a model of the totals)."""
         given = {"num_nodes": nodes, "num_edges": edges, "num_graphs": graphs}
         return self.model.predict(**_asked(self.model, given)).upper_bytes
+
+    def _alone(self) -> float:
+        """The upper bound of a batch of nothing: the constant alone, every term at 0 (the totals
+        and each type's count)."""
+        model = self.model
+        return model.predict(**_asked(model, dict.fromkeys((*SHAPE_KEYS, *model.terms, *model.confounded), 0))
+                             ).upper_bytes
 
     def _bounds(self, shape: dict[str, float]) -> tuple[float, float]:
         """(lower, upper) bound of the peak of a batch of ``shape``, bytes: the model's upper bound,
@@ -199,10 +220,13 @@ class Forecast:
         return self.heaviest(k) if self.heaviest is not None else self._scaled(k)
 
     def _scaled(self, k: int) -> dict[str, float]:
-        """``k`` times the most nodes and edges per item the scan saw (an upper bound on a sampled
-        batch of ``k`` seeds drawn as the scanned ones were, whose neighbourhoods overlap more)."""
+        """``k`` times the most nodes and edges per item the scan saw, and of each type's where its
+        batches were heterogeneous (an upper bound on a sampled batch of ``k`` seeds drawn as the
+        scanned ones were, whose neighbourhoods overlap more)."""
         r = self.ratios
-        return {"num_nodes": k * r["nodes_per_item_max"], "num_edges": k * r["edges_per_item_max"], "num_graphs": 1}
+        each = {t[:-len(PER_ITEM)]: k * v for t, v in r.items() if t.startswith(TYPED) and t.endswith(PER_ITEM)}
+        return {"num_nodes": k * r["nodes_per_item_max"], "num_edges": k * r["edges_per_item_max"], "num_graphs": 1,
+                **each}
 
     def budget(self, fraction: float = 0.9) -> Budget:
         """The largest ``DynamicBatchSampler`` ``max_num`` (nodes and edges) and batch size whose
@@ -227,13 +251,18 @@ class Forecast:
         out["binds"] = "edges" if b * r["edges_per_node_max"] > a else "nodes"
         seen = self.model.ranges.get("num_nodes", (0.0, 0.0))[1]
         out["beyond_fitted"] = nodes / seen if seen else None  # > 1: the budget extrapolates the model
+        kinds = [t for t in (*self.model.terms, *self.model.confounded) if t.startswith(TYPED)]
+        caps = {t: self._vouched(t) for t in ("num_nodes", "num_edges", *kinds)}
         items = self.heaviest.items if self.heaviest is not None else None
-        high = items if items is not None else (int(node_cap / r["nodes_per_item_max"])
-                                                if node_cap and r["nodes_per_item_max"] else 0)
-        caps = {t: self._vouched(t) for t in ("num_nodes", "num_edges")}
+        if items is not None:
+            high = items
+        elif node_cap and r["nodes_per_item_max"]:
+            high = int(node_cap / r["nodes_per_item_max"])
+        else:  # a model of per-type terms: the fewest items that reach the cap of a type it vouches for
+            high = min((int(caps[t] / r[t + PER_ITEM]) for t in kinds if caps[t] and r.get(t + PER_ITEM)), default=0)
 
         def within(shape: dict[str, float]) -> bool:  # the model vouches for it (each figure it saw, to VOUCH x)
-            return any(caps.values()) and all(not cap or shape[t] <= cap for t, cap in caps.items())
+            return any(caps.values()) and all(not cap or (shape.get(t) or 0) <= cap for t, cap in caps.items())
 
         def fits(k: int, bound: int) -> bool:
             """1: the upper bound fits, where the model vouches for the batch; 0: the lower bound
@@ -241,11 +270,10 @@ class Forecast:
             shape = self.shape_at(k)
             return (within(shape) or bound == 0) and self._bounds(shape)[bound] <= target
 
-        # the most nodes and edges per item times the size: no lighter than a sampled batch, a start
-        # (a model of per-type terms has no such totals to scale: it starts from 1)
-        totals = all(t in ("num_nodes", "num_edges", "num_graphs") for t in self.model.terms)
+        # the most nodes and edges (of each type) per item times the size: no lighter than a sampled
+        # batch, a start (where the scan gave no count of a type the model asks: from 1)
         scaled = largest(lambda k: within(self._scaled(k)) and self._bounds(self._scaled(k))[1] <= target,
-                         high) if totals else 1
+                         high) if all(t in self._scaled(1) for t in self.model.terms) else 1
         near = self.heaviest.within if self.heaviest is not None else 0.0
         size = largest(lambda k: fits(k, 1), high, near, start=scaled)
         most = largest(lambda k: fits(k, 0), high, near, start=size)
@@ -262,7 +290,7 @@ class Forecast:
         upper bound, else a batch of one item's, else the model vouches for none; each with the
         next thing to try."""
         fmt = format_bytes
-        alone = self._upper(0, 0, 0)
+        alone = self._alone()
         if alone > target:
             return (f"the model's constant alone is forecast at up to {fmt(alone)}, over the target {fmt(target)} "
                     "(a smaller model, a larger device, or a fraction nearer 1)")
@@ -273,8 +301,9 @@ class Forecast:
                     f"{shape['num_edges']:,.0f} edges at most) is forecast at up to {fmt(one)}, over the target "
                     f"{fmt(target)}; the constant alone, {fmt(alone)}, is under it (smaller items, a larger "
                     "device, or a fraction nearer 1)")
-        return ("the model vouches for no batch size (it saw at most "
-                f"{self.model.ranges.get('num_nodes', (0, 0))[1]:,.0f} nodes a batch): "
+        seen = {t: r[1] for t, r in self.model.ranges.items() if t.startswith(("num_nodes", "num_edges"))}
+        said = ", ".join(f"{v:,.0f} {t}" for t, v in seen.items()) or "no nodes"
+        return (f"the model vouches for no batch size (it saw at most {said} a batch): "
                 "gnnmon.calibrate(step, loader) on larger batches")
 
     def __str__(self) -> str:
@@ -310,8 +339,13 @@ class Forecast:
 
 
 def _asked(model: MemoryModel, shape: dict[str, Any]) -> dict[str, Any]:
-    """What to ask the model of a batch: its terms, and the fields confounded with them where the
-    batch has them (they bound a batch off the ratio the model saw)."""
+    """What to ask the model of a batch: its terms (the totals, or each type's count for a model
+    of per-type terms), and the fields confounded with them where the batch has them (they bound a
+    batch off the ratio the model saw). A term the shape lacks is refused, naming it (``ValueError``)."""
+    missing = [t for t in model.terms if shape.get(t) is None]
+    if missing:
+        raise ValueError(f"a batch shape without {', '.join(missing)}, which the model of {model.label!r} needs "
+                         f"(its terms: {', '.join(model.terms)}; the shape's fields: {', '.join(shape) or 'none'})")
     asked = {t: shape[t] for t in model.terms}
     asked.update({t: shape[t] for t in model.confounded if shape.get(t) is not None})
     return asked
@@ -392,6 +426,8 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
             ratios["edges_per_node_min"] = min(ratios["edges_per_node_min"], e / n)
         ratios["nodes_per_item_max"] = max(ratios["nodes_per_item_max"], n / items)
         ratios["edges_per_item_max"] = max(ratios["edges_per_item_max"], e / items)
+        for t, v in typed(shape).items():  # each type's too: a model of per-type terms scales them
+            ratios[t + PER_ITEM] = max(ratios.get(t + PER_ITEM, 0.0), v / items)
     if count == 0:
         raise ValueError("the loader made no batch to forecast")
     for g in sizes or ():  # a batch of whole graphs is never denser (or sparser) than its densest graph
@@ -399,7 +435,7 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
             ratios["edges_per_node_max"] = max(ratios["edges_per_node_max"], g["num_edges"] / g["num_nodes"])
             ratios["edges_per_node_min"] = min(ratios["edges_per_node_min"], g["num_edges"] / g["num_nodes"])
     held = _anchor(fitted, anchor)  # after the scan: what the sampler's work left held counts too
-    weight = {t: held.coefficients.get(t, 0.0) for t in ("num_nodes", "num_edges", "num_graphs")}
+    weight = {t: c for t, c in held.coefficients.items() if t != "const"}  # the totals', or each type's
     worst_of = heaviest(loader_or_dataset if sizes is None else None, sizes, weight)
     shift = held.anchor_bytes - fitted.anchor_bytes  # every forecast moves by it, their order does not
     entries = [w[2] for w in sorted(worst, reverse=True)]
