@@ -79,15 +79,14 @@ def graph_sizes(dataset: Any) -> list[dict[str, Any]]:
     is built) where it has ``x``/``edge_index`` slices, else from each graph: its totals and, for a
     ``HeteroData`` graph, each type's count (:data:`TYPED`)."""
     slices = getattr(dataset, "slices", None)
+    out: list[dict[str, Any]] = []
     if isinstance(slices, Mapping) and "edge_index" in slices and ("x" in slices or "num_nodes" in slices):
         nodes = slices["x"] if "x" in slices else None
         edges = slices["edge_index"]
-        out = []
         for i in dataset.indices():
             n = int(nodes[i + 1] - nodes[i]) if nodes is not None else int(dataset[i].num_nodes)
             out.append({"num_nodes": n, "num_edges": int(edges[i + 1] - edges[i]), "num_graphs": 1})
         return out
-    out = []
     for i in range(len(dataset)):
         shape = graph_shape(dataset[i])
         out.append({**{k: shape.get(k) for k in SHAPE_KEYS}, **typed(shape)})

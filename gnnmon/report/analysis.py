@@ -127,7 +127,7 @@ def spikes(
     ran on one thread (the manifest's ``torch_threads``), so a call's CPU time is its work."""
     table = as_table(records)
     found: list[dict[str, Any]] = _compiles_in_small_labels(table, warmup, min_rows, min_ratio)
-    machine = {loop.label: _machine(loop, one_thread) for loop in loops(table)}
+    machine = {loop.label: _machine(loop, one_thread, gc_share) for loop in loops(table)}
     for label, timed, med, noise, shapes in _labels_timed(table, warmup, min_rows):
         threshold = max(med + k * noise, min_ratio * med)
         slow_epoch = _slow_first_epoch(timed, noise)
@@ -145,7 +145,8 @@ def spikes(
             odd_shape = _odd_shape(row, shapes, shape_tol)
             frames = int(row["compile_frames"]) if is_number(row.get("compile_frames")) else 0
             pos = int(timed.at[j])
-            by_machine = in_loop[pos] if pos in in_loop else bool(crowded[j])
+            # rows the diagnosis does not judge (nested, raised): crowded cores, unless a collection explains it
+            by_machine = in_loop[pos] if pos in in_loop else bool(crowded[j]) and pause < gc_share * excess
             if frames > 0:
                 cause = "recompile"
                 detail = (f"{frames} frame(s) compiled ({row.get('compile_recompiles')} recompiled), "
@@ -153,8 +154,9 @@ def spikes(
                           f"{row.get('compile_graph_breaks')} graph break(s)")
             elif by_machine and pos in waited:
                 cause = busy.CAUSE
-                detail = (f"not sampled: it waited at least {waited[pos] * 1e3:.1f} ms more than the usual call, for a "
-                          f"core, I/O or a lock (its CPU time {float(row.get('cpu_s') or 0.0) * 1e3:.1f} ms)")
+                more, name, cpu = waited[pos]
+                detail = (f"not sampled: it waited at least {more * 1e3:.1f} ms more than the usual call, for a "
+                          f"core, I/O or a lock ({name} {cpu * 1e3:.1f} ms)")
             elif by_machine:
                 cause, detail = busy.CAUSE, busy.crowded_words(row["others_cpu_pct"], row["idle_cpu_pct"], t, med,
                                                                  usual)
@@ -178,15 +180,22 @@ def spikes(
     return found
 
 
-def _machine(loop: Loop, one_thread: bool) -> tuple[dict[int, bool], dict[int, float]]:
+def _machine(loop: Loop, one_thread: bool,
+             gc_share: float) -> tuple[dict[int, bool], dict[int, tuple[float, str, float]]]:
     """A label's top-level calls (positions in its part) and whether each was slowed by the
-    machine (:func:`~gnnmon.report.busy.crowded_calls`); where the load was not sampled, also the
-    time each such call waited beyond the usual call's (:func:`~gnnmon.report.busy.off_cpu`)."""
-    crowd = busy.crowded_calls(loop, one_thread)
+    machine (:func:`~gnnmon.report.busy.crowded_calls`); where the load was not sampled, also each
+    such call's wait beyond the usual call's (:func:`~gnnmon.report.busy.off_cpu`) and the CPU
+    time it was read from (its name and seconds)."""
+    crowd = busy.crowded_calls(loop, one_thread, gc_share)
     at = loop.at.tolist()
     waited = busy.off_cpu(loop, one_thread) if busy.load(loop) is None else None
+    if waited is None:
+        return dict(zip(at, crowd.tolist(), strict=True)), {}
+    work = busy.work(loop, one_thread)
+    name = "its CPU time" if work is None else "its thread's CPU time" if loop.has("thread_cpu_s") else "its CPU time"
+    cpu = loop.column("cpu_s") if work is None else work
     return (dict(zip(at, crowd.tolist(), strict=True)),
-            {} if waited is None else {p: float(w) for p, w, c in zip(at, waited, crowd, strict=True) if c})
+            {p: (float(w), name, float(c)) for p, w, c, on in zip(at, waited, cpu, crowd, strict=True) if on})
 
 
 def _compiles_in_small_labels(table: Table, warmup: int, min_rows: int, min_ratio: float) -> list[dict[str, Any]]:

@@ -73,18 +73,22 @@ GC_SHARE = 0.5
 collector's, not the machine's (``report.spikes()``'s ``gc_share``)."""
 
 
-def crowded_calls(loop: Loop, one_thread: bool = False) -> np.ndarray:
+def crowded_calls(loop: Loop, one_thread: bool = False, gc_share: float = GC_SHARE) -> np.ndarray:
     """Per call: slowed while other processes crowded the run's cores (above);
     where the machine's load was not sampled, slowed while computing no more (:func:`idle_calls`);
-    in neither case a call its collections explain (:data:`GC_SHARE`). Such a call's excess is the
-    busy machine's, never warm-up's: each call's time is shared out once."""
+    in neither case a call that compiled (the compile's: its workers are other processes) or one
+    its collections explain (``gc_share`` of its excess). Such a call's excess is the busy
+    machine's alone, never warm-up's, recompilation's or the collector's: the diagnosis's findings
+    and ``report.spikes()`` all read this, so each call's time is shared out once."""
     sampled = load(loop)
     if sampled is None:
         slowed = idle_calls(loop, one_thread)
     else:
         others, idle, usual = sampled
         slowed = crowded(others, idle, loop.t, loop.level, usual)
-    return slowed & ~(loop.zeros("gc_pause_s") >= GC_SHARE * np.maximum(loop.t - loop.level, 0.0))
+    compiled = loop.zeros("compile_frames") > 0
+    collected = loop.zeros("gc_pause_s") >= gc_share * np.maximum(loop.t - loop.level, 0.0)
+    return slowed & ~compiled & ~collected
 
 
 def load(loop: Loop) -> tuple[np.ndarray, np.ndarray, float] | None:
@@ -134,17 +138,15 @@ def off_cpu(loop: Loop, one_thread: bool) -> np.ndarray | None:
         return None
     cpu = loop.column("cpu_s")
     plain = ~np.isnan(cpu) & (cpu < OFF_CPU * loop.t)
-    return np.where(plain, np.clip(np.minimum(excess, loop.t - np.nan_to_num(cpu) - loop.level), 0.0, None), 0.0)
+    return np.where(plain, np.clip(loop.t - np.nan_to_num(cpu) - loop.level, 0.0, None), 0.0)  # under the excess
 
 
 def idle_calls(loop: Loop, one_thread: bool) -> np.ndarray:
     """Per call: slower than the steps' level by more than their noise in time its own work does
     not account for (:func:`off_cpu`), and that time at least :data:`OFF_CPU` of its excess: it
-    waited for a core (or on I/O, a lock) rather than computed; a call that compiled is the
-    compile's (its workers are other processes). All False where no CPU time is recorded."""
+    waited for a core (or on I/O, a lock) rather than computed. All False where no CPU time is
+    recorded."""
     waited = off_cpu(loop, one_thread)
     if waited is None:
         return np.zeros(loop.t.size, dtype=bool)
-    excess = loop.t - loop.level
-    compiled = loop.zeros("compile_frames") > 0
-    return (waited > NOISE_K * loop.noise) & (waited >= OFF_CPU * excess) & ~compiled
+    return (waited > NOISE_K * loop.noise) & (waited >= OFF_CPU * (loop.t - loop.level))

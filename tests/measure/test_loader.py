@@ -103,9 +103,9 @@ def test_any_loader_wait_is_timed_and_to_moves_the_batch():
     rows, waits = consume_plain(torch.utils.data.DataLoader(Slow(), batch_size=2), to="cpu")
     assert len(rows) == 2
     for row, ceiling in zip(rows, waits, strict=True):
-        assert 2 * DELAY_S <= row["data_wait_s"] <= ceiling, (row["data_wait_s"], ceiling)
-        # the copy is part of the wait (a host tensor moved to the host: no planted length)
-        assert 0 <= row["data_to_device_s"] <= row["data_wait_s"]
+        # next()'s wait and the copy after it are timed apart, both inside the test's next()
+        assert 2 * DELAY_S <= row["data_wait_s"] and row["data_to_device_s"] >= 0
+        assert row["data_wait_s"] + row["data_to_device_s"] <= ceiling, (row, ceiling)
         assert "data_sample_s" not in row
 
 
@@ -127,7 +127,8 @@ def test_to_times_the_copy_it_makes():
         waits, _ = arrivals(batches, step)
     assert len(run.records) == len(waits) == 2
     for row, ceiling in zip(run.records, waits, strict=True):
-        assert DELAY_S <= row["data_to_device_s"] <= ceiling, (row["data_to_device_s"], ceiling)
+        assert DELAY_S <= row["data_to_device_s"]
+        assert row["data_wait_s"] + row["data_to_device_s"] <= ceiling, (row, ceiling)
 
 
 def consume_plain(loader, **options):

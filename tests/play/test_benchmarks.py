@@ -115,8 +115,9 @@ def test_the_cuda_benchmark_runs_against_the_fake(fake_cuda, tmp_path, monkeypat
     # placing_pct, the benchmark's own allowance for the window (its direct reads' brackets and its
     # points' err_ns, at the window's power), covers what the plant says the window is truly off:
     # on a steady ramp interpolating between the counter's steps is exact, so the window's error
-    # is placing alone, but for the counter's whole mJ at each end (in 60 runs of the same split,
-    # 40 beside two CPU burners, it covered the error every time, the error at most 0.77 of it)
+    # is placing alone, but for the counter's whole mJ at each end (this test's split, run 60 times
+    # on this project's 2-core VM on 2026-12-06, 40 of them beside two CPU burners: it covered the
+    # error every time, the error at most 0.77 of it)
     true_off_j = abs(split["gnnmon_window_j"] - direct)
     assert true_off_j <= split["placing_pct"] / 100 * direct + 2 * COUNTER_RES_J, (split, true_off_j)
     # 300 W planted × the rows' time, within 3 % and what placing the points around the rows' ends

@@ -109,12 +109,14 @@ def test_a_short_last_batch_that_recompiles_is_a_shape_spike():
                 step(b)
     found = {s["index"]: s for s in run.report().spikes()}
     assert set(found) - {0, 9} <= seen_slow(outer, 0.05), (found, [a.s for a in outer])
-    held = [r["index"] for r in run.records if r["index"] in (0, 9) and r["cpu_s"] < 0.5 * r["wall_s"]]
-    if held and {found[i]["cause"] for i in held if i in found} <= {"busy machine"}:
-        pytest.skip(f"the machine held the planted work of call(s) {held} to under half their time: a wait, "
-                    "the busy machine's, as it should read")
-    assert {i: found[i]["cause"] for i in (0, 9) if i in found} == {0: "warm-up", 9: "shape"}, found
-    assert "num_nodes 10 vs usual 40" in found[9]["detail"]
+    for i, cause in ((0, "warm-up"), (9, "shape")):
+        r = run.records[i]
+        # a call the machine held to under half its time computing may read as the machine's wait
+        # (report/busy.py), never as anything else
+        allowed = {cause, "busy machine"} if r["cpu_s"] < 0.5 * r["wall_s"] else {cause}
+        assert i in found and found[i]["cause"] in allowed, (i, r["cpu_s"], r["wall_s"], found)
+    if found[9]["cause"] == "shape":
+        assert "num_nodes 10 vs usual 40" in found[9]["detail"]
 
 
 CLEAN_SLEEP_S = 0.05

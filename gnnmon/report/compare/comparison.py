@@ -12,7 +12,7 @@ from typing import Any
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table
 from gnnmon.report.compare.comparison_markdown import comparison_markdown, comparison_page, where
-from gnnmon.report.compare.gate import RERUN_SPREAD, decision, relative_spread, runs_to_decide
+from gnnmon.report.compare.gate import RERUN_SPREAD, decision, relative_spread, runs_to_decide, spread_text
 from gnnmon.report.compare.lines import CPU_TIME, TIME, as_change, compare_sides, one_thread, others_load, ranks_of
 
 LOAD_DIFFERS = 25.0
@@ -106,7 +106,7 @@ class Comparison:
             wider = max(held, default=0.0)
             self.notes.append("one run a side: the spread between reruns cannot be seen, "
                               f"{100 * self.rerun_spread:g} % a run is assumed (--rerun-spread), or a run's own "
-                              "drift where wider" + (f" (up to {100 * wider:.3g} % a run on the judged lines here)"
+                              "drift where wider" + (f" (up to {spread_text(wider)} a run on the judged lines here)"
                                                      if wider > self.rerun_spread * (1 + 1e-9) else "")
                               + f"; give {RUNS_ADVISED} runs a side (BASE... -- NEW...) to measure it")
         judged = [ln for ln in self.lines if ln["judged"] == "time" and ln["scope"] == "all"]

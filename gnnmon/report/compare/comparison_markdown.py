@@ -8,7 +8,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from gnnmon.report import renderers  # the package: its page.css and page.js
-from gnnmon.report.compare.gate import MAX_RUNS, relative_spread
+from gnnmon.report.compare.gate import MAX_RUNS, relative_spread, spread_text
 from gnnmon.report.diagnosis.findings_markdown import value_text
 from gnnmon.report.escape import no_surrogates
 from gnnmon.report.md_html import markdown_html
@@ -70,9 +70,7 @@ def decided(d: dict[str, Any]) -> str:
     """A decision in words: the line, its bounds against its limit, and what would decide it."""
     text = f"{where(d)}: {said(d)}; bounds {bounds_text(d)} against the limit {100 * d['limit']:+g} %"
     if d["decision"] == "inconclusive":
-        pct = 100 * relative_spread(d["spread"])
-        spread = f"{pct:.2g} % a run" if pct < 100 else f"{pct:,.0f} % a run"
-        spread += ", seen" if d["seen"] else ", assumed"
+        spread = f"{spread_text(relative_spread(d['spread']))} a run, {'seen' if d['seen'] else 'assumed'}"
         text += (f": {d['runs_needed']} runs a side would decide it at the spread ({spread})" if d["runs_needed"]
                  else f": {MAX_RUNS} runs a side would not decide it at the spread ({spread})")
     return text

@@ -82,6 +82,13 @@ def relative_spread(log_sd: float) -> float:
     return math.sqrt(math.expm1(log_sd * log_sd))
 
 
+def spread_text(relative: float) -> str:
+    """A relative spread as the comparison says it: two digits under 10 % (``2.3 %``), whole
+    percent above (``16 %``, ``1,250 %``)."""
+    pct = 100 * relative
+    return f"{pct:.2g} %" if pct < 10 else f"{pct:,.0f} %"
+
+
 def _mean_var(values: Sequence[float]) -> tuple[float, float]:
     n = len(values)
     mean = math.fsum(values) / n
@@ -108,7 +115,7 @@ def change(base: Sequence[float], new: Sequence[float], base_own: Sequence[float
         return Change(d, spread * math.sqrt(1 / na + 1 / nb), df, spread, True, f"Student's t over {na} + {nb} runs")
     relative = max([assumed, *base_own, *new_own])
     spread = log_spread(relative)
-    said = f"a rerun spread of {100 * relative:.3g} % a run assumed (normal)" if relative else "figures taken as exact"
+    said = f"a rerun spread of {spread_text(relative)} a run assumed (normal)" if relative else "figures taken as exact"
     return Change(d, spread * math.sqrt(2), math.inf, spread, False, f"one run a side: {said}")
 
 

@@ -103,7 +103,7 @@ def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str
     if load is None:
         return _waited(loop, total, one_thread)
     others, idle, usual = load
-    crowd = busy.crowded(others, idle, loop.t, loop.level, usual)
+    crowd = busy.crowded_calls(loop, one_thread)
     quiet = loop.steady & ~crowd
     m = int(crowd.sum())
     if not m or quiet.sum() < 5:
@@ -131,7 +131,8 @@ BUSY_NEXT = ("not the job's cost: run where these cores are free (pin the job to
 def _waited(loop: Loop, total: float, one_thread: bool) -> dict[str, Any] | None:
     """The busy machine without samples: the time calls waited beyond what their own work took
     (:func:`~gnnmon.report.busy.idle_calls`, :func:`~gnnmon.report.busy.off_cpu`)."""
-    idle = busy.idle_calls(loop, one_thread)
+    idle = busy.crowded_calls(loop, one_thread)  # not sampled: the calls that waited (busy.idle_calls) less the
+    # compile's and the collector's
     waited = busy.off_cpu(loop, one_thread)
     quiet = loop.steady & ~idle
     m = int(idle.sum())

@@ -10,7 +10,7 @@ import random
 import pytest
 from scipy import stats
 
-from gnnmon.report.compare.gate import ALPHA, Change, change, decision, relative_spread, runs_to_decide
+from gnnmon.report.compare.gate import ALPHA, Change, change, decision, relative_spread, runs_to_decide, spread_text
 
 
 def logs(rng: random.Random, n: int, mean: float, sd: float) -> list[float]:
@@ -65,6 +65,7 @@ def test_one_run_a_side_assumes_the_spread_or_its_own_noise_where_wider():
     wide = change([1.00], [1.02], base_own=[2.25], assumed=0.03)  # calls that vary by twice their level
     assert wide.spread == pytest.approx(math.sqrt(math.log(1 + 2.25**2)), rel=1e-12) and "225 % a run" in wide.test
     assert relative_spread(wide.spread) == pytest.approx(2.25, rel=1e-12)
+    assert [spread_text(r) for r in (0.03, 0.023, 0.0996, 0.996, 12.5)] == ["3 %", "2.3 %", "10 %", "100 %", "1,250 %"]
     exact = change([100.0], [110.0], assumed=0.0)  # a peak, exact: its bounds are the change
     assert exact.bound(ALPHA, upper=False) == exact.bound(ALPHA, upper=True) == pytest.approx(0.10)
 

@@ -592,3 +592,24 @@ def test_a_call_its_collections_explain_is_the_collectors_not_the_machines():
     from gnnmon.report.analysis import spikes
 
     assert [s["cause"] for s in spikes(rows, one_thread=True)] == ["gc", "busy machine", "busy machine"]
+    # the finding counts the two the machine slowed, 250 ms each, not the collector's
+    total = 20 * LEVEL + 3 * 0.375
+    assert tf.busy_machine(loop_of(rows), total, one_thread=True) == waited(
+        2, 0.5, total, "thread_cpu_s", 0.0625, "62.5 ms", "125.0 ms", "thread")
+
+
+def test_calls_that_compiled_on_crowded_cores_are_the_compiles_not_the_machines():
+    """Sampled: the quiet calls' cores stood idle (others 0 %, 150 % idle); three calls of 1.125 s
+    ran on full cores (10 % idle) while others took 180 % of a core, 2.025 s each, far over half
+    their 1 s excess: the machine's, unless they compiled (the compile's workers are other
+    processes): then recompilation's alone, and the spikes say recompile."""
+    quiet = [row(i, LEVEL, others_cpu_pct=0.0, idle_cpu_pct=150.0) for i in range(20)]
+    slow = [row(20 + j, 1.125, others_cpu_pct=180.0, idle_cpu_pct=10.0) for j in range(3)]
+    assert machine.crowded_calls(loop_of(quiet + slow)).tolist() == [False] * 20 + [True] * 3
+    compiled = [{**r, "compile_frames": 1, "compile_recompiles": 1, "compile_s": 0.75} for r in slow]
+    rows = quiet + compiled
+    assert not machine.crowded_calls(loop_of(rows)).any()
+    assert tf.busy_machine(loop_of(rows), 20 * LEVEL + 3 * 1.125) is None
+    from gnnmon.report.analysis import spikes
+
+    assert [s["cause"] for s in spikes(rows)] == ["recompile"] * 3
