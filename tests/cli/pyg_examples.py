@@ -4,8 +4,11 @@ PyG writes it (what ``gnnmon run`` runs unmodified) and decorated as the README 
 ``collect`` records). The two differ by the decorators, the phases and ``watch_loader`` alone.
 
 Each plants a cause that takes most of its run, so that the diagnosis names it in both and its
-share stands above the machine's noise: the GCN's every 10th training forward computes 0.4 s more
-(a periodic recompute: slow steps, CPU work no recorded cause explains), the
+share stands above the machine's noise: the GCN's every 10th training forward waits 0.4 s (a
+periodic read or lock: its CPU time does not grow, so with the load not sampled the diagnosis names
+it a busy machine, "waiting for a core ... or on I/O or a lock", whatever the machine's own load;
+CPU work planted instead would read as slow steps on a quiet machine and as a busy machine on a
+loaded one), the
 GraphSAGE loader's transform sleeps 0.1 s a batch and the GIN dataset's items 3 ms each (the wait
 for data). GraphSAGE runs PyG's ``NeighborLoader`` with gnnmon's pure-PyTorch sampler (pyg-lib is
 not installed here), the one gnnmon import a script may make and still be run unmodified."""
@@ -28,7 +31,7 @@ data.train_mask = torch.zeros(N, dtype=torch.bool)       # 140 train nodes
 data.train_mask[:140] = True
 data.test_mask = torch.zeros(N, dtype=torch.bool)
 data.test_mask[-1000:] = True
-EPOCHS, EVERY, SLOW_S = int(sys.argv[1]), 10, 0.4      # planted: every 10th training forward computes 0.4 s more
+EPOCHS, EVERY, SLOW_S = int(sys.argv[1]), 10, 0.4      # planted: every 10th training forward waits 0.4 s
 """
 
 GCN_MODEL = """
@@ -44,10 +47,8 @@ class GCN(torch.nn.Module):
     def forward(self, x, edge_index):
         if self.training:
             self.calls = getattr(self, "calls", 0) + 1
-            if self.calls % EVERY == 0:                      # stands in for a periodic recompute (an encoding):
-                end = time.thread_time() + SLOW_S            # CPU work (a sleep would read as a wait: the
-                while time.thread_time() < end:              # busy machine's)
-                    pass
+            if self.calls % EVERY == 0:
+                time.sleep(SLOW_S)                           # stands in for a periodic wait (a read, a lock)
         x = F.dropout(x, p=0.5, training=self.training)
         x = self.conv1(x, edge_index).relu()
         x = F.dropout(x, p=0.5, training=self.training)

@@ -4,7 +4,7 @@
 
 The time at stake, not the share of the run's time: the planted causes are fixed amounts of time
 (the GCN's 4 sleeps of 0.4 s, the loaders' sleeps), a floor both sides share, while a share divides
-by each side's total, its own machine's (beside two CPU burners the GCN's slow steps were 1.62 to
+by each side's total, its own machine's (beside two CPU burners the GCN's planted waits were 1.62 to
 2.11 s at stake, in shares of 0.66 to 0.79; unloaded 1.61 against 1.62). Load adds to that floor
 on one side more than the other: the runs are two processes one after the other on a machine that
 may be busy, and another process taking the cores in one of them adds time at stake, or a cause
@@ -31,7 +31,8 @@ EPOCHS = {"gcn": 40, "sage": 1, "gin": 3}
 """Each example's epochs: enough calls for the diagnosis (40 full-batch steps, about 20 neighbour
 batches, 18 graph batches)."""
 
-PLANTED = {"gcn": "slow steps", "sage": "input-bound", "gin": "input-bound"}
+PLANTED = {"gcn": "busy machine", "sage": "input-bound", "gin": "input-bound"}
+"""The cause each example plants, as the diagnosis names it (the GCN's: a wait, see tests/cli/pyg_examples.py)."""
 
 TOLERANCE = 0.10
 PAIRS = 3
