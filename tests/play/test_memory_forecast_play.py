@@ -45,10 +45,11 @@ def test_the_forecast_study_runs_at_a_tiny_size(tmp_path):
     dense = results[3]  # issue 53's bar: the per-edge cost measured, so a full batch is forecast
     assert dense["calibration"]["measured_terms"]["num_edges"] == "measured"
     eight, full = dense["configs"]
+    fitted = {k: dense["model"][k] for k in ("rows", "outliers", "spread_bytes", "ranges", "resolution_bytes")}
     for c, within in ((eight, 0.15), (full, 0.25)):
         growth = c["measured_max_bytes"] - c["const_bytes"]
-        assert abs(c["forecast_worst_bytes"] - c["measured_max_bytes"]) <= within * growth, c
-        assert c["forecast_upper_bytes"] - c["const_bytes"] <= 1.5 * growth, c
+        assert abs(c["forecast_worst_bytes"] - c["measured_max_bytes"]) <= within * growth, (c, fitted)
+        assert c["forecast_upper_bytes"] - c["const_bytes"] <= 1.5 * growth, (c, fitted)
     text = (tmp_path / "memory_forecast.md").read_text()
     assert "| batch 256, fanouts [10, 5] |" in text and "Budget for a capacity of" in text
     assert "| full batch (10,000 nodes) |" in text and "| batch 256 edges, fanouts [10, 5] |" in text

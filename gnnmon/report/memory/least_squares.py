@@ -53,9 +53,12 @@ def nonneg(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def robust_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+def robust_fit(x: np.ndarray, y: np.ndarray, resolution: float = 0.0) -> tuple[np.ndarray, np.ndarray, float]:
     """:func:`nonneg` refitted without the rows beyond :data:`OUTLIER_K` robust spreads, until
-    stable: (coefficients, inlier mask, robust spread of the inliers' residuals, 1.4826 × MAD)."""
+    stable: (coefficients, inlier mask, robust spread of the inliers' residuals, 1.4826 × MAD).
+    A row within ``resolution`` (the figure's unit, bytes) of the fit is never an outlier: the
+    figure cannot tell it from the fit, and the rows it would drop are often the largest batches,
+    those a forecast beyond them leans on."""
     keep = np.ones(len(y), dtype=bool)
     for _ in range(10):
         beta = nonneg(x[keep], y[keep])
@@ -63,7 +66,7 @@ def robust_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, fl
         r = resid[keep]
         spread = 1.4826 * float(np.median(np.abs(r - np.median(r))))
         # a floor of 0.1 % of the typical figure: rows that agree that well are never outliers
-        limit = max(OUTLIER_K * spread, 1e-3 * float(np.median(np.abs(y))), 1.0)
+        limit = max(OUTLIER_K * spread, 1e-3 * float(np.median(np.abs(y))), resolution, 1.0)
         new = np.abs(resid - np.median(r)) <= limit
         if new.sum() < x.shape[1] + 2 or (new == keep).all():
             break

@@ -4,7 +4,7 @@
 few tensors per node (features, hidden states, their gradients) and per edge (the messages), and
 the rest (weights, optimizer state, workspace) does not grow with the batch. The fit leaves out
 the first ``warmup`` calls of the label, failed calls, and outliers (residuals beyond 4 robust
-spreads, refitted until none is left out), and refuses to be trusted when it cannot be: too few
+spreads and beyond the figure's resolution, refitted until none is left out), and refuses to be trusted when it cannot be: too few
 rows, shapes that barely vary (no row says what a larger batch costs), a shape that explains
 little of the peak, or a peak that curves with the shape. An untrusted model says why
 (:attr:`MemoryModel.problems`) and will not predict.
@@ -405,8 +405,9 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
     r2, spread, outliers, inverse, ranges, grow = math.nan, math.nan, 0, None, {}, None
     confounded: dict[str, dict[str, Any]] = {}
     held = None
+    resolution = _resolution(figure, devices, cpus, usable)
     if len(y) >= len(used) + 2:
-        beta, inliers, spread = robust_fit(z, y)
+        beta, inliers, spread = robust_fit(z, y, resolution)
         beta = beta / scale
         coefficients = {"const": float(beta[0]), **{t: float(beta[i + 1]) for i, t in enumerate(used)}}
         free = lstsq(z[inliers], y[inliers]) / scale  # what the fit would say without the constraint
@@ -440,7 +441,7 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
         y = yi
     return MemoryModel(label, figure, devices, used, coefficients, int(len(y)), outliers, r2, spread, confidence,
                        ranges, problems, notes, confounded, grow, held, pid,
-                       resolution_bytes=_resolution(figure, devices, cpus, usable), _inverse=inverse, _scale=scale)
+                       resolution_bytes=resolution, _inverse=inverse, _scale=scale)
 
 
 def rss_counter_lag(cpus: int | None = None, usable: int | None = None) -> float:

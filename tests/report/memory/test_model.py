@@ -348,6 +348,30 @@ def test_a_host_model_holds_what_rss_cannot_resolve_in_every_upper_bound():
     assert "cannot resolve" not in device.summary()
 
 
+def test_rows_within_what_rss_cannot_resolve_are_never_outliers():
+    """Exact rows of a CPU step on 2 CPUs, the two with most edges off by 0.6 of the host's
+    resolution either way (the kernel's RSS counters lag by that much) and one 10 resolutions off:
+    only that one is left out, and the largest batches stay in the fit the forecast leans on. The
+    same rows of a GPU step (counted exactly) leave all three out."""
+    rng = random.Random(3)
+    res = host_resolution(2)
+    rows = []
+    for i in range(40):
+        nodes = rng.randint(1_000, 20_000)
+        edges = rng.randint(2 * nodes, 10 * nodes)
+        rows.append({"label": "step", "index": i, "error": None, "device": "cpu", "num_nodes": nodes,
+                     "num_edges": edges, "mem_peak_bytes": A + B * nodes + C * edges + rng.gauss(0, 1024)})
+    rows[20]["mem_peak_bytes"] += 10 * res
+    first, second = sorted(range(2, 40), key=lambda i: rows[i]["num_edges"])[-2:]  # after the warm-up
+    rows[first]["mem_peak_bytes"] += 0.6 * res
+    rows[second]["mem_peak_bytes"] -= 0.6 * res
+    host = fit(Table(rows), "step", "mem_peak_bytes", cpus=2)
+    assert host.resolution_bytes == res and host.outliers == 1
+    assert host.ranges["num_edges"][1] == rows[second]["num_edges"]
+    device = fit(Table([{**r, "device": "cuda:0"} for r in rows]), "step", "mem_peak_bytes", cpus=2)
+    assert device.outliers == 3 and device.ranges["num_edges"][1] < rows[first]["num_edges"]
+
+
 def test_a_cpu_out_of_memory_is_bounded_with_the_recording_machine_s_resolution():
     """The post-mortem's forecast for a failed CPU call: its upper bound holds the resolution of
     the machine the run's manifest names, not of the machine reading it."""
