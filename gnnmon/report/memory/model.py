@@ -4,9 +4,9 @@
 few tensors per node (features, hidden states, their gradients) and per edge (the messages), and
 the rest (weights, optimizer state, workspace) does not grow with the batch. The fit leaves out
 the first ``warmup`` calls of the label, failed calls, and outliers (residuals beyond 4 robust
-spreads and beyond the figure's resolution, refitted until none is left out), and refuses to be trusted when it cannot be: too few
-rows, shapes that barely vary (no row says what a larger batch costs), a shape that explains
-little of the peak, or a peak that curves with the shape. An untrusted model says why
+spreads and beyond the figure's resolution, refitted until none is left out), and refuses to be
+trusted when it cannot be: too few rows, shapes that barely vary (no row says what a larger batch
+costs), a shape that explains little of the peak, or a peak that curves with the shape. An untrusted model says why
 (:attr:`MemoryModel.problems`) and will not predict.
 
 What memory is constrains the fit: a batch never needs less memory for being larger, so no
