@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import gc
+import json
 import platform
 import sys
 import tempfile
@@ -148,6 +149,9 @@ def _counts(path: str | Path, warm: int) -> dict[str, float]:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         found = counts(Path(tmp) / "rows.jsonl")
+    if "--json" in sys.argv[1:]:  # for tests/measure/test_row_budget.py
+        print(json.dumps(found))
+        return
     print(f"Python {platform.python_version()}, gnnmon {gnnmon.__version__}: instructions a call in gnnmon's code "
           "(no device argument, inside collect(path), after warm-up)")
     for name, n in found.items():
