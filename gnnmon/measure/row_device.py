@@ -4,7 +4,12 @@ The first measurement that needs a device chooses it (:func:`~gnnmon.devices.res
 ``device=``, else the call's arguments, else the device in use) and it becomes the row's
 (:func:`row_backend`: its ``backend``, and its ``device``, ``backend`` and ``device_source``
 fields); the later ones reuse it unless they name a device of their own. A row that no
-measurement chose a device for gets one when it closes, for its identity fields only.
+measurement chose a device for gets one when it closes, for its identity fields only — unless
+it never started because its own ``device=`` could not be measured (``device='cuda'`` on a machine
+without CUDA): nothing was measured, on that device or any other, and it keeps none (``device``
+and ``backend`` None, no ``device_source``, as a row whose device could not be resolved); its
+``error`` and its ``did not start`` note say which device was named and why it failed
+(:class:`Unmeasured`).
 
 A call whose arguments are on the host while an accelerator is in use (``batch =
 batch.to(device)`` inside the step, PyG's usual loop) is measured on both — the accelerator's
@@ -48,6 +53,21 @@ class Placing:
         self.read_at_end = False
 
 
+class Unmeasured:
+    """The placing of a row no measurement had chosen a device for when its own ``device=`` could
+    not be measured (choosing it raised): ``said``, the note the row's bracket writes if the row
+    did not start for that failure (``did not start: DeviceError: ...``). The row's close reads it:
+    a row that did not start for it keeps no device; any other (a ``phase(device=...)`` that failed
+    inside a row that ran) gets its device as any row no measurement chose one for. Its ``start``
+    is never None: :func:`work_starts` takes no count for it, and it is never settled."""
+
+    start = 0
+    read_at_end = False
+
+    def __init__(self, said: str) -> None:
+        self.said = said
+
+
 def work_starts(row: Row, fresh: bool) -> None:
     """A measurement of ``row`` starts on its device: where the row's device is settled at its
     end, the accelerator's count is taken now, from a new read or (``fresh`` False) from the read
@@ -71,7 +91,14 @@ def row_backend(row: Row, explicit: Any = None) -> Backend:
         backend = row.backend
         if backend is not None:
             return backend
-    backend, how = choose_backend(row.found, explicit)
+        backend, how = choose_backend(row.found)
+    else:
+        try:
+            backend, how = choose_backend(row.found, explicit)
+        except Exception as exc:  # the device named cannot be measured: the row's close reads why
+            if row.backend is None and not raised_by_handler(exc):
+                row.placing = Unmeasured(f"did not start: {type(exc).__name__}: {exc}")
+            raise
     if row.backend is None:
         if how == EITHER:
             row.placing = Placing()
@@ -96,11 +123,13 @@ def model_backend(row: Row, module: Any) -> Backend:
     return backend
 
 
-def _settle(row: Row, placing: Placing) -> None:
+def _settle(row: Row, placing: Placing | Unmeasured) -> None:
     """Where ``row``'s work ran (see the module doc): the accelerator, if its allocator's count
     moved between the row's ends; else the host, whose memory (RSS) and wall times the row then
     reports in place of the accelerator's, its event spans given back unread."""
     row.placing = None
+    if placing.__class__ is Unmeasured:  # a device named in a row that ran, which failed: nothing to settle
+        return
     backend = row.backend
     if placing.start is None or backend is None:  # no measurement used the device: the arguments'
         host = backend_for(row.found) if row.found is not None else None
@@ -130,16 +159,18 @@ def _settle(row: Row, placing: Placing) -> None:
 def close_row(row: Row, error: BaseException | None) -> None:
     """Close ``row`` (:meth:`~gnnmon.record.row.Row.close`) with its device settled: chosen now
     where no measurement chose one (a failure to choose becomes a note: a row without memory or
-    timing must not fail the call), and a row measured on the host because no accelerator was in
-    use says whether the call started one."""
+    timing must not fail the call) and the row did not start because its own ``device=`` could
+    not be measured (that one keeps none: :class:`Unmeasured`), and a row measured on the host
+    because no accelerator was in use says whether the call started one."""
     if not row.closed:
         if row.backend is None:
-            try:
-                row_backend(row)
-            except Exception as exc:
-                if raised_by_handler(exc):
-                    raise
-                row.note(f"device not resolved: {exc}")
+            if error is None or not _unmeasured(row):
+                try:
+                    row_backend(row)
+                except Exception as exc:
+                    if raised_by_handler(exc):
+                        raise
+                    row.note(f"device not resolved: {exc}")
         elif row.fields.get("device_source") == BY_NOTHING:
             started = started_during()
             if started is not None:
@@ -153,3 +184,14 @@ def close_row(row: Row, error: BaseException | None) -> None:
                     raise
                 row.note(f"device not settled (kept {row.fields['device']}): {exc}")
     row.close(error)
+
+
+def _unmeasured(row: Row) -> bool:
+    """Whether ``row`` did not start because its own ``device=`` could not be measured: its
+    bracket's ``did not start`` note names the failure :class:`Unmeasured` kept (then it is
+    settled: no device)."""
+    placing = row.placing
+    if placing.__class__ is not Unmeasured or placing.said not in row.fields["notes"]:
+        return False
+    row.placing = None
+    return True
