@@ -9,10 +9,12 @@ was, so each probe can aim at the limit itself:
    sampler draws at that size, for whole graphs the costliest summed; the budget of
    :meth:`~gnnmon.forecast.forecast.Forecast.budget` forecasts the same batch — is forecast under
    the target, its growing part scaled by what the last probe measured against its forecast
-   (where both rose above the model's constant: a forecast at the constant, of a shape that gives
-   none of the model's terms, has no growing part to scale, and a peak at or under it measured
-   none; the scale then stays as it was); never beyond :data:`REACH` times the largest size that
-   ran;
+   (where both rose above the model's constant: a forecast at the constant has no growing part to
+   scale, and a peak at or under it measured none; a probe whose shape lacks one of the model's
+   terms has no forecast; the scale then stays as it was); never beyond :data:`REACH` times the
+   largest size that ran. A term the shapes it aims with lack (a per-type count of a heterogeneous
+   model where they give the totals alone, or ``num_graphs``) is never read as none of it: the
+   search cannot forecast, says so (``cannot forecast: the shapes lack ...``) and aims no probe;
 2. the step runs once on the heaviest of a few batches of that size (the probe);
 3. a probe whose peak is under the target by the figure's resolution (the model's
    ``resolution_bytes``: what the host's RSS cannot resolve between two states of the process; 0
@@ -47,7 +49,7 @@ from typing import Any
 
 from gnnmon.forecast.forecast import largest, next_steps
 from gnnmon.forecast.shapes import SHAPE_KEYS
-from gnnmon.report.memory.model import MemoryModel, format_bytes
+from gnnmon.report.memory.model import MemoryModel, Prediction, format_bytes
 
 REACH = 8
 """A probe aims at most this many times the largest size that ran (a forecast further out is a
@@ -76,9 +78,9 @@ class BatchSizeSearch:
     capacity_bytes: int
     probes: list[dict[str, Any]] = field(default_factory=list)
     """Each probe: ``size``, its shape, ``upper_bytes`` (the aiming model's upper bound at that
-    shape; NaN without a trusted model), ``peak_bytes`` (None after an out-of-memory error),
-    ``fits`` (under the target by :attr:`margin_bytes`), ``error`` and ``recheck`` (the answer run
-    again after the search)."""
+    shape; NaN without a trusted model, or where the shape lacks one of its terms), ``peak_bytes``
+    (None after an out-of-memory error), ``fits`` (under the target by :attr:`margin_bytes`),
+    ``error`` and ``recheck`` (the answer run again after the search)."""
     stopped: str = ""
     over: int | None = None
     """The smallest size measured over the target (or out of memory); None where none was: the
@@ -120,15 +122,38 @@ class BatchSizeSearch:
         return "\n".join(lines)
 
 
+class ShapeLacksTerms(ValueError):
+    """A shape the search would forecast lacks one of the model's terms: none of a term is not 0 of
+    it (a batch read for its totals alone has papers, whatever its shape does not say)."""
+
+
+def _given(model: MemoryModel, shape: dict[str, Any], where: str) -> dict[str, float]:
+    """The model's terms as ``shape`` gives them; :class:`ShapeLacksTerms` naming each one it lacks
+    (absent or None) and ``where`` the shape came from."""
+    missing = [t for t in model.terms if shape.get(t) is None]
+    if missing:
+        raise ShapeLacksTerms(f"the shapes lack {', '.join(missing)}, which the model of {model.label!r} needs "
+                              f"(its terms: {', '.join(model.terms)}); the shape from {where} has "
+                              f"{', '.join(t for t, v in shape.items() if v is not None) or 'no field'}")
+    return {t: float(shape[t]) for t in model.terms}
+
+
+def _source(shape_of: Callable[[int], dict[str, float]]) -> str:
+    """Where the search's shapes of a size come from, in words."""
+    how = getattr(shape_of, "how", None)
+    return f"the heaviest batch of a size ({how})" if how else "the heaviest batch of a size"
+
+
 def _aim(model: MemoryModel, shape_of: Callable[[int], dict[str, float]], target: float, scale: float,
-         cap: int, start: int = 1) -> int:
+         cap: int, start: int = 1, where: str = "the heaviest batch of a size") -> int:
     """The largest size in [0, cap] whose heaviest batch's forecast (its growing part times
     ``scale``) stays under ``target``: the probe measures whether it does. ``start``: a size that
-    fits (the floor), where the doubling starts."""
+    fits (the floor), where the doubling starts. A shape that lacks one of the model's terms raises
+    :class:`ShapeLacksTerms` (``where``: what gave it)."""
     const = model.coefficients["const"]
 
     def forecast(shape: dict[str, float]) -> float:
-        point = model.predict(**{t: shape.get(t, 0.0) for t in model.terms}).bytes
+        point = model.predict(**_given(model, shape, where)).bytes
         return const + scale * (point - const)
 
     near = getattr(shape_of, "within", 0.0)  # a sampled shape costs a few samplings: an aim within CLOSE / 2
@@ -136,11 +161,13 @@ def _aim(model: MemoryModel, shape_of: Callable[[int], dict[str, float]], target
                    start)
 
 
-def aimed_upper(model: MemoryModel, shape: dict[str, float], scale: float) -> float:
+def aimed_upper(model: MemoryModel, shape: dict[str, float], scale: float,
+                where: str = "the batch's shape") -> float:
     """The forecast upper bound a probe aims with for a batch of ``shape``: its growing part (above
-    the constant) times ``scale``, bytes."""
+    the constant) times ``scale``, bytes; a shape that lacks one of the model's terms raises
+    :class:`ShapeLacksTerms` (``where``: what gave it)."""
     const = model.coefficients["const"]
-    upper = model.predict(**{t: shape.get(t, 0.0) for t in model.terms},
+    upper = model.predict(**_given(model, shape, where),
                           **{t: shape[t] for t in model.confounded if shape.get(t)}).upper_bytes
     return const + scale * (upper - const)
 
@@ -171,6 +198,7 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
     runs = list(measured)
     rechecks = 0
     first = True
+    cannot: str | None = None  # why the shapes aimed with cannot be forecast
     while True:
         stop = None
         if floor >= count:
@@ -179,6 +207,8 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
             stop = f"closed within {CLOSE:.0%}"
         elif sum(not p["recheck"] for p in out.probes) >= probes:
             stop = f"{probes} probes made"
+        elif cannot is not None:
+            stop = cannot
         else:
             if not first:
                 latest = refit()
@@ -209,11 +239,17 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
             assert model is not None
             step_up = min(count, max(floor + 1, math.ceil(floor * (1 + CLOSE))))
             shape_of = heaviest or _per_item(runs)
-            k = _aim(model, shape_of, limit, scale, min(count, ceiling - 1, int(REACH * max(largest_ran, 1))),
-                     max(floor, 1))
+            where = _source(heaviest) if heaviest is not None else _PER_ITEM
+            try:
+                k = _aim(model, shape_of, limit, scale, min(count, ceiling - 1, int(REACH * max(largest_ran, 1))),
+                         max(floor, 1), where)
+                one = aimed_upper(model, shape_of(1), scale, where) if k == 0 and floor == 0 else math.nan
+            except ShapeLacksTerms as exc:  # none of a term is not 0 of it: no aim, the answer stays measured
+                cannot = f"cannot forecast: {exc}"
+                continue
             if k == 0 and floor == 0:
                 out.stopped = (f"nothing fits: a batch of one item is forecast at up to "
-                               f"{format_bytes(aimed_upper(model, shape_of(1), scale))} (the model's constant "
+                               f"{format_bytes(one)} (the model's constant "
                                f"{format_bytes(model.coefficients['const'])}), over the target {format_bytes(target)}"
                                + _less(margin) + ": a smaller model or batch item, a larger device, or a "
                                "fraction nearer 1")
@@ -224,9 +260,10 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
         history.append((k, actual, fits))
         if peak is not None:
             runs.append((k, shape, float(peak)))
-        if aiming.trusted:
+        forecast = _forecast(aiming, shape)
+        if forecast is not None:
             const = aiming.coefficients["const"]
-            predicted = aiming.predict(**{t: shape.get(t, 0) for t in aiming.terms}).bytes
+            predicted = forecast.bytes
             if predicted > const and actual > const:  # the next aim follows what this probe measured
                 scale = min(SCALE_LIMIT, max(1 / SCALE_LIMIT, (actual - const) / (predicted - const)))
         if fits:
@@ -246,16 +283,34 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
     return out
 
 
+_PER_ITEM = "the items per batch of the largest batches measured"
+"""Where :func:`_per_item`'s shapes come from, in words."""
+
+
 def _per_item(runs: list[tuple[int, dict[str, int], float]]) -> Callable[[int], dict[str, float]]:
     """Each shape field's most per item among the largest batches measured times the size (where
     no heavier batch of a size is known): the totals, and for a heterogeneous batch each node and
     edge type's count (``num_nodes__<type>``, ``num_edges__<src>__<rel>__<dst>``), so a model
-    fitted on per-type terms forecasts the size from them."""
+    fitted on per-type terms forecasts the size from them. A field none of them gives is left out
+    (never 0 of it: a forecast that needs it says the shapes lack it)."""
     top = max(s for s, _, _ in runs)
     biggest = [sh for s, sh, _ in runs if s == top]
     fields = [*SHAPE_KEYS, *sorted({t for sh in biggest for t in sh if t.startswith(("num_nodes__", "num_edges__"))})]
-    per = {t: max(sh.get(t) or 0 for sh in biggest) / top for t in fields}
+    per = {t: max(sh[t] for sh in biggest if sh.get(t) is not None) / top
+           for t in fields if any(sh.get(t) is not None for sh in biggest)}
     return lambda k: {t: k * v for t, v in per.items()}
+
+
+def _forecast(model: MemoryModel, shape: dict[str, Any]) -> Prediction | None:
+    """The trusted ``model``'s :class:`~gnnmon.report.memory.model.Prediction` for a probe's
+    ``shape``; None without a trusted model or where the shape lacks one of its terms (none of a
+    term is not 0 of it: the probe has no forecast)."""
+    if not model.trusted:
+        return None
+    try:
+        return model.predict(**_given(model, shape, "the probe's batch"))
+    except ShapeLacksTerms:
+        return None
 
 
 def _measure(out: BatchSizeSearch, probe: Probe, model: MemoryModel, k: int, limit: float, capacity: int,
@@ -263,8 +318,8 @@ def _measure(out: BatchSizeSearch, probe: Probe, model: MemoryModel, k: int, lim
     """Run one probe of ``k`` items and note it: (its shape, its peak or None, whether it is
     under ``limit``, its peak or the whole ``capacity`` after an out-of-memory error)."""
     shape, peak, error = probe(k)
-    upper = (model.predict(**{t: shape.get(t, 0) for t in model.terms}).upper_bytes if model.trusted
-             else math.nan)
+    forecast = _forecast(model, shape)
+    upper = forecast.upper_bytes if forecast is not None else math.nan
     fits = peak is not None and peak <= limit
     out.probes.append({"size": k, **shape, "upper_bytes": upper, "peak_bytes": peak, "fits": fits,
                        "error": error, "recheck": recheck})
