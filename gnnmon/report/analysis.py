@@ -11,8 +11,11 @@ one cause, checked in order:
   ``compile_frames`` > 0; the detail says how many were recompilations and how long it took);
 * ``busy machine`` — it was slowed by the machine, as the diagnosis finds it
   (:func:`gnnmon.report.busy.crowded_calls`: other processes crowded its cores, sampled; not
-  sampled, it waited rather than computed, from its CPU time; never a call its collections
-  explain): never warm-up's or unexplained, so the spikes and the diagnosis name the same calls;
+  sampled, it waited rather than computed, from its CPU time, and its thread's run-queue time
+  holds half that wait; never a call its collections explain): never warm-up's or unexplained, so
+  the spikes and the diagnosis name the same calls;
+* ``off-CPU wait`` — the same, not sampled, where nothing recorded pins the wait on the machine
+  (:func:`gnnmon.report.busy.cause`): a core, I/O, a lock or a sleep;
 * ``warm-up`` — one of the first ``warmup`` calls of its label, or a row of the first epoch
   (rows carry ``epoch`` after ``run.mark("epoch", n)``) when that epoch is clearly slower for the
   label than the later ones (its median over theirs by 20 % and 3 spreads: a first pass filling
@@ -153,10 +156,13 @@ def spikes(
                           f"{float(row.get('compile_s') or 0.0) * 1e3:.0f} ms compiling, "
                           f"{row.get('compile_graph_breaks')} graph break(s)")
             elif by_machine and pos in waited:
-                cause = busy.CAUSE
-                more, name, cpu = waited[pos]
-                detail = (f"not sampled: it waited at least {more * 1e3:.1f} ms more than the usual call, for a "
-                          f"core, I/O or a lock ({name} {cpu * 1e3:.1f} ms)")
+                more, name, cpu, queued = waited[pos]
+                cause = busy.cause(more, queued)
+                on = ("a core" if cause == busy.CAUSE else "I/O, a lock or a sleep" if queued is not None and one_thread
+                      else "a core, I/O, a lock or a sleep")
+                queue = "" if queued is None else f"; its thread's run queue {queued * 1e3:.1f} ms more"
+                detail = (f"not sampled: it waited at least {more * 1e3:.1f} ms more than the usual call, for {on} "
+                          f"({name} {cpu * 1e3:.1f} ms{queue})")
             elif by_machine:
                 cause, detail = busy.CAUSE, busy.crowded_words(row["others_cpu_pct"], row["idle_cpu_pct"], t, med,
                                                                  usual)
@@ -181,11 +187,12 @@ def spikes(
 
 
 def _machine(loop: Loop, one_thread: bool,
-             gc_share: float) -> tuple[dict[int, bool], dict[int, tuple[float, str, float]]]:
+             gc_share: float) -> tuple[dict[int, bool], dict[int, tuple[float, str, float, float | None]]]:
     """A label's top-level calls (positions in its part) and whether each was slowed by the
     machine (:func:`~gnnmon.report.busy.crowded_calls`); where the load was not sampled, also each
-    such call's wait beyond the usual call's (:func:`~gnnmon.report.busy.off_cpu`) and the CPU
-    time it was read from (its name and seconds)."""
+    such call's wait beyond the usual call's (:func:`~gnnmon.report.busy.off_cpu`), the CPU
+    time it was read from (its name and seconds) and its thread's extra run-queue time (None where
+    not recorded: :func:`~gnnmon.report.busy.queued_more`)."""
     crowd = busy.crowded_calls(loop, one_thread, gc_share)
     at = loop.at.tolist()
     waited = busy.off_cpu(loop, one_thread) if busy.load(loop) is None else None
@@ -194,8 +201,11 @@ def _machine(loop: Loop, one_thread: bool,
     work = busy.work(loop, one_thread)
     name = "its CPU time" if work is None else "its thread's CPU time" if loop.has("thread_cpu_s") else "its CPU time"
     cpu = loop.column("cpu_s") if work is None else work
+    more = busy.queued_more(loop)
+    queued = [None] * len(at) if more is None else more.tolist()
     return (dict(zip(at, crowd.tolist(), strict=True)),
-            {p: (float(w), name, float(c)) for p, w, c, on in zip(at, waited, cpu, crowd, strict=True) if on})
+            {p: (float(w), name, float(c), q) for p, w, c, q, on in zip(at, waited, cpu, queued, crowd, strict=True)
+             if on})
 
 
 def _compiles_in_small_labels(table: Table, warmup: int, min_rows: int, min_ratio: float) -> list[dict[str, Any]]:

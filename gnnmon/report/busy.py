@@ -33,6 +33,9 @@ EXPLAINS = 0.5
 """The least share of a call's excess that other processes' extra CPU seconds must match."""
 
 CAUSE = "busy machine"
+WAITED = "off-CPU wait"
+"""Calls that waited rather than computed where nothing recorded says a busy machine made them
+wait (:func:`cause`): a core, or I/O, a lock or a sleep in the step, as far as the rows can tell."""
 
 
 def others_s(others: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -139,6 +142,25 @@ def off_cpu(loop: Loop, one_thread: bool) -> np.ndarray | None:
     cpu = loop.column("cpu_s")
     plain = ~np.isnan(cpu) & (cpu < OFF_CPU * loop.t)
     return np.where(plain, np.clip(loop.t - np.nan_to_num(cpu) - loop.level, 0.0, None), 0.0)  # under the excess
+
+
+def queued_more(loop: Loop) -> np.ndarray | None:
+    """Each call's run-queue time beyond the steady calls' usual (their median), s: how much longer
+    its thread waited for a core while it could run (``thread_queued_s``, ``collect(sched=True)``
+    on Linux); None where not recorded."""
+    if not loop.has("thread_queued_s"):
+        return None
+    queued = loop.column("thread_queued_s")
+    known = loop.steady & ~np.isnan(queued)
+    usual = median(np.sort(queued[known])) if known.any() else 0.0
+    return np.nan_to_num(np.maximum(queued - usual, 0.0), nan=0.0)
+
+
+def cause(waited: float, queued: float | None) -> str:
+    """What a call that waited ``waited`` s off the CPU (the load not sampled) waited for: a core
+    (:data:`CAUSE`) where its thread's extra run-queue time ``queued`` (:func:`queued_more`) holds at
+    least :data:`EXPLAINS` of it; else :data:`WAITED`, a wait the rows cannot pin on the machine."""
+    return CAUSE if queued is not None and waited > 0 and queued >= EXPLAINS * waited else WAITED
 
 
 def idle_calls(loop: Loop, one_thread: bool) -> np.ndarray:

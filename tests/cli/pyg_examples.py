@@ -6,9 +6,9 @@ PyG writes it (what ``gnnmon run`` runs unmodified) and decorated as the README 
 Each plants a cause that takes most of its run, so that the diagnosis names it in both and its
 share stands above the machine's noise: the GCN's every 10th training forward waits 0.4 s (a
 periodic read or lock: its CPU time does not grow, so with the load not sampled the diagnosis names
-it a busy machine, "waiting for a core ... or on I/O or a lock", whatever the machine's own load;
-CPU work planted instead would read as slow steps on a quiet machine and as a busy machine on a
-loaded one), the
+it an off-CPU wait, "waiting for a core ... or on I/O, a lock or a sleep", whatever the machine's
+own load; CPU work planted instead would read as slow steps on a quiet machine and as a busy
+machine on a loaded one), the
 GraphSAGE loader's transform sleeps 0.1 s a batch and the GIN dataset's items 3 ms each (the wait
 for data). GraphSAGE runs PyG's ``NeighborLoader`` with gnnmon's pure-PyTorch sampler (pyg-lib is
 not installed here), the one gnnmon import a script may make and still be run unmodified."""

@@ -31,8 +31,9 @@ EPOCHS = {"gcn": 40, "sage": 1, "gin": 3}
 """Each example's epochs: enough calls for the diagnosis (40 full-batch steps, about 20 neighbour
 batches, 18 graph batches)."""
 
-PLANTED = {"gcn": "busy machine", "sage": "input-bound", "gin": "input-bound"}
-"""The cause each example plants, as the diagnosis names it (the GCN's: a wait, see tests/cli/pyg_examples.py)."""
+PLANTED = {"gcn": "off-CPU wait", "sage": "input-bound", "gin": "input-bound"}
+"""The cause each example plants, as the diagnosis names it (the GCN's: a sleep, an off-CPU wait
+nothing recorded pins on the machine: see tests/cli/pyg_examples.py)."""
 
 TOLERANCE = 0.10
 PAIRS = 3

@@ -92,7 +92,7 @@ def test_a_short_last_batch_that_recompiles_is_a_shape_spike():
     @gc_controlled
     def step(batch):
         # Stands for torch.compile / cuDNN autotuning: a new input shape costs a recompile, 300 ms
-        # of CPU work (a sleep would read as a wait: the busy machine's, report/busy.py)
+        # of CPU work (a sleep would read as a wait off the CPU, report/busy.py)
         if batch.num_nodes not in seen_shapes:
             seen_shapes.add(batch.num_nodes)
             end = time.thread_time() + 0.3
@@ -111,9 +111,9 @@ def test_a_short_last_batch_that_recompiles_is_a_shape_spike():
     assert set(found) - {0, 9} <= seen_slow(outer, 0.05), (found, [a.s for a in outer])
     for i, cause in ((0, "warm-up"), (9, "shape")):
         r = run.records[i]
-        # a call the machine held to under half its time computing may read as the machine's wait
-        # (report/busy.py), never as anything else
-        allowed = {cause, "busy machine"} if r["cpu_s"] < 0.5 * r["wall_s"] else {cause}
+        # a call the machine held to under half its time computing may read as a wait off the CPU
+        # (report/busy.py: neither the load nor the run queue recorded), never as anything else
+        allowed = {cause, "off-CPU wait"} if r["cpu_s"] < 0.5 * r["wall_s"] else {cause}
         assert i in found and found[i]["cause"] in allowed, (i, r["cpu_s"], r["wall_s"], found)
     if found[9]["cause"] == "shape":
         assert "num_nodes 10 vs usual 40" in found[9]["detail"]
@@ -291,17 +291,18 @@ def test_a_phase_inside_another_rows_phase_is_not_nested():
 def test_an_unexplained_spike_says_whether_the_call_waited_or_computed():
     """Planted rows: 20 calls of 10 ms; call 12 slept 100 ms (2 ms of CPU), call 15 computed
     100 ms (98 ms of CPU). The load not sampled, call 12 waited, at least 100 - 2 - 10 ms (its time
-    less its CPU time less all a usual call took) more than the usual call: the busy machine's, as
-    the diagnosis finds it (report/busy.py); sampled with the cores idle, it is unexplained, and
-    waiting. With sampled utilisation instead of CPU time, 20 % reads as waiting."""
+    less its CPU time less all a usual call took) more than the usual call: an off-CPU wait, as the
+    diagnosis finds it (report/busy.py), for a core or on I/O, a lock or a sleep (nothing recorded
+    tells which); sampled with the cores idle, it is unexplained, and waiting. With sampled
+    utilisation instead of CPU time, 20 % reads as waiting."""
     rows = [{"label": "s", "index": i, "t_start_ns": i * 10**8, "t_end_ns": i * 10**8 + 10**7, "wall_s": 0.01,
              "device_s": 0.01, "cpu_s": 0.0098, "error": None, "device": "cpu"} for i in range(20)]
     rows[12].update(wall_s=0.1, device_s=0.1, cpu_s=0.002)
     rows[15].update(wall_s=0.1, device_s=0.1, cpu_s=0.098)
     found = {s["index"]: s for s in spikes(rows)}
-    assert found[12]["cause"] == "busy machine" and found[15]["cause"] == "unexplained"
+    assert found[12]["cause"] == "off-CPU wait" and found[15]["cause"] == "unexplained"
     assert found[12]["detail"] == ("not sampled: it waited at least 88.0 ms more than the usual call, for a core, "
-                                   "I/O or a lock (its CPU time 2.0 ms)")
+                                   "I/O, a lock or a sleep (its CPU time 2.0 ms)")
     assert found[15]["detail"] == "computing: 98.0 ms of CPU time in 100.0 ms"
     quiet = [{**r, "others_cpu_pct": 0.0, "idle_cpu_pct": 190.0} for r in rows]  # sampled: nothing crowded it
     found = {s["index"]: s for s in spikes(quiet)}

@@ -13,7 +13,10 @@ Each reads a label's :class:`~gnnmon.report.loops.Loop` (its top-level calls) an
   be slow);
 * ``busy machine`` — calls on crowded cores (:mod:`gnnmon.report.busy`) against the other calls;
   where the load was not sampled, calls slowed while their own work (CPU time, torch on one
-  thread) was not: a loaded first epoch is the machine's, and warm-up is calls slow in their own work;
+  thread) was not, and whose thread's run-queue time says they waited for a core: a loaded first
+  epoch is the machine's, and warm-up is calls slow in their own work;
+* ``off-CPU wait`` — the same calls where nothing recorded says the machine made them wait: I/O, a
+  lock or a sleep in the step (the run queue recorded and under half the wait), or unknown;
 * ``slow steps`` — the spikes nothing recorded explains (``report.spikes()``'s ``unexplained``).
 """
 
@@ -129,8 +132,11 @@ BUSY_NEXT = ("not the job's cost: run where these cores are free (pin the job to
 
 
 def _waited(loop: Loop, total: float, one_thread: bool) -> dict[str, Any] | None:
-    """The busy machine without samples: the time calls waited beyond what their own work took
-    (:func:`~gnnmon.report.busy.idle_calls`, :func:`~gnnmon.report.busy.off_cpu`)."""
+    """Calls that waited rather than computed, the load not sampled: the time they waited beyond
+    what their own work took (:func:`~gnnmon.report.busy.idle_calls`, :func:`~gnnmon.report.busy.off_cpu`).
+    A busy machine where their thread's extra run-queue time holds half of it or more
+    (:func:`~gnnmon.report.busy.cause`); else an ``off-CPU wait``: I/O, a lock or a sleep in the
+    step (its thread's run queue recorded and under half, torch on one thread), or either, unknown."""
     idle = busy.crowded_calls(loop, one_thread)  # not sampled: the calls that waited (busy.idle_calls) less the
     # compile's and the collector's
     waited = busy.off_cpu(loop, one_thread)
@@ -150,11 +156,34 @@ def _waited(loop: Loop, total: float, one_thread: bool) -> dict[str, Any] | None
     proof = [evidence(name, cpu, "s", f"the {'thread' if name == 'thread_cpu_s' else 'process'}'s CPU time, median "
                       f"of those {m} call(s); {ms(cpu_level)} in the others"),
              evidence("wall_s/device_s", slowed, "s", f"median of those {m} call(s)")]
-    words = (f"{m} call(s) of {loop.label} took {ms(slowed)} (median) against {ms(level)} otherwise, and their CPU "
-             f"time ({ms(cpu)} a call against {ms(cpu_level)}) accounts for at most half of each one's excess: "
-             f"{ms(cost)} waiting for a core (other processes' load) or on I/O or a lock, not warm-up")
-    return finding("busy machine", loop.label, cost, total, words, proof,
-                   BUSY_NEXT + "; collect(sample=0.5) samples the load beside the run and names it")
+    head = (f"{m} call(s) of {loop.label} took {ms(slowed)} (median) against {ms(level)} otherwise, and their CPU "
+            f"time ({ms(cpu)} a call against {ms(cpu_level)}) accounts for at most half of each one's excess: "
+            f"{ms(cost)} off the CPU")
+    more = busy.queued_more(loop)
+    queued = None if more is None else float(more[idle].sum())
+    if more is not None:
+        proof.append(evidence("thread_queued_s", queued, "s", f"the thread's run-queue time beyond the usual call's, "
+                              f"summed over those {m} call(s) (the scheduler's count: collect(sched=True))"))
+    if queued is not None and busy.cause(cost, queued) == busy.CAUSE:
+        words = (f"{head}, {ms(queued)} of it waiting for a core while the thread could run (other processes' "
+                 "load), not warm-up")
+        return finding("busy machine", loop.label, cost, total, words, proof, BUSY_NEXT)
+    if queued is not None and one_thread:
+        words = (f"{head}, of which waiting for a core holds only {ms(queued)}: the thread gave the CPU up, on I/O, a "
+                 "lock (the GIL: another thread of the process) or a sleep in the step, not warm-up")
+        return finding(busy.WAITED, loop.label, cost, total, words, proof, OWN_WAIT_NEXT)
+    why = ("its thread's run-queue time holds only " + ms(queued) + " of it, torch's other threads' is not recorded"
+           if queued is not None else "neither the machine's load nor the thread's run queue was recorded")
+    words = (f"{head}: waiting for a core (other processes' load) or on I/O, a lock or a sleep in the step, not "
+             f"warm-up; which, the rows cannot say ({why})")
+    return finding(busy.WAITED, loop.label, cost, total, words, proof, UNKNOWN_WAIT_NEXT)
+
+
+OWN_WAIT_NEXT = ("the step's own wait, the job's cost: find the call it blocks in (py-spy dump --pid PID while it "
+                 "waits, or torch.profiler's CPU trace); a wait for the next batch is watch_loader's data_wait_s")
+UNKNOWN_WAIT_NEXT = ("collect(sample=0.5) samples the load beside the run and collect(sched=True) the thread's "
+                     "run-queue time: either tells a busy machine (free cores, a quiet run to compare) from the "
+                     "step's own wait (find the call it blocks in: py-spy dump --pid PID while it waits)")
 
 
 def slow_steps(loop: Loop, spikes: list[dict[str, Any]], total: float) -> dict[str, Any] | None:

@@ -241,8 +241,9 @@ def _host_allows(outer: list[Stopwatch]) -> set[str]:
     the steps' level is CLEAN_S at least, the run's time CLEAN_CALLS x CLEAN_S at least, and a
     call's excess over the level at most what the host saw it take over CLEAN_S. A spike (``slow
     steps``) is a row over 1.5 x its label's median; ``warm-up`` is the first WARMUP calls' excess,
-    said from WARMUP_SHARE of the run; a ``busy machine`` (not sampled: calls slow off the CPU) is
-    calls' excess, said from MIN_SHARE of the run. Where the host saw less, none can be said."""
+    said from WARMUP_SHARE of the run; a ``busy machine`` or an ``off-CPU wait`` (not sampled: calls
+    slow off the CPU, the run queue recorded or not) is calls' excess, said from MIN_SHARE of the
+    run. Where the host saw less, none can be said."""
     over = [max(around.s - CLEAN_S, 0.0) for around in outer]
     floor = CLEAN_CALLS * CLEAN_S
     allowed = set()
@@ -251,7 +252,7 @@ def _host_allows(outer: list[Stopwatch]) -> set[str]:
     if sum(over[:WARMUP]) >= WARMUP_SHARE * floor:
         allowed.add("warm-up")
     if sum(over) >= MIN_SHARE * floor:
-        allowed.add("busy machine")
+        allowed |= {"busy machine", "off-CPU wait"}
     return allowed
 
 

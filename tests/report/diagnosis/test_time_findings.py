@@ -30,7 +30,12 @@ NOT_SAMPLED = ("; the load beside the run was not sampled and torch's threads' C
                "busy machine would read the same (collect(sample=0.5), or torch on one thread, tells them apart)")
 BUSY_NEXT = ("not the job's cost: run where these cores are free (pin the job to cores nothing else uses: taskset -c, "
              "os.sched_setaffinity), and compare timings from a quiet run")
-WAITED_NEXT = BUSY_NEXT + "; collect(sample=0.5) samples the load beside the run and names it"
+WAITED_NEXT = ("collect(sample=0.5) samples the load beside the run and collect(sched=True) the thread's run-queue "
+               "time: either tells a busy machine (free cores, a quiet run to compare) from the step's own wait (find "
+               "the call it blocks in: py-spy dump --pid PID while it waits)")
+OWN_WAIT_NEXT = ("the step's own wait, the job's cost: find the call it blocks in (py-spy dump --pid PID while it "
+                 "waits, or torch.profiler's CPU trace); a wait for the next batch is watch_loader's data_wait_s")
+UNRECORDED = "neither the machine's load nor the thread's run queue was recorded"
 
 
 def row(i: int, wall: float, **fields) -> dict:
@@ -368,25 +373,28 @@ def waiting_rows(cpu_field: str = "thread_cpu_s", quiet_cpu: float = 0.0625, slo
 
 
 def waited(m: int, at_stake: float, total: float, cpu_field: str, cpu: float, cpu_text: str, level_text: str,
-           whose: str) -> dict:
+           whose: str, why: str = UNRECORDED) -> dict:
+    """The off-CPU wait the rows cannot pin on the machine or the step (``why``)."""
     return found(
-        "busy machine", at_stake, total,
+        "off-CPU wait", at_stake, total,
         f"{m} call(s) of step took 375.0 ms (median) against 125.0 ms otherwise, and their CPU time ({cpu_text} a call "
-        f"against {level_text}) accounts for at most half of each one's excess: {tf.ms(at_stake)} waiting for a core "
-        "(other processes' load) or on I/O or a lock, not warm-up",
+        f"against {level_text}) accounts for at most half of each one's excess: {tf.ms(at_stake)} off the CPU: waiting "
+        f"for a core (other processes' load) or on I/O, a lock or a sleep in the step, not warm-up; which, the rows "
+        f"cannot say ({why})",
         [proof(cpu_field, cpu, "s", f"the {whose}'s CPU time, median of those {m} call(s); {level_text} in the others"),
          proof("wall_s/device_s", 0.375, "s", f"median of those {m} call(s)")],
         WAITED_NEXT)
 
 
-def test_calls_that_waited_rather_than_computed_are_a_busy_machine_on_one_thread():
+def test_calls_that_waited_rather_than_computed_are_an_off_cpu_wait_on_one_thread():
     """Torch on one thread: 10 calls took 250 ms over the level while their thread computed 15.625 ms
     more than usual (62.5 ms): 234.375 ms each waited, 2.34375 s in all. The thread's CPU time is read
     before the process's (which here grew with the wall time)."""
     total = 30 * LEVEL + 2.5
     expected = waited(10, 2.34375, total, "thread_cpu_s", 0.078125, "78.1 ms", "62.5 ms", "thread")
-    assert expected["words"].endswith("accounts for at most half of each one's excess: 2.34 s waiting for a core "
-                                      "(other processes' load) or on I/O or a lock, not warm-up")
+    assert expected["words"].endswith("accounts for at most half of each one's excess: 2.34 s off the CPU: waiting "
+                                      "for a core (other processes' load) or on I/O, a lock or a sleep in the step, "
+                                      f"not warm-up; which, the rows cannot say ({UNRECORDED})")
     rows = waiting_rows()
     for r in rows:
         r["cpu_s"] = r["wall_s"]
@@ -400,6 +408,58 @@ def test_calls_that_waited_rather_than_computed_are_a_busy_machine_on_one_thread
     assert tf.busy_machine(loop_of(waiting_rows("cpu_s", slow_cpu=0.1875)), total) is None
     assert tf.busy_machine(loop_of(waiting_rows("cpu_s", slow_cpu=0.1875)), total, one_thread=True) == waited(
         10, 1.25, total, "cpu_s", 0.1875, "187.5 ms", "62.5 ms", "process")
+
+
+def test_the_threads_run_queue_tells_a_busy_machine_from_the_steps_own_wait():
+    """collect(sched=True): the 10 slow calls each waited 234.375 ms beyond their work (one thread).
+    Their thread waited on the run queue (a core) 117.1875 ms more than the usual call: exactly half:
+    a busy machine; 2**-20 s less: under half, the thread gave the CPU up (I/O, a lock, a sleep): the
+    step's own wait. On several threads the thread's queue under half cannot rule out torch's other
+    threads' waiting for a core: unknown."""
+    total = 30 * LEVEL + 2.5
+    head = ("10 call(s) of step took 375.0 ms (median) against 125.0 ms otherwise, and their CPU time (78.1 ms a call "
+            "against 62.5 ms) accounts for at most half of each one's excess: 2.34 s off the CPU")
+
+    def with_queue(slow: float) -> list[dict]:
+        rows = waiting_rows()
+        for r in rows:
+            r["thread_queued_s"] = slow if r["wall_s"] > LEVEL else 0.0
+        return rows
+
+    def cpu_and_queue(queued: float) -> list[dict]:
+        return [proof("thread_cpu_s", 0.078125, "s", "the thread's CPU time, median of those 10 call(s); 62.5 ms in "
+                      "the others"),
+                proof("wall_s/device_s", 0.375, "s", "median of those 10 call(s)"),
+                proof("thread_queued_s", queued, "s", "the thread's run-queue time beyond the usual call's, summed "
+                      "over those 10 call(s) (the scheduler's count: collect(sched=True))")]
+
+    half = 0.1171875
+    assert tf.busy_machine(loop_of(with_queue(half)), total, one_thread=True) == found(
+        "busy machine", 2.34375, total,
+        f"{head}, 1.17 s of it waiting for a core while the thread could run (other processes' load), not warm-up",
+        cpu_and_queue(10 * half), BUSY_NEXT)
+    under = half - 2**-20
+    assert tf.busy_machine(loop_of(with_queue(under)), total, one_thread=True) == found(
+        "off-CPU wait", 2.34375, total,
+        f"{head}, of which waiting for a core holds only {tf.ms(10 * under)}: the thread gave the CPU up, on I/O, a "
+        "lock (the GIL: another thread of the process) or a sleep in the step, not warm-up",
+        cpu_and_queue(10 * under), OWN_WAIT_NEXT)
+    from gnnmon.report.analysis import spikes
+
+    causes = {s["cause"]: s["detail"] for s in spikes(with_queue(half), one_thread=True)}
+    assert list(causes) == ["busy machine"] and causes["busy machine"].endswith(
+        "for a core (its thread's CPU time 78.1 ms; its thread's run queue 117.2 ms more)"), causes
+    causes = {s["cause"]: s["detail"] for s in spikes(with_queue(under), one_thread=True)}
+    assert list(causes) == ["off-CPU wait"] and "for I/O, a lock or a sleep" in causes["off-CPU wait"], causes
+    # several threads: the process computed under half of each slow call (cpu_s), the thread's queue under half
+    rows = waiting_rows("cpu_s", quiet_cpu=0.25, slow_cpu=0.125)
+    for r in rows:
+        r["thread_queued_s"] = 0.0
+    assert tf.busy_machine(loop_of(rows), total)["words"].endswith(  # type: ignore[index]
+        "which, the rows cannot say (its thread's run-queue time holds only 0.0 ms of it, torch's other threads' is "
+        "not recorded)")
+    causes = {s["cause"]: s["detail"] for s in spikes(rows)}
+    assert list(causes) == ["off-CPU wait"] and "for a core, I/O, a lock or a sleep" in causes["off-CPU wait"], causes
 
 
 def test_calls_that_computed_under_half_their_time_on_several_threads_waited_at_least_the_rest():
@@ -583,15 +643,15 @@ def test_no_time_finding_in_a_steady_loop(one_thread):
 def test_a_call_its_collections_explain_is_the_collectors_not_the_machines():
     """One thread; the quiet calls compute their 125 ms; three calls of 375 ms compute 62.5 ms (they
     waited 250 ms, all their excess). One collected for 125 ms (half its excess: the collector's),
-    one for 124 ms (under half: the machine's), one not at all. report.spikes() says the same: gc,
-    then busy machine twice."""
+    one for 124 ms (under half: the wait's), one not at all. report.spikes() says the same: gc, then
+    off-CPU wait twice."""
     rows = [row(i, LEVEL, thread_cpu_s=LEVEL) for i in range(20)]
     rows += [row(20 + j, 0.375, thread_cpu_s=0.0625, gc_pause_s=pause, gc_collections=1 if pause else 0)
              for j, pause in enumerate((0.125, 0.124, 0.0))]
     assert machine.crowded_calls(loop_of(rows), True).tolist() == [False] * 20 + [False, True, True]
     from gnnmon.report.analysis import spikes
 
-    assert [s["cause"] for s in spikes(rows, one_thread=True)] == ["gc", "busy machine", "busy machine"]
+    assert [s["cause"] for s in spikes(rows, one_thread=True)] == ["gc", "off-CPU wait", "off-CPU wait"]
     # the finding counts the two the machine slowed, 250 ms each, not the collector's
     total = 20 * LEVEL + 3 * 0.375
     assert tf.busy_machine(loop_of(rows), total, one_thread=True) == waited(
