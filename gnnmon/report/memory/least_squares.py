@@ -17,12 +17,38 @@ MIN_SPREAD = 0.05
 """A shape field varies when its 5th-95th percentile range is at least this share of its median."""
 OUTLIER_K = 4.0
 """A row whose residual lies beyond this many robust spreads is an outlier."""
+GROSS_ERROR_RATE = 0.10
+"""The most rows a fit may read as gross errors (a collection, another process, a glitch of the
+counter) rather than as rows it does not describe: routine data hold 1-10 % gross errors (Hampel,
+Ronchetti, Rousseeuw and Stahel, *Robust Statistics*, 1986, §1.2c), and a residual of the model's
+own spread lies beyond :data:`OUTLIER_K` of them once in 16,000 rows."""
+GROSS_ERROR_CHANCE = 0.01
+"""A count of rows left out that :data:`GROSS_ERROR_RATE` gives with less than this chance is more
+than gross errors explain (:func:`too_many_left_out`)."""
 
 
 def varies(values: np.ndarray) -> bool:
     """At least 3 distinct values, spread over :data:`MIN_SPREAD` of their median."""
     lo, mid, hi = np.percentile(values, [5, 50, 95])
     return len(np.unique(values)) >= 3 and (hi - lo) >= MIN_SPREAD * max(abs(mid), 1.0)
+
+
+def too_many_left_out(rows: int) -> int:
+    """The fewest of ``rows`` left out as outliers that gross errors do not explain: the least
+    count that rows each a gross error with :data:`GROSS_ERROR_RATE` chance reach with under
+    :data:`GROSS_ERROR_CHANCE` (binomially: 5 of 10 rows, 10 of 41, 21 of 117; a share that falls
+    from half towards 10 % as the rows grow). The robust spread (a MAD) breaks down at half the
+    rows left out, where the rows kept could as well be the outliers; well before that, a fit that
+    leaves out this many describes a subset of its rows and misses the rest (a batch field it
+    lacks, or a peak that moves with something else)."""
+    p, tail = GROSS_ERROR_RATE, 1.0  # tail: P(X >= k) for X ~ Binomial(rows, p)
+    for k in range(rows + 1):
+        if tail < GROSS_ERROR_CHANCE:
+            return k
+        log_pmf = (math.lgamma(rows + 1) - math.lgamma(k + 1) - math.lgamma(rows - k + 1)
+                   + k * math.log(p) + (rows - k) * math.log1p(-p))
+        tail -= math.exp(log_pmf)
+    return rows + 1  # too few rows for any count to be that unlikely
 
 
 def lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:

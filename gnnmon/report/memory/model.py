@@ -6,8 +6,12 @@ the rest (weights, optimizer state, workspace) does not grow with the batch. The
 the first ``warmup`` calls of the label, failed calls, and outliers (residuals beyond 4 robust
 spreads and beyond the figure's resolution, refitted until none is left out), and refuses to be
 trusted when it cannot be: too few rows, shapes that barely vary (no row says what a larger batch
-costs), a shape that explains little of the peak, or a peak that curves with the shape. An untrusted model says why
-(:attr:`MemoryModel.problems`) and will not predict.
+costs), a shape that explains little of the peak, a peak that curves with the shape, or more rows
+left out than gross errors explain (:func:`~gnnmon.report.memory.least_squares.too_many_left_out`:
+such a fit describes the rows it keeps, not the batches). An untrusted model says why
+(:attr:`MemoryModel.problems`) and will not predict. Rows with each node or edge type's count (a
+heterogeneous batch) are fitted on those counts where the totals leave rows out or explain little
+and the types' fit misses the rows either fit keeps by under 0.7 of the totals' residual.
 
 What memory is constrains the fit: a batch never needs less memory for being larger, so no
 coefficient of a shape is negative (the least-squares fit under that constraint: where the
@@ -42,7 +46,15 @@ from gnnmon.data.table import Part, Table
 from gnnmon.figures import MEM_PEAK, MEM_PEAK_DELTA, MEM_START, RSS_PEAK, RSS_PEAK_DELTA, RSS_START
 from gnnmon.report.memory import extrapolation
 from gnnmon.report.memory.extrapolation import Extrapolation
-from gnnmon.report.memory.least_squares import lstsq, nonneg, robust_fit, varies
+from gnnmon.report.memory.least_squares import (
+    GROSS_ERROR_CHANCE,
+    GROSS_ERROR_RATE,
+    lstsq,
+    nonneg,
+    robust_fit,
+    too_many_left_out,
+    varies,
+)
 
 TERMS = ("num_nodes", "num_edges", "num_graphs")
 """The shape fields a model is fitted on by default (those that vary among the rows)."""
@@ -63,8 +75,11 @@ its tensors do. Each thread that allocates on its own heap (a glibc arena) can a
 RSS_COUNTERS = 3
 """The counters Linux sums into a process's RSS: anonymous, file and shared-memory pages."""
 MAX_CORR = 0.95
-"""Two shape fields more correlated than this cannot be told apart: the second is left out, and
-bounds a prediction off the ratio they kept (:attr:`MemoryModel.confounded`)."""
+"""Two shape fields whose ranks are more correlated than this cannot be told apart: the second is
+left out, and bounds a prediction off the ratio they kept (:attr:`MemoryModel.confounded`). Ranks
+(Spearman's correlation), not the values: one batch far beyond the rest, at whatever mix of the
+two, makes their values' correlation near 1 by itself, and would hide that every other row varied
+them apart (:func:`_moves_with`)."""
 RATIO_SLACK = 1.1
 """A batch whose ratio of two confounded fields lies beyond the ratios seen by more than this
 factor is off the direction the model saw (its prediction says ``extrapolated``)."""
@@ -155,6 +170,7 @@ class MemoryModel:
     bytes: :func:`host_resolution` for the host's RSS, 0 for a GPU allocator's count."""
     _inverse: Any = None  # (XᵀX)⁻¹ of the scaled design, for the prediction's uncertainty
     _scale: Any = None
+    _kept: Any = None  # the positions in the label's rows of those the fit kept
 
     @property
     def trusted(self) -> bool:
@@ -299,9 +315,9 @@ def _pick_label(table: Table, figure: str) -> str:
 
 
 def _rows(part: Part, figure: str, terms: Sequence[str], device: str | None, warmup: int,
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """The usable rows' shape matrix, figure and start (:data:`STARTS`; NaN where unknown), and
-    their devices."""
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
+    """The usable rows' shape matrix, figure and start (:data:`STARTS`; NaN where unknown), their
+    devices, and their positions among the label's rows."""
     y = part.numbers(figure)
     keep = ~np.isnan(y) & (part.numbers("index") >= warmup)
     keep &= np.array([e is None for e in part.objects("error")], dtype=bool) if "error" in part.cols else True
@@ -313,7 +329,8 @@ def _rows(part: Part, figure: str, terms: Sequence[str], device: str | None, war
         keep &= ~np.isnan(c)
     x = np.column_stack(cols)[keep] if cols else np.empty((int(keep.sum()), 0))
     start = part.numbers(STARTS[figure]) if STARTS.get(figure) in part.cols else np.full(part.n, math.nan)
-    return x, y[keep], start[keep], sorted({str(d) for d, k in zip(devices, keep, strict=True) if k and d is not None})
+    used = sorted({str(d) for d, k in zip(devices, keep, strict=True) if k and d is not None})
+    return x, y[keep], start[keep], used, np.flatnonzero(keep)
 
 
 def prime() -> None:
@@ -355,19 +372,50 @@ def fit(table: Table, label: str | None = None, figure: str = MEM_PEAK_DELTA.nam
         model = _fit(part, label, figure, tuple(t for t in TERMS if t in part.cols), device, warmup, confidence,
                      pid, cpus, usable, auto=True)
         typed = tuple(k for k in part.cols if k.startswith(("num_nodes__", "num_edges__")))
-        if typed and model.r2 < 0.99:  # a heterogeneous batch: per-type terms may explain more
+        # a heterogeneous batch: per-type terms may explain more, or explain the rows the totals left out
+        if typed and (model.r2 < 0.99 or model.outliers):
             other = _fit(part, label, figure, typed, device, warmup, confidence, pid, cpus, usable, auto=True)
-            if not other.problems and other.spread_bytes < 0.7 * model.spread_bytes:
-                other.notes.append(f"per-type terms fit better than the totals (spread "
-                                   f"{format_bytes(other.spread_bytes)} < {format_bytes(model.spread_bytes)})")
-                return other
+            if not other.problems:
+                rows, (mine, theirs) = _rms_where_either_kept(part, figure, (model, other))
+                if theirs < 0.7 * mine:
+                    other.notes.append(f"per-type terms fit better than the totals (residuals of "
+                                       f"{format_bytes(theirs)} < {format_bytes(mine)} root-mean-square over the "
+                                       f"{rows} rows either fit keeps)")
+                    return other
         return model
     return _fit(part, label, figure, tuple(terms), device, warmup, confidence, pid, cpus, usable, auto=False)
 
 
+def _ranks(v: np.ndarray) -> np.ndarray:
+    """Each value's rank among ``v`` (from 0), tied values at their ranks' mean."""
+    order = np.argsort(v, kind="stable")
+    ranks = np.empty(len(v))
+    ranks[order] = np.arange(len(v))
+    _, tie = np.unique(v, return_inverse=True)
+    return (np.bincount(tie, ranks) / np.bincount(tie))[tie]
+
+
+def _moves_with(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two shape fields move together (:data:`MAX_CORR`, of their ranks)."""
+    return abs(float(np.corrcoef(_ranks(a), _ranks(b))[0, 1])) > MAX_CORR
+
+
+def _rms_where_either_kept(part: Part, figure: str, models: Sequence[MemoryModel]) -> tuple[int, list[float]]:
+    """Each model's root-mean-square residual over the rows any of them kept, bytes (and how many
+    rows): a row one fit leaves out as an outlier and another explains is a row the first misfits,
+    so the models are compared on the same rows, the ones each left out included."""
+    rows = np.unique(np.concatenate([np.asarray(m._kept, dtype=int) for m in models]))
+    y = part.numbers(figure)[rows]
+    predicted = [m.coefficients["const"] + sum((m.coefficients[t] * part.numbers(t)[rows] for t in m.terms),
+                                               np.zeros(len(rows))) for m in models]
+    known = np.isfinite(y) & np.logical_and.reduce([np.isfinite(p) for p in predicted])
+    return int(known.sum()), [float(np.sqrt(np.mean((y[known] - p[known]) ** 2))) if known.any() else math.nan
+                              for p in predicted]
+
+
 def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: str | None, warmup: int,
          confidence: float, pid: int | None, cpus: int | None, usable: int | None, auto: bool) -> MemoryModel:
-    x, y, start, devices = _rows(part, figure, terms, device, warmup)
+    x, y, start, devices, where = _rows(part, figure, terms, device, warmup)
     if device is None and len({d.split(":")[0] for d in devices}) > 1:
         raise ValueError(f"the rows of {label!r} ran on {', '.join(devices)}: pass device= to fit one of them")
     problems: list[str] = []
@@ -387,7 +435,7 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
     moves_with: dict[int, int] = {}
     for j in list(kept):
         for i in kept:
-            if i < j and j in kept and abs(float(np.corrcoef(x[:, i], x[:, j])[0, 1])) > MAX_CORR:
+            if i < j and j in kept and _moves_with(x[:, i], x[:, j]):
                 kept.remove(j)
                 moves_with[j] = i
     used = tuple(terms[i] for i in kept)
@@ -404,7 +452,7 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
     coefficients: dict[str, float] = {"const": math.nan, **{t: math.nan for t in used}}
     r2, spread, outliers, inverse, ranges, grow = math.nan, math.nan, 0, None, {}, None
     confounded: dict[str, dict[str, Any]] = {}
-    held = None
+    held, kept_rows = None, where
     resolution = _resolution(figure, devices, cpus, usable)
     if len(y) >= len(used) + 2:
         beta, inliers, spread = robust_fit(z, y, resolution)
@@ -436,12 +484,21 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
         ranges = {t: (float(x[inliers, i].min()), float(x[inliers, i].max())) for t, i in zip(used, kept, strict=True)}
         if used and not problems:
             problems += _misfit(zi, yi, resid, r2, used)
+        bound = too_many_left_out(len(y))
+        if outliers >= bound:
+            problems.append(
+                f"the fit leaves out {outliers} of its {len(y)} rows as outliers ({outliers / len(y):.0%}): more than "
+                f"gross errors explain ({bound} or more of {len(y)} rows happen under {GROSS_ERROR_CHANCE:.0%} of the "
+                f"time at a {GROSS_ERROR_RATE:.0%} rate of them), so its r² and spread describe the rows it keeps "
+                f"and miss the rest (a batch field it lacks, such as each node type's count, or a peak that moves "
+                f"with something else)")
+        kept_rows = where[inliers]
         grow = extrapolation.measure(x[inliers][:, kept], yi, NormalDist().inv_cdf(confidence), nonneg)
         held = _held_without_a_batch(z[inliers], start[inliers], scale)
         y = yi
     return MemoryModel(label, figure, devices, used, coefficients, int(len(y)), outliers, r2, spread, confidence,
                        ranges, problems, notes, confounded, grow, held, pid,
-                       resolution_bytes=resolution, _inverse=inverse, _scale=scale)
+                       resolution_bytes=resolution, _inverse=inverse, _scale=scale, _kept=kept_rows)
 
 
 def rss_counter_lag(cpus: int | None = None, usable: int | None = None) -> float:
