@@ -1,0 +1,128 @@
+"""What calls that waited off the CPU waited for, read from a live run's scheduler counters
+(``collect(sched=True)``, Linux): planted sleeps are the step's own wait, never a busy machine;
+planted turns on a core a spinning process shares are a busy machine, never the step's own wait.
+
+Torch on one thread (the manifest's ``torch_threads``: the thread's CPU time is then the step's
+work). Each run: 30 calls that spin 20 ms of CPU, 6 of them slowed by the plant. Where the host's
+load leaves the quiet calls' own spread as wide as the plant, the plant cannot be told from it:
+what can be judged is (the wrong kind is never said), then the test skips saying so."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+import torch
+
+import gnnmon
+from gnnmon.devices import sched
+from gnnmon.report.stats import spread
+from tests.devices.test_sched import _SPINNER, _spin
+
+pytestmark = pytest.mark.skipif(not sched.QUEUED_AVAILABLE or not hasattr(os, "sched_setaffinity"),
+                                reason="run-queue time and CPU affinity are Linux's")
+
+WORK = 0.020
+"""Each call's planted CPU work, s."""
+SLOW = range(20, 26)
+"""The calls the plant slows (after the warm-up, among steady ones)."""
+SLEEP = 0.100
+"""The sleep planted in each slow call of the first run, s."""
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextmanager
+def a_core_shared_on_demand() -> Iterator[Callable[[bool], None]]:
+    """This thread and a spinning process pinned to one core; ``share(True)`` lets the spinner run
+    (SIGCONT), ``share(False)`` stops it (SIGSTOP): the core is shared only where asked."""
+    core, before = sorted(os.sched_getaffinity(0))[0], os.sched_getaffinity(0)
+    child = subprocess.Popen([sys.executable, "-c", _SPINNER], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        os.sched_setaffinity(child.pid, {core})
+        os.kill(child.pid, signal.SIGSTOP)
+        os.sched_setaffinity(0, {core})
+
+        def share(on: bool) -> None:
+            os.kill(child.pid, signal.SIGCONT if on else signal.SIGSTOP)
+
+        yield share
+    finally:
+        os.sched_setaffinity(0, before)
+        child.kill()
+        child.wait()
+
+
+def time_findings(run: gnnmon.Run) -> dict[str, dict]:
+    return {f["kind"]: f for f in run.report().diagnosis() if f.get("label") == "step"}
+
+
+def undecidable(run: gnnmon.Run, planted: float) -> str | None:
+    """Why the plant cannot be told from the load, if it cannot: the quiet calls' 3 spreads reach it."""
+    quiet = [r["wall_s"] for r in run.records if r["label"] == "step" and r["index"] >= 2 and r["index"] not in SLOW]
+    noise = 3 * spread(quiet)
+    if noise >= planted:
+        return (f"the quiet calls' 3 spreads ({noise * 1e3:.0f} ms) reach the plant ({planted * 1e3:.0f} ms): "
+                f"the host's load (load average {os.getloadavg()[0]:.1f}) hides it")
+    return None
+
+
+def test_planted_sleeps_are_the_steps_own_wait_never_a_busy_machine():
+    @gnnmon.cuda_timed(label="step")
+    def step(i: int) -> None:
+        _spin(WORK)
+        if i in SLOW:
+            time.sleep(SLEEP)
+
+    with one_thread(), gnnmon.collect(sched=True) as run:
+        for i in range(30):
+            step(i)
+    found = time_findings(run)
+    assert "busy machine" not in found, found  # a sleep is never the machine's
+    if "off-CPU wait" not in found:
+        why = undecidable(run, SLEEP)
+        assert why is not None, found
+        pytest.skip(why)
+    wait = found["off-CPU wait"]
+    assert "the thread gave the CPU up" in wait["words"], wait
+    assert wait["at_stake"] <= len(SLOW) * SLEEP + sum(  # at most what the slow calls took beyond their work
+        r["wall_s"] - WORK for r in run.records if r["index"] in SLOW), wait
+
+
+def test_turns_on_a_shared_core_are_a_busy_machine_never_the_steps_own_wait():
+    """The slow calls' 20 ms of work on a core a spinning process shares: about 40 ms each, half of
+    it on the run queue (the thread never gives the core up)."""
+    @gnnmon.cuda_timed(label="step")
+    def step() -> None:
+        _spin(WORK)
+
+    with one_thread(), a_core_shared_on_demand() as share, gnnmon.collect(sched=True) as run:
+        for i in range(30):
+            share(i in SLOW)
+            step()
+        share(False)
+    found = time_findings(run)
+    assert "the thread gave the CPU up" not in found.get("off-CPU wait", {}).get("words", ""), found
+    if "busy machine" not in found:
+        why = undecidable(run, WORK)
+        assert why is not None, found
+        pytest.skip(why)
+    busy = found["busy machine"]
+    assert "waiting for a core while the thread could run" in busy["words"], busy
+    queued = next(e for e in busy["evidence"] if e["figure"] == "thread_queued_s")
+    assert queued["value"] >= 0.5 * busy["at_stake"]
