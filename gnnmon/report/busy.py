@@ -1,7 +1,9 @@
 """A busy machine, as the rows' sampled load says it (``others_cpu_pct`` and ``idle_cpu_pct``, see
 :mod:`gnnmon.timeline.machine_load`), or, not sampled, their CPU time (:func:`idle_calls`): which
 calls were slowed by the machine (:func:`crowded_calls`), for the diagnosis and ``report.spikes()``
-alike, so that the two name the same calls.
+alike, so that the two name the same calls. Not sampled, a call that waited rather than computed
+is the machine's only where its thread's run-queue time says so (:func:`cause`); else it is an
+off-CPU wait (:data:`WAITED`): a core, or I/O, a lock or a sleep in the step.
 
 On cores with no idle time left, a call's wall time is its own CPU time plus the time the cores
 gave to other processes: a call slowed by a busy machine is one whose excess over the label's
