@@ -19,7 +19,8 @@ one cause, checked in order:
 * ``warm-up`` — one of the first ``warmup`` calls of its label, or a row of the first epoch
   (rows carry ``epoch`` after ``run.mark("epoch", n)``) when that epoch is clearly slower for the
   label than the later ones (its median over theirs by 20 % and 3 spreads: a first pass filling
-  caches, e.g. PyG's ``InMemoryDataset`` separating each graph once);
+  caches, e.g. PyG's ``InMemoryDataset`` separating each graph once), unless its collections
+  explain it (below: the diagnosis counts them in its GC finding, not in warm-up);
 * ``gc`` — collections inside it paused it for at least ``gc_share`` of its excess over the median;
 * ``shape`` — its batch (nodes, edges or seed nodes) is more than ``shape_tol`` away from the
   label's median (a partial last batch, an unusually large subgraph, a recompile for a new shape);
@@ -166,7 +167,7 @@ def spikes(
             elif by_machine:
                 cause, detail = busy.CAUSE, busy.crowded_words(row["others_cpu_pct"], row["idle_cpu_pct"], t, med,
                                                                  usual)
-            elif row.get("index", 0) < warmup:
+            elif row.get("index", 0) < warmup and pause < gc_share * excess:
                 cause, detail = "warm-up", f"call {row.get('index')} of {label}"
             elif slow_epoch is not None and row.get("epoch") == slow_epoch[0] and pause < gc_share * excess:
                 cause = "warm-up"

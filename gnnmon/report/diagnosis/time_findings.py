@@ -67,11 +67,15 @@ def warm_up(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any
     """The first calls' excess over the steady level, and a slow first epoch's: calls slow for
     reasons of their own (compiling, caches and the allocator filling), not crowded ones, and never
     most of the loop (at most its first :data:`~gnnmon.report.loops.WARMUP` calls, fewer than half
-    of them; a first epoch of fewer than half of them)."""
+    of them; a first epoch of fewer than half of them); less their collections' pauses, which the
+    garbage collection finding counts."""
     crowd = busy.crowded_calls(loop, one_thread)
     n = loop.t.size
     first = (loop.index < min(WARMUP, (n - 1) // 2)) & ~crowd
-    cost = float(np.maximum(loop.t[first] - loop.level, 0.0).sum())
+    paused = loop.zeros("gc_pause_s")  # the collector's, said by the GC finding: never counted twice
+    excess = np.maximum(loop.t - loop.level, 0.0)
+    collected = float(np.minimum(paused[first], excess[first]).sum())
+    cost = float(np.maximum(excess[first] - paused[first], 0.0).sum())
     m = int(first.sum())
     words = f"the first {m} call(s) of {loop.label} took {ms(float(loop.t[first].sum()))} against " \
             f"{ms(loop.level)} per call after them" if m else ""
@@ -83,12 +87,16 @@ def warm_up(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any
         later = median(loop.t[known & (epochs != values[0])])
         level = median(loop.t[in_first])
         if 2 * int(in_first.sum()) < n and level > max(1.2 * later, later + NOISE_K * loop.noise):
-            cost += float(np.maximum(loop.t[in_first] - later, 0.0).sum())
+            over = np.maximum(loop.t[in_first] - later, 0.0)
+            collected += float(np.minimum(paused[in_first], over).sum())
+            cost += float(np.maximum(over - paused[in_first], 0.0).sum())
             m += int(in_first.sum())
             words += (("; " if words else "")
                       + f"its first epoch's calls took {ms(level)} (median) against {ms(later)} later")
     if not m or not beyond_noise(cost, m, loop.noise, total, WARMUP_SHARE):
         return None
+    if collected > 0:
+        words += f"; {ms(collected)} of that excess was garbage collection, counted there, not here"
     if busy.load(loop) is None and busy.work(loop, one_thread) is None:
         words += ("; the load beside the run was not sampled and torch's threads' CPU time cannot show a wait, so a "
                   "busy machine would read the same (collect(sample=0.5), or torch on one thread, tells them apart)")

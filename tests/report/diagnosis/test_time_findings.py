@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import gnnmon
 from gnnmon.data.table import Table
 from gnnmon.report import busy as machine
 from gnnmon.report.diagnosis import time_findings as tf
@@ -173,6 +174,31 @@ def test_warm_up_is_the_first_calls_excess_and_says_when_a_busy_machine_would_re
         r["cpu_s"] = r["wall_s"]  # the first calls computed all their time: not a wait
     assert tf.warm_up(loop_of(computing), total, one_thread=True) == warm(words, 0.75, total, 2)
     assert tf.warm_up(loop_of(computing), total) == warm(words + NOT_SAMPLED, 0.75, total, 2)
+
+
+def test_a_first_calls_collections_are_the_collectors_not_warm_up_too():
+    """The first two calls' 500 and 250 ms over the level: with 125 ms of collections in the first,
+    warm-up holds 625 ms and says the rest is the GC finding's; with collections as long as each
+    excess (or longer), no warm-up is left. A slow first epoch whose calls collected for their whole
+    excess is not warm-up either. The diagnosis then never counts those seconds twice."""
+    total = 20 * LEVEL + 0.75
+    words = ("the first 2 call(s) of step took 1.00 s against 125.0 ms per call after them; 125.0 ms of that excess "
+             "was garbage collection, counted there, not here")
+    rows = first_calls(others_cpu_pct=0.0, idle_cpu_pct=50.0)
+    rows[0]["gc_pause_s"] = 0.125
+    assert tf.warm_up(loop_of(rows), total) == warm(words, 0.625, total, 2)
+    rows[0]["gc_pause_s"], rows[1]["gc_pause_s"] = 0.5, 0.375  # the second collected past its excess
+    assert tf.warm_up(loop_of(rows), total) is None
+    epochs = [row(i, LEVEL if i >= 10 else 2 * LEVEL, epoch=i // 10, others_cpu_pct=0.0, idle_cpu_pct=50.0,
+                  gc_pause_s=0.0 if i >= 10 else LEVEL) for i in range(40)]
+    assert tf.warm_up(loop_of(epochs), 40 * LEVEL + 10 * LEVEL) is None
+    for r in rows:
+        r.update(t_start_ns=r["index"] * 10**9, t_end_ns=r["index"] * 10**9 + int(r["wall_s"] * 1e9),
+                 gc_collections=1 if r.get("gc_pause_s") else 0)
+    report = gnnmon.Report(rows)
+    found = {f["kind"]: f for f in report.diagnosis()}
+    assert "warm-up" not in found and found["garbage collection"]["at_stake"] == pytest.approx(0.875), found
+    assert [(s["index"], s["cause"]) for s in report.spikes()] == [(0, "gc"), (1, "gc")]  # the spikes say the same
 
 
 def test_warm_up_is_said_from_a_tenth_of_the_run():
