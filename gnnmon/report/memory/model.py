@@ -4,7 +4,8 @@
 few tensors per node (features, hidden states, their gradients) and per edge (the messages), and
 the rest (weights, optimizer state, workspace) does not grow with the batch. The fit leaves out
 the first ``warmup`` calls of the label, failed calls, and outliers (residuals beyond 4 robust
-spreads and beyond the figure's resolution, refitted until none is left out), and refuses to be
+spreads and beyond the figure's resolution, at most :data:`OUTLIER_FLOOR_CAP_BYTES`, refitted
+until none is left out), and refuses to be
 trusted when it cannot be: too few rows, shapes that barely vary (no row says what a larger batch
 costs), a shape that explains little of the peak, a peak that curves with the shape, or more rows
 left out than gross errors explain (:func:`~gnnmon.report.memory.least_squares.too_many_left_out`:
@@ -74,6 +75,16 @@ step's peak above what the process held moves by up to that much with the heap's
 its tensors do. Each thread that allocates on its own heap (a glibc arena) can add as much."""
 RSS_COUNTERS = 3
 """The counters Linux sums into a process's RSS: anonymous, file and shared-memory pages."""
+OUTLIER_FLOOR_CAP_BYTES = HEAP_SLACK_BYTES + 2 * RSS_COUNTERS * 2 * 32 * 4096
+"""The most of :func:`host_resolution` a fit passes as the outlier floor (a row that close to the
+fit is never an outlier, :func:`~gnnmon.report.memory.least_squares.robust_fit`), bytes: the
+resolution of a 2-CPU host with 4 KiB pages, 1.75 MiB. The floor is there for the RSS counters'
+lag, seen at ±1.1 MiB on this project's 2-core VM, which lies under it. :func:`host_resolution`
+is a worst case that grows with the CPUs (a batch of pages on every one: 12.25 MiB on 16, 192 MiB
+on 64, 768 MiB on 128), and a floor that high keeps a gross error in the fit (a warm-up-like row
+60 MiB high at the largest batch bent a 64-CPU fit to 2,418 bytes a node for 3,000). A host whose
+readings do lag further shows it in its rows' scatter, and the outlier limit, 4 robust spreads
+of it, follows; every upper bound still holds the whole :func:`host_resolution`."""
 MAX_CORR = 0.95
 """Two shape fields whose ranks are more correlated than this cannot be told apart: the second is
 left out, and bounds a prediction off the ratio they kept (:attr:`MemoryModel.confounded`). Ranks
@@ -455,7 +466,7 @@ def _fit(part: Part, label: str, figure: str, terms: tuple[str, ...], device: st
     held, kept_rows = None, where
     resolution = _resolution(figure, devices, cpus, usable)
     if len(y) >= len(used) + 2:
-        beta, inliers, spread = robust_fit(z, y, resolution)
+        beta, inliers, spread = robust_fit(z, y, min(resolution, OUTLIER_FLOOR_CAP_BYTES))
         beta = beta / scale
         coefficients = {"const": float(beta[0]), **{t: float(beta[i + 1]) for i, t in enumerate(used)}}
         free = lstsq(z[inliers], y[inliers]) / scale  # what the fit would say without the constraint
