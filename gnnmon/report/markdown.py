@@ -171,8 +171,7 @@ def render_markdown(report: Explained, header: bool = True, diagnosis: bool = Tr
         errors = part.objects("error")
         raised = list(compress(range(len(errors)), errors))
         failed = list(zip(part.pick("index", raised), [errors[i] for i in raised], strict=True))
-        backends = sorted({str(d) for d in set(part.objects("device"))})
-        lines.append(f"### {md(label)} — {part.n} call(s) on {', '.join(map(md, backends))}"
+        lines.append(f"### {md(label)} — {part.n} call(s) on {_devices_said(part.objects('device'))}"
                      + (f", {len(failed)} raised" if failed else ""))
         lines.append("")
         if failed:
@@ -207,6 +206,18 @@ def render_markdown(report: Explained, header: bool = True, diagnosis: bool = Tr
     lines.extend(cross_rank_lines(report.cross_rank()))
     lines.extend(energy_lines(report.energy()))
     return "\n".join(lines)
+
+
+def _devices_said(devices: list[Any]) -> str:
+    """Where a label's calls ran, in words: its devices, and the calls on none (a row whose device
+    could not be measured, such as ``device='cuda'`` without CUDA, keeps ``device`` None: it ran
+    on no device, never on one named "None")."""
+    named = sorted({str(d) for d in devices if d is not None})
+    nowhere = sum(d is None for d in devices)
+    if not named:
+        return "no device"
+    said = ", ".join(map(md, named))
+    return f"{said} ({nowhere} on no device)" if nowhere else said
 
 
 def run_notes_lines(notes: list[str]) -> list[str]:

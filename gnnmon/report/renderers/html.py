@@ -121,13 +121,25 @@ def memory_lines(report: Report) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _devices(records: list[dict[str, Any]]) -> str | None:
+    """The rows' devices, and how many rows ran on none (a row whose device could not be measured,
+    such as ``device='cuda'`` without CUDA, keeps ``device`` None: never a device named "None");
+    None where no row was read."""
+    named = ", ".join(sorted({str(r["device"]) for r in records if r.get("device") is not None}))
+    nowhere = sum(r.get("device") is None for r in records)
+    if not nowhere:
+        return named or None
+    rows = f"{nowhere:,} row{'s' if nowhere != 1 else ''} on no device"
+    return f"{named} ({rows})" if named else rows
+
+
 def _header(report: RunResult) -> str:
     manifest = report.manifest or {}
     ranks = manifest.get("ranks") or []
     facts = [("host", manifest.get("host")), ("started", manifest.get("start_time")),
              ("gnnmon", manifest.get("gnnmon")), ("torch", manifest.get("torch")),
              ("PyG", manifest.get("torch_geometric")), ("python", manifest.get("python")),
-             ("devices", ", ".join(sorted({str(r.get("device")) for r in report.records})) or None),
+             ("devices", _devices(report.records)),
              ("ranks", len(ranks) or None), ("rows", f"{len(report.records):,}")]
     items = "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(str(v))}</li>" for k, v in facts if v is not None)
     config = manifest.get("config") or {}
