@@ -15,7 +15,10 @@ from gnnmon.report.memory.model import format_bytes
 class Budget(Mapping[str, Any]):
     """``batch_size``: the largest batch size whose worst batch fits (0: none does, and ``why``
     says which of the model's figures is over the target); ``max_num_nodes`` / ``max_num_edges``: the largest
-    ``max_num`` of PyG's ``DynamicBatchSampler`` in ``mode="node"`` / ``"edge"``; ``target_bytes``:
+    ``max_num`` of PyG's ``DynamicBatchSampler`` in ``mode="node"`` / ``"edge"`` (0: no count the model
+    vouches for fits); for a model of per-type terms (``per_type``) of the totals, as the sampler
+    counts them, each type at the most of it per node (per edge) the forecast's scan saw, or None
+    where the scan gives no such share (``samplers_why`` says why: not a limit of 0); ``target_bytes``:
     ``fraction`` × the capacity, bytes; ``binds``: which of nodes and edges weighs most in the
     model; ``limited_by_model``: the budget stops at what the model vouches for (a larger batch
     must be measured to size beyond it); ``beyond_fitted``: the node budget over the largest batch
@@ -25,8 +28,8 @@ class Budget(Mapping[str, Any]):
     puts the limit between ``batch_size`` and ``batch_size_high``: the budget's stated bounds."""
 
     batch_size: int
-    max_num_nodes: int
-    max_num_edges: int
+    max_num_nodes: int | None
+    max_num_edges: int | None
     target_bytes: float
     fraction: float
     binds: str
@@ -35,6 +38,10 @@ class Budget(Mapping[str, Any]):
     batch_size_high: int = 0
     why: str | None = None
     """Where no batch fits: what is over the target, in the forecast's own figures (None where one fits)."""
+    per_type: bool = False
+    """Whether the model is of per-type terms (its ``max_num`` are of the totals at the scan's most of each type)."""
+    samplers_why: str | None = None
+    """Why a ``max_num`` is not given (None), in words; None where both are."""
 
     @property
     def fits(self) -> bool:
@@ -58,14 +65,20 @@ class Budget(Mapping[str, Any]):
 
     def said(self) -> str:
         """The budget in words, without its target: the batch size and the samplers' ``max_num`` (those
-        of at least 1: a ``DynamicBatchSampler`` of 0 takes nothing); or, where no batch fits, why."""
+        of at least 1: a ``DynamicBatchSampler`` of 0 takes nothing; for a per-type model, what they
+        assume, and why one is not given); or, where no batch fits, why."""
         if not self.fits:
             return f"no batch fits: {self.why or 'the model vouches for no batch size'}"
         samplers = [f"(mode='{mode}', max_num={n:,})" for mode, n in (("node", self.max_num_nodes),
-                                                                       ("edge", self.max_num_edges)) if n >= 1]
+                                                                       ("edge", self.max_num_edges))
+                    if n is not None and n >= 1]
         text = f"batch_size <= {self.batch_size:,}"
         if samplers:
             text += ", or DynamicBatchSampler" + " / ".join(samplers)
+            if self.per_type:
+                text += " (nodes and edges of all types, each type at the most per node / edge the forecast read)"
+        if self.samplers_why:
+            text += f"; {self.samplers_why}"
         return text
 
     def __str__(self) -> str:

@@ -27,9 +27,14 @@ A model fitted on per-type terms (a ``HeteroData`` step: ``num_nodes__<type>``,
 ``num_edges__<src>__<rel>__<dst>``) is read on shapes that carry each type's count: every batch's,
 the heaviest batch of a size (summed or sampled per type), and, for plain batches, the most of each
 type per item times the size; it vouches for each type up to :data:`VOUCH` times the most it saw. A
-shape that lacks one of the model's terms is refused naming it (``ValueError``). Budgets in nodes
-and edges (``max_num_nodes``, ``max_num_edges``) are of the totals: a per-type model cannot say
-them (0) without the batch's mix of types.
+shape that lacks one of the model's terms is refused naming it (``ValueError``). Its budgets in
+nodes and edges (``max_num_nodes``, ``max_num_edges``) are of the totals, as ``DynamicBatchSampler``
+counts them, with each type at the most of it per node (per edge) of any batch or graph the scan
+read (:data:`PER_NODE`, :data:`PER_EDGE`): a batch of whole graphs holds no larger share of a type
+than its graphs do, so the budget bounds every mix the loader can make. Where the scan gives no such
+share of a type the model asks (no batch with nodes, or one of that type's nodes with no edge at
+all, which a sampler in edge mode cannot bound), that budget is not given: None, and the budget's
+``samplers_why`` says why — never a 0, which would read as nothing fits.
 """
 
 from __future__ import annotations
@@ -123,6 +128,14 @@ def next_steps(model: MemoryModel) -> list[str]:
 PER_ITEM = "_per_item_max"
 """The suffix of a type's most per item in :attr:`Forecast.ratios` (``num_nodes__paper_per_item_max``)."""
 
+PER_NODE = "_per_node_max"
+"""The suffix of a type's most per node (of the totals) in :attr:`Forecast.ratios`
+(``num_edges__author__writes__paper_per_node_max``): a per-type model's node budget reads it."""
+
+PER_EDGE = "_per_edge_max"
+"""The suffix of a type's most per edge (of the totals) in :attr:`Forecast.ratios` (infinite where a
+batch or graph had that type's nodes and no edge): a per-type model's edge budget reads it."""
+
 VOUCH = 2.0
 """How far beyond the largest batch it was fitted on a model sizes a budget (a factor)."""
 
@@ -161,7 +174,8 @@ class Forecast:
     ratios: dict[str, float] = field(default_factory=dict)
     """Densest and sparsest edges per node, and the most nodes and edges per item, over the scan;
     for heterogeneous batches also the most of each type per item (``<field>_per_item_max``, such as
-    ``num_nodes__paper_per_item_max``)."""
+    ``num_nodes__paper_per_item_max``), per node and per edge of the totals (:data:`PER_NODE`,
+    :data:`PER_EDGE`; of whole graphs too, where the loader batches them)."""
     heaviest: Heaviest | None = None
     """The heaviest batch of each size the loader makes (see the module's docstring); None for
     plain batches, whose sizes are scaled from the most nodes and edges per item. A neighbour
@@ -239,20 +253,25 @@ class Forecast:
         target = fraction * self.capacity_bytes
         r = self.ratios
         dense, sparse = r["edges_per_node_max"], max(r["edges_per_node_min"], 1e-9)
+        kinds = [t for t in (*self.model.terms, *self.model.confounded) if t.startswith(TYPED)]
+        caps = {t: self._vouched(t) for t in ("num_nodes", "num_edges", *kinds)}
         node_cap = min(filter(None, (self._vouched("num_nodes"),
                                      int(self._vouched("num_edges") / dense) if dense else 0)),
                        default=0)
-        edge_cap = min(filter(None, (self._vouched("num_edges"), int(self._vouched("num_nodes") * sparse))), default=0)
-        nodes = largest(lambda n: self._upper(n, n * dense, 1) <= target, high=node_cap)
-        edges = largest(lambda e: self._upper(e / sparse, e, 1) <= target, high=edge_cap)
-        out: dict[str, Any] = {"target_bytes": target, "fraction": fraction,
-                               "max_num_nodes": int(nodes), "max_num_edges": int(edges)}
-        a, b = self.model.coefficients.get("num_nodes", 0.0), self.model.coefficients.get("num_edges", 0.0)
-        out["binds"] = "edges" if b * r["edges_per_node_max"] > a else "nodes"
-        seen = self.model.ranges.get("num_nodes", (0.0, 0.0))[1]
-        out["beyond_fitted"] = nodes / seen if seen else None  # > 1: the budget extrapolates the model
-        kinds = [t for t in (*self.model.terms, *self.model.confounded) if t.startswith(TYPED)]
-        caps = {t: self._vouched(t) for t in ("num_nodes", "num_edges", *kinds)}
+        out: dict[str, Any] = {"target_bytes": target, "fraction": fraction}
+        if kinds:
+            out.update(self._typed_samplers(kinds, caps, target))
+        else:
+            edge_cap = min(filter(None, (self._vouched("num_edges"), int(self._vouched("num_nodes") * sparse))),
+                           default=0)
+            nodes = largest(lambda n: self._upper(n, n * dense, 1) <= target, high=node_cap)
+            edges = largest(lambda e: self._upper(e / sparse, e, 1) <= target, high=edge_cap)
+            a, b = self.model.coefficients.get("num_nodes", 0.0), self.model.coefficients.get("num_edges", 0.0)
+            seen = self.model.ranges.get("num_nodes", (0.0, 0.0))[1]
+            out.update({"max_num_nodes": int(nodes), "max_num_edges": int(edges),
+                        "binds": "edges" if b * r["edges_per_node_max"] > a else "nodes",
+                        "beyond_fitted": nodes / seen if seen else None,  # > 1: the budget extrapolates the model
+                        "limited_by_model": bool(node_cap and nodes >= node_cap)})
         items = self.heaviest.items if self.heaviest is not None else None
         if items is not None:
             high = items
@@ -280,10 +299,81 @@ class Forecast:
         out["batch_size"], out["batch_size_high"] = int(size), int(max(most, size))
         stopped = bool(size < high and not within(self.shape_at(size + 1))
                        and self._bounds(self.shape_at(size + 1))[1] <= target)
-        out["limited_by_model"] = bool(node_cap and nodes >= node_cap) or stopped
+        out["limited_by_model"] = out.pop("limited_by_model") or stopped
         if size < 1:
             out["why"] = self._why_none(target)
         return Budget(**out)
+
+    def _typed_shape(self, count: float, per: str) -> dict[str, float] | str:
+        """The heaviest batch of ``count`` nodes (``per`` :data:`PER_NODE`) or edges (:data:`PER_EDGE`)
+        of the totals, for a per-type model: each type at the most of it per node (edge) the scan
+        saw, the totals at the densest (sparsest) ratio; or, where the scan gives no share of a
+        type the model asks, why in words."""
+        r = self.ratios
+        dense, sparse = r["edges_per_node_max"], max(r["edges_per_node_min"], 1e-9)
+        unit = "node" if per == PER_NODE else "edge"
+        lacking = [t for t in self.model.terms if t.startswith(TYPED) and r.get(t + per) is None]
+        if lacking:
+            return (f"the scan read no batch with {unit}s to give {', '.join(lacking)} per {unit}, "
+                    "which the per-type model asks")
+        unbounded = [t for t in self.model.terms if t.startswith(TYPED) and r[t + per] == float("inf")]
+        if unbounded:
+            return (f"a batch or graph the scan read has {', '.join(unbounded)} and no edge: a sampler in edge mode "
+                    "would not bound them")
+        shape: dict[str, float] = ({"num_nodes": count, "num_edges": count * dense} if per == PER_NODE
+                                   else {"num_nodes": count / sparse, "num_edges": count})
+        shape["num_graphs"] = 1
+        shape.update({t[:-len(per)]: count * v for t, v in r.items() if t.startswith(TYPED) and t.endswith(per)})
+        return shape
+
+    def _typed_samplers(self, kinds: list[str], caps: dict[str, int], target: float) -> dict[str, Any]:
+        """A per-type model's ``DynamicBatchSampler`` budgets (the totals, each type at the most of
+        it per node or per edge the scan saw: see the module's docstring), which of nodes and edges
+        weighs most, how far beyond the fitted batches the node budget goes, and whether the
+        vouched-for reach stopped it; a budget the scan cannot give is None, with the reason in
+        ``samplers_why``."""
+        out: dict[str, Any] = {"per_type": True}
+        limits: dict[str, int | None] = {}
+        whys: list[str] = []
+        limited = False
+        for key, per in (("max_num_nodes", PER_NODE), ("max_num_edges", PER_EDGE)):
+            one = self._typed_shape(1, per)
+            if isinstance(one, str):
+                limits[key] = None
+                whys.append(f"{key} not given: {one}")
+                continue
+            # the model vouches for each figure it saw up to VOUCH x: the most of the unit that keeps every one within
+            reach = [int(cap / one[t]) for t, cap in caps.items() if cap and one.get(t)]
+            cap = min(reach, default=0)
+
+            def fits(count: int, per: str = per) -> bool:
+                shape = self._typed_shape(count, per)
+                return not isinstance(shape, str) and self._bounds(shape)[1] <= target
+
+            if not cap:
+                limits[key] = None
+                whys.append(f"{key} not given: the model saw none of the types a batch of that unit carries")
+                continue
+            limits[key] = most = largest(fits, high=cap)
+            limited = limited or (key == "max_num_nodes" and most >= cap)
+        out.update(limits)
+        out["samplers_why"] = "; ".join(whys) or None
+        one = self._typed_shape(1, PER_NODE)
+        coef = self.model.coefficients
+        if isinstance(one, str):  # no share per node: say what weighs most by the coefficients alone
+            node_cost = sum(c for t, c in coef.items() if t.startswith("num_nodes"))
+            edge_cost = sum(c for t, c in coef.items() if t.startswith("num_edges"))
+        else:  # what a node of the totals costs in its nodes of each type, and in the edges it carries
+            node_cost = sum(c * one.get(t, 0.0) for t, c in coef.items() if t.startswith("num_nodes"))
+            edge_cost = sum(c * one.get(t, 0.0) for t, c in coef.items() if t.startswith("num_edges"))
+        out["binds"] = "edges" if edge_cost > node_cost else "nodes"
+        nodes = limits["max_num_nodes"]
+        at = self._typed_shape(nodes, PER_NODE) if nodes else None
+        beyond = [at[t] / self.model.ranges[t][1] for t in kinds
+                  if isinstance(at, dict) and t in self.model.ranges and self.model.ranges[t][1] and t in at]
+        out["beyond_fitted"] = max(beyond) if beyond else None
+        out["limited_by_model"] = limited
+        return out
 
     def _why_none(self, target: float) -> str:
         """Why no batch size fits under ``target``, in this forecast's own figures: the constant's
@@ -349,6 +439,18 @@ def _asked(model: MemoryModel, shape: dict[str, Any]) -> dict[str, Any]:
     asked = {t: shape[t] for t in model.terms}
     asked.update({t: shape[t] for t in model.confounded if shape.get(t) is not None})
     return asked
+
+
+def _typed_ratios(ratios: dict[str, float], shape: dict[str, Any]) -> None:
+    """Raise each type's most per node and per edge of the totals (:data:`PER_NODE`, :data:`PER_EDGE`)
+    in ``ratios`` to ``shape``'s (a batch's or a whole graph's): a type's count over no edge is
+    infinite (an edge budget cannot bound it), over no node none is read."""
+    n, e = shape.get("num_nodes") or 0, shape.get("num_edges") or 0
+    for t, v in typed(shape).items():
+        if n:
+            ratios[t + PER_NODE] = max(ratios.get(t + PER_NODE, 0.0), v / n)
+        if e or v:
+            ratios[t + PER_EDGE] = max(ratios.get(t + PER_EDGE, 0.0), v / e if e else float("inf"))
 
 
 def held_now(model: MemoryModel) -> float | None:
@@ -428,12 +530,14 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
         ratios["edges_per_item_max"] = max(ratios["edges_per_item_max"], e / items)
         for t, v in typed(shape).items():  # each type's too: a model of per-type terms scales them
             ratios[t + PER_ITEM] = max(ratios.get(t + PER_ITEM, 0.0), v / items)
+        _typed_ratios(ratios, shape)
     if count == 0:
         raise ValueError("the loader made no batch to forecast")
     for g in sizes or ():  # a batch of whole graphs is never denser (or sparser) than its densest graph
         if g["num_nodes"]:
             ratios["edges_per_node_max"] = max(ratios["edges_per_node_max"], g["num_edges"] / g["num_nodes"])
             ratios["edges_per_node_min"] = min(ratios["edges_per_node_min"], g["num_edges"] / g["num_nodes"])
+        _typed_ratios(ratios, g)  # nor holds more of a type per node (edge) than its graphs do
     held = _anchor(fitted, anchor)  # after the scan: what the sampler's work left held counts too
     weight = {t: c for t, c in held.coefficients.items() if t != "const"}  # the totals', or each type's
     worst_of = heaviest(loader_or_dataset if sizes is None else None, sizes, weight)
