@@ -11,8 +11,9 @@ costs), a shape that explains little of the peak, a peak that curves with the sh
 left out than gross errors explain (:func:`~gnnmon.report.memory.least_squares.too_many_left_out`:
 such a fit describes the rows it keeps, not the batches). An untrusted model says why
 (:attr:`MemoryModel.problems`) and will not predict. Rows with each node or edge type's count (a
-heterogeneous batch) are fitted on those counts where the totals leave rows out or explain little
-and the types' fit misses the rows either fit keeps by under 0.7 of the totals' residual.
+heterogeneous batch) are fitted on those counts where the totals leave rows out, explain little or
+cannot be trusted, and chosen where the types' fit is trusted and the totals' is not, or both are
+and the types' fit misses the rows both keep by under 0.7 of the totals' residual.
 
 What memory is constrains the fit: a batch never needs less memory for being larger, so no
 coefficient of a shape is negative (the least-squares fit under that constraint: where the
@@ -384,14 +385,18 @@ def fit(table: Table, label: str | None = None, figure: str = MEM_PEAK_DELTA.nam
                      pid, cpus, usable, auto=True)
         typed = tuple(k for k in part.cols if k.startswith(("num_nodes__", "num_edges__")))
         # a heterogeneous batch: per-type terms may explain more, or explain the rows the totals left out
-        if typed and (model.r2 < 0.99 or model.outliers):
+        if typed and (model.problems or model.r2 < 0.99 or model.outliers):
             other = _fit(part, label, figure, typed, device, warmup, confidence, pid, cpus, usable, auto=True)
             if not other.problems:
-                rows, (mine, theirs) = _rms_where_either_kept(part, figure, (model, other))
+                if model.problems:  # a trusted model always beats an untrusted one
+                    other.notes.append(f"per-type terms, as the totals' fit cannot be trusted "
+                                       f"({'; '.join(model.problems)})")
+                    return other
+                rows, (mine, theirs) = _rms_where_both_kept(part, figure, (model, other))
                 if theirs < 0.7 * mine:
                     other.notes.append(f"per-type terms fit better than the totals (residuals of "
                                        f"{format_bytes(theirs)} < {format_bytes(mine)} root-mean-square over the "
-                                       f"{rows} rows either fit keeps)")
+                                       f"{rows} rows both fits keep)")
                     return other
         return model
     return _fit(part, label, figure, tuple(terms), device, warmup, confidence, pid, cpus, usable, auto=False)
@@ -411,11 +416,14 @@ def _moves_with(a: np.ndarray, b: np.ndarray) -> bool:
     return abs(float(np.corrcoef(_ranks(a), _ranks(b))[0, 1])) > MAX_CORR
 
 
-def _rms_where_either_kept(part: Part, figure: str, models: Sequence[MemoryModel]) -> tuple[int, list[float]]:
-    """Each model's root-mean-square residual over the rows any of them kept, bytes (and how many
-    rows): a row one fit leaves out as an outlier and another explains is a row the first misfits,
-    so the models are compared on the same rows, the ones each left out included."""
-    rows = np.unique(np.concatenate([np.asarray(m._kept, dtype=int) for m in models]))
+def _rms_where_both_kept(part: Part, figure: str, models: Sequence[MemoryModel]) -> tuple[int, list[float]]:
+    """Each model's root-mean-square residual over the rows every one of them kept, bytes (and how
+    many rows): the models are compared on the same rows, and on none that a trusted fit left out
+    as a gross error (over the rows either kept, a gross error the other fit kept in would count
+    against the fit that rightly left it out)."""
+    rows = np.asarray(models[0]._kept, dtype=int)
+    for m in models[1:]:
+        rows = np.intersect1d(rows, np.asarray(m._kept, dtype=int))
     y = part.numbers(figure)[rows]
     predicted = [m.coefficients["const"] + sum((m.coefficients[t] * part.numbers(t)[rows] for t in m.terms),
                                                np.zeros(len(rows))) for m in models]

@@ -7,9 +7,9 @@ item: 352 and 528). Before, that one row made the two counts' correlation 0.98, 
 fit kept the papers alone; the totals' fit left out the 19 rows whose mix differed as outliers and
 was trusted at r² 1.000 over the other 22 (2,990 bytes a node, a constant of 1,008,221), and its
 r² over those 22 was what decided that per-type terms were not worth trying. Now the counts are
-told apart by their ranks, per-type terms are tried whenever the totals leave rows out and are
-compared on every row either fit keeps, and a fit that leaves out more rows than gross errors
-explain is not trusted and says so.
+told apart by their ranks, per-type terms are tried whenever the totals leave rows out, a fit that
+leaves out more rows than gross errors explain is not trusted and says so, and a trusted per-type
+model beats untrusted totals (two trusted ones are compared on the rows both keep).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def test_a_probe_at_one_mix_keeps_the_per_type_terms_and_every_row():
     assert model.trusted and set(model.terms) == {"num_nodes__paper", "num_nodes__author"}, model.summary()
     assert model.coefficients == pytest.approx(EXACT, rel=1e-9)
     assert model.outliers == 0 and model.rows == 41
-    assert any("per-type terms fit better" in n and "over the 41 rows either fit keeps" in n for n in model.notes)
+    assert any(n.startswith("per-type terms, as the totals' fit cannot be trusted (the fit leaves out 19 of its 41 "
+                            "rows as outliers") for n in model.notes), model.notes
     probe = model.predict(num_nodes__paper=352, num_nodes__author=528)
     assert probe.bytes == pytest.approx(truth(352, 528), rel=1e-9)
 
@@ -129,3 +130,70 @@ def test_the_share_left_out_that_gross_errors_explain():
         "41 rows happen under 1% of the time at a 10% rate of them), so its r² and spread describe the rows it "
         "keeps and miss the rest (a batch field it lacks, such as each node type's count, or a peak that moves "
         "with something else)"]
+
+
+HETERO_COST = {"num_nodes__paper": 6_000, "num_nodes__author": 1_000, "num_nodes__institution": 1_000,
+               "num_edges__author__writes__paper": 400, "num_edges__paper__cites__paper": 400,
+               "num_edges__author__affiliated__institution": 400}
+"""A HeteroData-like step's bytes per node and edge of each type (above a constant of 100 MiB)."""
+
+
+def hetero(seed: int, bumped: tuple[int, ...] = (1, 2)) -> list[dict]:
+    """22 calibration-like rows (a warm-up, then 3 at each of 1/4 to 2 times 512 items) of papers,
+    authors and institutions in varying mix, each edge type at 0.8-1.7 of its nodes; peak the
+    plant's plus gaussian noise of 300 KiB, and the ``bumped`` rows 30 MiB higher (gross errors)."""
+    rng = random.Random(seed)
+    rows = []
+    for i, m in enumerate([2.0] + [m for m in (0.25, 0.5, 0.75, 1, 1.25, 1.5, 2.0) for _ in range(3)]):
+        b = 512 * m
+        shape = {"num_nodes__paper": int(b * rng.uniform(8, 14)), "num_nodes__author": int(b * rng.uniform(10, 20)),
+                 "num_nodes__institution": int(b * rng.uniform(1, 3))}
+        shape["num_edges__author__writes__paper"] = int(shape["num_nodes__author"] * rng.uniform(1.3, 1.7))
+        shape["num_edges__paper__cites__paper"] = int(shape["num_nodes__paper"] * rng.uniform(1.3, 1.7))
+        shape["num_edges__author__affiliated__institution"] = int(shape["num_nodes__author"] * rng.uniform(0.8, 1.0))
+        peak = (100 * MiB + sum(HETERO_COST[k] * v for k, v in shape.items()) + rng.gauss(0, 300 * 1024)
+                + (30 * MiB if i in bumped else 0))
+        rows.append({"label": "s", "index": i, "error": None, "device": "cpu", **shape,
+                     "num_nodes": sum(v for k, v in shape.items() if k.startswith("num_nodes__")),
+                     "num_edges": sum(v for k, v in shape.items() if k.startswith("num_edges__")),
+                     "rss_peak_delta_bytes": peak})
+    return rows
+
+
+@pytest.mark.parametrize("seed", [2, 6])
+def test_a_trusted_per_type_model_beats_untrusted_totals(seed):
+    """The totals' fit keeps the two gross errors in and explains r² 0.88: untrusted. Compared on
+    the residual over every row either fit kept, those gross errors counted against the per-type
+    fit that left them out, and fit() returned the untrusted totals (10 of 40 seeds untrusted, 2
+    before). A trusted model now always beats an untrusted one: the per-type model, with the two
+    bumped rows alone left out, and its upper bound covers a paper-heavy batch's planted peak."""
+    rows = hetero(seed)
+    totals = fit(Table(rows), "s", "rss_peak_delta_bytes", warmup=1, cpus=8, terms=("num_nodes", "num_edges"))
+    assert not totals.trusted, totals.summary()
+    model = fit(Table(rows), "s", "rss_peak_delta_bytes", warmup=1, cpus=8)
+    assert model.trusted and all(t.startswith("num_nodes__") for t in model.terms), model.summary()
+    assert any(n.startswith("per-type terms, as the totals' fit cannot be trusted") for n in model.notes), model.notes
+    assert model.outliers == 2 and model.rows == 19
+    without = fit(Table([r for r in rows if r["index"] not in (1, 2)]), "s", "rss_peak_delta_bytes", warmup=1,
+                  cpus=8, terms=model.terms)
+    assert without.outliers == 0 and model.coefficients == pytest.approx(without.coefficients, rel=1e-12)
+    shape = {"num_nodes__paper": 20_000, "num_nodes__author": 5_000, "num_nodes__institution": 500,
+             "num_edges__author__writes__paper": 7_000, "num_edges__paper__cites__paper": 30_000,
+             "num_edges__author__affiliated__institution": 4_500}
+    planted = 100 * MiB + sum(HETERO_COST[k] * v for k, v in shape.items())
+    assert model.predict(**shape).upper_bytes >= planted
+
+
+def test_two_trusted_models_are_compared_on_the_rows_both_keep():
+    """Seed 0 of the same plant: the totals' fit leaves the two gross errors out and is trusted (r²
+    0.96); the per-type fit leaves the same two out and misses the 19 rows both keep by under 0.7
+    of the totals' residual (the plant's mix of types is a cost the totals cannot carry), so it is
+    the model."""
+    rows = hetero(0)
+    totals = fit(Table(rows), "s", "rss_peak_delta_bytes", warmup=1, cpus=8, terms=("num_nodes", "num_edges"))
+    assert totals.trusted and totals.outliers == 2, totals.summary()
+    model = fit(Table(rows), "s", "rss_peak_delta_bytes", warmup=1, cpus=8)
+    assert model.trusted and all(t.startswith("num_nodes__") for t in model.terms), model.summary()
+    assert model.outliers == 2 and model.rows == 19
+    assert any(n.startswith("per-type terms fit better than the totals")
+               and n.endswith("over the 19 rows both fits keep)") for n in model.notes), model.notes
