@@ -16,7 +16,8 @@ Each reads a label's :class:`~gnnmon.report.loops.Loop` (its top-level calls) an
   thread) was not, and whose thread's run-queue time says they waited for a core: a loaded first
   epoch is the machine's, and warm-up is calls slow in their own work;
 * ``off-CPU wait`` — the same calls where nothing recorded says the machine made them wait: I/O, a
-  lock or a sleep in the step (the run queue recorded and under half the wait), or unknown;
+  lock or a sleep in the step (the run queue recorded and under half the wait), or unknown; each
+  call is one finding's or the other's, by its own run queue;
 * ``slow steps`` — the spikes nothing recorded explains (``report.spikes()``'s ``unexplained``).
 """
 
@@ -109,10 +110,11 @@ def warm_up(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any
 def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
     """Calls slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`), the
     first calls among them (their excess is the machine's, not warm-up's); where the load was not
-    sampled, calls slowed while computing no more (:func:`~gnnmon.report.busy.idle_calls`)."""
+    sampled, calls slowed while computing no more (:func:`~gnnmon.report.busy.idle_calls`) whose
+    thread's run-queue time says they waited for a core (the others are :func:`off_cpu_wait`'s)."""
     load = busy.load(loop)
     if load is None:
-        return _waited(loop, total, one_thread)
+        return _waited(loop, total, one_thread, busy.CAUSE)
     others, idle, usual = load
     crowd = busy.crowded_calls(loop, one_thread)
     quiet = loop.steady & ~crowd
@@ -139,41 +141,54 @@ BUSY_NEXT = ("not the job's cost: run where these cores are free (pin the job to
              "os.sched_setaffinity), and compare timings from a quiet run")
 
 
-def _waited(loop: Loop, total: float, one_thread: bool) -> dict[str, Any] | None:
-    """Calls that waited rather than computed, the load not sampled: the time they waited beyond
-    what their own work took (:func:`~gnnmon.report.busy.idle_calls`, :func:`~gnnmon.report.busy.off_cpu`).
-    A busy machine where their thread's extra run-queue time holds half of it or more
-    (:func:`~gnnmon.report.busy.cause`); else an ``off-CPU wait``: I/O, a lock or a sleep in the
-    step (its thread's run queue recorded and under half, torch on one thread), or either, unknown."""
+def off_cpu_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
+    """Calls that waited rather than computed, the load not sampled, where nothing recorded pins the
+    wait on the machine (:func:`~gnnmon.report.busy.cause`): I/O, a lock or a sleep in the step, or
+    unknown."""
+    return _waited(loop, total, one_thread, busy.WAITED) if busy.load(loop) is None else None
+
+
+def _waited(loop: Loop, total: float, one_thread: bool, kind: str) -> dict[str, Any] | None:
+    """The calls of ``kind`` among those that waited rather than computed, the load not sampled:
+    the time they waited beyond what their own work took (:func:`~gnnmon.report.busy.idle_calls`,
+    :func:`~gnnmon.report.busy.off_cpu`), each call's cause its own (:func:`~gnnmon.report.busy.cause`):
+    a busy machine where its thread's extra run-queue time holds half its wait or more; else an
+    ``off-CPU wait``: I/O, a lock or a sleep in the step (its thread's run queue recorded and
+    under half, torch on one thread), or either, unknown."""
     idle = busy.crowded_calls(loop, one_thread)  # not sampled: the calls that waited (busy.idle_calls) less the
     # compile's and the collector's
     waited = busy.off_cpu(loop, one_thread)
     quiet = loop.steady & ~idle
-    m = int(idle.sum())
-    if waited is None or not m or quiet.sum() < 5:
+    if waited is None or not idle.any() or quiet.sum() < 5:
+        return None
+    more = busy.queued_more(loop)
+    causes = np.array([busy.cause(float(w), None if more is None else float(q))
+                       for w, q in zip(waited, more if more is not None else waited, strict=True)])
+    mine = idle & (causes == kind)
+    m = int(mine.sum())
+    if not m:
         return None
     level, noise = median(np.sort(loop.t[quiet])), spread(loop.t[quiet])
-    cost = float(waited[idle].sum())
+    cost = float(waited[mine].sum())
     if not beyond_noise(cost, m, noise, total):
         return None
     done = busy.work(loop, one_thread)
     name = "thread_cpu_s" if done is not None and loop.has("thread_cpu_s") else "cpu_s"
     cpu_all = done if done is not None else loop.column("cpu_s")
-    cpu, cpu_level = median(np.sort(cpu_all[idle])), median(np.sort(cpu_all[quiet]))
-    slowed = median(np.sort(loop.t[idle]))
+    cpu, cpu_level = median(np.sort(cpu_all[mine])), median(np.sort(cpu_all[quiet]))
+    slowed = median(np.sort(loop.t[mine]))
     proof = [evidence(name, cpu, "s", f"the {'thread' if name == 'thread_cpu_s' else 'process'}'s CPU time, median "
                       f"of those {m} call(s); {ms(cpu_level)} in the others"),
              evidence("wall_s/device_s", slowed, "s", f"median of those {m} call(s)")]
     head = (f"{m} call(s) of {loop.label} took {ms(slowed)} (median) against {ms(level)} otherwise, and their CPU "
             f"time ({ms(cpu)} a call against {ms(cpu_level)}) accounts for at most half of each one's excess: "
             f"{ms(cost)} off the CPU")
-    more = busy.queued_more(loop)
-    queued = None if more is None else float(more[idle].sum())
-    if more is not None:
+    queued = None if more is None else float(more[mine].sum())
+    if queued is not None:
         proof.append(evidence("thread_queued_s", queued, "s", f"the thread's run-queue time beyond the usual call's, "
                               f"summed over those {m} call(s) (the scheduler's count: collect(sched=True))"))
-    if queued is not None and busy.cause(cost, queued) == busy.CAUSE:
-        words = (f"{head}, {ms(queued)} of it waiting for a core while the thread could run (other processes' "
+    if kind == busy.CAUSE:
+        words = (f"{head}, {ms(queued or 0.0)} of it waiting for a core while the thread could run (other processes' "
                  "load), not warm-up")
         return finding("busy machine", loop.label, cost, total, words, proof, BUSY_NEXT)
     if queued is not None and one_thread:
