@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
 import torch
 
@@ -73,12 +74,18 @@ def time_findings(run: gnnmon.Run) -> dict[str, dict]:
 
 
 def undecidable(run: gnnmon.Run, planted: float) -> str | None:
-    """Why the plant cannot be told from the load, if it cannot: the quiet calls' 3 spreads reach it."""
-    quiet = [r["wall_s"] for r in run.records if r["label"] == "step" and r["index"] >= 2 and r["index"] not in SLOW]
-    noise = 3 * spread(quiet)
+    """Why the plant cannot be told from the load, if it cannot: the quiet calls' 3 spreads reach
+    it, or they waited on the run queue (other processes held the core) half of it or more at their
+    median, so that the level the slow calls are held against holds such waits too."""
+    quiet = [r for r in run.records if r["label"] == "step" and r["index"] >= 2 and r["index"] not in SLOW]
+    noise = 3 * spread([r["wall_s"] for r in quiet])
+    queued = float(np.median([r.get("thread_queued_s") or 0.0 for r in quiet]))
+    load = f"the host's load (load average {os.getloadavg()[0]:.1f}) hides it"
     if noise >= planted:
-        return (f"the quiet calls' 3 spreads ({noise * 1e3:.0f} ms) reach the plant ({planted * 1e3:.0f} ms): "
-                f"the host's load (load average {os.getloadavg()[0]:.1f}) hides it")
+        return f"the quiet calls' 3 spreads ({noise * 1e3:.0f} ms) reach the plant ({planted * 1e3:.0f} ms): {load}"
+    if queued >= 0.5 * planted:
+        return (f"the quiet calls waited {queued * 1e3:.0f} ms on the run queue (median), half the plant "
+                f"({planted * 1e3:.0f} ms) or more: {load}")
     return None
 
 
@@ -100,8 +107,8 @@ def test_planted_sleeps_are_the_steps_own_wait_never_a_busy_machine():
         pytest.skip(why)
     wait = found["off-CPU wait"]
     assert "the thread gave the CPU up" in wait["words"], wait
-    assert wait["at_stake"] <= len(SLOW) * SLEEP + sum(  # at most what the slow calls took beyond their work
-        r["wall_s"] - WORK for r in run.records if r["index"] in SLOW), wait
+    # at most what the slow calls took beyond their planted work (their sleep and what the host added)
+    assert wait["at_stake"] <= sum(r["wall_s"] - WORK for r in run.records if r["index"] in SLOW), wait
 
 
 def test_turns_on_a_shared_core_are_a_busy_machine_never_the_steps_own_wait():
