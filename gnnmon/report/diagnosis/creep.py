@@ -244,7 +244,8 @@ def _host(loop: Loop, figure: str) -> bool:
     """Whether ``figure`` is the host's RSS (its own, or a CPU step's device memory)."""
     if figure == RSS_END.name:
         return True
-    devices = {str(d).split(":")[0] for d in loop.part.objects("device")} if "device" in loop.part.cols else set()
+    devices = ({str(d).split(":")[0] for d in loop.part.objects("device") if d is not None}  # None: a call measured
+               if "device" in loop.part.cols else set())  # nowhere (it did not start)
     return figure == MEM_END.name and devices == {"cpu"}
 
 

@@ -749,10 +749,17 @@ def test_without_a_resolution_none_is_assumed():
 
 
 def test_a_cpu_device_numbered_is_the_host():
-    """``cpu:0`` is the host's CPU as ``cpu`` is: its memory is the host's RSS, with its resolution."""
+    """``cpu:0`` is the host's CPU as ``cpu`` is: its memory is the host's RSS, with its resolution;
+    so is a label one of whose calls was measured on no device (it did not start: device None)."""
     loop = loop_of(plant([500 * MiB] * 5, device="cpu:0", wobble=MiB))
     (out,) = creep.looked_for(loop, HOST)
     assert out["hidden_bytes_per_epoch"] == creep.hidden(creep.Levels(loop, "mem_end_bytes", HOST))[0]
+    rows = plant([500 * MiB] * 5, device="cpu", wobble=MiB)
+    rows[7]["device"] = None
+    loop = loop_of(rows)
+    (out,) = creep.looked_for(loop, HOST)
+    assert out["hidden_bytes_per_epoch"] == creep.hidden(creep.Levels(loop, "mem_end_bytes", HOST))[0]
+    assert out["hidden_bytes_per_epoch"] != creep.hidden(creep.Levels(loop, "mem_end_bytes", 0.0))[0]
 
 
 def test_a_rise_is_said_to_level_off_only_where_it_trends_and_curves_beyond_the_noise():
