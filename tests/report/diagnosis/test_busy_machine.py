@@ -123,3 +123,28 @@ def test_calls_at_a_level_without_noise_did_not_wait():
     loop = Loop("step", Table(rows).parts["step"])
     assert loop.noise == 0 and busy.off_cpu(loop, True).tolist() == [0.0] * 20
     assert busy.idle_calls(loop, True).tolist() == [False] * 20
+
+
+def test_each_calls_run_queue_is_held_against_the_steady_calls_median():
+    """``thread_queued_s``: two warm-up calls 1 s on the run queue, then 10 steady calls 62.5 ms and
+    8 at 125 ms (their median 62.5 ms; with the warm-up's, 93.75 ms), one steady call without the
+    field: each call's queue beyond 62.5 ms, none below 0, the missing one 0. Where no steady call
+    has it, the usual is 0. A call is the machine's where its extra queue is half its wait or more,
+    never where it waited nothing."""
+    from gnnmon.data.table import Table
+    from gnnmon.report.loops import Loop
+
+    queued = [1.0, 1.0] + [0.0625] * 10 + [0.125] * 8 + [None]
+    rows = [{"label": "step", "index": i, "wall_s": 0.125, **({} if q is None else {"thread_queued_s": q})}
+            for i, q in enumerate(queued)]
+    more = busy.queued_more(Loop("step", Table(rows).parts["step"]))
+    assert more is not None and more.tolist() == [0.9375, 0.9375] + [0.0] * 10 + [0.0625] * 8 + [0.0]
+    for r in rows[2:]:
+        r.pop("thread_queued_s", None)
+    more = busy.queued_more(Loop("step", Table(rows).parts["step"]))
+    assert more is not None and more.tolist() == [1.0, 1.0] + [0.0] * 19
+    for r in rows:
+        r.pop("thread_queued_s", None)
+    assert busy.queued_more(Loop("step", Table(rows).parts["step"])) is None
+    assert [busy.cause(w, q) for w, q in ((0.25, 0.125), (0.25, 0.125 - 2**-20), (0.25, None), (0.0, 0.0))] == [
+        busy.CAUSE, busy.WAITED, busy.WAITED, busy.WAITED]
