@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gnnmon.data.table import Table
-from gnnmon.report.diagnosis import creep, gc_finding, input_finding, memory_findings, time_findings
+from gnnmon.report.diagnosis import creep, gc_finding, input_finding, machine_findings, memory_findings, time_findings
 from gnnmon.report.loops import MIN_SHARE, evidence, finding, loops, ms
 from gnnmon.report.memory.model import host_resolution
 
@@ -86,8 +86,8 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
         for loop in runs:
             found += [input_finding.input_bound(loop, total, cores), time_findings.recompilation(loop, total),
                       time_findings.warm_up(loop, total, one_thread),
-                      time_findings.busy_machine(loop, total, one_thread),
-                      time_findings.off_cpu_wait(loop, total, one_thread),
+                      machine_findings.busy_machine(loop, total, one_thread),
+                      machine_findings.off_cpu_wait(loop, total, one_thread),
                       time_findings.slow_steps(loop, spikes, total)]
             found += creep.creep(loop, resolution)
         frozen = gc_finding.set_up_frozen(report.manifest or {})

@@ -11,13 +11,8 @@ Each reads a label's :class:`~gnnmon.report.loops.Loop` (its top-level calls) an
 * ``warm-up`` — the first calls' excess over the steady level, and a first epoch clearly slower than
   the later ones; said from :data:`WARMUP_SHARE` of the run's time (a first call is expected to
   be slow);
-* ``busy machine`` — calls on crowded cores (:mod:`gnnmon.report.busy`) against the other calls;
-  where the load was not sampled, calls slowed while their own work (CPU time, torch on one
-  thread) was not, and whose thread's run-queue time says they waited for a core: a loaded first
-  epoch is the machine's, and warm-up is calls slow in their own work;
-* ``off-CPU wait`` — the same calls where nothing recorded says the machine made them wait: I/O, a
-  lock or a sleep in the step (the run queue recorded and under half the wait), or unknown; each
-  call is one finding's or the other's, by its own run queue;
+* ``busy machine`` and ``off-CPU wait`` — calls slowed by other processes or waiting off the CPU:
+  :mod:`gnnmon.report.diagnosis.machine_findings`; never counted in warm-up here;
 * ``slow steps`` — the spikes nothing recorded explains (``report.spikes()``'s ``unexplained``).
 """
 
@@ -29,7 +24,7 @@ import numpy as np
 
 from gnnmon.report import busy
 from gnnmon.report.loops import NOISE_K, WARMUP, Loop, beyond_noise, evidence, finding, ms
-from gnnmon.report.stats import median, spread
+from gnnmon.report.stats import median
 
 WARMUP_SHARE = 0.10
 """The least share of the run's time warm-up must take to be said."""
@@ -105,108 +100,6 @@ def warm_up(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any
                    [evidence("wall_s/device_s", cost, "s", f"the excess of those {m} call(s) over the steady level")],
                    "nothing to fix in the loop: first calls fill caches (allocator, kernels, compiled graphs, a "
                    "dataset's first pass); time after them (the report's statistics leave the first 2 out)")
-
-
-def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
-    """Calls slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`), the
-    first calls among them (their excess is the machine's, not warm-up's); where the load was not
-    sampled, calls slowed while computing no more (:func:`~gnnmon.report.busy.idle_calls`) whose
-    thread's run-queue time says they waited for a core (the others are :func:`off_cpu_wait`'s)."""
-    load = busy.load(loop)
-    if load is None:
-        return _waited(loop, total, one_thread, busy.CAUSE)
-    others, idle, usual = load
-    crowd = busy.crowded_calls(loop, one_thread)
-    quiet = loop.steady & ~crowd
-    m = int(crowd.sum())
-    if not m or quiet.sum() < 5:
-        return None
-    level, noise = median(loop.t[quiet]), spread(loop.t[quiet])
-    cost = float(np.maximum(loop.t[crowd] - level, 0.0).sum())
-    slowed = median(loop.t[crowd])
-    if slowed <= level + NOISE_K * noise or not beyond_noise(cost, m, noise, total):
-        return None
-    took = float(np.mean(busy.others_s(others, loop.t)[crowd]))
-    proof = [evidence("others_cpu_pct", float(np.mean(others[crowd])), "%", f"sampled (psutil, the cores this "
-                      f"process may run on), mean over {m} call(s)"),
-             evidence("others' CPU per call", took, "s", f"others_cpu_pct x the call's time, mean over those calls; "
-                      f"usually {ms(usual)}"),
-             evidence("idle_cpu_pct", float(np.mean(idle[crowd])), "%", "sampled, those calls")]
-    words = (f"{m} call(s) of {loop.label} ran on full cores while other processes took {ms(took)} of CPU "
-             f"on them per call (usually {ms(usual)}): {ms(slowed)} (median) against {ms(level)} otherwise")
-    return finding("busy machine", loop.label, cost, total, words, proof, BUSY_NEXT)
-
-
-BUSY_NEXT = ("not the job's cost: run where these cores are free (pin the job to cores nothing else uses: taskset -c, "
-             "os.sched_setaffinity), and compare timings from a quiet run")
-
-
-def off_cpu_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
-    """Calls that waited rather than computed, the load not sampled, where nothing recorded pins the
-    wait on the machine (:func:`~gnnmon.report.busy.cause`): I/O, a lock or a sleep in the step, or
-    unknown."""
-    return _waited(loop, total, one_thread, busy.WAITED) if busy.load(loop) is None else None
-
-
-def _waited(loop: Loop, total: float, one_thread: bool, kind: str) -> dict[str, Any] | None:
-    """The calls of ``kind`` among those that waited rather than computed, the load not sampled:
-    the time they waited beyond what their own work took (:func:`~gnnmon.report.busy.idle_calls`,
-    :func:`~gnnmon.report.busy.off_cpu`), each call's cause its own (:func:`~gnnmon.report.busy.cause`):
-    a busy machine where its thread's extra run-queue time holds half its wait or more; else an
-    ``off-CPU wait``: I/O, a lock or a sleep in the step (its thread's run queue recorded and
-    under half, torch on one thread), or either, unknown."""
-    idle = busy.crowded_calls(loop, one_thread)  # not sampled: the calls that waited (busy.idle_calls) less the
-    # compile's and the collector's
-    waited = busy.off_cpu(loop, one_thread)
-    quiet = loop.steady & ~idle
-    if waited is None or not idle.any() or quiet.sum() < 5:
-        return None
-    more = busy.queued_more(loop)
-    causes = np.array([busy.cause(float(w), None if more is None else float(q))
-                       for w, q in zip(waited, more if more is not None else waited, strict=True)])
-    mine = idle & (causes == kind)
-    m = int(mine.sum())
-    if not m:
-        return None
-    level, noise = median(np.sort(loop.t[quiet])), spread(loop.t[quiet])
-    cost = float(waited[mine].sum())
-    if not beyond_noise(cost, m, noise, total):
-        return None
-    done = busy.work(loop, one_thread)
-    name = "thread_cpu_s" if done is not None and loop.has("thread_cpu_s") else "cpu_s"
-    cpu_all = done if done is not None else loop.column("cpu_s")
-    cpu, cpu_level = median(np.sort(cpu_all[mine])), median(np.sort(cpu_all[quiet]))
-    slowed = median(np.sort(loop.t[mine]))
-    proof = [evidence(name, cpu, "s", f"the {'thread' if name == 'thread_cpu_s' else 'process'}'s CPU time, median "
-                      f"of those {m} call(s); {ms(cpu_level)} in the others"),
-             evidence("wall_s/device_s", slowed, "s", f"median of those {m} call(s)")]
-    head = (f"{m} call(s) of {loop.label} took {ms(slowed)} (median) against {ms(level)} otherwise, and their CPU "
-            f"time ({ms(cpu)} a call against {ms(cpu_level)}) accounts for at most half of each one's excess: "
-            f"{ms(cost)} off the CPU")
-    queued = None if more is None else float(more[mine].sum())
-    if queued is not None:
-        proof.append(evidence("thread_queued_s", queued, "s", f"the thread's run-queue time beyond the usual call's, "
-                              f"summed over those {m} call(s) (the scheduler's count: collect(sched=True))"))
-    if kind == busy.CAUSE:
-        words = (f"{head}, {ms(queued or 0.0)} of it waiting for a core while the thread could run (other processes' "
-                 "load), not warm-up")
-        return finding("busy machine", loop.label, cost, total, words, proof, BUSY_NEXT)
-    if queued is not None and one_thread:
-        words = (f"{head}, of which waiting for a core holds only {ms(queued)}: the thread gave the CPU up, on I/O, a "
-                 "lock (the GIL: another thread of the process) or a sleep in the step, not warm-up")
-        return finding(busy.WAITED, loop.label, cost, total, words, proof, OWN_WAIT_NEXT)
-    why = ("its thread's run-queue time holds only " + ms(queued) + " of it, torch's other threads' is not recorded"
-           if queued is not None else "neither the machine's load nor the thread's run queue was recorded")
-    words = (f"{head}: waiting for a core (other processes' load) or on I/O, a lock or a sleep in the step, not "
-             f"warm-up; which, the rows cannot say ({why})")
-    return finding(busy.WAITED, loop.label, cost, total, words, proof, UNKNOWN_WAIT_NEXT)
-
-
-OWN_WAIT_NEXT = ("the step's own wait, the job's cost: find the call it blocks in (py-spy dump --pid PID while it "
-                 "waits, or torch.profiler's CPU trace); a wait for the next batch is watch_loader's data_wait_s")
-UNKNOWN_WAIT_NEXT = ("collect(sample=0.5) samples the load beside the run and collect(sched=True) the thread's "
-                     "run-queue time: either tells a busy machine (free cores, a quiet run to compare) from the "
-                     "step's own wait (find the call it blocks in: py-spy dump --pid PID while it waits)")
 
 
 def slow_steps(loop: Loop, spikes: list[dict[str, Any]], total: float) -> dict[str, Any] | None:

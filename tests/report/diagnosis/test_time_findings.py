@@ -16,6 +16,7 @@ import pytest
 import gnnmon
 from gnnmon.data.table import Table
 from gnnmon.report import busy as machine
+from gnnmon.report.diagnosis import machine_findings as mf
 from gnnmon.report.diagnosis import time_findings as tf
 from gnnmon.report.loops import Loop
 from gnnmon.report.stats import spread
@@ -347,15 +348,15 @@ def test_calls_on_crowded_cores_are_a_busy_machine_at_their_excess_over_the_quie
     beside 18 quiet steady calls of 125 ms: 1.25 s over the quiet level."""
     rows = sampled_rows(18, 10)
     total = 30 * LEVEL + 1.25
-    assert tf.busy_machine(loop_of(rows), total) == busy(10, 1.25, total)
+    assert mf.busy_machine(loop_of(rows), total) == busy(10, 1.25, total)
 
 
 def test_a_busy_machine_needs_five_quiet_steady_calls_to_compare_with():
     rows = sampled_rows(5, 4)
     total = 11 * LEVEL + 0.5
-    assert tf.busy_machine(loop_of(rows), total) == busy(4, 0.5, total)
-    assert tf.busy_machine(loop_of(sampled_rows(4, 3)), 9 * LEVEL + 0.375) is None
-    assert tf.busy_machine(loop_of(sampled_rows(18, 0)), 20 * LEVEL) is None  # nothing crowded
+    assert mf.busy_machine(loop_of(rows), total) == busy(4, 0.5, total)
+    assert mf.busy_machine(loop_of(sampled_rows(4, 3)), 9 * LEVEL + 0.375) is None
+    assert mf.busy_machine(loop_of(sampled_rows(18, 0)), 20 * LEVEL) is None  # nothing crowded
 
 
 def test_crowded_calls_within_the_quiet_calls_noise_are_not_a_busy_machine():
@@ -369,10 +370,10 @@ def test_crowded_calls_within_the_quiet_calls_noise_are_not_a_busy_machine():
     quiet = [r["wall_s"] for r in rows_at(0.375)[2:42]]
     assert np.median(quiet) == LEVEL and 3 * spread(quiet) < 0.25 + 0.03  # 278 ms: within 250 + 30
     rows = rows_at(0.375)
-    assert tf.busy_machine(loop_of(rows), sum(r["wall_s"] for r in rows)) is None
+    assert mf.busy_machine(loop_of(rows), sum(r["wall_s"] for r in rows)) is None
     rows = rows_at(0.5)
     total = sum(r["wall_s"] for r in rows)
-    assert tf.busy_machine(loop_of(rows), total) == found(
+    assert mf.busy_machine(loop_of(rows), total) == found(
         "busy machine", 16 * 0.375, total,
         "16 call(s) of step ran on full cores while other processes took 500.0 ms of CPU on them per call (usually "
         "0.0 ms): 500.0 ms (median) against 125.0 ms otherwise",
@@ -382,9 +383,9 @@ def test_crowded_calls_within_the_quiet_calls_noise_are_not_a_busy_machine():
                "0.0 ms"),
          proof("idle_cpu_pct", 0.0, "%", "sampled, those calls")],
         BUSY_NEXT)
-    assert tf.busy_machine(loop_of(rows), 200.0) is None  # 6 s of a 200 s run: under 5 %
+    assert mf.busy_machine(loop_of(rows), 200.0) is None  # 6 s of a 200 s run: under 5 %
     rows = rows_at(LEVEL + 3 * spread(quiet))  # exactly 3 spreads over: not beyond them
-    assert tf.busy_machine(loop_of(rows), sum(r["wall_s"] for r in rows)) is None
+    assert mf.busy_machine(loop_of(rows), sum(r["wall_s"] for r in rows)) is None
 
 
 # a busy machine, not sampled: calls that waited
@@ -424,15 +425,15 @@ def test_calls_that_waited_rather_than_computed_are_an_off_cpu_wait_on_one_threa
     rows = waiting_rows()
     for r in rows:
         r["cpu_s"] = r["wall_s"]
-    assert tf.off_cpu_wait(loop_of(rows), total, one_thread=True) == expected
-    assert tf.off_cpu_wait(loop_of(waiting_rows("cpu_s")), total, one_thread=True) == waited(
+    assert mf.off_cpu_wait(loop_of(rows), total, one_thread=True) == expected
+    assert mf.off_cpu_wait(loop_of(waiting_rows("cpu_s")), total, one_thread=True) == waited(
         10, 2.34375, total, "cpu_s", 0.078125, "78.1 ms", "62.5 ms", "process")
-    assert tf.off_cpu_wait(loop_of(waiting_rows(others_cpu_pct=0.0)), total, one_thread=True) == expected  # no idle
-    assert tf.off_cpu_wait(loop_of(waiting_rows(idle_cpu_pct=50.0)), total, one_thread=True) == expected  # no others
+    assert mf.off_cpu_wait(loop_of(waiting_rows(others_cpu_pct=0.0)), total, one_thread=True) == expected  # no idle
+    assert mf.off_cpu_wait(loop_of(waiting_rows(idle_cpu_pct=50.0)), total, one_thread=True) == expected  # no others
     # on several threads (CPU time inflated by spinning) a call waited only where it computed under
     # half its time: 187.5 ms of 375 is half, though on one thread 125 ms of its excess (half) waited
-    assert tf.off_cpu_wait(loop_of(waiting_rows("cpu_s", slow_cpu=0.1875)), total) is None
-    assert tf.off_cpu_wait(loop_of(waiting_rows("cpu_s", slow_cpu=0.1875)), total, one_thread=True) == waited(
+    assert mf.off_cpu_wait(loop_of(waiting_rows("cpu_s", slow_cpu=0.1875)), total) is None
+    assert mf.off_cpu_wait(loop_of(waiting_rows("cpu_s", slow_cpu=0.1875)), total, one_thread=True) == waited(
         10, 1.25, total, "cpu_s", 0.1875, "187.5 ms", "62.5 ms", "process")
 
 
@@ -460,14 +461,14 @@ def test_the_threads_run_queue_tells_a_busy_machine_from_the_steps_own_wait():
                       "over those 10 call(s) (the scheduler's count: collect(sched=True))")]
 
     half = 0.1171875
-    assert tf.busy_machine(loop_of(with_queue(half)), total, one_thread=True) == found(
+    assert mf.busy_machine(loop_of(with_queue(half)), total, one_thread=True) == found(
         "busy machine", 2.34375, total,
         f"{head}, 1.17 s of it waiting for a core while the thread could run (other processes' load), not warm-up",
         cpu_and_queue(10 * half), BUSY_NEXT)
-    assert tf.off_cpu_wait(loop_of(with_queue(half)), total, one_thread=True) is None  # each call is one's
+    assert mf.off_cpu_wait(loop_of(with_queue(half)), total, one_thread=True) is None  # each call is one's
     under = half - 2**-20
-    assert tf.busy_machine(loop_of(with_queue(under)), total, one_thread=True) is None
-    assert tf.off_cpu_wait(loop_of(with_queue(under)), total, one_thread=True) == found(
+    assert mf.busy_machine(loop_of(with_queue(under)), total, one_thread=True) is None
+    assert mf.off_cpu_wait(loop_of(with_queue(under)), total, one_thread=True) == found(
         "off-CPU wait", 2.34375, total,
         f"{head}, of which waiting for a core holds only {tf.ms(10 * under)}: the thread gave the CPU up, on I/O, a "
         "lock (the GIL: another thread of the process) or a sleep in the step, not warm-up",
@@ -483,8 +484,8 @@ def test_the_threads_run_queue_tells_a_busy_machine_from_the_steps_own_wait():
     mixed = with_queue(half)
     for r in mixed[-6:]:
         r["thread_queued_s"] = under
-    machine_part, wait_part = (tf.busy_machine(loop_of(mixed), total, one_thread=True),
-                               tf.off_cpu_wait(loop_of(mixed), total, one_thread=True))
+    machine_part, wait_part = (mf.busy_machine(loop_of(mixed), total, one_thread=True),
+                               mf.off_cpu_wait(loop_of(mixed), total, one_thread=True))
     assert machine_part is not None and wait_part is not None
     assert machine_part["words"].startswith("4 call(s)") and machine_part["at_stake"] == 4 * 0.234375
     assert wait_part["words"].startswith("6 call(s)") and wait_part["at_stake"] == 6 * 0.234375
@@ -493,7 +494,7 @@ def test_the_threads_run_queue_tells_a_busy_machine_from_the_steps_own_wait():
     rows = waiting_rows("cpu_s", quiet_cpu=0.25, slow_cpu=0.125)
     for r in rows:
         r["thread_queued_s"] = 0.0
-    assert tf.off_cpu_wait(loop_of(rows), total)["words"].endswith(  # type: ignore[index]
+    assert mf.off_cpu_wait(loop_of(rows), total)["words"].endswith(  # type: ignore[index]
         "which, the rows cannot say (its thread's run-queue time holds only 0.0 ms of it, torch's other threads' is "
         "not recorded)")
     causes = {s["cause"]: s["detail"] for s in spikes(rows)}
@@ -510,7 +511,7 @@ def test_calls_that_computed_under_half_their_time_on_several_threads_waited_at_
     for r in rows[-10::2]:
         r["cpu_s"] = 0.15625
     total = 30 * LEVEL + 2.5
-    assert tf.off_cpu_wait(loop_of(rows), total) == waited(5, 0.625, total, "cpu_s", 0.125, "125.0 ms",
+    assert mf.off_cpu_wait(loop_of(rows), total) == waited(5, 0.625, total, "cpu_s", 0.125, "125.0 ms",
                                                            "250.0 ms", "process")
 
 
@@ -524,19 +525,19 @@ def test_on_a_loaded_machine_where_every_call_waits_half_its_time_a_longer_call_
     lp = loop_of(rows)
     assert machine.off_cpu(lp, False).tolist() == [0.0] * 20 + [0.3828125] * 10
     assert not machine.crowded_calls(lp).any()
-    assert tf.off_cpu_wait(lp, 20 * LEVEL + 10.0) is None
+    assert mf.off_cpu_wait(lp, 20 * LEVEL + 10.0) is None
 
 
 def test_calls_that_waited_need_five_quiet_calls_beside_them_and_a_cpu_time():
     total = 9 * LEVEL + 4 * 0.25
-    assert tf.off_cpu_wait(loop_of(waiting_rows(quiet=5, slow=4)), total, one_thread=True) == waited(
+    assert mf.off_cpu_wait(loop_of(waiting_rows(quiet=5, slow=4)), total, one_thread=True) == waited(
         4, 4 * 0.234375, total, "thread_cpu_s", 0.078125, "78.1 ms", "62.5 ms", "thread")
-    assert tf.off_cpu_wait(loop_of(waiting_rows(quiet=4, slow=3)), total, one_thread=True) is None
+    assert mf.off_cpu_wait(loop_of(waiting_rows(quiet=4, slow=3)), total, one_thread=True) is None
     rows = waiting_rows()
     for r in rows:
         del r["thread_cpu_s"]
-    assert tf.off_cpu_wait(loop_of(rows), 30 * LEVEL + 2.5, one_thread=True) is None  # no CPU time: cannot tell
-    assert tf.off_cpu_wait(loop_of(waiting_rows(slow_cpu=0.0625 + 0.25)), 30 * LEVEL + 2.5, one_thread=True) is None
+    assert mf.off_cpu_wait(loop_of(rows), 30 * LEVEL + 2.5, one_thread=True) is None  # no CPU time: cannot tell
+    assert mf.off_cpu_wait(loop_of(waiting_rows(slow_cpu=0.0625 + 0.25)), 30 * LEVEL + 2.5, one_thread=True) is None
 
 
 def test_a_call_waited_when_what_its_work_does_not_explain_is_half_its_excess_or_more():
@@ -544,9 +545,9 @@ def test_a_call_waited_when_what_its_work_does_not_explain_is_half_its_excess_or
     half: waited; 125.0000x ms more computed: it computed."""
     rows = waiting_rows(slow_cpu=0.0625 + 0.125)
     total = 30 * LEVEL + 2.5
-    assert tf.off_cpu_wait(loop_of(rows), total, one_thread=True) == waited(
+    assert mf.off_cpu_wait(loop_of(rows), total, one_thread=True) == waited(
         10, 1.25, total, "thread_cpu_s", 0.1875, "187.5 ms", "62.5 ms", "thread")
-    assert tf.off_cpu_wait(loop_of(waiting_rows(slow_cpu=0.0625 + 0.126)), total, one_thread=True) is None
+    assert mf.off_cpu_wait(loop_of(waiting_rows(slow_cpu=0.0625 + 0.126)), total, one_thread=True) is None
 
 
 def test_a_call_that_compiled_did_not_wait_for_a_core():
@@ -555,7 +556,7 @@ def test_a_call_that_compiled_did_not_wait_for_a_core():
     for r in rows[-3:]:
         r["compile_frames"] = 1
     total = 30 * LEVEL + 2.5
-    assert tf.off_cpu_wait(loop_of(rows), total, one_thread=True) == waited(
+    assert mf.off_cpu_wait(loop_of(rows), total, one_thread=True) == waited(
         7, 7 * 0.234375, total, "thread_cpu_s", 0.078125, "78.1 ms", "62.5 ms", "thread")
 
 
@@ -565,7 +566,7 @@ def test_calls_that_waited_within_the_steps_noise_are_not_a_busy_machine():
     rows = waiting_rows()
     for r in rows[2:20]:
         r["wall_s"] = (0.0625, 0.1875)[r["index"] % 2]
-    assert tf.off_cpu_wait(loop_of(rows), sum(r["wall_s"] for r in rows), one_thread=True) is None
+    assert mf.off_cpu_wait(loop_of(rows), sum(r["wall_s"] for r in rows), one_thread=True) is None
 
 
 def test_on_one_thread_first_calls_that_waited_are_the_machine_s_not_warm_up():
@@ -675,7 +676,7 @@ def test_no_time_finding_in_a_steady_loop(one_thread):
     rows = [row(i, LEVEL, cpu_s=LEVEL, compile_frames=0) for i in range(20)]
     lp = loop_of(rows)
     assert [tf.recompilation(lp, lp.total), tf.warm_up(lp, lp.total, one_thread),
-            tf.busy_machine(lp, lp.total, one_thread), tf.off_cpu_wait(lp, lp.total, one_thread),
+            mf.busy_machine(lp, lp.total, one_thread), mf.off_cpu_wait(lp, lp.total, one_thread),
             tf.slow_steps(lp, [], lp.total)] == [None] * 5
 
 
@@ -693,7 +694,7 @@ def test_a_call_its_collections_explain_is_the_collectors_not_the_machines():
     assert [s["cause"] for s in spikes(rows, one_thread=True)] == ["gc", "off-CPU wait", "off-CPU wait"]
     # the finding counts the two the machine slowed, 250 ms each, not the collector's
     total = 20 * LEVEL + 3 * 0.375
-    assert tf.off_cpu_wait(loop_of(rows), total, one_thread=True) == waited(
+    assert mf.off_cpu_wait(loop_of(rows), total, one_thread=True) == waited(
         2, 0.5, total, "thread_cpu_s", 0.0625, "62.5 ms", "125.0 ms", "thread")
 
 
@@ -708,7 +709,7 @@ def test_calls_that_compiled_on_crowded_cores_are_the_compiles_not_the_machines(
     compiled = [{**r, "compile_frames": 1, "compile_recompiles": 1, "compile_s": 0.75} for r in slow]
     rows = quiet + compiled
     assert not machine.crowded_calls(loop_of(rows)).any()
-    assert tf.busy_machine(loop_of(rows), 20 * LEVEL + 3 * 1.125) is None
+    assert mf.busy_machine(loop_of(rows), 20 * LEVEL + 3 * 1.125) is None
     from gnnmon.report.analysis import spikes
 
     assert [s["cause"] for s in spikes(rows)] == ["recompile"] * 3
