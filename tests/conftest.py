@@ -166,6 +166,20 @@ def fake_mps(monkeypatch):
     clear_backends()
 
 
+@pytest.fixture
+def no_accelerator(monkeypatch):
+    """This process as on a machine with neither CUDA nor MPS: none available, none in use."""
+    import torch
+
+    clear_backends()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    yield
+    monkeypatch.undo()
+    clear_backends()
+
+
 MiB = 2**20
 
 

@@ -6,8 +6,9 @@ its error and the ``did not start`` note that names the device and why; the call
 raised before. Rows that ran are measured as before, a row inside which a phase's named device
 failed among them.
 
-The machine without an accelerator is planted: CUDA and MPS unavailable and none in use, whatever
-machine runs the suite (a GPU machine's cached backends put aside)."""
+The machine without an accelerator is planted by the ``no_accelerator`` fixture (tests/conftest.py):
+CUDA and MPS unavailable and none in use, whatever machine runs the suite (a GPU machine's cached
+backends put aside)."""
 
 from __future__ import annotations
 
@@ -15,41 +16,29 @@ import pytest
 import torch
 
 import gnnmon
-from gnnmon.devices import clear_backends
 from gnnmon.errors import DeviceError
 
 NO_CUDA = "requested but CUDA is not available (torch.cuda.is_available() is False)"
 NO_MPS = "device 'mps' requested but MPS is not available (torch.backends.mps.is_available() is False)"
 
 
-@pytest.fixture
-def no_accelerator(monkeypatch):
-    """This process as on a machine with neither CUDA nor MPS: none available, none in use."""
-    clear_backends()
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    yield
-    monkeypatch.undo()
-    clear_backends()
+def _decorated(decorator, name):
+    """A call of a step decorated with ``decorator(device=...)``, as a form named ``name``."""
+
+    def form(device, ran):
+        @decorator(device=device)
+        def step(x):
+            ran.append("step")
+            return x
+
+        return step(torch.ones(2))
+
+    form.__name__ = name
+    return form
 
 
-def _memory_call(device, ran):
-    @gnnmon.monitor_memory_device(device=device)
-    def step(x):
-        ran.append("step")
-        return x
-
-    return step(torch.ones(2))
-
-
-def _timed_call(device, ran):
-    @gnnmon.cuda_timed(device=device)
-    def step(x):
-        ran.append("step")
-        return x
-
-    return step(torch.ones(2))
+_memory_call = _decorated(gnnmon.monitor_memory_device, "_memory_call")
+_timed_call = _decorated(gnnmon.cuda_timed, "_timed_call")
 
 
 def _timed_scope(device, ran):

@@ -4,8 +4,8 @@ reports say that such calls ran on no device, never on a device named "None": th
 section heading and the HTML page's devices line, over a real run's rows (a collect() run that
 stores such a row beside rows that ran on the CPU).
 
-The machine without an accelerator is planted as in tests/measure/test_failed_row_device.py: CUDA
-and MPS unavailable and none in use, whatever machine runs the suite."""
+The machine without an accelerator is planted by the ``no_accelerator`` fixture (tests/conftest.py):
+CUDA and MPS unavailable and none in use, whatever machine runs the suite."""
 
 from __future__ import annotations
 
@@ -15,20 +15,7 @@ import pytest
 import torch
 
 import gnnmon
-from gnnmon.devices import clear_backends
 from gnnmon.errors import DeviceError
-
-
-@pytest.fixture
-def no_accelerator(monkeypatch):
-    """This process as on a machine with neither CUDA nor MPS: none available, none in use."""
-    clear_backends()
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    yield
-    monkeypatch.undo()
-    clear_backends()
 
 
 def run_with_a_row_on_no_device(path):

@@ -89,6 +89,16 @@ def undecidable(run: gnnmon.Run, planted: float) -> str | None:
     return None
 
 
+def said_or_undecidable(run: gnnmon.Run, found: dict[str, dict], kind: str, planted: float) -> dict:
+    """The finding of ``kind``; where it is not said, the test skips if the load hid the plant
+    (:func:`undecidable`) and fails otherwise."""
+    if kind not in found:
+        why = undecidable(run, planted)
+        assert why is not None, found
+        pytest.skip(why)
+    return found[kind]
+
+
 def test_planted_sleeps_are_the_steps_own_wait_never_a_busy_machine():
     @gnnmon.cuda_timed(label="step")
     def step(i: int) -> None:
@@ -101,11 +111,7 @@ def test_planted_sleeps_are_the_steps_own_wait_never_a_busy_machine():
             step(i)
     found = time_findings(run)
     assert "busy machine" not in found, found  # a sleep is never the machine's
-    if "off-CPU wait" not in found:
-        why = undecidable(run, SLEEP)
-        assert why is not None, found
-        pytest.skip(why)
-    wait = found["off-CPU wait"]
+    wait = said_or_undecidable(run, found, "off-CPU wait", SLEEP)
     assert "the thread gave the CPU up" in wait["words"], wait
     # at most what the slow calls took beyond their planted work (their sleep and what the host added)
     assert wait["at_stake"] <= sum(r["wall_s"] - WORK for r in run.records if r["index"] in SLOW), wait
@@ -125,11 +131,7 @@ def test_turns_on_a_shared_core_are_a_busy_machine_never_the_steps_own_wait():
         share(False)
     found = time_findings(run)
     assert "the thread gave the CPU up" not in found.get("off-CPU wait", {}).get("words", ""), found
-    if "busy machine" not in found:
-        why = undecidable(run, WORK)
-        assert why is not None, found
-        pytest.skip(why)
-    busy = found["busy machine"]
+    busy = said_or_undecidable(run, found, "busy machine", WORK)
     assert "waiting for a core while the thread could run" in busy["words"], busy
     queued = next(e for e in busy["evidence"] if e["figure"] == "thread_queued_s")
     assert queued["value"] >= 0.5 * busy["at_stake"]
