@@ -58,6 +58,9 @@ class BucketRecord:
         self.thread = threading.get_ident()
 
     def bucket_ready(self) -> None:
+        # the thread's counters before the clock (and the row's after its start): their window lies
+        # inside the wall time's, so the time off the CPU to the bucket is never under a sleep in it
+        sched = thread_times() if self.sched0 is not None and threading.get_ident() == self.thread else None
         now = time.time_ns()
         with self._lock:
             if self.closed:
@@ -66,8 +69,8 @@ class BucketRecord:
                 self.first_ns = now
             self.last_ns = now
             self.count += 1
-            if self.sched0 is not None and threading.get_ident() == self.thread:
-                self.sched = thread_times()
+            if sched is not None:
+                self.sched = sched
             if self.start_ev is not None:
                 if self.last_ev is not None:
                     self.backend.release_event(self.last_ev)
