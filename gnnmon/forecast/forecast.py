@@ -34,7 +34,8 @@ read (:data:`PER_NODE`, :data:`PER_EDGE`): a batch of whole graphs holds no larg
 than its graphs do, so the budget bounds every mix the loader can make. Where the scan gives no such
 share of a type the model asks (no batch with nodes, or one of that type's nodes with no edge at
 all, which a sampler in edge mode cannot bound), that budget is not given: None, and the budget's
-``samplers_why`` says why — never a 0, which would read as nothing fits.
+``samplers_why`` says why — never a 0, which would read as nothing fits. So for a model of the
+totals: a batch or graph of nodes and no edge leaves ``max_num_edges`` None, saying why.
 """
 
 from __future__ import annotations
@@ -265,10 +266,14 @@ class Forecast:
             edge_cap = min(filter(None, (self._vouched("num_edges"), int(self._vouched("num_nodes") * sparse))),
                            default=0)
             nodes = largest(lambda n: self._upper(n, n * dense, 1) <= target, high=node_cap)
-            edges = largest(lambda e: self._upper(e / sparse, e, 1) <= target, high=edge_cap)
+            edges: int | None = largest(lambda e: self._upper(e / sparse, e, 1) <= target, high=edge_cap)
+            if r["edges_per_node_min"] == 0:  # a count of edges bounds no count of nodes: not a limit of 0
+                edges = None
+                out["samplers_why"] = ("max_num_edges not given: a batch or graph the scan read has nodes and no "
+                                       "edge: a sampler in edge mode would not bound them")
             a, b = self.model.coefficients.get("num_nodes", 0.0), self.model.coefficients.get("num_edges", 0.0)
             seen = self.model.ranges.get("num_nodes", (0.0, 0.0))[1]
-            out.update({"max_num_nodes": int(nodes), "max_num_edges": int(edges),
+            out.update({"max_num_nodes": int(nodes), "max_num_edges": edges,
                         "binds": "edges" if b * r["edges_per_node_max"] > a else "nodes",
                         "beyond_fitted": nodes / seen if seen else None,  # > 1: the budget extrapolates the model
                         "limited_by_model": bool(node_cap and nodes >= node_cap)})

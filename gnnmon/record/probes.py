@@ -1,5 +1,6 @@
-"""Every-row figures beyond a row's own (its label, index, window, error and device): each a probe
-that a row opens as it opens and closes as it closes. The probes are listed here, in
+"""Every-row figures beyond a row's own (its label, index, window, CPU seconds, collections, error
+and device: :mod:`gnnmon.record.row`): each a probe that a row opens as it opens and closes as it
+closes, where the run's options turn it on. The probes are listed here, in
 :data:`PROBES`, each by the function that chooses it for a run; a row runs the run's choice,
 made once (as the run is made and as it starts) and again only when something a chooser reads
 has changed (:func:`gnnmon.record.state.probes_changed`: profiler ranges turned on or off, a
@@ -17,7 +18,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gnnmon.record import oom_row, probe_batch, probe_cpu, probe_gc, probe_ranges, probe_sched, state
+from gnnmon.record import oom_row, probe_batch, probe_ranges, probe_sched, state
 
 
 class Row(Protocol):
@@ -50,9 +51,7 @@ class Probe(Protocol):
 
 
 PROBES: list[Callable[[Run], Probe | None]] = [
-    probe_cpu.choose,  # cpu_s, every row
     probe_sched.choose,  # thread_* and before_*, top-level rows, with the run's sched
-    probe_gc.choose,  # gc_collections, gc_pause_s, gc_max_generation, every row
     probe_batch.choose,  # the watched loader's data_* figures, the top-level row that takes its batch
     probe_ranges.choose,  # a torch.profiler / NVTX range a row, while gnnmon.emit_ranges() is on
 ]

@@ -5,12 +5,15 @@ inside another gets its own row whose ``parent`` names the enclosing one. Measur
 fields into ``row.fields``; figures that can only be read later (CUDA events) are registered with
 :meth:`Row.defer` and resolved by the run, never on the hot path. Nothing sampled (utilisation,
 energy) is read here: the run joins the timeline to rows by their ``t_start_ns``/``t_end_ns``.
+A row's own figures: its label, index, parent, window, CPU seconds (``cpu_s``), collections (the
+GC log counts them on it), error and device; every other every-row figure is a probe.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from time import process_time
 import warnings
 from collections.abc import Callable, Mapping
 from types import FrameType
@@ -33,6 +36,7 @@ from gnnmon.record.run import Run
 
 CURRENT_ROW, OPEN_PHASE = state.CURRENT_ROW, state.OPEN_PHASE
 UNFINISHED, PROBES_STAMP = state.UNFINISHED, state.PROBES_STAMP
+_NO_GC = {"gc_collections": 0, "gc_pause_s": 0.0, "gc_max_generation": None}  # a row no collection ran in
 _FAILED = object()
 """What a probe that failed to open leaves in the row's list: it is not closed."""
 
@@ -97,6 +101,7 @@ class Row:
             "error": None,
             "notes": (),
         }
+        self.cpu0 = process_time()  # seconds of CPU, for cpu_s
         if marks:
             self.fields.update(marks)
         if shape:
@@ -188,8 +193,30 @@ class Row:
         self.owner = None
         fields = self.fields
         try:
-            try:
-                self._finish(fields, error)
+            try:  # the closing fields: the current row and phase handed back, the end, the figures
+                if CURRENT_ROW.get() is self:
+                    # The nearest enclosing row still open becomes current again: rows closed out of
+                    # order (scope A, scope B, A closed first) never leave a closed row current.
+                    parent = self.parent
+                    CURRENT_ROW.set(None if parent is None else open_ancestor(parent))
+                phase = OPEN_PHASE.get()
+                if phase is not None and phase.row_closed():  # a phase whose exit never ran
+                    OPEN_PHASE.set(open_phase(phase))
+                # After the reset: a collection it triggered is the row's, and inside its window.
+                fields["t_end_ns"] = time.time_ns()
+                fields["cpu_s"] = process_time() - self.cpu0
+                if self.gc_n:
+                    fields["gc_collections"] = self.gc_n
+                    fields["gc_pause_s"] = self.gc_ns / 1e9
+                    fields["gc_max_generation"] = self.gc_gen
+                else:
+                    fields.update(_NO_GC)
+                if self._opened:
+                    self._close_probes(fields, error)
+                if error is not None:
+                    fields["error"] = type(error).__name__
+                    for probe in self.run.probes.on_error:  # its failure is said as the error's recording's
+                        probe.close(self, None, fields, error)
             except Exception as exc:
                 if error is None or raised_by_handler(exc):
                     raise
@@ -214,19 +241,8 @@ class Row:
                         raise
                     self._failed_recording(exc, error)
 
-    def _finish(self, fields: dict[str, Any], error: BaseException | None) -> None:
-        """Fill the row's closing fields: the current row and phase handed back, the end, the
-        probes' figures, the error and what the probes a failed row closes say of it."""
-        if CURRENT_ROW.get() is self:
-            # The nearest enclosing row still open becomes current again: rows closed out of
-            # order (scope A, scope B, A closed first) never leave a closed row current.
-            parent = self.parent
-            CURRENT_ROW.set(None if parent is None else open_ancestor(parent))
-        phase = OPEN_PHASE.get()
-        if phase is not None and phase.row_closed():  # a phase whose exit never ran
-            OPEN_PHASE.set(open_phase(phase))
-        # After the reset: a collection it triggered is the row's, and inside its window.
-        fields["t_end_ns"] = time.time_ns()
+    def _close_probes(self, fields: dict[str, Any], error: BaseException | None) -> None:
+        """The probes' figures (a probe that raises is noted: its figures are missing)."""
         for probe, opened in zip(self._probes, self._opened, strict=False):  # fewer opened: interrupted
             if opened is not _FAILED:
                 try:
@@ -235,10 +251,6 @@ class Row:
                     if raised_by_handler(exc):
                         raise
                     self._probe_failed(probe, exc)
-        if error is not None:
-            fields["error"] = type(error).__name__
-            for probe in self.run.probes.on_error:  # its failure is said as the error's recording's (close)
-                probe.close(self, None, fields, error)
 
     def _probe_failed(self, probe: Probe, exc: Exception) -> None:
         """A probe raised: its figures are missing from this row, which says why (the call goes on)."""

@@ -155,6 +155,24 @@ def test_no_budget_goes_beyond_what_the_model_vouches_for():
     assert not small.budget(0.9)["limited_by_model"]  # a budget the capacity sets says nothing of the sort
 
 
+def test_an_edge_budget_the_scan_cannot_bound_is_not_given_and_says_why():
+    """Beside a batch of 1,000 nodes and 5,000 edges, one of 500 nodes and no edge: a sampler in edge
+    mode counts that one as nothing, so no number of edges bounds its nodes. The edge budget is None
+    (before, a silent 0, which reads as "nothing fits") and the line says why; the node budget is the
+    one the dense batch alone gives (edges at its 5 a node, the densest either batch has)."""
+    model = planted_model()
+    dense = {"num_nodes": 1000, "num_edges": 5000}
+    both = gnnmon.forecast([dense, {"num_nodes": 500, "num_edges": 0}], model, capacity="1GiB", progress=False)
+    alone = gnnmon.forecast([dense], model, capacity="1GiB", progress=False).budget(0.9)
+    budget = both.budget(0.9)
+    assert budget.max_num_edges is None and alone.max_num_edges and alone.max_num_edges > 0, (budget, alone)
+    assert budget.max_num_nodes == alone.max_num_nodes > 0, (budget, alone)
+    said = str(budget)
+    assert f"DynamicBatchSampler(mode='node', max_num={alone.max_num_nodes:,})" in said and "mode='edge'" not in said
+    assert "max_num_edges not given: a batch or graph the scan read has nodes and no edge" in said, said
+    assert alone.samplers_why is None
+
+
 def test_a_model_that_cannot_be_trusted_is_refused_before_the_scan():
     flat = [{"label": "step", "index": i, "error": None, "num_nodes": 100, "num_edges": 400,
              "mem_peak_bytes": 5 * MiB} for i in range(40)]

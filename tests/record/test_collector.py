@@ -399,3 +399,28 @@ def test_a_mark_on_a_stopped_run_says_no_row_will_carry_it(tmp_path):
     assert "no row will carry it" in str(said.message) and str(path) in str(said.message)
     assert [m["value"] for m in run.markers] == [0, 1]  # kept in memory, as the warning says
     assert sum('"type":"marker"' in line.replace(" ", "") for line in path.read_text().splitlines()) == 1
+
+
+def test_a_rows_cpu_seconds_are_the_work_its_call_did_not_its_wait():
+    """``cpu_s``, a row's own figure: a call that spins until its thread has used a planted 50 ms
+    of CPU has at least that (the process's CPU includes the thread's); a call that sleeps 50 ms
+    computed nothing, and with no file and no sampler no other thread of the run computes, so its
+    row holds well under half of it (the bound leaves the interpreter's wake-up its microseconds)."""
+    planted = 0.05
+
+    @gnnmon.gc_controlled(label="spin")
+    def spin() -> None:
+        end = time.thread_time() + planted
+        while time.thread_time() < end:
+            pass
+
+    @gnnmon.gc_controlled(label="sleep")
+    def sleep() -> None:
+        time.sleep(planted)
+
+    with gnnmon.collect(sample=None) as run:
+        spin()
+        sleep()
+    spun, slept = run.records
+    assert spun["cpu_s"] >= planted
+    assert 0 <= slept["cpu_s"] < planted / 2 and slept["t_end_ns"] - slept["t_start_ns"] >= planted * 1e9

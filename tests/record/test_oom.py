@@ -148,7 +148,7 @@ GNNMON_FAILURES = {
                            "allocation history was not dumped (failed: RuntimeError: planted)"),
     "the post-mortem": ("gnnmon.record.oom_row.record_oom",
                         "gnnmon failed while recording the error: RuntimeError: planted"),
-    "the GC fields": ("gnnmon.record.probe_gc.GcFigures.close", "probe GcFigures failed: RuntimeError: planted"),
+    "a probe's figures": ("gnnmon.record.probe_ranges.RowRange.close", "probe RowRange failed: RuntimeError: planted"),
 }
 """Where gnnmon's code fails while it records a call's out-of-memory error (each planted to raise),
 and the note the row keeps."""
@@ -173,7 +173,9 @@ def test_whatever_fails_while_gnnmon_records_a_failure_the_users_exception_reach
         if fails:
             fail()
 
-    with gnnmon.collect(tmp_path / "run.jsonl", memory_history=100):
+    # profiler ranges on where the planted failure is a probe's (the range probe's close)
+    ranges = gnnmon.emit_ranges(where == "a probe's figures", nvtx=False)
+    with gnnmon.collect(tmp_path / "run.jsonl", memory_history=100), ranges:
         monkeypatch.setattr(target, _raise)
         ways = [step, lambda fails: _in_scope(fails, fail), lambda fails: _in_phase(fails, fail)]
         for way in ways:
