@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import threading
 import time
-from time import process_time
 import warnings
 from collections.abc import Callable, Mapping
+from time import process_time
 from types import FrameType
 from typing import Any
 
