@@ -15,7 +15,7 @@ one cause, checked in order:
   holds half that wait; never a call its collections explain): never warm-up's or unexplained, so
   the spikes and the diagnosis name the same calls;
 * ``off-CPU wait`` — the same, not sampled, where nothing recorded pins the wait on the machine
-  (:func:`gnnmon.report.busy.cause`): a core, I/O, a lock or a sleep;
+  (:func:`gnnmon.report.busy.causes`): a core, I/O, a lock or a sleep;
 * ``warm-up`` — one of the first ``warmup`` calls of its label, or a row of the first epoch
   (rows carry ``epoch`` after ``run.mark("epoch", n)``) when that epoch is clearly slower for the
   label than the later ones (its median over theirs by 20 % and 3 spreads: a first pass filling
@@ -157,8 +157,7 @@ def spikes(
                           f"{float(row.get('compile_s') or 0.0) * 1e3:.0f} ms compiling, "
                           f"{row.get('compile_graph_breaks')} graph break(s)")
             elif by_machine and pos in waited:
-                more, name, cpu, queued = waited[pos]
-                cause = busy.cause(more, queued)
+                more, name, cpu, queued, cause = waited[pos]
                 on = ("a core" if cause == busy.CAUSE else "I/O, a lock or a sleep" if queued is not None and one_thread
                       else "a core, I/O, a lock or a sleep")
                 queue = "" if queued is None else f"; its thread's run queue {queued * 1e3:.1f} ms more"
@@ -188,15 +187,17 @@ def spikes(
 
 
 def _machine(loop: Loop, one_thread: bool,
-             gc_share: float) -> tuple[dict[int, bool], dict[int, tuple[float, str, float, float | None]]]:
+             gc_share: float) -> tuple[dict[int, bool], dict[int, tuple[float, str, float, float | None, str]]]:
     """A label's top-level calls (positions in its part) and whether each was slowed by the
-    machine (:func:`~gnnmon.report.busy.crowded_calls`); where the load was not sampled, also each
+    machine (:func:`~gnnmon.report.busy.machine_calls`); where the load was not sampled, also each
     such call's wait beyond the usual call's (:func:`~gnnmon.report.busy.off_cpu`), the CPU
-    time it was read from (its name and seconds) and its thread's extra run-queue time (None where
-    not recorded: :func:`~gnnmon.report.busy.queued_more`)."""
-    crowd = busy.crowded_calls(loop, one_thread, gc_share)
+    time it was read from (its name and seconds), its thread's extra run-queue time (None where
+    not recorded: :func:`~gnnmon.report.busy.queued_more`) and its cause
+    (:func:`~gnnmon.report.busy.causes`), as the diagnosis reads them."""
+    sampled = busy.load(loop)
+    crowd = busy.machine_calls(loop, sampled, one_thread, gc_share)
     at = loop.at.tolist()
-    waited = busy.off_cpu(loop, one_thread) if busy.load(loop) is None else None
+    waited = busy.off_cpu(loop, one_thread) if sampled is None else None
     if waited is None:
         return dict(zip(at, crowd.tolist(), strict=True)), {}
     work = busy.work(loop, one_thread)
@@ -204,9 +205,10 @@ def _machine(loop: Loop, one_thread: bool,
     cpu = loop.column("cpu_s") if work is None else work
     more = busy.queued_more(loop)
     queued = [None] * len(at) if more is None else more.tolist()
+    causes = busy.causes(waited, more).tolist()
     return (dict(zip(at, crowd.tolist(), strict=True)),
-            {p: (float(w), name, float(c), q) for p, w, c, q, on in zip(at, waited, cpu, queued, crowd, strict=True)
-             if on})
+            {p: (float(w), name, float(c), q, k)
+             for p, w, c, q, k, on in zip(at, waited, cpu, queued, causes, crowd, strict=True) if on})
 
 
 def _compiles_in_small_labels(table: Table, warmup: int, min_rows: int, min_ratio: float) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 :mod:`gnnmon.timeline.machine_load`), or, not sampled, their CPU time (:func:`idle_calls`): which
 calls were slowed by the machine (:func:`crowded_calls`), for the diagnosis and ``report.spikes()``
 alike, so that the two name the same calls. Not sampled, a call that waited rather than computed
-is the machine's only where its thread's run-queue time says so (:func:`cause`); else it is an
+is the machine's only where its thread's run-queue time says so (:func:`causes`); else it is an
 off-CPU wait (:data:`WAITED`): a core, or I/O, a lock or a sleep in the step.
 
 On cores with no idle time left, a call's wall time is its own CPU time plus the time the cores
@@ -37,7 +37,7 @@ EXPLAINS = 0.5
 CAUSE = "busy machine"
 WAITED = "off-CPU wait"
 """Calls that waited rather than computed where nothing recorded says a busy machine made them
-wait (:func:`cause`): a core, or I/O, a lock or a sleep in the step, as far as the rows can tell."""
+wait (:func:`causes`): a core, or I/O, a lock or a sleep in the step, as far as the rows can tell."""
 
 
 def others_s(others: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -79,13 +79,24 @@ collector's, not the machine's (``report.spikes()``'s ``gc_share``)."""
 
 
 def crowded_calls(loop: Loop, one_thread: bool = False, gc_share: float = GC_SHARE) -> np.ndarray:
-    """Per call: slowed while other processes crowded the run's cores (above);
-    where the machine's load was not sampled, slowed while computing no more (:func:`idle_calls`);
-    in neither case a call that compiled (the compile's: its workers are other processes) or one
-    its collections explain (``gc_share`` of its excess). Such a call's excess is the busy
-    machine's alone, never warm-up's, recompilation's or the collector's: the diagnosis's findings
-    and ``report.spikes()`` all read this, so each call's time is shared out once."""
-    sampled = load(loop)
+    """Per call: slowed by the machine (:func:`machine_calls`), its load read here (:func:`load`)."""
+    return machine_calls(loop, load(loop), one_thread, gc_share)
+
+
+Load = tuple[np.ndarray, np.ndarray, float]
+"""The sampled ``others_cpu_pct`` and ``idle_cpu_pct`` of each call and the others' usual CPU
+seconds per call (:func:`load`)."""
+
+
+def machine_calls(loop: Loop, sampled: Load | None, one_thread: bool = False,
+                  gc_share: float = GC_SHARE) -> np.ndarray:
+    """Per call: slowed while other processes crowded the run's cores (above; ``sampled``, the
+    loop's :func:`load`); where the machine's load was not sampled (None), slowed while computing
+    no more (:func:`idle_calls`); in neither case a call that compiled (the compile's: its workers
+    are other processes) or one its collections explain (``gc_share`` of its excess). Such a
+    call's excess is the busy machine's alone, never warm-up's, recompilation's or the
+    collector's: the diagnosis's findings and ``report.spikes()`` all read this, so each call's
+    time is shared out once."""
     if sampled is None:
         slowed = idle_calls(loop, one_thread)
     else:
@@ -96,7 +107,7 @@ def crowded_calls(loop: Loop, one_thread: bool = False, gc_share: float = GC_SHA
     return slowed & ~compiled & ~collected
 
 
-def load(loop: Loop) -> tuple[np.ndarray, np.ndarray, float] | None:
+def load(loop: Loop) -> Load | None:
     """The sampled ``others_cpu_pct`` and ``idle_cpu_pct`` of each call and the others' usual CPU
     seconds per call (over the steady calls); None where the load was not sampled."""
     if not loop.has("others_cpu_pct") or not loop.has("idle_cpu_pct"):
@@ -158,11 +169,15 @@ def queued_more(loop: Loop) -> np.ndarray | None:
     return np.nan_to_num(np.maximum(queued - usual, 0.0), nan=0.0)
 
 
-def cause(waited: float, queued: float | None) -> str:
-    """What a call that waited ``waited`` s off the CPU (the load not sampled) waited for: a core
-    (:data:`CAUSE`) where its thread's extra run-queue time ``queued`` (:func:`queued_more`) holds at
-    least :data:`EXPLAINS` of it; else :data:`WAITED`, a wait the rows cannot pin on the machine."""
-    return CAUSE if queued is not None and waited > 0 and queued >= EXPLAINS * waited else WAITED
+def causes(waited: np.ndarray, queued: np.ndarray | None) -> np.ndarray:
+    """Per call that waited ``waited`` s off the CPU (the load not sampled, :func:`off_cpu`), what it
+    waited for: a core (:data:`CAUSE`) where its thread's extra run-queue time ``queued``
+    (:func:`queued_more`) holds at least :data:`EXPLAINS` of a wait over 0; else :data:`WAITED`, a
+    wait the rows cannot pin on the machine, as every call's where the run queue was not recorded
+    (None). The diagnosis and ``report.spikes()`` both read this, so each call has one cause."""
+    if queued is None:
+        return np.full(waited.shape, WAITED)
+    return np.where((waited > 0) & (queued >= EXPLAINS * waited), CAUSE, WAITED)
 
 
 def idle_calls(loop: Loop, one_thread: bool) -> np.ndarray:

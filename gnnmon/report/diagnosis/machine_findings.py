@@ -34,7 +34,7 @@ def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str
     if load is None:
         return _waited(loop, total, one_thread, busy.CAUSE)
     others, idle, usual = load
-    crowd = busy.crowded_calls(loop, one_thread)
+    crowd = busy.machine_calls(loop, load)  # sampled: the rule does not read one_thread
     quiet = loop.steady & ~crowd
     m = int(crowd.sum())
     if not m or quiet.sum() < 5:
@@ -61,7 +61,7 @@ BUSY_NEXT = ("not the job's cost: run where these cores are free (pin the job to
 
 def off_cpu_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
     """Calls that waited rather than computed, the load not sampled, where nothing recorded pins the
-    wait on the machine (:func:`~gnnmon.report.busy.cause`): I/O, a lock or a sleep in the step, or
+    wait on the machine (:func:`~gnnmon.report.busy.causes`): I/O, a lock or a sleep in the step, or
     unknown."""
     return _waited(loop, total, one_thread, busy.WAITED) if busy.load(loop) is None else None
 
@@ -69,20 +69,18 @@ def off_cpu_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str
 def _waited(loop: Loop, total: float, one_thread: bool, kind: str) -> dict[str, Any] | None:
     """The calls of ``kind`` among those that waited rather than computed, the load not sampled:
     the time they waited beyond what their own work took (:func:`~gnnmon.report.busy.idle_calls`,
-    :func:`~gnnmon.report.busy.off_cpu`), each call's cause its own (:func:`~gnnmon.report.busy.cause`):
+    :func:`~gnnmon.report.busy.off_cpu`), each call's cause its own (:func:`~gnnmon.report.busy.causes`):
     a busy machine where its thread's extra run-queue time holds half its wait or more; else an
     ``off-CPU wait``: I/O, a lock or a sleep in the step (its thread's run queue recorded and
     under half, torch on one thread), or either, unknown."""
-    idle = busy.crowded_calls(loop, one_thread)  # not sampled: the calls that waited (busy.idle_calls) less the
-    # compile's and the collector's
+    idle = busy.machine_calls(loop, None, one_thread)  # not sampled: the calls that waited (busy.idle_calls)
+    # less the compile's and the collector's
     waited = busy.off_cpu(loop, one_thread)
     quiet = loop.steady & ~idle
     if waited is None or not idle.any() or quiet.sum() < 5:
         return None
     more = busy.queued_more(loop)
-    causes = np.array([busy.cause(float(w), None if more is None else float(q))
-                       for w, q in zip(waited, more if more is not None else waited, strict=True)])
-    mine = idle & (causes == kind)
+    mine = idle & (busy.causes(waited, more) == kind)
     m = int(mine.sum())
     if not m:
         return None

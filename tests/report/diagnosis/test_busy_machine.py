@@ -146,5 +146,6 @@ def test_each_calls_run_queue_is_held_against_the_steady_calls_median():
     for r in rows:
         r.pop("thread_queued_s", None)
     assert busy.queued_more(Loop("step", Table(rows).parts["step"])) is None
-    assert [busy.cause(w, q) for w, q in ((0.25, 0.125), (0.25, 0.125 - 2**-20), (0.25, None), (0.0, 0.0))] == [
-        busy.CAUSE, busy.WAITED, busy.WAITED, busy.WAITED]
+    waited, queue = np.array([0.25, 0.25, 0.0]), np.array([0.125, 0.125 - 2**-20, 0.0])
+    assert busy.causes(waited, queue).tolist() == [busy.CAUSE, busy.WAITED, busy.WAITED]
+    assert busy.causes(waited, None).tolist() == [busy.WAITED] * 3  # the run queue not recorded
