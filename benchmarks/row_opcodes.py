@@ -4,7 +4,9 @@ warm-up: the full stack with three phases, ``@cuda_timed``, ``@monitor_memory_de
 ``@gc_controlled`` alone, ``@cuda_timed`` with one phase, a ``timed`` scope, and one phase in a
 row (the difference of the two ``@cuda_timed`` forms).
 
-Run: ``.venv/bin/python benchmarks/row_opcodes.py`` (seconds). Counted, not timed: the same on a
+Run: ``.venv/bin/python benchmarks/row_opcodes.py`` (seconds); ``--parts "@gc_controlled"`` prints
+that form's instructions a call function by function, the most first (where a row's Python goes).
+Counted, not timed: the same on a
 busy machine and an idle one, for one Python version (instructions differ between versions);
 ``tests/measure/test_row_budget.py`` holds the counts to their budgets (docs/performance.md). On
 this VM the calls are the CPU's; a GPU row runs the same code plus its CUDA calls, which
@@ -16,11 +18,14 @@ from __future__ import annotations
 import contextvars
 import gc
 import json
+import os
 import platform
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import gnnmon
@@ -96,15 +101,18 @@ def _asks() -> None:
     """A frame that asks for opcode events (:func:`counted`'s first count on Python 3.12+)."""
 
 
-def counted(steps: Callable[[], int]) -> float:
+def counted(steps: Callable[[], int], parts: Counter[CodeType] | None = None) -> float:
     """Instructions gnnmon's modules run on this thread per step of ``steps()`` (which returns how
-    many it ran). Collections are held off while counting (a tracer makes a frame object per traced
-    call, whose allocations would start collections that the step does not make)."""
+    many it ran); ``parts``, if given, gets them by function (code object), in all. Collections
+    are held off while counting (a tracer makes a frame object per traced call, whose allocations
+    would start collections that the step does not make)."""
     seen = [0]
 
     def local(frame: Any, event: str, arg: Any) -> Any:
         if event == "opcode":
             seen[0] += 1
+            if parts is not None:
+                parts[frame.f_code] += 1
         return local
 
     def enter(frame: Any, event: str, arg: Any) -> Any:
@@ -146,7 +154,44 @@ def _counts(path: str | Path, warm: int) -> dict[str, float]:
     return found
 
 
+def parts(form: str, calls: int = 200, warm: int = 50) -> list[tuple[str, float]]:
+    """``form``'s instructions a call by function (``module.py:line name``), the most first,
+    counted as :func:`counts` counts the form (inside ``collect(path)``, after ``warm`` calls)."""
+    if form not in FORMS:
+        raise SystemExit(f"no form {form!r}: one of {', '.join(map(repr, FORMS))}")
+    found: Counter[CodeType] = Counter()
+
+    def run(path: Path) -> None:
+        call = FORMS[form]
+        with gnnmon.collect(path, flush_interval=3600):
+            for each in FORMS.values():  # as counts() warms them
+                for _ in range(warm):
+                    each()
+
+            def steps() -> int:
+                for _ in range(calls):
+                    call()
+                return calls
+
+            counted(steps, found)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        contextvars.Context().run(run, Path(tmp) / "rows.jsonl")
+    named = [(f"{os.path.relpath(code.co_filename, PACKAGE)}:{code.co_firstlineno} {code.co_name}", n / calls)
+             for code, n in found.items()]
+    return sorted(named, key=lambda item: -item[1])
+
+
 def main() -> None:
+    args = sys.argv[1:]
+    if args[:1] == ["--parts"]:
+        if len(args) != 2:
+            raise SystemExit('usage: row_opcodes.py --parts FORM (e.g. "@gc_controlled")')
+        named = parts(args[1])
+        print(f"{args[1]}: {sum(n for _, n in named):.0f} instructions a call in gnnmon's code, by function")
+        for name, n in named:
+            print(f"  {n:7.1f}  {name}")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         found = counts(Path(tmp) / "rows.jsonl")
     if "--json" in sys.argv[1:]:  # for tests/measure/test_row_budget.py

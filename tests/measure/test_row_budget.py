@@ -16,6 +16,8 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +83,18 @@ def test_no_form_of_a_row_leaves_a_reference_cycle_for_the_collector(tmp_path):
         finally:
             gc.set_debug(flags)
             gc.garbage.clear()
+
+
+def test_a_forms_parts_add_up_to_its_count():
+    """``row_opcodes.py --parts FORM`` splits the form's count by function: the parts, counted as the
+    form is, add up to its count (both counted in this process, where the same code runs), and the
+    form's wrapper is among them."""
+    from benchmarks.row_opcodes import counts, parts
+
+    form = "@gc_controlled"
+    named = parts(form)
+    with tempfile.TemporaryDirectory() as tmp:
+        whole = counts(Path(tmp) / "rows.jsonl")[form]
+    assert sum(n for _, n in named) == pytest.approx(whole, abs=0.5)
+    assert any(name.startswith("measure/adapters.py:") and name.endswith(" wrapper") for name, _ in named), named
+    assert [n for _, n in named] == sorted((n for _, n in named), reverse=True)
