@@ -78,9 +78,9 @@ GC_SHARE = 0.5
 collector's, not the machine's (``report.spikes()``'s ``gc_share``)."""
 
 
-def crowded_calls(loop: Loop, one_thread: bool = False, gc_share: float = GC_SHARE) -> np.ndarray:
+def crowded_calls(loop: Loop, one_thread: bool = False) -> np.ndarray:
     """Per call: slowed by the machine (:func:`machine_calls`), its load read here (:func:`load`)."""
-    return machine_calls(loop, load(loop), one_thread, gc_share)
+    return machine_calls(loop, load(loop), one_thread)
 
 
 Load = tuple[np.ndarray, np.ndarray, float]

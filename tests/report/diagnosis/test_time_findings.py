@@ -442,6 +442,8 @@ def test_calls_that_waited_rather_than_computed_are_an_off_cpu_wait_on_one_threa
         10, 2.34375, total, "cpu_s", 0.078125, "78.1 ms", "62.5 ms", "process")
     assert mf.off_cpu_wait(loop_of(waiting_rows(others_cpu_pct=0.0)), total, one_thread=True) == expected  # no idle
     assert mf.off_cpu_wait(loop_of(waiting_rows(idle_cpu_pct=50.0)), total, one_thread=True) == expected  # no others
+    # the load sampled (cores not full): its rule names the machine's calls, and no wait is said of the others
+    assert mf.off_cpu_wait(loop_of(waiting_rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)), total, one_thread=True) is None
     # on several threads (CPU time inflated by spinning) a call waited only where it computed under
     # half its time: 187.5 ms of 375 is half, though on one thread 125 ms of its excess (half) waited
     assert mf.off_cpu_wait(loop_of(waiting_rows("cpu_s", slow_cpu=0.1875)), total) is None
@@ -607,6 +609,7 @@ def test_on_one_thread_first_calls_that_waited_are_the_machine_s_not_warm_up():
     lp = loop_of(rows)
     assert machine.crowded_calls(lp, True).tolist() == [True, True] + [False] * 18
     assert machine.crowded_calls(lp).tolist() == [False] * 20  # several threads unless told
+    assert machine.machine_calls(lp, None).tolist() == [False] * 20  # the load not sampled: the same
     assert tf.warm_up(lp, lp.total) == warm(
         "the first 2 call(s) of step took 1.25 s against 125.0 ms per call after them" + NOT_SAMPLED, 1.0, lp.total, 2)
 
