@@ -84,7 +84,7 @@ RSS_START = F("rss_start_bytes", BYTES, "memory", "host process RSS at the start
 RSS_PEAK = F("rss_peak_bytes", BYTES, "memory", "highest host process RSS inside the call")
 RSS_END = F("rss_end_bytes", BYTES, "memory", "host process RSS at the end")
 RSS_PEAK_DELTA = F("rss_peak_delta_bytes", BYTES, "memory", "RSS peak minus start", traced=True)
-# Every-row figures a probe (gnnmon.record.probes) fills, named by their declaration.
+# A row's own CPU seconds (gnnmon.record.row), named by its declaration.
 CPU_S = F("cpu_s", SECONDS, "timing", "process CPU time during the row (all its threads): a call that took long "
           "but computed no more waited (for a core, I/O, a lock); the CPU energy model reads it")
 

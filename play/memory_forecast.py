@@ -384,9 +384,10 @@ def markdown(results: list[dict[str, Any]], command: str, device: torch.device) 
             lines += ["", f"Budget for a capacity of {format_bytes(b['capacity_bytes'])} at 90 % "
                           f"({format_bytes(b['target_bytes'])}): no batch fits: {b['why']}.", ""]
             continue
+        edges = "no count of" if b["max_num_edges"] is None else f"{b['max_num_edges']:,}"  # samplers_why says why
         lines += ["", f"Budget for a capacity of {format_bytes(b['capacity_bytes'])} at 90 % "
                       f"({format_bytes(b['target_bytes'])}): batch size {b['batch_size']:,}, DynamicBatchSampler "
-                      f"max_num {b['max_num_nodes']:,} nodes or {b['max_num_edges']:,} edges"
+                      f"max_num {b['max_num_nodes']:,} nodes or {edges} edges"
                       f"{' (limited by what the model vouches for)' if b['limited_by_model'] else ''}. A run at that "
                       f"budget peaked at {format_bytes(b['measured_max_bytes'])}: "
                       f"{'under' if b['stayed_under'] else 'OVER'} the target.", ""]

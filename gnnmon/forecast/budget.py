@@ -17,8 +17,10 @@ class Budget(Mapping[str, Any]):
     says which of the model's figures is over the target); ``max_num_nodes`` / ``max_num_edges``: the largest
     ``max_num`` of PyG's ``DynamicBatchSampler`` in ``mode="node"`` / ``"edge"`` (0: no count the model
     vouches for fits); for a model of per-type terms (``per_type``) of the totals, as the sampler
-    counts them, each type at the most of it per node (per edge) the forecast's scan saw, or None
-    where the scan gives no such share (``samplers_why`` says why: not a limit of 0); ``target_bytes``:
+    counts them, each type at the most of it per node (per edge) the forecast's scan saw; None
+    where the scan bounds no such count (``samplers_why`` says why: not a limit of 0): a per-type
+    model's type with no share, or, for any model, a batch with nodes and no edge (or none with
+    nodes) for ``max_num_edges``; ``target_bytes``:
     ``fraction`` × the capacity, bytes; ``binds``: which of nodes and edges weighs most in the
     model; ``limited_by_model``: the budget stops at what the model vouches for (a larger batch
     must be measured to size beyond it); ``beyond_fitted``: the node budget over the largest batch

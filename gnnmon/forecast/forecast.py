@@ -35,7 +35,8 @@ than its graphs do, so the budget bounds every mix the loader can make. Where th
 share of a type the model asks (no batch with nodes, or one of that type's nodes with no edge at
 all, which a sampler in edge mode cannot bound), that budget is not given: None, and the budget's
 ``samplers_why`` says why — never a 0, which would read as nothing fits. So for a model of the
-totals: a batch or graph of nodes and no edge leaves ``max_num_edges`` None, saying why.
+totals: a batch or graph of nodes and no edge (or a shape with no edge count, or no batch with
+nodes) leaves ``max_num_edges`` None, saying why.
 """
 
 from __future__ import annotations
@@ -136,6 +137,10 @@ PER_NODE = "_per_node_max"
 PER_EDGE = "_per_edge_max"
 """The suffix of a type's most per edge (of the totals) in :attr:`Forecast.ratios` (infinite where a
 batch or graph had that type's nodes and no edge): a per-type model's edge budget reads it."""
+
+EDGES_UNREAD = "edge_counts_unread"
+"""A key of :attr:`Forecast.ratios`, present (1.0) where a shape the scan read gave no edge count: its
+edges per node were taken as 0, and no edge budget is given (no count of edges bounds its nodes)."""
 
 VOUCH = 2.0
 """How far beyond the largest batch it was fitted on a model sizes a budget (a factor)."""
@@ -253,7 +258,7 @@ class Forecast:
             raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
         target = fraction * self.capacity_bytes
         r = self.ratios
-        dense, sparse = r["edges_per_node_max"], max(r["edges_per_node_min"], 1e-9)
+        dense = r["edges_per_node_max"]
         kinds = [t for t in (*self.model.terms, *self.model.confounded) if t.startswith(TYPED)]
         caps = {t: self._vouched(t) for t in ("num_nodes", "num_edges", *kinds)}
         node_cap = min(filter(None, (self._vouched("num_nodes"),
@@ -263,14 +268,8 @@ class Forecast:
         if kinds:
             out.update(self._typed_samplers(kinds, caps, target))
         else:
-            edge_cap = min(filter(None, (self._vouched("num_edges"), int(self._vouched("num_nodes") * sparse))),
-                           default=0)
             nodes = largest(lambda n: self._upper(n, n * dense, 1) <= target, high=node_cap)
-            edges: int | None = largest(lambda e: self._upper(e / sparse, e, 1) <= target, high=edge_cap)
-            if r["edges_per_node_min"] == 0:  # a count of edges bounds no count of nodes: not a limit of 0
-                edges = None
-                out["samplers_why"] = ("max_num_edges not given: a batch or graph the scan read has nodes and no "
-                                       "edge: a sampler in edge mode would not bound them")
+            edges, out["samplers_why"] = self._edge_budget(target), self._edges_why()
             a, b = self.model.coefficients.get("num_nodes", 0.0), self.model.coefficients.get("num_edges", 0.0)
             seen = self.model.ranges.get("num_nodes", (0.0, 0.0))[1]
             out.update({"max_num_nodes": int(nodes), "max_num_edges": edges,
@@ -308,6 +307,29 @@ class Forecast:
         if size < 1:
             out["why"] = self._why_none(target)
         return Budget(**out)
+
+    def _edges_why(self) -> str | None:
+        """Why a model of the totals gives no ``max_num_edges`` (a count of edges bounds no count of
+        nodes: not a limit of 0), in words; None where it gives one."""
+        r = self.ratios
+        if r.get(EDGES_UNREAD):
+            why = "a batch the scan read gave no edge count"
+        elif r["edges_per_node_min"] == 0:
+            why = "a batch or graph the scan read has nodes and no edge: a sampler in edge mode would not bound them"
+        elif r["edges_per_node_min"] == float("inf"):
+            why = "the scan read no batch with nodes"
+        else:
+            return None
+        return f"max_num_edges not given: {why}"
+
+    def _edge_budget(self, target: float) -> int | None:
+        """A model of the totals' largest ``max_num`` in edges, nodes at the sparsest ratio the scan
+        saw (None: :meth:`_edges_why` says why)."""
+        if self._edges_why() is not None:
+            return None
+        sparse = self.ratios["edges_per_node_min"]
+        cap = min(filter(None, (self._vouched("num_edges"), int(self._vouched("num_nodes") * sparse))), default=0)
+        return largest(lambda e: self._upper(e / sparse, e, 1) <= target, high=cap)
 
     def _typed_shape(self, count: float, per: str) -> dict[str, float] | str:
         """The heaviest batch of ``count`` nodes (``per`` :data:`PER_NODE`) or edges (:data:`PER_EDGE`)
@@ -413,7 +435,8 @@ class Forecast:
         """The forecast and, with a capacity, the budgets, in words."""
         lines = [self.model.summary(), f"{self.batches} batches forecast; the worst:"]
         for w in self.worst[:5]:
-            lines.append(f"  batch {w['batch']}: {w['num_nodes']:,} nodes, {w['num_edges']:,} edges -> "
+            edges = "?" if w["num_edges"] is None else f"{w['num_edges']:,}"  # a shape with no edge count
+            lines.append(f"  batch {w['batch']}: {w['num_nodes']:,} nodes, {edges} edges -> "
                          f"{format_bytes(w['bytes'])} (upper {format_bytes(w['upper_bytes'])})")
         if self.capacity_bytes is not None:
             h = self.headroom_bytes
@@ -517,6 +540,8 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     sizes = item_sizes(loader_or_dataset)  # read once: the scan sums them, the batch-size budget too
     for count, shape in enumerate(batch_shapes(loader_or_dataset, progress, sizes), 1):
         n, e, items = shape["num_nodes"], shape.get("num_edges") or 0, shape.get("items") or 1
+        if shape.get("num_edges") is None:
+            ratios[EDGES_UNREAD] = 1.0
         missing = [t for t in fitted.terms if shape.get(t) is None]
         if missing:
             raise ValueError(f"batch {count - 1} has no {', '.join(missing)}, which the model needs")

@@ -173,6 +173,29 @@ def test_an_edge_budget_the_scan_cannot_bound_is_not_given_and_says_why():
     assert alone.samplers_why is None
 
 
+@pytest.mark.parametrize("shapes, why", [
+    ([{"num_nodes": 1000, "num_edges": 5000}, {"num_nodes": 500}], "a batch the scan read gave no edge count"),
+    ([{"num_nodes": 0, "num_edges": 0}], "the scan read no batch with nodes"),
+])
+def test_an_edge_budget_is_not_given_where_the_scan_read_no_edge_count_or_no_node(shapes, why):
+    """A shape without an edge count (its edges per node unknown, not 0) and a scan with no batch
+    with nodes (no edges per node at all): no edge budget, and the reason is the true one (a
+    shape with no edge count was said to have "nodes and no edge"; no batch with nodes raised
+    OverflowError). The summary prints a missing edge count as "?"."""
+    rng = random.Random(3)
+    nodes_only = gnnmon.Report([{"label": "step", "index": i, "error": None, "num_nodes": n,
+                                 "mem_peak_bytes": A + B * n + rng.gauss(0, 256 * 1024)}
+                                for i, n in enumerate(rng.randint(100, 5000) for _ in range(60))]
+                               ).memory_model(figure="mem_peak_bytes")  # no edge term: shapes need no edge count
+    assert set(nodes_only.terms) == {"num_nodes"}, nodes_only.terms
+    fc = gnnmon.forecast(shapes, nodes_only, capacity="1GiB", progress=False)
+    budget = fc.budget(0.9)
+    assert budget.max_num_edges is None and budget.samplers_why == f"max_num_edges not given: {why}", budget
+    assert "no edge:" not in str(budget)
+    if any("num_edges" not in shape for shape in shapes):
+        assert re.search(r"batch 1: 500 nodes, \? edges -> ", fc.summary()), fc.summary()
+
+
 def test_a_model_that_cannot_be_trusted_is_refused_before_the_scan():
     flat = [{"label": "step", "index": i, "error": None, "num_nodes": 100, "num_edges": 400,
              "mem_peak_bytes": 5 * MiB} for i in range(40)]
