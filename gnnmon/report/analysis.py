@@ -10,12 +10,14 @@ one cause, checked in order:
 * ``recompile`` — ``torch.compile`` compiled something during it (``@track_compile`` rows:
   ``compile_frames`` > 0; the detail says how many were recompilations and how long it took);
 * ``busy machine`` — it was slowed by the machine, as the diagnosis finds it
-  (:func:`gnnmon.report.busy.crowded_calls`: other processes crowded its cores, sampled; not
-  sampled, it waited rather than computed, from its CPU time, and its thread's run-queue time
-  holds half that wait; never a call its collections explain): never warm-up's or unexplained, so
-  the spikes and the diagnosis name the same calls;
-* ``off-CPU wait`` — the same, not sampled, where nothing recorded pins the wait on the machine
-  (:func:`gnnmon.report.busy.causes`): a core, I/O, a lock or a sleep;
+  (:func:`gnnmon.report.busy.crowded_calls`: other processes crowded its cores, sampled, and its
+  thread's run-queue time, where recorded, holds half its excess; not sampled, it waited rather
+  than computed, from its CPU time, and its thread's run-queue time holds half that wait; never a
+  call its collections explain): never warm-up's or unexplained, so the spikes and the diagnosis
+  name the same calls;
+* ``off-CPU wait`` — it waited rather than computed where nothing recorded pins the wait on the
+  machine (:func:`gnnmon.report.busy.own_waits`): a core, I/O, a lock or a sleep (not a core,
+  where the sampled load or the run queue says so);
 * ``warm-up`` — one of the first ``warmup`` calls of its label, or a row of the first epoch
   (rows carry ``epoch`` after ``run.mark("epoch", n)``) when that epoch is clearly slower for the
   label than the later ones (its median over theirs by 20 % and 3 spreads: a first pass filling
@@ -157,11 +159,12 @@ def spikes(
                           f"{float(row.get('compile_s') or 0.0) * 1e3:.0f} ms compiling, "
                           f"{row.get('compile_graph_breaks')} graph break(s)")
             elif by_machine and pos in waited:
-                more, name, cpu, queued, cause = waited[pos]
-                on = ("a core" if cause == busy.CAUSE else "I/O, a lock or a sleep" if queued is not None and one_thread
-                      else "a core, I/O, a lock or a sleep")
+                more, name, cpu, queued, cause, sampled = waited[pos]
+                on = ("a core" if cause == busy.CAUSE else "I/O, a lock or a sleep"
+                      if sampled or queued is not None and one_thread else "a core, I/O, a lock or a sleep")
                 queue = "" if queued is None else f"; its thread's run queue {queued * 1e3:.1f} ms more"
-                detail = (f"not sampled: it waited at least {more * 1e3:.1f} ms more than the usual call, for {on} "
+                how = "the sampled load does not account for it" if sampled else "not sampled"
+                detail = (f"{how}: it waited at least {more * 1e3:.1f} ms more than the usual call, for {on} "
                           f"({name} {cpu * 1e3:.1f} ms{queue})")
             elif by_machine:
                 cause, detail = busy.CAUSE, busy.crowded_words(row["others_cpu_pct"], row["idle_cpu_pct"], t, med,
@@ -187,17 +190,18 @@ def spikes(
 
 
 def _machine(loop: Loop, one_thread: bool,
-             gc_share: float) -> tuple[dict[int, bool], dict[int, tuple[float, str, float, float | None, str]]]:
+             gc_share: float) -> tuple[dict[int, bool], dict[int, tuple[float, str, float, float | None, str, bool]]]:
     """A label's top-level calls (positions in its part) and whether each was slowed by the
-    machine (:func:`~gnnmon.report.busy.machine_calls`); where the load was not sampled, also each
-    such call's wait beyond the usual call's (:func:`~gnnmon.report.busy.off_cpu`), the CPU
-    time it was read from (its name and seconds), its thread's extra run-queue time (None where
-    not recorded: :func:`~gnnmon.report.busy.queued_more`) and its cause
-    (:func:`~gnnmon.report.busy.causes`), as the diagnosis reads them."""
+    machine (:func:`~gnnmon.report.busy.machine_calls`) or waited off the CPU
+    (:func:`~gnnmon.report.busy.own_waits`, the load sampled); for each call that waited, its wait
+    beyond the usual call's (:func:`~gnnmon.report.busy.off_cpu`), the CPU time it was read from
+    (its name and seconds), its thread's extra run-queue time (None where not recorded:
+    :func:`~gnnmon.report.busy.queued_more`), its cause (:func:`~gnnmon.report.busy.causes`) and
+    whether the load was sampled, as the diagnosis reads them."""
     sampled = busy.load(loop)
     crowd = busy.machine_calls(loop, sampled, one_thread, gc_share)
     at = loop.at.tolist()
-    waited = busy.off_cpu(loop, one_thread) if sampled is None else None
+    waited = busy.off_cpu(loop, one_thread)
     if waited is None:
         return dict(zip(at, crowd.tolist(), strict=True)), {}
     work = busy.work(loop, one_thread)
@@ -205,10 +209,14 @@ def _machine(loop: Loop, one_thread: bool,
     cpu = loop.column("cpu_s") if work is None else work
     more = busy.queued_more(loop)
     queued = [None] * len(at) if more is None else more.tolist()
-    causes = busy.causes(waited, more).tolist()
+    if sampled is None:  # each call that waited: its own cause
+        causes, waits = busy.causes(waited, more).tolist(), crowd
+    else:  # the crowded cores' calls are the machine's (crowded_words); those that waited otherwise, their own
+        waits = busy.own_waits(loop, sampled, one_thread, gc_share)
+        causes, crowd = [busy.WAITED] * len(at), crowd | waits
     return (dict(zip(at, crowd.tolist(), strict=True)),
-            {p: (float(w), name, float(c), q, k)
-             for p, w, c, q, k, on in zip(at, waited, cpu, queued, causes, crowd, strict=True) if on})
+            {p: (float(w), name, float(c), q, k, sampled is not None)
+             for p, w, c, q, k, on in zip(at, waited, cpu, queued, causes, waits, strict=True) if on})
 
 
 def _compiles_in_small_labels(table: Table, warmup: int, min_rows: int, min_ratio: float) -> list[dict[str, Any]]:

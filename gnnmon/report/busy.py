@@ -95,13 +95,19 @@ def machine_calls(loop: Loop, sampled: Load | None, one_thread: bool = False,
     no more (:func:`idle_calls`); in neither case a call that compiled (the compile's: its workers
     are other processes) or one its collections explain (``gc_share`` of its excess). Such a
     call's excess is the busy machine's alone, never warm-up's, recompilation's or the
-    collector's: the diagnosis's findings and ``report.spikes()`` all read this, so each call's
-    time is shared out once."""
+    collector's. Sampled, where the thread's run queue was recorded (``thread_queued_s``), a call on
+    crowded cores is the machine's only where its extra run-queue time (:func:`queued_more`) holds
+    :data:`EXPLAINS` of its excess: other processes take the cores a sleeping call leaves, and that
+    is no evidence that they delayed it. The diagnosis's findings and ``report.spikes()`` all read
+    this, so each call's time is shared out once."""
     if sampled is None:
         slowed = idle_calls(loop, one_thread)
     else:
         others, idle, usual = sampled
         slowed = crowded(others, idle, loop.t, loop.level, usual)
+        more = queued_more(loop)
+        if more is not None:  # the run queue recorded: a call waited for a core only where its thread queued
+            slowed &= more >= EXPLAINS * np.maximum(loop.t - loop.level, 0.0)
     compiled = loop.zeros("compile_frames") > 0
     collected = loop.zeros("gc_pause_s") >= gc_share * np.maximum(loop.t - loop.level, 0.0)
     return slowed & ~compiled & ~collected
@@ -178,6 +184,21 @@ def causes(waited: np.ndarray, queued: np.ndarray | None) -> np.ndarray:
     if queued is None:
         return np.full(waited.shape, WAITED)
     return np.where((waited > 0) & (queued >= EXPLAINS * waited), CAUSE, WAITED)
+
+
+def own_waits(loop: Loop, sampled: Load | None, one_thread: bool, gc_share: float = GC_SHARE) -> np.ndarray:
+    """Per call: waited rather than computed (:func:`idle_calls`, less the compile's and the
+    collector's) where nothing recorded pins the wait on the machine: its thread's run queue (where
+    recorded) holds under :data:`EXPLAINS` of the wait (:func:`causes`), and, the load sampled
+    (``sampled``, :func:`load`), it is not the machine's by :func:`machine_calls` (its cores were
+    not crowded, or its thread did not queue): an off-CPU wait (:data:`WAITED`)."""
+    waits = machine_calls(loop, None, one_thread, gc_share)
+    waited = off_cpu(loop, one_thread)
+    if waited is None or not waits.any():
+        return np.zeros(loop.t.size, dtype=bool)
+    if sampled is not None:
+        waits &= ~machine_calls(loop, sampled, one_thread, gc_share)
+    return waits & (causes(waited, queued_more(loop)) == WAITED)
 
 
 def idle_calls(loop: Loop, one_thread: bool) -> np.ndarray:

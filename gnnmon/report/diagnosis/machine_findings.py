@@ -32,7 +32,12 @@ def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str
     thread's run-queue time says they waited for a core (the others are :func:`off_cpu_wait`'s)."""
     load = busy.load(loop)
     if load is None:
-        return _waited(loop, total, one_thread, busy.CAUSE)
+        waits = busy.machine_calls(loop, None, one_thread)  # the calls that waited (busy.idle_calls)
+        waited = busy.off_cpu(loop, one_thread)
+        if waited is None:
+            return None
+        return _waited(loop, total, one_thread, waits & (busy.causes(waited, busy.queued_more(loop)) == busy.CAUSE),
+                       busy.CAUSE, None)
     others, idle, usual = load
     crowd = busy.machine_calls(loop, load)  # sampled: the rule does not read one_thread
     quiet = loop.steady & ~crowd
@@ -60,27 +65,29 @@ BUSY_NEXT = ("not the job's cost: run where these cores are free (pin the job to
 
 
 def off_cpu_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
-    """Calls that waited rather than computed, the load not sampled, where nothing recorded pins the
-    wait on the machine (:func:`~gnnmon.report.busy.causes`): I/O, a lock or a sleep in the step, or
-    unknown."""
-    return _waited(loop, total, one_thread, busy.WAITED) if busy.load(loop) is None else None
+    """Calls that waited rather than computed where nothing recorded pins the wait on the machine
+    (:func:`~gnnmon.report.busy.own_waits`): I/O, a lock or a sleep in the step, or unknown where
+    neither the load nor the run queue says."""
+    load = busy.load(loop)
+    return _waited(loop, total, one_thread, busy.own_waits(loop, load, one_thread), busy.WAITED, load)
 
 
-def _waited(loop: Loop, total: float, one_thread: bool, kind: str) -> dict[str, Any] | None:
-    """The calls of ``kind`` among those that waited rather than computed, the load not sampled:
-    the time they waited beyond what their own work took (:func:`~gnnmon.report.busy.idle_calls`,
-    :func:`~gnnmon.report.busy.off_cpu`), each call's cause its own (:func:`~gnnmon.report.busy.causes`):
-    a busy machine where its thread's extra run-queue time holds half its wait or more; else an
-    ``off-CPU wait``: I/O, a lock or a sleep in the step (its thread's run queue recorded and
-    under half, torch on one thread), or either, unknown."""
-    idle = busy.machine_calls(loop, None, one_thread)  # not sampled: the calls that waited (busy.idle_calls)
-    # less the compile's and the collector's
+def _waited(loop: Loop, total: float, one_thread: bool, mine: np.ndarray, kind: str,
+            load: busy.Load | None) -> dict[str, Any] | None:
+    """The calls ``mine`` of ``kind`` among those that waited rather than computed: the time they
+    waited beyond what their own work took (:func:`~gnnmon.report.busy.idle_calls`,
+    :func:`~gnnmon.report.busy.off_cpu`): a busy machine (the load not sampled) where their thread's
+    extra run-queue time holds half their wait or more; else an ``off-CPU wait``: I/O, a lock or a
+    sleep in the step where the run queue (torch on one thread) or the sampled ``load`` says the
+    machine did not make them wait, or either, unknown."""
     waited = busy.off_cpu(loop, one_thread)
-    quiet = loop.steady & ~idle
-    if waited is None or not idle.any() or quiet.sum() < 5:
+    waits = busy.machine_calls(loop, None, one_thread)  # the calls that waited, less the compile's and the collector's
+    if load is not None:
+        waits |= busy.machine_calls(loop, load)  # the crowded cores' too: not the quiet calls
+    quiet = loop.steady & ~waits
+    if waited is None or not mine.any() or quiet.sum() < 5:
         return None
     more = busy.queued_more(loop)
-    mine = idle & (busy.causes(waited, more) == kind)
     m = int(mine.sum())
     if not m:
         return None
@@ -110,6 +117,12 @@ def _waited(loop: Loop, total: float, one_thread: bool, kind: str) -> dict[str, 
     if queued is not None and one_thread:
         words = (f"{head}, of which waiting for a core holds only {ms(queued)}: the thread gave the CPU up, on I/O, a "
                  "lock (the GIL: another thread of the process) or a sleep in the step, not warm-up")
+        return finding(busy.WAITED, loop.label, cost, total, words, proof, OWN_WAIT_NEXT)
+    if load is not None:
+        why = "" if queued is None else f", and waiting for a core holds only {ms(queued)} of it"
+        words = (f"{head}; the machine's sampled load does not account for it (its cores had time to spare, or other "
+                 f"processes took less than half of it beyond their usual CPU{why}): the thread gave the CPU up, on "
+                 "I/O, a lock (the GIL: another thread of the process) or a sleep in the step, not warm-up")
         return finding(busy.WAITED, loop.label, cost, total, words, proof, OWN_WAIT_NEXT)
     why = ("its thread's run-queue time holds only " + ms(queued) + " of it, torch's other threads' is not recorded"
            if queued is not None else "neither the machine's load nor the thread's run queue was recorded")

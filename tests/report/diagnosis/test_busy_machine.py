@@ -43,7 +43,10 @@ def spin(n: int) -> int:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
-def test_a_busy_process_beside_the_run_leads_as_a_busy_machine():
+@pytest.mark.parametrize("sched", [False, True])
+def test_a_busy_process_beside_the_run_leads_as_a_busy_machine(sched):
+    """``sched``: the thread's run queue recorded too, which then decides (a call that spins on a core
+    the busy processes share queues for it)."""
     core = max(os.sched_getaffinity(0))
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {core})
@@ -56,7 +59,7 @@ def test_a_busy_process_beside_the_run_leads_as_a_busy_machine():
         def step():
             spin(n)
 
-        with gnnmon.collect(sample=0.05) as run, gnnmon.gc_paused():
+        with gnnmon.collect(sample=0.05, sched=sched) as run, gnnmon.gc_paused():
             for _ in range(QUIET):
                 step()
             crowd = [beside(core) for _ in range(CROWD)]

@@ -442,13 +442,60 @@ def test_calls_that_waited_rather_than_computed_are_an_off_cpu_wait_on_one_threa
         10, 2.34375, total, "cpu_s", 0.078125, "78.1 ms", "62.5 ms", "process")
     assert mf.off_cpu_wait(loop_of(waiting_rows(others_cpu_pct=0.0)), total, one_thread=True) == expected  # no idle
     assert mf.off_cpu_wait(loop_of(waiting_rows(idle_cpu_pct=50.0)), total, one_thread=True) == expected  # no others
-    # the load sampled (cores not full): its rule names the machine's calls, and no wait is said of the others
-    assert mf.off_cpu_wait(loop_of(waiting_rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)), total, one_thread=True) is None
+    # the load sampled, the cores half idle and other processes taking nothing: the machine did not
+    # make them wait, and the wait is the step's own
+    sampled = mf.off_cpu_wait(loop_of(waiting_rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)), total, one_thread=True)
+    head = expected["words"].split(": waiting for a core")[0]
+    assert sampled == dict(expected, words=(
+        f"{head}; the machine's sampled load does not account for it (its cores had time to spare, or other processes "
+        "took less than half of it beyond their usual CPU): the thread gave the CPU up, on I/O, a lock (the GIL: "
+        "another thread of the process) or a sleep in the step, not warm-up"), next=OWN_WAIT_NEXT)
     # on several threads (CPU time inflated by spinning) a call waited only where it computed under
     # half its time: 187.5 ms of 375 is half, though on one thread 125 ms of its excess (half) waited
     assert mf.off_cpu_wait(loop_of(waiting_rows("cpu_s", slow_cpu=0.1875)), total) is None
     assert mf.off_cpu_wait(loop_of(waiting_rows("cpu_s", slow_cpu=0.1875)), total, one_thread=True) == waited(
         10, 1.25, total, "cpu_s", 0.1875, "187.5 ms", "62.5 ms", "process")
+
+
+def test_on_sampled_full_cores_the_threads_run_queue_still_tells_a_busy_machine_from_a_sleep():
+    """The load sampled, one core's worth of other processes on full cores the whole run (100 % of a
+    core, 0 % idle): during each 375 ms slow call they took 375 ms of CPU against 125 ms in a
+    usual call, 250 ms more, all its excess, so by the sampled rule alone its cores were crowded.
+    Yet a sleeping call leaves its core to them as well: with the thread's run queue recorded, a
+    call whose thread queued no more than the usual one (0 s) gave the CPU up, the step's own wait
+    (a sleep planted in a step on a busy machine was called a busy machine, "not the job's cost"),
+    and one that queued half its excess (125 ms of 250) waited for a core: a busy machine. Without
+    the run queue the sampled rule stands. The spikes name the same calls."""
+    from gnnmon.report.analysis import spikes
+
+    total = 30 * LEVEL + 2.5
+
+    def loaded(queued: float | None) -> list[dict]:
+        rows = waiting_rows(others_cpu_pct=100.0, idle_cpu_pct=0.0)
+        if queued is not None:
+            for r in rows:
+                r["thread_queued_s"] = queued if r["wall_s"] > LEVEL else 0.0
+        return rows
+
+    slept = loop_of(loaded(0.0))
+    assert mf.busy_machine(slept, total, one_thread=True) is None
+    own = mf.off_cpu_wait(slept, total, one_thread=True)
+    assert own is not None and own["kind"] == "off-CPU wait" and own["next"] == OWN_WAIT_NEXT, own
+    assert own["at_stake"] == 10 * 0.234375 and own["words"].endswith(
+        "of which waiting for a core holds only 0.0 ms: the thread gave the CPU up, on I/O, a lock (the GIL: another "
+        "thread of the process) or a sleep in the step, not warm-up"), own
+    assert [s["cause"] for s in spikes(loaded(0.0), one_thread=True)] == ["off-CPU wait"] * 10
+    queued = loop_of(loaded(0.125))
+    machine = mf.busy_machine(queued, total, one_thread=True)
+    assert machine is not None and machine["kind"] == "busy machine" and machine["words"].startswith(
+        "10 call(s) of step ran on full cores while other processes took 375.0 ms of CPU on them per call"), machine
+    assert mf.off_cpu_wait(queued, total, one_thread=True) is None
+    assert [s["cause"] for s in spikes(loaded(0.125), one_thread=True)] == ["busy machine"] * 10
+    just_under = loop_of(loaded(0.125 - 2**-20))  # under half of the excess: not the machine's
+    assert mf.busy_machine(just_under, total, one_thread=True) is None
+    unrecorded = loop_of(loaded(None))
+    assert mf.busy_machine(unrecorded, total, one_thread=True)["words"].startswith("10 call(s) of step ran on full")
+    assert mf.off_cpu_wait(unrecorded, total, one_thread=True) is None
 
 
 def test_the_threads_run_queue_tells_a_busy_machine_from_the_steps_own_wait():
