@@ -73,6 +73,23 @@ def test_a_neighbour_loaders_wait_is_told_part_by_part_with_its_rest_its_copy_an
     ]
 
 
+def test_sampling_is_made_lighter_at_the_hop_that_samples_the_most_nodes():
+    """Nodes per hop 512 → 5,120 → 2,560 (the second hop's neighbourhoods overlap): hop 1 samples the
+    most, so its fanout is the lever, not the outer hop's, which samples half as many (a newcomer was
+    told "smaller fanouts in the outer hops (hop 2 has 0.5× hop 1's nodes)"); a tie goes to the outer
+    hop; where the last hop samples the most, the outer hops, as before."""
+    from gnnmon.report.diagnosis.input_finding import _fix
+
+    assert _fix("sampling", [512, 5120, 2560]) == "a smaller fanout at hop 1, which samples the most nodes (5,120 a " \
+                                                  "batch; hop 2, 2,560)"
+    assert _fix("sampling", [512, 2560, 2560]) == "smaller fanouts in the outer hops (hop 2 has 1.0× hop 1's nodes)"
+    assert _fix("sampling", [1, 10, 80]) == "smaller fanouts in the outer hops (hop 2 has 8.0× hop 1's nodes)"
+    assert _fix("sampling", [64]) == "smaller fanouts in the outer hops"
+    rows = planted(40, 0.030, 0.010, data_sample_s=0.025, data_hop_0_nodes=512, data_hop_1_nodes=5120,
+                   data_hop_2_nodes=2560, idle_cpu_pct=0.0, others_cpu_pct=0.0)
+    assert "a smaller fanout at hop 1, which samples the most nodes" in input_bound(rows, cores=2)["next"]
+
+
 def test_gnnmons_sampler_is_replaced_first_then_workers_counted_without_a_machine():
     """A short loop (10 batches, 0.44 s: under a second) sampled by gnnmon's fallback sampler, 20 ms
     of a 34 ms wait (4 ms of it the copy, the rest 10 ms), three hops growing 8x in the last; no
