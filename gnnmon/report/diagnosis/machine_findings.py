@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from gnnmon.figures import phase_field
 from gnnmon.report import busy
 from gnnmon.report.loops import NOISE_K, Loop, beyond_noise, evidence, finding, ms
 from gnnmon.report.stats import median, spread
@@ -106,6 +107,12 @@ def _waited(loop: Loop, total: float, one_thread: bool, mine: np.ndarray, kind: 
     head = (f"{m} call(s) of {loop.label} took {ms(slowed)} (median) against {ms(level)} otherwise, and their CPU "
             f"time ({ms(cpu)} a call against {ms(cpu_level)}) accounts for at most half of each one's excess: "
             f"{ms(cost)} off the CPU")
+    held = phase_holding(loop, mine, quiet)
+    if held is not None:
+        name, grew, usual = held
+        head += f"; phase {name} holds {ms(grew)} of each one's excess (median {ms(usual + grew)} against {ms(usual)})"
+        proof.append(evidence(f"phase_{name}_s", usual + grew, "s", f"median of those {m} call(s); {ms(usual)} in the "
+                              "others"))
     queued = None if more is None else float(more[mine].sum())
     if queued is not None:
         proof.append(evidence("thread_queued_s", queued, "s", f"the thread's run-queue time beyond the usual call's, "
@@ -129,6 +136,24 @@ def _waited(loop: Loop, total: float, one_thread: bool, mine: np.ndarray, kind: 
     words = (f"{head}: waiting for a core (other processes' load) or on I/O, a lock or a sleep in the step, not "
              f"warm-up; which, the rows cannot say ({why})")
     return finding(busy.WAITED, loop.label, cost, total, words, proof, UNKNOWN_WAIT_NEXT)
+
+
+def phase_holding(loop: Loop, calls: np.ndarray, others: np.ndarray) -> tuple[str, float, float] | None:
+    """The phase whose time (median, 0 s in a call that did not run it) grew most from the ``others``
+    calls to ``calls``, where it grew by at least half of their median excess over the others': its
+    name, that growth and its median in the others, s; None otherwise (the wait lies outside every
+    phase, or the run has none)."""
+    excess = median(np.sort(loop.t[calls])) - median(np.sort(loop.t[others]))
+    best: tuple[str, float, float] | None = None
+    for field in loop.part.cols:
+        name = phase_field(field)
+        if name is not None:
+            values = loop.zeros(field)
+            usual = median(np.sort(values[others]))
+            grew = median(np.sort(values[calls])) - usual
+            if best is None or grew > best[1]:
+                best = (name, grew, usual)
+    return best if best is not None and excess > 0 and best[1] >= busy.EXPLAINS * excess else None
 
 
 OWN_WAIT_NEXT = ("the step's own wait, the job's cost: find the call it blocks in (py-spy dump --pid PID while it "

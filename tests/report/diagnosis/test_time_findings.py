@@ -498,6 +498,42 @@ def test_on_sampled_full_cores_the_threads_run_queue_still_tells_a_busy_machine_
     assert mf.off_cpu_wait(unrecorded, total, one_thread=True) is None
 
 
+def test_an_off_cpu_wait_names_the_phase_that_holds_it():
+    """The 10 slow calls waited 234.375 ms beyond their work; each ran phase io for 250 ms (its whole
+    excess), which the quiet calls ran for 2**-6 s or not at all (median 0 s, where every third runs
+    it): the finding says phase io holds 250 ms of each one's excess, with its evidence. A phase that
+    grew by under half the excess (124 ms of 250) is not named, nor one that did not grow."""
+    total = 30 * LEVEL + 2.5
+
+    def with_io(slow_io: float) -> list[dict]:
+        rows = waiting_rows()
+        for i, r in enumerate(rows):
+            if r["wall_s"] > LEVEL:
+                r["phase_io_s"] = slow_io
+                r["phase_forward_s"] = 0.0625
+            else:
+                r["phase_forward_s"] = 0.0625
+                if i % 3 == 0:
+                    r["phase_io_s"] = 2**-6
+        return rows
+
+    said = mf.off_cpu_wait(loop_of(with_io(0.25)), total, one_thread=True)
+    assert "off the CPU; phase io holds 250.0 ms of each one's excess (median 250.0 ms against 0.0 ms): waiting " \
+           "for a core" in said["words"], said["words"]
+    assert said["evidence"][-1] == proof("phase_io_s", 0.25, "s", "median of those 10 call(s); 0.0 ms in the others")
+    assert mf.phase_holding(loop_of(with_io(0.25)), *_slow_and_quiet(with_io(0.25))) == ("io", 0.25, 0.0)
+    assert mf.phase_holding(loop_of(with_io(0.124)), *_slow_and_quiet(with_io(0.124))) is None
+    assert "phase" not in mf.off_cpu_wait(loop_of(with_io(0.124)), total, one_thread=True)["words"]
+    assert mf.phase_holding(loop_of(with_io(0.125)), *_slow_and_quiet(with_io(0.125))) == ("io", 0.125, 0.0)  # half
+
+
+def _slow_and_quiet(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """The slow steady calls and the quiet steady ones of ``rows`` (warm-up's two left out)."""
+    t = np.array([r["wall_s"] for r in rows])
+    steady = np.arange(t.size) >= 2
+    return steady & (t > LEVEL), steady & (t <= LEVEL)
+
+
 def test_the_threads_run_queue_tells_a_busy_machine_from_the_steps_own_wait():
     """collect(sched=True): the 10 slow calls each waited 234.375 ms beyond their work (one thread).
     Their thread waited on the run queue (a core) 117.1875 ms more than the usual call: exactly half:
