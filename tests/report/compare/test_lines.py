@@ -227,6 +227,22 @@ def test_cpu_time_phases_and_the_wait_for_data_per_step():
     }
 
 
+def test_a_phase_some_steps_did_not_run_is_its_mean_over_every_step():
+    """Twenty steady calls of 10 ms; phase io ran on every fifth (calls 0, 5, 10, 15) for 250 ms and
+    not at all on the others: a step pays 4 x 250 / 20 = 50 ms of io on average, its figure (a
+    newcomer's compare read "io: time per step 300.3 ms, added" for a 300 ms phase on one step in
+    ten), with the mean's relative error (the sample standard deviation over √20, over the mean);
+    phase forward, on every step, is still its median."""
+    io = [0.25 if i % 5 == 0 else None for i in range(20)]
+    figures = time_figures(loop_of(rows(wall_s=WARM + [0.01] * 20, phase_io_s=[None, None] + io,
+                                        phase_forward_s=WARM + [4e-3] * 20)))
+    paid = np.array([0.25 if i % 5 == 0 else 0.0 for i in range(20)])
+    assert paid.mean() == 0.05
+    assert figures[("io", "time per step")] == (pytest.approx(0.05, rel=1e-12),
+                                                pytest.approx(paid.std(ddof=1) / math.sqrt(20) / 0.05, rel=1e-9))
+    assert figures[("forward", "time per step")] == (pytest.approx(4e-3, rel=1e-12), 0.0)
+
+
 def test_time_per_thousand_nodes_and_edges():
     """Batches of 1,500 nodes and 500 edges (2 thousand), one call's of 1,000 nodes and none: each
     steady call's time over its batch, in thousands of nodes and edges; the call of 0 nodes and 0
