@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from gnnmon.report import renderers  # the package: its page.css and page.js
 from gnnmon.report.compare.gate import MAX_RUNS, relative_spread, spread_text
+from gnnmon.report.compare.lines import MIN_CHANGE
 from gnnmon.report.diagnosis.findings_markdown import value_text
 from gnnmon.report.escape import no_surrogates
 from gnnmon.report.md_html import markdown_html
@@ -130,9 +131,10 @@ def comparison_markdown(c: Compared) -> str:
                        f"{shown(ln['new'], ln['unit'])} | {change_text(ln['change'])} | {bounds_text(ln)} | "
                        f"{ln['verdict']} |")
         out.append("")
-    out.append("Each run's figure is the median of a label's calls after the first 2; a side's value is the "
-               "geometric mean of its runs'. A change is called slower or faster where its 90 % interval "
-               "excludes no change (0 %).")
+    out.append("Each run's figure is the median of a label's calls after the first 2 (of a phase some of them did "
+               "not run, its mean over all of them, 0 s where it did not run); a side's value is the geometric mean "
+               "of its runs'. A change is called slower or faster (more or less) where its 90 % interval excludes no "
+               f"change (0 %) and it is at least {100 * MIN_CHANGE:g} %.")
     return no_surrogates("\n".join(out)) + "\n"
 
 

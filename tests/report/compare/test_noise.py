@@ -50,6 +50,8 @@ def test_one_run_a_side_says_its_verdict_cannot_see_the_rerun_spread():
     assert "3 % a run assumed" in d["test"]
     assert any("one run a side: the spread between reruns cannot be seen" in n for n in c.notes)
     assert "one run a side" in c.markdown()
+    # the footnote says both conditions of a verdict: the interval excludes 0 and the change is 0.5 % or more
+    assert "excludes no change (0 %) and it is at least 0.5 %." in c.markdown()
 
 
 def test_the_same_runs_on_both_sides_pass():
