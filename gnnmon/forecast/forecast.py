@@ -451,8 +451,9 @@ class Forecast:
             said = b.said() + (f" ({b.binds} weigh most)" if b.fits else "")
             lines.append(f"budget at {fraction:.0%} ({format_bytes(b.target_bytes)}): {said}")
             if b.limited_by_model:
-                lines.append(f"note: the budget stops at {VOUCH:g}x the largest batch the model was fitted on: it "
-                             f"vouches for nothing larger; measure a larger batch to size beyond it")
+                reach = ", ".join(f"{self._vouched(t):,} {t}" for t in self.model.ranges)
+                lines.append(f"note: the budget stops at {VOUCH:g}x the most of each figure the model was fitted on "
+                             f"({reach}): it vouches for nothing larger; measure a larger batch to size beyond it")
         return "\n".join(lines)
 
 
