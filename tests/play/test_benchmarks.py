@@ -347,5 +347,5 @@ def test_step_ratio_benchmark_quick():
     assert [line.split(" | ")[4] for line in lines] == ["1.02x", "1.01x"]
     stubbed = [line.split(" | ")[0] for line in proc.stdout.split("stubbed out |", 1)[1].splitlines()[2:] if line]
     assert stubbed == ["| whole row", "| device chosen as it opens", "| device asked again as it closes",
-                       "| the every-row probes", "| the held sections", "| whole row, again",
+                       "| the CPU clock (cpu_s)", "| the held sections", "| whole row, again",
                        "| a flat prototype, for scale"]
