@@ -38,7 +38,8 @@ def garbage_collection(loops: list[Loop], gc_events: Iterable[Mapping[str, Any]]
     if not beyond_noise(cost, rows + len(between), spread(clean[main.steady]), total):
         return None
     collections = int(sum(loop.zeros("gc_collections").sum() for loop in loops))
-    proof = [evidence("gc_pause_s", inside, "s", f"gc.callbacks: {collections:,} collection(s) in {rows} call(s)")]
+    proof = [evidence("gc_pause_s", inside, "s", f"gc.callbacks: {collections:,} collection(s) in {rows} call(s)")
+             ] if inside else []  # none inside a call (@gc_controlled): no line of zeros
     if between:
         reasons = sorted({str(e.get("reason")) for e in between})
         proof.append(evidence("gc events outside calls", outside, "s", f"gc.callbacks, {len(between)} collection(s) "

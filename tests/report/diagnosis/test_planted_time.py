@@ -228,6 +228,8 @@ def test_pauses_the_loop_asked_for_are_told_apart_from_automatic_ones():
     (first,) = [f for f in run.report().diagnosis() if f["kind"] == "garbage collection"]
     assert f"{ms(asked)} of it in the collections the loop asked for" in first["words"], first["words"]
     assert first["next"].startswith("fewer of the collections you ask for") and "freeze_gc()" in first["next"]
+    # no collection inside a call (GC paused): the evidence is the collections between calls alone
+    assert [e["figure"] for e in first["evidence"]] == ["gc events outside calls"], first["evidence"]
 
 
 CLEAN_S, CLEAN_CALLS = 0.05, 30
