@@ -25,7 +25,7 @@ def headline(f: dict[str, Any]) -> str:
         return "out of memory"
     of = "of the job's time" if f["kind"] == "straggler" or (f["kind"] == "busy machine" and f["label"] is None) \
         else "of the device's memory" if f["kind"] == "memory" \
-        else "of that memory" if f["of"] == "memory" else OF["time"]
+        else "of the memory its calls end with" if f["of"] == "memory" else OF["time"]  # creep's, leak's level
     return f"{f['kind']} — {100 * f['share']:.0f} % {of}"
 
 

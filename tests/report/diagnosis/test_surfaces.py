@@ -35,3 +35,13 @@ def test_every_surface_opens_with_the_diagnosis(tmp_path, capsys):
     assert html.count("input-bound — 75 %") == 1  # not again in the report below it
     data = json.loads(re.search(r'id="gnnmon-data">(.*?)</script>', html, re.S).group(1).replace("<\\/", "</"))
     assert data["diagnosis"][0]["kind"] == "input-bound"
+
+
+def test_a_memory_findings_headline_says_which_memory_its_share_is_of():
+    """A leak's or a creep's share is of the memory its label's calls end with (the last epoch's
+    level), which the headline says; the device's memory for a peak; the run's time otherwise."""
+    from gnnmon.report.diagnosis.findings_markdown import headline
+
+    assert headline({"kind": "leak", "share": 0.31, "of": "memory"}) == "leak — 31 % of the memory its calls end with"
+    assert headline({"kind": "memory", "share": 0.5, "of": "memory"}) == "memory — 50 % of the device's memory"
+    assert headline({"kind": "slow steps", "share": 0.2, "of": "time"}) == "slow steps — 20 % of the run's time"
