@@ -6,7 +6,9 @@ Each label's steady top-level calls (:class:`~gnnmon.report.loops.Loop`) give, p
 * **time** per step, and per 1,000 nodes and edges where every run records the batches' shapes
   (``num_nodes`` + ``num_edges``): so that bigger batches are not a regression; the same for each
   phase (``phase_<name>_s``) and the wait for data (``data_wait_s`` + ``data_to_device_s``);
-  the median over the calls. The step's time is ``device_s`` (a GPU's events), else ``wall_s``;
+  the median over the calls (of a phase some steady calls of some run did not run, the mean over
+  all of them, 0 s where it did not run: :func:`gaps`). The step's time is ``device_s`` (a GPU's
+  events), else ``wall_s``;
 * **CPU time** of the step's thread (``thread_cpu_s``, ``collect(sched=True)``): what the step
   computed, whatever else the machine ran;
 * **memory**: the highest peak (``mem_peak_bytes``), and where both sides' memory models
@@ -96,11 +98,25 @@ def _size(loop: Loop) -> np.ndarray | None:
     return np.where(size > 0, size / 1e3, np.nan)
 
 
-def time_figures(loop: Loop) -> dict[tuple[str | None, str], Figure]:
+def gaps(loop: Loop) -> set[str]:
+    """The phases that some of the loop's steady calls ran and some did not."""
+    out = set()
+    for name in loop.part.cols:
+        phase = phase_field(name)
+        if phase is not None:
+            ran = ~np.isnan(loop.column(name)[loop.steady])
+            if ran.any() and not ran.all():
+                out.add(phase)
+    return out
+
+
+def time_figures(loop: Loop, sparse: frozenset[str] | set[str] = frozenset()) -> dict[tuple[str | None, str], Figure]:
     """``{(phase, figure): (value s, relative se)}`` of a loop's steady calls: the step (phase
     None), its thread's CPU time, each phase and the data wait, per step and per 1,000 nodes and
-    edges. A phase that some steady steps did not run is its mean over every step, 0 s in those (a
-    phase on one step in ten that takes 300 ms costs a step 30 ms, not its median where it ran)."""
+    edges. A phase in ``sparse`` (one that some steady steps of some run of the comparison did not
+    run, :func:`gaps`: every run's figure is then of the same kind) is its mean over every step, 0 s
+    where it did not run (a phase on one step in ten that takes 300 ms costs a step 30 ms, not its
+    median where it ran)."""
     steady = loop.steady
     size = _size(loop)
     series: dict[tuple[str | None, str], np.ndarray] = {(None, TIME): loop.t}
@@ -118,8 +134,7 @@ def time_figures(loop: Loop) -> dict[tuple[str | None, str], Figure]:
     order = np.argsort(np.nan_to_num(start, nan=np.inf), kind="stable")
     for (phase, what), values in series.items():
         summary = _median_of
-        ran = ~np.isnan(values[steady])
-        if phase not in (None, "data wait") and ran.any() and not ran.all():
+        if phase in sparse:
             # a phase some steps did not run took them 0 s: its mean over every step is what a step pays
             values, summary = np.nan_to_num(values, nan=0.0), _mean_of
         per_step = summary(values[steady][order])
@@ -245,7 +260,8 @@ def lead(base: Sequence[dict[tuple[str | None, str], Figure]], new: Sequence[dic
 def compare_label(scope: str, label: str, base: Sequence[Loop], new: Sequence[Loop], single: bool,
                   models: Callable[[str], list[dict[str, Any]]], assumed: float) -> list[dict[str, Any]]:
     """The lines of one label in one scope (see the module doc): each side a list of its runs' loops."""
-    ta, tb = [time_figures(loop) for loop in base], [time_figures(loop) for loop in new]
+    sparse = set().union(*map(gaps, (*base, *new)))  # one kind of figure for every run of both sides
+    ta, tb = [time_figures(loop, sparse) for loop in base], [time_figures(loop, sparse) for loop in new]
     judged_figure = lead(ta, tb, single)
     keys = sorted({k for f in (*ta, *tb) for k in f}, key=lambda k: (k[0] is not None, k[0] or "", k[1]))
     out = []
