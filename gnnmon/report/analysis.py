@@ -141,6 +141,8 @@ def spikes(
         others, idle = timed.column("others_cpu_pct"), timed.column("idle_cpu_pct")
         usual = busy.usual_others_s(others[timed.steady], timed.t[timed.steady])
         crowded = busy.crowded(others, idle, timed.t, med, usual)  # rows outside the loop: nested, raised
+        if one_thread and "thread_queued_s" in timed.part.cols:  # as busy.machine_calls: the thread queued
+            crowded &= busy.queued_enough(timed.column("thread_queued_s"), timed.steady, timed.t - med)
         in_loop, waited = machine.get(label, ({}, {}))
         rows = _picked(timed.part, timed.at[slow].tolist(), SPIKE_FIELDS + tuple(shapes))
         for j, row in zip(slow, rows, strict=True):

@@ -3,7 +3,10 @@
 calls were slowed by the machine (:func:`crowded_calls`), for the diagnosis and ``report.spikes()``
 alike, so that the two name the same calls. Not sampled, a call that waited rather than computed
 is the machine's only where its thread's run-queue time says so (:func:`causes`); else it is an
-off-CPU wait (:data:`WAITED`): a core, or I/O, a lock or a sleep in the step.
+off-CPU wait (:data:`WAITED`): a core, or I/O, a lock or a sleep in the step. Sampled, a call on
+crowded cores (below) is the machine's, unless torch ran on one thread and that thread's run
+queue, recorded, holds under half its excess; a call that waited otherwise, with a sample of its
+own, is an off-CPU wait (:func:`own_waits`).
 
 On cores with no idle time left, a call's wall time is its own CPU time plus the time the cores
 gave to other processes: a call slowed by a busy machine is one whose excess over the label's
@@ -15,8 +18,9 @@ usually took per call (the median over the label's steady calls). This holds wha
 machine's usual load: on a quiet 64-core machine the others' share of a pinned core rises from 0 to
 a half with one busy process beside it; on a 2-core machine already shared with three processes it
 rises only from 3/4 to 4/5, yet the CPU seconds they took during the slowed call still add up to
-its excess. A slow call on crowded cores was slowed by the machine, not by the job: the spikes'
-cause ``busy machine``, and the diagnosis's finding of that name.
+its excess. A slow call on crowded cores was slowed by the machine, not by the job (unless its one
+thread's run queue says it did not wait for a core): the spikes' cause ``busy machine``, and the
+diagnosis's finding of that name.
 """
 
 from __future__ import annotations
@@ -79,8 +83,12 @@ collector's, not the machine's (``report.spikes()``'s ``gc_share``)."""
 
 
 def crowded_calls(loop: Loop, one_thread: bool = False) -> np.ndarray:
-    """Per call: slowed by the machine (:func:`machine_calls`), its load read here (:func:`load`)."""
-    return machine_calls(loop, load(loop), one_thread)
+    """Per call: slowed by the machine (:func:`machine_calls`) or, the load sampled, waiting off the
+    CPU (:func:`own_waits`; not sampled, the machine's calls are every call that waited), its load
+    read here (:func:`load`): the calls warm-up leaves to those findings."""
+    sampled = load(loop)
+    slowed = machine_calls(loop, sampled, one_thread)
+    return slowed if sampled is None else slowed | own_waits(loop, sampled, one_thread)
 
 
 Load = tuple[np.ndarray, np.ndarray, float]
@@ -95,19 +103,20 @@ def machine_calls(loop: Loop, sampled: Load | None, one_thread: bool = False,
     no more (:func:`idle_calls`); in neither case a call that compiled (the compile's: its workers
     are other processes) or one its collections explain (``gc_share`` of its excess). Such a
     call's excess is the busy machine's alone, never warm-up's, recompilation's or the
-    collector's. Sampled, where the thread's run queue was recorded (``thread_queued_s``), a call on
-    crowded cores is the machine's only where its extra run-queue time (:func:`queued_more`) holds
-    :data:`EXPLAINS` of its excess: other processes take the cores a sleeping call leaves, and that
-    is no evidence that they delayed it. The diagnosis's findings and ``report.spikes()`` all read
+    collector's. Sampled, where the thread's run queue was recorded (``thread_queued_s``) and torch
+    ran on one thread (``one_thread``: the thread's queue is the step's), a call on crowded cores is
+    the machine's only where its extra run-queue time holds :data:`EXPLAINS` of its excess
+    (:func:`queued_enough`): other processes take the cores a sleeping call leaves, and that is no
+    evidence that they delayed it. The diagnosis's findings and ``report.spikes()`` all read
     this, so each call's time is shared out once."""
     if sampled is None:
         slowed = idle_calls(loop, one_thread)
     else:
         others, idle, usual = sampled
         slowed = crowded(others, idle, loop.t, loop.level, usual)
-        more = queued_more(loop)
-        if more is not None:  # the run queue recorded: a call waited for a core only where its thread queued
-            slowed &= more >= EXPLAINS * np.maximum(loop.t - loop.level, 0.0)
+        if one_thread:  # the thread's run queue is the step's own (torch's other threads' is not recorded)
+            slowed &= queued_enough(loop.column("thread_queued_s") if loop.has("thread_queued_s") else None,
+                                    loop.steady, loop.t - loop.level)
     compiled = loop.zeros("compile_frames") > 0
     collected = loop.zeros("gc_pause_s") >= gc_share * np.maximum(loop.t - loop.level, 0.0)
     return slowed & ~compiled & ~collected
@@ -169,14 +178,27 @@ def queued_more(loop: Loop) -> np.ndarray | None:
     on Linux); None where not recorded."""
     if not loop.has("thread_queued_s"):
         return None
-    queued = loop.column("thread_queued_s")
-    known = loop.steady & ~np.isnan(queued)
+    return extra_queue(loop.column("thread_queued_s"), loop.steady)
+
+
+def extra_queue(queued: np.ndarray, steady: np.ndarray) -> np.ndarray:
+    """Each call's ``queued`` run-queue time beyond the ``steady`` calls' median, s (0 where unknown)."""
+    known = steady & ~np.isnan(queued)
     usual = median(np.sort(queued[known])) if known.any() else 0.0
     return np.nan_to_num(np.maximum(queued - usual, 0.0), nan=0.0)
 
 
+def queued_enough(queued: np.ndarray | None, steady: np.ndarray, excess: np.ndarray) -> np.ndarray:
+    """Per call: its thread's extra run-queue time (:func:`extra_queue`, against the ``steady``
+    calls) holds :data:`EXPLAINS` of its ``excess`` over the level, so it waited for a core; all
+    True where the run queue was not recorded (``queued`` None: nothing says otherwise)."""
+    if queued is None:
+        return np.ones(excess.shape, dtype=bool)
+    return extra_queue(queued, steady) >= EXPLAINS * np.maximum(excess, 0.0)
+
+
 def causes(waited: np.ndarray, queued: np.ndarray | None) -> np.ndarray:
-    """Per call that waited ``waited`` s off the CPU (the load not sampled, :func:`off_cpu`), what it
+    """Per call that waited ``waited`` s off the CPU (:func:`off_cpu`), what it
     waited for: a core (:data:`CAUSE`) where its thread's extra run-queue time ``queued``
     (:func:`queued_more`) holds at least :data:`EXPLAINS` of a wait over 0; else :data:`WAITED`, a
     wait the rows cannot pin on the machine, as every call's where the run queue was not recorded
@@ -191,13 +213,15 @@ def own_waits(loop: Loop, sampled: Load | None, one_thread: bool, gc_share: floa
     collector's) where nothing recorded pins the wait on the machine: its thread's run queue (where
     recorded) holds under :data:`EXPLAINS` of the wait (:func:`causes`), and, the load sampled
     (``sampled``, :func:`load`), it is not the machine's by :func:`machine_calls` (its cores were
-    not crowded, or its thread did not queue): an off-CPU wait (:data:`WAITED`)."""
+    not crowded, or its one thread did not queue) and has a sample of its own: an off-CPU wait
+    (:data:`WAITED`)."""
     waits = machine_calls(loop, None, one_thread, gc_share)
     waited = off_cpu(loop, one_thread)
     if waited is None or not waits.any():
         return np.zeros(loop.t.size, dtype=bool)
-    if sampled is not None:
-        waits &= ~machine_calls(loop, sampled, one_thread, gc_share)
+    if sampled is not None:  # a call with no sample of its own (the first window) is not said of
+        others, idle, _ = sampled
+        waits &= ~machine_calls(loop, sampled, one_thread, gc_share) & ~np.isnan(others) & ~np.isnan(idle)
     return waits & (causes(waited, queued_more(loop)) == WAITED)
 
 

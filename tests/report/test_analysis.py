@@ -293,8 +293,8 @@ def test_an_unexplained_spike_says_whether_the_call_waited_or_computed():
     100 ms (98 ms of CPU). The load not sampled, call 12 waited, at least 100 - 2 - 10 ms (its time
     less its CPU time less all a usual call took) more than the usual call: an off-CPU wait, as the
     diagnosis finds it (report/busy.py), for a core or on I/O, a lock or a sleep (nothing recorded
-    tells which); sampled with the cores idle, an off-CPU wait on I/O, a lock or a sleep (the cores had
-time to spare: not a wait for one). With sampled
+        tells which); sampled with the cores idle, an off-CPU wait on I/O, a lock or a sleep (the cores had
+    time to spare: not a wait for one). With sampled
     utilisation instead of CPU time, 20 % reads as waiting."""
     rows = [{"label": "s", "index": i, "t_start_ns": i * 10**8, "t_end_ns": i * 10**8 + 10**7, "wall_s": 0.01,
              "device_s": 0.01, "cpu_s": 0.0098, "error": None, "device": "cpu"} for i in range(20)]

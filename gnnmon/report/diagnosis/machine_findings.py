@@ -6,12 +6,13 @@ Each reads a label's :class:`~gnnmon.report.loops.Loop` and the calls :mod:`gnnm
 names (so that the spikes and warm-up leave the same calls to them), and returns a finding or
 None; a cost is said only beyond the run's own noise (:func:`~gnnmon.report.loops.beyond_noise`):
 
-* ``busy machine`` — calls on crowded cores against the other calls; where the load was not
+* ``busy machine`` — calls on crowded cores against the other calls (with torch on one thread and
+  its run queue recorded, those that queued for half their excess); where the load was not
   sampled, calls slowed while their own work (CPU time, torch on one thread) was not, and whose
   thread's run-queue time says they waited for a core: a loaded first epoch is the machine's;
-* ``off-CPU wait`` — the same calls where nothing recorded says the machine made them wait: I/O, a
-  lock or a sleep in the step (the run queue recorded and under half the wait), or unknown; each
-  call is one finding's or the other's, by its own run queue.
+* ``off-CPU wait`` — the calls that waited where nothing recorded says the machine made them wait:
+  I/O, a lock or a sleep in the step (the run queue recorded and under half the wait, or the
+  sampled load not accounting for it), or unknown; each call is one finding's or the other's.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from gnnmon.report.stats import median, spread
 
 def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
     """Calls slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`), the
-    first calls among them (their excess is the machine's, not warm-up's); where the load was not
+    first calls among them (their excess is the machine's, not warm-up's), unless torch ran on one
+    thread whose run queue, recorded, says they did not wait for a core; where the load was not
     sampled, calls slowed while computing no more (:func:`~gnnmon.report.busy.idle_calls`) whose
     thread's run-queue time says they waited for a core (the others are :func:`off_cpu_wait`'s)."""
     load = busy.load(loop)
@@ -40,8 +42,8 @@ def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str
         return _waited(loop, total, one_thread, waits & (busy.causes(waited, busy.queued_more(loop)) == busy.CAUSE),
                        busy.CAUSE, None)
     others, idle, usual = load
-    crowd = busy.machine_calls(loop, load)  # sampled: the rule does not read one_thread
-    quiet = loop.steady & ~crowd
+    crowd = busy.machine_calls(loop, load, one_thread)
+    quiet = loop.steady & ~crowd & ~busy.own_waits(loop, load, one_thread)  # the waits are off_cpu_wait's
     m = int(crowd.sum())
     if not m or quiet.sum() < 5:
         return None
@@ -58,6 +60,12 @@ def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str
              evidence("idle_cpu_pct", float(np.mean(idle[crowd])), "%", "sampled, those calls")]
     words = (f"{m} call(s) of {loop.label} ran on full cores while other processes took {ms(took)} of CPU "
              f"on them per call (usually {ms(usual)}): {ms(slowed)} (median) against {ms(level)} otherwise")
+    held = phase_holding(loop, crowd, quiet)
+    if held is not None:
+        name, grew, before = held
+        words += f"; phase {name} holds {ms(grew)} of that (median {ms(before + grew)} against {ms(before)})"
+        proof.append(evidence(f"phase_{name}_s", before + grew, "s", f"median of those {m} call(s); {ms(before)} "
+                              "in the others"))
     return finding("busy machine", loop.label, cost, total, words, proof, BUSY_NEXT)
 
 
@@ -84,7 +92,7 @@ def _waited(loop: Loop, total: float, one_thread: bool, mine: np.ndarray, kind: 
     waited = busy.off_cpu(loop, one_thread)
     waits = busy.machine_calls(loop, None, one_thread)  # the calls that waited, less the compile's and the collector's
     if load is not None:
-        waits |= busy.machine_calls(loop, load)  # the crowded cores' too: not the quiet calls
+        waits |= busy.machine_calls(loop, load, one_thread)  # the crowded cores' too: not the quiet calls
     quiet = loop.steady & ~waits
     if waited is None or not mine.any() or quiet.sum() < 5:
         return None

@@ -498,6 +498,51 @@ def test_on_sampled_full_cores_the_threads_run_queue_still_tells_a_busy_machine_
     assert mf.off_cpu_wait(unrecorded, total, one_thread=True) is None
 
 
+def test_sampled_waits_are_counted_once_and_the_run_queue_is_read_only_for_one_thread():
+    """Four plants around the sampled rule (a review's counter-examples). (1) The first two calls
+    waited 875 ms each off the CPU (50 ms of CPU against 100 ms), cores half idle: an off-CPU wait of
+    1.75 s, and no warm-up (each call's excess is one finding's). (2) Torch on several threads: the
+    one thread's run queue is not the step's, so calls on full cores whose others took all their
+    excess stay a busy machine. (3) The busy machine's level leaves out the calls that are the
+    off-CPU wait's: 8 calls queued 150 ms on full cores over 22 quiet ones (100-150 ms) are a busy
+    machine beside 10 sleeps of 600 ms. (4) Slow calls with no load sample of their own are not
+    said to be the sampled load's: neither finding takes them."""
+    first = [row(i, 1.0 if i < 2 else LEVEL, cpu_s=0.05 if i < 2 else 0.1, others_cpu_pct=0.0, idle_cpu_pct=50.0)
+             for i in range(30)]
+    lp = loop_of(first)
+    assert tf.warm_up(lp, lp.total, one_thread=True) is None
+    assert mf.off_cpu_wait(lp, lp.total, one_thread=True)["at_stake"] == 2 * (1.0 - LEVEL)
+
+    crowded = [row(i, 0.375 if i >= 20 else LEVEL, cpu_s=0.05 if i >= 20 else 0.1, others_cpu_pct=100.0,
+                   idle_cpu_pct=0.0, thread_queued_s=0.0) for i in range(30)]
+    lp = loop_of(crowded)
+    assert mf.busy_machine(lp, lp.total)["words"].startswith("10 call(s) of step ran on full cores")
+    assert mf.off_cpu_wait(lp, lp.total) is None
+
+    quiet = [0.100 + 0.05 * ((i * 7) % 22) / 21 for i in range(22)]
+    mixed = ([row(i, t, thread_cpu_s=0.06, others_cpu_pct=20.0, idle_cpu_pct=80.0, thread_queued_s=0.0)
+              for i, t in enumerate(quiet)]
+             + [row(22 + i, 0.6, thread_cpu_s=0.06, others_cpu_pct=100.0, idle_cpu_pct=0.0, thread_queued_s=0.0)
+                for i in range(10)]
+             + [row(32 + i, 0.25, thread_cpu_s=0.06, others_cpu_pct=100.0, idle_cpu_pct=0.0, thread_queued_s=0.15)
+                for i in range(8)])
+    lp = loop_of(mixed)
+    level = float(np.median(quiet[2:]))
+    said = mf.busy_machine(lp, lp.total, one_thread=True)
+    assert said is not None and said["words"].endswith(f"250.0 ms (median) against {tf.ms(level)} otherwise"), said
+    assert mf.off_cpu_wait(lp, lp.total, one_thread=True)["words"].startswith("10 call(s) of step took 600.0 ms")
+    for r in mixed:  # the queued calls spent 125 ms of their excess in phase fetch, the others none
+        r["phase_fetch_s"] = 0.125 if r["wall_s"] == 0.25 else 0.0
+    said = mf.busy_machine(loop_of(mixed), lp.total, one_thread=True)
+    assert said["words"].endswith("; phase fetch holds 125.0 ms of that (median 125.0 ms against 0.0 ms)"), said
+
+    unsampled = [row(i, LEVEL, cpu_s=0.1, others_cpu_pct=100.0, idle_cpu_pct=0.0) for i in range(25)]
+    unsampled += [row(25 + i, 0.375, cpu_s=0.05) for i in range(5)]  # the load not sampled for these
+    lp = loop_of(unsampled)
+    assert not machine.own_waits(lp, machine.load(lp), True).any()
+    assert mf.off_cpu_wait(lp, lp.total, one_thread=True) is None and mf.busy_machine(lp, lp.total, True) is None
+
+
 def test_an_off_cpu_wait_names_the_phase_that_holds_it():
     """The 10 slow calls waited 234.375 ms beyond their work; each ran phase io for 250 ms (its whole
     excess), which the quiet calls ran for 2**-6 s or not at all (median 0 s, where every third runs
@@ -525,6 +570,66 @@ def test_an_off_cpu_wait_names_the_phase_that_holds_it():
     assert mf.phase_holding(loop_of(with_io(0.124)), *_slow_and_quiet(with_io(0.124))) is None
     assert "phase" not in mf.off_cpu_wait(loop_of(with_io(0.124)), total, one_thread=True)["words"]
     assert mf.phase_holding(loop_of(with_io(0.125)), *_slow_and_quiet(with_io(0.125))) == ("io", 0.125, 0.0)  # half
+
+
+def test_the_phase_named_is_the_one_that_grew_most_not_one_that_grew_more_than_its_usual():
+    """Phase io (recorded first) grew by 250 ms from 0 s; phase forward by 62.5 ms from 62.5 ms: io
+    holds the wait, though forward grew by more than io's usual time (0 s)."""
+    rows = waiting_rows()
+    for r in rows:
+        slow = r["wall_s"] > LEVEL
+        r["phase_io_s"] = 0.25 if slow else 0.0
+        r["phase_forward_s"] = 0.125 if slow else 0.0625
+    assert mf.phase_holding(loop_of(rows), *_slow_and_quiet(rows)) == ("io", 0.25, 0.0)
+
+
+def test_the_calls_an_off_cpu_wait_is_held_against_are_neither_its_own_nor_the_crowded_ones():
+    """The load sampled: 10 calls of 375 ms slept (their thread computed 78.125 ms, their cores half
+    idle, others taking nothing); 4 calls of 375 ms computed their excess (312.5 ms of CPU) on
+    crowded cores (100 % of a core to others, none idle): a busy machine's. The 18 quiet steady
+    calls alternately computed 62.5 and 70.3125 ms: their median, 66.40625 ms, is the CPU time
+    the sleeping calls' is held against; with the sleeping or the crowded calls among them it
+    would be 70.3125 ms. Each sleeping call waited 250 ms less the 7.8125 ms its CPU time grew
+    by over the steady calls' median (70.3125 ms): 2.421875 s in all."""
+    rows = waiting_rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)
+    for r in rows[1:20:2]:
+        r["thread_cpu_s"] = 0.0703125
+    rows += [row(30 + j, 0.375, thread_cpu_s=0.3125, others_cpu_pct=100.0, idle_cpu_pct=0.0) for j in range(4)]
+    total = 20 * LEVEL + 14 * 0.375
+    assert mf.off_cpu_wait(loop_of(rows), total, one_thread=True) == found(
+        "off-CPU wait", 2.421875, total,
+        "10 call(s) of step took 375.0 ms (median) against 125.0 ms otherwise, and their CPU time (78.1 ms a call "
+        "against 66.4 ms) accounts for at most half of each one's excess: 2.42 s off the CPU; the machine's sampled "
+        "load does not account for it (its cores had time to spare, or other processes took less than half of it "
+        "beyond their usual CPU): the thread gave the CPU up, on I/O, a lock (the GIL: another thread of the "
+        "process) or a sleep in the step, not warm-up",
+        [proof("thread_cpu_s", 0.078125, "s", "the thread's CPU time, median of those 10 call(s); 66.4 ms in the "
+               "others"),
+         proof("wall_s/device_s", 0.375, "s", "median of those 10 call(s)")],
+        OWN_WAIT_NEXT)
+
+
+def test_on_several_threads_a_sampled_off_cpu_wait_says_how_little_of_it_the_thread_queued():
+    """Torch on several threads, the load sampled (cores half idle, others taking nothing) and the
+    run queue recorded: 10 calls of 375 ms computed 125 ms (250 ms in a quiet call): each waited
+    125 ms, 1.25 s in all, and its thread queued 31.25 ms more than the usual call (under half):
+    the finding says the 312.5 ms it queued in all, in its words and its evidence."""
+    rows = waiting_rows("cpu_s", quiet_cpu=0.25, slow_cpu=0.125, others_cpu_pct=0.0, idle_cpu_pct=50.0)
+    for r in rows:
+        r["thread_queued_s"] = 2**-5 if r["wall_s"] > LEVEL else 0.0
+    total = 30 * LEVEL + 2.5
+    assert mf.off_cpu_wait(loop_of(rows), total) == found(
+        "off-CPU wait", 1.25, total,
+        "10 call(s) of step took 375.0 ms (median) against 125.0 ms otherwise, and their CPU time (125.0 ms a call "
+        "against 250.0 ms) accounts for at most half of each one's excess: 1.25 s off the CPU; the machine's sampled "
+        "load does not account for it (its cores had time to spare, or other processes took less than half of it "
+        "beyond their usual CPU, and waiting for a core holds only 312.5 ms of it): the thread gave the CPU up, on "
+        "I/O, a lock (the GIL: another thread of the process) or a sleep in the step, not warm-up",
+        [proof("cpu_s", 0.125, "s", "the process's CPU time, median of those 10 call(s); 250.0 ms in the others"),
+         proof("wall_s/device_s", 0.375, "s", "median of those 10 call(s)"),
+         proof("thread_queued_s", 0.3125, "s", "the thread's run-queue time beyond the usual call's, summed over "
+               "those 10 call(s) (the scheduler's count: collect(sched=True))")],
+        OWN_WAIT_NEXT)
 
 
 def _slow_and_quiet(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
