@@ -452,8 +452,8 @@ class Forecast:
             lines.append(f"budget at {fraction:.0%} ({format_bytes(b.target_bytes)}): {said}")
             if b.limited_by_model:
                 reach = ", ".join(f"{self._vouched(t):,} {t}" for t in self.model.ranges)
-                lines.append(f"note: the budget stops at {VOUCH:g}x the most of each figure the model was fitted on "
-                             f"({reach}): it vouches for nothing larger; measure a larger batch to size beyond it")
+                lines.append(f"note: the budget stops where the model stops vouching ({reach}: {VOUCH:g}x the most "
+                             "of each it was fitted on); measure a larger batch to size beyond it")
         return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ NOTHING = (f"Nothing stands out: no cause takes {100 * MIN_SHARE:.0f} % of the r
            "beyond the noise its own calls show.")
 """What a run with nothing to say says."""
 
-OF = {"time": "of the run's time", "memory": "of the memory"}
+OF = {"time": "of the run's time"}
 
 
 def headline(f: dict[str, Any]) -> str:

@@ -63,7 +63,7 @@ def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str
     held = phase_holding(loop, crowd, quiet)
     if held is not None:
         name, grew, before = held
-        words += f"; phase {name} holds {ms(grew)} of that (median {ms(before + grew)} against {ms(before)})"
+        words += f"; phase {name} took {ms(grew)} more of it (median {ms(before + grew)} against {ms(before)})"
         proof.append(evidence(f"phase_{name}_s", before + grew, "s", f"median of those {m} call(s); {ms(before)} "
                               "in the others"))
     return finding("busy machine", loop.label, cost, total, words, proof, BUSY_NEXT)
@@ -118,7 +118,7 @@ def _waited(loop: Loop, total: float, one_thread: bool, mine: np.ndarray, kind: 
     held = phase_holding(loop, mine, quiet)
     if held is not None:
         name, grew, usual = held
-        head += f"; phase {name} holds {ms(grew)} of each one's excess (median {ms(usual + grew)} against {ms(usual)})"
+        head += f"; phase {name} took {ms(grew)} more of it (median {ms(usual + grew)} against {ms(usual)})"
         proof.append(evidence(f"phase_{name}_s", usual + grew, "s", f"median of those {m} call(s); {ms(usual)} in the "
                               "others"))
     queued = None if more is None else float(more[mine].sum())

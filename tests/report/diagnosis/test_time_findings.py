@@ -534,7 +534,7 @@ def test_sampled_waits_are_counted_once_and_the_run_queue_is_read_only_for_one_t
     for r in mixed:  # the queued calls spent 125 ms of their excess in phase fetch, the others none
         r["phase_fetch_s"] = 0.125 if r["wall_s"] == 0.25 else 0.0
     said = mf.busy_machine(loop_of(mixed), lp.total, one_thread=True)
-    assert said["words"].endswith("; phase fetch holds 125.0 ms of that (median 125.0 ms against 0.0 ms)"), said
+    assert said["words"].endswith("; phase fetch took 125.0 ms more of it (median 125.0 ms against 0.0 ms)"), said
 
     unsampled = [row(i, LEVEL, cpu_s=0.1, others_cpu_pct=100.0, idle_cpu_pct=0.0) for i in range(25)]
     unsampled += [row(25 + i, 0.375, cpu_s=0.05) for i in range(5)]  # the load not sampled for these
@@ -546,7 +546,7 @@ def test_sampled_waits_are_counted_once_and_the_run_queue_is_read_only_for_one_t
 def test_an_off_cpu_wait_names_the_phase_that_holds_it():
     """The 10 slow calls waited 234.375 ms beyond their work; each ran phase io for 250 ms (its whole
     excess), which the quiet calls ran for 2**-6 s or not at all (median 0 s, where every third runs
-    it): the finding says phase io holds 250 ms of each one's excess, with its evidence. A phase that
+    it): the finding says phase io took 250 ms more (the medians'), with its evidence. A phase that
     grew by under half the excess (124 ms of 250) is not named, nor one that did not grow."""
     total = 30 * LEVEL + 2.5
 
@@ -563,7 +563,7 @@ def test_an_off_cpu_wait_names_the_phase_that_holds_it():
         return rows
 
     said = mf.off_cpu_wait(loop_of(with_io(0.25)), total, one_thread=True)
-    assert "off the CPU; phase io holds 250.0 ms of each one's excess (median 250.0 ms against 0.0 ms): waiting " \
+    assert "off the CPU; phase io took 250.0 ms more of it (median 250.0 ms against 0.0 ms): waiting " \
            "for a core" in said["words"], said["words"]
     assert said["evidence"][-1] == proof("phase_io_s", 0.25, "s", "median of those 10 call(s); 0.0 ms in the others")
     assert mf.phase_holding(loop_of(with_io(0.25)), *_slow_and_quiet(with_io(0.25))) == ("io", 0.25, 0.0)
