@@ -219,7 +219,7 @@ def own_waits(loop: Loop, sampled: Load | None, one_thread: bool, gc_share: floa
     waited = off_cpu(loop, one_thread)
     if waited is None or not waits.any():
         return np.zeros(loop.t.size, dtype=bool)
-    if sampled is not None:  # a call with no sample of its own (the first window) is not said of
+    if sampled is not None:  # a call with no sample of its own (the first window): not the sampled load's to judge
         others, idle, _ = sampled
         waits &= ~machine_calls(loop, sampled, one_thread, gc_share) & ~np.isnan(others) & ~np.isnan(idle)
     return waits & (causes(waited, queued_more(loop)) == WAITED)
