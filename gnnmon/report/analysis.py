@@ -10,8 +10,8 @@ one cause, checked in order:
 * ``recompile`` — ``torch.compile`` compiled something during it (``@track_compile`` rows:
   ``compile_frames`` > 0; the detail says how many were recompilations and how long it took);
 * ``busy machine`` — it was slowed by the machine, as the diagnosis finds it
-  (:func:`gnnmon.report.busy.crowded_calls`: other processes crowded its cores, sampled, and its
-  thread's run-queue time, where recorded, holds half its excess; not sampled, it waited rather
+  (:func:`gnnmon.report.busy.machine_calls`: other processes crowded its cores, sampled, and, torch
+  on one thread, its thread's run-queue time, where recorded, holds half its excess; not sampled, it waited rather
   than computed, from its CPU time, and its thread's run-queue time holds half that wait; never a
   call its collections explain): never warm-up's or unexplained, so the spikes and the diagnosis
   name the same calls;
