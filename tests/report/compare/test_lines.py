@@ -307,6 +307,13 @@ def test_gc_pause_of_one_call_and_of_none():
     assert _mean_of(np.array([math.nan, 2e-3, 4e-3])) == (
         pytest.approx(3e-3), pytest.approx(np.std([2e-3, 4e-3], ddof=1) / math.sqrt(2) / 3e-3))
     assert _mean_of(np.array([math.nan])) is None
+    # a pause that came in a stretch (the first 8 of 24 calls, 3 ms each): the batch means' error (4
+    # stretches of 6 calls, at least 5 each: 3 ms, 1 ms, 0, 0), larger than the independent values'
+    stretch = np.array([3e-3] * 8 + [0.0] * 16)
+    parts = np.array([3e-3, 1e-3, 0.0, 0.0])
+    assert _mean_of(stretch) == (pytest.approx(1e-3, rel=1e-12),
+                                 pytest.approx(parts.std(ddof=1) / math.sqrt(4) / 1e-3, rel=1e-9))
+    assert parts.std(ddof=1) / math.sqrt(4) > stretch.std(ddof=1) / math.sqrt(24)
 
 
 def test_calls_that_recompiled():
