@@ -85,6 +85,9 @@ def test_sampling_is_made_lighter_at_the_hop_that_samples_the_most_nodes():
     assert _fix("sampling", [512, 2560, 2560]) == "smaller fanouts in the outer hops (hop 2 has 1.0× hop 1's nodes)"
     assert _fix("sampling", [1, 10, 80]) == "smaller fanouts in the outer hops (hop 2 has 8.0× hop 1's nodes)"
     assert _fix("sampling", [64]) == "smaller fanouts in the outer hops"
+    # the seeds (hop 0) are not sampled: where they outnumber every hop, the hop sampling the most is still hop 1
+    assert _fix("sampling", [512, 256, 128]) == "a smaller fanout at hop 1, which samples the most nodes (256 a " \
+                                                "batch; hop 2, 128)"
     rows = planted(40, 0.030, 0.010, data_sample_s=0.025, data_hop_0_nodes=512, data_hop_1_nodes=5120,
                    data_hop_2_nodes=2560, idle_cpu_pct=0.0, others_cpu_pct=0.0)
     assert "a smaller fanout at hop 1, which samples the most nodes" in input_bound(rows, cores=2)["next"]

@@ -632,6 +632,46 @@ def test_on_several_threads_a_sampled_off_cpu_wait_says_how_little_of_it_the_thr
         OWN_WAIT_NEXT)
 
 
+def test_sampled_a_call_that_queued_is_the_machines_only_on_crowded_cores():
+    """The load sampled, the cores half idle and other processes taking nothing: the 10 slow calls'
+    threads queued 125 ms more than the usual call, half their excess, yet their cores were not
+    crowded, so the sampled rule names none of them the machine's (the queue only narrows it)."""
+    rows = waiting_rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)
+    for r in rows:
+        r["thread_queued_s"] = 0.125 if r["wall_s"] > LEVEL else 0.0
+    lp = loop_of(rows)
+    assert machine.machine_calls(lp, machine.load(lp), True).tolist() == [False] * 30
+
+
+def test_a_sampled_busy_machine_names_the_phase_that_took_its_excess():
+    """One core's worth of other processes on full cores (100 % of a core, 0 % idle), the run queue
+    not recorded: the 10 slow calls are the machine's. Each ran phase io for 250 ms (its whole
+    excess), which the quiet calls never ran (0 s): the finding says phase io took 250 ms more of
+    it, with its evidence last."""
+    rows = waiting_rows(others_cpu_pct=100.0, idle_cpu_pct=0.0)
+    for r in rows:
+        r["phase_io_s"] = 0.25 if r["wall_s"] > LEVEL else 0.0
+    said = mf.busy_machine(loop_of(rows), 30 * LEVEL + 2.5, one_thread=True)
+    assert said is not None and said["words"] == (
+        "10 call(s) of step ran on full cores while other processes took 375.0 ms of CPU on them per call (usually "
+        "125.0 ms): 375.0 ms (median) against 125.0 ms otherwise; phase io took 250.0 ms more of it (median 250.0 ms "
+        "against 0.0 ms)"), said
+    assert said["evidence"][-1] == proof("phase_io_s", 0.25, "s", "median of those 10 call(s); 0.0 ms in the others")
+    assert len(said["evidence"]) == 4
+
+
+def test_warm_up_leaves_the_sampled_waits_with_a_sample_of_their_own_to_the_off_cpu_wait():
+    """The load sampled (cores half idle, others taking nothing), torch on one thread: the 10 slow
+    calls waited 234.375 ms each, the step's own waits, which warm-up leaves to the off-CPU wait
+    (busy.crowded_calls); the first two calls waited as long with no load sample of their own (the
+    first window), which the sampled load does not judge: they stay warm-up's."""
+    rows = waiting_rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)
+    for r in rows[:2]:
+        r.update(wall_s=0.375, thread_cpu_s=0.078125)
+        del r["others_cpu_pct"], r["idle_cpu_pct"]
+    assert machine.crowded_calls(loop_of(rows), one_thread=True).tolist() == [False] * 20 + [True] * 10
+
+
 def _slow_and_quiet(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     """The slow steady calls and the quiet steady ones of ``rows`` (warm-up's two left out)."""
     t = np.array([r["wall_s"] for r in rows])
