@@ -60,12 +60,7 @@ def busy_machine(loop: Loop, total: float, one_thread: bool = False) -> dict[str
              evidence("idle_cpu_pct", float(np.mean(idle[crowd])), "%", "sampled, those calls")]
     words = (f"{m} call(s) of {loop.label} ran on full cores while other processes took {ms(took)} of CPU "
              f"on them per call (usually {ms(usual)}): {ms(slowed)} (median) against {ms(level)} otherwise")
-    held = phase_holding(loop, crowd, quiet)
-    if held is not None:
-        name, grew, before = held
-        words += f"; phase {name} took {ms(grew)} more of it (median {ms(before + grew)} against {ms(before)})"
-        proof.append(evidence(f"phase_{name}_s", before + grew, "s", f"median of those {m} call(s); {ms(before)} "
-                              "in the others"))
+    words += _phase_said(loop, crowd, quiet, proof)
     return finding("busy machine", loop.label, cost, total, words, proof, BUSY_NEXT)
 
 
@@ -115,12 +110,7 @@ def _waited(loop: Loop, total: float, one_thread: bool, mine: np.ndarray, kind: 
     head = (f"{m} call(s) of {loop.label} took {ms(slowed)} (median) against {ms(level)} otherwise, and their CPU "
             f"time ({ms(cpu)} a call against {ms(cpu_level)}) accounts for at most half of each one's excess: "
             f"{ms(cost)} off the CPU")
-    held = phase_holding(loop, mine, quiet)
-    if held is not None:
-        name, grew, usual = held
-        head += f"; phase {name} took {ms(grew)} more of it (median {ms(usual + grew)} against {ms(usual)})"
-        proof.append(evidence(f"phase_{name}_s", usual + grew, "s", f"median of those {m} call(s); {ms(usual)} in the "
-                              "others"))
+    head += _phase_said(loop, mine, quiet, proof)
     queued = None if more is None else float(more[mine].sum())
     if queued is not None:
         proof.append(evidence("thread_queued_s", queued, "s", f"the thread's run-queue time beyond the usual call's, "
@@ -144,6 +134,19 @@ def _waited(loop: Loop, total: float, one_thread: bool, mine: np.ndarray, kind: 
     words = (f"{head}: waiting for a core (other processes' load) or on I/O, a lock or a sleep in the step, not "
              f"warm-up; which, the rows cannot say ({why})")
     return finding(busy.WAITED, loop.label, cost, total, words, proof, UNKNOWN_WAIT_NEXT)
+
+
+def _phase_said(loop: Loop, calls: np.ndarray, others: np.ndarray, proof: list[dict[str, Any]]) -> str:
+    """The words a finding about ``calls`` adds for the phase that holds their wait
+    (:func:`phase_holding`), its evidence appended to ``proof``; "" where no phase does."""
+    held = phase_holding(loop, calls, others)
+    if held is None:
+        return ""
+    name, grew, usual = held
+    m = int(calls.sum())
+    proof.append(evidence(f"phase_{name}_s", usual + grew, "s", f"median of those {m} call(s); {ms(usual)} in the "
+                          "others"))
+    return f"; phase {name} took {ms(grew)} more of it (median {ms(usual + grew)} against {ms(usual)})"
 
 
 def phase_holding(loop: Loop, calls: np.ndarray, others: np.ndarray) -> tuple[str, float, float] | None:
