@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
         part = report.table.parts[model.label]
         rows = [r for r in map(part.row, range(part.n)) if r.get("error") is None]
         print(forecast(rows, model, args.capacity, progress=False).summary(args.fraction))
+        if args.capacity is not None:
+            print(f"note: the batch size is scaled from the run's own {len(rows):,} batches; "
+                  f"gnnmon.forecast(loader, {args.path!r}, capacity=...) samples a NeighborLoader's batches "
+                  "at each size instead, whose seeds share more nodes as they grow: a larger batch size where "
+                  "they do")
     except ValueError as exc:
         print(f"gnnmon: {exc}", file=sys.stderr)
         return 2

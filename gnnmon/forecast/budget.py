@@ -44,6 +44,11 @@ class Budget(Mapping[str, Any]):
     """Whether the model is of per-type terms (its ``max_num`` are of the totals at the scan's most of each type)."""
     samplers_why: str | None = None
     """Why a ``max_num`` is not given (None), in words; None where both are."""
+    batch_size_from: str | None = None
+    """What the batch size's worst batch is, in words: the heaviest of a few batches a loader's
+    sampler draws at the size, the costliest graphs summed, or plain batches (a run's rows) scaled
+    to the size, an upper bound on a sampler's batches, which share more nodes as they grow (so a
+    budget from a run's rows can be well below one from the loader); None where no batch fits."""
 
     @property
     def fits(self) -> bool:
@@ -93,4 +98,6 @@ class Budget(Mapping[str, Any]):
                      "(its upper and lower bounds)")
         if self.limited_by_model:
             text += "; stopped where the model stops vouching (measure a larger batch to size beyond it)"
+        if self.batch_size_from:
+            text += f"; the batch size's worst batch: {self.batch_size_from}"
         return text

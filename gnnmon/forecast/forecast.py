@@ -15,9 +15,14 @@ capacity. Budgets are found by bisection on the model's upper bound:
   per seed are sampled at each size, not scaled from the loader's —; for whole graphs, the ones
   that cost most under the model, summed). These are the batches a calibration's batch-size search
   aims at and probes (:mod:`gnnmon.forecast.search`), so the two answers come from one model and
-  one batch. Given plain batches, the most nodes and edges per item the scan saw times the size:
-  an upper bound. ``batch_size_high`` is the same with the lower bound of the forecast: the model
-  puts the limit between the two.
+  one batch. Given plain batches (a run's rows), each size the scan read bounds a batch of ``k``
+  items: ``k / s`` times the most nodes and edges of its ``s``-item batches where ``k >= s``
+  (batches of more items share more nodes: a sampler's neighbourhoods overlap), their most where
+  ``k < s``; the least of these, and below the smallest size read that size scaled down
+  (:meth:`Forecast._scaled`). An upper bound on a sampler's batches beyond the sizes read, so a
+  budget from a run's rows can be well below one from its loader; the budget says which batch it
+  forecast (``batch_size_from``). ``batch_size_high`` is the same with the lower bound of the
+  forecast: the model puts the limit between the two.
 
 No budget goes beyond what the model can vouch for: :data:`VOUCH` times the largest batch it was
 fitted on (a model fitted on 5,000-node batches does not size a 10-million-node one); a budget
@@ -184,8 +189,12 @@ class Forecast:
     :data:`PER_EDGE`; of whole graphs too, where the loader batches them)."""
     heaviest: Heaviest | None = None
     """The heaviest batch of each size the loader makes (see the module's docstring); None for
-    plain batches, whose sizes are scaled from the most nodes and edges per item. A neighbour
-    loader is held weakly: :meth:`budget` raises ``ReferenceError`` once it was freed."""
+    plain batches, whose sizes are scaled from :attr:`most_at`. A neighbour loader is held weakly:
+    :meth:`budget` raises ``ReferenceError`` once it was freed."""
+    most_at: dict[float, dict[str, float]] = field(default_factory=dict)
+    """For each number of items the scan read a batch of, the most of each shape field
+    (``num_nodes``, ``num_edges``, each type's count) among those batches: what plain batches'
+    sizes are scaled from (:meth:`_scaled`)."""
 
     @property
     def peak_bytes(self) -> float | None:
@@ -240,13 +249,45 @@ class Forecast:
         return self.heaviest(k) if self.heaviest is not None else self._scaled(k)
 
     def _scaled(self, k: int) -> dict[str, float]:
-        """``k`` times the most nodes and edges per item the scan saw, and of each type's where its
-        batches were heterogeneous (an upper bound on a sampled batch of ``k`` seeds drawn as the
-        scanned ones were, whose neighbourhoods overlap more)."""
-        r = self.ratios
-        each = {t[:-len(PER_ITEM)]: k * v for t, v in r.items() if t.startswith(TYPED) and t.endswith(PER_ITEM)}
-        return {"num_nodes": k * r["nodes_per_item_max"], "num_edges": k * r["edges_per_item_max"], "num_graphs": 1,
-                **each}
+        """The heaviest batch of ``k`` items plain batches bound: for each field (the totals, each
+        type's count), the least over the sizes ``s`` the scan read of the most of it among the
+        ``s``-item batches times ``k / s`` where ``k >= s`` (a batch of more items shares more of
+        its nodes: a sampler's neighbourhoods overlap), or times 1 where ``k < s`` (fewer items, no
+        more of it); below the smallest size read, that size's most scaled down by ``k / s`` (no
+        batch that small was read: not a bound). So an epoch's short last batch, whose few seeds
+        share the fewest nodes, bounds sizes up to its own, not every size. Without
+        :attr:`most_at`, ``k`` times the most per item in :attr:`ratios`."""
+        if not self.most_at:
+            r = self.ratios
+            each = {t[:-len(PER_ITEM)]: k * v for t, v in r.items() if t.startswith(TYPED) and t.endswith(PER_ITEM)}
+            return {"num_nodes": k * r["nodes_per_item_max"], "num_edges": k * r["edges_per_item_max"],
+                    "num_graphs": 1, **each}
+        fields = {t for most in self.most_at.values() for t in most}
+        out = {t: min(most[t] * self._factor(k, s) for s, most in self.most_at.items() if t in most) for t in fields}
+        return {**out, "num_graphs": 1}
+
+    def _factor(self, k: float, s: float) -> float:
+        """How many times the most of the ``s``-item batches bounds a batch of ``k`` items (see :meth:`_scaled`)."""
+        return k / s if k >= s or s == min(self.most_at) else 1.0
+
+    def _scaled_from(self, k: int) -> str | None:
+        """The batches :meth:`_scaled` bounds ``k`` items' nodes from, in words; None without :attr:`most_at`."""
+        if not self.most_at:
+            return None
+        s = min(self.most_at, key=lambda s: (self.most_at[s]["num_nodes"] * self._factor(k, s), -s))
+        most = self.most_at[s]
+        how = (f"{k / s:.3g}x" if self._factor(k, s) != 1 else "at most")
+        return (f"{how} the most of the {s:,.0f}-item batches read ({most['num_nodes']:,.0f} nodes, "
+                f"{most['num_edges']:,.0f} edges)")
+
+    def _per_item_least(self, t: str) -> float:
+        """The fewest of ``t`` per item :meth:`_scaled` grows by beyond every size read: the least
+        over the sizes read of their most per item (the most per item in :attr:`ratios` without
+        :attr:`most_at`); 0 where no batch gave ``t``."""
+        if not self.most_at:
+            key = {"num_nodes": "nodes_per_item_max", "num_edges": "edges_per_item_max"}.get(t, t + PER_ITEM)
+            return self.ratios.get(key, 0.0)
+        return min((most[t] / s for s, most in self.most_at.items() if t in most), default=0.0)
 
     def budget(self, fraction: float = 0.9) -> Budget:
         """The largest ``DynamicBatchSampler`` ``max_num`` (nodes and edges) and batch size whose
@@ -279,10 +320,11 @@ class Forecast:
         items = self.heaviest.items if self.heaviest is not None else None
         if items is not None:
             high = items
-        elif node_cap and r["nodes_per_item_max"]:
-            high = int(node_cap / r["nodes_per_item_max"])
+        elif node_cap and self._per_item_least("num_nodes"):
+            high = int(node_cap / self._per_item_least("num_nodes"))
         else:  # a model of per-type terms: the fewest items that reach the cap of a type it vouches for
-            high = min((int(caps[t] / r[t + PER_ITEM]) for t in kinds if caps[t] and r.get(t + PER_ITEM)), default=0)
+            high = min((int(caps[t] / self._per_item_least(t)) for t in kinds if caps[t] and self._per_item_least(t)),
+                       default=0)
 
         def within(shape: dict[str, float]) -> bool:  # the model vouches for it (each figure it saw, to VOUCH x)
             return any(caps.values()) and all(not cap or (shape.get(t) or 0) <= cap for t, cap in caps.items())
@@ -293,8 +335,9 @@ class Forecast:
             shape = self.shape_at(k)
             return (within(shape) or bound == 0) and self._bounds(shape)[bound] <= target
 
-        # the most nodes and edges (of each type) per item times the size: no lighter than a sampled
-        # batch, a start (where the scan gave no count of a type the model asks: from 1)
+        # the scanned batches scaled to the size (of each type too): a start for a sampled batch, which
+        # they bound where its seeds share more nodes as it grows (where the scan gave no count of a
+        # type the model asks: from 1)
         scaled = largest(lambda k: within(self._scaled(k)) and self._bounds(self._scaled(k))[1] <= target,
                          high) if all(t in self._scaled(1) for t in self.model.terms) else 1
         near = self.heaviest.within if self.heaviest is not None else 0.0
@@ -306,7 +349,21 @@ class Forecast:
         out["limited_by_model"] = out.pop("limited_by_model") or stopped
         if size < 1:
             out["why"] = self._why_none(target)
+        else:
+            out["batch_size_from"] = self._size_from(int(size))
         return Budget(**out)
+
+    def _size_from(self, k: int) -> str:
+        """What the batch of ``k`` items a budget forecast is, in words: sampled at the size, the
+        costliest graphs summed, or scaled from the batches the scan read (an upper bound where
+        batches of more items share more nodes, not a batch the loader was asked for)."""
+        if self.heaviest is not None:
+            return f"{self.heaviest.how} ({k:,} items: {self.shape_at(k)['num_nodes']:,.0f} nodes)"
+        shape = self._scaled(k)
+        scaled = self._scaled_from(k) or "the most nodes and edges per item read, times the size"
+        return (f"scaled from the batches read, not sampled: {k:,} items as {scaled}, "
+                f"{shape['num_nodes']:,.0f} nodes; a neighbour sampler's batches share more nodes the more seeds "
+                "they hold, so beyond the sizes read this overstates them")
 
     def _edges_why(self) -> str | None:
         """Why a model of the totals gives no ``max_num_edges`` (a count of edges bounds no count of
@@ -450,6 +507,8 @@ class Forecast:
                 return "\n".join(lines)
             said = b.said() + (f" ({b.binds} weigh most)" if b.fits else "")
             lines.append(f"budget at {fraction:.0%} ({format_bytes(b.target_bytes)}): {said}")
+            if b.batch_size_from:
+                lines.append(f"the batch size's worst batch: {b.batch_size_from}")
             if b.limited_by_model:
                 reach = ", ".join(f"{self._vouched(t):,} {t}" for t in self.model.ranges)
                 lines.append(f"note: the budget stops where the model stops vouching ({reach}: {VOUCH:g}x the most "
@@ -537,6 +596,7 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     worst: list[tuple[float, int, dict[str, Any]]] = []
     ratios = {"edges_per_node_max": 0.0, "edges_per_node_min": float("inf"), "nodes_per_item_max": 0.0,
               "edges_per_item_max": 0.0}
+    most_at: dict[float, dict[str, float]] = {}  # per number of items: the most of each field
     count = 0
     sizes = item_sizes(loader_or_dataset)  # read once: the scan sums them, the batch-size budget too
     for count, shape in enumerate(batch_shapes(loader_or_dataset, progress, sizes), 1):
@@ -561,6 +621,9 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
         ratios["edges_per_item_max"] = max(ratios["edges_per_item_max"], e / items)
         for t, v in typed(shape).items():  # each type's too: a model of per-type terms scales them
             ratios[t + PER_ITEM] = max(ratios.get(t + PER_ITEM, 0.0), v / items)
+        most = most_at.setdefault(items, {})
+        for t, v in {"num_nodes": n, "num_edges": e, **typed(shape)}.items():
+            most[t] = max(most.get(t, 0), v)
         _typed_ratios(ratios, shape)
     if count == 0:
         raise ValueError("the loader made no batch to forecast")
@@ -577,4 +640,4 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     for entry in entries:
         entry["bytes"] += shift
         entry["upper_bytes"] += shift
-    return Forecast(held, total, what, count, entries, ratios, worst_of)
+    return Forecast(held, total, what, count, entries, ratios, worst_of, most_at)

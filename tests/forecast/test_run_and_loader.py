@@ -1,0 +1,117 @@
+"""A run's recorded batches and the loader they came from, forecast by one model: the run's rows
+(``gnnmon forecast RUN``, ``gnnmon.forecast(rows, ...)``) scale the batches it read to each size,
+the loader (``gnnmon.forecast(loader, ...)``) samples batches at each size. Each says which it did.
+
+The planted graph: 1,000 seed nodes and 20 hubs, seed ``s``'s one in-neighbour hub ``s mod 20``;
+sampled one hop with every neighbour, a batch of ``k`` seeds holds ``k`` edges and ``k`` plus the
+hubs of its seeds' residues, at most ``k + 20`` nodes: nodes per seed fall as batches grow (their
+seeds share hubs), as a sampler's neighbourhoods overlap. Batches of 99 consecutive seeds hold 119
+nodes; the epoch's last batch, 10 seeds, holds 20 (2 a seed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import gnnmon
+from gnnmon.cli import main
+
+pytest.importorskip("torch_geometric")
+from torch_geometric.data import Data
+
+from gnnmon.integrations.pyg_sampler import neighbor_loader
+from tests.forecast.test_forecast import A, B, C, planted_model, truth
+
+SEEDS, HUBS = 1000, 20
+
+
+def hub_graph() -> Data:
+    seeds = torch.arange(SEEDS)
+    return Data(x=torch.randn(SEEDS + HUBS, 4), edge_index=torch.stack([SEEDS + seeds % HUBS, seeds]))
+
+
+def record(path, sizes, shuffle: bool) -> list[dict]:
+    """A run of a decorated step over the hub graph's batches of each of ``sizes`` seeds, its
+    peaks planted (``truth``); its rows as the file holds them."""
+    data = hub_graph()
+
+    @gnnmon.monitor_memory_device(device="cpu")
+    def step(batch):
+        return batch
+
+    with gnnmon.collect(path):
+        for size in sizes:
+            for batch in neighbor_loader(data, [-1], batch_size=size, input_nodes=torch.arange(SEEDS),
+                                         shuffle=shuffle):
+                step(batch)
+    lines, rows = [], []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if row.get("type") == "row":
+            row["mem_peak_bytes"] = truth(row)
+            rows.append(row)
+        lines.append(json.dumps(row))
+    path.write_text("\n".join(lines) + "\n")
+    return rows
+
+
+def test_a_runs_batches_are_scaled_from_its_largest_not_its_short_last_batch(tmp_path):
+    """The target is the planted peak of 600 seeds' heaviest batch (620 nodes, 600 edges). The
+    loader's budget samples each size: the planted limit, 600, lies between its bounds. The run's
+    rows (10 batches of 99 seeds, 119 nodes; the last of 10 seeds, 20 nodes) scale the 99-seed
+    batches: 119/99 nodes a seed, at least the planted k + 20 from 99 seeds up, whose limit under
+    the planted truth is 529 seeds. Scaling the most nodes per seed of any batch (the last one's 2)
+    put it at 339 (the newcomer's trial: 558 from the run, 1,195 from the loader)."""
+    torch.manual_seed(0)
+    rows = record(tmp_path / "run.jsonl", [99], shuffle=False)
+    assert sorted({(r["batch_size"], r["num_nodes"], r["num_edges"]) for r in rows}) == [(10, 20, 10), (99, 119, 99)]
+    model = planted_model()
+    target = A + B * (600 + HUBS) + C * 600
+    loader = neighbor_loader(hub_graph(), [-1], batch_size=99, input_nodes=torch.arange(SEEDS), shuffle=False)
+    sampled = gnnmon.forecast(loader, model, capacity=target, progress=False, anchor=False).budget(1.0)
+    assert sampled.batch_size <= 600 <= sampled.batch_size_high, sampled
+    assert sampled.batch_size_from.startswith("the heaviest of 3 batches its sampler draws at the size"), sampled
+
+    fc = gnnmon.forecast(rows, model, capacity=target, progress=False, anchor=False)
+    for k in (99, 100, 250, 529, 1000):
+        nodes = fc.shape_at(k)["num_nodes"]
+        assert nodes == pytest.approx(119 * k / 99) and nodes >= k + HUBS
+        assert fc.shape_at(k)["num_edges"] == pytest.approx(k)
+    budget = fc.budget(1.0)
+    scaled_limit = (B * (600 + HUBS) + C * 600) // (B * 119 / 99 + C)  # 529: the planted truth at 119/99 a seed
+    tail_limit = (B * (600 + HUBS) + C * 600) // (B * 2 + C)  # 339: at the last batch's 2 a seed
+    assert (scaled_limit, tail_limit) == (529, 339)
+    assert tail_limit < budget.batch_size <= scaled_limit <= budget.batch_size_high, budget
+    assert budget.batch_size < sampled.batch_size
+    assert budget.batch_size_from.startswith(
+        f"scaled from the batches read, not sampled: {budget.batch_size:,} items as "
+        f"{budget.batch_size / 99:.3g}x the most of the 99-item batches read (119 nodes, 99 edges)"), budget
+    assert "overstates" in str(budget)
+
+
+def test_the_command_says_its_batch_size_is_scaled_from_the_runs_batches(tmp_path, capsys, monkeypatch):
+    """The command forecasts the run's rows as ``gnnmon.forecast(rows, model)`` does (one batch
+    size), and says what its batch size is: the run's 99-seed batches (119 nodes: 99 seeds and the
+    20 hubs) scaled, not sampled; and how to sample the loader's instead."""
+    import sys
+
+    module = sys.modules["gnnmon.forecast.forecast"]
+    monkeypatch.setattr(module, "held_now", lambda model: None)  # as another process would: no anchor
+    torch.manual_seed(0)
+    path = tmp_path / "run.jsonl"
+    record(path, [25, 50, 99], shuffle=True)
+    capacity = int((A + B * 180 + C * 150) / 0.9)  # 150 seeds' planted peak, inside what the model vouches for
+    assert main(["forecast", str(path), "--capacity", str(capacity)]) == 0
+    text = capsys.readouterr().out
+    report = gnnmon.Report(gnnmon.load(path))
+    model = report.memory_model(None, "mem_peak_bytes")
+    part = report.table.parts[model.label]
+    budget = gnnmon.forecast([part.row(i) for i in range(part.n)], model, capacity, progress=False).budget(0.9)
+    assert 99 < budget.batch_size < 198, budget  # scaled beyond the largest batch read, within 2x of it
+    assert f"batch_size <= {budget.batch_size:,}," in text, text
+    assert (f"the batch size's worst batch: scaled from the batches read, not sampled: {budget.batch_size:,} items "
+            f"as {budget.batch_size / 99:.3g}x the most of the 99-item batches read (119 nodes, 99 edges)") in text
+    assert (f"note: the batch size is scaled from the run's own {part.n} batches; gnnmon.forecast(loader, "
+            f"{str(path)!r}, capacity=...) samples") in text, text
