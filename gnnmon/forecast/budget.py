@@ -44,6 +44,11 @@ class Budget(Mapping[str, Any]):
     """Whether the model is of per-type terms (its ``max_num`` are of the totals at the scan's most of each type)."""
     samplers_why: str | None = None
     """Why a ``max_num`` is not given (None), in words; None where both are."""
+    graph_note: str | None = None
+    """Where ``max_num_nodes`` (``max_num_edges``) was above what the graph holds, that it is now the
+    graph's count (a budget above it is no batch anyone can make); where the graph's size is not
+    known and the node budget is above every batch read, that it may be above the graph's. None
+    otherwise."""
     batch_size_from: str | None = None
     """What the batch size's worst batch is, in words: the heaviest of a few batches a loader's
     sampler draws at the size, the costliest graphs summed, or plain batches (a run's rows) scaled
@@ -86,6 +91,8 @@ class Budget(Mapping[str, Any]):
                 text += " (nodes and edges of all types, each type at the most per node / edge the forecast read)"
         if self.samplers_why:
             text += f"; {self.samplers_why}"
+        if self.graph_note:
+            text += f"; {self.graph_note}"
         return text
 
     def __str__(self) -> str:

@@ -60,7 +60,7 @@ from gnnmon.data.result import RunResult
 from gnnmon.devices import get_backend
 from gnnmon.figures import MEM_PEAK, RSS_PEAK
 from gnnmon.forecast.budget import Budget
-from gnnmon.forecast.shapes import SHAPE_KEYS, TYPED, Heaviest, batch_shapes, heaviest, item_sizes, typed
+from gnnmon.forecast.shapes import SHAPE_KEYS, TYPED, Heaviest, batch_shapes, graph_size, heaviest, item_sizes, typed
 from gnnmon.report import Report
 from gnnmon.report.memory.model import MemoryModel, UntrustedModelError, format_bytes
 
@@ -195,6 +195,11 @@ class Forecast:
     """For each number of items the scan read a batch of, the most of each shape field
     (``num_nodes``, ``num_edges``, each type's count) among those batches: what plain batches'
     sizes are scaled from (:meth:`_scaled`)."""
+    graph: dict[str, int] = field(default_factory=dict)
+    """The most ``num_nodes`` (and ``num_edges``) one batch can hold where the loader's graph's size
+    is known (:func:`~gnnmon.forecast.shapes.graph_size`): the budgets' ``max_num`` go no higher."""
+    graph_said: str | None = None
+    """What :attr:`graph` is (``"the loader's graph"``), or why it is not known, in words."""
 
     @property
     def peak_bytes(self) -> float | None:
@@ -317,6 +322,7 @@ class Forecast:
                         "binds": "edges" if b * r["edges_per_node_max"] > a else "nodes",
                         "beyond_fitted": nodes / seen if seen else None,  # > 1: the budget extrapolates the model
                         "limited_by_model": bool(node_cap and nodes >= node_cap)})
+        out["graph_note"] = self._cap_to_graph(out)
         items = self.heaviest.items if self.heaviest is not None else None
         if items is not None:
             high = items
@@ -352,6 +358,30 @@ class Forecast:
         else:
             out["batch_size_from"] = self._size_from(int(size))
         return Budget(**out)
+
+    def _cap_to_graph(self, out: dict[str, Any]) -> str | None:
+        """Lower ``out``'s ``max_num_nodes`` / ``max_num_edges`` to what the graph holds where they
+        are above it (a budget no batch can reach: the node budget then is not the model's limit),
+        and say so; where the graph's size is not known and the node budget is above every batch
+        read, say that it may be above the graph's too. None where there is nothing to say."""
+        notes = []
+        for key, term, unit in (("max_num_nodes", "num_nodes", "nodes"), ("max_num_edges", "num_edges", "edges")):
+            most, limit = out.get(key), self.graph.get(term)
+            if most is None or limit is None or most <= limit:
+                continue
+            out[key] = limit
+            notes.append(f"{key} is all {limit:,} {unit} of {self.graph_said} (the forecast allows {most:,}): "
+                         "no batch holds more")
+            if key == "max_num_nodes":
+                out["limited_by_model"] = False  # the graph stops it, not the model
+                if out.get("beyond_fitted"):
+                    out["beyond_fitted"] *= limit / most
+        read = max((most.get("num_nodes", 0) for most in self.most_at.values()), default=0)
+        nodes = out.get("max_num_nodes")
+        if "num_nodes" not in self.graph and nodes and read and nodes > read:
+            notes.append(f"max_num_nodes {nodes:,} is above the most nodes of any batch read ({read:,.0f}) and may be "
+                         f"above what the graph holds: {self.graph_said}")
+        return "; ".join(notes) or None
 
     def _size_from(self, k: int) -> str:
         """What the batch of ``k`` items a budget forecast is, in words: sampled at the size, the
@@ -635,9 +665,10 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     held = _anchor(fitted, anchor)  # after the scan: what the sampler's work left held counts too
     weight = {t: c for t, c in held.coefficients.items() if t != "const"}  # the totals', or each type's
     worst_of = heaviest(loader_or_dataset if sizes is None else None, sizes, weight)
+    graph, graph_said = graph_size(loader_or_dataset, sizes)
     shift = held.anchor_bytes - fitted.anchor_bytes  # every forecast moves by it, their order does not
     entries = [w[2] for w in sorted(worst, reverse=True)]
     for entry in entries:
         entry["bytes"] += shift
         entry["upper_bytes"] += shift
-    return Forecast(held, total, what, count, entries, ratios, worst_of, most_at)
+    return Forecast(held, total, what, count, entries, ratios, worst_of, most_at, graph, graph_said)

@@ -156,6 +156,36 @@ def item_sizes(source: Any) -> list[dict[str, Any]] | None:
     return None
 
 
+def graph_size(source: Any, sizes: list[dict[str, Any]] | None = None) -> tuple[dict[str, int], str]:
+    """The most nodes and edges one batch of ``source`` can hold, where its graph's size is known,
+    and what that graph is in words; else no count and why it is not known. A neighbour loader's
+    batch holds each node of its graph at most once (no edge more than once without replacement),
+    unless its sampler is disjoint (each seed its own copy of its neighbourhood); a batch of whole
+    graphs holds at most all of them (``sizes``, as :func:`item_sizes` read them); one graph is the
+    full batch. Plain batches (a run's rows) do not say how large their graph is."""
+    pyg = sys.modules.get("torch_geometric.data")
+    if _sampling(source):
+        sampler = getattr(source, "node_sampler", None) or getattr(source, "link_sampler", None)
+        if getattr(sampler, "disjoint", False):
+            return {}, ("the loader's sampler is disjoint: each seed gets its own copy of its neighbourhood, so a "
+                        "batch can hold a node more than once")
+        data = getattr(source, "data", None)
+        if pyg is None or not isinstance(data, pyg.data.BaseData):
+            return {}, (f"the loader's graph is not a PyG Data or HeteroData ({type(data).__name__}): its size is "
+                        "not read")
+        shape = graph_shape(data)
+        out = {"num_nodes": shape.get("num_nodes"), "num_edges": None if getattr(sampler, "replace", False)
+               else shape.get("num_edges")}  # with replacement an edge can be sampled twice
+        return {t: int(v) for t, v in out.items() if v is not None}, "the loader's graph"
+    if sizes is not None:
+        return ({t: sum(g[t] or 0 for g in sizes) for t in ("num_nodes", "num_edges")},
+                f"the dataset's {len(sizes):,} graphs together")
+    if pyg is not None and isinstance(source, pyg.data.BaseData):
+        shape = graph_shape(source)
+        return {t: int(shape[t]) for t in ("num_nodes", "num_edges") if shape.get(t) is not None}, "the graph"
+    return {}, "the batches read do not say how large their graph is (a run's rows record its batches, not its graph)"
+
+
 DRAWS = 3
 """Batches a sampler draws at a size for :class:`Heaviest` (the heaviest is kept): as many as a
 calibration's probe draws before it runs the heaviest, so a budget forecasts the batch a probe runs."""
