@@ -29,7 +29,7 @@ class Sched:
                 state.row_open = None
             now = thread_times()
             put_sched(fields, "thread_", opened[1], now)
-            state.last_end = (fields["t_end_ns"], now)
+            state.last_end = (fields, now)  # read before the row's end is (inside its window): its end read later
 
 
 def row_start(row: Any) -> Times | None:
@@ -41,9 +41,9 @@ def row_start(row: Any) -> Times | None:
 
 def _before(fields: dict[str, Any], now: Times) -> None:
     """The thread's scheduler counters since its previous top-level row ended (``before_*``)."""
-    last = getattr(sched_state(), "last_end", None)  # (t_end_ns, its Times)
-    if last is not None:
-        fields["before_s"] = (fields["t_start_ns"] - last[0]) / 1e9
+    last = getattr(sched_state(), "last_end", None)  # (that row's fields, its Times)
+    if last is not None and last[0]["t_end_ns"] is not None:
+        fields["before_s"] = (fields["t_start_ns"] - last[0]["t_end_ns"]) / 1e9
         put_sched(fields, "before_thread_", last[1], now)
 
 

@@ -193,6 +193,8 @@ class Row:
                 phase = OPEN_PHASE.get()
                 if phase is not None and phase.row_closed():  # a phase whose exit never ran
                     OPEN_PHASE.set(open_phase(phase))
+                if self._opened:  # their counters read inside the row's window, as they opened
+                    self._close_probes(fields, error)
                 # After the reset: a collection it triggered is the row's, and inside its window; the
                 # CPU read before the clock, as after it as the row opened: its window inside the wall's.
                 fields["cpu_s"] = process_time() - self.cpu0
@@ -203,8 +205,6 @@ class Row:
                     fields["gc_max_generation"] = self.gc_gen
                 else:
                     fields.update(_NO_GC)
-                if self._opened:
-                    self._close_probes(fields, error)
                 if error is not None:
                     fields["error"] = type(error).__name__
                     for probe in self.run.probes.on_error:  # its failure is said as the error's recording's
