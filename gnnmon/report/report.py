@@ -233,7 +233,8 @@ class Report:
         """What the run's time and memory went to, ranked by the share at stake: each finding's
         ``kind``, ``label``, ``share`` (of the run's time, or of the memory: ``of``), ``at_stake``
         (seconds or bytes), ``words``, ``evidence`` (figure, value, unit, where it was measured) and
-        ``next``; [] when nothing stands out beyond the run's own noise. See
+        ``next`` (``every_call``: a wait in every call, not an excess); [] when nothing stands out
+        beyond the run's own noise. See
         :mod:`gnnmon.report.diagnosis.findings`."""
         return diagnose(self)
 

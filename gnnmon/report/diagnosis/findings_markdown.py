@@ -20,13 +20,13 @@ OF = {"time": "of the run's time"}
 
 
 def headline(f: dict[str, Any]) -> str:
-    """``input-bound — 41 % of the run's time``."""
+    """``input-bound — 41 % of the run's time`` (``off-CPU wait in every call — ...``: a steady wait)."""
     if f["kind"] == "out of memory":
         return "out of memory"
     of = "of the job's time" if f["kind"] == "straggler" or (f["kind"] == "busy machine" and f["label"] is None) \
         else "of the device's memory" if f["kind"] == "memory" \
         else "of the memory its calls end with" if f["of"] == "memory" else OF["time"]  # creep's, leak's level
-    return f"{f['kind']} — {100 * f['share']:.0f} % {of}"
+    return f"{f['kind']}{' in every call' if f.get('every_call') else ''} — {100 * f['share']:.0f} % {of}"
 
 
 def value_text(value: float | None, unit: str) -> str:

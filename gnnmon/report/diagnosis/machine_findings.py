@@ -12,18 +12,21 @@ None; a cost is said only beyond the run's own noise (:func:`~gnnmon.report.loop
   thread's run-queue time says they waited for a core: a loaded first epoch is the machine's;
 * ``off-CPU wait`` — the calls that waited where nothing recorded says the machine made them wait:
   I/O, a lock or a sleep in the step (the run queue recorded and under half the wait, or the
-  sampled load not accounting for it), or unknown; each call is one finding's or the other's.
+  sampled load not accounting for it), or unknown; each call is one finding's or the other's;
+* either, ``every_call`` (:func:`steady_wait`) — the level itself spent off the CPU: a host step
+  that waits the same in every call has no excess for the two above to read.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from gnnmon.figures import phase_field
 from gnnmon.report import busy
-from gnnmon.report.loops import NOISE_K, Loop, beyond_noise, evidence, finding, ms
+from gnnmon.report.loops import NOISE_K, Loop, beyond_noise, cost_beyond_noise, evidence, finding, ms
 from gnnmon.report.stats import median, spread
 
 
@@ -74,6 +77,82 @@ def off_cpu_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str
     neither the load nor the run queue says."""
     load = busy.load(loop)
     return _waited(loop, total, one_thread, busy.own_waits(loop, load, one_thread), busy.WAITED, load)
+
+
+def steady_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
+    """The steps' own level spent off the CPU: the time no thread of the process ran (a row's window,
+    ``t_start_ns`` to ``t_end_ns``, less its process's CPU time, ``cpu_s``, read inside it; torch on
+    one thread, less the step's thread's, ``thread_cpu_s``, where recorded), summed over the steady
+    host calls no other finding reads as slowed (not warm-up, not a busy machine's or an off-CPU
+    wait's excess, none that compiled), each at most its time and the level (an excess is those
+    findings'), and said as a cost measured at each step
+    (:func:`~gnnmon.report.loops.cost_beyond_noise`). A step that waits the same in every call has
+    no excess over its level, so the findings that read one cannot see it. What it waited for: a
+    core where the step's one thread queued for half of it or more (``thread_queued_s``); its own
+    wait (I/O, a lock, a sleep) where it queued less, or its cores had :data:`~gnnmon.report.busy.IDLE_FULL`
+    idle or more while sampled; else unknown. Rows on an accelerator wait for it (a sync), so
+    only the host's (``backend`` ``cpu``) are read. The finding says ``every_call``: its kind's
+    other finding, of the same label, is the excess of the calls that waited longer."""
+    if not loop.has("cpu_s"):
+        return None
+    done = busy.work(loop, one_thread)
+    cpu = done if done is not None else loop.column("cpu_s")
+    load = busy.load(loop)
+    slowed = busy.machine_calls(loop, None, one_thread) | (loop.zeros("compile_frames") > 0)
+    if load is not None:
+        slowed |= busy.machine_calls(loop, load, one_thread) | busy.own_waits(loop, load, one_thread)
+    host = np.array([b == "cpu" for b in loop.part.pick("backend", loop.at.tolist())], dtype=bool)
+    calls = loop.steady & host & ~slowed & ~np.isnan(cpu)
+    m = int(calls.sum())
+    if m < 5:
+        return None
+    span = (loop.column("t_end_ns") - loop.column("t_start_ns")) / 1e9  # the window the CPU times are read in
+    span = np.where(np.isnan(span), loop.t, span)
+    off = np.minimum(np.maximum(span - np.nan_to_num(cpu), 0.0), np.minimum(loop.t, loop.level))
+    if not cost_beyond_noise(off[calls], total):
+        return None
+    cost = float(off[calls].sum())
+    t, waited, spent = (median(np.sort(x[calls])) for x in (loop.t, off, cpu))
+    name, who = ("thread_cpu_s", "thread") if done is not None and loop.has("thread_cpu_s") else ("cpu_s", "process")
+    proof = [evidence(name, spent, "s", f"the {who}'s CPU time, median of {m} steady call(s)"),
+             evidence("wall_s/device_s", t, "s", f"median of those {m} call(s)"),
+             evidence("off the CPU", waited, "s", f"the row's window less its {who}'s CPU time (at most the call's "
+                      "time and the level), median of those calls")]
+    head = (f"{loop.label} spent {100 * waited / t:.0f} % of each call off the CPU: {ms(waited)} of {ms(t)} (median "
+            f"of {m} steady calls, its {who} computing {ms(spent)}), {ms(cost)} in all; a wait in every call, not an "
+            "excess over the level")
+    queued = loop.column("thread_queued_s") if one_thread and loop.has("thread_queued_s") else None
+    if queued is not None:
+        core = float(np.minimum(np.nan_to_num(queued), off)[calls].sum())
+        proof.append(evidence("thread_queued_s", core, "s", f"the thread's run-queue time, summed over those {m} "
+                              "call(s) (the scheduler's count: collect(sched=True))"))
+        if core >= busy.EXPLAINS * cost:
+            return finding("busy machine", loop.label, cost, total, f"{head}: {ms(core)} of it waiting for a core "
+                           "while the thread could run (other processes' load)", proof, BUSY_NEXT, every_call=True)
+        return finding(busy.WAITED, loop.label, cost, total, f"{head}, of which waiting for a core holds only "
+                       f"{ms(core)}: {GAVE_UP}", proof, OWN_WAIT_NEXT, every_call=True)
+    if load is not None:
+        idle = load[1][calls]
+        spare = median(np.sort(idle[~np.isnan(idle)])) if (~np.isnan(idle)).any() else math.nan
+        if not math.isnan(spare):
+            proof.append(evidence("idle_cpu_pct", spare, "%", "sampled (psutil, the cores this process may run on), "
+                                  "median of those calls"))
+        if spare >= busy.IDLE_FULL:
+            return finding(busy.WAITED, loop.label, cost, total, f"{head}; its cores had {spare:.0f} % of a core "
+                           f"idle (sampled), so the machine did not hold it: {GAVE_UP}", proof, OWN_WAIT_NEXT,
+                           every_call=True)
+        why = ("the load was not sampled while these calls ran" if math.isnan(spare) else
+               "its cores were full while sampled, and the thread's run queue was not recorded")
+    elif loop.has("thread_queued_s"):
+        why = "torch runs on several threads, whose run queues are not the one recorded"
+    else:
+        why = "neither the machine's load nor the thread's run queue was recorded"
+    return finding(busy.WAITED, loop.label, cost, total, f"{head}: waiting for a core (other processes' load) or on "
+                   f"I/O, a lock or a sleep in the step; which, the rows cannot say ({why})", proof, UNKNOWN_WAIT_NEXT,
+                   every_call=True)
+
+
+GAVE_UP = "the step gave the CPU up, on I/O, a lock (the GIL: another thread of the process) or a sleep in the step"
 
 
 def _waited(loop: Loop, total: float, one_thread: bool, mine: np.ndarray, kind: str,

@@ -74,7 +74,7 @@ def test_a_busy_process_beside_the_run_leads_as_a_busy_machine(sched):
     finally:
         os.sched_setaffinity(0, before)
     report = run.report()
-    found = report.diagnosis()
+    found = [f for f in report.diagnosis() if not f.get("every_call")]  # the level's wait: the load can hold it too
     rows = run.records
     assert found, [(r["index"], round(r["wall_s"], 3), r.get("others_cpu_pct"), r.get("idle_cpu_pct")) for r in rows]
     first = found[0]

@@ -70,7 +70,8 @@ def test_a_list_that_keeps_a_tensor_is_a_leak_at_its_rate():
     planted = KEPT * STEPS  # bytes per epoch
     rate = next(e["value"] for e in found[0]["evidence"] if e["figure"] == "growth not explained by shapes")
     print(f"leak: {rate / 2**20:.2f} MiB per epoch against {planted / 2**20:.0f} planted")
-    assert leak[0]["kind"] == "leak" and abs(rate / planted - 1) < 0.10, leak
+    # one leak, at its rate (the step's 1 ms sleep is a wait in every call: a finding about time beside it)
+    assert len(found) == 1 and abs(rate / planted - 1) < 0.10, leak
 
 
 @pytest.mark.slow

@@ -70,7 +70,9 @@ def a_core_shared_on_demand() -> Iterator[Callable[[bool], None]]:
 
 
 def time_findings(run: gnnmon.Run) -> dict[str, dict]:
-    return {f["kind"]: f for f in run.report().diagnosis() if f.get("label") == "step"}
+    """The findings about the slowed calls' excess (a wait in every call, ``every_call``, is the
+    level's: the load can hold every call of the run)."""
+    return {f["kind"]: f for f in run.report().diagnosis() if f.get("label") == "step" and not f.get("every_call")}
 
 
 def undecidable(run: gnnmon.Run, planted: float) -> str | None:

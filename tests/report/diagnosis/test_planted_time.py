@@ -22,6 +22,7 @@ import gnnmon
 from gnnmon.report.diagnosis.findings_markdown import NOTHING
 from gnnmon.report.diagnosis.time_findings import WARMUP_SHARE
 from gnnmon.report.loops import MIN_SHARE, WARMUP, ms
+from tests.devices.test_sched import _spin
 from tests.stopwatch import Stopwatch
 
 ITEM_S, STEP_S = 0.030, 0.020
@@ -233,19 +234,22 @@ def test_pauses_the_loop_asked_for_are_told_apart_from_automatic_ones():
 
 
 CLEAN_S, CLEAN_CALLS = 0.05, 30
-"""The clean run: 30 steps each sleeping 50 ms, nothing else (no loader, no compiling, collections
-paused, no device memory)."""
+"""The clean run: 30 steps each computing 50 ms of their thread's CPU time, nothing else (no loader,
+no compiling, collections paused, no device memory). A step that sleeps is not clean: it waits off
+the CPU in every call (``tests/report/diagnosis/test_steady_wait.py``)."""
 
 
 def _host_allows(outer: list[Stopwatch]) -> set[str]:
     """The findings about time the host's own clock leaves the clean run room for. Every row reads
-    CLEAN_S at least (a sleep never ends early) and at most the host's time around its call, so
+    CLEAN_S at least (CPU time is never more than the wall's) and at most the host's time around its call, so
     the steps' level is CLEAN_S at least, the run's time CLEAN_CALLS x CLEAN_S at least, and a
     call's excess over the level at most what the host saw it take over CLEAN_S. A spike (``slow
     steps``) is a row over 1.5 x its label's median; ``warm-up`` is the first WARMUP calls' excess,
     said from WARMUP_SHARE of the run; a ``busy machine`` or an ``off-CPU wait`` (not sampled: calls
     slow off the CPU, the run queue recorded or not) is calls' excess, said from MIN_SHARE of the
-    run. Where the host saw less, none can be said."""
+    run, or a wait in every call: each call's window less its CPU time, CLEAN_S at least, so at most
+    what the host saw it take over CLEAN_S, also said from MIN_SHARE. Where the host saw less, none
+    can be said."""
     over = [max(around.s - CLEAN_S, 0.0) for around in outer]
     floor = CLEAN_CALLS * CLEAN_S
     allowed = set()
@@ -267,7 +271,7 @@ def test_a_clean_run_has_nothing_to_say():
     machine spoils all five the test skips, having judged them."""
     @gnnmon.cuda_timed
     def step():
-        time.sleep(CLEAN_S)
+        _spin(CLEAN_S)
 
     worst = []
     for _ in range(5):
