@@ -158,16 +158,17 @@ def _fix(part: str, hops: list[float]) -> str:
     """Less work per batch in the loader's largest ``part``; for sampling, at the hop that samples
     the most nodes (``hops``: nodes per hop, hop 0 the seeds): the outer hops where the last does,
     else that hop's fanout (an outer hop that samples fewer, its neighbourhoods overlapping, is not
-    where the nodes are)."""
+    where the nodes are). Hop k's nodes are sampled with PyG's ``num_neighbors[k - 1]``: it is named."""
     if part == "sampling":
         if len(hops) < 2:
             return "smaller fanouts in the outer hops"
         k = max(range(1, len(hops)), key=lambda i: (hops[i], i))  # the most nodes; the outer of a tie
         if k == len(hops) - 1:
             growth = hops[k] / max(hops[k - 1], 1)
-            return f"smaller fanouts in the outer hops (hop {k} has {growth:.1f}× hop {k - 1}'s nodes)"
-        return (f"a smaller fanout at hop {k}, which samples the most nodes ({hops[k]:,.0f} a batch; hop "
-                f"{len(hops) - 1}, {hops[-1]:,.0f})")
+            return (f"smaller fanouts in the outer hops (hop {k} has {growth:.1f}× hop {k - 1}'s nodes; its fanout is "
+                    f"num_neighbors[{k - 1}])")
+        return (f"a smaller fanout at hop {k} (num_neighbors[{k - 1}]), which samples the most nodes ({hops[k]:,.0f} a "
+                f"batch; hop {len(hops) - 1}, {hops[-1]:,.0f})")
     if part == "feature gathering":
         return ("keep the features where the step reads them (on the device: a GPU feature store), "
                 "or fewer sampled nodes")

@@ -55,7 +55,8 @@ def test_a_neighbour_loaders_wait_is_told_part_by_part_with_its_rest_its_copy_an
         "20.0 ms, feature gathering 4.0 ms, transform/collation 2.0 ms, the copy to the device 2.0 ms, the rest "
         "4.0 ms (the sampler's input, collation); num_workers=2 on 4 core(s); nodes per hop 1 → 10")
     assert found["next"] == ("more workers (num_workers=4) (2.0 core(s) stood idle beside the run), or less work per "
-                             "batch: smaller fanouts in the outer hops (hop 1 has 10.0× hop 0's nodes)"
+                             "batch: smaller fanouts in the outer hops (hop 1 has 10.0× hop 0's nodes; its fanout is "
+                             "num_neighbors[0])"
                              + RUN.format(wait="32.0 ms", share=62))
     workers = " (in the loader's workers where it has them)"
     assert found["evidence"] == [
@@ -80,17 +81,20 @@ def test_sampling_is_made_lighter_at_the_hop_that_samples_the_most_nodes():
     hop; where the last hop samples the most, the outer hops, as before."""
     from gnnmon.report.diagnosis.input_finding import _fix
 
-    assert _fix("sampling", [512, 5120, 2560]) == "a smaller fanout at hop 1, which samples the most nodes (5,120 a " \
-                                                  "batch; hop 2, 2,560)"
-    assert _fix("sampling", [512, 2560, 2560]) == "smaller fanouts in the outer hops (hop 2 has 1.0× hop 1's nodes)"
-    assert _fix("sampling", [1, 10, 80]) == "smaller fanouts in the outer hops (hop 2 has 8.0× hop 1's nodes)"
+    assert _fix("sampling", [512, 5120, 2560]) == ("a smaller fanout at hop 1 (num_neighbors[0]), which samples the "
+                                                   "most nodes (5,120 a batch; hop 2, 2,560)")
+    assert _fix("sampling", [512, 2560, 2560]) == ("smaller fanouts in the outer hops (hop 2 has 1.0× hop 1's "
+                                                   "nodes; its fanout is num_neighbors[1])")
+    assert _fix("sampling", [1, 10, 80]) == ("smaller fanouts in the outer hops (hop 2 has 8.0× hop 1's nodes; its "
+                                             "fanout is num_neighbors[1])")
     assert _fix("sampling", [64]) == "smaller fanouts in the outer hops"
     # the seeds (hop 0) are not sampled: where they outnumber every hop, the hop sampling the most is still hop 1
-    assert _fix("sampling", [512, 256, 128]) == "a smaller fanout at hop 1, which samples the most nodes (256 a " \
-                                                "batch; hop 2, 128)"
+    assert _fix("sampling", [512, 256, 128]) == ("a smaller fanout at hop 1 (num_neighbors[0]), which samples the "
+                                                 "most nodes (256 a batch; hop 2, 128)")
     rows = planted(40, 0.030, 0.010, data_sample_s=0.025, data_hop_0_nodes=512, data_hop_1_nodes=5120,
                    data_hop_2_nodes=2560, idle_cpu_pct=0.0, others_cpu_pct=0.0)
-    assert "a smaller fanout at hop 1, which samples the most nodes" in input_bound(rows, cores=2)["next"]
+    assert "a smaller fanout at hop 1 (num_neighbors[0]), which samples the most nodes" in input_bound(rows, cores=2)[
+        "next"]
 
 
 def test_gnnmons_sampler_is_replaced_first_then_workers_counted_without_a_machine():
@@ -109,7 +113,8 @@ def test_gnnmons_sampler_is_replaced_first_then_workers_counted_without_a_machin
         "install pyg-lib, PyG's compiled sampler (pip install pyg-lib -f https://data.pyg.org/whl/torch-<version>+"
         "<cpu|cu12x>.html): gnnmon's fallback sampler took 20.0 ms of each wait, and PyG's loaders use pyg-lib once "
         "it is there; then " + NEW_WORKERS.format(n="=N", why="", lighter="smaller fanouts in the outer hops (hop 2 "
-                                                                           "has 8.0× hop 1's nodes)")
+                                                                           "has 8.0× hop 1's nodes; its fanout is "
+                                                                           "num_neighbors[1])")
         + RUN.format(wait="34.0 ms", share=77))
     assert found["evidence"][-1] == {"figure": "data_hop_<k>_nodes", "value": None, "unit": "nodes",
                                      "where": "num_sampled_nodes: 512 → 5,120 → 40,960"}
