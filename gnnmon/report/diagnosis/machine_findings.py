@@ -128,7 +128,8 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str,
                               "call(s) (the scheduler's count: collect(sched=True))"))
         if core >= busy.EXPLAINS * cost:
             return finding("busy machine", loop.label, cost, total, f"{head}: {ms(core)} of it waiting for a core "
-                           "while the thread could run (other processes' load)", proof, BUSY_NEXT, every_call=True)
+                           f"while the thread could run (other processes' load), the other {ms(cost - core)} given "
+                           "up by the step (I/O, a lock, a sleep)", proof, BUSY_NEXT, every_call=True)
         return finding(busy.WAITED, loop.label, cost, total, f"{head}, of which waiting for a core holds only "
                        f"{ms(core)}: {GAVE_UP}", proof, OWN_WAIT_NEXT, every_call=True)
     if load is not None:
@@ -147,11 +148,15 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str,
         why = "torch runs on several threads, whose run queues are not the one recorded"
     else:
         why = "neither the machine's load nor the thread's run queue was recorded"
+    next_step = UNKNOWN_WAIT_NEXT if why.startswith("neither") else ONE_THREAD_NEXT  # what was recorded cannot tell
     return finding(busy.WAITED, loop.label, cost, total, f"{head}: waiting for a core (other processes' load) or on "
-                   f"I/O, a lock or a sleep in the step; which, the rows cannot say ({why})", proof, UNKNOWN_WAIT_NEXT,
+                   f"I/O, a lock or a sleep in the step; which, the rows cannot say ({why})", proof, next_step,
                    every_call=True)
 
 
+ONE_THREAD_NEXT = ("a run with torch on one thread (torch.set_num_threads(1)) and collect(sched=True): its thread's "
+                   "run-queue time then tells a busy machine (free cores, a quiet run to compare) from the step's own "
+                   "wait (find the call it blocks in: py-spy dump --pid PID while it waits)")
 GAVE_UP = "the step gave the CPU up, on I/O, a lock (the GIL: another thread of the process) or a sleep in the step"
 
 

@@ -37,6 +37,9 @@ OWN_WAIT_NEXT = ("the step's own wait, the job's cost: find the call it blocks i
 WAITED_NEXT = ("collect(sample=0.5) samples the load beside the run and collect(sched=True) the thread's run-queue "
                "time: either tells a busy machine (free cores, a quiet run to compare) from the step's own wait (find "
                "the call it blocks in: py-spy dump --pid PID while it waits)")
+ONE_THREAD_NEXT = ("a run with torch on one thread (torch.set_num_threads(1)) and collect(sched=True): its thread's "
+                   "run-queue time then tells a busy machine (free cores, a quiet run to compare) from the step's own "
+                   "wait (find the call it blocks in: py-spy dump --pid PID while it waits)")
 BUSY_NEXT = ("not the job's cost: run where these cores are free (pin the job to cores nothing else uses: taskset -c, "
              "os.sched_setaffinity), and compare timings from a quiet run")
 
@@ -81,7 +84,8 @@ def test_the_threads_run_queue_tells_a_busy_machine_from_the_steps_own_wait_at_h
     core = STEADY * half
     assert mf.steady_wait(loop_of(queued), TOTAL, one_thread=True) == expected(
         "busy machine", HEAD.format(who="thread") + ": 1.78 s of it waiting for a core while the thread could run "
-        "(other processes' load)", [*thread, q_evidence(core)], BUSY_NEXT)
+        "(other processes' load), the other 1.78 s given up by the step (I/O, a lock, a sleep)",
+        [*thread, q_evidence(core)], BUSY_NEXT)
     less = half - 1 / 1024
     own = rows(cpu=0.5, thread_cpu_s=CPU, thread_queued_s=less)
     assert mf.steady_wait(loop_of(own), TOTAL, one_thread=True) == expected(
@@ -98,7 +102,7 @@ def test_on_several_threads_the_one_run_queue_recorded_does_not_say_the_cause():
     """The process's CPU time bounds the time no thread of it ran; one thread's run queue is not its."""
     why = "torch runs on several threads, whose run queues are not the one recorded"
     assert mf.steady_wait(loop_of(rows(thread_cpu_s=0.0, thread_queued_s=0.0)), TOTAL) == expected(
-        "off-CPU wait", HEAD.format(who="process") + ": " + UNKNOWN.format(why=why), proof(), WAITED_NEXT)
+        "off-CPU wait", HEAD.format(who="process") + ": " + UNKNOWN.format(why=why), proof(), ONE_THREAD_NEXT)
 
 
 def idle_evidence(idle: float) -> dict:
@@ -115,12 +119,12 @@ def test_sampled_cores_with_a_quarter_core_idle_are_the_steps_own_wait_full_ones
     why = "its cores were full while sampled, and the thread's run queue was not recorded"
     assert mf.steady_wait(loop_of(full), TOTAL) == expected(
         "off-CPU wait", HEAD.format(who="process") + ": " + UNKNOWN.format(why=why), [*proof(), idle_evidence(24.0)],
-        WAITED_NEXT)
+        ONE_THREAD_NEXT)
     unsampled = rows(others_cpu_pct=None, idle_cpu_pct=None)
     unsampled[0].update(others_cpu_pct=50.0, idle_cpu_pct=50.0)  # a warm-up call's sample only
     why = "the load was not sampled while these calls ran"
     assert mf.steady_wait(loop_of(unsampled), TOTAL) == expected(
-        "off-CPU wait", HEAD.format(who="process") + ": " + UNKNOWN.format(why=why), proof(), WAITED_NEXT)
+        "off-CPU wait", HEAD.format(who="process") + ": " + UNKNOWN.format(why=why), proof(), ONE_THREAD_NEXT)
 
 
 def test_the_time_off_the_cpu_is_the_rows_window_less_its_cpu_time_at_most_the_calls_time():
@@ -210,6 +214,9 @@ def test_a_live_sleep_in_every_call_is_the_steps_own_wait():
     calls = [r for r in run.records if r["index"] >= 2]
     assert m >= 5 and wait["at_stake"] >= m * sleep
     assert wait["at_stake"] <= sum(r["wall_s"] - work for r in calls)
+    # the run queue's part is what the thread could run and did not: the sleep is the rest, in every call
+    core = next(e["value"] for e in wait["evidence"] if e["figure"] == "thread_queued_s")
+    assert wait["at_stake"] - core >= m * sleep, wait
     if wait["kind"] == "busy machine":
         queued = float(np.median([r["thread_queued_s"] for r in calls]))
         assert queued >= 0.5 * sleep, wait  # the machine's only where it queued the thread that long
