@@ -335,11 +335,16 @@ class Forecast:
         def within(shape: dict[str, float]) -> bool:  # the model vouches for it (each figure it saw, to VOUCH x)
             return any(caps.values()) and all(not cap or (shape.get(t) or 0) <= cap for t, cap in caps.items())
 
+        reach_only: dict[int, bool] = {}  # each size the upper bound ruled out: whether only the model's reach did
+
         def fits(k: int, bound: int) -> bool:
             """1: the upper bound fits, where the model vouches for the batch; 0: the lower bound
             fits (beyond the model's reach it cannot rule a size out either)."""
             shape = self.shape_at(k)
-            return (within(shape) or bound == 0) and self._bounds(shape)[bound] <= target
+            under = self._bounds(shape)[bound] <= target
+            if bound == 1 and not (under and within(shape)):
+                reach_only[k] = under
+            return (within(shape) or bound == 0) and under
 
         # the scanned batches scaled to the size (of each type too): a start for a sampled batch, which
         # they bound where its seeds share more nodes as it grows (where the scan gave no count of a
@@ -350,8 +355,10 @@ class Forecast:
         size = largest(lambda k: fits(k, 1), high, near, start=scaled)
         most = largest(lambda k: fits(k, 0), high, near, start=size)
         out["batch_size"], out["batch_size_high"] = int(size), int(max(most, size))
-        stopped = bool(size < high and not within(self.shape_at(size + 1))
-                       and self._bounds(self.shape_at(size + 1))[1] <= target)
+        # the model's reach stopped the batch size where the nearest size ruled out above it was under the
+        # target (a sampled size is bisected to within 1 %: that size need not be the next one)
+        above = [k for k in reach_only if k > size]
+        stopped = bool(size < high and above and reach_only[min(above)])
         out["limited_by_model"] = out.pop("limited_by_model") or stopped
         if size < 1:
             out["why"] = self._why_none(target)
@@ -540,7 +547,10 @@ class Forecast:
             if b.batch_size_from:
                 lines.append(f"the batch size's worst batch: {b.batch_size_from}")
             if b.limited_by_model:
-                reach = ", ".join(f"{self._vouched(t):,} {t}" for t in self.model.ranges)
+                # every figure it vouches for, those confounded with another too (a sampled batch can be
+                # denser than the fitted ones: its edges, not its nodes, may be what stopped it)
+                reach = ", ".join(f"{self._vouched(t):,} {t}" for t in (*self.model.ranges, *self.model.confounded)
+                                  if self._vouched(t))
                 lines.append(f"note: the budget stops where the model stops vouching ({reach}: {VOUCH:g}x the most "
                              "of each it was fitted on); measure a larger batch to size beyond it")
         return "\n".join(lines)

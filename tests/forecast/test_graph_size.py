@@ -92,3 +92,40 @@ def test_where_a_batch_can_hold_a_node_twice_the_graph_does_not_bound_it():
     assert graph_size(replace) == ({"num_nodes": SEEDS + HUBS}, "the loader's graph")
     stores = SimpleNamespace(node_sampler=SimpleNamespace(), input_data=None, data=(object(), object()))
     assert graph_size(stores)[0] == {} and "not a PyG Data or HeteroData (tuple)" in graph_size(stores)[1]
+
+
+def test_a_budget_the_graph_caps_still_says_the_models_reach_stopped_its_batch_size():
+    """A link loader over a planted 4,000-node graph: ``k`` seed edges hold at most its 4,000
+    nodes and ``3k`` edges, denser than the fitted rows (1.5 edges a node, so the model vouches for
+    edges through nodes: 2 x the most nodes x 1.5). The node budget is the graph's 4,000, not the
+    model's reach; the batch size stops at the edges' reach (``3k`` at most that), bisected to
+    within 1 % below it, so the next size is still within reach: what stopped it is the nearest
+    size ruled out above it, and the note names the edges' reach."""
+    import random
+
+    from gnnmon.forecast.forecast import Forecast
+    from gnnmon.forecast.shapes import SAMPLED_WITHIN, Heaviest
+    from tests.forecast.test_forecast import A, B, C
+
+    rng = random.Random(5)
+    rows = []
+    for i in range(60):
+        n = rng.randint(100, 5000)
+        rows.append({"label": "step", "index": i, "error": None, "num_nodes": n, "num_edges": round(1.5 * n),
+                     "mem_peak_bytes": A + B * n + C * round(1.5 * n) + rng.gauss(0, 256 * 1024)})
+    model = gnnmon.Report(rows).memory_model(figure="mem_peak_bytes")
+    assert model.confounded["num_edges"]["with"] == "num_nodes", model.confounded
+    heaviest = Heaviest(10**5, lambda k: {"num_nodes": min(k, 4000), "num_edges": 3 * k, "num_graphs": 1},
+                        "k seed edges of the planted graph", within=SAMPLED_WITHIN)
+    fc = Forecast(model, 80 * GiB, "80 GiB", 1, [], heaviest=heaviest, graph={"num_nodes": 4000},
+                  graph_said="the planted graph",
+                  ratios={"edges_per_node_max": 3.0, "edges_per_node_min": 1.5, "nodes_per_item_max": 1.3,
+                          "edges_per_item_max": 3.9})  # a start below the reach: the bisection ends inside 1 %
+    edges = fc._vouched("num_edges")
+    assert edges == int(2 * model.ranges["num_nodes"][1] * model.confounded["num_edges"]["ratio"][1])
+    budget = fc.budget(0.9)
+    reach = edges // 3  # the most seed edges whose batch the model vouches for
+    assert budget.max_num_nodes == 4000 and "all 4,000 nodes of the planted graph" in budget.graph_note, budget
+    assert (1 - SAMPLED_WITHIN) * reach <= budget.batch_size < reach, budget  # the next size is within reach too
+    assert budget.limited_by_model, budget
+    assert f"{edges:,} num_edges: 2x the most of each it was fitted on" in fc.summary(), fc.summary()
