@@ -261,6 +261,14 @@ def test_a_phase_one_run_skipped_once_is_the_same_kind_of_figure_on_both_sides()
     assert ln["base"] == pytest.approx(float(np.mean(io)), rel=1e-12)
     assert ln["new"] == pytest.approx(float(np.mean([v or 0.0 for v in skipped])), rel=1e-12)
     assert ln["change"] == pytest.approx(-pattern[7 % 6] / sum(io), rel=1e-9)
+    # the other way round (the base skipped it): the new run, which ran io on every step, is its mean
+    # too, 212 ms / 20 = 10.6 ms (its median, 10.5 ms, would read +5 % for +6 %)
+    assert float(np.median(io)) == pytest.approx(10.5e-3, rel=1e-12)
+    (back,) = [ln for ln in compare_label("all", "step", [new], [base], True, lambda label: [], 0.03)
+               if ln["phase"] == "io" and ln["figure"] == "time per step"]
+    assert back["base"] == pytest.approx(10e-3, rel=1e-12)
+    assert back["new"] == pytest.approx(sum(io) / 20, rel=1e-12) and sum(io) == pytest.approx(0.212, rel=1e-12)
+    assert back["change"] == pytest.approx(sum(io) / (sum(io) - pattern[7 % 6]) - 1, rel=1e-9)
 
 
 def test_time_per_thousand_nodes_and_edges():
@@ -314,6 +322,13 @@ def test_gc_pause_of_one_call_and_of_none():
     assert _mean_of(stretch) == (pytest.approx(1e-3, rel=1e-12),
                                  pytest.approx(parts.std(ddof=1) / math.sqrt(4) / 1e-3, rel=1e-9))
     assert parts.std(ddof=1) / math.sqrt(4) > stretch.std(ddof=1) / math.sqrt(24)
+    # 15 calls are the fewest held to stretches (three of five: 3 ms, 0, 0, whose means' standard
+    # deviation over √3 is 1 ms, the mean itself), not the independent values' 0.38 ms
+    fifteen = np.array([3e-3] * 5 + [0.0] * 10)
+    thirds = np.array([3e-3, 0.0, 0.0])
+    assert thirds.std(ddof=1) / math.sqrt(3) == pytest.approx(1e-3, rel=1e-12)
+    assert fifteen.std(ddof=1) / math.sqrt(15) == pytest.approx(0.378e-3, rel=1e-3)
+    assert _mean_of(fifteen) == (pytest.approx(1e-3, rel=1e-12), pytest.approx(1.0, rel=1e-9))
 
 
 def test_calls_that_recompiled():
