@@ -267,21 +267,27 @@ class Forecast:
             each = {t[:-len(PER_ITEM)]: k * v for t, v in r.items() if t.startswith(TYPED) and t.endswith(PER_ITEM)}
             return {"num_nodes": k * r["nodes_per_item_max"], "num_edges": k * r["edges_per_item_max"],
                     "num_graphs": 1, **each}
-        fields = {t for most in self.most_at.values() for t in most}
-        out = {t: min(most[t] * self._factor(k, s) for s, most in self.most_at.items() if t in most) for t in fields}
+        smallest = min(self.most_at)
+        out: dict[str, float] = {}
+        for s, most in self.most_at.items():
+            factor = self._factor(k, s, smallest)
+            for t, v in most.items():
+                out[t] = min(out.get(t, float("inf")), v * factor)
         return {**out, "num_graphs": 1}
 
-    def _factor(self, k: float, s: float) -> float:
-        """How many times the most of the ``s``-item batches bounds a batch of ``k`` items (see :meth:`_scaled`)."""
-        return k / s if k >= s or s == min(self.most_at) else 1.0
+    def _factor(self, k: float, s: float, smallest: float | None = None) -> float:
+        """How many times the most of the ``s``-item batches bounds a batch of ``k`` items (see
+        :meth:`_scaled`; ``smallest``: the fewest items of any batch read, where known)."""
+        return k / s if k >= s or s == (min(self.most_at) if smallest is None else smallest) else 1.0
 
     def _scaled_from(self, k: int) -> str | None:
         """The batches :meth:`_scaled` bounds ``k`` items' nodes from, in words; None without :attr:`most_at`."""
         if not self.most_at:
             return None
-        s = min(self.most_at, key=lambda s: (self.most_at[s]["num_nodes"] * self._factor(k, s), -s))
+        smallest = min(self.most_at)
+        s = min(self.most_at, key=lambda s: (self.most_at[s]["num_nodes"] * self._factor(k, s, smallest), -s))
         most = self.most_at[s]
-        how = (f"{k / s:.3g}x" if self._factor(k, s) != 1 else "at most")
+        how = (f"{k / s:.3g}x" if self._factor(k, s, smallest) != 1 else "at most")
         return (f"{how} the most of the {s:,.0f}-item batches read ({most['num_nodes']:,.0f} nodes, "
                 f"{most['num_edges']:,.0f} edges)")
 

@@ -115,3 +115,25 @@ def test_the_command_says_its_batch_size_is_scaled_from_the_runs_batches(tmp_pat
             f"as {budget.batch_size / 99:.3g}x the most of the 99-item batches read (119 nodes, 99 edges)") in text
     assert (f"note: the batch size is scaled from the run's own {part.n} batches; gnnmon.forecast(loader, "
             f"{str(path)!r}, capacity=...) samples") in text, text
+
+
+def test_plain_batches_of_many_sizes_scale_each_size_from_every_size_read():
+    """Batches of over 1,000 distinct sizes (planted at random): the shape of ``k`` items is, for each
+    field, the least over the sizes read of their most times ``k / s`` (at most their most above
+    ``k``; the smallest size scaled down below it), figured here by hand."""
+    import random
+
+    rng = random.Random(0)
+    rows = [{"num_nodes": (n := rng.randint(100, 5000)), "num_edges": 3 * n + rng.randint(0, 9),
+             "num_graphs": (g := rng.randint(1, 2000)), "items": g} for _ in range(5000)]
+    fc = gnnmon.forecast(rows, planted_model(), capacity=80 * 2**30, progress=False, anchor=False)
+    most: dict[int, dict[str, int]] = {}
+    for r in rows:
+        m = most.setdefault(r["items"], {"num_nodes": 0, "num_edges": 0})
+        m["num_nodes"], m["num_edges"] = max(m["num_nodes"], r["num_nodes"]), max(m["num_edges"], r["num_edges"])
+    assert len(most) == len(fc.most_at) > 1000
+    smallest = min(most)
+    for k in (1, 7, 500, 1999, 2000, 4000):
+        for t in ("num_nodes", "num_edges"):
+            by_hand = min(m[t] * (k / s if k >= s or s == smallest else 1) for s, m in most.items())
+            assert fc.shape_at(k)[t] == pytest.approx(by_hand), (k, t)
