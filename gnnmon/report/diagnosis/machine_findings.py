@@ -88,7 +88,8 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str,
     findings'), and said as a cost measured at each step
     (:func:`~gnnmon.report.loops.cost_beyond_noise`). A step that waits the same in every call has
     no excess over its level, so the findings that read one cannot see it. What it waited for: a
-    core where the step's one thread queued for half of it or more (``thread_queued_s``); its own
+    core where the step's one thread queued for half of it or more (``thread_queued_s``, its share
+    of each call's wait taken of what is counted of it); its own
     wait (I/O, a lock, a sleep) where it queued less, or its cores had :data:`~gnnmon.report.busy.IDLE_FULL`
     idle or more while sampled; else unknown. Rows on an accelerator wait for it (a sync), so
     only the host's (``backend`` ``cpu``) are read. The finding says ``every_call``: its kind's
@@ -108,7 +109,8 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str,
         return None
     span = (loop.column("t_end_ns") - loop.column("t_start_ns")) / 1e9  # the window the CPU times are read in
     span = np.where(np.isnan(span), loop.t, span)
-    off = np.minimum(np.maximum(span - np.nan_to_num(cpu), 0.0), np.minimum(loop.t, loop.level))
+    raw = np.maximum(span - np.nan_to_num(cpu), 0.0)
+    off = np.minimum(raw, np.minimum(loop.t, loop.level))
     if not cost_beyond_noise(off[calls], total):
         return None
     cost = float(off[calls].sum())
@@ -123,7 +125,9 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str,
             "excess over the level")
     queued = loop.column("thread_queued_s") if one_thread and loop.has("thread_queued_s") else None
     if queued is not None:
-        core = float(np.minimum(np.nan_to_num(queued), off)[calls].sum())
+        with np.errstate(invalid="ignore", divide="ignore"):  # the run queue's share of each call's wait, as counted
+            share = np.where(raw > 0, np.minimum(np.nan_to_num(queued), raw) / raw, 0.0)
+        core = float((share * off)[calls].sum())
         proof.append(evidence("thread_queued_s", core, "s", f"the thread's run-queue time, summed over those {m} "
                               "call(s) (the scheduler's count: collect(sched=True))"))
         if core >= busy.EXPLAINS * cost:
