@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from gnnmon.figures import phase_field
+from gnnmon.figures import nested_phases, phase_field
 from gnnmon.report import busy
 from gnnmon.report.loops import NOISE_K, Loop, beyond_noise, cost_beyond_noise, evidence, finding, ms
 from gnnmon.report.stats import median, spread
@@ -238,21 +238,28 @@ def _phase_said(loop: Loop, calls: np.ndarray, others: np.ndarray, proof: list[d
 
 
 def phase_holding(loop: Loop, calls: np.ndarray, others: np.ndarray) -> tuple[str, float, float] | None:
-    """The phase whose time (median, 0 s in a call that did not run it) grew most from the ``others``
-    calls to ``calls``, where it grew by at least half of their median excess over the others': its
-    name, that growth and its median in the others, s; None otherwise (the wait lies outside every
+    """The phase that holds the ``calls``' wait: of the phases whose time (median, 0 s in a call that
+    did not run it) grew from the ``others`` calls to ``calls`` by at least half of their median
+    excess over the others', the innermost (one that ran inside another that grew as much is the
+    more precise: the outer one's time holds it), and of those the one that grew most: its name,
+    that growth and its median in the others, s; None where none did (the wait lies outside every
     phase, or the run has none)."""
     excess = median(np.sort(loop.t[calls])) - median(np.sort(loop.t[others]))
-    best: tuple[str, float, float] | None = None
+    if excess <= 0:
+        return None
+    grown: dict[str, tuple[str, float, float]] = {}
     for field in loop.part.cols:
         name = phase_field(field)
         if name is not None:
             values = loop.zeros(field)
             usual = median(np.sort(values[others]))
             grew = median(np.sort(values[calls])) - usual
-            if best is None or grew > best[1]:
-                best = (name, grew, usual)
-    return best if best is not None and excess > 0 and best[1] >= busy.EXPLAINS * excess else None
+            if grew >= busy.EXPLAINS * excess:
+                grown[name] = (name, grew, usual)
+    inside = nested_phases(loop.part.cols, lambda f: next((v for v in loop.part.objects(f) if isinstance(v, str)),
+                                                           None))
+    inner = [g for name, g in grown.items() if not any(inside.get(other) == name for other in grown)]
+    return max(inner, key=lambda g: g[1]) if inner else None
 
 
 OWN_WAIT_NEXT = ("the step's own wait, the job's cost: find the call it blocks in (py-spy dump --pid PID while it "

@@ -583,6 +583,27 @@ def test_the_phase_named_is_the_one_that_grew_most_not_one_that_grew_more_than_i
     assert mf.phase_holding(loop_of(rows), *_slow_and_quiet(rows)) == ("io", 0.25, 0.0)
 
 
+def test_the_phase_named_is_the_innermost_that_holds_the_wait():
+    """Phase read runs inside phase load (the row says ``phase_read_in = "load"``, recorded first):
+    where read grew by the whole 250 ms excess, load (which holds it) grew as much, and read is
+    named; where read grew by 62.5 ms (under half the excess) and load by 250 ms, load is."""
+    def nested(read: float) -> list[dict]:
+        rows = waiting_rows()
+        for r in rows:
+            slow = r["wall_s"] > LEVEL
+            r["phase_read_in"] = "load"
+            r["phase_load_s"] = 0.25 + 2**-6 if slow else 2**-6
+            r["phase_read_s"] = read if slow else 0.0
+        return rows
+
+    assert mf.phase_holding(loop_of(nested(0.25)), *_slow_and_quiet(nested(0.25))) == ("read", 0.25, 0.0)
+    assert mf.phase_holding(loop_of(nested(0.0625)), *_slow_and_quiet(nested(0.0625))) == ("load", 0.25, 2**-6)
+    unnested = nested(0.25)
+    for r in unnested:
+        del r["phase_read_in"]
+    assert mf.phase_holding(loop_of(unnested), *_slow_and_quiet(unnested))[0] == "load"  # a tie: the first
+
+
 def test_the_calls_an_off_cpu_wait_is_held_against_are_neither_its_own_nor_the_crowded_ones():
     """The load sampled: 10 calls of 375 ms slept (their thread computed 78.125 ms, their cores half
     idle, others taking nothing); 4 calls of 375 ms computed their excess (312.5 ms of CPU) on
