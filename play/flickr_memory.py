@@ -15,7 +15,7 @@ Data: PyG's Flickr from ``--root`` when it can be loaded (or downloaded), else a
 with Flickr's statistics (89,250 nodes, 899,756 edges, 500 features, 7 classes). Writes, per sweep,
 ``runs/flickr_<sweep>.jsonl``, ``.md`` and ``.png``, and ``runs/flickr_comparison.md``.
 
-Run: ``make demo`` (all sweeps at demo size, under 10 minutes on 2 CPU cores), ``--full`` for the
+Run: ``make demo`` (all sweeps at demo size, about 6 minutes of CPU time: README), ``--full`` for the
 full-size study, ``--sweep precision`` for one axis, ``--device cuda`` / ``mps`` / ``cpu``.
 """
 
