@@ -47,7 +47,8 @@ class Probe(Protocol):
         """At the row's opening (on the step's path): what :meth:`close` needs."""
 
     def close(self, row: Row, opened: Any, fields: dict[str, Any], error: BaseException | None) -> None:
-        """At the row's closing (its ``t_end_ns`` set): put the figures in ``fields``."""
+        """At the row's closing, inside its window (before its ``cpu_s`` and ``t_end_ns`` are read):
+        put the figures in ``fields``."""
 
 
 PROBES: list[Callable[[Run], Probe | None]] = [

@@ -88,8 +88,8 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
                       time_findings.warm_up(loop, total, one_thread),
                       machine_findings.busy_machine(loop, total, one_thread),
                       machine_findings.off_cpu_wait(loop, total, one_thread),
-                      machine_findings.steady_wait(loop, total, one_thread),
                       time_findings.slow_steps(loop, spikes, total)]
+            found += machine_findings.steady_wait(loop, total, one_thread, cores)
             found += creep.creep(loop, resolution)
         frozen = gc_finding.set_up_frozen(report.manifest or {})
         found.append(gc_finding.garbage_collection(runs, gc_events, total, frozen))

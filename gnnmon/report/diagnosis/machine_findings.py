@@ -79,73 +79,63 @@ def off_cpu_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str
     return _waited(loop, total, one_thread, busy.own_waits(loop, load, one_thread), busy.WAITED, load)
 
 
-def steady_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any] | None:
-    """The steps' own level spent off the CPU: the time no thread of the process ran (a row's window,
-    ``t_start_ns`` to ``t_end_ns``, less its process's CPU time, ``cpu_s``, read inside it; torch on
-    one thread, less the step's thread's, ``thread_cpu_s``, where recorded), summed over the steady
-    host calls no other finding reads as slowed (not warm-up, not a busy machine's or an off-CPU
-    wait's excess, none that compiled), each at most its time and the level (an excess is those
-    findings'), and said as a cost measured at each step
-    (:func:`~gnnmon.report.loops.cost_beyond_noise`). A step that waits the same in every call has
-    no excess over its level, so the findings that read one cannot see it. What it waited for: a
-    core where the step's one thread queued for half of it or more (``thread_queued_s``, its share
-    of each call's wait taken of what is counted of it); its own
-    wait (I/O, a lock, a sleep) where it queued less, or its cores had :data:`~gnnmon.report.busy.IDLE_FULL`
-    idle or more while sampled; else unknown. Rows on an accelerator wait for it (a sync), so
-    only the host's (``backend`` ``cpu``) are read. The finding says ``every_call``: its kind's
-    other finding, of the same label, is the excess of the calls that waited longer."""
+def steady_wait(loop: Loop, total: float, one_thread: bool = False, cores: int | None = None) -> list[dict[str, Any]]:
+    """The steps' own level spent off the CPU, as findings that say ``every_call`` (a step that
+    waits the same in every call has no excess over its level for the findings above to read).
+
+    Each steady host call that did not compile counts the time no thread of its process ran: its
+    window (``t_start_ns`` to ``t_end_ns``) less the process's CPU time (``cpu_s``, read inside it),
+    at most its time and the level (the excess is the other findings'), so a step that waits on
+    another thread of the process computing is not off the CPU. Torch on one thread with its run
+    queue recorded (``collect(sched=True)``), that time is split by the thread's run-queue time
+    (``thread_queued_s``) as a share of the thread's own time off the CPU (all of it, where the
+    thread never gave the CPU up: no ``thread_waits``): a wait for a core (``busy machine``) and
+    the rest, which the step gave up (``off-CPU wait``: I/O, a lock, a sleep), each said on its
+    own. Otherwise one ``off-CPU wait``: the step's own where its sampled cores had
+    :data:`~gnnmon.report.busy.IDLE_FULL` idle or more, else of a cause the rows cannot tell. Each
+    is a cost measured at each step (:func:`~gnnmon.report.loops.cost_beyond_noise`). Rows on an
+    accelerator wait for it (a sync): only the host's (``backend`` ``cpu``) are read. ``cores``:
+    the cores the process may use (the manifest's), said beside the loader's workers, which may be
+    what holds them."""
     if not loop.has("cpu_s"):
-        return None
-    done = busy.work(loop, one_thread)
-    cpu = done if done is not None else loop.column("cpu_s")
-    load = busy.load(loop)
-    slowed = busy.machine_calls(loop, None, one_thread) | (loop.zeros("compile_frames") > 0)
-    if load is not None:
-        slowed |= busy.machine_calls(loop, load, one_thread) | busy.own_waits(loop, load, one_thread)
+        return []
+    cpu = loop.column("cpu_s")
     host = np.array([b == "cpu" for b in loop.part.pick("backend", loop.at.tolist())], dtype=bool)
-    calls = loop.steady & host & ~slowed & ~np.isnan(cpu)
+    calls = loop.steady & host & (loop.zeros("compile_frames") <= 0) & ~np.isnan(cpu)
     m = int(calls.sum())
     if m < 5:
-        return None
+        return []
     span = (loop.column("t_end_ns") - loop.column("t_start_ns")) / 1e9  # the window the CPU times are read in
     span = np.where(np.isnan(span), loop.t, span)
-    raw = np.maximum(span - np.nan_to_num(cpu), 0.0)
-    off = np.minimum(raw, np.minimum(loop.t, loop.level))
-    if not cost_beyond_noise(off[calls], total):
-        return None
-    cost = float(off[calls].sum())
-    t, waited, spent = (median(np.sort(x[calls])) for x in (loop.t, off, cpu))
-    name, who = ("thread_cpu_s", "thread") if done is not None and loop.has("thread_cpu_s") else ("cpu_s", "process")
-    proof = [evidence(name, spent, "s", f"the {who}'s CPU time, median of {m} steady call(s)"),
+    off = np.minimum(np.maximum(span - np.nan_to_num(cpu), 0.0), np.minimum(loop.t, loop.level))
+    t = median(np.sort(loop.t[calls]))
+    proof = [evidence("cpu_s", median(np.sort(cpu[calls])), "s", f"the process's CPU time, median of {m} steady "
+                      "call(s)"),
              evidence("wall_s/device_s", t, "s", f"median of those {m} call(s)"),
-             evidence("off the CPU", waited, "s", f"the row's window less its {who}'s CPU time (at most the call's "
-                      "time and the level), median of those calls")]
+             evidence("off the CPU", median(np.sort(off[calls])), "s", "the row's window less its process's CPU time "
+                      "(at most the call's time and the level), median of those calls")]
+    core = _core_share(loop, span) if one_thread else None
+    if core is not None:
+        return [f for f in (_core_wait(loop, total, calls, core * off, t, proof, cores),
+                            _given_up(loop, total, calls, (1.0 - core) * off, t, proof)) if f is not None]
+    if not cost_beyond_noise(off[calls], total):
+        return []
+    cost = float(off[calls].sum())
+    waited = median(np.sort(off[calls]))
     head = (f"{loop.label} spent {100 * waited / t:.0f} % of each call off the CPU: {ms(waited)} of {ms(t)} (median "
-            f"of {m} steady calls, its {who} computing {ms(spent)}), {ms(cost)} in all; a wait in every call, not an "
+            f"of {m} steady calls), no thread of the process running, {ms(cost)} in all; a wait in every call, not an "
             "excess over the level")
-    queued = loop.column("thread_queued_s") if one_thread and loop.has("thread_queued_s") else None
-    if queued is not None:
-        with np.errstate(invalid="ignore", divide="ignore"):  # the run queue's share of each call's wait, as counted
-            share = np.where(raw > 0, np.minimum(np.nan_to_num(queued), raw) / raw, 0.0)
-        core = float((share * off)[calls].sum())
-        proof.append(evidence("thread_queued_s", core, "s", f"the thread's run-queue time, summed over those {m} "
-                              "call(s) (the scheduler's count: collect(sched=True))"))
-        if core >= busy.EXPLAINS * cost:
-            return finding("busy machine", loop.label, cost, total, f"{head}: {ms(core)} of it waiting for a core "
-                           f"while the thread could run (other processes' load), the other {ms(cost - core)} given "
-                           "up by the step (I/O, a lock, a sleep)", proof, BUSY_NEXT, every_call=True)
-        return finding(busy.WAITED, loop.label, cost, total, f"{head}, of which waiting for a core holds only "
-                       f"{ms(core)}: {GAVE_UP}", proof, OWN_WAIT_NEXT, every_call=True)
+    load = busy.load(loop)
     if load is not None:
         idle = load[1][calls]
         spare = median(np.sort(idle[~np.isnan(idle)])) if (~np.isnan(idle)).any() else math.nan
         if not math.isnan(spare):
-            proof.append(evidence("idle_cpu_pct", spare, "%", "sampled (psutil, the cores this process may run on), "
-                                  "median of those calls"))
+            proof = [*proof, evidence("idle_cpu_pct", spare, "%", "sampled (psutil, the cores this process may run "
+                                      "on), median of those calls")]
         if spare >= busy.IDLE_FULL:
-            return finding(busy.WAITED, loop.label, cost, total, f"{head}; its cores had {spare:.0f} % of a core "
-                           f"idle (sampled), so the machine did not hold it: {GAVE_UP}", proof, OWN_WAIT_NEXT,
-                           every_call=True)
+            return [finding(busy.WAITED, loop.label, cost, total, f"{head}; its cores had {spare:.0f} % of a core "
+                            f"idle (sampled), so the machine did not hold it: {GAVE_UP}", proof, OWN_WAIT_NEXT,
+                            every_call=True)]
         why = ("the load was not sampled while these calls ran" if math.isnan(spare) else
                "its cores were full while sampled, and the thread's run queue was not recorded")
     elif loop.has("thread_queued_s"):
@@ -153,14 +143,75 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False) -> dict[str,
     else:
         why = "neither the machine's load nor the thread's run queue was recorded"
     next_step = UNKNOWN_WAIT_NEXT if why.startswith("neither") else ONE_THREAD_NEXT  # what was recorded cannot tell
-    return finding(busy.WAITED, loop.label, cost, total, f"{head}: waiting for a core (other processes' load) or on "
-                   f"I/O, a lock or a sleep in the step; which, the rows cannot say ({why})", proof, next_step,
-                   every_call=True)
+    return [finding(busy.WAITED, loop.label, cost, total, f"{head}: waiting for a core (other processes' load) or "
+                    f"on I/O, a lock or a sleep in the step; which, the rows cannot say ({why})", proof, next_step,
+                    every_call=True)]
+
+
+def _core_share(loop: Loop, span: np.ndarray) -> np.ndarray | None:
+    """Per call, the share of its time off the CPU that its one thread spent ready to run (its
+    run-queue time over the thread's own time off the CPU: its window less ``thread_cpu_s``); 1
+    where the thread never gave the CPU up (no ``thread_waits``: every moment off was a wait for a
+    core); None where the run queue or the thread's CPU time is not recorded."""
+    if not loop.has("thread_queued_s") or not loop.has("thread_cpu_s"):
+        return None
+    thread_off = np.maximum(span - np.nan_to_num(loop.column("thread_cpu_s")), 0.0)
+    queued = np.minimum(np.nan_to_num(loop.column("thread_queued_s")), thread_off)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(thread_off > 0, queued / thread_off, 0.0)
+    if loop.has("thread_waits"):
+        share = np.where(loop.column("thread_waits") == 0, 1.0, share)
+    return share
+
+
+def _core_wait(loop: Loop, total: float, calls: np.ndarray, core: np.ndarray, t: float,
+               proof: list[dict[str, Any]], cores: int | None) -> dict[str, Any] | None:
+    """The part of every call's time off the CPU that its thread was ready to run (:func:`steady_wait`)."""
+    if not cost_beyond_noise(core[calls], total):
+        return None
+    m, cost, each = int(calls.sum()), float(core[calls].sum()), median(np.sort(core[calls]))
+    queued = float(np.nan_to_num(loop.column("thread_queued_s"))[calls].sum())
+    proof = [*proof, evidence("thread_queued_s", queued, "s", f"the thread's run-queue time, summed over those {m} "
+                              "call(s) (the scheduler's count: collect(sched=True)); all of a call's time off the "
+                              "CPU where the thread never gave it up (thread_waits 0)")]
+    workers = _workers(loop)
+    who = "other processes, or this process's other threads"
+    next_step = STEADY_BUSY_NEXT
+    if workers:
+        who += f", or its DataLoader's {workers} worker(s)" + (f" on its {cores} usable core(s)" if cores else "")
+        next_step = (f"fewer DataLoader workers than usable cores (num_workers={workers}"
+                     + (f" on {cores} core(s)" if cores else "") + ") may free them; else " + STEADY_BUSY_NEXT)
+    words = (f"{loop.label} waited for a core in every call: {ms(each)} of {ms(t)} (median of {m} steady calls), its "
+             f"thread ready to run while the cores ran other work ({who}), {ms(cost)} in all; not an excess over the "
+             "level")
+    return finding("busy machine", loop.label, cost, total, words, proof, next_step, every_call=True)
+
+
+def _given_up(loop: Loop, total: float, calls: np.ndarray, own: np.ndarray, t: float,
+              proof: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The rest of every call's time off the CPU: its thread gave the CPU up (:func:`steady_wait`)."""
+    if not cost_beyond_noise(own[calls], total):
+        return None
+    m, cost, each = int(calls.sum()), float(own[calls].sum()), median(np.sort(own[calls]))
+    words = (f"{loop.label} gave the CPU up in every call: {ms(each)} of {ms(t)} (median of {m} steady calls), no "
+             f"thread of the process running and its thread not waiting for a core, {ms(cost)} in all; not an excess "
+             f"over the level: {GAVE_UP}")
+    return finding(busy.WAITED, loop.label, cost, total, words, proof, OWN_WAIT_NEXT, every_call=True)
+
+
+def _workers(loop: Loop) -> int | None:
+    """The loop's DataLoader workers (``data_workers``, the median over its calls), None where none or not recorded."""
+    workers = loop.column("data_workers")
+    known = workers[~np.isnan(workers)]
+    return int(median(np.sort(known))) or None if known.size else None
 
 
 ONE_THREAD_NEXT = ("a run with torch on one thread (torch.set_num_threads(1)) and collect(sched=True): its thread's "
                    "run-queue time then tells a busy machine (free cores, a quiet run to compare) from the step's own "
                    "wait (find the call it blocks in: py-spy dump --pid PID while it waits)")
+STEADY_BUSY_NEXT = ("free cores for the step: other processes' (run where these cores are free: taskset -c, "
+                    "os.sched_setaffinity; compare timings from a quiet run) or this job's own (fewer threads and "
+                    "workers than its usable cores)")
 GAVE_UP = "the step gave the CPU up, on I/O, a lock (the GIL: another thread of the process) or a sleep in the step"
 
 
