@@ -85,7 +85,7 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False, cores: int |
 
     Each steady host call that did not compile counts the time no thread of its process ran: its
     window (``t_start_ns`` to ``t_end_ns``) less the process's CPU time (``cpu_s``, read inside it),
-    at most its time and the level (the excess is the other findings'), so a step that waits on
+    at most its time and the level (the excess is the other findings': :func:`_levels`), so a step that waits on
     another thread of the process computing is not off the CPU. Torch on one thread with its run
     queue recorded (``collect(sched=True)``), that time is split by the thread's run-queue time
     (``thread_queued_s``) as a share of the thread's own time off the CPU (all of it, where the
@@ -107,7 +107,7 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False, cores: int |
         return []
     span = (loop.column("t_end_ns") - loop.column("t_start_ns")) / 1e9  # the window the CPU times are read in
     span = np.where(np.isnan(span), loop.t, span)
-    off = np.minimum(np.maximum(span - np.nan_to_num(cpu), 0.0), np.minimum(loop.t, loop.level))
+    off = np.minimum(np.maximum(span - np.nan_to_num(cpu), 0.0), np.minimum(loop.t, _levels(loop, one_thread)))
     t = median(np.sort(loop.t[calls]))
     proof = [evidence("cpu_s", median(np.sort(cpu[calls])), "s", f"the process's CPU time, median of {m} steady "
                       "call(s)"),
@@ -146,6 +146,23 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False, cores: int |
     return [finding(busy.WAITED, loop.label, cost, total, f"{head}: waiting for a core (other processes' load) or "
                     f"on I/O, a lock or a sleep in the step; which, the rows cannot say ({why})", proof, next_step,
                     every_call=True)]
+
+
+def _levels(loop: Loop, one_thread: bool) -> np.ndarray:
+    """Per call, the most of its time a wait in every call counts: the steps' level, and for a call
+    whose excess another finding reads (:func:`~gnnmon.report.busy.machine_calls`, the load sampled
+    or not), the lowest level such a finding reads it from (the busy machine's quiet calls' median),
+    so that the two never count one second twice."""
+    slowed = busy.machine_calls(loop, None, one_thread)
+    level = loop.level
+    load = busy.load(loop)
+    if load is not None:
+        crowd = busy.machine_calls(loop, load, one_thread)
+        slowed = slowed | crowd
+        quiet = loop.steady & ~crowd & ~busy.own_waits(loop, load, one_thread)  # as busy_machine reads its level
+        if quiet.any():
+            level = min(level, median(np.sort(loop.t[quiet])))
+    return np.where(slowed, level, loop.level)
 
 
 def _core_share(loop: Loop, span: np.ndarray) -> np.ndarray | None:

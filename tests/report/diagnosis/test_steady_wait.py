@@ -229,6 +229,26 @@ def test_calls_on_crowded_cores_still_count_their_level():
     assert wait["at_stake"] == 4 * LEVEL + 34 * (LEVEL - CPU)
 
 
+def test_what_a_wait_in_every_call_counts_of_a_crowded_call_stops_at_the_level_its_excess_is_read_from():
+    """The load sampled: 24 quiet steady calls of 109.375 and 140.625 ms (their median 125 ms) and
+    14 of 375 ms on crowded cores: the steady median is 140.625 ms, the busy machine reads their
+    excess from the quiet calls' 125 ms (250 ms each), so the wait in every call counts 125 ms of
+    each (not 140.625 ms): every finding's seconds together stay within the run's."""
+    planted = rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)
+    for i, r in enumerate(planted):
+        r["wall_s"] = 0.109375 if i % 2 else 0.140625
+    for i in range(12, 26):
+        planted[i].update(wall_s=0.375, others_cpu_pct=200.0, idle_cpu_pct=0.0)
+    total = sum(r["wall_s"] for r in planted)
+    found = gnnmon.Report(planted).diagnosis()
+    busy = [f for f in found if f["kind"] == "busy machine"]
+    assert len(busy) == 1 and busy[0]["at_stake"] == 14 * 0.25, found
+    (wait,) = [f for f in found if f.get("every_call")]
+    quiet = [r for r in planted[2:] if r["wall_s"] < 0.375]
+    assert wait["at_stake"] == 14 * LEVEL + sum(r["wall_s"] - CPU for r in quiet)
+    assert sum(f["at_stake"] for f in found) <= total, found
+
+
 @pytest.mark.skipif(not sched.QUEUED_AVAILABLE, reason="run-queue time is Linux's")
 def test_a_live_sleep_in_every_call_is_the_steps_own_wait():
     """Each call spins 2 ms of its thread's CPU and sleeps 8 ms. The part its thread gave up is at
