@@ -96,7 +96,9 @@ def said_or_undecidable(run: gnnmon.Run, found: dict[str, dict], kind: str, plan
     (:func:`undecidable`) and fails otherwise."""
     if kind not in found:
         why = undecidable(run, planted)
-        assert why is not None, found
+        seen = [(r["index"], round(r["wall_s"] * 1e3, 1), round(r.get("thread_cpu_s", -1) * 1e3, 1),
+                 round((r.get("thread_queued_s") or 0) * 1e3, 1)) for r in run.records]
+        assert why is not None, (found, run.report().diagnosis(), run.manifest["devices"].get("torch_threads"), seen)
         pytest.skip(why)
     return found[kind]
 
