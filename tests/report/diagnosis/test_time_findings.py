@@ -362,11 +362,19 @@ def test_calls_on_crowded_cores_are_a_busy_machine_at_their_excess_over_the_quie
 
 
 def test_a_busy_machine_needs_five_quiet_steady_calls_to_compare_with():
+    """Five quiet calls, or four and a call of 250 ms whose process computed 31.25 ms with no load
+    sample of its own (the first window's): it waited, but not where the load was sampled
+    (busy.own_waits), so it is not the off-CPU wait's and is the fifth the crowded calls are held
+    against (their level, 125 ms, the median of the five)."""
     rows = sampled_rows(5, 4)
     total = 11 * LEVEL + 0.5
     assert mf.busy_machine(loop_of(rows), total) == busy(4, 0.5, total)
     assert mf.busy_machine(loop_of(sampled_rows(4, 3)), 9 * LEVEL + 0.375) is None
     assert mf.busy_machine(loop_of(sampled_rows(18, 0)), 20 * LEVEL) is None  # nothing crowded
+    rows = [{**r, "cpu_s": 0.03125} for r in sampled_rows(4, 2)] + [row(8, 0.25, cpu_s=0.03125)]
+    total = 6 * LEVEL + 3 * 0.25
+    assert mf.busy_machine(loop_of(rows), total) == busy(2, 0.25, total)
+    assert mf.busy_machine(loop_of(rows[:-1]), total - 0.25) is None  # four
 
 
 def test_crowded_calls_within_the_quiet_calls_noise_are_not_a_busy_machine():
@@ -574,19 +582,29 @@ def test_an_off_cpu_wait_names_the_phase_that_holds_it():
 
 def test_the_phase_named_is_the_one_that_grew_most_not_one_that_grew_more_than_its_usual():
     """Phase io (recorded first) grew by 250 ms from 0 s; phase forward by 62.5 ms from 62.5 ms: io
-    holds the wait, though forward grew by more than io's usual time (0 s)."""
+    holds the wait, though forward grew by more than io's usual time (0 s). Where forward grew by
+    125 ms (half the 250 ms excess: it holds the wait too), io, which grew more, is named, not
+    forward, whose usual time is the longer. Calls no slower than the others (the quiet calls
+    against themselves) hold no wait: no phase is named, though each grew by half of nothing."""
     rows = waiting_rows()
     for r in rows:
         slow = r["wall_s"] > LEVEL
         r["phase_io_s"] = 0.25 if slow else 0.0
         r["phase_forward_s"] = 0.125 if slow else 0.0625
     assert mf.phase_holding(loop_of(rows), *_slow_and_quiet(rows)) == ("io", 0.25, 0.0)
+    for r in rows:
+        if r["wall_s"] > LEVEL:
+            r["phase_forward_s"] = 0.1875
+    assert mf.phase_holding(loop_of(rows), *_slow_and_quiet(rows)) == ("io", 0.25, 0.0)
+    quiet = _slow_and_quiet(rows)[1]
+    assert mf.phase_holding(loop_of(rows), quiet, quiet) is None
 
 
 def test_the_phase_named_is_the_innermost_that_holds_the_wait():
     """Phase read runs inside phase load (the row says ``phase_read_in = "load"``, recorded first):
     where read grew by the whole 250 ms excess, load (which holds it) grew as much, and read is
-    named; where read grew by 62.5 ms (under half the excess) and load by 250 ms, load is."""
+    named; where read grew by 62.5 ms (under half the excess) and load by 250 ms, load is. Not
+    nested (no ``phase_read_in``, or one with no phase in it), the two tie and the first, load, is."""
     def nested(read: float) -> list[dict]:
         rows = waiting_rows()
         for r in rows:
@@ -602,6 +620,9 @@ def test_the_phase_named_is_the_innermost_that_holds_the_wait():
     for r in unnested:
         del r["phase_read_in"]
     assert mf.phase_holding(loop_of(unnested), *_slow_and_quiet(unnested))[0] == "load"  # a tie: the first
+    for r in unnested:
+        r["phase_read_in"] = None  # a file's empty cell: the column is there, naming no phase
+    assert mf.phase_holding(loop_of(unnested), *_slow_and_quiet(unnested))[0] == "load"
 
 
 def test_the_calls_an_off_cpu_wait_is_held_against_are_neither_its_own_nor_the_crowded_ones():
@@ -611,7 +632,9 @@ def test_the_calls_an_off_cpu_wait_is_held_against_are_neither_its_own_nor_the_c
     calls alternately computed 62.5 and 70.3125 ms: their median, 66.40625 ms, is the CPU time
     the sleeping calls' is held against; with the sleeping or the crowded calls among them it
     would be 70.3125 ms. Each sleeping call waited 250 ms less the 7.8125 ms its CPU time grew
-    by over the steady calls' median (70.3125 ms): 2.421875 s in all."""
+    by over the steady calls' median (70.3125 ms): 2.421875 s in all. With the run queue recorded
+    and no thread ever queued, the crowded calls are not the machine's (their one thread did not
+    wait for a core) nor waits (they computed): they are among the calls held against, 70.3125 ms."""
     rows = waiting_rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)
     for r in rows[1:20:2]:
         r["thread_cpu_s"] = 0.0703125
@@ -627,6 +650,20 @@ def test_the_calls_an_off_cpu_wait_is_held_against_are_neither_its_own_nor_the_c
         [proof("thread_cpu_s", 0.078125, "s", "the thread's CPU time, median of those 10 call(s); 66.4 ms in the "
                "others"),
          proof("wall_s/device_s", 0.375, "s", "median of those 10 call(s)")],
+        OWN_WAIT_NEXT)
+    for r in rows:
+        r["thread_queued_s"] = 0.0
+    assert mf.off_cpu_wait(loop_of(rows), total, one_thread=True) == found(
+        "off-CPU wait", 2.421875, total,
+        "10 call(s) of step took 375.0 ms (median) against 125.0 ms otherwise, and their CPU time (78.1 ms a call "
+        "against 70.3 ms) accounts for at most half of each one's excess: 2.42 s off the CPU, of which waiting for a "
+        "core holds only 0.0 ms: the thread gave the CPU up, on I/O, a lock (the GIL: another thread of the process) "
+        "or a sleep in the step, not warm-up",
+        [proof("thread_cpu_s", 0.078125, "s", "the thread's CPU time, median of those 10 call(s); 70.3 ms in the "
+               "others"),
+         proof("wall_s/device_s", 0.375, "s", "median of those 10 call(s)"),
+         proof("thread_queued_s", 0.0, "s", "the thread's run-queue time beyond the usual call's, summed over "
+               "those 10 call(s) (the scheduler's count: collect(sched=True))")],
         OWN_WAIT_NEXT)
 
 
