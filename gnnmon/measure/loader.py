@@ -258,6 +258,8 @@ class LoaderWatch:
 def watch_loader(loader: Any, *, to: Any = None) -> LoaderWatch:
     """Iterate ``loader`` through this to put each batch's wait (``data_wait_s``) and, for PyG's
     neighbour loaders, its sampling, gathering and transform times and nodes per hop on the row of
-    the step that consumes it; ``to``: move each batch to that device and time the copy. Each pass
-    puts the loader back as it was when it ends."""
+    the step that consumes it (the next top-level row to open: iterate it outside the measured
+    step; a loop over it inside one measured call, an epoch's, puts them on no row, its wait being
+    in that call's time already); ``to``: move each batch to that device and time the copy. Each
+    pass puts the loader back as it was when it ends."""
     return LoaderWatch(loader, to=to)

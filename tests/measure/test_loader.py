@@ -170,6 +170,19 @@ def test_a_row_inside_the_step_does_not_take_the_batch_and_a_loop_without_rows_l
         gnnmon.watch_loader(3)
 
 
+def test_a_loop_over_the_loader_inside_one_measured_call_puts_its_batches_on_no_row():
+    """An epoch's function measured whole, the watched loader iterated inside it: its wait is in the
+    epoch's own time already, so no row (that epoch's, or the next epoch's) takes a batch's figures."""
+    @gnnmon.cuda_timed
+    def epoch(loader):
+        return sum(float(batch.sum()) for batch in loader)
+
+    with gnnmon.collect() as run:
+        watched = gnnmon.watch_loader([torch.ones(2), torch.ones(2)])
+        assert epoch(watched) == 4.0 and epoch(watched) == 4.0
+    assert len(run.records) == 2 and not any("data_wait_s" in r for r in run.records), run.records
+
+
 def test_a_rank_that_waited_for_its_batch_is_late_for_data_loading():
     from gnnmon.report.compare.cross_rank import cross_rank
 
