@@ -8,6 +8,7 @@ sleeps 8 ms, every call: the sleep is the step's own wait, whatever the host's l
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -60,8 +61,9 @@ def proof(cpu: float = CPU) -> list[dict]:
              "process's CPU time (at most the call's time and the level), median of those calls"}]
 
 
-def expected(kind: str, words: str, evidence: list[dict], next_step: str, cost: float = COST) -> dict:
-    return {"kind": kind, "label": "step", "share": cost / TOTAL, "of": "time", "at_stake": cost, "unit": "s",
+def expected(kind: str, words: str, evidence: list[dict], next_step: str, cost: float = COST,
+             total: float = TOTAL) -> dict:
+    return {"kind": kind, "label": "step", "share": cost / total, "of": "time", "at_stake": cost, "unit": "s",
             "words": words, "evidence": evidence, "next": next_step, "every_call": True}
 
 
@@ -72,6 +74,8 @@ def test_a_wait_in_every_call_with_nothing_else_recorded_is_an_off_cpu_wait_of_u
     assert headline(want) == "off-CPU wait in every call — 71 % of the run's time"
     # read by the diagnosis, where the excess findings find nothing (no call is slower than the level)
     assert gnnmon.Report(rows()).diagnosis() == [want]
+    # torch on one thread with its CPU time recorded but not its run queue: nothing splits the wait
+    assert mf.steady_wait(loop_of(rows(thread_cpu_s=CPU)), TOTAL, one_thread=True) == [want]
 
 
 def q_evidence(value: float) -> dict:
@@ -85,8 +89,8 @@ def core_words(each: str, cost: str, who: str = "other processes, or this proces
             f"to run while the cores ran other work ({who}), {cost} in all; not an excess over the level")
 
 
-def own_words(each: str, cost: str) -> str:
-    return (f"step gave the CPU up in every call: {each} of 125.0 ms (median of 38 steady calls), no thread of the "
+def own_words(each: str, cost: str, t: str = "125.0 ms") -> str:
+    return (f"step gave the CPU up in every call: {each} of {t} (median of 38 steady calls), no thread of the "
             f"process running and its thread not waiting for a core, {cost} in all; not an excess over the level: "
             f"{GAVE_UP}")
 
@@ -111,6 +115,16 @@ def test_on_one_thread_the_run_queue_splits_the_wait_into_a_wait_for_a_core_and_
     assert mf.steady_wait(loop_of(never), TOTAL, one_thread=True) == [
         expected("busy machine", core_words("93.8 ms", "3.56 s"), [*proof(), q_evidence(STEADY / 256)],
                  STEADY_BUSY_NEXT)]
+    # one call whose thread computed its whole window (and so its process): no time off the CPU to
+    # split, its share of it 0 (not NaN, and no numpy warning); the 37 others' halves as above
+    split[20].update(cpu_s=LEVEL, thread_cpu_s=LEVEL, thread_queued_s=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = mf.steady_wait(loop_of(split), TOTAL, one_thread=True)
+    assert found == [
+        expected("busy machine", core_words("46.9 ms", "1.73 s"), [*proof(), q_evidence(37 * half)],
+                 STEADY_BUSY_NEXT, cost=37 * half),
+        expected("off-CPU wait", own_words("46.9 ms", "1.73 s"), proof(), OWN_WAIT_NEXT, cost=37 * half)]
 
 
 def test_a_step_waiting_on_another_thread_of_its_process_computing_is_not_off_the_cpu():
@@ -130,6 +144,10 @@ def test_a_wait_for_a_core_names_the_loaders_workers_that_may_hold_the_cores():
         expected("busy machine", core_words("93.8 ms", "3.56 s", who), [*proof(), q_evidence(COST)],
                  "fewer DataLoader workers than usable cores (num_workers=2 on 2 core(s)) may free them; else "
                  + STEADY_BUSY_NEXT)]
+    who = "other processes, or this process's other threads, or its DataLoader's 2 worker(s)"  # the cores not known
+    assert mf.steady_wait(loop_of(crowded), TOTAL, one_thread=True) == [
+        expected("busy machine", core_words("93.8 ms", "3.56 s", who), [*proof(), q_evidence(COST)],
+                 "fewer DataLoader workers than usable cores (num_workers=2) may free them; else " + STEADY_BUSY_NEXT)]
 
 
 def test_on_several_threads_the_one_run_queue_recorded_does_not_say_the_cause():
@@ -247,6 +265,77 @@ def test_what_a_wait_in_every_call_counts_of_a_crowded_call_stops_at_the_level_i
     quiet = [r for r in planted[2:] if r["wall_s"] < 0.375]
     assert wait["at_stake"] == 14 * LEVEL + sum(r["wall_s"] - CPU for r in quiet)
     assert sum(f["at_stake"] for f in found) <= total, found
+
+
+def uneven(**slow) -> list[dict]:
+    """40 calls, the load sampled (50 % of a core idle): 24 steady ones of 109.375 and 140.625 ms
+    (their median 125 ms) and 14 (12 to 25) of 375 ms, with ``slow``'s fields; each computing
+    31.25 ms unless said: the steps' level (the steady median) is 140.625 ms."""
+    planted = rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)
+    for i, r in enumerate(planted):
+        r["wall_s"] = 0.109375 if i % 2 else 0.140625
+    for i in range(12, 26):
+        planted[i].update(wall_s=0.375, **slow)
+    return planted
+
+
+def uneven_wait(planted: list[dict], slow: float, one_thread: bool = False) -> list[dict]:
+    """The one finding a wait in every call makes of :func:`uneven`'s rows whose steady calls of
+    375 ms count ``slow`` s each and the others their time less 31.25 ms (the steady median of the
+    time off the CPU: 109.375 ms, of 140.625 ms)."""
+    steady = [r["wall_s"] for r in planted[2:]]
+    cost = slow * steady.count(0.375) + sum(t - CPU for t in steady if t < 0.375)
+    total = sum(r["wall_s"] for r in planted)
+    evidence = [{"figure": "cpu_s", "value": CPU, "unit": "s", "where": "the process's CPU time, median of 38 steady "
+                 "call(s)"},
+                {"figure": "wall_s/device_s", "value": 0.140625, "unit": "s", "where": "median of those 38 call(s)"},
+                {"figure": "off the CPU", "value": 0.109375, "unit": "s", "where": "the row's window less its "
+                 "process's CPU time (at most the call's time and the level), median of those calls"}]
+    if one_thread:
+        return [expected("off-CPU wait", own_words("109.4 ms", f"{cost:.2f} s", "140.6 ms"), evidence,
+                         OWN_WAIT_NEXT, cost=cost, total=total)]
+    words = (f"step spent 78 % of each call off the CPU: 109.4 ms of 140.6 ms (median of 38 steady calls), no thread "
+             f"of the process running, {cost:.2f} s in all; a wait in every call, not an excess over the level; its "
+             f"cores had 50 % of a core idle (sampled), so the machine did not hold it: {GAVE_UP}")
+    return [expected("off-CPU wait", words, [*evidence, idle_evidence(50.0)], OWN_WAIT_NEXT, cost=cost, total=total)]
+
+
+def test_crowded_calls_that_computed_half_their_time_count_to_the_level_their_excess_is_read_from():
+    """The 14 slow calls on crowded cores computed 187.5 ms (half their time: not waits by the
+    several-threads rule), 187.5 ms off the CPU each. On several threads they are the busy
+    machine's, whose excess is read from the quiet calls' 125 ms: that much of each is counted.
+    Torch on one thread, whose thread computed them too and never queued: no finding reads their
+    excess, so the steps' 140.625 ms of each is."""
+    crowded = {"cpu_s": 0.1875, "others_cpu_pct": 200.0, "idle_cpu_pct": 0.0}
+    planted = uneven(**crowded)
+    assert mf.steady_wait(loop_of(planted), sum(r["wall_s"] for r in planted)) == uneven_wait(planted, 0.125)
+    one = uneven(**crowded, thread_cpu_s=0.1875)
+    for r in one:
+        r.update(thread_cpu_s=r.get("thread_cpu_s", CPU), thread_queued_s=0.0, thread_waits=1)
+    assert mf.steady_wait(loop_of(one), sum(r["wall_s"] for r in one), one_thread=True) == uneven_wait(
+        one, 0.140625, one_thread=True)
+
+
+def test_on_one_thread_calls_whose_thread_did_not_compute_more_count_to_the_quiet_calls_level():
+    """Torch on one thread, its run queue not recorded, the cores not crowded: the 14 slow calls'
+    process computed 187.5 ms (half their time: not waits by the several-threads rule) but their
+    thread only the usual 31.25 ms: they waited, an off-CPU wait's excess read over the quiet
+    calls' 125 ms (those calls not among them), so 125 ms of each is counted, not 140.625 ms."""
+    planted = uneven(cpu_s=0.1875)
+    for r in planted:
+        r["thread_cpu_s"] = CPU
+    assert mf.steady_wait(loop_of(planted), sum(r["wall_s"] for r in planted), one_thread=True) == uneven_wait(
+        planted, 0.125)
+
+
+def test_a_waiting_call_with_no_load_sample_of_its_own_is_among_the_quiet_calls():
+    """Two quiet calls (30, 31) waited 375 ms with no load sample of their own: the busy machine's
+    level keeps them among its quiet calls (not its to judge), so the quiet median is 140.625 ms,
+    the steps' level, and that much of each of the 14 crowded calls (and of the two) is counted."""
+    planted = uneven(others_cpu_pct=200.0, idle_cpu_pct=0.0)
+    for i in (30, 31):
+        planted[i].update(wall_s=0.375, others_cpu_pct=None, idle_cpu_pct=None)
+    assert mf.steady_wait(loop_of(planted), sum(r["wall_s"] for r in planted)) == uneven_wait(planted, 0.140625)
 
 
 @pytest.mark.skipif(not sched.QUEUED_AVAILABLE, reason="run-queue time is Linux's")
