@@ -139,7 +139,8 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False, cores: int |
         why = ("the load was not sampled while these calls ran" if math.isnan(spare) else
                "its cores were full while sampled, and the thread's run queue was not recorded")
     elif loop.has("thread_queued_s"):
-        why = "torch runs on several threads, whose run queues are not the one recorded"
+        why = ("the thread's CPU time was not recorded beside its run queue" if one_thread else
+               "torch runs on several threads, whose run queues are not the one recorded")
     else:
         why = "neither the machine's load nor the thread's run queue was recorded"
     next_step = UNKNOWN_WAIT_NEXT if why.startswith("neither") else ONE_THREAD_NEXT  # what was recorded cannot tell
