@@ -63,7 +63,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     if hops:
         proof.append(evidence("data_hop_<k>_nodes", None, "nodes",
                               "num_sampled_nodes: " + " → ".join(f"{h:,.0f}" for h in hops)))
-    room, workers = _spare_cores(loop, cores), _workers(loop)
+    room, workers = _spare_cores(loop, cores), loader_workers(loop)
     words = (f"{loop.label} waited {ms(wait)} per batch for its data against {ms(step)} per step "
              f"({100 * cost / max(loop.total, 1e-12):.0f} % of its loop)")
     copy = parts.pop(COPY, None)  # parts: the loader's own, made in next()
@@ -96,7 +96,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     return finding("input-bound", loop.label, cost, total, words, proof, next_step)
 
 
-def _workers(loop: Loop) -> int | None:
+def loader_workers(loop: Loop) -> int | None:
     """The watched loader's num_workers (its median over the loop's calls), None where not recorded."""
     workers = _known_median(loop, "data_workers")
     return None if workers is None else int(workers)

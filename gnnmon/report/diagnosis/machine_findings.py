@@ -26,6 +26,7 @@ import numpy as np
 
 from gnnmon.figures import nested_phases, phase_field
 from gnnmon.report import busy
+from gnnmon.report.diagnosis.input_finding import loader_workers
 from gnnmon.report.loops import NOISE_K, Loop, beyond_noise, cost_beyond_noise, evidence, finding, ms
 from gnnmon.report.stats import median, spread
 
@@ -107,7 +108,8 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False, cores: int |
         return []
     span = (loop.column("t_end_ns") - loop.column("t_start_ns")) / 1e9  # the window the CPU times are read in
     span = np.where(np.isnan(span), loop.t, span)
-    off = np.minimum(np.maximum(span - np.nan_to_num(cpu), 0.0), np.minimum(loop.t, _levels(loop, one_thread)))
+    load = busy.load(loop)
+    off = np.minimum(np.maximum(span - np.nan_to_num(cpu), 0.0), np.minimum(loop.t, _levels(loop, load, one_thread)))
     t = median(np.sort(loop.t[calls]))
     proof = [evidence("cpu_s", median(np.sort(cpu[calls])), "s", f"the process's CPU time, median of {m} steady "
                       "call(s)"),
@@ -125,7 +127,6 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False, cores: int |
     head = (f"{loop.label} spent {100 * waited / t:.0f} % of each call off the CPU: {ms(waited)} of {ms(t)} (median "
             f"of {m} steady calls), no thread of the process running, {ms(cost)} in all; a wait in every call, not an "
             "excess over the level")
-    load = busy.load(loop)
     if load is not None:
         idle = load[1][calls]
         spare = median(np.sort(idle[~np.isnan(idle)])) if (~np.isnan(idle)).any() else math.nan
@@ -149,14 +150,13 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False, cores: int |
                     every_call=True)]
 
 
-def _levels(loop: Loop, one_thread: bool) -> np.ndarray:
+def _levels(loop: Loop, load: busy.Load | None, one_thread: bool) -> np.ndarray:
     """Per call, the most of its time a wait in every call counts: the steps' level, and for a call
-    whose excess another finding reads (:func:`~gnnmon.report.busy.machine_calls`, the load sampled
-    or not), the lowest level such a finding reads it from (the busy machine's quiet calls' median),
-    so that the two never count one second twice."""
+    whose excess another finding reads (:func:`~gnnmon.report.busy.machine_calls`, the ``load``
+    sampled or not: :func:`~gnnmon.report.busy.load`), the lowest level such a finding reads it
+    from (the busy machine's quiet calls' median), so that the two never count one second twice."""
     slowed = busy.machine_calls(loop, None, one_thread)
     level = loop.level
-    load = busy.load(loop)
     if load is not None:
         crowd = busy.machine_calls(loop, load, one_thread)
         slowed = slowed | crowd
@@ -192,7 +192,7 @@ def _core_wait(loop: Loop, total: float, calls: np.ndarray, core: np.ndarray, t:
     proof = [*proof, evidence("thread_queued_s", queued, "s", f"the thread's run-queue time, summed over those {m} "
                               "call(s) (the scheduler's count: collect(sched=True)); all of a call's time off the "
                               "CPU where the thread never gave it up (thread_waits 0)")]
-    workers = _workers(loop)
+    workers = loader_workers(loop)  # none (0) or not recorded: not said
     who = "other processes, or this process's other threads"
     next_step = STEADY_BUSY_NEXT
     if workers:
@@ -215,13 +215,6 @@ def _given_up(loop: Loop, total: float, calls: np.ndarray, own: np.ndarray, t: f
              f"thread of the process running and its thread not waiting for a core, {ms(cost)} in all; not an excess "
              f"over the level: {GAVE_UP}")
     return finding(busy.WAITED, loop.label, cost, total, words, proof, OWN_WAIT_NEXT, every_call=True)
-
-
-def _workers(loop: Loop) -> int | None:
-    """The loop's DataLoader workers (``data_workers``, the median over its calls), None where none or not recorded."""
-    workers = loop.column("data_workers")
-    known = workers[~np.isnan(workers)]
-    return int(median(np.sort(known))) or None if known.size else None
 
 
 ONE_THREAD_NEXT = ("a run with torch on one thread (torch.set_num_threads(1)) and collect(sched=True): its thread's "
