@@ -86,8 +86,8 @@ def placing_slack_j(path, key: str, nv: FakeNvml, nvml_index: int, *ends_ns: int
     alike). Where a phase of the plan changes between the two points' true instants (a step the
     reads missed), the line between them strays from the plant by what the counter cannot say (its
     resolution: a step's energy at most), and the misplacing may count twice over.
-    (A point's own ``err_ns`` is not held to its misplacing here: beside two CPU burners one point in
-    six runs was misplaced 8.4 ms against an ``err_ns`` of 4.3 ms — an open question, not a bound.)"""
+    (A point's own ``err_ns`` is not used here: it is the figure under test, held to the plant on a
+    simulated clock in ``tests/timeline/test_energy.py``.)"""
     mine, true_ns, off = misplacing(path, key, nv, nvml_index)
     phases = planted_phases(nv, nvml_index)
     slack_j = 0.0

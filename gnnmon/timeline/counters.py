@@ -199,10 +199,10 @@ class SteppedCounter(_Counter):
         if self._step_ns is not None and precise:
             self._learn(step - self._step_ns)  # only steps placed precisely teach the period
         elif self._step_ns is not None and self.period_ns is not None:
-            # seen late (it came before the reads began): where the period says, within the gap
-            step = min(max(self._step_ns + self.period_ns, previous_t), t_ns)
+            step = _seen_late(self._step_ns, self.period_ns, previous_t, t_ns)
         self._step_ns = step
-        return self._point(step, value, gap // 2, step=True)
+        # the step the value shows came between the two reads, wherever in the gap it is placed
+        return self._point(step, value, max(step - previous_t, t_ns - step), step=True)
 
     def read_now(self) -> Point | None:
         """A continuous counter's point now (what a sample or a request takes); None if the read
@@ -242,6 +242,15 @@ class SteppedCounter(_Counter):
                 "continuous": self.continuous, "reads": self.reads, "rereads": self.rereads,
                 "steps": self.steps,
                 "read_s": self._read_ns / 1e9, "given_up": self.dead, "error": self.error or None}
+
+
+def _seen_late(last_step_ns: int, period_ns: int, previous_t: int, t_ns: int) -> int:
+    """Where a step seen late (it came before the reads began) is placed (epoch ns): the value is
+    the counter's at its newest step, and a gap longer than a period (the sampler held up under
+    load) may hold several: the last that the period puts after ``last_step_ns`` and before
+    ``t_ns``, kept within the gap (``previous_t`` to ``t_ns``)."""
+    periods = max(1, (t_ns - last_step_ns) // period_ns)
+    return min(max(last_step_ns + periods * period_ns, previous_t), t_ns)
 
 
 class ReadCounter(_Counter):

@@ -3,6 +3,7 @@ model for real on this machine, and every missing-dependency path."""
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import sys
@@ -243,6 +244,72 @@ def test_steps_are_found_where_they_happened_on_a_simulated_clock():
     assert all(p["err_ns"] <= 450_000 for p in found[1:]) and found[0]["step"]
     assert counter.period_ns == pytest.approx(100_000_000, abs=3_000_000)
     assert counter.reads < 40 * 60, counter.reads  # vs 40 × 143 reading every 0.7 ms throughout
+
+
+def _held_up_reads(steps: list[int], hold_at_ns: int, hold_ns: int) -> tuple[SteppedCounter, list[dict]]:
+    """A counter at 300 W stepping at the instants ``steps`` (ns on a simulated clock; whole mJ:
+    a step's value is the planted energy up to it), read as the sampler does (each read 0.1 ms,
+    its value the counter's at its middle); the first read due at or after ``hold_at_ns`` comes
+    ``hold_ns`` late (the sampler got no CPU). Returns the counter and its points."""
+    clock = [0]
+
+    def read():
+        t = clock[0] + 50_000
+        clock[0] += 100_000
+        done = [s for s in steps if s <= t]
+        return float(300 * done[-1] // 1_000_000 if done else 0), t  # 300 W: mJ = 300 × ns / 1e6
+
+    counter = SteppedCounter("gpu0_energy_mj", read)
+    points, held = [], False
+    while clock[0] < steps[-1] + 50_000_000:
+        clock[0] = max(clock[0], counter.due_ns(clock[0]))
+        if not held and clock[0] >= hold_at_ns:
+            clock[0] += hold_ns
+            held = True
+        if (point := counter.poll()) is not None:
+            points.append(point)
+    return counter, points
+
+
+@pytest.mark.parametrize("late_step_ns, hold_at_ns, hold_ns", [
+    (0, 995_000_000, 250_000_000),  # held up across three steps: the read after shows the third
+    (8_500_000, 1_001_000_000, 8_000_000),  # one step 8.5 ms after the period's say, seen 8 ms late
+])
+def test_a_step_seen_late_is_placed_where_its_value_was_and_its_err_ns_holds(late_step_ns, hold_at_ns, hold_ns):
+    """Once the period is learned, a read held up (a loaded machine) may see a step after it
+    happened. Its value is the counter's at the newest step in the gap: held up 250 ms past three
+    steps, a point placed at the first is 200 ms early (err_ns half the gap: 125 ms), and a 0.4 s
+    window ending there reads 180 J against the 120 J planted, where its points' err_ns allow 38 J
+    (as the benchmark's energy split read 178.04 J against 120.00 J). A step later than the period
+    says, seen 8 ms late and placed at the read before it, is 7.9 ms off: err_ns must reach the
+    gap's far end, not half the gap (4.3 ms). Planted on a simulated clock, steps every 100 ms at
+    300 W: every point lies within its err_ns of the planted step its value shows, the late one
+    within half a period of it (its own step, not an earlier one), and every 0.4 s window between
+    steps reads the planted energy within what the err_ns of the two points around each end allow
+    at 300 W (the end interpolated between them), and the counter's whole mJ at each end."""
+    steps = [k * 100_000_000 + (late_step_ns if k == 10 else 0) for k in range(1, 21)]
+    counter, points = _held_up_reads(steps, hold_at_ns, hold_ns)
+    assert counter.period_ns == pytest.approx(100_000_000, abs=1_000_000)
+    step_of = {300 * s // 1_000_000: s for s in steps}
+    true_ns = [step_of[p["value"]] for p in points]  # the planted step each value shows
+    off_ns = [abs(p["t_ns"] - t) for p, t in zip(points, true_ns, strict=True)]
+    late = max(range(len(points)), key=lambda i: points[i]["err_ns"])
+    assert points[late]["err_ns"] >= hold_ns / 2, points[late]  # the held-up read's point
+    assert off_ns[late] < 50_000_000, (points[late], true_ns[late])  # its own step, not an earlier one
+    assert all(o <= p["err_ns"] for o, p in zip(off_ns, points, strict=True)), [
+        (p, o) for o, p in zip(off_ns, points, strict=True) if o > p["err_ns"]]
+    counters = Counters(points)
+    times = [p["t_ns"] for p in points]
+
+    def bracket_err_ns(t: int) -> int:
+        i = bisect.bisect_right(times, t)
+        return max(p["err_ns"] for p in points[max(0, i - 1):i + 1])
+
+    for a, b in zip(steps[2:-5], steps[6:-1], strict=True):  # windows of four steps, inside the points
+        window_mj = counters.delta("gpu0_energy_mj", a, b)
+        planted_mj = 300 * b // 1_000_000 - 300 * a // 1_000_000
+        allowed_mj = 300 * (bracket_err_ns(a) + bracket_err_ns(b)) / 1e6 + 2
+        assert window_mj is not None and abs(window_mj - planted_mj) <= allowed_mj, (a, b, window_mj, allowed_mj)
 
 
 def _late_reads(step_ns: int | None, late_ns: int, sample_ns: int = 50_000_000, until_ns: int = 500_000_000):
