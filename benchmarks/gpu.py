@@ -491,9 +491,11 @@ def energy_split(device: torch.device, rows: int, row_s: float) -> dict[str, Any
     balance = report.get("balance", {}).get(key, {})
     window = run.counters.delta(key, t_a, t_b)
     direct = e_b - e_a
-    # how far the window may be off from its ends' placing alone: the direct reads' and gnnmon's
-    # points' nearest each end, at the window's mean power
-    near = [min(points, key=lambda p: abs(p["t_ns"] - t))["err_ns"] for t in (t_a, t_b)] if points else [0, 0]
+    # how far the window may be off from its ends' placing alone, at the window's mean power: the
+    # direct reads' brackets, and at each end the larger err_ns of gnnmon's two points around it
+    # (the end is interpolated between them: at steady power it moves by at most the larger of their
+    # misplacings, whichever of them is nearer: the nearer one's err_ns alone may fall short)
+    near = [bracket_err_ns(points, t) for t in (t_a, t_b)]
     placing_s = (err_a + err_b + sum(near)) / 1e9
     watts = direct / ((t_b - t_a) / 1e9) if t_b > t_a else 0.0
     rows_j = sum(r["energy_gpu_j"] for r in records if isinstance(r.get("energy_gpu_j"), float))
