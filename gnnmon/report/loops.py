@@ -2,7 +2,7 @@
 the data waits before them, their steady level and the spread the run itself shows; and how a
 finding is said (plain data) and judged against its noise.
 
-A finding's time at stake is claimed only when it is at least :data:`MIN_SHARE` of the run's time
+A finding's time at stake is claimed only when it is at least :data:`MIN_SHARE` of the measured time
 and beyond its own noise. A cost measured at each step (a wait, a pause, compiling: :func:`cost_beyond_noise`)
 is held against its own spread across the steps: its mean must exceed :data:`NOISE_K` standard
 errors of batch means (:func:`block_se`, which holds where neighbouring steps are alike, as a
@@ -24,7 +24,7 @@ from gnnmon.data.table import Part, Table
 from gnnmon.report.stats import median, spread
 
 MIN_SHARE = 0.05
-"""The least share of the run's time (or of its memory) a finding must hold to be said."""
+"""The least share of the measured time (or of its memory) a finding must hold to be said."""
 
 NOISE_K = 3.0
 """How many times the run's own noise over the steps concerned a cost must exceed."""
@@ -115,7 +115,7 @@ def loops(table: Table) -> list[Loop]:
 def finding(kind: str, label: str | None, at_stake: float, total: float, words: str,
             evidence: list[dict[str, Any]], next_step: str, of: str = "time", **extra: Any) -> dict[str, Any]:
     """A finding as plain data: its ``kind``, the ``label`` it concerns (None: the run), the
-    ``share`` of the run's time (or of the memory, ``of="memory"``) at stake and that amount
+    ``share`` of the measured time (or of the memory, ``of="memory"``) at stake and that amount
     (``at_stake``, seconds or bytes: ``unit``), what was found in ``words``, its ``evidence``
     (each figure, its value and unit, and where it was measured) and the ``next`` thing to try."""
     return {"kind": kind, "label": label, "share": at_stake / total if total > 0 else 0.0, "of": of,

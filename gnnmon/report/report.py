@@ -21,7 +21,7 @@ from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK_DELTA
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.compare.comparison import Comparison, run_name
 from gnnmon.report.compare.cross_rank import cross_rank
-from gnnmon.report.diagnosis.findings import diagnose, looked_for
+from gnnmon.report.diagnosis.findings import diagnose, looked_for, unmeasured
 from gnnmon.report.diagnosis.findings_markdown import diagnosis_lines
 from gnnmon.report.energy_balance import result_balance
 from gnnmon.report.energy_totals import energy_summary
@@ -231,7 +231,7 @@ class Report:
 
     def diagnosis(self) -> list[dict[str, Any]]:
         """What the run's time and memory went to, ranked by the share at stake: each finding's
-        ``kind``, ``label``, ``share`` (of the run's time, or of the memory: ``of``), ``at_stake``
+        ``kind``, ``label``, ``share`` (of the measured time, or of the memory: ``of``), ``at_stake``
         (seconds or bytes), ``words``, ``evidence`` (figure, value, unit, where it was measured) and
         ``next`` (``every_call``: a wait in every call, not an excess); [] when nothing stands out
         beyond the run's own noise. See
@@ -260,7 +260,7 @@ class Report:
         if by is None:
             return no_surrogates(render_markdown(self))
         text = (ending_lines(self.result) + header_lines(self.manifest)
-                + diagnosis_lines(self.diagnosis(), self.looked_for()))
+                + diagnosis_lines(self.diagnosis(), self.looked_for(), unmeasured(self)))
         for value, part in self.groups(by).items():
             text += [f"## {md(by)} = {md(value)} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
         return no_surrogates("\n".join(text))

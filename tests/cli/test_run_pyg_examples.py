@@ -2,7 +2,7 @@
 (:mod:`tests.cli.pyg_examples`): the two reports name the same causes, each with its time at stake
 (seconds) within 10 % of the decorated run's (1.60 s against 1.76 s at most).
 
-The time at stake, not the share of the run's time: the planted causes are fixed amounts of time
+The time at stake, not the share of the measured time: the planted causes are fixed amounts of time
 (the GCN's 4 sleeps of 0.4 s, the loaders' sleeps), a floor both sides share, while a share divides
 by each side's total, its own machine's (beside two CPU burners the GCN's planted waits were 1.62 to
 2.11 s at stake, in shares of 0.66 to 0.79; unloaded 1.61 against 1.62). Load adds to that floor

@@ -1,11 +1,12 @@
 """The answer first: what a run's time and memory went to, as a few findings ranked by the share of
-the run's time (or of the memory) at stake — each with its evidence (the figure and where it was
+the measured time (or of the memory) at stake — each with its evidence (the figure and where it was
 measured) and the next thing to try. ``report.diagnosis()`` returns them as plain data; the
 markdown report, ``gnnmon report`` and the notebook display open with them, and a run with
 nothing to say says so in one line.
 
-The run's time is its loops' (each label's top-level calls, and the waits for their batches) and
-the garbage collections between calls. Findings about time are in
+The measured time is the run's loops' (each label's top-level calls, and the waits for their
+batches) and the garbage collections between calls; what ran between the calls, unmeasured, is
+said beside the findings where it is 5 % of their span or more (:func:`unmeasured`). Findings about time are in
 :mod:`gnnmon.report.diagnosis.time_findings` (the wait for data in
 :mod:`gnnmon.report.diagnosis.input_finding`, garbage collection in
 :mod:`gnnmon.report.diagnosis.gc_finding`), about memory in
@@ -36,12 +37,16 @@ STRAGGLER_NEXT = {
 """What to try for a straggler, by its cause; anything else: look at that rank's machine and device."""
 
 
-class Diagnosed(Protocol):
-    """What the diagnosis reads (:class:`gnnmon.report.Report` has all of it)."""
+class Timed(Protocol):
+    """What the run's measured time is read from (:class:`gnnmon.report.Report` has it)."""
 
     table: Table
     manifest: dict[str, Any]
     gc_events: list[dict[str, Any]]
+
+
+class Diagnosed(Timed, Protocol):
+    """What the diagnosis reads (:class:`gnnmon.report.Report` has all of it)."""
 
     def spikes(self, **options: Any) -> list[dict[str, Any]]: ...
 
@@ -52,7 +57,7 @@ class Diagnosed(Protocol):
     def memory_model(self, label: str | None = None, figure: str = ...) -> Any: ...
 
 
-def loop_gc_events(report: Diagnosed) -> list[dict[str, Any]]:
+def loop_gc_events(report: Timed) -> list[dict[str, Any]]:
     """The GC events that can have paused the loop. A ``gnnmon run`` file's run covers the whole
     script, its imports and set-up included (an optimizer's first ``__init__`` imports
     ``torch._dynamo``: hundreds of collections): there, a collection between calls counts only
@@ -75,8 +80,7 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
     found: list[dict[str, Any] | None] = []
     runs = loops(report.table)
     gc_events = loop_gc_events(report)
-    between = sum(float(e.get("duration_s") or 0.0) for e in gc_events if not e.get("row"))
-    total = sum(loop.total for loop in runs) + between
+    total = _measured(runs, gc_events)
     if runs:
         spikes = report.spikes()
         host = ((report.manifest or {}).get("devices") or {})
@@ -97,6 +101,33 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
     found.append(memory_findings.out_of_memory(report.oom()))
     found += memory_findings.device_memory(report.table, report.manifest, report.memory_model)
     return sorted((f for f in found if f is not None), key=lambda f: -f["share"])
+
+
+def _measured(runs: list[Any], gc_events: list[dict[str, Any]]) -> float:
+    """The run's measured time (s): its loops' calls and waits for batches, and the collections
+    between calls (the shares of time are of this)."""
+    return sum(loop.total for loop in runs) + sum(float(e.get("duration_s") or 0.0) for e in gc_events
+                                                  if not e.get("row"))
+
+
+def unmeasured(report: Timed) -> dict[str, float] | None:
+    """The time between the measured calls, where it is :data:`MIN_SHARE` of their span or more:
+    ``measured_s`` (the time the shares are of), ``span_s`` (from the first top-level call's start
+    to the last one's end) and ``between_s`` (the rest: the loop's own code, evaluation, logging, a
+    wait outside the measured step). None where the calls leave less between them, or overlap
+    (threads), or their windows are not recorded."""
+    runs = loops(report.table)
+    starts = [loop.column("t_start_ns") for loop in runs if loop.has("t_start_ns") and loop.has("t_end_ns")]
+    ends = [loop.column("t_end_ns") for loop in runs if loop.has("t_start_ns") and loop.has("t_end_ns")]
+    if not starts or len(starts) < len(runs):
+        return None
+    first, last = min(float(np.nanmin(s)) for s in starts), max(float(np.nanmax(e)) for e in ends)
+    span = (last - first) / 1e9
+    measured = _measured(runs, loop_gc_events(report))
+    between = span - measured
+    if not span > 0 or between < MIN_SHARE * span:
+        return None
+    return {"measured_s": measured, "span_s": span, "between_s": between}
 
 
 def _resolution(manifest: Mapping[str, Any] | None) -> float:

@@ -12,15 +12,15 @@ from gnnmon.report.escape import md
 from gnnmon.report.loops import MIN_SHARE, ms
 from gnnmon.report.memory.model import format_bytes
 
-NOTHING = (f"Nothing stands out: no cause takes {100 * MIN_SHARE:.0f} % of the run's time or memory "
+NOTHING = (f"Nothing stands out: no cause takes {100 * MIN_SHARE:.0f} % of the measured time or memory "
            "beyond the noise its own calls show.")
 """What a run with nothing to say says."""
 
-OF = {"time": "of the run's time"}
+OF = {"time": "of the measured time"}
 
 
 def headline(f: dict[str, Any]) -> str:
-    """``input-bound — 41 % of the run's time`` (``off-CPU wait in every call — ...``: a steady wait)."""
+    """``input-bound — 41 % of the measured time`` (``off-CPU wait in every call — ...``: a steady wait)."""
     if f["kind"] == "out of memory":
         return "out of memory"
     of = "of the job's time" if f["kind"] == "straggler" or (f["kind"] == "busy machine" and f["label"] is None) \
@@ -66,9 +66,23 @@ def looked_for_text(c: dict[str, Any]) -> str:
             "not said)")
 
 
-def diagnosis_lines(findings: list[dict[str, Any]], looked_for: Sequence[dict[str, Any]] = ()) -> list[str]:
+def unmeasured_text(between: dict[str, float]) -> str:
+    """``The shares are of the measured time, 1.45 s: 40 % of the 3.67 s ...``
+    (:func:`gnnmon.report.diagnosis.findings.unmeasured`)."""
+    span, measured = between["span_s"], between["measured_s"]
+    return (f"The shares are of the measured time, {ms(measured)} (the calls and their waits for data): "
+            f"{100 * measured / span:.0f} % of the {ms(span)} from the first call's start to the last one's end. "
+            f"The other {ms(between['between_s'])} ran between the calls, unmeasured: the loop's own code, "
+            "evaluation, logging or a wait outside the measured step (measure it with a phase, a decorated call or "
+            "watch_loader to see it here)")
+
+
+def diagnosis_lines(findings: list[dict[str, Any]], looked_for: Sequence[dict[str, Any]] = (),
+                    between: dict[str, float] | None = None) -> list[str]:
     """The section a markdown report opens with: each finding ranked, its evidence and next step;
-    or one line when there is nothing to say; then what was looked for and not found (``looked_for``:
+    or one line when there is nothing to say; the time left between the measured calls where it is
+    worth saying (``between``: :func:`gnnmon.report.diagnosis.findings.unmeasured`); then what was
+    looked for and not found (``looked_for``:
     :func:`gnnmon.report.diagnosis.findings.looked_for`). The words hold your labels and names:
     written as markdown that reads back as that text (a label ``a|<b>x</b>`` with a line break in
     it stays one list item)."""
@@ -79,6 +93,8 @@ def diagnosis_lines(findings: list[dict[str, Any]], looked_for: Sequence[dict[st
         lines += [f"{k}. **{md(headline(f))}**: {md(f['words'])}.",
                   "   Evidence: " + "; ".join(evidence_text(e, md) for e in f["evidence"]) + ".",
                   f"   Next: {md(f['next'])}."]
+    if between is not None:
+        lines += ["", md(unmeasured_text(between)) + "."]
     if looked_for:
         lines += ["", "Looked for, not found: " + "; ".join(md(looked_for_text(c)) for c in looked_for) + "."]
     return [*lines, ""]

@@ -84,20 +84,22 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False, cores: int |
     """The steps' own level spent off the CPU, as findings that say ``every_call`` (a step that
     waits the same in every call has no excess over its level for the findings above to read).
 
-    Each steady host call that did not compile counts the time no thread of its process ran: its
-    window (``t_start_ns`` to ``t_end_ns``) less the process's CPU time (``cpu_s``, read inside it),
-    at most its time and the level (the excess is the other findings': :func:`_levels`), so a step that waits on
-    another thread of the process computing is not off the CPU. Torch on one thread with its run
-    queue recorded (``collect(sched=True)``), that time is split by the thread's run-queue time
-    (``thread_queued_s``) as a share of the thread's own time off the CPU (all of it, where the
-    thread never gave the CPU up: no ``thread_waits``): a wait for a core (``busy machine``) and
-    the rest, which the step gave up (``off-CPU wait``: I/O, a lock, a sleep), each said on its
-    own. Otherwise one ``off-CPU wait``: the step's own where its sampled cores had
-    :data:`~gnnmon.report.busy.IDLE_FULL` idle or more, else of a cause the rows cannot tell. Each
-    is a cost measured at each step (:func:`~gnnmon.report.loops.cost_beyond_noise`). Rows on an
-    accelerator wait for it (a sync): only the host's (``backend`` ``cpu``) are read. ``cores``:
-    the cores the process may use (the manifest's), said beside the loader's workers, which may be
-    what holds them."""
+    Each steady host call that did not compile counts the time no thread of its process ran, at
+    least: its time less the process's CPU time (``cpu_s``, read over the row's window, which holds
+    the call and gnnmon's bookkeeping around it, where a preemption is no wait of the step's), so a
+    step that waits on another thread of the process computing is not off the CPU; less its excess
+    over the level (the other findings' or a spike's, :func:`_levels`, as if all of it were off the
+    CPU); at most the median call's, so that a few calls' long waits are not said to be in every
+    call. Torch on one thread with its run queue recorded (``collect(sched=True)``), that time
+    is split by the thread's run-queue time (``thread_queued_s``) as a share of the thread's own
+    time off the CPU (all of it, where the thread never gave the CPU up: no ``thread_waits``): a
+    wait for a core (``busy machine``) and the rest, which the step gave up (``off-CPU wait``:
+    I/O, a lock, a sleep), each said on its own. Otherwise one ``off-CPU wait``: the step's own
+    where its sampled cores had :data:`~gnnmon.report.busy.IDLE_FULL` idle or more, else of a
+    cause the rows cannot tell. Each is a cost measured at each step
+    (:func:`~gnnmon.report.loops.cost_beyond_noise`). Rows on an accelerator wait for it (a
+    sync): only the host's (``backend`` ``cpu``) are read. ``cores``: the cores the process may
+    use (the manifest's), said beside the loader's workers, which may be what holds them."""
     if not loop.has("cpu_s"):
         return []
     cpu = loop.column("cpu_s")
@@ -106,16 +108,22 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False, cores: int |
     m = int(calls.sum())
     if m < 5:
         return []
-    span = (loop.column("t_end_ns") - loop.column("t_start_ns")) / 1e9  # the window the CPU times are read in
+    span = (loop.column("t_end_ns") - loop.column("t_start_ns")) / 1e9  # the window the thread's times are read in
     span = np.where(np.isnan(span), loop.t, span)
     load = busy.load(loop)
-    off = np.minimum(np.maximum(span - np.nan_to_num(cpu), 0.0), np.minimum(loop.t, _levels(loop, load, one_thread)))
+    # the call's time less the CPU time read over its row's window, which holds the call and gnnmon's
+    # bookkeeping around it (where a preemption is no wait of the step's: the least the step waited);
+    # less its excess over the level it is read from (all of it off the CPU at most: another
+    # finding's, or a spike's); then at most the median call's
+    excess = np.maximum(loop.t - _levels(loop, load, one_thread), 0.0)
+    off = np.clip(loop.t - np.nan_to_num(cpu) - excess, 0.0, None)
+    off = np.minimum(off, median(np.sort(off[calls])))
     t = median(np.sort(loop.t[calls]))
     proof = [evidence("cpu_s", median(np.sort(cpu[calls])), "s", f"the process's CPU time, median of {m} steady "
                       "call(s)"),
              evidence("wall_s/device_s", t, "s", f"median of those {m} call(s)"),
-             evidence("off the CPU", median(np.sort(off[calls])), "s", "the row's window less its process's CPU time "
-                      "(at most the call's time and the level), median of those calls")]
+             evidence("off the CPU", median(np.sort(off[calls])), "s", "the call's time less its process's CPU time "
+                      "and its excess over the level, median of those calls")]
     core = _core_share(loop, span) if one_thread else None
     if core is not None:
         return [f for f in (_core_wait(loop, total, calls, core * off, t, proof, cores),

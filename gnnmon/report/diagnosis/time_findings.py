@@ -9,7 +9,7 @@ Each reads a label's :class:`~gnnmon.report.loops.Loop` (its top-level calls) an
 * ``recompilation`` — compiling in calls that recompiled (``compile_recompiles``, ``compile_s`` of
   ``@track_compile``); a label's first compilation is its warm-up;
 * ``warm-up`` — the first calls' excess over the steady level, and a first epoch clearly slower than
-  the later ones; said from :data:`WARMUP_SHARE` of the run's time (a first call is expected to
+  the later ones; said from :data:`WARMUP_SHARE` of the measured time (a first call is expected to
   be slow);
 * ``busy machine`` and ``off-CPU wait`` — calls slowed by other processes or waiting off the CPU:
   :mod:`gnnmon.report.diagnosis.machine_findings`; never counted in warm-up here;
@@ -27,7 +27,7 @@ from gnnmon.report.loops import NOISE_K, WARMUP, Loop, beyond_noise, evidence, f
 from gnnmon.report.stats import median
 
 WARMUP_SHARE = 0.10
-"""The least share of the run's time warm-up must take to be said."""
+"""The least share of the measured time warm-up must take to be said."""
 
 def recompilation(loop: Loop, total: float) -> dict[str, Any] | None:
     """Compiling in calls that recompiled (a label's first compilation is warm-up)."""

@@ -57,8 +57,8 @@ def proof(cpu: float = CPU) -> list[dict]:
     return [{"figure": "cpu_s", "value": cpu, "unit": "s", "where": "the process's CPU time, median of 38 steady "
              "call(s)"},
             {"figure": "wall_s/device_s", "value": LEVEL, "unit": "s", "where": "median of those 38 call(s)"},
-            {"figure": "off the CPU", "value": LEVEL - cpu, "unit": "s", "where": "the row's window less its "
-             "process's CPU time (at most the call's time and the level), median of those calls"}]
+            {"figure": "off the CPU", "value": LEVEL - cpu, "unit": "s", "where": "the call's time less its "
+             "process's CPU time and its excess over the level, median of those calls"}]
 
 
 def expected(kind: str, words: str, evidence: list[dict], next_step: str, cost: float = COST,
@@ -71,7 +71,7 @@ def test_a_wait_in_every_call_with_nothing_else_recorded_is_an_off_cpu_wait_of_u
     why = "neither the machine's load nor the thread's run queue was recorded"
     want = expected("off-CPU wait", HEAD + ": " + UNKNOWN.format(why=why), proof(), WAITED_NEXT)
     assert mf.steady_wait(loop_of(rows()), TOTAL) == [want]
-    assert headline(want) == "off-CPU wait in every call — 71 % of the run's time"
+    assert headline(want) == "off-CPU wait in every call — 71 % of the measured time"
     # read by the diagnosis, where the excess findings find nothing (no call is slower than the level)
     assert gnnmon.Report(rows()).diagnosis() == [want]
     # torch on one thread with its CPU time recorded but not its run queue: nothing splits the wait
@@ -182,18 +182,26 @@ def test_sampled_cores_with_a_quarter_core_idle_are_the_steps_own_wait_full_ones
         "off-CPU wait", HEAD + ": " + UNKNOWN.format(why=why), proof(), ONE_THREAD_NEXT)]
 
 
-def test_the_time_off_the_cpu_is_the_rows_window_less_its_cpu_time_at_most_the_calls_time():
-    """The window holds the CPU time gnnmon spent around the call (1/64 s here, read with the
-    call's): it is not time off the CPU. A window the CPU time leaves wider than the call (a
-    preempted close, 1/8 s) counts at most the call's time."""
+def test_the_time_off_the_cpu_is_the_calls_time_less_the_cpu_time_of_its_rows_window():
+    """The CPU time is read over the row's window, which holds gnnmon's bookkeeping around the call
+    (1/64 s of CPU here, read with the call's): the call's time less it is the least the step
+    waited, 78.125 ms a call. A window wider than the call by a preemption of that bookkeeping
+    (1/8 s) is no wait of the step's and changes nothing (a newcomer's loaded machine once read 95 %
+    of each call off the CPU for a step that computed all of its time, its rows' windows preempted
+    around the calls)."""
     start = 2**40
     planted = [{**r, "t_start_ns": start + i * 10**9, "t_end_ns": start + i * 10**9 + int((LEVEL + 1 / 64) * 1e9),
                 "cpu_s": CPU + 1 / 64} for i, r in enumerate(rows())]
     (wait,) = mf.steady_wait(loop_of(planted), TOTAL)
-    assert wait["at_stake"] == COST and wait["evidence"][2]["value"] == LEVEL - CPU, wait
+    least = LEVEL - CPU - 1 / 64
+    assert wait["at_stake"] == STEADY * least and wait["evidence"][2]["value"] == least, wait
     for r in planted:
         r["t_end_ns"] += 10**9 // 8
-    assert mf.steady_wait(loop_of(planted), TOTAL)[0]["at_stake"] == STEADY * LEVEL
+    assert mf.steady_wait(loop_of(planted), TOTAL) == [wait]
+    busy = rows(cpu=LEVEL)  # computing all of each call, its window preempted after it
+    for i, r in enumerate(busy):
+        r.update(t_start_ns=start + i * 10**9, t_end_ns=start + i * 10**9 + 10**9 // 4)
+    assert mf.steady_wait(loop_of(busy), TOTAL) == []
 
 
 def test_only_host_rows_are_read_an_accelerators_wait_is_its_sync():
@@ -225,9 +233,10 @@ def test_a_wait_in_one_stretch_of_calls_is_not_a_wait_in_every_call():
 
 
 def test_slowed_calls_count_up_to_the_level_their_excess_is_the_excess_findings():
-    """10 calls waited 125 ms more (250 ms, computing 31.25 ms): the off-CPU wait's excess, 1.25 s;
-    the wait in every call counts their first 125 ms and the 27 others' 93.75 ms; a call that
-    compiled is neither's. Together under the run's time."""
+    """10 calls waited 125 ms more (250 ms, computing 31.25 ms: 218.75 ms off the CPU): the off-CPU
+    wait's excess, 1.25 s; the wait in every call counts what the level holds of their wait, 93.75
+    ms (at most the median call's), as of the 27 others; a call that compiled is neither's. So each
+    slowed call's two parts are its time off the CPU, no second counted twice."""
     planted = rows()
     for i in range(10, 20):
         planted[i]["wall_s"] = 2 * LEVEL
@@ -236,26 +245,30 @@ def test_slowed_calls_count_up_to_the_level_their_excess_is_the_excess_findings(
     found = gnnmon.Report(planted, manifest={"devices": {"torch_threads": 1}}).diagnosis()
     steady = [f for f in found if f.get("every_call")]
     excess = [f for f in found if f["kind"] == "off-CPU wait" and not f.get("every_call")]
-    assert len(steady) == 1 and steady[0]["at_stake"] == 10 * LEVEL + 27 * (LEVEL - CPU), found
+    assert len(steady) == 1 and steady[0]["at_stake"] == 37 * (LEVEL - CPU), found
     assert len(excess) == 1 and excess[0]["at_stake"] == 10 * LEVEL, found
+    assert steady[0]["at_stake"] / 37 + excess[0]["at_stake"] / 10 == 2 * LEVEL - CPU  # a slowed call's off-CPU time
     assert sum(f["at_stake"] for f in found) <= total
 
 
-def test_calls_on_crowded_cores_still_count_their_level():
-    """The load sampled: 4 of the 8 steady epochs ran on crowded cores (their excess the busy
-    machine's): the wait in every call still counts them, up to the level."""
+def test_calls_on_crowded_cores_count_the_wait_their_level_holds():
+    """The load sampled: 4 calls ran 125 ms longer on crowded cores, computing the usual 31.25 ms
+    (their excess, all off the CPU, the busy machine's): the wait in every call still counts them,
+    the 93.75 ms of their wait the level holds, as in each of the 34 others."""
     planted = rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)
     for i in range(20, 24):
         planted[i].update(wall_s=2 * LEVEL, others_cpu_pct=200.0, idle_cpu_pct=0.0)
     (wait,) = mf.steady_wait(loop_of(planted), sum(r["wall_s"] for r in planted))
-    assert wait["at_stake"] == 4 * LEVEL + 34 * (LEVEL - CPU)
+    assert wait["at_stake"] == 38 * (LEVEL - CPU)
 
 
 def test_what_a_wait_in_every_call_counts_of_a_crowded_call_stops_at_the_level_its_excess_is_read_from():
     """The load sampled: 24 quiet steady calls of 109.375 and 140.625 ms (their median 125 ms) and
     14 of 375 ms on crowded cores: the steady median is 140.625 ms, the busy machine reads their
-    excess from the quiet calls' 125 ms (250 ms each), so the wait in every call counts 125 ms of
-    each (not 140.625 ms): every finding's seconds together stay within the run's."""
+    excess from the quiet calls' 125 ms (250 ms each), so the wait in every call counts what 125 ms
+    holds of their wait, 93.75 ms each (not 140.625 ms less their CPU time); that is the median of
+    the 38 waits, which the 12 calls of 140.625 ms (109.375 ms off the CPU) count at most: every
+    finding's seconds together stay within the run's."""
     planted = rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)
     for i, r in enumerate(planted):
         r["wall_s"] = 0.109375 if i % 2 else 0.140625
@@ -266,8 +279,8 @@ def test_what_a_wait_in_every_call_counts_of_a_crowded_call_stops_at_the_level_i
     busy = [f for f in found if f["kind"] == "busy machine"]
     assert len(busy) == 1 and busy[0]["at_stake"] == 14 * 0.25, found
     (wait,) = [f for f in found if f.get("every_call")]
-    quiet = [r for r in planted[2:] if r["wall_s"] < 0.375]
-    assert wait["at_stake"] == 14 * LEVEL + sum(r["wall_s"] - CPU for r in quiet)
+    short = [r for r in planted[2:] if r["wall_s"] == 0.109375]
+    assert len(short) == 12 and wait["at_stake"] == 12 * (0.109375 - CPU) + 26 * (LEVEL - CPU)
     assert sum(f["at_stake"] for f in found) <= total, found
 
 
@@ -283,71 +296,77 @@ def uneven(**slow) -> list[dict]:
     return planted
 
 
-def uneven_wait(planted: list[dict], slow: float, one_thread: bool = False) -> list[dict]:
+def uneven_wait(planted: list[dict], slow: float, cost: float, one_thread: bool = False) -> list[dict]:
     """The one finding a wait in every call makes of :func:`uneven`'s rows whose steady calls of
-    375 ms count ``slow`` s each and the others their time less 31.25 ms (the steady median of the
-    time off the CPU: 109.375 ms, of 140.625 ms)."""
+    375 ms count ``slow`` s each and the others their time less 31.25 ms, each at most the median
+    of those 38 (the steady median of the time off the CPU, of 140.625 ms): ``cost`` in all."""
     steady = [r["wall_s"] for r in planted[2:]]
-    cost = slow * steady.count(0.375) + sum(t - CPU for t in steady if t < 0.375)
+    mid = float(np.median([slow if t == 0.375 else t - CPU for t in steady]))
     total = sum(r["wall_s"] for r in planted)
     evidence = [{"figure": "cpu_s", "value": CPU, "unit": "s", "where": "the process's CPU time, median of 38 steady "
                  "call(s)"},
                 {"figure": "wall_s/device_s", "value": 0.140625, "unit": "s", "where": "median of those 38 call(s)"},
-                {"figure": "off the CPU", "value": 0.109375, "unit": "s", "where": "the row's window less its "
-                 "process's CPU time (at most the call's time and the level), median of those calls"}]
+                {"figure": "off the CPU", "value": mid, "unit": "s", "where": "the call's time less its "
+                 "process's CPU time and its excess over the level, median of those calls"}]
     if one_thread:
-        return [expected("off-CPU wait", own_words("109.4 ms", f"{cost:.2f} s", "140.6 ms"), evidence,
+        return [expected("off-CPU wait", own_words(f"{mid * 1e3:.1f} ms", f"{cost:.2f} s", "140.6 ms"), evidence,
                          OWN_WAIT_NEXT, cost=cost, total=total)]
-    words = (f"step spent 78 % of each call off the CPU: 109.4 ms of 140.6 ms (median of 38 steady calls), no thread "
-             f"of the process running, {cost:.2f} s in all; a wait in every call, not an excess over the level; its "
-             f"cores had 50 % of a core idle (sampled), so the machine did not hold it: {GAVE_UP}")
+    words = (f"step spent {100 * mid / 0.140625:.0f} % of each call off the CPU: {mid * 1e3:.1f} ms of 140.6 ms "
+             f"(median of 38 steady calls), no thread of the process running, {cost:.2f} s in all; a wait in every "
+             f"call, not an excess over the level; its cores had 50 % of a core idle (sampled), so the machine did "
+             f"not hold it: {GAVE_UP}")
     return [expected("off-CPU wait", words, [*evidence, idle_evidence(50.0)], OWN_WAIT_NEXT, cost=cost, total=total)]
 
 
 def test_crowded_calls_that_computed_half_their_time_count_to_the_level_their_excess_is_read_from():
     """The 14 slow calls on crowded cores computed 187.5 ms (half their time: not waits by the
     several-threads rule), 187.5 ms off the CPU each. On several threads they are the busy
-    machine's, whose excess is read from the quiet calls' 125 ms: that much of each is counted.
-    Torch on one thread, whose thread computed them too and never queued: no finding reads their
-    excess, so the steps' 140.625 ms of each is."""
+    machine's, whose excess (250 ms, over the quiet calls' 125 ms) could be all of their wait: the
+    level is not known to hold any of it, and they count none. Torch on one thread, whose thread
+    computed them too and never queued: no finding reads their excess (234.375 ms, over the steps'
+    140.625 ms), which again could be all of it. Either way the median wait is the short calls'
+    78.125 ms, which the long calls' 109.375 ms count at most: 24 × 78.125 ms."""
     crowded = {"cpu_s": 0.1875, "others_cpu_pct": 200.0, "idle_cpu_pct": 0.0}
     planted = uneven(**crowded)
-    assert mf.steady_wait(loop_of(planted), sum(r["wall_s"] for r in planted)) == uneven_wait(planted, 0.125)
+    assert mf.steady_wait(loop_of(planted), sum(r["wall_s"] for r in planted)) == uneven_wait(planted, 0.0, 1.875)
     one = uneven(**crowded, thread_cpu_s=0.1875)
     for r in one:
         r.update(thread_cpu_s=r.get("thread_cpu_s", CPU), thread_queued_s=0.0, thread_waits=1)
     assert mf.steady_wait(loop_of(one), sum(r["wall_s"] for r in one), one_thread=True) == uneven_wait(
-        one, 0.140625, one_thread=True)
+        one, 0.0, 1.875, one_thread=True)
 
 
 def test_on_one_thread_calls_whose_thread_did_not_compute_more_count_to_the_quiet_calls_level():
     """Torch on one thread, its run queue not recorded, the cores not crowded: the 14 slow calls'
     process computed 187.5 ms (half their time: not waits by the several-threads rule) but their
     thread only the usual 31.25 ms: they waited, an off-CPU wait's excess read over the quiet
-    calls' 125 ms (those calls not among them), so 125 ms of each is counted, not 140.625 ms."""
+    calls' 125 ms (those calls not among them): 250 ms, more than the 187.5 ms no thread of the
+    process ran, so the level is not known to hold any of their wait (as with crowded cores)."""
     planted = uneven(cpu_s=0.1875)
     for r in planted:
         r["thread_cpu_s"] = CPU
     assert mf.steady_wait(loop_of(planted), sum(r["wall_s"] for r in planted), one_thread=True) == uneven_wait(
-        planted, 0.125)
+        planted, 0.0, 1.875)
 
 
 def test_a_waiting_call_with_no_load_sample_of_its_own_is_among_the_quiet_calls():
     """Two quiet calls (30, 31) waited 375 ms with no load sample of their own: the busy machine's
     level keeps them among its quiet calls (not its to judge), so the quiet median is 140.625 ms,
-    the steps' level, and that much of each of the 14 crowded calls (and of the two) is counted."""
+    the steps' level, and the 109.375 ms of wait it holds is counted of each of the 14 crowded calls
+    (and of the two, whose excess no finding reads: a spike's)."""
     planted = uneven(others_cpu_pct=200.0, idle_cpu_pct=0.0)
     for i in (30, 31):
         planted[i].update(wall_s=0.375, others_cpu_pct=None, idle_cpu_pct=None)
-    assert mf.steady_wait(loop_of(planted), sum(r["wall_s"] for r in planted)) == uneven_wait(planted, 0.140625)
+    assert mf.steady_wait(loop_of(planted), sum(r["wall_s"] for r in planted)) == uneven_wait(
+        planted, 0.109375, 11 * (0.109375 - CPU) + 27 * 0.109375)
 
 
 @pytest.mark.skipif(not sched.QUEUED_AVAILABLE, reason="run-queue time is Linux's")
 def test_a_live_sleep_in_every_call_is_the_steps_own_wait():
     """Each call spins 2 ms of its thread's CPU and sleeps 8 ms. The part its thread gave up is at
-    least the sleep, in the share of each call's wait that is counted (what no thread of the
-    process ran, at most its time and the level, of the thread's own time off the CPU); with what
-    the host's load queued it, at most each call's window less its planted work."""
+    least the sleep, in the share of each call's wait that is counted (its time less its process's
+    CPU time and its excess over the level, at most the median call's, of the thread's own time off
+    the CPU); with what the host's load queued it, at most each call's window less its planted work."""
     work, sleep = 0.002, 0.008
 
     @gnnmon.cuda_timed(label="step")
@@ -370,10 +389,22 @@ def test_a_live_sleep_in_every_call_is_the_steps_own_wait():
     calls = [r for r in run.records if r["index"] >= 2]
     level = float(np.median([r["wall_s"] for r in calls]))
     span = [(r["t_end_ns"] - r["t_start_ns"]) / 1e9 for r in calls]
-    kept = min(min(w - r["cpu_s"], r["wall_s"], level) / (w - r["thread_cpu_s"]) for w, r in zip(span, calls,
-                                                                                                  strict=True))
+    offs = [max(r["wall_s"] - r["cpu_s"] - max(r["wall_s"] - level, 0.0), 0.0) for r in calls]
+    mid = float(np.median(offs))
+    kept = min(min(o, mid) / (w - r["thread_cpu_s"]) for o, w, r in zip(offs, span, calls, strict=True))
     assert m >= 5 and own["at_stake"] >= m * sleep * kept, (own, kept)
     both = sum(f["at_stake"] for f in found.values())
     assert both <= sum(min(w - work, r["wall_s"]) for w, r in zip(span, calls, strict=True)), found
     print(f"live: {m} calls, the sleep's part {own['at_stake'] * 1e3:.1f} ms (at least {m * sleep * kept * 1e3:.1f}), "
           f"a core's {found['busy machine']['at_stake'] * 1e3:.1f} ms" if "busy machine" in found else "")
+
+
+def test_a_few_calls_that_waited_are_no_wait_in_every_call():
+    """A newcomer's run: a step that computes its whole level, 6 calls spread through the run
+    waiting 125 ms more each (750 ms, 15 % of the run, all off the CPU: an excess, the spikes'):
+    no wait in every call, its median 0 (it once said 0.0 ms "in every call", 20 % of the run)."""
+    planted = rows(cpu=LEVEL)
+    for i in (5, 11, 17, 23, 29, 35):
+        planted[i]["wall_s"] = 2 * LEVEL
+    assert mf.steady_wait(loop_of(planted), sum(r["wall_s"] for r in planted)) == []
+    assert not [f for f in gnnmon.Report(planted).diagnosis() if f.get("every_call")]

@@ -25,7 +25,7 @@ def test_every_surface_opens_with_the_diagnosis(tmp_path, capsys):
     assert first["kind"] == "input-bound" and abs(first["share"] - 0.75) < 0.02
     for text in (report.markdown(), report._repr_markdown_()):
         assert text.index("### Diagnosis") < text.index("### train_step")
-        assert "1. **input-bound — 75 % of the run's time**" in text
+        assert "1. **input-bound — 75 % of the measured time**" in text
     assert main(["report", str(path)]) == 0
     assert "1. **input-bound — 75 %" in capsys.readouterr().out
     page = tmp_path / "page.html"
@@ -44,4 +44,4 @@ def test_a_memory_findings_headline_says_which_memory_its_share_is_of():
 
     assert headline({"kind": "leak", "share": 0.31, "of": "memory"}) == "leak — 31 % of the memory its calls end with"
     assert headline({"kind": "memory", "share": 0.5, "of": "memory"}) == "memory — 50 % of the device's memory"
-    assert headline({"kind": "slow steps", "share": 0.2, "of": "time"}) == "slow steps — 20 % of the run's time"
+    assert headline({"kind": "slow steps", "share": 0.2, "of": "time"}) == "slow steps — 20 % of the measured time"
