@@ -13,7 +13,16 @@ from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table
 from gnnmon.report.compare.comparison_markdown import comparison_markdown, comparison_page, where
 from gnnmon.report.compare.gate import RERUN_SPREAD, decision, relative_spread, runs_to_decide, spread_text
-from gnnmon.report.compare.lines import CPU_TIME, TIME, as_change, compare_sides, one_thread, others_load, ranks_of
+from gnnmon.report.compare.lines import (
+    CPU_TIME,
+    OWN_TIME,
+    TIME,
+    as_change,
+    compare_sides,
+    one_thread,
+    others_load,
+    ranks_of,
+)
 
 LOAD_DIFFERS = 25.0
 """Other processes' CPU (% of one core) by which two sides' loads must differ to be named."""
@@ -110,7 +119,10 @@ class Comparison:
                                                      if wider > self.rerun_spread * (1 + 1e-9) else "")
                               + f"; give {RUNS_ADVISED} runs a side (BASE... -- NEW...) to measure it")
         judged = [ln for ln in self.lines if ln["judged"] == "time" and ln["scope"] == "all"]
-        on_cpu = any(ln["figure"].startswith(CPU_TIME) for ln in judged)
+        on_cpu = next(("; judged on the step's " + ("time less its wait for a core, which a busy machine does not "
+                                                   "lengthen" if ln["figure"].startswith(OWN_TIME) else
+                                                   "CPU time, which does not wait")
+                       for ln in judged if ln["figure"].startswith((OWN_TIME, CPU_TIME))), None)
         cpu_seen = any(ln["figure"].startswith(CPU_TIME) for ln in self.lines)
         if la is not None and lb is not None and abs(la - lb) >= LOAD_DIFFERS:
             self.notes.append(f"the machine's load differed: other processes took {la:.0f} % of a core on "
@@ -121,20 +133,12 @@ class Comparison:
             self.notes.append(f"a busy machine: other processes took {la or 0:.0f} % of a core beside "
                               f"{self.base_name}'s runs and {lb or 0:.0f} % beside {self.new_name}'s (median "
                               "over the calls, sampled), so the steps' time holds waits for a core" + (
-                                  "; judged on the step's CPU time, which does not wait" if on_cpu else
+                                  on_cpu if on_cpu else
                                   "; run torch on one thread (torch.set_num_threads(1))" + (
                                       "" if cpu_seen else " and record collect(sched=True)") +
-                                  " to judge the step's CPU time, which does not wait"))
+                                  " to judge the step's time less its wait for a core"))
         for ln in judged:
-            if not ln["figure"].startswith(CPU_TIME):
-                continue
-            wall = next((w for w in self.lines if w["scope"] == ln["scope"] and w["label"] == ln["label"]
-                         and w["phase"] is None and w["figure"] == TIME + ln["figure"][len(CPU_TIME):]), None)
-            if wall is not None and wall["verdict"] != ln["verdict"] and wall["change"] is not None:
-                self.notes.append(f"{where(ln)}: {wall['figure']} {100 * wall['change']:+.1f} % "
-                                  f"({wall['verdict']}) but its CPU time {100 * (ln['change'] or 0):+.1f} % "
-                                  f"({ln['verdict']}): the difference is time off the CPU, the machine's rather "
-                                  "than the step's own work")
+            self.notes += _off_cpu_notes(ln, self.lines)
         threads = [ln for ln in self.lines if ln["figure"].startswith(CPU_TIME) and ln["phase"] is None]
         if threads and not single:
             self.notes.append("the steps' CPU time is shown, not judged: not every run's torch ran on one thread "
@@ -210,3 +214,30 @@ class Comparison:
 
     def __repr__(self) -> str:
         return f"<gnnmon Comparison: {self.base_name} vs {self.new_name}: {self.verdict()}>"
+
+
+def _off_cpu_notes(judged: dict[str, Any], lines: Sequence[dict[str, Any]]) -> list[str]:
+    """Where a judged line of the step's thread (its time less its wait for a core, or its CPU time)
+    and the step's time (or its CPU time) disagree: which time off the CPU made the difference."""
+    figure = judged["figure"]
+    kind = next((k for k in (OWN_TIME, CPU_TIME) if figure.startswith(k)), None)
+    if kind is None:
+        return []
+    per = figure[len(kind):]
+    found = {w["figure"]: w for w in lines if w["scope"] == judged["scope"] and w["label"] == judged["label"]
+             and w["phase"] is None and w["figure"] in (TIME + per, CPU_TIME + per)}
+    wall, cpu = found.get(TIME + per), found.get(CPU_TIME + per)
+
+    def said(ln: dict[str, Any]) -> str:
+        return f"{ln['figure']} {100 * (ln['change'] or 0):+.1f} % ({ln['verdict']})"
+
+    out = []
+    if wall is not None and wall["change"] is not None and wall["verdict"] != judged["verdict"]:
+        why = ("the wait for a core (its thread's run queue): the machine's, not the step's" if kind == OWN_TIME else
+               "time off the CPU: a busy machine's, or the step's own waits (I/O, a lock, a sleep), which its "
+               "thread's run queue tells apart (collect(sched=True), on Linux)")
+        out.append(f"{where(judged)}: {said(wall)} but its {said(judged)}: the difference is {why}")
+    if kind == OWN_TIME and cpu is not None and cpu["change"] is not None and cpu["verdict"] != judged["verdict"]:
+        out.append(f"{where(judged)}: {said(judged)} but its {said(cpu)}: the difference is the step's own time off "
+                   "the CPU, not a wait for a core (I/O, a lock or a sleep in the step)")
+    return out

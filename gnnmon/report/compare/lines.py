@@ -10,7 +10,9 @@ Each label's steady top-level calls (:class:`~gnnmon.report.loops.Loop`) give, p
   all of them, 0 s where it did not run: :func:`gaps`). The step's time is ``device_s`` (a GPU's
   events), else ``wall_s``;
 * **CPU time** of the step's thread (``thread_cpu_s``, ``collect(sched=True)``): what the step
-  computed, whatever else the machine ran;
+  computed, whatever else the machine ran; and its **time less its wait for a core**: the row's
+  window less the thread's run-queue time (``thread_queued_s``), what the step computed and waited
+  for of its own (I/O, a lock, a sleep), a preemption anywhere in the window taken out;
 * **memory**: the highest peak (``mem_peak_bytes``), and where both sides' memory models
   (:mod:`gnnmon.report.memory.model`) can be trusted, what each forecasts for the new side's largest
   batch; **GC** pause per call, **recompilations**, **energy per graph**.
@@ -18,8 +20,10 @@ Each label's steady top-level calls (:class:`~gnnmon.report.loops.Loop`) give, p
 Each line's change and bounds come from the runs (:mod:`gnnmon.report.compare.gate`): a side's value
 is the geometric mean of its runs' figures. A line is ``slower``/``faster`` (``more``/``less``)
 where its 90 % interval excludes no change, else ``within noise``. Per label, one time line is
-**judged** against ``max_slowdown``: the step's CPU time where every run's step ran on one thread and
-recorded it (multi-threaded, one thread's CPU time is not the step's work), else its time; per size
+**judged** against ``max_slowdown``: where every run's step ran on one thread and recorded its run
+queue, its time less its wait for a core (a sleep in the step is its cost, a busy machine's wait is
+not); else its CPU time where every such run recorded that (multi-threaded, one thread's times are
+not the step's); else its time; per size
 where every run has shapes. The peak (or the models' forecast, where both are trusted) is judged
 against ``max_memory_growth``, unless the batches differ in size (:data:`RESIZED`) and no trusted
 model says what the same batch needs. Phases, data wait and the rest are shown with their bounds,
@@ -56,7 +60,7 @@ WORSE = {"time": ("slower", "faster"), "memory": ("more", "less"), "count": ("mo
          "energy": ("more", "less")}
 """The verdicts of a change up and of one down, by kind of figure (up is worse for every kind)."""
 
-TIME, CPU_TIME = "time", "CPU time"
+TIME, CPU_TIME, OWN_TIME = "time", "CPU time", "time less wait for a core"
 PER_STEP, PER_SIZE = "per step", "per 1,000 nodes+edges"
 
 Figure = tuple[float, float]
@@ -128,6 +132,9 @@ def time_figures(loop: Loop, sparse: frozenset[str] | set[str] = frozenset()) ->
     series: dict[tuple[str | None, str], np.ndarray] = {(None, TIME): loop.t}
     if loop.has("thread_cpu_s"):
         series[(None, CPU_TIME)] = loop.column("thread_cpu_s")
+    if loop.has("thread_queued_s") and loop.has("t_start_ns"):
+        window = (loop.column("t_end_ns") - loop.column("t_start_ns")) / 1e9  # the run queue's, give or take µs
+        series[(None, OWN_TIME)] = window - loop.column("thread_queued_s")
     for name in loop.part.cols:
         phase = phase_field(name)
         if phase is not None:
@@ -258,7 +265,8 @@ def lead(base: Sequence[dict[tuple[str | None, str], Figure]], new: Sequence[dic
          single: bool) -> str:
     """The time figure judged for a label (see the module doc), given every run's figures."""
     every = [*base, *new]
-    what = CPU_TIME if single and all((None, f"{CPU_TIME} {PER_STEP}") in f for f in every) else TIME
+    what = next((w for w in (OWN_TIME, CPU_TIME) if single and all((None, f"{w} {PER_STEP}") in f for f in every)),
+                TIME)
     per = PER_SIZE if all((None, f"{what} {PER_SIZE}") in f for f in every) else PER_STEP
     return f"{what} {per}"
 

@@ -1,17 +1,22 @@
 """``gnnmon compare`` and ``Report.compare`` on planted run files (times, shapes and peaks written
-by tests/report/diagnosis/planted.py: no test here depends on the machine's speed)."""
+by tests/report/diagnosis/planted.py), and one live gate over a planted sleep: no test here
+depends on the machine's speed."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import gnnmon
 from gnnmon.cli import INCONCLUSIVE, main
+from gnnmon.devices import sched
+from tests.devices.test_sched import _spin
 from tests.report.diagnosis.planted import steps, write_run
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -136,3 +141,37 @@ def test_reading_a_report_imports_no_scipy_until_a_test_needs_it(base, tmp_path)
     proc = subprocess.run([sys.executable, "-c", code, str(base)], capture_output=True, text=True, timeout=300,
                           cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("False True"), proc.stderr[-2000:]
+
+
+@pytest.mark.skipif(not sched.QUEUED_AVAILABLE, reason="the thread's run-queue time is Linux's")
+def test_a_live_sleep_added_to_the_step_regresses_with_the_run_queue_recorded(tmp_path, capsys):
+    """A newcomer's gate: torch on one thread, collect(sched=True), 3 runs a side of a step that
+    spins 2 ms of its thread's CPU; NEW's step also sleeps 4 ms. Its time less its wait for a core
+    grows by the sleep at least (+4 ms on about 2 ms: far over the 5 % limit), whatever the host's
+    load queues either side: the CLI exits 1 (it once exited 4, inconclusive, the note blaming the
+    machine)."""
+    def runs(side: str, sleep: float) -> list[str]:
+        @gnnmon.cuda_timed(label="step")
+        def step() -> None:
+            _spin(0.002)
+            if sleep:
+                time.sleep(sleep)
+
+        paths = []
+        for k in range(3):
+            path = tmp_path / f"{side}{k}.jsonl"
+            with gnnmon.collect(path, sched=True):
+                for _ in range(20):
+                    step()
+            paths.append(str(path))
+        return paths
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        base, new = runs("base", 0.0), runs("new", 0.004)
+    finally:
+        torch.set_num_threads(before)
+    assert main(["compare", *base, "--", *new, "--max-slowdown", "5%"]) == 1, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "time less wait for a core per step" in out, out

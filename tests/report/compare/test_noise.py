@@ -85,6 +85,35 @@ def test_more_compute_is_caught_on_the_cpu_time_whatever_the_wait():
     assert d["figure"].startswith("CPU time") and d["decision"] == "regressed" and d["low"] > 0.15, d
 
 
+def test_a_sleep_in_the_step_is_its_own_cost_whatever_the_machine():
+    """A newcomer's CI gate: the step's thread run queue recorded (collect(sched=True), torch on one
+    thread). BASE's runs waited 60 % of their CPU time for a core (a loaded machine); NEW's, quiet,
+    sleep 20 % of it in the step. The wall time reads faster, the CPU time the same: judged on the
+    time less the wait for a core, NEW regressed by the sleep (+20 %, the planted truth), and a note
+    says the difference is the step's own time off the CPU (it once said "inconclusive": the
+    machine's rather than the step's)."""
+    base = [result(rerun(s, 0.01, cpu=True, waited=0.6, sched=True), s) for s in range(5)]
+    new = [result(rerun(s, 0.01, cpu=True, slept=0.2, sched=True), s) for s in range(5, 10)]
+    c = Comparison(base, new, max_slowdown=0.05)
+    (d,) = c.decisions()
+    assert d["figure"] == "time less wait for a core per 1,000 nodes+edges" and d["decision"] == "regressed", d
+    assert 0.15 < d["change"] < 0.25 and d["low"] > 0.05, d
+    wall = next(ln for ln in c.lines if ln["figure"] == "time per 1,000 nodes+edges" and ln["phase"] is None)
+    assert wall["verdict"] == "faster", wall
+    assert any("the step's own time off the CPU, not a wait for a core" in n for n in c.notes), c.notes
+
+
+def test_with_the_run_queue_a_loaded_machines_wait_is_still_not_the_steps():
+    """The same loaded NEW as above (waiting 60 % for a core), the run queue recorded: its time less
+    that wait is BASE's, so the gate passes, and a note says the difference is the wait for a core."""
+    base = [result(rerun(s, 0.01, cpu=True, sched=True), s) for s in range(5)]
+    new = [result(rerun(s, 0.01, cpu=True, waited=0.6, sched=True), s) for s in range(5, 10)]
+    c = Comparison(base, new, max_slowdown=0.05)
+    (d,) = c.decisions()
+    assert d["figure"] == "time less wait for a core per 1,000 nodes+edges" and d["decision"] == "pass", d
+    assert any("the wait for a core (its thread's run queue): the machine's" in n for n in c.notes), c.notes
+
+
 def test_a_multi_threaded_steps_cpu_time_is_shown_not_judged():
     base = [result(rerun(s, 0.01, cpu=True), s, threads=2) for s in range(3)]
     new = [result(rerun(s, 0.01, cpu=True), s) for s in range(3, 6)]
