@@ -273,6 +273,19 @@ def looked_for(loop: Loop, resolution: float = 0.0) -> list[dict[str, Any]]:
     return out
 
 
+def unmarked(loop: Loop) -> dict[str, Any] | None:
+    """A loop whose calls record end-of-call memory but mark no epochs, so the leak check (which
+    reads epoch levels: memory within an epoch ramps and falls back) did not run: ``{"label",
+    "figures", "calls"}``; None where epochs are marked, or there is no memory or too few calls."""
+    if not np.isnan(loop.column("epoch")).all():
+        return None
+    found = figures(loop)
+    calls = int(loop.steady.sum())
+    if not found or calls < MIN_EPOCHS:
+        return None
+    return {"label": loop.label, "figures": found, "calls": calls}
+
+
 def _creep_of(lv: Levels, label: str) -> dict[str, Any] | None:
     n = lv.levels.size
     level = float(lv.last)

@@ -110,6 +110,12 @@ def _measured(runs: list[Any], gc_events: list[dict[str, Any]]) -> float:
                                                   if not e.get("row"))
 
 
+def unjudged(report: Timed) -> list[dict[str, Any]]:
+    """What the diagnosis could not look for: each label whose calls record memory but mark no
+    epochs, so no leak was judged (:func:`gnnmon.report.diagnosis.creep.unmarked`)."""
+    return [u for loop in loops(report.table) if (u := creep.unmarked(loop)) is not None]
+
+
 def unmeasured(report: Timed) -> dict[str, float] | None:
     """The time between the measured calls, where it is :data:`MIN_SHARE` of their span or more:
     ``measured_s`` (the time the shares are of), ``span_s`` (from the first top-level call's start

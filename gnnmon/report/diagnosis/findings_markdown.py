@@ -77,15 +77,22 @@ def unmeasured_text(between: dict[str, float]) -> str:
             "watch_loader to see it here)")
 
 
+def unjudged_text(u: dict[str, Any]) -> str:
+    """``no leak judged in step's mem_end_bytes: its 120 calls mark no epochs ...``
+    (:func:`gnnmon.report.diagnosis.findings.unjudged`)."""
+    return (f"no leak judged in {u['label']}'s {', '.join(u['figures'])}: its {u['calls']} calls mark no epochs, and a "
+            "leak is judged on epoch levels (run.mark(\"epoch\", e) at each epoch's start in a collect run)")
+
+
 def diagnosis_lines(findings: list[dict[str, Any]], looked_for: Sequence[dict[str, Any]] = (),
-                    between: dict[str, float] | None = None) -> list[str]:
+                    between: dict[str, float] | None = None, unjudged: Sequence[dict[str, Any]] = ()) -> list[str]:
     """The section a markdown report opens with: each finding ranked, its evidence and next step;
     or one line when there is nothing to say; the time left between the measured calls where it is
     worth saying (``between``: :func:`gnnmon.report.diagnosis.findings.unmeasured`); then what was
-    looked for and not found (``looked_for``:
-    :func:`gnnmon.report.diagnosis.findings.looked_for`). The words hold your labels and names:
-    written as markdown that reads back as that text (a label ``a|<b>x</b>`` with a line break in
-    it stays one list item)."""
+    looked for and not found (``looked_for``: :func:`gnnmon.report.diagnosis.findings.looked_for`)
+    and what could not be (``unjudged``: :func:`gnnmon.report.diagnosis.findings.unjudged`). The
+    words hold your labels and names: written as markdown that reads back as that text (a label
+    ``a|<b>x</b>`` with a line break in it stays one list item)."""
     lines = ["### Diagnosis", ""]
     if not findings:
         lines.append(NOTHING)
@@ -97,6 +104,8 @@ def diagnosis_lines(findings: list[dict[str, Any]], looked_for: Sequence[dict[st
         lines += ["", md(unmeasured_text(between)) + "."]
     if looked_for:
         lines += ["", "Looked for, not found: " + "; ".join(md(looked_for_text(c)) for c in looked_for) + "."]
+    if unjudged:
+        lines += ["", "Not looked for: " + "; ".join(md(unjudged_text(u)) for u in unjudged) + "."]
     return [*lines, ""]
 
 

@@ -719,6 +719,20 @@ def test_looked_for_leaves_out_what_was_said_and_runs_too_short():
     assert creep.looked_for(loop_of(unmarked), HOST) == [] and creep.creep(loop_of(unmarked), HOST) == []
 
 
+def test_calls_that_mark_no_epochs_say_no_leak_was_judged():
+    """A newcomer's `gnnmon run` leaked 1 MiB a step, its calls marking no epochs: the leak check
+    did not run, and the report said nothing of it. Unmarked calls with memory say so ("Not looked
+    for"), with the planted calls' count; marked ones, or calls without memory, do not."""
+    leak = plant([500 * MiB + 16 * MiB * e for e in range(5)], device="cuda:0", wobble=MiB)
+    unmarked = [{k: v for k, v in r.items() if k != "epoch"} for r in leak]
+    assert creep.unmarked(loop_of(unmarked)) == {"label": "step", "figures": ["mem_end_bytes"], "calls": 5 * STEPS}
+    assert "Not looked for: no leak judged in step's mem_end_bytes: its " + str(5 * STEPS) + " calls mark no epochs" \
+        in gnnmon.Report(unmarked).markdown()
+    assert creep.unmarked(loop_of(leak)) is None and "Not looked for" not in gnnmon.Report(leak).markdown()
+    bare = [{k: v for k, v in r.items() if k not in ("epoch", "mem_end_bytes")} for r in leak]
+    assert creep.unmarked(loop_of(bare)) is None
+
+
 def test_growth_is_judged_from_two_marked_epochs_on():
     """One epoch (whatever its ramp) says nothing; calls before the first mark are left out of a run
     whose marked epochs grow."""
