@@ -331,6 +331,8 @@ def _say_end(run: Any, summary: dict[str, Any] | None, found: list[str], code: i
     try:
         findings = Report.load(path).diagnosis() if summary and summary.get("rule") else []
         say.append(f"{headline(findings[0])}: {findings[0]['words']}" if findings else NOTHING)
+        if len(findings) > 1:
+            say.append(also_line(findings[1:]))
     except Exception as exc:  # noqa: BLE001 - the file is there: the report says the rest
         say.append(f"no diagnosis ({type(exc).__name__}: {exc})")
     say.append(f"wrote {path}")
@@ -340,6 +342,14 @@ def _say_end(run: Any, summary: dict[str, Any] | None, found: list[str], code: i
     say.append(f"read it: gnnmon report {path}")
     for line in say:
         print(f"gnnmon: {line}", file=sys.stderr)
+
+
+def also_line(more: list[dict[str, Any]], most: int = 3) -> str:
+    """``also: input-bound — 46 % of the measured time (eval); ...``: the findings after the lead,
+    headlines only (the report says each in full)."""
+    named = [headline(f) + (f" ({f['label']})" if f.get("label") else "") for f in more[:most]]
+    left = len(more) - len(named)
+    return "also: " + "; ".join(named) + (f"; and {left} more" if left else "") + " (the report says each)"
 
 
 def _children_files(path: Path, since_ns: int) -> list[str]:

@@ -377,3 +377,24 @@ def test_every_hook_and_patch_is_removed_when_the_run_ends():
     assert not model._forward_pre_hooks and not model._forward_hooks  # the root's own hooks too
     opt.step()  # the optimizer's global hooks are gone: a step now opens no row
     assert len(run.records) == 3
+
+
+def test_the_end_names_every_finding_after_the_lead(tmp_path, capsys):
+    """Two loops that each waited 30 ms for 10 ms steps (a newcomer's step and eval, 46 % each):
+    stderr leads with one and says the other's headline too (it showed the lead alone)."""
+    from types import SimpleNamespace
+
+    from gnnmon.cli.run import _say_end
+    from tests.report.diagnosis.planted import write_run
+    from tests.report.diagnosis.test_input_finding import planted
+
+    rows = planted(40, 0.03, 0.01, "step") + [{**r, "t_start_ns": r["t_start_ns"] + 500_000_000,
+                                                 "t_end_ns": r["t_end_ns"] + 500_000_000}
+                                                for r in planted(40, 0.03, 0.01, "eval")]
+    path = write_run(tmp_path / "run.jsonl", [{"type": "row", **r} for r in rows])
+    _say_end(SimpleNamespace(path=path), {"rule": "planted", "labels": {"step": 40, "eval": 40}, "said": []}, [], 0)
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("gnnmon: ")]
+    lead, also = said[1], said[2]
+    assert lead.startswith("gnnmon: input-bound — ") and ("(step)" in lead or "step waited" in lead), said
+    other = "eval" if "step waited" in lead else "step"
+    assert also.startswith("gnnmon: also: input-bound — ") and f"({other})" in also, said
