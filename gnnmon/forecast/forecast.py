@@ -8,7 +8,8 @@ capacity. Budgets are found by bisection on the model's upper bound:
 * ``max_num_nodes`` / ``max_num_edges``: the largest ``max_num`` of PyG's ``DynamicBatchSampler``
   in ``mode="node"`` / ``"edge"``, assuming a batch of that many nodes carries edges at the
   densest ratio of any graph where the loader batches whole graphs (a batch's ratio lies between
-  its graphs'), else of any scanned batch (and in edge mode, nodes at the sparsest);
+  its graphs'), else of any scanned batch (and in edge mode, nodes at the sparsest: of a neighbour
+  loader's full batches, not its short last batch, whose few seeds share the fewest nodes);
 * ``batch_size``: the largest batch size whose heaviest batch fits
   (:class:`~gnnmon.forecast.shapes.Heaviest`: for a neighbour loader, the heaviest of a few batches
   its sampler draws at that size — sampled neighbourhoods overlap more as batches grow, so nodes
@@ -60,7 +61,17 @@ from gnnmon.data.result import RunResult
 from gnnmon.devices import get_backend
 from gnnmon.figures import MEM_PEAK, RSS_PEAK
 from gnnmon.forecast.budget import Budget
-from gnnmon.forecast.shapes import SHAPE_KEYS, TYPED, Heaviest, batch_shapes, graph_size, heaviest, item_sizes, typed
+from gnnmon.forecast.shapes import (
+    SHAPE_KEYS,
+    TYPED,
+    Heaviest,
+    batch_shapes,
+    graph_size,
+    heaviest,
+    item_sizes,
+    sampling,
+    typed,
+)
 from gnnmon.report import Report
 from gnnmon.report.memory.model import MemoryModel, UntrustedModelError, format_bytes
 
@@ -587,6 +598,17 @@ def _typed_ratios(ratios: dict[str, float], shape: dict[str, Any]) -> None:
             ratios[t + PER_EDGE] = max(ratios.get(t + PER_EDGE, 0.0), v / e if e else float("inf"))
 
 
+def _sparsest(sparsest_at: dict[float, float], sampled: bool) -> float:
+    """The fewest edges per node the edge budget scales from (infinite where no batch had nodes):
+    of every batch read, but for a neighbour loader (``sampled``) of its full batches alone, those
+    of the most seeds read that have nodes. Its short last batch's few seeds share the fewest nodes,
+    so it is the sparsest, and an edge budget at or above a full batch's edges holds batches of at
+    least as many seeds: a full batch's ratio, not the short one's, bounds them."""
+    if not sparsest_at:
+        return float("inf")
+    return sparsest_at[max(sparsest_at)] if sampled else min(sparsest_at.values())
+
+
 def held_now(model: MemoryModel) -> float | None:
     """What the model's device holds now, bytes, read as its rows' start was (the CPU: the
     process's RSS; CUDA: its allocator's allocated bytes); None where it cannot say."""
@@ -643,6 +665,7 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     ratios = {"edges_per_node_max": 0.0, "edges_per_node_min": float("inf"), "nodes_per_item_max": 0.0,
               "edges_per_item_max": 0.0}
     most_at: dict[float, dict[str, float]] = {}  # per number of items: the most of each field
+    sparsest_at: dict[float, float] = {}  # per number of items: the fewest edges per node of a batch with nodes
     count = 0
     sizes = item_sizes(loader_or_dataset)  # read once: the scan sums them, the batch-size budget too
     for count, shape in enumerate(batch_shapes(loader_or_dataset, progress, sizes), 1):
@@ -662,7 +685,7 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
             heapq.heappushpop(worst, item)
         if n:
             ratios["edges_per_node_max"] = max(ratios["edges_per_node_max"], e / n)
-            ratios["edges_per_node_min"] = min(ratios["edges_per_node_min"], e / n)
+            sparsest_at[items] = min(sparsest_at.get(items, float("inf")), e / n)
         ratios["nodes_per_item_max"] = max(ratios["nodes_per_item_max"], n / items)
         ratios["edges_per_item_max"] = max(ratios["edges_per_item_max"], e / items)
         for t, v in typed(shape).items():  # each type's too: a model of per-type terms scales them
@@ -673,6 +696,7 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
         _typed_ratios(ratios, shape)
     if count == 0:
         raise ValueError("the loader made no batch to forecast")
+    ratios["edges_per_node_min"] = _sparsest(sparsest_at, sampling(loader_or_dataset))
     for g in sizes or ():  # a batch of whole graphs is never denser (or sparser) than its densest graph
         if g["num_nodes"]:
             ratios["edges_per_node_max"] = max(ratios["edges_per_node_max"], g["num_edges"] / g["num_nodes"])

@@ -69,7 +69,7 @@ def _sample(loader: Any, index: Any) -> Any:
     return loader.link_sampler.sample_from_edges(loader.input_data[index], neg_sampling=loader.neg_sampling)
 
 
-def _sampling(source: Any) -> bool:
+def sampling(source: Any) -> bool:
     """Whether ``source`` is a PyG node or link loader (its sampler can run without it)."""
     return (hasattr(source, "node_sampler") or hasattr(source, "link_sampler")) and hasattr(source, "input_data")
 
@@ -116,7 +116,7 @@ def batch_shapes(source: Any, progress: bool | None = None,
                  sizes: list[dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
     """The shape of each batch ``source`` would make (see the module's docstring); ``sizes``: its
     graphs' shapes where :func:`item_sizes` has read them already."""
-    if _sampling(source) and hasattr(source, "batch_sampler"):
+    if sampling(source) and hasattr(source, "batch_sampler"):
         for index in _progress(source.batch_sampler, len(source.batch_sampler), progress):
             yield _sampled(_sample(source, index), len(index))
         return
@@ -164,7 +164,7 @@ def graph_size(source: Any, sizes: list[dict[str, Any]] | None = None) -> tuple[
     graphs holds at most all of them (``sizes``, as :func:`item_sizes` read them); one graph is the
     full batch. Plain batches (a run's rows) do not say how large their graph is."""
     pyg = sys.modules.get("torch_geometric.data")
-    if _sampling(source):
+    if sampling(source):
         sampler = getattr(source, "node_sampler", None) or getattr(source, "link_sampler", None)
         if getattr(sampler, "disjoint", False):
             return {}, ("the loader's sampler is disjoint: each seed gets its own copy of its neighbourhood, so a "
@@ -259,7 +259,7 @@ def heaviest(source: Any, sizes: list[dict[str, Any]] | None = None,
     draws per size."""
     if draws < 1:
         raise ValueError(f"draws must be at least 1, got {draws!r}")
-    if _sampling(source):
+    if sampling(source):
         count = len(source.dataset)  # a node or link loader's dataset: the positions of its seeds
         held = weakref.ref(source)  # not kept alive: a loader holds its own copy of the graph's edges
 

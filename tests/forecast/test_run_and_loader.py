@@ -137,3 +137,35 @@ def test_plain_batches_of_many_sizes_scale_each_size_from_every_size_read():
         for t in ("num_nodes", "num_edges"):
             by_hand = min(m[t] * (k / s if k >= s or s == smallest else 1) for s, m in most.items())
             assert fc.shape_at(k)[t] == pytest.approx(by_hand), (k, t)
+
+
+def test_a_neighbour_loaders_edge_budget_scales_from_a_full_batch_not_its_short_last_one():
+    """The edge budget (``DynamicBatchSampler(mode='edge')``) forecasts a batch of ``E`` edges
+    carrying nodes at the sparsest edges per node read. The loader's full batches (99 consecutive
+    seeds: 99 edges, 119 nodes) hold 99/119 edges a node; its short last batch of 10 seeds holds
+    10 edges and 20 nodes, 1/2 a node, sparser as its few seeds share no hub. The target is the
+    planted peak of 600 edges at the full batches' ratio, so the planted limit is 600 edges; at
+    the last batch's ratio it would be 384 (it answered 380, before the ratio was taken from a
+    full batch). The answer is the model's own largest ``E`` at the full batches' ratio, at most
+    the planted 600 and above 384."""
+    torch.manual_seed(0)
+    model = planted_model()
+    loader = neighbor_loader(hub_graph(), [-1], batch_size=99, input_nodes=torch.arange(SEEDS), shuffle=False)
+    shapes = [(int(b.batch_size), int(b.num_nodes), int(b.num_edges)) for b in loader]
+    assert shapes == [(99, 119, 99)] * 10 + [(10, 20, 10)], shapes
+    full, short = 99 / 119, 10 / 20
+
+    def nodes_at(edges: float, ratio: float) -> float:
+        return edges / ratio
+
+    target = truth({"num_nodes": nodes_at(600, full), "num_edges": 600})
+    full_limit = (target - A) / (B / full + C)  # the planted truth's largest edge count at the full ratio
+    short_limit = (target - A) / (B / short + C)  # and at the short last batch's
+    assert round(full_limit) == 600 and int(short_limit) == 384, (full_limit, short_limit)
+    fc = gnnmon.forecast(loader, model, capacity=target, progress=False, anchor=False)
+    budget = fc.budget(1.0)
+    by_model = max(e for e in range(1, 1001)
+                   if model.predict(num_nodes=nodes_at(e, full), num_edges=e).upper_bytes <= target)
+    assert short_limit < budget.max_num_edges <= full_limit, budget
+    assert budget.max_num_edges == by_model, (budget, by_model)
+    assert fc.ratios["edges_per_node_min"] == fc.ratios["edges_per_node_max"] == pytest.approx(full), fc.ratios
