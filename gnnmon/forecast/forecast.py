@@ -50,7 +50,7 @@ from __future__ import annotations
 import heapq
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,6 +211,9 @@ class Forecast:
     is known (:func:`~gnnmon.forecast.shapes.graph_size`): the budgets' ``max_num`` go no higher."""
     graph_said: str | None = None
     """What :attr:`graph` is (``"the loader's graph"``), or why it is not known, in words."""
+    empty_why: str | None = None
+    """Where no batch was read (:attr:`batches` 0: nothing to forecast), why in words where the
+    source tells (no seeds, no graphs, a last batch dropped, no rows given); None otherwise."""
 
     @property
     def peak_bytes(self) -> float | None:
@@ -311,10 +314,17 @@ class Forecast:
             return self.ratios.get(key, 0.0)
         return min((most[t] / s for s, most in self.most_at.items() if t in most), default=0.0)
 
+    def nothing(self) -> str:
+        """That no batch was read, and why where known (:attr:`empty_why`), in words."""
+        return "no batch was read" + (f": {self.empty_why}" if self.empty_why else "")
+
     def budget(self, fraction: float = 0.9) -> Budget:
         """The largest ``DynamicBatchSampler`` ``max_num`` (nodes and edges) and batch size whose
         worst batch stays under ``fraction × capacity`` (see the module's docstring), as a
-        :class:`~gnnmon.forecast.budget.Budget` (``print(budget)`` says it in a line)."""
+        :class:`~gnnmon.forecast.budget.Budget` (``print(budget)`` says it in a line). Where no batch
+        was read there is nothing to size from: ``ValueError`` saying so."""
+        if self.batches == 0:
+            raise ValueError(f"nothing to forecast, so no budget: {self.nothing()}")
         if self.capacity_bytes is None:
             raise ValueError("a budget needs a capacity: forecast(..., capacity='80GiB' or 'cuda:0')")
         if not 0 < fraction <= 1:
@@ -539,11 +549,20 @@ class Forecast:
 
     def __repr__(self) -> str:
         fits = "" if self.fits is None else f", fits={self.fits}"
+        if self.batches == 0:
+            return f"<Forecast of 0 batches: nothing to forecast ({self.nothing()})>"
         peak = f"{format_bytes(self.peak_bytes)}" if self.peak_bytes is not None else "-"
         return f"<Forecast of {self.batches} batches: worst {peak}{fits}; print() it for the summary>"
 
     def summary(self, fraction: float = 0.9) -> str:
-        """The forecast and, with a capacity, the budgets, in words."""
+        """The forecast and, with a capacity, the budgets, in words; where no batch was read, that
+        there was nothing to forecast and why where known (no headroom, no budget)."""
+        if self.batches == 0:
+            lines = [self.model.summary(), f"nothing to forecast: {self.nothing()}"]
+            if self.capacity_bytes is not None:
+                lines.append(f"capacity {format_bytes(self.capacity_bytes)} ({self.capacity}): no batch to size "
+                             "against it, so no headroom and no budget")
+            return "\n".join(lines)
         lines = [self.model.summary(), f"{self.batches} batches forecast; the worst:"]
         for w in self.worst[:5]:
             edges = "?" if w["num_edges"] is None else f"{w['num_edges']:,}"  # a shape with no edge count
@@ -551,9 +570,9 @@ class Forecast:
                          f"{format_bytes(w['bytes'])} (upper {format_bytes(w['upper_bytes'])})")
         if self.capacity_bytes is not None:
             h = self.headroom_bytes
-            lines.append(f"capacity {format_bytes(self.capacity_bytes)} ({self.capacity}): "
-                         + (f"headroom {format_bytes(h)}" if h is not None and h >= 0
-                            else f"the worst batch is {format_bytes(-(h or 0))} over"))
+            room = ("headroom not known: no batch's forecast was kept" if h is None
+                    else f"headroom {format_bytes(h)}" if h >= 0 else f"the worst batch is {format_bytes(-h)} over")
+            lines.append(f"capacity {format_bytes(self.capacity_bytes)} ({self.capacity}): {room}")
             try:
                 b = self.budget(fraction)
             except ReferenceError as gone:  # the loader a batch size is sampled from was freed
@@ -596,6 +615,23 @@ def _typed_ratios(ratios: dict[str, float], shape: dict[str, Any]) -> None:
             ratios[t + PER_NODE] = max(ratios.get(t + PER_NODE, 0.0), v / n)
         if e or v:
             ratios[t + PER_EDGE] = max(ratios.get(t + PER_EDGE, 0.0), v / e if e else float("inf"))
+
+
+def _why_empty(source: Any, sizes: list[dict[str, Any]] | None) -> str | None:
+    """Why ``source`` made no batch, in words, where it tells: no seeds or no graphs, fewer of them
+    than its batch size with its last batch dropped, or an empty collection of batches; else None."""
+    if sampling(source) or sizes is not None:
+        count, unit = (len(source.dataset), "seeds") if sampling(source) else (len(sizes or ()), "graphs")
+        size = getattr(source, "batch_size", None)
+        if count == 0:
+            return f"the loader has no {unit}" if sampling(source) else "the dataset holds no graph"
+        if getattr(source, "drop_last", False) and isinstance(size, int) and count < size:
+            return (f"the loader drops its last batch (drop_last=True), and its {count:,} {unit} are fewer "
+                    f"than its batch_size {size:,}")
+        return None
+    if isinstance(source, Sized) and len(source) == 0:
+        return f"the batches given are none (an empty {type(source).__name__})"
+    return None
 
 
 def _sparsest(sparsest_at: dict[float, float], sampled: bool) -> float:
@@ -647,7 +683,13 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     (:meth:`~gnnmon.report.memory.model.MemoryModel.anchored`), never lowered. ``"auto"``: read
     the device now when this process recorded the model's rows (a calibration, or a run's report
     in the same process); ``True``: read it whatever process recorded them; bytes: that much;
-    ``False``: the model as fitted."""
+    ``False``: the model as fitted.
+
+    A source that makes no batch (an empty loader, no rows) gives a forecast of none: its summary
+    says there was nothing to forecast and why where the source tells (:attr:`Forecast.empty_why`),
+    and it has no budget. ``top``: how many of the worst batches it keeps, at least 1."""
+    if top < 1:
+        raise ValueError(f"top must be at least 1 (the worst batches kept), got {top!r}")
     if not (anchor is None or isinstance(anchor, (bool, int, float)) or anchor == "auto"):
         raise ValueError(f"anchor must be 'auto', True, False or the bytes the device holds when the step starts; "
                          f"got {anchor!r}")
@@ -695,7 +737,9 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
             most[t] = max(most.get(t, 0), v)
         _typed_ratios(ratios, shape)
     if count == 0:
-        raise ValueError("the loader made no batch to forecast")
+        held = _anchor(fitted, anchor)
+        return Forecast(held, total, what, 0, [], ratios, None, {}, *graph_size(loader_or_dataset, sizes),
+                        empty_why=_why_empty(loader_or_dataset, sizes))
     ratios["edges_per_node_min"] = _sparsest(sparsest_at, sampling(loader_or_dataset))
     for g in sizes or ():  # a batch of whole graphs is never denser (or sparser) than its densest graph
         if g["num_nodes"]:

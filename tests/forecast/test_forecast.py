@@ -6,6 +6,7 @@ the command line prints the model and budgets."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -351,6 +352,33 @@ def test_a_summary_never_prints_a_size_of_zero_as_a_budget():
                   limited_by_model=False, beyond_fitted=None, batch_size_high=4)
     assert str(some).startswith("batch_size <= 3, or DynamicBatchSampler(mode='edge', max_num=900), under 1 GiB")
     assert "max_num=0" not in str(some) and "max_num=0" not in some.said()
+
+
+def test_a_forecast_of_no_batch_says_there_was_nothing_to_forecast_and_why():
+    """A loader that makes no batch (50 seeds, batch size 99, its last batch dropped) and a run of no
+    rows: the summary says there was nothing to forecast and why, not "the worst batch is 0 B over"
+    (the capacity minus no peak), and a budget is refused saying so rather than sized from nothing."""
+    model = planted_model()
+    loader = neighbor_loader(complete_graph(50), [-1], batch_size=99, drop_last=True)
+    assert len(list(loader)) == 0
+    for source, why in ((loader, "the loader drops its last batch (drop_last=True), and its 50 seeds are fewer "
+                                 "than its batch_size 99"),
+                        ([], "the batches given are none (an empty list)")):
+        fc = gnnmon.forecast(source, model, capacity="4GiB", progress=False)
+        text = fc.summary()
+        assert fc.batches == 0 and fc.worst == [] and fc.fits is None and fc.headroom_bytes is None
+        assert f"nothing to forecast: no batch was read: {why}" in text, text
+        assert "capacity 4 GiB (4 GiB): no batch to size against it, so no headroom and no budget" in text, text
+        assert not any(said in text for said in ("worst batch", "B over", "batches forecast", "budget at")), text
+        assert str(fc) == text and "nothing to forecast" in repr(fc)
+        with pytest.raises(ValueError, match=f"nothing to forecast, so no budget: no batch was read: {re.escape(why)}"):
+            fc.budget(0.9)
+    read = gnnmon.forecast([{"num_nodes": 10, "num_edges": 20}], model, capacity="4GiB", progress=False)
+    kept_none = dataclasses.replace(read, worst=[])  # a batch read, its forecast not kept
+    assert "headroom not known: no batch's forecast was kept" in kept_none.summary()
+    assert "0 B over" not in kept_none.summary()
+    with pytest.raises(ValueError, match="top must be at least 1"):
+        gnnmon.forecast([{"num_nodes": 10, "num_edges": 20}], model, top=0)
 
 
 def test_a_refusal_names_the_next_step():
