@@ -54,6 +54,10 @@ class Budget(Mapping[str, Any]):
     sampler draws at the size, the costliest graphs summed, or plain batches (a run's rows) scaled
     to the size, an upper bound on a sampler's batches, which share more nodes as they grow (so a
     budget from a run's rows can be well below one from the loader); None where no batch fits."""
+    extrapolated: str | None = None
+    """Where the batch size is below the fewest items of any plain batch read (a run's rows), that
+    its worst batch is those batches' most scaled down, an extrapolation and not a bound (a smaller
+    batch's items share fewer nodes), in words; None otherwise."""
 
     @property
     def fits(self) -> bool:
@@ -107,4 +111,6 @@ class Budget(Mapping[str, Any]):
             text += "; stopped where the model stops vouching (measure a larger batch to size beyond it)"
         if self.batch_size_from:
             text += f"; the batch size's worst batch: {self.batch_size_from}"
+        if self.extrapolated:
+            text += f"; {self.extrapolated}"
         return text

@@ -20,7 +20,8 @@ capacity. Budgets are found by bisection on the model's upper bound:
   items: ``k / s`` times the most nodes and edges of its ``s``-item batches where ``k >= s``
   (batches of more items share more nodes: a sampler's neighbourhoods overlap), their most where
   ``k < s``; the least of these, and below the smallest size read that size scaled down
-  (:meth:`Forecast._scaled`). An upper bound on a sampler's batches beyond the sizes read, so a
+  (:meth:`Forecast._scaled`), not a bound: a batch size there is said to be extrapolated
+  (``extrapolated``). An upper bound on a sampler's batches beyond the sizes read, so a
   budget from a run's rows can be well below one from its loader; the budget says which batch it
   forecast (``batch_size_from``). ``batch_size_high`` is the same with the lower bound of the
   forecast: the model puts the limit between the two.
@@ -391,6 +392,7 @@ class Forecast:
             out["why"] = self._why_none(target)
         else:
             out["batch_size_from"] = self._size_from(int(size))
+            out["extrapolated"] = self._extrapolated(int(size))
         return Budget(**out)
 
     def _cap_to_graph(self, out: dict[str, Any]) -> str | None:
@@ -428,6 +430,17 @@ class Forecast:
         return (f"scaled from the batches read, not sampled: {k:,} items as {scaled}, "
                 f"{shape['num_nodes']:,.0f} nodes; a neighbour sampler's batches share more nodes the more seeds "
                 "they hold, so beyond the sizes read this overstates them")
+
+    def _extrapolated(self, k: int) -> str | None:
+        """Where ``k`` items is below the fewest of any plain batch read, that :meth:`_scaled` scales
+        those batches down to it: not a bound (a smaller batch's items share fewer nodes, so it can
+        hold more of them per item), in words; None for a loader's batches or ``k`` at or above it."""
+        if self.heaviest is not None or not self.most_at or k >= min(self.most_at):
+            return None
+        s = min(self.most_at)
+        return (f"batch_size {k:,} is below the smallest batch read ({s:,.0f} items): its worst batch is theirs scaled "
+                f"down by {k / s:.3g}, extrapolated, not a bound (a smaller batch's items share fewer nodes: it may "
+                f"hold more per item); measure batches of about {k:,} items to size it")
 
     def _edges_why(self) -> str | None:
         """Why a model of the totals gives no ``max_num_edges`` (a count of edges bounds no count of
@@ -582,6 +595,8 @@ class Forecast:
             lines.append(f"budget at {fraction:.0%} ({format_bytes(b.target_bytes)}): {said}")
             if b.batch_size_from:
                 lines.append(f"the batch size's worst batch: {b.batch_size_from}")
+            if b.extrapolated:
+                lines.append(f"note: {b.extrapolated}")
             if b.limited_by_model:
                 # every figure it vouches for, those confounded with another too (a sampled batch can be
                 # denser than the fitted ones: its edges, not its nodes, may be what stopped it)

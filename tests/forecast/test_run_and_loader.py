@@ -27,15 +27,16 @@ from tests.forecast.test_forecast import A, B, C, planted_model, truth
 SEEDS, HUBS = 1000, 20
 
 
-def hub_graph() -> Data:
-    seeds = torch.arange(SEEDS)
-    return Data(x=torch.randn(SEEDS + HUBS, 4), edge_index=torch.stack([SEEDS + seeds % HUBS, seeds]))
+def hub_graph(seeds: int = SEEDS, hubs: int = HUBS) -> Data:
+    """``seeds`` seed nodes, seed ``s``'s one in-neighbour hub ``s mod hubs``."""
+    at = torch.arange(seeds)
+    return Data(x=torch.randn(seeds + hubs, 4), edge_index=torch.stack([seeds + at % hubs, at]))
 
 
-def record(path, sizes, shuffle: bool) -> list[dict]:
+def record(path, sizes, shuffle: bool, seeds: int = SEEDS, hubs: int = HUBS) -> list[dict]:
     """A run of a decorated step over the hub graph's batches of each of ``sizes`` seeds, its
     peaks planted (``truth``); its rows as the file holds them."""
-    data = hub_graph()
+    data = hub_graph(seeds, hubs)
 
     @gnnmon.monitor_memory_device(device="cpu")
     def step(batch):
@@ -43,7 +44,7 @@ def record(path, sizes, shuffle: bool) -> list[dict]:
 
     with gnnmon.collect(path):
         for size in sizes:
-            for batch in neighbor_loader(data, [-1], batch_size=size, input_nodes=torch.arange(SEEDS),
+            for batch in neighbor_loader(data, [-1], batch_size=size, input_nodes=torch.arange(seeds),
                                          shuffle=shuffle):
                 step(batch)
     lines, rows = [], []
@@ -115,6 +116,47 @@ def test_the_command_says_its_batch_size_is_scaled_from_the_runs_batches(tmp_pat
             f"as {budget.batch_size / 99:.3g}x the most of the 99-item batches read (119 nodes, 99 edges)") in text
     assert (f"note: the batch size is scaled from the run's own {part.n} batches; gnnmon.forecast(loader, "
             f"{str(path)!r}, capacity=...) samples") in text, text
+    assert "extrapolated" not in text and budget.extrapolated is None, text  # above the smallest batch read
+
+
+def test_a_batch_size_below_the_smallest_batch_read_is_said_to_be_extrapolated(tmp_path, capsys, monkeypatch):
+    """A run of shuffled batches of 2,500, 4,000 and 5,000 seeds over 20,000 seeds and 1,000 hubs
+    (its peaks planted): ``k`` seeds hold ``k`` edges and ``k`` plus their distinct hubs, at most
+    ``k + min(k, 1000)`` nodes (consecutive seeds reach that), so fewer seeds share fewer hubs. The
+    target is the planted peak of 2,000 consecutive seeds (3,000 nodes, 2,000 edges): the planted
+    limit is 2,000. Below the 2,500 seeds read, the run's 2,500-seed batches are scaled down, their
+    most nodes a seed (about 1.38), whose limit under the planted truth is above 2,000: the answer
+    lies above the planted limit, as no batch that small was read, and the command and the budget
+    say that it is extrapolated (they said nothing)."""
+    import sys
+
+    module = sys.modules["gnnmon.forecast.forecast"]
+    monkeypatch.setattr(module, "held_now", lambda model: None)  # as another process would: no anchor
+    torch.manual_seed(0)
+    path = tmp_path / "run.jsonl"
+    rows = record(path, [2500, 4000, 5000], shuffle=True, seeds=20_000, hubs=1000)
+    assert sorted({r["batch_size"] for r in rows}) == [2500, 4000, 5000]
+    assert all(r["num_edges"] == r["batch_size"] < r["num_nodes"] <= r["batch_size"] + 1000 for r in rows)
+    most = max(r["num_nodes"] for r in rows if r["batch_size"] == 2500)
+    target = truth({"num_nodes": 3000, "num_edges": 2000})
+    scaled_limit = (target - A) // (B * most / 2500 + C)  # the planted truth at the 2,500-seed batches' most a seed
+    assert 2000 < scaled_limit < 2500, (most, scaled_limit)
+    capacity = int(target / 0.9)
+    assert main(["forecast", str(path), "--capacity", str(capacity)]) == 0
+    text = capsys.readouterr().out
+    report = gnnmon.Report(gnnmon.load(path))
+    model = report.memory_model(None, "mem_peak_bytes")
+    part = report.table.parts[model.label]
+    budget = gnnmon.forecast([part.row(i) for i in range(part.n)], model, capacity, progress=False).budget(0.9)
+    assert 2000 < budget.batch_size <= scaled_limit, budget  # over the planted limit: not a bound
+    assert "budget at 90% (" in text and f"): batch_size <= {budget.batch_size:,}," in text, text
+    assert (f"note: batch_size {budget.batch_size:,} is below the smallest batch read (2,500 items): its worst "
+            "batch is theirs scaled down") in text, text
+    assert budget.extrapolated == (
+        f"batch_size {budget.batch_size:,} is below the smallest batch read (2,500 items): its worst batch is theirs "
+        f"scaled down by {budget.batch_size / 2500:.3g}, extrapolated, not a bound (a smaller batch's items share "
+        f"fewer nodes: it may hold more per item); measure batches of about {budget.batch_size:,} items to size it")
+    assert str(budget).endswith(f"; {budget.extrapolated}") and f"note: {budget.extrapolated}" in text, budget
 
 
 def test_plain_batches_of_many_sizes_scale_each_size_from_every_size_read():
