@@ -1,7 +1,9 @@
 """The diagnosis's ``input-bound`` finding: the loop's wait for its batches (``data_wait_s``) and
 their copy to the device (``data_to_device_s``), timed by ``watch_loader``, with what made them
 (sampling, feature gathering, transform, per hop) where the loader is split; and the next step that
-fits the run (workers only where cores stood idle, the wait it can win)."""
+fits the run (workers where cores stood idle or where the loader waited off the CPU, the wait it can
+win); the loader's CPU and the wait at epoch starts are read in
+:mod:`gnnmon.report.diagnosis.input_evidence`."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from gnnmon.report.loops import Loop, cost_beyond_noise, evidence, finding, ms
+from gnnmon.report.diagnosis.input_evidence import EpochStarts, LoaderCpu, epoch_starts, loader_cpu
+from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, block_se, cost_beyond_noise, evidence, finding, ms
 from gnnmon.report.stats import median
 
 SPLIT = (("data_sample_s", "sampling"), ("data_gather_s", "feature gathering"),
@@ -34,6 +37,16 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     process leave idle cores among ``cores`` (the manifest's ``cpu_usable``) and the sampled
     ``idle_cpu_pct`` says they stood idle, and the gain stated as the wait it can win.
 
+    Idle cores aside, more workers where the loader waited off the CPU (a sleep, I/O:
+    :func:`~gnnmon.report.diagnosis.input_evidence.loader_cpu`), a waiting worker holding no core;
+    "the cores are full" only where the sampled load says so.
+
+    The wait is a finding where it is steady (a cost measured at each batch, held against its own
+    spread) or, the epochs marked, where its excess at each epoch's first batch, where the
+    loader's workers start, is beyond the other batches' noise
+    (:func:`~gnnmon.report.diagnosis.input_evidence.epoch_starts`): a few long waits fail a
+    per-batch test however large they are.
+
     Every figure is a mean over the same batches, those whose wait was timed (``data_wait_s``), a
     part counted 0 in those that lack it (as the loop's wait counts a missing copy), so that
     next()'s wait (the wait less the copy) and its rest (less the parts) hold figures of the same
@@ -47,9 +60,14 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     known = ~np.isnan(loop.column("data_wait_s"))
     n = int(known.sum())
     cost = float(loop.wait[known].sum())
-    if not cost_beyond_noise(loop.wait[known], total):  # the wait's own spread, not the step's
-        return None
-    wait, step = cost / n, float(loop.t[known].mean())
+    steady = cost_beyond_noise(loop.wait[known], total)  # the wait's own spread, not the step's
+    starts, rest = epoch_starts(loop, known, total)
+    if not steady:
+        if starts is None:
+            return None
+        steady = cost_beyond_noise(rest, total)  # the other batches' wait: a finding on its own, or not said
+        cost = starts.excess + (float(rest.sum()) if steady else 0.0)
+    wait, step = float(loop.wait[known].mean()), float(loop.t[known].mean())
     proof = [evidence("data_wait_s", float(loop.zeros("data_wait_s")[known].mean()), "s",
                       f"{WATCHED}, mean of {n} batches")]
     parts = {}
@@ -65,7 +83,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
                               "num_sampled_nodes: " + " → ".join(f"{h:,.0f}" for h in hops)))
     room, workers = _spare_cores(loop, cores), loader_workers(loop)
     words = (f"{loop.label} waited {ms(wait)} per batch for its data against {ms(step)} per step "
-             f"({100 * cost / max(loop.total, 1e-12):.0f} % of its loop)")
+             f"({100 * wait * n / max(loop.total, 1e-12):.0f} % of its loop)")
     copy = parts.pop(COPY, None)  # parts: the loader's own, made in next()
     in_next = wait - (copy or 0.0)  # the wait holds the copy: the parts are next()'s
     made = sum(parts.values())
@@ -83,7 +101,21 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
         words += f"; num_workers={workers}" + (f" on {cores} core(s)" if cores else "")
     if hops:
         words += "; nodes per hop " + " → ".join(f"{h:,.0f}" for h in hops)
-    next_step = PIN if copy is not None and copy > in_next else _input_next(parts, hops, workers, room, cores)
+    cpu = loader_cpu(loop, known, made, in_next, workers, room)
+    if cpu is not None:
+        proof.append(evidence("loader CPU", cpu.cpu_pct, "%", "at most: cpu_util_pct (sampled, the process and its "
+                              "workers) less cpu_s in the steps, % of one core over the loop"))
+        proof.append(evidence("loader time per batch", cpu.per_batch, "s",
+                              f"{'num_workers × the loop time per batch' if workers else 'the wait in next()'}: "
+                              f"batches made {cpu.wall_pct:.0f} % of the loop's time at least"))
+    next_step = (PIN if copy is not None and copy > in_next
+                 else _input_next(parts, hops, workers, room, cores, cpu, _known_median(loop, "others_cpu_pct")))
+    if starts is not None:
+        words += _start_words(starts)
+        proof.append(evidence("data_wait_s at epoch starts", float(starts.waits.mean()), "s",
+                              f"{WATCHED}, each epoch's first batch, mean of {starts.waits.size}"))
+        start_step = _start_next(starts, workers)
+        next_step = start_step + ("; then " + next_step if steady else "")
     fallback = "data_sampler" in loop.part.cols and "gnnmon" in loop.part.objects("data_sampler")
     if fallback and parts.get("sampling", 0.0) > 0:
         words += "; sampled by gnnmon's pure-PyTorch sampler (neither pyg-lib nor torch-sparse is installed)"
@@ -91,9 +123,46 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
                      f"https://data.pyg.org/whl/torch-<version>+<cpu|cu12x>.html): gnnmon's fallback sampler took "
                      f"{ms(parts['sampling'])} of each wait, and PyG's loaders use pyg-lib once it is there; then "
                      + next_step)
-    next_step += (f" — at most {ms(wait)} a batch to win ({100 * cost / max(total, 1e-12):.0f} % of the run): "
+    next_step += (f" — at most {ms(cost / n)} a batch to win ({100 * cost / max(total, 1e-12):.0f} % of the run): "
                   "data_wait_s in the next run says how much was")
     return finding("input-bound", loop.label, cost, total, words, proof, next_step)
+
+
+def looked_for(loop: Loop, total: float) -> list[dict[str, Any]]:
+    """The input check where it found nothing: ``{"label", "check": "input", "batches", "wait_s",
+    "share", "unsaid_s"}`` for a loop whose wait was timed: its mean wait a batch, its share of
+    ``total`` and the least steady wait a batch it would have said (5 % of the run, or 3 of its
+    batch-means standard errors, whichever is more)."""
+    if not loop.has("data_wait_s") or input_bound(loop, total) is not None:
+        return []
+    waits = loop.wait[~np.isnan(loop.column("data_wait_s"))]
+    unsaid = max(MIN_SHARE * total / waits.size, NOISE_K * block_se(waits))
+    return [{"label": loop.label, "check": "input", "batches": int(waits.size), "wait_s": float(waits.mean()),
+             "share": float(waits.sum() / total) if total > 0 else 0.0, "unsaid_s": unsaid}]
+
+
+def _start_words(starts: EpochStarts) -> str:
+    each = ", ".join(f"{1e3 * w:,.0f}" for w in starts.waits)
+    return (f"; {ms(starts.excess)} of it at {starts.waits.size} epoch start(s) beyond the other batches' "
+            f"{ms(starts.level)} (each epoch's first batch: {each} ms)")
+
+
+def _start_next(starts: EpochStarts, workers: int | None) -> str:
+    """What to try for the wait at each epoch's first batch: the workers' start (kept across epochs
+    by persistent_workers=True), or, paid once already, the first batch made after the epoch began."""
+    if workers == 0:
+        return ("at each epoch's start the loader starts anew in the training process (iter(loader): a sampler's or "
+                "a dataset's set-up each epoch): do that set-up once")
+    if starts.paid_once:
+        later = float(np.mean(starts.waits[1:]))
+        return (f"the workers' start-up was paid once (the first epoch's first batch waited "
+                f"{ms(float(starts.waits[0]))}, the later ones {ms(later)}: workers kept across epochs, "
+                f"persistent_workers=True); what is left is each epoch's first batch, made only once the epoch "
+                f"begins (a DataLoader prefetches within an epoch, not across): fewer, longer epochs, or a lighter "
+                f"batch")
+    return ("the loader's workers start with each epoch (their start-up and first batches wait at its first batch): "
+            "persistent_workers=True in the DataLoader keeps them across epochs (not recorded whether it was set; "
+            "where it was, each epoch's first batch is still made only once that epoch begins)")
 
 
 def loader_workers(loop: Loop) -> int | None:
@@ -128,12 +197,18 @@ def _hops(loop: Loop) -> list[float]:
 
 
 def _input_next(parts: dict[str, float], hops: list[float], workers: int | None, room: float | None,
-                cores: int | None) -> str:
-    """More workers only where cores stood idle (``room``, cores, sampled) beside the run, or, not
-    sampled, as many as ``cores`` leave beside the training process; where none are left, less work
-    per batch in the loader's largest part (``parts``: the loader's own, the copy aside), or, a plain
-    loader's, in its dataset's __getitem__ or collation."""
+                cores: int | None, cpu: LoaderCpu | None = None, others: float | None = None) -> str:
+    """More workers where the loader waited off the CPU (``cpu``: a waiting worker holds no core,
+    so they overlap the wait on full cores too); else only where cores stood idle (``room``, cores,
+    sampled) beside the run, or, not sampled, as many as ``cores`` leave beside the training
+    process. Where the sampled load says the cores were full, whose work filled them (``others``:
+    other processes' CPU, % of a core, half a core or more theirs); where the load was not sampled
+    and ``cores`` leave no worker a core, that whether the loader computes is not recorded. Less
+    work per batch in the loader's largest part (``parts``: the loader's own, the copy aside), or,
+    a plain loader's, in its dataset's __getitem__ or collation."""
     lighter = _fix(max(parts, key=lambda k: parts[k]), hops) if parts else "a lighter dataset __getitem__ or collation"
+    if cpu is not None and cpu.waited:
+        return _overlap(cpu, workers or 0, lighter)
     if room is not None:
         why, add = f" ({room:.1f} core(s) stood idle beside the run)", int(room)
         full = f"{100 * room:.0f} % of a core stood idle"
@@ -143,6 +218,12 @@ def _input_next(parts: dict[str, float], hops: list[float], workers: int | None,
     else:
         why, add, full = "", None, ""
     if add is not None and add < 1:
+        if room is None:
+            return _not_recorded(workers, cores, lighter)
+        if others is not None and others >= 50:
+            return (f"the cores were full ({full}), other processes taking {others:.0f} % of a core on them (the "
+                    f"busy machine's, not the loader's): more workers would share those cores, not add to them; free "
+                    f"the cores, or less work per batch: {lighter}")
         who = f"the {workers} worker(s) and the training process keep" if workers else "the training process keeps"
         return f"{who} the cores full ({full}): more workers cannot help here; less work per batch: {lighter}"
     add = min(add, 4) if add is not None else None
@@ -152,6 +233,30 @@ def _input_next(parts: dict[str, float], hops: list[float], workers: int | None,
     n = f"={add}" if add is not None else "=N"
     return (f"num_workers{n} in the DataLoader{why}, with persistent_workers=True (workers kept across epochs) and "
             f"prefetch_factor: batches are then made while the step runs; and {lighter}")
+
+
+def _overlap(cpu: LoaderCpu, workers: int, lighter: str) -> str:
+    """The next step for a loader that waited off the CPU: workers enough to make a batch a step."""
+    n = cpu.workers_for_a_batch_a_step(workers)
+    said = (f"the loader waits off the CPU (I/O, a sleep, a lock), not for the cores: it used at most "
+            f"{cpu.cpu_pct:.0f} % of a core while batches were being made {cpu.wall_pct:.0f} % of the time, under "
+            f"half what a thread that could run got ({100 * cpu.runnable:.0f} %)")
+    pace = f"a batch took {ms(cpu.per_batch)} of a worker's time, a step {ms(cpu.step)}"
+    if workers:
+        return (f"{said}; a waiting worker holds no core, so more workers overlap the wait even on full cores: "
+                f"num_workers={n} makes a batch a step at this pace ({pace}); and {lighter}")
+    return (f"{said}, in next(); workers overlap it with the step even on full cores, a waiting one holding no core: "
+            f"num_workers={n} in the DataLoader, with persistent_workers=True ({pace}); and {lighter}")
+
+
+def _not_recorded(workers: int | None, cores: int | None, lighter: str) -> str:
+    """The next step where ``cores`` leave no worker a core and nothing says whether the loader computes."""
+    who, they, s = (f"the {workers} worker(s)", "they", "") if workers else ("the loader (in the training process)",
+                                                                          "it", "s")
+    return (f"{who} on {cores} core(s): if {they} compute{s}, the cores are full and more workers cannot help; if "
+            f"{they} wait{s} off the CPU (I/O, a sleep), more workers overlap the wait even on full cores; which, "
+            f"the run does not record: collect(sample=0.5) samples the CPU of the process and its workers "
+            f"(cpu_util_pct); less work per batch either way: {lighter}")
 
 
 def _fix(part: str, hops: list[float]) -> str:
