@@ -144,9 +144,13 @@ def _resolution(manifest: Mapping[str, Any] | None) -> float:
 
 def looked_for(report: Diagnosed) -> list[dict[str, Any]]:
     """What the diagnosis looked for and did not find, with what could hide in the run's noise:
+    a wait for data in each loop that timed it (:func:`gnnmon.report.diagnosis.input_finding.looked_for`),
     a leak in each end-of-call figure over enough epochs (:func:`gnnmon.report.diagnosis.creep.looked_for`)."""
     resolution = _resolution(report.manifest)
-    return [c for loop in loops(report.table) for c in creep.looked_for(loop, resolution)]
+    runs = loops(report.table)
+    total = _measured(runs, loop_gc_events(report))
+    return ([c for loop in runs for c in input_finding.looked_for(loop, total)]
+            + [c for loop in runs for c in creep.looked_for(loop, resolution)])
 
 
 def across_ranks(job: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -431,6 +431,22 @@ def test_a_wait_at_each_epochs_first_batch_is_said_with_the_workers_start():
                                     "200.0 ms, the later ones 60.0 ms: workers kept across epochs"), found["next"]
 
 
+def test_the_input_check_that_found_nothing_is_listed_as_looked_for():
+    """3 epochs whose first batches waited 0.6 ms, the others 0.4 / 0.6 ms (no excess beyond the
+    noise): 31.8 ms waited over 63 batches of 661.8 ms (4.8 % of the run), no finding; the report
+    lists the check, and a steady wait under 5 % of the run, 0.05 × 661.8 / 63 = 0.53 ms a batch,
+    would go unsaid (its noise, 3 standard errors, is under 0.1 ms). Where it found the wait (200
+    ms starts), the check is not listed."""
+    report = gnnmon.Report(epochs([0.0006, 0.0006, 0.0006]))
+    assert [f for f in report.diagnosis() if f["kind"] == "input-bound"] == []
+    (check,) = [c for c in report.looked_for() if c.get("check") == "input"]
+    assert check == {"label": "step", "check": "input", "batches": 63, "wait_s": pytest.approx(0.0318 / 63),
+                     "share": pytest.approx(31.8 / 661.8), "unsaid_s": pytest.approx(0.05 * 0.6618 / 63)}
+    assert ("Looked for, not found: no wait for data in step beyond its noise: 0.5 ms a batch over 63 batches (5 % of "
+            "the run); a steady one under 0.5 ms a batch would go unsaid") in report.markdown()
+    assert not [c for c in gnnmon.Report(epochs([0.2, 0.2, 0.2])).looked_for() if c.get("check") == "input"]
+
+
 SLEEP = 0.100
 """The live loader's planted sleep per batch (one item a batch), s."""
 
