@@ -119,8 +119,8 @@ class Comparison:
                                                      if wider > self.rerun_spread * (1 + 1e-9) else "")
                               + f"; give {RUNS_ADVISED} runs a side (BASE... -- NEW...) to measure it")
         judged = [ln for ln in self.lines if ln["judged"] == "time" and ln["scope"] == "all"]
-        on_cpu = next(("; judged on the step's " + ("time less its wait for a core, which a busy machine does not "
-                                                   "lengthen" if ln["figure"].startswith(OWN_TIME) else
+        on_cpu = next(("; judged on the step's " + ("time less its wait for a core (its thread's run queue)"
+                                                   if ln["figure"].startswith(OWN_TIME) else
                                                    "CPU time, which does not wait")
                        for ln in judged if ln["figure"].startswith((OWN_TIME, CPU_TIME))), None)
         cpu_seen = any(ln["figure"].startswith(CPU_TIME) for ln in self.lines)
@@ -139,6 +139,12 @@ class Comparison:
                                   " to judge the step's time less its wait for a core"))
         for ln in judged:
             self.notes += _off_cpu_notes(ln, self.lines)
+            if ln["figure"].startswith(CPU_TIME) and any(
+                    o["figure"].startswith(OWN_TIME) and o["label"] == ln["label"] and o["scope"] == ln["scope"]
+                    for o in self.lines):
+                self.notes.append(f"{where(ln)}: judged on its CPU time, which a sleep, I/O or a lock in the step "
+                                  "does not move: not every run recorded its thread's run queue (collect(sched=True), "
+                                  "on Linux) for its time less its wait for a core")
         threads = [ln for ln in self.lines if ln["figure"].startswith(CPU_TIME) and ln["phase"] is None]
         if threads and not single:
             self.notes.append("the steps' CPU time is shown, not judged: not every run's torch ran on one thread "

@@ -10,9 +10,11 @@ Each label's steady top-level calls (:class:`~gnnmon.report.loops.Loop`) give, p
   all of them, 0 s where it did not run: :func:`gaps`). The step's time is ``device_s`` (a GPU's
   events), else ``wall_s``;
 * **CPU time** of the step's thread (``thread_cpu_s``, ``collect(sched=True)``): what the step
-  computed, whatever else the machine ran; and its **time less its wait for a core**: the row's
-  window less the thread's run-queue time (``thread_queued_s``), what the step computed and waited
-  for of its own (I/O, a lock, a sleep), a preemption anywhere in the window taken out;
+  computed, whatever else the machine ran; and its **time less its wait for a core**: its time less
+  the part of its thread's run-queue time (``thread_queued_s``, read over the row's window) that
+  exceeds the window's excess over the call (gnnmon's bookkeeping around it, where a preemption is
+  not the call's), what the step computed and waited for of its own (I/O, a lock, a sleep), not
+  for a distributed job's ranks (a rank's wait for another at a collective is a voluntary wait);
 * **memory**: the highest peak (``mem_peak_bytes``), and where both sides' memory models
   (:mod:`gnnmon.report.memory.model`) can be trusted, what each forecasts for the new side's largest
   batch; **GC** pause per call, **recompilations**, **energy per graph**.
@@ -20,10 +22,11 @@ Each label's steady top-level calls (:class:`~gnnmon.report.loops.Loop`) give, p
 Each line's change and bounds come from the runs (:mod:`gnnmon.report.compare.gate`): a side's value
 is the geometric mean of its runs' figures. A line is ``slower``/``faster`` (``more``/``less``)
 where its 90 % interval excludes no change, else ``within noise``. Per label, one time line is
-**judged** against ``max_slowdown``: where every run's step ran on one thread and recorded its run
-queue, its time less its wait for a core (a sleep in the step is its cost, a busy machine's wait is
-not); else its CPU time where every such run recorded that (multi-threaded, one thread's times are
-not the step's); else its time; per size
+**judged** against ``max_slowdown``: where every run's step ran on one thread on the host and
+recorded its run queue, its time less its wait for a core (a sleep in the step is its cost, a busy
+machine's wait is not); else its CPU time where every such run recorded that (multi-threaded, one
+thread's times are not the step's; on an accelerator, its device time is the step's); else its
+time; per size
 where every run has shapes. The peak (or the models' forecast, where both are trusted) is judged
 against ``max_memory_growth``, unless the batches differ in size (:data:`RESIZED`) and no trusted
 model says what the same batch needs. Phases, data wait and the rest are shown with their bounds,
@@ -132,9 +135,11 @@ def time_figures(loop: Loop, sparse: frozenset[str] | set[str] = frozenset()) ->
     series: dict[tuple[str | None, str], np.ndarray] = {(None, TIME): loop.t}
     if loop.has("thread_cpu_s"):
         series[(None, CPU_TIME)] = loop.column("thread_cpu_s")
-    if loop.has("thread_queued_s") and loop.has("t_start_ns"):
-        window = (loop.column("t_end_ns") - loop.column("t_start_ns")) / 1e9  # the run queue's, give or take µs
-        series[(None, OWN_TIME)] = window - loop.column("thread_queued_s")
+    if loop.has("thread_queued_s") and loop.has("t_start_ns") and not loop.has("rank"):
+        # the run queue is read over the row's window, which holds gnnmon's bookkeeping around the call:
+        # the call's own share of it is at least what exceeds the window's excess over the call's time
+        over = np.maximum((loop.column("t_end_ns") - loop.column("t_start_ns")) / 1e9 - loop.t, 0.0)
+        series[(None, OWN_TIME)] = loop.t - np.maximum(loop.column("thread_queued_s") - over, 0.0)
     for name in loop.part.cols:
         phase = phase_field(name)
         if phase is not None:
@@ -261,9 +266,17 @@ def one_thread(manifest: dict[str, Any] | None) -> bool:
     return ((manifest or {}).get("devices") or {}).get("torch_threads") == 1
 
 
+def on_host(loop: Loop) -> bool:
+    """Whether every steady call of a loop was measured on the host (``backend`` ``cpu``): an
+    accelerator's step time is its device's, which its thread's times are not; rows that do not
+    say are taken as the host's."""
+    return all(b in (None, "cpu") for b in loop.part.pick("backend", loop.at[loop.steady].tolist()))
+
+
 def lead(base: Sequence[dict[tuple[str | None, str], Figure]], new: Sequence[dict[tuple[str | None, str], Figure]],
          single: bool) -> str:
-    """The time figure judged for a label (see the module doc), given every run's figures."""
+    """The time figure judged for a label (see the module doc), given every run's figures
+    (``single``: every run's torch on one thread, and the label's calls on the host)."""
     every = [*base, *new]
     what = next((w for w in (OWN_TIME, CPU_TIME) if single and all((None, f"{w} {PER_STEP}") in f for f in every)),
                 TIME)
@@ -276,7 +289,7 @@ def compare_label(scope: str, label: str, base: Sequence[Loop], new: Sequence[Lo
     """The lines of one label in one scope (see the module doc): each side a list of its runs' loops."""
     sparse = set().union(*map(gaps, (*base, *new)))  # one kind of figure for every run of both sides
     ta, tb = [time_figures(loop, sparse) for loop in base], [time_figures(loop, sparse) for loop in new]
-    judged_figure = lead(ta, tb, single)
+    judged_figure = lead(ta, tb, single and all(map(on_host, (*base, *new))))
     keys = sorted({k for f in (*ta, *tb) for k in f}, key=lambda k: (k[0] is not None, k[0] or "", k[1]))
     out = []
     for key in keys:
