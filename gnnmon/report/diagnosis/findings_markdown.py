@@ -55,8 +55,8 @@ def looked_for_text(c: dict[str, Any]) -> str:
     said)``; the input check's (``check: input``): ``no wait for data in step beyond its noise: ...``."""
     if c.get("check") == "input":  # gnnmon.report.diagnosis.input_finding.looked_for
         return (f"no wait for data in {c['label']} beyond its noise: {ms(c['wait_s'])} a batch over {c['batches']} "
-                f"batches ({100 * c['share']:.0f} % of the run); a steady one under {ms(c['unsaid_s'])} a batch would "
-                "go unsaid")
+                f"batches ({100 * c['share']:.0f} % of the measured time); a steady one under {ms(c['unsaid_s'])} "
+                "a batch would go unsaid")
     noise, unsaid = c.get("hidden_bytes_per_epoch"), c.get("unsaid_bytes_per_epoch")
     text = f"no leak in {c['figure']} of {c['label']} over {c['epochs']} epochs"
     if c.get("levelled_off_bytes") is not None:

@@ -32,7 +32,7 @@ PIN = ("pin_memory=True in the loader and watch_loader(loader, to=device): the c
 
 
 def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str, Any] | None:
-    """The loop's wait for data as a share of the run's time, split where the loader is; the next
+    """The loop's wait for data as a share of the measured time, split where the loader is; the next
     step fits the run: more workers only where the loader's (``data_workers``) and the training
     process leave idle cores among ``cores`` (the manifest's ``cpu_usable``) and the sampled
     ``idle_cpu_pct`` says they stood idle, and the gain stated as the wait it can win.
@@ -123,8 +123,8 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
                      f"https://data.pyg.org/whl/torch-<version>+<cpu|cu12x>.html): gnnmon's fallback sampler took "
                      f"{ms(parts['sampling'])} of each wait, and PyG's loaders use pyg-lib once it is there; then "
                      + next_step)
-    next_step += (f" — at most {ms(cost / n)} a batch to win ({100 * cost / max(total, 1e-12):.0f} % of the run): "
-                  "data_wait_s in the next run says how much was")
+    next_step += (f" — at most {ms(cost / n)} a batch to win ({100 * cost / max(total, 1e-12):.0f} % of the measured "
+                  "time): data_wait_s in the next run says how much was")
     return finding("input-bound", loop.label, cost, total, words, proof, next_step)
 
 

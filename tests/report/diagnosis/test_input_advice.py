@@ -61,7 +61,7 @@ def test_without_samples_the_cores_bound_the_workers():
 
 def test_the_gain_is_a_figure_the_next_run_can_check():
     text = advice(planted(workers=0, idle_pct=None), cores=None)
-    assert "num_workers=N" in text and "at most 30.1 ms a batch to win (75 % of the run)" in text, text
+    assert "num_workers=N" in text and "at most 30.1 ms a batch to win (75 % of the measured time)" in text, text
     assert "data_wait_s in the next run" in text
 
 

@@ -16,8 +16,8 @@ import torch
 
 import gnnmon
 
-RUN = " — at most {wait} a batch to win ({share} % of the run): data_wait_s in the next run says how much was"
-"""How every next step ends: the wait per batch the plant made, and its share of the run's time."""
+RUN = " — at most {wait} a batch to win ({share} % of the measured time): data_wait_s in the next run says how much was"
+"""How every next step ends: the wait per batch the plant made, and its share of the measured time."""
 
 NEW_WORKERS = ("num_workers{n} in the DataLoader{why}, with persistent_workers=True (workers kept across epochs) and "
                "prefetch_factor: batches are then made while the step runs; and {lighter}")
@@ -443,7 +443,7 @@ def test_the_input_check_that_found_nothing_is_listed_as_looked_for():
     assert check == {"label": "step", "check": "input", "batches": 63, "wait_s": pytest.approx(0.0318 / 63),
                      "share": pytest.approx(31.8 / 661.8), "unsaid_s": pytest.approx(0.05 * 0.6618 / 63)}
     assert ("Looked for, not found: no wait for data in step beyond its noise: 0.5 ms a batch over 63 batches (5 % of "
-            "the run); a steady one under 0.5 ms a batch would go unsaid") in report.markdown()
+            "the measured time); a steady one under 0.5 ms a batch would go unsaid") in report.markdown()
     assert not [c for c in gnnmon.Report(epochs([0.2, 0.2, 0.2])).looked_for() if c.get("check") == "input"]
 
 
