@@ -18,6 +18,7 @@ run itself shows (:func:`gnnmon.report.loops.beyond_noise`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -118,22 +119,35 @@ def unjudged(report: Timed) -> list[dict[str, Any]]:
 
 def unmeasured(report: Timed) -> dict[str, float] | None:
     """The time between the measured calls, where it is :data:`MIN_SHARE` of their span or more:
-    ``measured_s`` (the time the shares are of), ``span_s`` (from the first top-level call's start
-    to the last one's end) and ``between_s`` (the rest: the loop's own code, evaluation, logging, a
-    wait outside the measured step). None where the calls leave less between them, or overlap
-    (threads), or their windows are not recorded."""
+    ``covered_s`` (the top-level calls' windows, each from its wait for data, as their union: calls
+    of threads may overlap; and the collections between them), ``span_s`` (from the first call's
+    wait to the last call's end) and ``between_s`` (the rest: the loop's own code, evaluation,
+    logging, a wait outside the measured step). Windows, not the calls' times: an accelerator's
+    step time is its device's, inside its host window. None where the calls leave less between
+    them, or their windows are not recorded."""
     runs = loops(report.table)
-    starts = [loop.column("t_start_ns") for loop in runs if loop.has("t_start_ns") and loop.has("t_end_ns")]
-    ends = [loop.column("t_end_ns") for loop in runs if loop.has("t_start_ns") and loop.has("t_end_ns")]
-    if not starts or len(starts) < len(runs):
+    spans: list[tuple[float, float]] = []
+    for loop in runs:
+        if not (loop.has("t_start_ns") and loop.has("t_end_ns")):
+            return None
+        start, end = loop.column("t_start_ns") - loop.wait * 1e9, loop.column("t_end_ns")
+        keep = ~(np.isnan(start) | np.isnan(end))
+        spans += zip(start[keep].tolist(), end[keep].tolist(), strict=True)
+    if not spans:
         return None
-    first, last = min(float(np.nanmin(s)) for s in starts), max(float(np.nanmax(e)) for e in ends)
-    span = (last - first) / 1e9
-    measured = _measured(runs, loop_gc_events(report))
-    between = span - measured
+    spans.sort()
+    covered, reach = 0.0, -math.inf
+    for start, end in spans:  # their union
+        if end > reach:
+            covered += end - max(start, reach)
+            reach = end
+    span = (reach - spans[0][0]) / 1e9
+    gc = sum(float(e.get("duration_s") or 0.0) for e in loop_gc_events(report) if not e.get("row"))
+    covered = min(covered / 1e9 + gc, span)
+    between = span - covered
     if not span > 0 or between < MIN_SHARE * span:
         return None
-    return {"measured_s": measured, "span_s": span, "between_s": between}
+    return {"covered_s": covered, "span_s": span, "between_s": between}
 
 
 def _resolution(manifest: Mapping[str, Any] | None) -> float:

@@ -71,14 +71,15 @@ def looked_for_text(c: dict[str, Any]) -> str:
 
 
 def unmeasured_text(between: dict[str, float]) -> str:
-    """``The shares are of the measured time, 1.45 s: 40 % of the 3.67 s ...``
+    """``The shares are of the measured time: ... cover 25 % of the 19.62 s ...``
     (:func:`gnnmon.report.diagnosis.findings.unmeasured`)."""
-    span, measured = between["span_s"], between["measured_s"]
-    return (f"The shares are of the measured time, {ms(measured)} (the calls and their waits for data): "
-            f"{100 * measured / span:.0f} % of the {ms(span)} from the first call's start to the last one's end. "
-            f"The other {ms(between['between_s'])} ran between the calls, unmeasured: the loop's own code, "
-            "evaluation, logging or a wait outside the measured step (measure it with a phase, a decorated call or "
-            "watch_loader to see it here)")
+    span = between["span_s"]
+    return ("The shares are of the measured time: the calls, their waits for data and the collections between "
+            f"them, which cover {100 * between['covered_s'] / span:.0f} % of the {ms(span)} from the first call's "
+            f"start (its wait for data included) to the last one's end. The other {ms(between['between_s'])} ran "
+            "between the calls, unmeasured: "
+            "the loop's own code, evaluation, logging or a wait outside the measured step (measure it with a phase, a "
+            "decorated call or watch_loader to see it here)")
 
 
 def unjudged_text(u: dict[str, Any]) -> str:

@@ -175,14 +175,17 @@ def _levels(loop: Loop, load: busy.Load | None, one_thread: bool) -> np.ndarray:
 
 
 def _core_share(loop: Loop, span: np.ndarray) -> np.ndarray | None:
-    """Per call, the share of its time off the CPU that its one thread spent ready to run (its
-    run-queue time over the thread's own time off the CPU: its window less ``thread_cpu_s``); 1
-    where the thread never gave the CPU up (no ``thread_waits``: every moment off was a wait for a
-    core); None where the run queue or the thread's CPU time is not recorded."""
+    """Per call, the share of its time off the CPU that its one thread spent ready to run: its
+    run-queue time, read over the row's window (``span``), less the window's excess over the call
+    (gnnmon's bookkeeping around it, where a preemption is not the call's), over the thread's own
+    time off the CPU in the call (its time less ``thread_cpu_s``); 1 where the thread never gave the
+    CPU up (no ``thread_waits``: every moment off was a wait for a core); None where the run queue
+    or the thread's CPU time is not recorded."""
     if not loop.has("thread_queued_s") or not loop.has("thread_cpu_s"):
         return None
-    thread_off = np.maximum(span - np.nan_to_num(loop.column("thread_cpu_s")), 0.0)
-    queued = np.minimum(np.nan_to_num(loop.column("thread_queued_s")), thread_off)
+    thread_off = np.maximum(loop.t - np.nan_to_num(loop.column("thread_cpu_s")), 0.0)
+    inside = np.nan_to_num(loop.column("thread_queued_s")) - np.maximum(span - loop.t, 0.0)
+    queued = np.clip(inside, 0.0, thread_off)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(thread_off > 0, queued / thread_off, 0.0)
     if loop.has("thread_waits"):

@@ -127,6 +127,18 @@ def test_on_one_thread_the_run_queue_splits_the_wait_into_a_wait_for_a_core_and_
         expected("off-CPU wait", own_words("46.9 ms", "1.73 s"), proof(), OWN_WAIT_NEXT, cost=37 * half)]
 
 
+def test_a_preemption_around_the_call_is_not_a_wait_for_a_core_in_it():
+    """Each call computes 31.25 ms and sleeps 93.75 ms, never queued in it; gnnmon's bookkeeping
+    around it was preempted 100 ms (its window 225 ms, its run queue 100 ms): all of each call's
+    wait is the step's own, none a core's (a reviewer's plant read 48.4 ms a call "waited for a
+    core")."""
+    start = 2**40
+    planted = [{**r, "t_start_ns": start + i * 10**9, "t_end_ns": start + i * 10**9 + int(0.225 * 1e9)}
+               for i, r in enumerate(rows(thread_cpu_s=CPU, thread_queued_s=0.1, thread_waits=1))]
+    assert mf.steady_wait(loop_of(planted), TOTAL, one_thread=True) == [
+        expected("off-CPU wait", own_words("93.8 ms", "3.56 s"), proof(), OWN_WAIT_NEXT)]
+
+
 def test_a_step_waiting_on_another_thread_of_its_process_computing_is_not_off_the_cpu():
     """The step's thread computed 31.25 ms a call and waited on a pool thread that computed 62.5 ms
     (the process: 93.75 ms): only the 31.25 ms no thread of the process ran is off the CPU, not
