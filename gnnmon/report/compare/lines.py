@@ -11,10 +11,11 @@ Each label's steady top-level calls (:class:`~gnnmon.report.loops.Loop`) give, p
   events), else ``wall_s``;
 * **CPU time** of the step's thread (``thread_cpu_s``, ``collect(sched=True)``): what the step
   computed, whatever else the machine ran; and its **time less its wait for a core**: its time less
-  the part of its thread's run-queue time (``thread_queued_s``, read over the row's window) that
-  exceeds the window's excess over the call (gnnmon's bookkeeping around it, where a preemption is
-  not the call's), what the step computed and waited for of its own (I/O, a lock, a sleep), not
-  for a distributed job's ranks (a rank's wait for another at a collective is a voluntary wait);
+  its thread's run-queue time (``thread_queued_s``), at least its CPU time (both read over the
+  row's window, which holds gnnmon's bookkeeping around the call: a queue there may hide some of a
+  wait of the step's under load, never add to it), what the step computed and waited for of its
+  own (I/O, a lock, a sleep), not for a distributed job's ranks (a rank's wait for another at a
+  collective is a voluntary wait);
 * **memory**: the highest peak (``mem_peak_bytes``), and where both sides' memory models
   (:mod:`gnnmon.report.memory.model`) can be trusted, what each forecasts for the new side's largest
   batch; **GC** pause per call, **recompilations**, **energy per graph**.
@@ -135,11 +136,12 @@ def time_figures(loop: Loop, sparse: frozenset[str] | set[str] = frozenset()) ->
     series: dict[tuple[str | None, str], np.ndarray] = {(None, TIME): loop.t}
     if loop.has("thread_cpu_s"):
         series[(None, CPU_TIME)] = loop.column("thread_cpu_s")
-    if loop.has("thread_queued_s") and loop.has("t_start_ns") and not loop.has("rank"):
-        # the run queue is read over the row's window, which holds gnnmon's bookkeeping around the call:
-        # the call's own share of it is at least what exceeds the window's excess over the call's time
-        over = np.maximum((loop.column("t_end_ns") - loop.column("t_start_ns")) / 1e9 - loop.t, 0.0)
-        series[(None, OWN_TIME)] = loop.t - np.maximum(loop.column("thread_queued_s") - over, 0.0)
+    if loop.has("thread_queued_s") and loop.has("thread_cpu_s") and not loop.has("rank"):
+        # the run queue and the CPU time are read over the row's window, which holds gnnmon's
+        # bookkeeping around the call: the call's time less all of the queue, at least its CPU time,
+        # is the least the step computed and waited for of its own (a queue in the bookkeeping may
+        # hide some of a sleep under load; never adds to it)
+        series[(None, OWN_TIME)] = np.maximum(loop.t - loop.column("thread_queued_s"), loop.column("thread_cpu_s"))
     for name in loop.part.cols:
         phase = phase_field(name)
         if phase is not None:
