@@ -34,6 +34,11 @@ def add(sub: Any, argv: list[str]) -> None:
     p.set_defaults(run=run)
 
 
+def _count(value: object) -> bool:
+    """Whether a row's shape figure is a count the forecast can read (a number, not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
 def run(args: argparse.Namespace) -> int:
     """The model, the run's own batches forecast, the budgets (the forecast stage, and torch with it,
     imported only here)."""
@@ -52,8 +57,15 @@ def run(args: argparse.Namespace) -> int:
                 print(f"next: {step}")
             return NO_MODEL
         part = report.table.parts[model.label]
-        rows = [r for r in map(part.row, range(part.n)) if r.get("error") is None]
+        done = [r for r in map(part.row, range(part.n)) if r.get("error") is None]
+        rows = [r for r in done if all(_count(r.get(t)) for t in ("num_nodes", *model.terms))]
+        if not rows:
+            raise ValueError(f"no row of {model.label} that returned carries its batch's shape "
+                             f"(num_nodes{''.join(', ' + t for t in model.terms if t != 'num_nodes')}) to forecast")
         print(forecast(rows, model, args.capacity, progress=False).summary(args.fraction))
+        if len(rows) < len(done):
+            print(f"note: {len(done) - len(rows):,} of {model.label}'s {len(done):,} rows carry no readable batch "
+                  "shape (num_nodes and the model's terms as numbers): left out of the forecast")
         if args.capacity is not None:
             print(f"note: the batch size is scaled from the run's own {len(rows):,} batches; "
                   f"gnnmon.forecast(loader, {args.path!r}, capacity=...) samples a NeighborLoader's batches "

@@ -242,6 +242,24 @@ def test_the_command_exits_3_with_the_reason_when_the_model_cannot_be_trusted(tm
     assert "3 no trusted memory model" in " ".join(capsys.readouterr().out.split())
 
 
+def test_the_command_leaves_out_rows_without_a_batch_shape_and_says_so(tmp_path, capsys):
+    """A run whose 31st of 60 planted rows lost its num_nodes (None): the forecast is of the other
+    59 and says one was left out (it raised a TypeError with a traceback); none with a shape: exit
+    2 naming the problem."""
+    from tests.report.diagnosis.planted import steps, write_run
+
+    rows = [{"type": "row", **r} for r in steps(60)]
+    rows[30]["num_nodes"] = None
+    assert main(["forecast", str(write_run(tmp_path / "one.jsonl", rows)), "--capacity", "1GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "note: 1 of train_step's 60 rows carry no readable batch shape" in out, out
+    assert "the batch size is scaled from the run's own 59 batches" in out, out
+    for r in rows:
+        r["num_nodes"] = None
+    assert main(["forecast", str(write_run(tmp_path / "none.jsonl", rows)), "--capacity", "1GiB"]) == 2
+    assert "carry both mem_peak_bytes and a batch shape" in capsys.readouterr().err
+
+
 def test_capacities_are_read_from_sizes_and_devices(fake_cuda):
     assert parse_capacity("80GiB")[0] == 80 * GiB and parse_capacity("80 GB")[0] == 80 * 10**9
     assert parse_capacity(1024)[0] == 1024 and parse_capacity(None) == (None, None)
