@@ -179,6 +179,8 @@ FIGURES: tuple[Figure, ...] = (
     F("data_sampler", TEXT, "data", "`gnnmon` where the batch's neighbours were sampled by gnnmon's pure-PyTorch "
       "sampler (`gnnmon.integrations.pyg_sampler`: neither pyg-lib nor torch-sparse installed); absent otherwise"),
     F("data_workers", COUNT, "data", "the watched loader's `num_workers` (0: batches made in the training process)"),
+    F("data_persistent", COUNT, "data", "1 where the watched loader's workers are kept across epochs "
+      "(`persistent_workers=True`), 0 where they start with each epoch; absent without workers"),
     F("data_hop_<k>_nodes", COUNT, "data", "its nodes per hop (hop 0: the seeds), from `num_sampled_nodes`"),
     F("step_rule", TEXT, "steps", "`gnnmon run`: the rule that cut this row: `update` (a row per optimizer update), "
       "`backward` (no update visible: cut at backward), `batch` or `forward` (no backward: a loader batch, a root "

@@ -203,6 +203,8 @@ class LoaderWatch:
         loader, to = self.loader, self.to
         workers = getattr(loader, "num_workers", None)
         workers = workers if isinstance(workers, int) else None
+        kept = getattr(loader, "persistent_workers", None)  # workers kept across epochs (torch's DataLoader)
+        kept = int(kept) if isinstance(kept, bool) and workers else None
         fallback = str(getattr(loader, "sampler_name", "")).startswith("gnnmon")  # our pure-PyTorch sampler
         split = _begin_pass(loader) if self._split else None
         state.PASSES[0] += 1  # rows take batches from now on (gnnmon.record.probe_batch)
@@ -218,6 +220,8 @@ class LoaderWatch:
                 fields: dict[str, Any] = {"data_wait_s": (time.perf_counter_ns() - t0) / 1e9}
                 if workers is not None:
                     fields["data_workers"] = workers
+                if kept is not None:
+                    fields["data_persistent"] = kept
                 if fallback:
                     fields["data_sampler"] = "gnnmon"
                 times = take_times(batch)

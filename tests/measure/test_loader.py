@@ -91,6 +91,15 @@ def test_a_planted_transform_delay_is_named_with_the_batch_it_made(workers):
     assert all((row.get("data_sampler") == "gnnmon") == ours for row in rows), loader.sampler_name
 
 
+@pytest.mark.parametrize("workers, kept, said", [(0, False, None), (2, False, 0), (2, True, 1)])
+def test_whether_the_workers_are_kept_across_epochs_is_recorded(workers, kept, said):
+    """``persistent_workers`` as the loader was made: 1 or 0 on each batch's row, absent without workers."""
+    loader = torch.utils.data.DataLoader(torch.arange(8.0), batch_size=4,
+                                         num_workers=workers, persistent_workers=kept)
+    rows, _ = consume_plain(loader)
+    assert len(rows) == 2 and all(r.get("data_persistent") == said for r in rows), rows
+
+
 def test_any_loader_wait_is_timed_and_to_moves_the_batch():
     class Slow(torch.utils.data.Dataset):
         def __len__(self):

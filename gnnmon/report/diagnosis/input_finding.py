@@ -114,7 +114,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
         words += _start_words(starts)
         proof.append(evidence("data_wait_s at epoch starts", float(starts.waits.mean()), "s",
                               f"{WATCHED}, each epoch's first batch, mean of {starts.waits.size}"))
-        start_step = _start_next(starts, workers)
+        start_step = _start_next(starts, workers, _known_median(loop, "data_persistent"))
         next_step = start_step + ("; then " + next_step if steady else "")
     fallback = "data_sampler" in loop.part.cols and "gnnmon" in loop.part.objects("data_sampler")
     if fallback and parts.get("sampling", 0.0) > 0:
@@ -147,7 +147,7 @@ def _start_words(starts: EpochStarts) -> str:
             f"{ms(starts.level)} (each epoch's first batch: {each} ms)")
 
 
-def _start_next(starts: EpochStarts, workers: int | None) -> str:
+def _start_next(starts: EpochStarts, workers: int | None, persistent: float | None = None) -> str:
     """What to try for the wait at each epoch's first batch: the workers' start (kept across epochs
     by persistent_workers=True), or, paid once already, the first batch made after the epoch began."""
     if workers == 0:
@@ -160,9 +160,15 @@ def _start_next(starts: EpochStarts, workers: int | None) -> str:
                 f"persistent_workers=True); what is left is each epoch's first batch, made only once the epoch "
                 f"begins (a DataLoader prefetches within an epoch, not across): fewer, longer epochs, or a lighter "
                 f"batch")
+    if persistent == 1:
+        return ("the loader's workers are kept across epochs (persistent_workers=True), yet each epoch's first batch "
+                "waits: it is made only once that epoch begins (a DataLoader prefetches within an epoch, not across): "
+                "fewer, longer epochs, or a lighter batch")
+    said = ("" if persistent == 0 else
+            " (not recorded whether it was set; where it was, each epoch's first batch is still made only once that "
+            "epoch begins)")
     return ("the loader's workers start with each epoch (their start-up and first batches wait at its first batch): "
-            "persistent_workers=True in the DataLoader keeps them across epochs (not recorded whether it was set; "
-            "where it was, each epoch's first batch is still made only once that epoch begins)")
+            f"persistent_workers=True in the DataLoader keeps them across epochs{said}")
 
 
 def loader_workers(loop: Loop) -> int | None:
