@@ -17,6 +17,7 @@ import torch
 
 import gnnmon
 from gnnmon.cli import main
+from gnnmon.forecast.budget import Budget
 
 pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data
@@ -56,6 +57,15 @@ def record(path, sizes, shuffle: bool, seeds: int = SEEDS, hubs: int = HUBS) -> 
         lines.append(json.dumps(row))
     path.write_text("\n".join(lines) + "\n")
     return rows
+
+
+def library_budget(path, capacity: int) -> tuple[int, Budget]:
+    """What the library answers for the run at ``path`` as the command reads it: its rows' count and
+    the budget at 90 % of ``capacity`` from its own model and batches."""
+    report = gnnmon.Report(gnnmon.load(path))
+    model = report.memory_model(None, "mem_peak_bytes")
+    part = report.table.parts[model.label]
+    return part.n, gnnmon.forecast([part.row(i) for i in range(part.n)], model, capacity, progress=False).budget(0.9)
 
 
 def test_a_runs_batches_are_scaled_from_its_largest_not_its_short_last_batch(tmp_path):
@@ -106,15 +116,12 @@ def test_the_command_says_its_batch_size_is_scaled_from_the_runs_batches(tmp_pat
     capacity = int((A + B * 180 + C * 150) / 0.9)  # 150 seeds' planted peak, inside what the model vouches for
     assert main(["forecast", str(path), "--capacity", str(capacity)]) == 0
     text = capsys.readouterr().out
-    report = gnnmon.Report(gnnmon.load(path))
-    model = report.memory_model(None, "mem_peak_bytes")
-    part = report.table.parts[model.label]
-    budget = gnnmon.forecast([part.row(i) for i in range(part.n)], model, capacity, progress=False).budget(0.9)
+    rows_read, budget = library_budget(path, capacity)
     assert 99 < budget.batch_size < 198, budget  # scaled beyond the largest batch read, within 2x of it
     assert f"batch_size <= {budget.batch_size:,}," in text, text
     assert (f"the batch size's worst batch: scaled from the batches read, not sampled: {budget.batch_size:,} items "
             f"as {budget.batch_size / 99:.3g}x the most of the 99-item batches read (119 nodes, 99 edges)") in text
-    assert (f"note: the batch size is scaled from the run's own {part.n} batches; gnnmon.forecast(loader, "
+    assert (f"note: the batch size is scaled from the run's own {rows_read} batches; gnnmon.forecast(loader, "
             f"{str(path)!r}, capacity=...) samples") in text, text
     assert "extrapolated" not in text and budget.extrapolated is None, text  # above the smallest batch read
 
@@ -144,10 +151,7 @@ def test_a_batch_size_below_the_smallest_batch_read_is_said_to_be_extrapolated(t
     capacity = int(target / 0.9)
     assert main(["forecast", str(path), "--capacity", str(capacity)]) == 0
     text = capsys.readouterr().out
-    report = gnnmon.Report(gnnmon.load(path))
-    model = report.memory_model(None, "mem_peak_bytes")
-    part = report.table.parts[model.label]
-    budget = gnnmon.forecast([part.row(i) for i in range(part.n)], model, capacity, progress=False).budget(0.9)
+    rows_read, budget = library_budget(path, capacity)
     assert 2000 < budget.batch_size <= scaled_limit, budget  # over the planted limit: not a bound
     assert "budget at 90% (" in text and f"): batch_size <= {budget.batch_size:,}," in text, text
     assert (f"note: batch_size {budget.batch_size:,} is below the smallest batch read (2,500 items): its worst "
