@@ -107,8 +107,12 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
 def _measured(runs: list[Any], gc_events: list[dict[str, Any]]) -> float:
     """The run's measured time (s): its loops' calls and waits for batches, and the collections
     between calls (the shares of time are of this)."""
-    return sum(loop.total for loop in runs) + sum(float(e.get("duration_s") or 0.0) for e in gc_events
-                                                  if not e.get("row"))
+    return sum(loop.total for loop in runs) + _gc_between(gc_events)
+
+
+def _gc_between(gc_events: list[dict[str, Any]]) -> float:
+    """Seconds of the collections that ran between calls (those inside one are its time)."""
+    return sum(float(e.get("duration_s") or 0.0) for e in gc_events if not e.get("row"))
 
 
 def unjudged(report: Timed) -> list[dict[str, Any]]:
@@ -142,8 +146,7 @@ def unmeasured(report: Timed) -> dict[str, float] | None:
             covered += end - max(start, reach)
             reach = end
     span = (reach - spans[0][0]) / 1e9
-    gc = sum(float(e.get("duration_s") or 0.0) for e in loop_gc_events(report) if not e.get("row"))
-    covered = min(covered / 1e9 + gc, span)
+    covered = min(covered / 1e9 + _gc_between(loop_gc_events(report)), span)
     between = span - covered
     if not span > 0 or between < MIN_SHARE * span:
         return None
