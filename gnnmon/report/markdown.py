@@ -29,8 +29,7 @@ from gnnmon.figures import (
     unit_of,
 )
 from gnnmon.report.analysis import dips, gc_summary, step_analysis
-from gnnmon.report.diagnosis.findings import unjudged, unmeasured
-from gnnmon.report.diagnosis.findings_markdown import diagnosis_lines
+from gnnmon.report.diagnosis.findings_markdown import diagnosis_lines, diagnosis_said
 from gnnmon.report.escape import md
 from gnnmon.report.run_notes import run_notes
 from gnnmon.report.stats import STATS
@@ -163,8 +162,7 @@ def render_markdown(report: Explained, header: bool = True, diagnosis: bool = Tr
     lines: list[str] = ending_lines(report.result) + header_lines(report.manifest) if header else []
     if header:
         lines += file_notes(report.result.end) + steps_lines(report.result)
-        lines += diagnosis_lines(report.diagnosis(), report.looked_for(), unmeasured(report),
-                                 unjudged(report)) if diagnosis and len(report.table) else []
+        lines += diagnosis_lines(**diagnosis_said(report)) if diagnosis and len(report.table) else []
     summary = report.summary()
     if not summary:
         return "\n".join(lines + ["(no rows recorded)"]) + "\n"

@@ -21,8 +21,8 @@ from gnnmon.figures import ENERGY_FIELDS, MEM_PEAK_DELTA
 from gnnmon.report import analysis  # the module: Report calls its functions by name
 from gnnmon.report.compare.comparison import Comparison, run_name
 from gnnmon.report.compare.cross_rank import cross_rank
-from gnnmon.report.diagnosis.findings import diagnose, looked_for, unjudged, unmeasured
-from gnnmon.report.diagnosis.findings_markdown import diagnosis_lines
+from gnnmon.report.diagnosis.findings import diagnose, looked_for
+from gnnmon.report.diagnosis.findings_markdown import diagnosis_lines, diagnosis_said
 from gnnmon.report.energy_balance import result_balance
 from gnnmon.report.energy_totals import energy_summary
 from gnnmon.report.escape import md, no_surrogates
@@ -260,7 +260,7 @@ class Report:
         if by is None:
             return no_surrogates(render_markdown(self))
         text = (ending_lines(self.result) + header_lines(self.manifest)
-                + diagnosis_lines(self.diagnosis(), self.looked_for(), unmeasured(self), unjudged(self)))
+                + diagnosis_lines(**diagnosis_said(self)))
         for value, part in self.groups(by).items():
             text += [f"## {md(by)} = {md(value)} ({len(part.table)} rows)", "", render_markdown(part, header=False)]
         return no_surrogates("\n".join(text))

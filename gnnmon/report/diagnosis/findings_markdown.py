@@ -1,13 +1,15 @@
 """The diagnosis in words: the markdown section a report opens with, and the same as an HTML
 fragment for a page (:func:`diagnosis_html`: the report page's JSON carries the findings as
-``diagnosis``, and a page may show this fragment first)."""
+``diagnosis``, and a page may show this fragment first). Both read what they say from
+:func:`diagnosis_said`, once per report."""
 
 from __future__ import annotations
 
 import html
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
+from gnnmon.report.diagnosis.findings import Timed, unjudged, unmeasured
 from gnnmon.report.escape import md
 from gnnmon.report.loops import MIN_SHARE, ms
 from gnnmon.report.memory.model import format_bytes
@@ -17,6 +19,24 @@ NOTHING = (f"Nothing stands out: no cause takes {100 * MIN_SHARE:.0f} % of the m
 """What a run with nothing to say says."""
 
 OF = {"time": "of the measured time"}
+
+
+class Judged(Timed, Protocol):
+    """What the diagnosis in words reads (:class:`gnnmon.report.Report` has all of it)."""
+
+    def diagnosis(self) -> list[dict[str, Any]]: ...
+
+    def looked_for(self) -> list[dict[str, Any]]: ...
+
+
+def diagnosis_said(report: Judged) -> dict[str, Any]:
+    """Everything the diagnosis says of ``report``, for every surface that shows it (the keyword
+    arguments of :func:`diagnosis_lines` and :func:`diagnosis_html`): ``findings``
+    (``report.diagnosis()``), ``looked_for`` (``report.looked_for()``), ``between`` (the time
+    between the measured calls, in seconds, or None: :func:`gnnmon.report.diagnosis.findings.unmeasured`)
+    and ``unjudged`` (:func:`gnnmon.report.diagnosis.findings.unjudged`)."""
+    return {"findings": report.diagnosis(), "looked_for": report.looked_for(), "between": unmeasured(report),
+            "unjudged": unjudged(report)}
 
 
 def headline(f: dict[str, Any]) -> str:
@@ -89,6 +109,19 @@ def unjudged_text(u: dict[str, Any]) -> str:
             "leak is judged on epoch levels (run.mark(\"epoch\", e) at each epoch's start in a collect run)")
 
 
+def notes(looked_for: Sequence[dict[str, Any]], between: dict[str, float] | None, unjudged: Sequence[dict[str, Any]],
+          text: Callable[[str], str]) -> list[str]:
+    """The sentences after the findings, each where there is one to say: the time between the
+    measured calls, what was looked for and not found, what was not looked for (``text``: how the
+    words are written, :func:`~gnnmon.report.escape.md` or :func:`html.escape`)."""
+    out = [text(unmeasured_text(between)) + "."] if between is not None else []
+    if looked_for:
+        out.append("Looked for, not found: " + "; ".join(text(looked_for_text(c)) for c in looked_for) + ".")
+    if unjudged:
+        out.append("Not looked for: " + "; ".join(text(unjudged_text(u)) for u in unjudged) + ".")
+    return out
+
+
 def diagnosis_lines(findings: list[dict[str, Any]], looked_for: Sequence[dict[str, Any]] = (),
                     between: dict[str, float] | None = None, unjudged: Sequence[dict[str, Any]] = ()) -> list[str]:
     """The section a markdown report opens with: each finding ranked, its evidence and next step;
@@ -105,21 +138,22 @@ def diagnosis_lines(findings: list[dict[str, Any]], looked_for: Sequence[dict[st
         lines += [f"{k}. **{md(headline(f))}**: {md(f['words'])}.",
                   "   Evidence: " + "; ".join(evidence_text(e, md) for e in f["evidence"]) + ".",
                   f"   Next: {md(f['next'])}."]
-    if between is not None:
-        lines += ["", md(unmeasured_text(between)) + "."]
-    if looked_for:
-        lines += ["", "Looked for, not found: " + "; ".join(md(looked_for_text(c)) for c in looked_for) + "."]
-    if unjudged:
-        lines += ["", "Not looked for: " + "; ".join(md(unjudged_text(u)) for u in unjudged) + "."]
+    for note in notes(looked_for, between, unjudged, md):
+        lines += ["", note]
     return [*lines, ""]
 
 
-def diagnosis_html(findings: list[dict[str, Any]]) -> str:
-    """The diagnosis as an HTML fragment (an ordered list, or the one line), escaped."""
+def diagnosis_html(findings: list[dict[str, Any]], looked_for: Sequence[dict[str, Any]] = (),
+                   between: dict[str, float] | None = None, unjudged: Sequence[dict[str, Any]] = ()) -> str:
+    """The diagnosis as an HTML fragment, escaped: an ordered list, or the one line; then, as
+    :func:`diagnosis_lines` says them, the time between the measured calls, what was looked for
+    and not found, and what could not be (one paragraph each, where there is one to say)."""
     if not findings:
-        return f"<p class=\"diagnosis\">{html.escape(NOTHING)}</p>"
-    items = "".join(
-        f"<li><b>{html.escape(headline(f))}</b>: {html.escape(f['words'])}.<br>"
-        f"<small>Evidence: {html.escape('; '.join(evidence_text(e).replace('`', '') for e in f['evidence']))}.</small>"
-        f"<br>Next: {html.escape(f['next'])}.</li>" for f in findings)
-    return f"<ol class=\"diagnosis\">{items}</ol>"
+        out = f"<p class=\"diagnosis\">{html.escape(NOTHING)}</p>"
+    else:
+        items = "".join(
+            f"<li><b>{html.escape(headline(f))}</b>: {html.escape(f['words'])}.<br>"
+            f"<small>Evidence: {html.escape('; '.join(evidence_text(e).replace('`', '') for e in f['evidence']))}."
+            f"</small><br>Next: {html.escape(f['next'])}.</li>" for f in findings)
+        out = f"<ol class=\"diagnosis\">{items}</ol>"
+    return out + "".join(f"\n<p>{note}</p>" for note in notes(looked_for, between, unjudged, html.escape))

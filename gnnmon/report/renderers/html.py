@@ -1,5 +1,7 @@
 """A run as one self-contained HTML page that works offline: the run's header, its diagnosis (the
-findings first, also in the page's data as ``diagnosis``), a zoomable timeline
+findings first, then the time between the measured calls, what was looked for and not found and
+what was not looked for, as the markdown report says them; also in the page's data as
+``diagnosis``, ``between``, ``looked_for`` and ``unjudged``), a zoomable timeline
 (rows, phases, GC pauses, markers and sampled utilisation, memory and power, per rank), each
 label's peak memory per call with the memory model's forecast, and the whole markdown report
 (per-label tables, step analysis, spikes and dips with their causes, layers, the cross-rank view,
@@ -27,7 +29,7 @@ from typing import Any
 from gnnmon.data.result import RunResult
 from gnnmon.figures import BYTES, MEM_PEAK, RSS_PEAK
 from gnnmon.report import renderers  # the package: its page.css and page.js
-from gnnmon.report.diagnosis.findings_markdown import diagnosis_html
+from gnnmon.report.diagnosis.findings_markdown import diagnosis_html, diagnosis_said
 from gnnmon.report.escape import no_surrogates, strict_json
 from gnnmon.report.exports import register_export
 from gnnmon.report.markdown import render_markdown
@@ -153,8 +155,9 @@ def render(report: Report, title: str = "gnnmon run") -> str:
     trace, notes = timeline_events(report.result)
     ranks = len({e["pid"] for e in trace["traceEvents"] if e.get("ph") != "M"})
     memory = memory_lines(report)
-    findings = report.diagnosis()
-    data = {"trace": trace, "memory": memory, "ranks": ranks, "diagnosis": findings}
+    said = diagnosis_said(report)
+    data = {"trace": trace, "memory": memory, "ranks": ranks, "diagnosis": said["findings"],
+            "between": said["between"], "looked_for": said["looked_for"], "unjudged": said["unjudged"]}
     payload = script_json(data)
     asset = resources.files(renderers)
     script, style = (asset / "page.js").read_text("utf-8"), (asset / "page.css").read_text("utf-8")
@@ -164,7 +167,7 @@ def render(report: Report, title: str = "gnnmon run") -> str:
     thinned = "".join(f"<p class=\"meta\">{html.escape(n)}.</p>" for n in notes)
     page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{style}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{_header(report.result)}\n"
-            f"<h2>Diagnosis</h2>\n{diagnosis_html(findings)}\n"
+            f"<h2>Diagnosis</h2>\n{diagnosis_html(**said)}\n"
             f"<h2>Timeline</h2>{thinned}<div id=\"timeline\"></div>\n"
             f"<h2>Memory per call</h2>{models}<div id=\"memory\"></div>\n"
             f"<h2>Report</h2>\n{markdown_html(no_surrogates(render_markdown(report, diagnosis=False)))}\n"

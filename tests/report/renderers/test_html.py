@@ -6,6 +6,7 @@ work. Its memory line and forecast are checked against planted peaks."""
 from __future__ import annotations
 
 import gc
+import html as html_
 import json
 import shutil
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import gnnmon
+from gnnmon.report.diagnosis.findings_markdown import NOTHING
 from gnnmon.report.renderers.html import MAX_ROW_MARKS, markdown_html, memory_lines, thin
 from tests.conftest import KEPT
 
@@ -238,3 +240,68 @@ def step_with_graph() -> None:
         torch.ones(1024, 1024).sum()
 
     step()
+
+
+def spaced_calls(every: float, wait: float | None = None, memory: float | None = None) -> list[dict]:
+    """40 calls of 125 ms, one every ``every`` s, each after a wait for data of ``wait`` s (None: not
+    timed) and ending with ``memory`` bytes on cuda:0 (None: none recorded), marking no epochs."""
+    start = 2**40
+    rows = []
+    for i in range(40):
+        begin = start + round(i * every * 1e9)
+        row = {"label": "step", "index": i, "parent": None, "wall_s": 0.125, "t_start_ns": begin,
+               "t_end_ns": begin + 125_000_000}
+        if wait is not None:
+            row["data_wait_s"] = wait
+        if memory is not None:
+            row.update(device="cuda:0", mem_end_bytes=memory)
+        rows.append(row)
+    return rows
+
+
+def page_data(page: str) -> dict:
+    """The page's embedded data (the JSON its script reads)."""
+    return json.loads(page.split('<script type="application/json" id="gnnmon-data">', 1)[1].split("</script>", 1)[0])
+
+
+def test_the_page_says_the_time_between_calls_what_was_looked_for_and_what_was_not_as_the_markdown_does():
+    """40 calls of 125 ms every 500 ms, each after a 1 ms wait for data, with memory and no epochs
+    marked. Their windows cover 40 × 126 ms = 5.04 s (26 %) of the span from the first wait's start
+    to the last end, 1 ms + 39 × 500 ms + 125 ms = 19.626 s: 14.586 s between. The wait (40 ms of the
+    5.04 s measured, 1 %) is no finding; one would need 5 % of 5.04 s over 40 batches, 6.3 ms a
+    batch. The 38 calls after the 2 of warm-up mark no epochs: no leak judged. The page says each
+    sentence the markdown says, escaped (the quotes and apostrophes in them), and carries the
+    figures in its data; calls back to back with neither memory nor a wait say none of it."""
+    from gnnmon.report.renderers.html import render
+
+    report = gnnmon.Report(spaced_calls(0.5, wait=0.001, memory=500.0 * 2**20))
+    sentences = [
+        "The shares are of the measured time: the calls, their waits for data and the collections between them, "
+        "which cover 26 % of the 19.63 s from the first call's start (its wait for data included) to the last one's "
+        "end. The other 14.59 s ran between the calls, unmeasured: the loop's own code, evaluation, logging or a wait "
+        "outside the measured step (measure it with a phase, a decorated call or watch_loader to see it here).",
+        "Looked for, not found: no wait for data in step beyond its noise: 1.0 ms a batch over 40 batches (1 % of the "
+        "measured time); a steady one under 6.3 ms a batch would go unsaid.",
+        "Not looked for: no leak judged in step's mem_end_bytes: its 38 calls mark no epochs, and a leak is judged on "
+        "epoch levels (run.mark(\"epoch\", e) at each epoch's start in a collect run)."]
+    page = render(report)
+    diagnosis = page.split("<h2>Diagnosis</h2>", 1)[1].split("<h2>Timeline</h2>", 1)[0]
+    markdown = report.markdown()
+    for sentence in sentences:
+        assert sentence in markdown, markdown
+        assert f"<p>{html_.escape(sentence)}</p>" in diagnosis, diagnosis
+    assert "'" not in diagnosis and '"' not in diagnosis.replace('class="diagnosis"', "")  # escaped
+    data = page_data(page)
+    assert data["between"] == pytest.approx({"covered_s": 5.04, "span_s": 19.626, "between_s": 14.586}, rel=1e-9)
+    (looked,) = data["looked_for"]
+    assert looked == {"label": "step", "check": "input", "batches": 40, "wait_s": pytest.approx(0.001),
+                      "share": pytest.approx(0.04 / 5.04), "unsaid_s": pytest.approx(0.05 * 5.04 / 40)}
+    assert data["unjudged"] == [{"label": "step", "figures": ["mem_end_bytes"], "calls": 38}]
+
+    quiet = gnnmon.Report(spaced_calls(0.125))
+    page = render(quiet)
+    diagnosis = page.split("<h2>Diagnosis</h2>", 1)[1].split("<h2>Timeline</h2>", 1)[0]
+    assert diagnosis.strip() == f'<p class="diagnosis">{html_.escape(NOTHING)}</p>'
+    assert not [s for s in ("The shares are of", "Looked for", "Not looked for") if s in page or s in quiet.markdown()]
+    assert {k: page_data(page)[k] for k in ("between", "looked_for", "unjudged")} == {
+        "between": None, "looked_for": [], "unjudged": []}
