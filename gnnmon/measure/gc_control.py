@@ -1,8 +1,7 @@
 """Garbage-collection control: no automatic collections inside a step, collections where asked.
 
-Automatic GC is process-wide in CPython: pausing it in one thread pauses it for every thread.
-Pauses are reference counted across threads and nesting: GC is turned off by the first pause and
-restored to exactly what it was (on, or off if you had disabled it) when the last pause ends, even
+Pauses are reference counted across threads and nesting (:mod:`gnnmon.record.gc_pause`): GC is
+turned off by the first pause and restored to exactly what it was when the last pause ends, even
 when the body raised.
 """
 
@@ -11,7 +10,6 @@ from __future__ import annotations
 import functools
 import gc
 import itertools
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -19,44 +17,9 @@ from gnnmon.measure.adapters import make_decorator
 from gnnmon.measure.bracket import hold, reentered, release, releasing
 from gnnmon.measure.lifecycle import Measurement
 from gnnmon.record.gc_log import requested_collection
+from gnnmon.record.gc_pause import pause_gc, resume_gc
 
-_LOCK = threading.RLock()
-_depth = 0  # pauses counted by pause_gc()/resume_gc() pairs (gc_paused blocks)
-_owners: set[Any] = set()  # pauses held by an owner (a decorated call's GC control), each ended once
-_was_enabled = True
 _frozen = False
-
-
-def pause_gc(owner: Any = None) -> None:
-    """Turn automatic GC off (reference counted); pair every call with :func:`resume_gc` (with the
-    same ``owner`` if one is given: an owner's pause ends once, however often it is resumed)."""
-    global _depth, _was_enabled
-    with _LOCK:
-        if not _depth and not _owners:
-            _was_enabled = gc.isenabled()
-        # Counted before GC is turned off: a signal handler's pause/resume nested at any point in
-        # between sees a pause already in force and leaves the saved state alone.
-        if owner is None:
-            _depth += 1
-        else:
-            _owners.add(owner)
-        gc.disable()
-
-
-def resume_gc(owner: Any = None) -> None:
-    """End one :func:`pause_gc` (``owner``'s, if given: a no-op once it has ended); the last one
-    restores automatic GC to what it was before."""
-    global _depth
-    with _LOCK:
-        enable = _was_enabled  # read before the count drops: a nested pause would overwrite it
-        if owner is not None:
-            _owners.discard(owner)
-        elif _depth == 0:
-            raise RuntimeError("resume_gc() without a matching pause_gc()")
-        else:
-            _depth -= 1
-        if not _depth and not _owners and enable and not gc.isenabled():
-            gc.enable()  # also when an owner's resume runs again after an interruption
 
 
 def _check_generation(generation: Any, where: str) -> int:
@@ -174,14 +137,12 @@ class GcControl(Measurement):
             self.row.note(f"gc.freeze() after set-up: {freeze_gc()} objects frozen")
         # Automatic GC comes back on once the row has closed: the collection that its first
         # allocation may then trigger (the garbage the call made) falls outside the row, in the
-        # enclosing row or in none, as the GC log says. Asked for before the pause: whatever
+        # enclosing row or in none, as the GC log says. The row's before the pause: whatever
         # interrupts the call from here on, closing the row (or healing it) ends this pause.
-        self.row.after_close(self._resume)
-        pause_gc(self)
+        row = self.row
+        row.gc_paused = True
+        pause_gc(row)
         return self
-
-    def _resume(self) -> None:
-        resume_gc(self)
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         row = self.row

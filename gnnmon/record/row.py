@@ -28,6 +28,7 @@ from gnnmon.record.active import active_run
 from gnnmon.record.current import heal_unfinished, open_ancestor, open_phase
 from gnnmon.record.entered import exit_all
 from gnnmon.record.gc_log import GC_LOG
+from gnnmon.record.gc_pause import resume_gc
 from gnnmon.record.inbox import Deferred
 from gnnmon.record.interrupts import MAIN_THREAD, raised_by_handler
 from gnnmon.record.names import RowFields, RowView
@@ -62,6 +63,7 @@ class Row:
     _after: list[Callable[[], Any]] | None = None
     sync = "events"  # the row's timing mode, which its phases follow
     _hook = False  # whether it installed the GC hook
+    gc_paused = False  # whether it holds a pause of automatic GC (@gc_controlled), ended after its close
     # Collections attributed to this row or its children (the GC log's callback adds them).
     gc_n = 0
     gc_ns = 0
@@ -220,7 +222,7 @@ class Row:
                     raise
                 warnings.warn(f"gnnmon could not store the row {self.key}: {exc!r}", RuntimeWarning, 3)
         finally:
-            if self._after is None and not self._hook:  # nothing waits for the close (the usual row)
+            if self._after is None and not self._hook and not self.gc_paused:  # nothing waits for the close
                 if not self.entered:  # else a measurement's exit is still owed: heal runs it
                     UNFINISHED.discard(self)
             elif error is None:
@@ -257,12 +259,16 @@ class Row:
                       f"(your exception is raised as it was): {exc!r}", RuntimeWarning, 4)
 
     def _run_after(self) -> None:
-        """What waits for the row to close (also after a KeyboardInterrupt: GC must come back
-        on), each action removed once it has run; then the GC hook is released. An action that
-        a signal handler's exception interrupts stays, and runs again when the row is healed."""
+        """What waits for the row to close (also after a KeyboardInterrupt): automatic GC back on
+        where the row paused it, then each action, removed once it has run; then the GC hook is
+        released. What a signal handler's exception interrupts runs again when the row is healed
+        (a pause ends once, however often it is resumed)."""
         after = self._after
         try:
             first: BaseException | None = None
+            if self.gc_paused:
+                resume_gc(self)
+                self.gc_paused = False
             while after:
                 try:
                     after[0]()
@@ -275,7 +281,7 @@ class Row:
             if first is not None:
                 raise first
         finally:
-            if not after:
+            if not after and not self.gc_paused:
                 if self._hook:
                     self._hook = False
                     GC_LOG.release()

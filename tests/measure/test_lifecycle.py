@@ -21,12 +21,11 @@ import torch
 import gnnmon
 from gnnmon.devices import backend_for
 from gnnmon.devices.host import HOST
-from gnnmon.measure import gc_control
 from gnnmon.measure.compile import CompileMeasurement
 from gnnmon.measure.gc_control import GcControl
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement
-from gnnmon.record import state
+from gnnmon.record import gc_pause, state
 from gnnmon.record.interrupts import HELD
 
 PACKAGE = str(Path(gnnmon.__file__).resolve().parent)
@@ -91,8 +90,8 @@ def _leaving_with(frame, seen: set) -> bool:
 def _stale() -> dict:
     exact = HOST.exact_windows()
     return {"gc_enabled": gc.isenabled(), "row": state.CURRENT_ROW.get(), "held": HELD.depth,
-            "windows": 0 if exact is None else exact.depth, "pauses": gc_control._depth + len(gc_control._owners),
-            "gc_lock_held": gc_control._LOCK._is_owned()}  # an RLock this thread would re-enter unseen
+            "windows": 0 if exact is None else exact.depth, "pauses": gc_pause.pauses(),
+            "gc_lock_held": gc_pause._LOCK._is_owned()}  # an RLock this thread would re-enter unseen
 
 
 CLEAN = {"gc_enabled": True, "row": None, "held": 0, "windows": 0, "pauses": 0, "gc_lock_held": False}

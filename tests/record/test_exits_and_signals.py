@@ -159,7 +159,7 @@ def test_one_ctrl_c_is_raised_in_the_decorated_call_it_came_in():
 LEFTOVERS = """
     def leftovers():
         from gnnmon.devices.host import HOST
-        from gnnmon.measure import gc_control
+        from gnnmon.record import gc_pause
         from gnnmon.record import state
         from gnnmon.record.interrupts import HELD
         probe = gnnmon.timed(label="probe")
@@ -169,7 +169,7 @@ LEFTOVERS = """
         sampled = sum(len(peaks._open) for peaks in HOST._polled.values())
         return {"gc_enabled": gc.isenabled(), "row": repr(state.CURRENT_ROW.get()),
                 "phase": getattr(state.OPEN_PHASE.get(), "name", None),
-                "pauses": gc_control._depth + len(gc_control._owners),
+                "pauses": gc_pause.pauses(),
                 "held": HELD.depth, "next_parent": fields["parent"],
                 "windows": sampled if exact is None else exact.depth, "host": HOST._mode}
 """

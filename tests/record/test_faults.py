@@ -114,7 +114,7 @@ def test_ctrl_c_anywhere_in_gnnmons_own_code_leaves_nothing_behind():
         import gc, json, signal, sys, time
         import gnnmon
         from gnnmon.devices.host import HOST
-        from gnnmon.measure import gc_control
+        from gnnmon.record import gc_pause
         from gnnmon.record import state
         from gnnmon.record.gc_log import GC_LOG
         from gnnmon.record.interrupts import HELD
@@ -141,7 +141,7 @@ def test_ctrl_c_anywhere_in_gnnmons_own_code_leaves_nothing_behind():
                 pass
             return {"gc_enabled": gc.isenabled(), "row": repr(state.CURRENT_ROW.get()),
                     "phase": getattr(state.OPEN_PHASE.get(), "name", None),
-                    "pauses": gc_control._depth + len(gc_control._owners),
+                    "pauses": gc_pause.pauses(),
                     "gc_hook_users": GC_LOG._users - baseline_users, "held": HELD.depth,
                     "next_parent": fields["parent"]}
 
