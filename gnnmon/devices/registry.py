@@ -106,6 +106,7 @@ class Kinds(dict[str, BackendKind]):
         self.accelerators = tuple(k for k in kinds if k.accelerator)
         self.in_use = tuple((k.in_use, k.in_use_source) for k in self.accelerators)
         self.losable = tuple(k.type for k in kinds if k.lost is not _never)
+        _quiet()
 
     def __setitem__(self, key: str, value: BackendKind) -> None:
         dict.__setitem__(self, key, value)
@@ -131,6 +132,19 @@ class Kinds(dict[str, BackendKind]):
 
 BACKENDS: Kinds = Kinds()
 """Device type -> its kind, in the order inference tries them (accelerators first)."""
+
+_BUILT_IN: tuple[tuple[Callable[[], torch.device | None], str], ...] = ()  # the built-in kinds' in_use, once registered
+_QUIET: list[Any] = [None]
+"""The table's ``in_use`` while it holds the built-in kinds alone and MPS cannot be in use (none in
+this torch, or found unavailable), else None: then no accelerator is in use while CUDA's flag is down."""
+
+
+def _quiet() -> None:
+    """Note whether the kinds can be answered without asking them (:data:`_QUIET`), after the
+    table changed or MPS was asked."""
+    in_use = BACKENDS.in_use
+    mps_quiet = _MPS_BACKEND is None or _MPS is None or _mps_asked is not None and not _mps_answer
+    _QUIET[0] = in_use if _BUILT_IN and in_use == _BUILT_IN and mps_quiet else None
 
 _LOCK = threading.RLock()
 
@@ -229,6 +243,7 @@ def _ask_mps() -> None:
     available = _MPS_BACKEND.is_available  # type: ignore[union-attr]
     _mps_answer = bool(available())
     _mps_asked = available  # last: a reader never sees the function without its answer
+    _quiet()
 
 
 def _mps_in_use() -> torch.device | None:
@@ -252,3 +267,22 @@ for _kind in (
                 oom_messages=("can't allocate memory", "cannot allocate memory")),
 ):
     register_backend(_kind)
+
+_BUILT_IN = BACKENDS.in_use
+_quiet()
+_CUDA = torch.cuda
+_IS_INITIALIZED = torch.cuda.is_initialized
+
+if _MPS_BACKEND is None or _MPS is None:  # no MPS in this torch: its kind is never in use
+    def none_in_use() -> bool:
+        """True when no accelerator kind is in use now, read from CUDA's flag (torch's own
+        ``is_initialized`` in place) while the table holds the built-in kinds alone; False where
+        this cannot say (the kinds are asked then)."""
+        return not _CUDA._initialized and _CUDA.is_initialized is _IS_INITIALIZED and BACKENDS.in_use is _QUIET[0]
+else:
+    def none_in_use() -> bool:
+        """True when no accelerator kind is in use now, read from what the built-in kinds keep (CUDA's
+        flag, torch's own ``is_initialized`` in place; MPS unavailable, as last asked) while the table
+        holds them alone; False where this cannot say (the kinds are asked then)."""
+        return (not _CUDA._initialized and _CUDA.is_initialized is _IS_INITIALIZED and BACKENDS.in_use is _QUIET[0]
+                and _MPS_BACKEND.is_available is _mps_asked)  # type: ignore[union-attr]

@@ -14,7 +14,7 @@ import torch
 from gnnmon.devices import Backend, backend_for
 from gnnmon.devices.arguments import check_supported
 from gnnmon.devices.fork import cuda_lost
-from gnnmon.devices.registry import BACKENDS, BackendKind
+from gnnmon.devices.registry import BACKENDS, BackendKind, none_in_use
 from gnnmon.errors import DeviceError
 from gnnmon.fields import HOST_BACKEND
 
@@ -118,10 +118,11 @@ def infer_device() -> tuple[torch.device, str]:
         dev = _get_default_device()
         if dev.type != HOST_BACKEND:
             return dev, BY_DEFAULT
-    for in_use, source in BACKENDS.in_use:
-        used = in_use()
-        if used is not None:
-            return used, source
+    if not none_in_use():
+        for in_use, source in BACKENDS.in_use:
+            used = in_use()
+            if used is not None:
+                return used, source
     if _FORKED[0]:
         for type_ in BACKENDS.losable:
             if BACKENDS[type_].lost():
@@ -129,8 +130,22 @@ def infer_device() -> tuple[torch.device, str]:
     return _CPU, BY_NOTHING
 
 
+def host_now() -> Backend | None:
+    """The host's backend where a call with no device among its arguments is measured there now
+    (:func:`infer_device`'s usual answer, :data:`BY_NOTHING`), read without inferring: no default
+    device set, no accelerator in use, not a child that may have lost one; None where it may be
+    another (then infer)."""
+    if (_get_default_device is not None and (_mode_stack_len is None or _mode_stack_len() or _DEVICE_CONTEXT is None
+                                             or _DEVICE_CONTEXT.__dict__.get("device_context") is not None)
+            or _FORKED[0] or not none_in_use()):
+        return None
+    return backend_for(_CPU)
+
+
 def accelerator_in_use() -> tuple[BackendKind, torch.device] | None:
     """The first accelerator kind this process uses now, and its device (registry order)."""
+    if none_in_use():
+        return None
     for kind in BACKENDS.accelerators:
         used = kind.in_use()
         if used is not None:
@@ -174,7 +189,9 @@ def started_during() -> str | None:
     """For a call measured on the host because no accelerator was in use when it started
     (:data:`BY_NOTHING`), read at its end: what its row says if it started one (that memory is not
     in the row); else None."""
-    for kind in BACKENDS.accelerators:  # accelerator_in_use(), in this frame: the answer is nearly always none
+    if none_in_use():
+        return None
+    for kind in BACKENDS.accelerators:  # accelerator_in_use(), in this frame
         if kind.in_use() is not None:
             break
     else:

@@ -34,6 +34,7 @@ from gnnmon.devices.resolve import (
     BY_WORK,
     EITHER,
     choose_backend,
+    host_now,
     started_during,
 )
 from gnnmon.errors import raised_by_handler
@@ -91,7 +92,12 @@ def row_backend(row: Row, explicit: Any = None) -> Backend:
         backend = row.backend
         if backend is not None:
             return backend
-        backend, how = choose_backend(row.found)
+        found = row.found
+        backend = host_now() if found is None else None  # the usual answer, read without inferring
+        if backend is not None:
+            how = BY_NOTHING
+        else:
+            backend, how = choose_backend(found)
     else:
         try:
             backend, how = choose_backend(row.found, explicit)
