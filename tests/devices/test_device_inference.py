@@ -218,3 +218,34 @@ def test_a_host_batch_step_that_runs_out_of_gpu_memory_is_the_gpus(fake_cuda):
             train_step(torch.ones(2))
     (row,) = run.records
     assert row["backend"] == "cuda" and row["cuda_ooms"] == 1 and row["error"] == "OutOfMemoryError"
+
+
+def test_no_accelerator_in_use_is_said_only_where_each_kind_would_say_so(monkeypatch):
+    """``none_in_use`` answers for the kinds without asking them: here it agrees with the kinds'
+    own answers, and it says nothing (False: ask them) once CUDA's flag is up, a fake of torch's
+    replaces ``is_initialized``, MPS is said to be available, or the table holds another kind."""
+    from gnnmon.devices import registry
+    from gnnmon.devices.registry import BACKENDS, BackendKind, none_in_use, register_backend, unregister_backend
+    from gnnmon.devices.resolve import host_now
+
+    asked = [kind.in_use() for kind in BACKENDS.accelerators]  # the kinds' own answers (MPS asked, if any)
+    if any(used is not None for used in asked):
+        assert not none_in_use() and host_now() is None  # an accelerator in use: never the host unasked
+    with monkeypatch.context() as m:
+        m.setattr(torch.cuda, "_initialized", True)  # CUDA started: its flag is up
+        assert not none_in_use() and host_now() is None
+    with monkeypatch.context() as m:
+        m.setattr(torch.cuda, "is_initialized", lambda: False)  # a fake in torch's place
+        assert not none_in_use()
+    if registry._MPS_BACKEND is not None and registry._MPS is not None:
+        with monkeypatch.context() as m:
+            m.setattr(torch.backends.mps, "is_available", lambda: True)
+            assert not none_in_use()
+    register_backend(BackendKind("planted", registry.CpuBackend, lambda: torch.device("cpu")))
+    try:
+        assert not none_in_use()
+    finally:
+        unregister_backend("planted")
+    if not any(used is not None for used in asked) and not torch.cuda.is_initialized():
+        assert none_in_use()  # the built-in kinds alone again, none in use: said without asking
+        assert host_now() is gnnmon.devices.backend_for(torch.device("cpu"))
