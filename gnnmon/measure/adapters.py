@@ -273,7 +273,8 @@ def _signature(cls: type[Measurement], positional: bool) -> inspect.Signature:
     scope: each option by name with its default, instead of ``**options``."""
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("func", inspect.Parameter.POSITIONAL_ONLY, default=None)] if positional else []
-    params.append(inspect.Parameter("label", kw, default=None, annotation="str | None"))
+    params.append(inspect.Parameter("label", kw if positional else inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    default=None, annotation="str | None"))
     params += [inspect.Parameter(name, kw, default=cls.defaults.get(name)) for name in cls.option_names]
     return inspect.Signature(params)
 
@@ -373,7 +374,12 @@ def make_scope(cls: type[Measurement], where: str, default_label: str) -> Callab
     # as @gc_controlled's call count, has no scope).
     plain = [(cls, cls.check_options({}, called))]
 
-    def scope(*, label: str | None = None, **options: Any) -> _Scope:
+    def scope(label: str | None = None, /, **options: Any) -> _Scope:
+        # the label by position as a phase takes its name (``timed("eval")``), or by keyword
+        if "label" in options:
+            if label is not None:
+                raise TypeError(f"{called}: label given twice, by position and as label=")
+            label = options.pop("label")
         if label is not None:
             _check_label(label, called)
         measures = [(cls, cls.check_options(dict(options), called))] if options else plain

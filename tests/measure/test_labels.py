@@ -116,3 +116,21 @@ def test_a_label_is_the_users_function_whatever_wraps_it():
         for fn, _ in wrapped:
             assert torch.equal(cuda_timed(fn)(x), fn(x))
     assert [r["label"] for r in run.records] == [label for _, label in wrapped]
+
+
+def test_a_scope_takes_its_label_by_position_as_a_phase_takes_its_name():
+    """``timed("eval")`` and ``memory_scope("load")`` label their rows as ``label=`` does; a label
+    given both ways, or one that is not a string, is refused naming the scope."""
+    with gnnmon.collect() as run:
+        with gnnmon.timed("eval"):
+            pass
+        with gnnmon.memory_scope("load"):
+            pass
+        with gnnmon.timed(label="kw"):
+            pass
+    assert [r["label"] for r in run.records] == ["eval", "load", "kw"]
+    assert run.records[0]["wall_s"] is not None and run.records[1]["mem_peak_bytes"] is not None
+    with pytest.raises(TypeError, match=r"timed\(\): label given twice"):
+        gnnmon.timed("a", label="b")
+    with pytest.raises(TypeError, match=r"memory_scope\(\): label must be a string, not int"):
+        gnnmon.memory_scope(3)
