@@ -374,12 +374,7 @@ def make_scope(cls: type[Measurement], where: str, default_label: str) -> Callab
     # as @gc_controlled's call count, has no scope).
     plain = [(cls, cls.check_options({}, called))]
 
-    def scope(label: str | None = None, /, **options: Any) -> _Scope:
-        # the label by position as a phase takes its name (``timed("eval")``), or by keyword
-        if "label" in options:
-            if label is not None:
-                raise TypeError(f"{called}: label given twice, by position and as label=")
-            label = options.pop("label")
+    def scope(label: str | None = None, **options: Any) -> _Scope:  # label by position, as a phase's name, or keyword
         if label is not None:
             _check_label(label, called)
         measures = [(cls, cls.check_options(dict(options), called))] if options else plain

@@ -120,7 +120,7 @@ def test_a_label_is_the_users_function_whatever_wraps_it():
 
 def test_a_scope_takes_its_label_by_position_as_a_phase_takes_its_name():
     """``timed("eval")`` and ``memory_scope("load")`` label their rows as ``label=`` does; a label
-    given both ways, or one that is not a string, is refused naming the scope."""
+    given both ways, or one that is not a string, is refused naming the scope (the first by Python itself)."""
     with gnnmon.collect() as run:
         with gnnmon.timed("eval"):
             pass
@@ -130,7 +130,7 @@ def test_a_scope_takes_its_label_by_position_as_a_phase_takes_its_name():
             pass
     assert [r["label"] for r in run.records] == ["eval", "load", "kw"]
     assert run.records[0]["wall_s"] is not None and run.records[1]["mem_peak_bytes"] is not None
-    with pytest.raises(TypeError, match=r"timed\(\): label given twice"):
+    with pytest.raises(TypeError, match=r"timed\(\) got multiple values for argument 'label'"):
         gnnmon.timed("a", label="b")
     with pytest.raises(TypeError, match=r"memory_scope\(\): label must be a string, not int"):
         gnnmon.memory_scope(3)
