@@ -45,15 +45,14 @@ _FAILED = object()
 class Row:
     """One row being filled. ``fields`` is the plain dict that ends up in the run.
 
-    Made in two steps: the constructor only builds the row; :meth:`open` makes it current (the
-    parent of rows opened inside it). ``owner`` is the frame of the decorated call that opened it
-    (main thread only): a row still open whose owner has returned was left by an exception that
-    interrupted gnnmon's own code, and the next row opened on the thread closes it (:meth:`heal`).
+    Made in two steps: the constructor builds it; :meth:`open` makes it current (the parent of rows
+    opened inside). ``owner``: the frame of the decorated call that opened it (main thread only); a
+    row still open whose owner has returned was left by an exception inside gnnmon's own code, and the
+    next row opened on the thread closes it (:meth:`heal`).
     """
 
-    # What a row starts with, as class attributes: a new row sets only what is its own (its run,
-    # fields, list of measurements and CPU clock), so making one runs a few dozen instructions, not a hundred.
-    # Each is immutable; an instance's own value replaces it when set.
+    # What a row starts with, as immutable class attributes: a new row sets only what is its own (its run,
+    # fields, measurements and CPU clock; a few dozen instructions), an instance's value replacing one.
     parent: Row | None = None
     owner: FrameType | None = None
     found: torch.device | None = None  # the device of the call's arguments (None: none among them)
@@ -158,9 +157,7 @@ class Row:
 
     def defer(self, item: Deferred) -> None:
         """Register figures to be read later (by the collector, off the hot path)."""
-        if self._deferred is None:
-            self._deferred = []
-        self._deferred.append(item)
+        self.deferred().append(item)
 
     def deferred(self) -> list[Deferred]:
         """The figures registered to be read later (the list itself: a row settled on the host
@@ -176,10 +173,9 @@ class Row:
         self._after.append(action)
 
     def close(self, error: BaseException | None = None) -> None:
-        """Finish the row (``t_end_ns``, ``error``) and hand it to the run; a closed row is
-        never current again. Closing twice does nothing. Closing with the call's ``error`` never
-        raises an error of gnnmon's own instead (the row and one warning say what failed): the
-        caller re-raises the user's exception as it was."""
+        """Finish the row (``t_end_ns``, ``error``) and hand it to the run; a closed row is never current
+        again, and closing twice does nothing. Closing with the call's ``error`` never raises gnnmon's own
+        instead (the row and one warning say what failed): the user's exception goes on as it was."""
         if self.closed:
             return
         self.closed = True  # first: from here on no row takes this one as its parent
@@ -259,10 +255,9 @@ class Row:
                       f"(your exception is raised as it was): {exc!r}", RuntimeWarning, 4)
 
     def _run_after(self) -> None:
-        """What waits for the row to close (also after a KeyboardInterrupt): automatic GC back on
-        where the row paused it, then each action, removed once it has run; then the GC hook is
-        released. What a signal handler's exception interrupts runs again when the row is healed
-        (a pause ends once, however often it is resumed)."""
+        """What waits for the close (also after a KeyboardInterrupt): automatic GC back on where the row
+        paused it, then each action, removed once run; then the GC hook released. What a handler's
+        exception interrupts runs again as the row is healed (a pause ends once, however often resumed)."""
         after = self._after
         try:
             first: BaseException | None = None
@@ -289,10 +284,9 @@ class Row:
                     UNFINISHED.discard(self)
 
     def heal(self) -> None:
-        """Finish a row that an exception left unfinished inside gnnmon's own code (its decorated
-        call has returned): its measurements are ended (GC pauses, peak windows) and, if it was
-        not stored yet, it is stored with ``error`` ``"interrupted"`` and a note; figures its
-        measurements did not fill are missing."""
+        """Finish a row an exception left unfinished inside gnnmon's own code (its decorated call has
+        returned): its measurements end (GC pauses, peak windows) and, if not stored yet, it is stored
+        with ``error`` ``"interrupted"`` and a note; figures not filled by then are missing."""
         if not self.closed:
             self.note("interrupted: an exception (from a signal handler) ended this call inside gnnmon's own "
                       "code; the row was closed by the next one, and figures not filled by then are missing")
