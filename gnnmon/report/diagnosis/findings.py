@@ -26,8 +26,9 @@ import numpy as np
 
 from gnnmon.data.table import Table
 from gnnmon.report.diagnosis import creep, gc_finding, input_finding, machine_findings, memory_findings, time_findings
-from gnnmon.report.loops import MIN_SHARE, evidence, finding, loops, ms
+from gnnmon.report.loops import MIN_SHARE, WARMUP, evidence, finding, loops, ms
 from gnnmon.report.memory.model import host_resolution
+from gnnmon.report.stats import median
 
 STRAGGLER_NEXT = {
     "gc": "gnnmon.freeze_gc() after set-up and @gc_controlled on every rank's step: a pause on one rank holds up all",
@@ -89,12 +90,13 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
         resolution = _resolution(report.manifest)
         one_thread = host.get("torch_threads") == 1  # the process's CPU time is then the step's work
         for loop in runs:
+            nested = machine_findings.nested_rows(report.table, loop)  # the rows inside its calls
             found += [input_finding.input_bound(loop, total, cores), time_findings.recompilation(loop, total),
                       time_findings.warm_up(loop, total, one_thread),
-                      machine_findings.busy_machine(loop, total, one_thread),
-                      machine_findings.off_cpu_wait(loop, total, one_thread),
-                      time_findings.slow_steps(loop, spikes, total)]
-            found += machine_findings.steady_wait(loop, total, one_thread, cores)
+                      machine_findings.busy_machine(loop, total, one_thread, nested),
+                      machine_findings.off_cpu_wait(loop, total, one_thread, nested),
+                      time_findings.slow_steps(loop, spikes, total, nested)]
+            found += machine_findings.steady_wait(loop, total, one_thread, cores, nested)
             found += creep.creep(loop, resolution)
         frozen = gc_finding.set_up_frozen(report.manifest or {})
         found.append(gc_finding.garbage_collection(runs, gc_events, total, frozen))
@@ -116,9 +118,28 @@ def _gc_between(gc_events: list[dict[str, Any]]) -> float:
 
 
 def unjudged(report: Timed) -> list[dict[str, Any]]:
-    """What the diagnosis could not look for: each label whose calls record memory but mark no
-    epochs, so no leak was judged (:func:`gnnmon.report.diagnosis.creep.unmarked`)."""
-    return [u for loop in loops(report.table) if (u := creep.unmarked(loop)) is not None]
+    """What the diagnosis could not look for: each label with too few calls to judge its time
+    (:func:`few_calls`) that holds :data:`MIN_SHARE` of the measured time or more, so that no large
+    share goes unsaid; each label whose calls record memory but mark no epochs, so no leak was
+    judged (:func:`gnnmon.report.diagnosis.creep.unmarked`)."""
+    runs = loops(report.table)
+    return few_calls(runs, _measured(runs, loop_gc_events(report))) + [
+        u for loop in runs if (u := creep.unmarked(loop)) is not None]
+
+
+def few_calls(runs: list[Any], total: float) -> list[dict[str, Any]]:
+    """The labels whose steady calls (after the first :data:`~gnnmon.report.loops.WARMUP`) are fewer
+    than :data:`~gnnmon.report.diagnosis.machine_findings.MIN_CALLS`, which a busy machine, an
+    off-CPU wait (in every call or beyond the level) and slow calls are read from, and whose time
+    (their calls and waits for data) is :data:`MIN_SHARE` of the measured ``total`` (s) or more:
+    ``{"check": "calls", "label", "calls", "steady", "time_s", "call_s" (the median call), "share"}``."""
+    out = []
+    for loop in runs:
+        steady = int(np.count_nonzero(loop.index >= WARMUP))
+        if steady < machine_findings.MIN_CALLS and total > 0 and loop.total >= MIN_SHARE * total:
+            out.append({"check": "calls", "label": loop.label, "calls": int(loop.t.size), "steady": steady,
+                        "time_s": loop.total, "call_s": median(np.sort(loop.t)), "share": loop.total / total})
+    return out
 
 
 def unmeasured(report: Timed) -> dict[str, float] | None:

@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from gnnmon.report.diagnosis.findings import Timed, unjudged, unmeasured
+from gnnmon.report.diagnosis.machine_findings import MIN_CALLS
 from gnnmon.report.escape import md
-from gnnmon.report.loops import MIN_SHARE, ms
+from gnnmon.report.loops import MIN_SHARE, WARMUP, ms
 from gnnmon.report.memory.model import format_bytes
 
 NOTHING = (f"Nothing stands out: no cause takes {100 * MIN_SHARE:.0f} % of the measured time or memory "
@@ -103,8 +104,14 @@ def unmeasured_text(between: dict[str, float]) -> str:
 
 
 def unjudged_text(u: dict[str, Any]) -> str:
-    """``no leak judged in step's mem_end_bytes: its 120 calls mark no epochs ...``
+    """``no leak judged in step's mem_end_bytes: its 120 calls mark no epochs ...``; a label with
+    few calls (``check: calls``): ``evaluate: 4 calls, 30 % of the measured time ...``
     (:func:`gnnmon.report.diagnosis.findings.unjudged`)."""
+    if u.get("check") == "calls":  # gnnmon.report.diagnosis.findings.few_calls
+        return (f"{u['label']}: {u['calls']} call(s), {100 * u['share']:.0f} % of the measured time "
+                f"({ms(u['time_s'])}, {ms(u['call_s'])} a call, median): too few to judge whether they waited off the "
+                f"CPU, on a busy machine or were slow (those are read from {MIN_CALLS} calls after the first "
+                f"{WARMUP}; it has {u['steady']})")
     return (f"no leak judged in {u['label']}'s {', '.join(u['figures'])}: its {u['calls']} calls mark no epochs, and a "
             "leak is judged on epoch levels (run.mark(\"epoch\", e) at each epoch's start in a collect run)")
 

@@ -13,7 +13,9 @@ Each reads a label's :class:`~gnnmon.report.loops.Loop` (its top-level calls) an
   be slow);
 * ``busy machine`` and ``off-CPU wait`` — calls slowed by other processes or waiting off the CPU:
   :mod:`gnnmon.report.diagnosis.machine_findings`; never counted in warm-up here;
-* ``slow steps`` — the spikes nothing recorded explains (``report.spikes()``'s ``unexplained``).
+* ``slow steps`` — the spikes nothing recorded explains (``report.spikes()``'s ``unexplained``),
+  with the phase or nested row their excess grew in; spikes that computed are sent to find their
+  work, not to the scheduler's counters.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 import numpy as np
 
 from gnnmon.report import busy
+from gnnmon.report.analysis import WAITING_BELOW
+from gnnmon.report.diagnosis import machine_findings
 from gnnmon.report.loops import NOISE_K, WARMUP, Loop, beyond_noise, evidence, finding, ms
 from gnnmon.report.stats import median
 
@@ -102,18 +106,41 @@ def warm_up(loop: Loop, total: float, one_thread: bool = False) -> dict[str, Any
                    "dataset's first pass); time after them (the report's statistics leave the first 2 out)")
 
 
-def slow_steps(loop: Loop, spikes: list[dict[str, Any]], total: float) -> dict[str, Any] | None:
-    """The spikes of this label nothing recorded explains."""
+def slow_steps(loop: Loop, spikes: list[dict[str, Any]], total: float,
+               nested: machine_findings.Nested | None = None) -> dict[str, Any] | None:
+    """The spikes of this label nothing recorded explains, and the phase or nested row (``nested``:
+    :func:`~gnnmon.report.diagnosis.machine_findings.nested_rows`) that holds their excess over
+    the other steady calls (:func:`~gnnmon.report.diagnosis.machine_findings.part_holding`). Their
+    own detail says whether each computed or waited (its CPU time against :data:`WAITING_BELOW` of
+    its time): where every one computed, the next step is to find the work they did more, not the
+    scheduler's counters or the load, which count time off the CPU."""
     mine = [s for s in spikes if s["label"] == loop.label and s["cause"] == "unexplained"]
     cost = float(sum(s["excess_s"] for s in mine))
     if not mine or not beyond_noise(cost, len(mine), loop.noise, total):
         return None
     waiting = sum("waiting" in s["detail"] for s in mine)
+    computing = sum(s["detail"].startswith("computing") for s in mine)
     words = f"{len(mine)} call(s) of {loop.label} were slow with no recorded cause, {ms(cost)} over its level"
     if waiting:
         words += f"; in {waiting} of them the process waited rather than computed"
+    elif computing == len(mine):
+        words += (f"; each computed rather than waited (its process's CPU time {100 * WAITING_BELOW:.0f} % of its time "
+                  "or more)")
+    proof = [evidence("excess_s", cost, "s", "report.spikes(): cause unexplained")]
+    slow = np.isin(loop.column("index"), [s["index"] for s in mine if s.get("index") is not None])
+    held = machine_findings.part_holding(loop, slow, loop.steady & ~slow, nested)
+    words += machine_findings.held_said(loop, held, int(slow.sum()), proof)
     sampled = loop.has("others_cpu_pct")
-    return finding("slow steps", loop.label, cost, total, words,
-                   [evidence("excess_s", cost, "s", "report.spikes(): cause unexplained")],
-                   "collect(sched=True) records the thread's scheduler counters (preempted or waiting)" if sampled
-                   else "collect(sample=0.5) records the machine's load beside the run (a busy machine is then named)")
+    if computing == len(mine):
+        where = "" if held is None else f" in phase {held[1]}" if held[0] == "phase" else f" in {held[1]}"
+        next_step = (f"find the work the slow calls did more{where}: torch.profiler over a slow call (its CPU trace), "
+                     "the batch it got, a branch its data takes")
+        if not sampled:
+            next_step += "; " + SAMPLE_NEXT
+    else:
+        next_step = SCHED_NEXT if sampled else SAMPLE_NEXT
+    return finding("slow steps", loop.label, cost, total, words, proof, next_step)
+
+
+SCHED_NEXT = "collect(sched=True) records the thread's scheduler counters (preempted or waiting)"
+SAMPLE_NEXT = "collect(sample=0.5) records the machine's load beside the run (a busy machine is then named)"
