@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from gnnmon._version import __version__
 from gnnmon.cli import compare, export, fields, forecast, report, run
-from gnnmon.cli.common import SIGPIPE_EXIT, one_line_warning, share
+from gnnmon.cli.common import SIGPIPE_EXIT, one_line_warnings, share
 from gnnmon.cli.forecast import NO_MODEL
 from gnnmon.report.compare.comparison import INCONCLUSIVE
 
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
     formatted = warnings.formatwarning
-    warnings.formatwarning = one_line_warning  # how Python's own printing formats them, while the command runs
+    warnings.formatwarning = one_line_warnings(formatted)  # gnnmon's own in one line, a script's as Python's
     try:
         return int(args.run(args))
     finally:

@@ -1,11 +1,13 @@
 """What every command shares: reading a run (a progress bar on a terminal), printing as a Unix tool
-does (quiet when its reader goes away), a limit given as a percentage, and one-line warnings."""
+does (quiet when its reader goes away), a limit given as a percentage, and gnnmon's warnings in one line."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from gnnmon.data.load import load
@@ -58,10 +60,47 @@ def share(text: str) -> float:
     return value
 
 
-def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                     line: str | None = None) -> str:
-    """A warning as the CLI's other messages say things: one line, no source path."""
-    return f"gnnmon: warning: {message}\n"
+WARNINGS_MODULES = frozenset(("warnings", "_py_warnings"))
+"""The modules of Python's warnings machinery (``_py_warnings`` holds it from Python 3.14)."""
+
+
+def one_line_warnings(python_format: Callable[..., str]) -> Callable[..., str]:
+    """A ``warnings.formatwarning`` that prints gnnmon's own warnings (:func:`issued_by_gnnmon`) as the
+    CLI's other messages say things, one line ``gnnmon: warning: ...`` (a corrupt line in a run file is
+    news about the file, not a source line to read), and every other warning, a script's under
+    ``gnnmon run`` and its libraries', with ``python_format`` as ``python script.py`` prints it
+    (category, file:line, source line)."""
+
+    def formatwarning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      line: str | None = None) -> str:
+        if issued_by_gnnmon():
+            return f"gnnmon: warning: {message}\n"
+        return python_format(message, category, filename, lineno, line)
+
+    return formatwarning
+
+
+def issued_by_gnnmon() -> bool:
+    """Whether the warning being formatted was issued by gnnmon's code: the frame that called into
+    Python's warnings machinery (below its ``_showwarnmsg``, whatever ``showwarning`` a script or
+    logging put in between) is a function of the ``gnnmon`` package that calls ``warn``. Read from
+    the stack, as gnnmon's ``stacklevel`` points the warning's file:line at its caller's line; the call
+    to ``warn`` tells gnnmon's warning from one a C function called from gnnmon's frame raised."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "_showwarnmsg" and _machinery(frame)):
+        frame = frame.f_back
+    while frame is not None and _machinery(frame):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    name = str(frame.f_globals.get("__name__", ""))
+    issuer = name == "gnnmon" or name.startswith("gnnmon.")
+    return issuer and not {"warn", "warn_explicit"}.isdisjoint(frame.f_code.co_names)
+
+
+def _machinery(frame: FrameType) -> bool:
+    """Whether ``frame`` runs Python's warnings machinery."""
+    return frame.f_globals.get("__name__") in WARNINGS_MODULES
 
 
 def _progress_bar(path: str) -> Any:

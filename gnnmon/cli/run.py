@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.util
+import io
 import os
 import runpy
 import sys
 import time
 import traceback
+import types
 from pathlib import Path
 from typing import Any
 
@@ -258,7 +260,7 @@ def _launch(args: argparse.Namespace, module: str | None, target: str | None, pa
         if module is not None:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            runpy.run_path(str(target), run_name="__main__")
+            _run_file(str(target))
     except SystemExit as exc:
         code, ended = _exit_code(exc), "exit"
     except KeyboardInterrupt as exc:
@@ -293,6 +295,30 @@ def _launch(args: argparse.Namespace, module: str | None, target: str | None, pa
         sys.stdout.flush()
         _say_end(run, summary, found, code, began_ns)
     return code
+
+
+def _run_file(target: str) -> None:
+    """The script run as ``python script.py`` runs it: its code named by its absolute path (the
+    file:line of its warnings and traceback, its ``__file__``) in a fresh ``__main__`` module, while
+    ``sys.argv[0]`` stays as given (``runpy.run_path`` would give both the one path). A folder's
+    ``__main__.py`` goes to runpy."""
+    path = os.path.abspath(target)
+    if os.path.isdir(path):
+        runpy.run_path(target, run_name="__main__")
+        return
+    with io.open_code(path) as f:  # bytes: compile reads the file's coding line
+        code = compile(f.read(), path, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __loader__=None, __package__=None, __spec__=None)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)  # the script the user asked to run
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+        else:
+            del sys.modules["__main__"]
 
 
 def _exit_code(exc: SystemExit) -> int:
