@@ -39,12 +39,31 @@ def _count(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
+def _wrong_option(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options the run is not needed to judge (--fraction, --capacity, a
+    device's included), or None: checked before the run is read and fitted, so a bad option is exit 2
+    whatever the run's model, not the refusal of a model that cannot be trusted (3)."""
+    from gnnmon.forecast.forecast import parse_capacity
+
+    if not 0 < args.fraction <= 1:
+        return f"--fraction is a share of the capacity in (0, 1] (0.9: 90 %), got {args.fraction:g}"
+    try:
+        parse_capacity(args.capacity)
+    except ValueError as exc:  # a size that is none, a device this machine lacks (DeviceError)
+        return f"--capacity: {exc}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """The model, the run's own batches forecast, the budgets (the forecast stage, and torch with it,
     imported only here)."""
     from gnnmon.forecast import forecast
     from gnnmon.forecast.forecast import next_steps
 
+    wrong = _wrong_option(args)
+    if wrong is not None:
+        print(f"gnnmon: {wrong}", file=sys.stderr)
+        return 2
     result = read(args.path, args.lenient)
     if result is None:
         return 2
