@@ -124,19 +124,7 @@ class Comparison:
                                                    "CPU time, which does not wait")
                        for ln in judged if ln["figure"].startswith((OWN_TIME, CPU_TIME))), None)
         cpu_seen = any(ln["figure"].startswith(CPU_TIME) for ln in self.lines)
-        if la is not None and lb is not None and abs(la - lb) >= LOAD_DIFFERS:
-            self.notes.append(f"the machine's load differed: other processes took {la:.0f} % of a core on "
-                              f"{self.base_name}'s cores and {lb:.0f} % on {self.new_name}'s (median over the calls, "
-                              "sampled): a change in time may be the machine's, not the code's; run both sides "
-                              "alternately, under the same load")
-        elif max(la or 0.0, lb or 0.0) >= LOAD_BUSY:
-            self.notes.append(f"a busy machine: other processes took {la or 0:.0f} % of a core beside "
-                              f"{self.base_name}'s runs and {lb or 0:.0f} % beside {self.new_name}'s (median "
-                              "over the calls, sampled), so the steps' time holds waits for a core" + (
-                                  on_cpu if on_cpu else
-                                  "; run torch on one thread (torch.set_num_threads(1))" + (
-                                      "" if cpu_seen else " and record collect(sched=True)") +
-                                  " to judge the step's time less its wait for a core"))
+        self.notes += self._load_notes(la, lb, single, on_cpu, cpu_seen)
         for ln in judged:
             self.notes += _off_cpu_notes(ln, self.lines)
             if ln["figure"].startswith(CPU_TIME) and any(
@@ -149,6 +137,45 @@ class Comparison:
         if threads and not single:
             self.notes.append("the steps' CPU time is shown, not judged: not every run's torch ran on one thread "
                               "(manifest torch_threads), and a multi-threaded step's thread CPU time is not its work")
+
+    def _load_notes(self, la: float | None, lb: float | None, single: bool, on_cpu: str | None,
+                    cpu_seen: bool) -> list[str]:
+        """What the machine's load beside each side's runs (other processes' CPU, % of one core, the
+        median over the calls; None where no run of the side sampled it) says of the comparison: a
+        side not sampled is said to be unknown, never read as an idle machine."""
+        if la is not None and lb is not None and abs(la - lb) >= LOAD_DIFFERS:
+            return [f"the machine's load differed: other processes took {la:.0f} % of a core on {self.base_name}'s "
+                    f"cores and {lb:.0f} % on {self.new_name}'s (median over the calls, sampled): a change in time "
+                    "may be the machine's, not the code's; run both sides alternately, under the same load"]
+        known = [(name, pct) for name, pct in ((self.base_name, la), (self.new_name, lb)) if pct is not None]
+        unknown = [name for name, pct in ((self.base_name, la), (self.new_name, lb)) if pct is None]
+        if not known:
+            return []
+        out = []
+        if max(pct for _, pct in known) >= LOAD_BUSY:
+            if on_cpu:
+                remedy = on_cpu
+            elif not single:
+                remedy = ("; run torch on one thread (torch.set_num_threads(1))"
+                          + ("" if cpu_seen else " and record collect(sched=True)")
+                          + " to judge the step's time less its wait for a core")
+            elif not cpu_seen:
+                remedy = "; record collect(sched=True) to judge the step's time less its wait for a core"
+            else:
+                remedy = ("; every run's torch ran on one thread, but the step's CPU time is not judged: not every "
+                          "run recorded it (collect(sched=True)), or the steps ran on an accelerator")
+            out.append("a busy machine: other processes took "
+                       + " and ".join(f"{pct:.0f} % " + ("beside " if k else "of a core beside ") + f"{name}'s"
+                                      + ("" if k else " runs") for k, (name, pct) in enumerate(known))
+                       + " (median over the calls, sampled), so " + ("that side's" if unknown else "the")
+                       + " steps' time holds waits for a core" + remedy)
+        if unknown:
+            (name, pct), = known
+            out.append(f"the machine's load was not sampled beside {unknown[0]}'s runs, only beside {name}'s "
+                       f"({pct:.0f} % of a core): whether it differed between the sides cannot be judged, and a change "
+                       "in time may be the machine's, not the code's; run both sides alternately, under the same "
+                       "load, each sampling it (collect(sample=0.5))")
+        return out
 
     def _limits(self, max_slowdown: float | None, max_memory_growth: float | None) -> tuple[float | None, float | None]:
         return (self.max_slowdown if max_slowdown is None else max_slowdown,

@@ -15,6 +15,7 @@ import math
 
 import pytest
 
+from gnnmon.data.result import RunResult
 from gnnmon.report.compare.comparison import Comparison
 from tests.report.compare.planted import cell, rerun, result, side
 
@@ -237,3 +238,54 @@ def test_a_line_no_runs_would_decide_says_so_without_blaming_the_limit():
     text = decided(d)
     assert text.endswith(": 50 runs a side would not decide it at the spread (225 % a run, assumed)"), text
     assert "too near" not in text
+
+
+def _loaded(seed: int, pct: float | None, threads: int | None = 1, **kw) -> RunResult:
+    """A planted run whose calls carry other processes' CPU (``pct`` % of a core; None: the load not
+    sampled, no ``others_cpu_pct`` at all)."""
+    rows = rerun(seed, 0.01, **kw)
+    if pct is not None:
+        for r in rows:
+            r["others_cpu_pct"] = pct
+    return result(rows, seed, threads)
+
+
+def test_a_side_whose_load_was_not_sampled_is_said_unknown_never_0_percent():
+    """BASE recorded no load, NEW 102 % of a core: the load beside BASE is unknown (not 0 %), so
+    whether it differed cannot be judged and the note says to run both sides alternately; both runs
+    on one torch thread, so one thread is not advised, the run queue is."""
+    c = Comparison(_loaded(1, None), _loaded(2, 102.0), max_slowdown=0.05)
+    text = " ".join(c.notes)
+    assert "0 %" not in text.replace("102 %", ""), c.notes
+    (busy,) = [n for n in c.notes if "busy machine" in n]
+    assert "102 % of a core beside NEW's runs (median" in busy and "BASE" not in busy, busy
+    assert "set_num_threads" not in busy and "record collect(sched=True)" in busy, busy
+    (unknown,) = [n for n in c.notes if "not sampled" in n]
+    assert "not sampled beside BASE's runs, only beside NEW's (102 % of a core)" in unknown, unknown
+    assert "cannot be judged" in unknown and "run both sides alternately" in unknown, unknown
+    assert not any("load differed" in n for n in c.notes)
+    swapped = Comparison(_loaded(1, 102.0), _loaded(2, None), max_slowdown=0.05)
+    assert any("not sampled beside NEW's runs, only beside BASE's (102 % of a core)" in n for n in swapped.notes)
+
+
+def test_an_unsampled_side_beside_a_quiet_one_is_still_said_unknown():
+    """NEW's load 3 % of a core (not busy), BASE's not sampled: no busy machine, but whether the load
+    differed is still said to be unknown; neither side sampled: nothing said of the load."""
+    c = Comparison(_loaded(1, None), _loaded(2, 3.0), max_slowdown=0.05)
+    assert not any("busy machine" in n for n in c.notes), c.notes
+    assert any("not sampled beside BASE's runs, only beside NEW's (3 % of a core)" in n for n in c.notes), c.notes
+    neither = Comparison(_loaded(1, None), _loaded(2, None), max_slowdown=0.05)
+    assert not any("load" in n or "busy" in n for n in neither.notes), neither.notes
+
+
+def test_one_thread_is_advised_only_where_a_run_did_not_record_it():
+    """Both sides busy (130, 131 % of a core), time judged on wall time (no CPU time recorded): with
+    every manifest at torch_threads 1 the note asks only for the run queue; with one run at 2 threads
+    (or none recorded) it asks for one thread as well."""
+    single = Comparison(_loaded(1, 130.0), _loaded(2, 131.0), max_slowdown=0.05)
+    (note,) = [n for n in single.notes if "busy machine" in n]
+    assert "set_num_threads" not in note and "; record collect(sched=True) to judge" in note, note
+    for threads in (2, None):
+        multi = Comparison(_loaded(1, 130.0, threads), _loaded(2, 131.0), max_slowdown=0.05)
+        (note,) = [n for n in multi.notes if "busy machine" in n]
+        assert "torch.set_num_threads(1)) and record collect(sched=True)" in note, note
