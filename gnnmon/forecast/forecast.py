@@ -22,8 +22,10 @@ capacity. Budgets are found by bisection on the model's upper bound:
   ``k < s``; the least of these, and below the smallest size read that size scaled down
   (:meth:`Forecast._scaled`), not a bound: a batch size there is said to be extrapolated
   (``extrapolated``). An upper bound on a sampler's batches beyond the sizes read, so a
-  budget from a run's rows can be well below one from its loader; the budget says which batch it
-  forecast (``batch_size_from``). ``batch_size_high`` is the same with the lower bound of the
+  budget from a run's rows can be well below one from its loader. Rows of whole graphs (several
+  graphs a batch, no seed count: :attr:`Forecast.batches_of`) share no nodes: ``k`` times the most
+  per graph of the batches of ``k`` graphs or fewer, holding ``k`` graphs, linear in them. The budget
+  says which batch it forecast (``batch_size_from``). ``batch_size_high`` is the same with the lower bound of the
   forecast: the model puts the limit between the two.
 
 No budget goes beyond what the model can vouch for: :data:`VOUCH` times the largest batch it was
@@ -103,12 +105,14 @@ def parse_capacity(capacity: Any) -> tuple[int | None, str | None]:
     return get_backend(device).capacity()
 
 
-def _model_of(model: Any, label: str | None) -> MemoryModel:
+def _model_of(model: Any, label: str | None) -> tuple[MemoryModel, Report | None]:
+    """The memory model ``model`` is or fits, and the run it was fitted on where given one (its
+    manifest and findings word a refusal's next step)."""
     if isinstance(model, MemoryModel):
-        return model
+        return model, None
     calibrated = getattr(model, "model", None)
     if isinstance(calibrated, MemoryModel):  # a Calibration
-        return calibrated
+        return calibrated, None
     if isinstance(model, (str, os.PathLike)):
         model = load(model)
     elif not isinstance(model, (Report, RunResult)) and not (
@@ -118,28 +122,91 @@ def _model_of(model: Any, label: str | None) -> MemoryModel:
         raise TypeError(f"forecast's second argument is a memory model, a calibration or a run (a path, a "
                         f"RunResult, a Report, rows); got {type(model).__name__}{how}")
     report = model if isinstance(model, Report) else Report(model)
-    return report.memory_model(label, MEM_PEAK.name)
+    return report.memory_model(label, MEM_PEAK.name), report
 
 
 NEXT_STEPS = (
     ("too few rows", "more rows: more steps of the label, or gnnmon.calibrate(step, loader) (your step on two "
                      "batches at each of seven sizes, in seconds)"),
     ("barely var", "batches of spread sizes: gnnmon.calibrate(step, loader)"),
-    ("explains only", "on the CPU, gnnmon.exact_host_memory() first thing (without it a step's peak shows only "
+    ("explains only", "on the CPU, where the run did not call gnnmon.exact_host_memory() (its manifest's "
+                      "host_memory has no mmap_threshold), call it first thing (without it a step's peak shows only "
                       "growth beyond what earlier steps left); else measure the step alone, under a label of its "
                       "own, or gnnmon.calibrate(step, loader)"),
     ("curves", "sizes nearer those you will run: gnnmon.calibrate(step, loader, sizes=...) or a loader whose "
                "batch size is nearer them"),
 )
-"""For each reason a memory model is refused (a phrase of :attr:`MemoryModel.problems`), the next step."""
+"""For each reason a memory model is refused (a phrase of :attr:`MemoryModel.problems`), the next step
+where nothing is known of the run; :func:`next_steps` words the scatter's from the run."""
+
+ALONE = "measure the step alone, under a label of its own, or gnnmon.calibrate(step, loader)"
+"""The next step for a peak the batch's shape explains little of, whatever the run says."""
 
 
-def next_steps(model: MemoryModel) -> list[str]:
-    """What to do about each reason ``model`` cannot be trusted (:data:`NEXT_STEPS`), once each."""
+def exact_in_force(model: MemoryModel, run: Report | RunResult | None = None) -> bool | None:
+    """Whether ``gnnmon.exact_host_memory()`` was in force when ``model``'s rows were recorded: the
+    run's manifest (``host_memory``'s ``mmap_threshold``, set or null), else this process's state
+    where it recorded them (the model's ``pid``); None where neither says."""
+    manifest = (run.manifest if run is not None else None) or {}
+    host = manifest.get("host_memory")
+    if isinstance(host, dict) and "mmap_threshold" in host:
+        return host["mmap_threshold"] is not None
+    if model.pid is not None and model.pid == os.getpid():
+        from gnnmon.devices.malloc import mmap_threshold
+
+        return mmap_threshold() is not None
+    return None
+
+
+def growth_findings(model: MemoryModel, run: Report | RunResult | None) -> list[dict[str, Any]]:
+    """The run's findings of memory that grew across epochs more than the batches' shapes explain
+    (a leak, or growth too short to tell from one: :mod:`gnnmon.report.diagnosis.creep`) in the
+    model's label: a peak that climbs with them is scatter the shape cannot explain. [] without a
+    run, or where its epochs are not marked."""
+    if run is None:
+        return []
+    from gnnmon.report.diagnosis.creep import creep
+    from gnnmon.report.loops import loops
+    from gnnmon.report.memory.model import host_resolution
+
+    report = run if isinstance(run, Report) else Report(run)
+    host = (report.manifest or {}).get("devices") or {}
+    resolution = host_resolution(host.get("cpu_count"), host.get("cpu_usable"))
+    return [f for loop in loops(report.table) if loop.label == model.label for f in creep(loop, resolution)
+            if any(e["figure"] == "growth not explained by shapes" for e in f["evidence"])]
+
+
+def _scatter_step(model: MemoryModel, run: Report | RunResult | None) -> str:
+    """The next step for a peak the batch's shape explains little of, read from the run where given:
+    exact host memory advised only where the run (or this process) did not have it in force and the
+    model is of the host, and growth across epochs named where the run's report finds it."""
+    exact = exact_in_force(model, run)
+    host = model.figure != MEM_PEAK.name or not model.devices or any(str(d).startswith("cpu") for d in model.devices)
+    parts = [f"the run's report finds its memory growing across epochs ({f['words']}): a peak that climbs with it "
+             f"is not the batch's shape; {f['next']}" for f in growth_findings(model, run)]
+    if exact is None:
+        return "; ".join([*parts, dict(NEXT_STEPS)["explains only"]])
+    if host and not exact:
+        parts.append("on the CPU, gnnmon.exact_host_memory() first thing (the run's manifest says it was not in "
+                     "force: a step's peak then shows only growth beyond what earlier steps left)")
+    elif host and not parts:
+        return ("gnnmon.exact_host_memory() was in force (the run's manifest host_memory), so something besides the "
+                "batch's shape moves the peak: memory held from one step into the next, or other threads' "
+                f"allocations during the step; {ALONE}")
+    return "; ".join([*parts, ("else " if parts else "") + ALONE])
+
+
+def next_steps(model: MemoryModel, run: Report | RunResult | None = None) -> list[str]:
+    """What to do about each reason ``model`` cannot be trusted (:data:`NEXT_STEPS`), once each;
+    ``run``: the run it was fitted on, whose manifest and findings word the next step for a peak
+    the batch's shape explains little of (:func:`_scatter_step`)."""
     out: list[str] = []
     for problem in model.problems:
         for phrase, step in NEXT_STEPS:
-            if phrase in problem and step not in out:
+            if phrase not in problem:
+                continue
+            step = _scatter_step(model, run) if phrase == "explains only" else step
+            if step not in out:
                 out.append(step)
     return out
 
@@ -213,6 +280,12 @@ class Forecast:
     graph_said: str | None = None
     """What :attr:`graph` is (``"the loader's graph"``), or why it is not known, in words."""
     empty_why: str | None = None
+    batches_of: str | None = None
+    """What a batch's items are: ``"seed"`` (a neighbour sampler's seed nodes or edges: its loader, or
+    rows that carry a seed count, ``batch_size``), ``"graph"`` (whole graphs: a loader or dataset of
+    graphs, or rows of several graphs a batch and no seed count), None where the batches do not say
+    (rows of one graph each and no seed count). Plain batches are scaled to other sizes by it
+    (:meth:`_scaled`)."""
     """Where no batch was read (:attr:`batches` 0: nothing to forecast), why in words where the
     source tells (no seeds, no graphs, a last batch dropped, no rows given); None otherwise."""
 
@@ -275,20 +348,29 @@ class Forecast:
         its nodes: a sampler's neighbourhoods overlap), or times 1 where ``k < s`` (fewer items, no
         more of it); below the smallest size read, that size's most scaled down by ``k / s`` (no
         batch that small was read: not a bound). So an epoch's short last batch, whose few seeds
-        share the fewest nodes, bounds sizes up to its own, not every size. Without
-        :attr:`most_at`, ``k`` times the most per item in :attr:`ratios`."""
+        share the fewest nodes, bounds sizes up to its own, not every size. Whole graphs share no
+        nodes (:attr:`batches_of` ``"graph"``): ``k`` times the most per graph of any batch read of
+        ``k`` graphs or fewer (a batch that averages fewer graphs can be heavier per graph, and a
+        short last batch lighter: it is never what bounds a larger size), holding ``k`` graphs.
+        Without :attr:`most_at`, ``k`` times the most per item in :attr:`ratios`."""
+        graphs = k if self.batches_of == "graph" else 1
         if not self.most_at:
             r = self.ratios
             each = {t[:-len(PER_ITEM)]: k * v for t, v in r.items() if t.startswith(TYPED) and t.endswith(PER_ITEM)}
             return {"num_nodes": k * r["nodes_per_item_max"], "num_edges": k * r["edges_per_item_max"],
-                    "num_graphs": 1, **each}
+                    "num_graphs": graphs, **each}
         smallest = min(self.most_at)
         out: dict[str, float] = {}
+        if self.batches_of == "graph":
+            for s in [s for s in self.most_at if s <= k] or [smallest]:
+                for t, v in self.most_at[s].items():
+                    out[t] = max(out.get(t, 0.0), v * k / s)
+            return {**out, "num_graphs": graphs}
         for s, most in self.most_at.items():
             factor = self._factor(k, s, smallest)
             for t, v in most.items():
                 out[t] = min(out.get(t, float("inf")), v * factor)
-        return {**out, "num_graphs": 1}
+        return {**out, "num_graphs": graphs}
 
     def _factor(self, k: float, s: float, smallest: float | None = None) -> float:
         """How many times the most of the ``s``-item batches bounds a batch of ``k`` items (see
@@ -300,6 +382,11 @@ class Forecast:
         if not self.most_at:
             return None
         smallest = min(self.most_at)
+        if self.batches_of == "graph":
+            s = max([s for s in self.most_at if s <= k] or [smallest], key=lambda s: self.most_at[s]["num_nodes"] / s)
+            most = self.most_at[s]
+            return (f"{k / s:.3g}x the heaviest per graph of the batches read, one of {s:,.0f} graphs "
+                    f"({most['num_nodes']:,.0f} nodes, {most['num_edges']:,.0f} edges)")
         s = min(self.most_at, key=lambda s: (self.most_at[s]["num_nodes"] * self._factor(k, s, smallest), -s))
         most = self.most_at[s]
         how = (f"{k / s:.3g}x" if self._factor(k, s, smallest) != 1 else "at most")
@@ -308,12 +395,13 @@ class Forecast:
 
     def _per_item_least(self, t: str) -> float:
         """The fewest of ``t`` per item :meth:`_scaled` grows by beyond every size read: the least
-        over the sizes read of their most per item (the most per item in :attr:`ratios` without
-        :attr:`most_at`); 0 where no batch gave ``t``."""
+        over the sizes read of their most per item (the most for whole graphs; the most per item in
+        :attr:`ratios` without :attr:`most_at`); 0 where no batch gave ``t``."""
         if not self.most_at:
             key = {"num_nodes": "nodes_per_item_max", "num_edges": "edges_per_item_max"}.get(t, t + PER_ITEM)
             return self.ratios.get(key, 0.0)
-        return min((most[t] / s for s, most in self.most_at.items() if t in most), default=0.0)
+        per = [most[t] / s for s, most in self.most_at.items() if t in most]
+        return (max if self.batches_of == "graph" else min)(per, default=0.0)
 
     def nothing(self) -> str:
         """That no batch was read, and why where known (:attr:`empty_why`), in words."""
@@ -414,7 +502,7 @@ class Forecast:
                     out["beyond_fitted"] *= limit / most
         read = max((most.get("num_nodes", 0) for most in self.most_at.values()), default=0)
         nodes = out.get("max_num_nodes")
-        if "num_nodes" not in self.graph and nodes and read and nodes > read:
+        if "num_nodes" not in self.graph and nodes and read and nodes > read and self.batches_of != "graph":
             notes.append(f"max_num_nodes {nodes:,} is above the most nodes of any batch read ({read:,.0f}) and may be "
                          f"above what the graph holds: {self.graph_said}")
         return "; ".join(notes) or None
@@ -427,9 +515,33 @@ class Forecast:
             return f"{self.heaviest.how} ({k:,} items: {self.shape_at(k)['num_nodes']:,.0f} nodes)"
         shape = self._scaled(k)
         scaled = self._scaled_from(k) or "the most nodes and edges per item read, times the size"
+        if self.batches_of == "graph":
+            return (f"scaled from the batches read, not sampled: {k:,} graphs as {scaled}, "
+                    f"{shape['num_nodes']:,.0f} nodes; batches of whole graphs share no nodes, so this grows "
+                    "linearly with the graphs, at the heaviest per graph read: a batch heavier per graph than any "
+                    "read (more of the dataset's largest graphs) would hold more")
+        said = ("a neighbour sampler's batches share more nodes the more seeds they hold, so beyond the sizes read "
+                "this overstates them" if self.batches_of == "seed" else
+                "where they are a neighbour sampler's, whose batches share more nodes the more seeds they hold, this "
+                "overstates them beyond the sizes read; where each holds whole graphs, it grows linearly with them")
         return (f"scaled from the batches read, not sampled: {k:,} items as {scaled}, "
-                f"{shape['num_nodes']:,.0f} nodes; a neighbour sampler's batches share more nodes the more seeds "
-                "they hold, so beyond the sizes read this overstates them")
+                f"{shape['num_nodes']:,.0f} nodes; {said}")
+
+    def from_loader(self, run: str) -> str | None:
+        """What ``gnnmon.forecast(loader, run, capacity=...)`` does instead of scaling these plain batches
+        (``run``: how the reader names the run, a path), in words, by what the batches' items are
+        (:attr:`batches_of`); None where the batches are a loader's already."""
+        if self.heaviest is not None or not self.most_at:
+            return None
+        call = f"gnnmon.forecast(loader, {run!r}, capacity=...)"
+        if self.batches_of == "graph":
+            return (f"{call} sums the dataset's costliest graphs at each size instead: a bound on every batch the "
+                    "loader can make of them, which the batches read are not")
+        if self.batches_of == "seed":
+            return (f"{call} samples a NeighborLoader's batches at each size instead, whose seeds share more nodes as "
+                    "they grow: a larger batch size where they do")
+        return (f"{call} reads the loader's batches at each size instead: a NeighborLoader's sampled, a DataLoader's "
+                "graphs summed")
 
     def _extrapolated(self, k: int) -> str | None:
         """Where ``k`` items is below the fewest of any plain batch read, that :meth:`_scaled` scales
@@ -438,9 +550,11 @@ class Forecast:
         if self.heaviest is not None or not self.most_at or k >= min(self.most_at):
             return None
         s = min(self.most_at)
+        why = ("a smaller batch averages fewer graphs: it may hold more per graph" if self.batches_of == "graph" else
+               "a smaller batch's items share fewer nodes: it may hold more per item")
         return (f"batch_size {k:,} is below the smallest batch read ({s:,.0f} items): its worst batch is theirs scaled "
-                f"down by {k / s:.3g}, extrapolated, not a bound (a smaller batch's items share fewer nodes: it may "
-                f"hold more per item); measure batches of about {k:,} items to size it")
+                f"down by {k / s:.3g}, extrapolated, not a bound ({why}); measure batches of about {k:,} items to "
+                "size it")
 
     def _edges_why(self) -> str | None:
         """Why a model of the totals gives no ``max_num_edges`` (a count of edges bounds no count of
@@ -708,14 +822,14 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     if not (anchor is None or isinstance(anchor, (bool, int, float)) or anchor == "auto"):
         raise ValueError(f"anchor must be 'auto', True, False or the bytes the device holds when the step starts; "
                          f"got {anchor!r}")
-    fitted = _model_of(model, label)
+    fitted, run = _model_of(model, label)
     if fitted.figure not in (MEM_PEAK.name, RSS_PEAK.name):
         raise ValueError(f"forecast needs a model of the absolute peak (figure={MEM_PEAK.name!r}), not "
                          f"{fitted.figure}: what must fit in the device is the peak, not the step's growth")
     try:
         fitted.predict(**{t: 1 for t in fitted.terms})  # an untrusted model says why now, not after the scan
     except UntrustedModelError as exc:
-        steps = next_steps(fitted)
+        steps = next_steps(fitted, run)
         raise UntrustedModelError(f"{exc}; next: {'; '.join(steps)}" if steps else str(exc)) from None
     total, what = parse_capacity(capacity)
     worst: list[tuple[float, int, dict[str, Any]]] = []
@@ -723,10 +837,12 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
               "edges_per_item_max": 0.0}
     most_at: dict[float, dict[str, float]] = {}  # per number of items: the most of each field
     sparsest_at: dict[float, float] = {}  # per number of items: the fewest edges per node of a batch with nodes
-    count = 0
+    count, seeded, several = 0, sampling(loader_or_dataset), False
     sizes = item_sizes(loader_or_dataset)  # read once: the scan sums them, the batch-size budget too
     for count, shape in enumerate(batch_shapes(loader_or_dataset, progress, sizes), 1):
         n, e, items = shape["num_nodes"], shape.get("num_edges") or 0, shape.get("items") or 1
+        seeded = seeded or shape.get("batch_size") is not None  # a seed count: a sampler's batch
+        several = several or (shape.get("num_graphs") or 1) > 1
         if shape.get("num_edges") is None:
             ratios[EDGES_UNREAD] = 1.0
         missing = [t for t in fitted.terms if shape.get(t) is None]
@@ -770,4 +886,6 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     for entry in entries:
         entry["bytes"] += shift
         entry["upper_bytes"] += shift
-    return Forecast(held, total, what, count, entries, ratios, worst_of, most_at, graph, graph_said)
+    batches_of = "seed" if seeded else "graph" if sizes is not None or several else None
+    return Forecast(held, total, what, count, entries, ratios, worst_of, most_at, graph, graph_said,
+                    batches_of=batches_of)

@@ -163,16 +163,22 @@ def test_a_batch_size_below_the_smallest_batch_read_is_said_to_be_extrapolated(t
     assert str(budget).endswith(f"; {budget.extrapolated}") and f"note: {budget.extrapolated}" in text, budget
 
 
-def test_plain_batches_of_many_sizes_scale_each_size_from_every_size_read():
-    """Batches of over 1,000 distinct sizes (planted at random): the shape of ``k`` items is, for each
-    field, the least over the sizes read of their most times ``k / s`` (at most their most above
-    ``k``; the smallest size scaled down below it), figured here by hand."""
+@pytest.mark.parametrize("items", ["seed", "graph"])
+def test_plain_batches_of_many_sizes_scale_each_size_from_every_size_read(items):
+    """Batches of over 1,000 distinct sizes (planted at random), of seeds (a seed count, ``batch_size``)
+    or of whole graphs (``num_graphs`` of them, no seed count): the shape of ``k`` items is, for each
+    field, figured here by hand: of seeds, the least over the sizes read of their most times ``k / s``
+    (at most their most above ``k``; the smallest size scaled down below it); of whole graphs, which
+    share no nodes, ``k`` times the most per graph of the sizes read up to ``k`` (the smallest size's
+    below it), holding ``k`` graphs."""
     import random
 
     rng = random.Random(0)
     rows = [{"num_nodes": (n := rng.randint(100, 5000)), "num_edges": 3 * n + rng.randint(0, 9),
-             "num_graphs": (g := rng.randint(1, 2000)), "items": g} for _ in range(5000)]
+             **({"num_graphs": 1, "batch_size": (g := rng.randint(1, 2000))} if items == "seed"
+                else {"num_graphs": (g := rng.randint(1, 2000))}), "items": g} for _ in range(5000)]
     fc = gnnmon.forecast(rows, planted_model(), capacity=80 * 2**30, progress=False, anchor=False)
+    assert fc.batches_of == items
     most: dict[int, dict[str, int]] = {}
     for r in rows:
         m = most.setdefault(r["items"], {"num_nodes": 0, "num_edges": 0})
@@ -181,8 +187,12 @@ def test_plain_batches_of_many_sizes_scale_each_size_from_every_size_read():
     smallest = min(most)
     for k in (1, 7, 500, 1999, 2000, 4000):
         for t in ("num_nodes", "num_edges"):
-            by_hand = min(m[t] * (k / s if k >= s or s == smallest else 1) for s, m in most.items())
+            if items == "seed":
+                by_hand = min(m[t] * (k / s if k >= s or s == smallest else 1) for s, m in most.items())
+            else:
+                by_hand = max(m[t] * k / s for s, m in most.items() if s <= k or s == smallest)
             assert fc.shape_at(k)[t] == pytest.approx(by_hand), (k, t)
+        assert fc.shape_at(k)["num_graphs"] == (k if items == "graph" else 1)
 
 
 def test_a_neighbour_loaders_edge_budget_scales_from_a_full_batch_not_its_short_last_one():
