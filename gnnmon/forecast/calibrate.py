@@ -52,11 +52,11 @@ from gnnmon.figures import MEM_PEAK
 from gnnmon.forecast import variants
 from gnnmon.forecast.forecast import parse_capacity
 from gnnmon.forecast.search import BatchSizeSearch, Probe, search
-from gnnmon.forecast.shapes import heaviest, heaviness, item_sizes, typed
+from gnnmon.forecast.shapes import heaviest, heaviness, item_sizes, sampling, typed
 from gnnmon.measure.graph import graph_shape
 from gnnmon.measure.memory_fields import cached
 from gnnmon.record.active import collect
-from gnnmon.report.memory.model import MemoryModel, prime
+from gnnmon.report.memory.model import MemoryModel, format_bytes, prime
 
 SIZES = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 """Batch sizes tried, as multiples of the loader's batch size (smallest first)."""
@@ -202,6 +202,7 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
                 probe, shape_at = _prober(step, make, loader, count, rng, candidates, run, model)
                 found = search(probe, refit, measured, count, total, fraction, probes, shape_at)
                 model = refit()
+                found.before_training = before_training(loader, model, found.batch_size)
     finally:
         for obj, state in saved:
             obj.load_state_dict(state)
@@ -252,6 +253,31 @@ def _run_twins(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loa
 def _first_line(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+EDGE_COPY_BYTES = 16
+"""Bytes a PyG neighbour loader's sampler keeps per edge of its graph: its own copy sorted by
+destination (the row index and the permutation back, int64 each; docs/memory.md)."""
+
+
+def before_training(loader: Any, model: MemoryModel, size: int) -> str | None:
+    """What to do before building a loader of ``size`` items after calibrating on ``loader``, in
+    words, where the search measured the host (``model``'s device) with a neighbour loader, which
+    keeps its own copy of the graph's edges in a reference cycle (freed only by a garbage
+    collection): the answer was measured with one such copy held, and a second beside it adds to
+    every step's peak. None elsewhere: a GPU's peak does not hold the host's copy, and a loader of
+    whole graphs holds no copy of its dataset."""
+    host = not model.devices or any(str(d).startswith("cpu") for d in model.devices)
+    if not (size and host and sampling(loader)):
+        return None
+    data = getattr(loader, "data", None)
+    edges = graph_shape(data).get("num_edges") if data is not None else None
+    held = (f" ({format_bytes(EDGE_COPY_BYTES * edges)} for this graph's {edges:,} edges)" if edges else "")
+    return (f"drop this calibration's loader before you build one of {size:,} items (del loader; gc.collect()): a "
+            f"neighbour loader keeps its own copy of the graph's edges, {EDGE_COPY_BYTES} bytes an edge{held}, until "
+            "a garbage collection, and the answer was measured with one such copy held: a second beside it adds "
+            "to every step's peak on the host. Or train with this loader, or forecast again just before training "
+            "(docs/memory.md)")
 
 
 class InexactHostMemory(ValueError):

@@ -90,6 +90,10 @@ class BatchSizeSearch:
     margin_bytes: float = 0.0
     """How far under the target a measured peak must be to count as under it, bytes: the figure's
     resolution (:attr:`~gnnmon.report.memory.model.MemoryModel.resolution_bytes`)."""
+    before_training: str | None = None
+    """What to do before a loader of the answer's size is built, in words, where the answer was
+    measured on the host beside a loader that holds its own copy of the graph (a neighbour
+    sampler's, docs/memory.md): a second one beside it adds to every step's peak; None elsewhere."""
 
     @property
     def off_by(self) -> float | None:
@@ -119,6 +123,8 @@ class BatchSizeSearch:
             said = "-" if math.isnan(p["upper_bytes"]) else format_bytes(p["upper_bytes"])
             lines.append(f"  {'re-check' if p.get('recheck') else 'probe'} {p['size']:,} items ({p['num_nodes']:,} "
                          f"nodes, {p['num_edges']:,} edges): forecast {said}, {seen}")
+        if self.batch_size and self.before_training:
+            lines.append(f"note: {self.before_training}")
         return "\n".join(lines)
 
 
