@@ -24,9 +24,9 @@ capacity. Budgets are found by bisection on the model's upper bound:
   (``extrapolated``). An upper bound on a sampler's batches beyond the sizes read, so a
   budget from a run's rows can be well below one from its loader. Rows of whole graphs (several
   graphs a batch, no seed count: :attr:`Forecast.batches_of`) share no nodes: ``k`` times the most
-  per graph of the batches of ``k`` graphs or fewer, holding ``k`` graphs, linear in them. The budget
-  says which batch it forecast (``batch_size_from``). ``batch_size_high`` is the same with the lower bound of the
-  forecast: the model puts the limit between the two.
+  per graph of the batches of ``k`` graphs or fewer, holding ``k`` graphs, linear in them. The
+  budget says which batch it forecast (``batch_size_from``). ``batch_size_high`` is the same with
+  the lower bound of the forecast: the model puts the limit between the two.
 
 No budget goes beyond what the model can vouch for: :data:`VOUCH` times the largest batch it was
 fitted on (a model fitted on 5,000-node batches does not size a 10-million-node one); a budget
@@ -62,6 +62,7 @@ import torch
 from gnnmon.data.load import load
 from gnnmon.data.result import RunResult
 from gnnmon.devices import get_backend
+from gnnmon.devices.malloc import mmap_threshold
 from gnnmon.figures import MEM_PEAK, RSS_PEAK
 from gnnmon.forecast.budget import Budget
 from gnnmon.forecast.shapes import (
@@ -76,7 +77,9 @@ from gnnmon.forecast.shapes import (
     typed,
 )
 from gnnmon.report import Report
-from gnnmon.report.memory.model import MemoryModel, UntrustedModelError, format_bytes
+from gnnmon.report.diagnosis.creep import creep
+from gnnmon.report.loops import loops
+from gnnmon.report.memory.model import MemoryModel, UntrustedModelError, format_bytes, host_resolution
 
 _SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 _FACTOR = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -152,8 +155,6 @@ def exact_in_force(model: MemoryModel, run: Report | RunResult | None = None) ->
     if isinstance(host, dict) and "mmap_threshold" in host:
         return host["mmap_threshold"] is not None
     if model.pid is not None and model.pid == os.getpid():
-        from gnnmon.devices.malloc import mmap_threshold
-
         return mmap_threshold() is not None
     return None
 
@@ -165,10 +166,6 @@ def growth_findings(model: MemoryModel, run: Report | RunResult | None) -> list[
     run, or where its epochs are not marked."""
     if run is None:
         return []
-    from gnnmon.report.diagnosis.creep import creep
-    from gnnmon.report.loops import loops
-    from gnnmon.report.memory.model import host_resolution
-
     report = run if isinstance(run, Report) else Report(run)
     host = (report.manifest or {}).get("devices") or {}
     resolution = host_resolution(host.get("cpu_count"), host.get("cpu_usable"))
@@ -280,14 +277,14 @@ class Forecast:
     graph_said: str | None = None
     """What :attr:`graph` is (``"the loader's graph"``), or why it is not known, in words."""
     empty_why: str | None = None
+    """Where no batch was read (:attr:`batches` 0: nothing to forecast), why in words where the
+    source tells (no seeds, no graphs, a last batch dropped, no rows given); None otherwise."""
     batches_of: str | None = None
     """What a batch's items are: ``"seed"`` (a neighbour sampler's seed nodes or edges: its loader, or
     rows that carry a seed count, ``batch_size``), ``"graph"`` (whole graphs: a loader or dataset of
     graphs, or rows of several graphs a batch and no seed count), None where the batches do not say
     (rows of one graph each and no seed count). Plain batches are scaled to other sizes by it
     (:meth:`_scaled`)."""
-    """Where no batch was read (:attr:`batches` 0: nothing to forecast), why in words where the
-    source tells (no seeds, no graphs, a last batch dropped, no rows given); None otherwise."""
 
     @property
     def peak_bytes(self) -> float | None:
