@@ -15,8 +15,12 @@ it ends):
   whose ``__next__`` gathers the sampled nodes' features and runs the loader's ``transform``),
   that class's ``__next__`` is wrapped too, the first time one is returned, so the wait holds what
   ``watch_loader``'s does. A PyG neighbour loader's time is split as ``watch_loader`` splits it
-  (``data_sample_s``, ``data_gather_s``, ``data_transform_s``, summed over the row's batches),
-  by the same wrappers, put on the loader when it is first iterated and taken off when the run ends;
+  (``data_sample_s``, ``data_gather_s``, ``data_transform_s``, and its nodes per hop
+  ``data_hop_<k>_nodes``, summed over the row's batches), by the same wrappers, put on the loader
+  when it is first iterated and taken off when the run ends. The row carries its batches' loader's
+  settings as ``watch_loader``'s rows do (``data_workers``, ``data_persistent``, ``data_sampler``:
+  :func:`gnnmon.measure.loader.loader_settings`, read when a pass begins; the last batch's loader's
+  where a row took batches of two);
 * **backward calls** — ``torch.autograd.backward`` (``Tensor.backward`` calls it), outermost only:
   on Python 3.12+ through ``sys.monitoring``'s local events on its code (:data:`MONITORING`), below
   it a wrapper put in its place;
@@ -75,7 +79,7 @@ import torch
 
 from gnnmon.measure.bracket import Bracket, hold, is_compiling, release
 from gnnmon.measure.lifecycle import Measurement, open_row
-from gnnmon.measure.loader import _begin_pass, _end_pass, _splittable, take_times
+from gnnmon.measure.loader import _begin_pass, _end_pass, _splittable, add_batch, loader_settings
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
 from gnnmon.record.run import Run
@@ -173,7 +177,8 @@ class _Open:
 
     batches = backwards = updates = skipped = forwards = 0
     wait_s = 0.0
-    split: dict[str, float] | None = None  # a PyG neighbour loader's sample / gather / transform times
+    split: dict[str, float] | None = None  # a PyG neighbour loader's sample / gather / transform times, hop nodes
+    settings: dict[str, Any] | None = None  # its last batch's loader's settings (loader_settings)
 
     def __init__(self, bracket: Bracket) -> None:
         self.bracket = bracket
@@ -233,6 +238,8 @@ class AutoSteps:
         self.depth_next = 0  # next() calls under way: the outermost is the wait
         self._iterators: set[type] = set()  # iterator classes a loader's __iter__ returned
         self._timed: set[type] = set()  # the classes whose __next__ is wrapped
+        # a pass's iterator -> its loader's settings (held weakly: an epoch's iterator goes when dropped)
+        self._settings: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
         # PyG neighbour loaders split -> their wrappers (held weakly: a loader made each epoch goes when dropped)
         self._splits: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.active = False
@@ -383,6 +390,8 @@ class AutoSteps:
                 fields["data_wait_s"] = opened.wait_s
                 if opened.split:
                     fields.update(opened.split)
+                if opened.settings:
+                    fields.update(opened.settings)
             fields["backward_calls"] = opened.backwards
             fields["updates"] = opened.updates
             if opened.skipped:
@@ -428,6 +437,7 @@ class AutoSteps:
                     opened = engine._begin((batch,))
                 opened.batches += 1
                 opened.wait_s += wait
+                opened.settings = engine._settings.get(it)
                 if engine._splits:
                     engine._split_came(opened, batch)
             except Exception:  # noqa: BLE001
@@ -450,6 +460,7 @@ class AutoSteps:
             iterator = original(loader)
             try:
                 engine._iterated(iterator)
+                engine._settings_of(loader, iterator)
             except Exception:  # noqa: BLE001
                 engine.faults += 1
             return iterator
@@ -462,6 +473,15 @@ class AutoSteps:
         (``watch_loader``'s), until the run ends."""
         if loader not in self._splits and _splittable(loader):
             self._splits[loader] = _begin_pass(loader)
+
+    def _settings_of(self, loader: Any, iterator: Any) -> None:
+        """A loader's pass has begun: its settings (``watch_loader``'s, read as its pass reads them)
+        kept for the rows of the batches its iterator gives; an iterator that cannot be held weakly
+        (or hashed) gives rows none."""
+        try:
+            self._settings[iterator] = loader_settings(loader)
+        except TypeError:
+            pass
 
     def _iterated(self, iterator: Any) -> None:
         """A loader's pass has begun: the class that gives its iterator's ``__next__`` timed, once
@@ -484,15 +504,12 @@ class AutoSteps:
         self._close()
 
     def _split_came(self, opened: _Open, batch: Any) -> None:
-        """A split loader's batch: its sample / gather / transform times added to the row's."""
-        times = take_times(batch)
-        if times:
-            split = opened.split
-            if split is None:
-                opened.split = dict(times)
-            else:
-                for name, value in times.items():
-                    split[name] = split.get(name, 0.0) + value
+        """A batch while a split loader runs: its sample / gather / transform times and nodes per
+        hop added to the row's (``watch_loader``'s :func:`~gnnmon.measure.loader.add_batch`)."""
+        split = opened.split
+        if split is None:
+            split = opened.split = {}
+        add_batch(batch, split)
 
     # -- phases ---------------------------------------------------------------------------------
     def _start(self, opened: _Open, ph: _Phase) -> None:

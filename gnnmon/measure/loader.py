@@ -16,6 +16,10 @@ it):
 * ``data_transform_s``: the loader's ``transform`` (your collation or augmentation);
 * ``data_hop_<k>_nodes``: nodes per hop (hop 0: the seeds), from ``num_sampled_nodes``.
 
+Each batch's row carries the loader's settings too (:func:`loader_settings`: ``data_workers``,
+``data_persistent``, ``data_sampler``), which the input diagnosis reads to advise; ``gnnmon run``
+records them, and a batch's times and nodes per hop (:func:`add_batch`), by the same functions.
+
 ``to=device`` moves each batch there (``batch.to(device, non_blocking=True)``) and times it
 (``data_to_device_s``, host time: on a GPU the time to queue the copy from pinned memory, or to
 copy from pageable memory).
@@ -172,11 +176,38 @@ def _end_pass(loader: Any, split: _Split) -> None:
         split.remove()
 
 
-def _hops(batch: Any, fields: dict[str, Any]) -> None:
+def loader_settings(loader: Any) -> dict[str, Any]:
+    """The settings of ``loader`` that each row of one of its batches carries (``watch_loader``'s
+    and ``gnnmon run``'s alike; the input diagnosis reads them to advise): ``data_workers`` (its
+    ``num_workers``), ``data_persistent`` (1 or 0: ``persistent_workers``, where it has workers) and
+    ``data_sampler`` (``"gnnmon"`` where gnnmon's pure-PyTorch neighbour sampler samples: neither
+    pyg-lib nor torch-sparse was there). A setting the loader does not have is left out."""
+    settings: dict[str, Any] = {}
+    workers = getattr(loader, "num_workers", None)
+    if isinstance(workers, int):
+        settings["data_workers"] = workers
+        kept = getattr(loader, "persistent_workers", None)  # workers kept across epochs (torch's DataLoader)
+        if isinstance(kept, bool) and workers:
+            settings["data_persistent"] = int(kept)
+    if str(getattr(loader, "sampler_name", "")).startswith("gnnmon"):  # our pure-PyTorch sampler
+        settings["data_sampler"] = "gnnmon"
+    return settings
+
+
+def add_batch(batch: Any, fields: dict[str, Any]) -> None:
+    """What ``batch`` carries, added into ``fields`` (``watch_loader``'s and ``gnnmon run``'s
+    alike): its loader times (seconds, taken off it: ``data_sample_s``, ``data_gather_s``,
+    ``data_transform_s``) and its nodes per hop (``data_hop_<k>_nodes``, from
+    ``num_sampled_nodes``); summed with what ``fields`` holds already (a row of several batches)."""
+    times = take_times(batch)
+    if times:
+        for name, value in times.items():
+            fields[name] = fields.get(name, 0.0) + value
     hops = getattr(batch, "num_sampled_nodes", None)
     if isinstance(hops, (list, tuple)):
         for k, n in enumerate(hops):
-            fields[f"data_hop_{k}_nodes"] = int(n)
+            name = f"data_hop_{k}_nodes"
+            fields[name] = fields.get(name, 0) + int(n)
 
 
 class LoaderWatch:
@@ -201,11 +232,7 @@ class LoaderWatch:
 
     def _pass(self) -> Iterator[Any]:
         loader, to = self.loader, self.to
-        workers = getattr(loader, "num_workers", None)
-        workers = workers if isinstance(workers, int) else None
-        kept = getattr(loader, "persistent_workers", None)  # workers kept across epochs (torch's DataLoader)
-        kept = int(kept) if isinstance(kept, bool) and workers else None
-        fallback = str(getattr(loader, "sampler_name", "")).startswith("gnnmon")  # our pure-PyTorch sampler
+        settings = loader_settings(loader)
         split = _begin_pass(loader) if self._split else None
         state.PASSES[0] += 1  # rows take batches from now on (gnnmon.record.probe_batch)
         state.probes_changed()
@@ -217,17 +244,8 @@ class LoaderWatch:
                     batch = next(iterator)
                 except StopIteration:
                     return
-                fields: dict[str, Any] = {"data_wait_s": (time.perf_counter_ns() - t0) / 1e9}
-                if workers is not None:
-                    fields["data_workers"] = workers
-                if kept is not None:
-                    fields["data_persistent"] = kept
-                if fallback:
-                    fields["data_sampler"] = "gnnmon"
-                times = take_times(batch)
-                if times:
-                    fields.update(times)
-                _hops(batch, fields)
+                fields: dict[str, Any] = {"data_wait_s": (time.perf_counter_ns() - t0) / 1e9, **settings}
+                add_batch(batch, fields)
                 if to is not None:
                     t1 = time.perf_counter_ns()
                     batch = batch.to(to, non_blocking=True)
