@@ -43,7 +43,8 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
 
     The wait is a finding where it is steady (a cost measured at each batch, held against its own
     spread) or, the epochs marked, where its excess at each epoch's first batch, where the
-    loader's workers start, is beyond the other batches' noise
+    loader's workers start, is beyond the other batches' noise, read against the longest-waiting
+    turn where the workers take turns
     (:func:`~gnnmon.report.diagnosis.input_evidence.epoch_starts`): a few long waits fail a
     per-batch test however large they are.
 
@@ -61,7 +62,8 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     n = int(known.sum())
     cost = float(loop.wait[known].sum())
     steady = cost_beyond_noise(loop.wait[known], total)  # the wait's own spread, not the step's
-    starts, rest = epoch_starts(loop, known, total)
+    workers = loader_workers(loop)
+    starts, rest = epoch_starts(loop, known, total, workers)
     if not steady:
         if starts is None:
             return None
@@ -81,7 +83,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     if hops:
         proof.append(evidence("data_hop_<k>_nodes", None, "nodes",
                               "num_sampled_nodes: " + " → ".join(f"{h:,.0f}" for h in hops)))
-    room, workers = _spare_cores(loop, cores), loader_workers(loop)
+    room = _spare_cores(loop, cores)
     words = (f"{loop.label} waited {ms(wait)} per batch for its data against {ms(step)} per step "
              f"({100 * wait * n / max(loop.total, 1e-12):.0f} % of its loop)")
     copy = parts.pop(COPY, None)  # parts: the loader's own, made in next()
@@ -142,9 +144,22 @@ def looked_for(loop: Loop, total: float) -> list[dict[str, Any]]:
 
 
 def _start_words(starts: EpochStarts) -> str:
+    """The wait at epoch starts beyond the level, and which batches the level is read from."""
     each = ", ".join(f"{1e3 * w:,.0f}" for w in starts.waits)
-    return (f"; {ms(starts.excess)} of it at {starts.waits.size} epoch start(s) beyond the other batches' "
-            f"{ms(starts.level)} (each epoch's first batch: {each} ms)")
+    if starts.turn > 1:
+        n = starts.turn
+        beyond = (f"beyond the {ms(starts.level)} that every {_ordinal(n)} batch waited (the longest-waiting turn of "
+                  f"the {n} workers)")
+    else:
+        beyond = f"beyond the other batches' {ms(starts.level)}"
+    return (f"; {ms(starts.excess)} of it at {starts.waits.size} epoch start(s) {beyond} (each epoch's first batch: "
+            f"{each} ms)")
+
+
+def _ordinal(n: int) -> str:
+    """``n`` as an ordinal: 2nd, 3rd, 4th, 11th, 21st."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _start_next(starts: EpochStarts, workers: int | None, persistent: float | None = None) -> str:
