@@ -141,10 +141,11 @@ this torch, or found unavailable), else None: then no accelerator is in use whil
 
 def _quiet() -> None:
     """Note whether the kinds can be answered without asking them (:data:`_QUIET`), after the
-    table changed or MPS was asked."""
+    table changed or MPS was asked: never where ``torch.cuda.is_initialized`` was not torch's own
+    as gnnmon was imported (a fake or a vendor's shim put in its place first: its flag says nothing)."""
     in_use = BACKENDS.in_use
     mps_quiet = _MPS_BACKEND is None or _MPS is None or _mps_asked is not None and not _mps_answer
-    _QUIET[0] = in_use if _BUILT_IN and in_use == _BUILT_IN and mps_quiet else None
+    _QUIET[0] = in_use if _BUILT_IN and in_use == _BUILT_IN and mps_quiet and _TORCHS_OWN else None
 
 _LOCK = threading.RLock()
 
@@ -240,6 +241,7 @@ the life of a process, so a row asks again only when the function is another (a 
 
 def _ask_mps() -> None:
     global _mps_asked, _mps_answer
+    _QUIET[0] = None  # first: no reader pairs the function about to be kept with an answer of before
     available = _MPS_BACKEND.is_available  # type: ignore[union-attr]
     _mps_answer = bool(available())
     _mps_asked = available  # last: a reader never sees the function without its answer
@@ -268,10 +270,11 @@ for _kind in (
 ):
     register_backend(_kind)
 
-_BUILT_IN = BACKENDS.in_use
-_quiet()
 _CUDA = torch.cuda
 _IS_INITIALIZED = torch.cuda.is_initialized
+_TORCHS_OWN = getattr(getattr(_IS_INITIALIZED, "__code__", None), "co_filename", None) == getattr(_CUDA, "__file__", "")
+_BUILT_IN = BACKENDS.in_use
+_quiet()
 
 if _MPS_BACKEND is None or _MPS is None:  # no MPS in this torch: its kind is never in use
     def none_in_use() -> bool:

@@ -137,7 +137,7 @@ class GcControl(Measurement):
             self.row.note(f"gc.freeze() after set-up: {freeze_gc()} objects frozen")
         # Automatic GC comes back on once the row has closed: the collection that its first
         # allocation may then trigger (the garbage the call made) falls outside the row, in the
-        # enclosing row or in none, as the GC log says. The row's before the pause: whatever
+        # enclosing row or in none, as the GC log says. The row holds it before it is counted: whatever
         # interrupts the call from here on, closing the row (or healing it) ends this pause.
         row = self.row
         row.gc_paused = True

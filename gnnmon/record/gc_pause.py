@@ -35,19 +35,23 @@ def pause_gc(owner: Any = None) -> None:
 
 
 def resume_gc(owner: Any = None) -> None:
-    """End one :func:`pause_gc` (``owner``'s, if given: a no-op once it has ended); the last one
-    restores automatic GC to what it was before."""
+    """End one :func:`pause_gc` (``owner``'s, if given: a no-op where it is not in force, ended
+    already or never counted); the last one restores automatic GC to what it was before."""
     global _depth
     with _LOCK:
         enable = _was_enabled  # read before the count drops: a nested pause would overwrite it
         if owner is not None:
-            _owners.discard(owner)
-        elif _depth == 0:
+            if owner not in _owners:  # an interrupted pause that was never counted leaves GC as it is
+                return
+            if not _depth and len(_owners) == 1 and enable and not gc.isenabled():
+                gc.enable()
+            _owners.discard(owner)  # last: a resume interrupted before it runs again whole
+            return
+        if _depth == 0:
             raise RuntimeError("resume_gc() without a matching pause_gc()")
-        else:
-            _depth -= 1
+        _depth -= 1
         if not _depth and not _owners and enable and not gc.isenabled():
-            gc.enable()  # also when an owner's resume runs again after an interruption
+            gc.enable()
 
 
 def pauses() -> int:

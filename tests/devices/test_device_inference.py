@@ -4,6 +4,8 @@ every row says how its device was chosen (``device_source``)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -249,3 +251,35 @@ def test_no_accelerator_in_use_is_said_only_where_each_kind_would_say_so(monkeyp
     if not any(used is not None for used in asked) and not torch.cuda.is_initialized():
         assert none_in_use()  # the built-in kinds alone again, none in use: said without asking
         assert host_now() is gnnmon.devices.backend_for(torch.device("cpu"))
+
+
+def test_inference_asks_mps_again_while_it_holds_memory(fake_mps):
+    """MPS available and holding memory: every inference says so (``none_in_use`` never answers for
+    it once it was asked and found available)."""
+    from gnnmon.devices.registry import none_in_use
+    from gnnmon.devices.resolve import infer_device
+
+    fake_mps.alloc(MiB)
+    assert [infer_device() for _ in range(3)] == [(torch.device("mps"), "mps in use")] * 3
+    assert not none_in_use()
+
+
+def test_a_fake_of_is_initialized_put_in_place_before_gnnmon_is_imported_is_never_read_past():
+    """``torch.cuda.is_initialized`` replaced before ``import gnnmon`` (a fake, a vendor's shim):
+    CUDA's own flag says nothing of it, so the kinds are always asked (as they are where torch's own
+    function is in place, checked in the same interpreter beside it)."""
+    from tests.scripts import run_script
+
+    proc = run_script("""
+        import json, torch
+        torch.cuda.is_initialized = lambda: False  # in place before gnnmon is imported
+        import gnnmon
+        from gnnmon.devices import registry
+        from gnnmon.devices.resolve import infer_device
+        infer_device()
+        print(json.dumps({"torchs_own": registry._TORCHS_OWN, "none_in_use": registry.none_in_use()}))
+    """)
+    assert json.loads(proc.stdout) == {"torchs_own": False, "none_in_use": False}
+    from gnnmon.devices import registry
+
+    assert registry._TORCHS_OWN is True  # torch's own function here: its flag is read

@@ -107,6 +107,37 @@ def test_gc_state_restored_after_an_exception_and_after_nesting():
         gc.enable()
 
 
+def test_a_pause_never_counted_leaves_gc_as_the_user_set_it():
+    """A row whose pause was marked but never counted (an exception landed between the mark and the
+    count) ends it at its close: GC stays as it is, off where you turned it off, though an earlier
+    pause saved it on; and a resume interrupted before its end runs again whole."""
+    from gnnmon.record import gc_pause
+    from gnnmon.record.row import Row
+
+    @gc_controlled
+    def step():
+        return 1
+
+    assert gc.isenabled()
+    step()  # an earlier pause, which saved GC as on
+    gc.disable()
+    try:
+        with gnnmon.collect():
+            row = Row("interrupted").open()
+            row.gc_paused = True  # marked: the count that follows never ran
+            row.close()
+        assert not gc.isenabled() and gc_pause.pauses() == 0 and not row.gc_paused
+    finally:
+        gc.enable()
+    owner = object()
+    gc_pause.pause_gc(owner)
+    gc_pause.resume_gc(object())  # another owner's, never counted: the pause stays in force
+    assert not gc.isenabled() and gc_pause.pauses() == 1
+    gc_pause.resume_gc(owner)
+    gc_pause.resume_gc(owner)  # again, as a healed row's close runs it: nothing more
+    assert gc.isenabled() and gc_pause.pauses() == 0
+
+
 def test_gc_paused_is_also_a_decorator_bare_or_with_options_on_functions_and_methods(monkeypatch):
     collected = []
     monkeypatch.setattr(gc_control, "requested_collection", lambda gen, why: collected.append((gen, why)))
