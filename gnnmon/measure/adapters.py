@@ -366,8 +366,9 @@ _OPEN_SCOPE: ContextVar[_Scope | None] = ContextVar("gnnmon_open_scope", default
 """The innermost scope open in this context: the one a scope stacked on it joins."""
 
 
-def make_scope(cls: type[Measurement], where: str, default_label: str) -> Callable[..., Any]:
-    """Build ``where(label=..., **options)``, a context manager yielding the row's fields."""
+def make_scope(cls: type[Measurement], where: str, default_label: str, decorator: str) -> Callable[..., Any]:
+    """Build ``where(label=..., **options)``, a context manager yielding the row's fields;
+    ``decorator``: its decorator form, which an error names where the scope decorates a function."""
     called = f"{where}()"
     # A scope with no option (the usual ``timed(label=...)``) enters these, checked once, here: its
     # defaults, which no measurement changes (one whose checked options hold state of their own,
@@ -376,7 +377,13 @@ def make_scope(cls: type[Measurement], where: str, default_label: str) -> Callab
 
     def scope(label: str | None = None, **options: Any) -> _Scope:  # label by position, as a phase's name, or keyword
         if label is not None:
-            _check_label(label, called)
+            try:
+                _check_label(label, called)
+            except TypeError:
+                if callable(label):  # @timed over a function
+                    raise TypeError(f"{called} measures a block (with {where}(...):); a function is decorated "
+                                    f"with @{decorator}") from None
+                raise
         measures = [(cls, cls.check_options(dict(options), called))] if options else plain
         return _Scope(cls, label or default_label, measures)
 

@@ -116,6 +116,6 @@ minus start; bytes) for the call's device, and ``rss_*`` for the host process. T
 No device sync unless ``sync=True`` (see :mod:`gnnmon.measure.memory`).
 """
 
-memory_scope = make_scope(MemoryMeasurement, "memory_scope", "memory_scope")
+memory_scope = make_scope(MemoryMeasurement, "memory_scope", "memory_scope", "monitor_memory_device")
 memory_scope.__doc__ = """``with memory_scope(label="load") as fields:`` — the same figures as
 :func:`monitor_memory_device` for a block, in a row of its own; ``fields`` is that row."""

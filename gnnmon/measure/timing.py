@@ -194,7 +194,7 @@ cuda_timed.__doc__ = """Time each call: ``@cuda_timed`` or ``@cuda_timed(device=
 label=None)``. Fills ``wall_s`` (host, seconds) and ``device_s`` (device-synced or event time,
 seconds; on the CPU equal to wall time). Despite the name it dispatches to CUDA, MPS or CPU."""
 
-timed = make_scope(TimingMeasurement, "timed", "timed")
+timed = make_scope(TimingMeasurement, "timed", "timed", "cuda_timed")
 timed.__doc__ = """``with timed(label="eval") as fields:`` — :func:`cuda_timed` for a block."""
 
 

@@ -134,3 +134,7 @@ def test_a_scope_takes_its_label_by_position_as_a_phase_takes_its_name():
         gnnmon.timed("a", label="b")
     with pytest.raises(TypeError, match=r"memory_scope\(\): label must be a string, not int"):
         gnnmon.memory_scope(3)
+    with pytest.raises(TypeError, match=r"timed\(\) measures a block .* decorated with @cuda_timed"):
+        gnnmon.timed(lambda: None)  # as @gnnmon.timed over a function reads
+    with pytest.raises(TypeError, match=r"decorated with @monitor_memory_device"):
+        gnnmon.memory_scope(print)

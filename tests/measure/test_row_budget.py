@@ -34,7 +34,7 @@ TARGET = {  # issue 65, "Done when"
     "timed scope": 450,
 }
 
-BUDGET = {  # what the code reached, above the target still (2026-12-07 at 188a072, Python 3.11.7): the target is the aim
+BUDGET = {  # what the code reached, above the target still (2026-12-07 at 188a072, Python 3.11.7): the aim is TARGET
     "full stack + 3 phases": 2105,
     "@cuda_timed": 855,
     "@monitor_memory_device": 1200,
