@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         model = report.memory_model(args.label, MEM_PEAK.name)
         if not model.trusted:
             print(model.summary())
-            for step in next_steps(model):
+            for step in next_steps(model, report):
                 print(f"next: {step}")
             return NO_MODEL
         part = report.table.parts[model.label]
@@ -81,15 +81,14 @@ def run(args: argparse.Namespace) -> int:
         if not rows:
             raise ValueError(f"no row of {model.label} that returned carries its batch's shape "
                              f"(num_nodes{''.join(', ' + t for t in model.terms if t != 'num_nodes')}) to forecast")
-        print(forecast(rows, model, args.capacity, progress=False).summary(args.fraction))
+        fc = forecast(rows, model, args.capacity, progress=False)
+        print(fc.summary(args.fraction))
         if len(rows) < len(done):
             print(f"note: {len(done) - len(rows):,} of {model.label}'s {len(done):,} rows carry no readable batch "
                   "shape (num_nodes and the model's terms as numbers): left out of the forecast")
-        if args.capacity is not None:
-            print(f"note: the batch size is scaled from the run's own {len(rows):,} batches; "
-                  f"gnnmon.forecast(loader, {args.path!r}, capacity=...) samples a NeighborLoader's batches "
-                  "at each size instead, whose seeds share more nodes as they grow: a larger batch size where "
-                  "they do")
+        instead = fc.from_loader(args.path) if args.capacity is not None else None
+        if instead is not None:
+            print(f"note: the batch size is scaled from the run's own {len(rows):,} batches; {instead}")
     except ValueError as exc:
         print(f"gnnmon: {exc}", file=sys.stderr)
         return 2
