@@ -496,9 +496,13 @@ def test_live_a_loader_whose_workers_sleep_is_told_that_more_workers_overlap_the
     if not found:
         pytest.skip(f"the host held the steps as long as the loader's pace: no wait to judge ({report.diagnosis()})")
     (found,) = found
+    part = report.table.parts["step"]
+    share = float(np.median(part.numbers("cpu_s")) / np.median(part.numbers("wall_s")))
+    if share < 1 / 3:  # the margin above holds down to a third: a host this loaded may starve the workers too
+        pytest.skip(f"the host gave the step {share:.0%} of its wall time (under a third): the workers' share "
+                    "cannot tell their sleep from a wait for a core here")
     assert found["next"].startswith("the loader waits off the CPU (I/O, a sleep, a lock), not for the cores"), found
     per_batch = {e["figure"]: e["value"] for e in found["evidence"]}["loader time per batch"]
-    part = report.table.parts["step"]
     start, end, wall, wait = (part.numbers(f) for f in ("t_start_ns", "t_end_ns", "wall_s", "data_wait_s"))
     left_out = (end[-1] - start[0]) / 1e9 + wait[0] - float(np.sum(wall + wait))
     assert per_batch >= SLEEP - 2 * left_out / part.n, (per_batch, left_out)
