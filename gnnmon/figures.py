@@ -168,8 +168,8 @@ FIGURES: tuple[Figure, ...] = (
     F("before_thread_preempted", COUNT, "sched", "`thread_preempted` over that time"),
     F("before_thread_waits", COUNT, "sched", "`thread_waits` over that time"),
     F("before_thread_queued_s", SECONDS, "sched", "`thread_queued_s` over that time"),
-    F("data_wait_s", SECONDS, "data", "the loop's wait in `next()` for the batch this row consumes (`watch_loader`)",
-      traced=True),
+    F("data_wait_s", SECONDS, "data", "the loop's wait in `next()` for the batch this row consumes (`watch_loader`; "
+      "`gnnmon run`: summed over the row's batches, as are the loader's times and nodes per hop below)", traced=True),
     F("data_sample_s", SECONDS, "data", "neighbour sampling of that batch (PyG neighbour loaders; in a worker too)",
       traced=True),
     F("data_gather_s", SECONDS, "data", "joining its sampled nodes with their features (`filter_fn`, transform aside)",
@@ -178,8 +178,9 @@ FIGURES: tuple[Figure, ...] = (
     F("data_to_device_s", SECONDS, "data", "`watch_loader(to=...)`: host time of its copy to the device", traced=True),
     F("data_sampler", TEXT, "data", "`gnnmon` where the batch's neighbours were sampled by gnnmon's pure-PyTorch "
       "sampler (`gnnmon.integrations.pyg_sampler`: neither pyg-lib nor torch-sparse installed); absent otherwise"),
-    F("data_workers", COUNT, "data", "the watched loader's `num_workers` (0: batches made in the training process)"),
-    F("data_persistent", COUNT, "data", "1 where the watched loader's workers are kept across epochs "
+    F("data_workers", COUNT, "data", "the loader's `num_workers` (0: batches made in the training process): the "
+      "watched one's (`watch_loader`), or under `gnnmon run` the one that gave the row's last batch"),
+    F("data_persistent", COUNT, "data", "1 where that loader's workers are kept across epochs "
       "(`persistent_workers=True`), 0 where they start with each epoch; absent without workers"),
     F("data_hop_<k>_nodes", COUNT, "data", "its nodes per hop (hop 0: the seeds), from `num_sampled_nodes`"),
     F("step_rule", TEXT, "steps", "`gnnmon run`: the rule that cut this row: `update` (a row per optimizer update), "

@@ -1,6 +1,6 @@
 """The diagnosis's ``input-bound`` finding: the loop's wait for its batches (``data_wait_s``) and
-their copy to the device (``data_to_device_s``), timed by ``watch_loader``, with what made them
-(sampling, feature gathering, transform, per hop) where the loader is split; and the next step that
+their copy to the device (``data_to_device_s``), timed by ``watch_loader`` or ``gnnmon run``, with
+what made them (sampling, feature gathering, transform, per hop) where the loader is split; and the next step that
 fits the run (workers where cores stood idle or where the loader waited off the CPU, the wait it can
 win); the loader's CPU and the wait at epoch starts are read in
 :mod:`gnnmon.report.diagnosis.input_evidence`."""
@@ -17,13 +17,16 @@ from gnnmon.report.stats import median
 
 SPLIT = (("data_sample_s", "sampling"), ("data_gather_s", "feature gathering"),
          ("data_transform_s", "transform/collation"))
-"""The parts of a neighbour loader's batch (``watch_loader``), in the order they are made."""
+"""The parts of a neighbour loader's batch (``watch_loader``'s, or ``gnnmon run``'s by the same wrappers), in the
+order they are made."""
 
 COPY = "the copy to the device"
 """The batch's copy to the device (``data_to_device_s``, ``watch_loader(to=...)``): part of the
 wait, after next(), timed for any loader (split or not)."""
 
-WATCHED = "the loop's next(), timed by watch_loader"
+TIMERS = {"run": "gnnmon run", "watched": "watch_loader", "mixed": "watch_loader and gnnmon run"}
+"""What timed a loop's wait, by :func:`_timed_by`'s answer: ``gnnmon run``'s rows carry ``step_rule``,
+``watch_loader``'s do not."""
 
 PLAIN = "a plain DataLoader: its dataset's __getitem__ and collation (PyG's neighbour loaders are split)"
 
@@ -70,14 +73,15 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
         steady = cost_beyond_noise(rest, total)  # the other batches' wait: a finding on its own, or not said
         cost = starts.excess + (float(rest.sum()) if steady else 0.0)
     wait, step = float(loop.wait[known].mean()), float(loop.t[known].mean())
+    timer = TIMERS[_timed_by(loop, known)]
     proof = [evidence("data_wait_s", float(loop.zeros("data_wait_s")[known].mean()), "s",
-                      f"{WATCHED}, mean of {n} batches")]
+                      f"{_watched(timer)}, mean of {n} batches")]
     parts = {}
     for field, name in (*SPLIT, ("data_to_device_s", COPY)):
         values = loop.column(field)[known]
         if not np.isnan(values).all():  # timed on some of these batches: 0 on the others
             parts[name] = float(np.nan_to_num(values, nan=0.0).mean())
-            proof.append(evidence(field, parts[name], "s", "watch_loader, mean per batch"
+            proof.append(evidence(field, parts[name], "s", f"{timer}, mean per batch"
                                   + (" (in the loader's workers where it has them)" if name != COPY else "")))
     hops = _hops(loop)
     if hops:
@@ -115,7 +119,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     if starts is not None:
         words += _start_words(starts)
         proof.append(evidence("data_wait_s at epoch starts", float(starts.waits.mean()), "s",
-                              f"{WATCHED}, each epoch's first batch, mean of {starts.waits.size}"))
+                              f"{_watched(timer)}, each epoch's first batch, mean of {starts.waits.size}"))
         start_step = _start_next(starts, workers, _known_median(loop, "data_persistent"))
         next_step = start_step + ("; then " + next_step if steady else "")
     fallback = "data_sampler" in loop.part.cols and "gnnmon" in loop.part.objects("data_sampler")
@@ -184,6 +188,19 @@ def _start_next(starts: EpochStarts, workers: int | None, persistent: float | No
             "epoch begins)")
     return ("the loader's workers start with each epoch (their start-up and first batches wait at its first batch): "
             f"persistent_workers=True in the DataLoader keeps them across epochs{said}")
+
+
+def _timed_by(loop: Loop, known: np.ndarray) -> str:
+    """Which recorded the wait of the batches ``known``: ``run`` where every one's row carries
+    ``step_rule`` (``gnnmon run``'s engine writes it on each row it makes), ``watched`` where none
+    does (``watch_loader``), ``mixed`` otherwise."""
+    engine = ~loop.part.nulls("step_rule")[loop.at][known]
+    return "run" if engine.all() else "watched" if not engine.any() else "mixed"
+
+
+def _watched(timer: str) -> str:
+    """Where the loop's wait was timed, as the evidence says it (``timer``: :data:`TIMERS`' words)."""
+    return f"the loop's next(), timed by {timer}"
 
 
 def loader_workers(loop: Loop) -> int | None:
