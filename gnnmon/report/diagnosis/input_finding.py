@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from gnnmon.report.diagnosis.input_evidence import EpochStarts, LoaderCpu, epoch_starts, loader_cpu
+from gnnmon.report.diagnosis.epoch_starts import EpochStarts, epoch_starts
+from gnnmon.report.diagnosis.input_evidence import LoaderCpu, loader_cpu
 from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, block_se, cost_beyond_noise, evidence, finding, ms
 from gnnmon.report.stats import median
 
