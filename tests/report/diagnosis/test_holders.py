@@ -69,6 +69,14 @@ def test_slow_steps_name_the_phase_that_holds_their_excess_and_computed_spikes_a
     assert "sched" not in said["next"]
 
 
+def test_computed_spikes_in_a_step_without_phases_are_sent_to_the_work_naming_no_part():
+    rows = [step(i, wall, wall - 1e-4) for i in range(60)
+            for wall in [(SPIKE_FORWARD if i % 6 == 5 else FORWARD) + BACKWARD + OPTIMIZER]]
+    said = slow_steps_of(rows)
+    assert said["next"] == ("find the work the slow calls did more: torch.profiler over a slow call (its CPU trace), "
+                            "the batch it got, a branch its data takes; " + tf.SAMPLE_NEXT)
+
+
 def test_computed_spikes_on_a_sampled_run_get_no_scheduler_advice_and_waiting_ones_keep_it():
     computed = slow_steps_of(spiky(sampled=True))
     assert computed["next"].startswith("find the work the slow calls did more in phase forward")
