@@ -386,13 +386,6 @@ def held_said(loop: Loop, held: Held | None, m: int, proof: list[dict[str, Any]]
     return f"; phase {name} took {ms(grew)} more of it (median {ms(usual + grew)} against {ms(usual)})"
 
 
-def phase_holding(loop: Loop, calls: np.ndarray, others: np.ndarray) -> tuple[str, float, float] | None:
-    """The phase that holds the ``calls``' excess over the ``others``' (:func:`part_holding`, phases
-    only): its name, its growth and its median in the others, s; None where none does."""
-    held = part_holding(loop, calls, others)
-    return None if held is None else held[1:]
-
-
 def part_holding(loop: Loop, calls: np.ndarray, others: np.ndarray, nested: Nested | None = None) -> Held | None:
     """The phase or nested row (``nested``, :func:`nested_rows`) that holds the ``calls``' excess:
     of those whose time (median, 0 s in a call that did not run it) grew from the ``others`` calls

@@ -574,10 +574,11 @@ def test_an_off_cpu_wait_names_the_phase_that_holds_it():
     assert "off the CPU; phase io took 250.0 ms more of it (median 250.0 ms against 0.0 ms): waiting " \
            "for a core" in said["words"], said["words"]
     assert said["evidence"][-1] == proof("phase_io_s", 0.25, "s", "median of those 10 call(s); 0.0 ms in the others")
-    assert mf.phase_holding(loop_of(with_io(0.25)), *_slow_and_quiet(with_io(0.25))) == ("io", 0.25, 0.0)
-    assert mf.phase_holding(loop_of(with_io(0.124)), *_slow_and_quiet(with_io(0.124))) is None
+    assert mf.part_holding(loop_of(with_io(0.25)), *_slow_and_quiet(with_io(0.25))) == ("phase", "io", 0.25, 0.0)
+    assert mf.part_holding(loop_of(with_io(0.124)), *_slow_and_quiet(with_io(0.124))) is None
     assert "phase" not in mf.off_cpu_wait(loop_of(with_io(0.124)), total, one_thread=True)["words"]
-    assert mf.phase_holding(loop_of(with_io(0.125)), *_slow_and_quiet(with_io(0.125))) == ("io", 0.125, 0.0)  # half
+    half = with_io(0.125)  # half the excess: held
+    assert mf.part_holding(loop_of(half), *_slow_and_quiet(half)) == ("phase", "io", 0.125, 0.0)
 
 
 def test_the_phase_named_is_the_one_that_grew_most_not_one_that_grew_more_than_its_usual():
@@ -591,13 +592,13 @@ def test_the_phase_named_is_the_one_that_grew_most_not_one_that_grew_more_than_i
         slow = r["wall_s"] > LEVEL
         r["phase_io_s"] = 0.25 if slow else 0.0
         r["phase_forward_s"] = 0.125 if slow else 0.0625
-    assert mf.phase_holding(loop_of(rows), *_slow_and_quiet(rows)) == ("io", 0.25, 0.0)
+    assert mf.part_holding(loop_of(rows), *_slow_and_quiet(rows)) == ("phase", "io", 0.25, 0.0)
     for r in rows:
         if r["wall_s"] > LEVEL:
             r["phase_forward_s"] = 0.1875
-    assert mf.phase_holding(loop_of(rows), *_slow_and_quiet(rows)) == ("io", 0.25, 0.0)
+    assert mf.part_holding(loop_of(rows), *_slow_and_quiet(rows)) == ("phase", "io", 0.25, 0.0)
     quiet = _slow_and_quiet(rows)[1]
-    assert mf.phase_holding(loop_of(rows), quiet, quiet) is None
+    assert mf.part_holding(loop_of(rows), quiet, quiet) is None
 
 
 def test_the_phase_named_is_the_innermost_that_holds_the_wait():
@@ -614,15 +615,15 @@ def test_the_phase_named_is_the_innermost_that_holds_the_wait():
             r["phase_read_s"] = read if slow else 0.0
         return rows
 
-    assert mf.phase_holding(loop_of(nested(0.25)), *_slow_and_quiet(nested(0.25))) == ("read", 0.25, 0.0)
-    assert mf.phase_holding(loop_of(nested(0.0625)), *_slow_and_quiet(nested(0.0625))) == ("load", 0.25, 2**-6)
+    assert mf.part_holding(loop_of(nested(0.25)), *_slow_and_quiet(nested(0.25))) == ("phase", "read", 0.25, 0.0)
+    assert mf.part_holding(loop_of(nested(0.0625)), *_slow_and_quiet(nested(0.0625))) == ("phase", "load", 0.25, 2**-6)
     unnested = nested(0.25)
     for r in unnested:
         del r["phase_read_in"]
-    assert mf.phase_holding(loop_of(unnested), *_slow_and_quiet(unnested))[0] == "load"  # a tie: the first
+    assert mf.part_holding(loop_of(unnested), *_slow_and_quiet(unnested))[1] == "load"  # a tie: the first
     for r in unnested:
         r["phase_read_in"] = None  # a file's empty cell: the column is there, naming no phase
-    assert mf.phase_holding(loop_of(unnested), *_slow_and_quiet(unnested))[0] == "load"
+    assert mf.part_holding(loop_of(unnested), *_slow_and_quiet(unnested))[1] == "load"
 
 
 def test_the_calls_an_off_cpu_wait_is_held_against_are_neither_its_own_nor_the_crowded_ones():
