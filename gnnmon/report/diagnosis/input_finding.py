@@ -2,8 +2,8 @@
 their copy to the device (``data_to_device_s``), timed by ``watch_loader`` or ``gnnmon run``, with
 what made them (sampling, feature gathering, transform, per hop) where the loader is split; and the next step that
 fits the run (workers where cores stood idle or where the loader waited off the CPU, the wait it can
-win); the loader's CPU and the wait at epoch starts are read in
-:mod:`gnnmon.report.diagnosis.input_evidence`."""
+win); the loader's CPU is read in :mod:`gnnmon.report.diagnosis.input_evidence`, the wait at epoch
+starts in :mod:`gnnmon.report.diagnosis.epoch_starts`."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     spread) or, the epochs marked, where its excess at each epoch's first batch, where the
     loader's workers start, is beyond the other batches' noise, read against the longest-waiting
     turn where the workers take turns
-    (:func:`~gnnmon.report.diagnosis.input_evidence.epoch_starts`): a few long waits fail a
+    (:func:`~gnnmon.report.diagnosis.epoch_starts.epoch_starts`): a few long waits fail a
     per-batch test however large they are.
 
     Every figure is a mean over the same batches, those whose wait was timed (``data_wait_s``), a
