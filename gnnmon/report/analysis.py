@@ -26,7 +26,9 @@ one cause, checked in order:
 * ``gc`` — collections inside it paused it for at least ``gc_share`` of its excess over the median;
 * ``shape`` — its batch (nodes, edges or seed nodes) is more than ``shape_tol`` away from the
   label's median (a partial last batch, an unusually large subgraph, a recompile for a new shape);
-* ``unexplained``.
+* ``unexplained`` — its ``computed`` says whether it computed (True) or waited (False): its CPU
+  time against :data:`WAITING_BELOW` of its time, else its process's sampled utilisation; None
+  where neither was recorded, and on every other cause.
 
 A label with too few rows to judge (``min_rows``) still reports a call that compiled and took
 over ``min_ratio`` times the others' median, as ``recompile``.
@@ -110,7 +112,7 @@ def _odd_shape(row: Mapping[str, Any], shapes: dict[str, float], tol: float) -> 
 
 
 def _judged(label: str, row: Mapping[str, Any], t: float, med: float, threshold: float, cause: str, detail: str,
-            **more: float) -> dict[str, Any]:
+            **more: float | bool | None) -> dict[str, Any]:
     """A spike's or a dip's entry: the row's time against its label's median and the threshold
     (seconds), ``more`` figures, then its cause and the words for it."""
     return {"label": label, "index": row.get("index"), "time_s": t, "median_s": med, "threshold_s": threshold,
@@ -149,7 +151,7 @@ def spikes(
             t = float(timed.t[j])
             excess = t - med
             pause = float(row["gc_pause_s"]) if is_number(row.get("gc_pause_s")) else 0.0
-            cause, detail = "unexplained", ""
+            cause, detail, computed = "unexplained", "", None
             odd_shape = _odd_shape(row, shapes, shape_tol)
             frames = int(row["compile_frames"]) if is_number(row.get("compile_frames")) else 0
             pos = int(timed.at[j])
@@ -185,8 +187,8 @@ def spikes(
             elif odd_shape:
                 cause, detail = "shape", odd_shape
             else:
-                detail = _unexplained(row)
-            found.append(_judged(label, row, t, med, threshold, cause, detail, gc_pause_s=pause))
+                computed, detail = _unexplained(row)
+            found.append(_judged(label, row, t, med, threshold, cause, detail, gc_pause_s=pause, computed=computed))
     found.sort(key=lambda s: (s["label"], s["index"] if s["index"] is not None else -1))
     return found
 
@@ -242,7 +244,7 @@ def _compiles_in_small_labels(table: Table, warmup: int, min_rows: int, min_rati
             out.append(_judged(label, row, t, med, min_ratio * med, "recompile",
                                f"{n} frame(s) compiled, {float(row.get('compile_s') or 0.0) * 1e3:.0f} "
                                f"ms compiling ({timed.t.size} rows: too few to judge the others)",
-                               gc_pause_s=float(row.get("gc_pause_s") or 0.0)))
+                               gc_pause_s=float(row.get("gc_pause_s") or 0.0), computed=None))
     return out
 
 
@@ -301,20 +303,27 @@ or sampled utilisation over 100 %) was waiting, not computing: on I/O, a lock, a
 a device sync."""
 
 
-def _unexplained(row: Mapping[str, Any]) -> str:
-    """What the row says of a slow call nothing explains: whether it computed or waited."""
+DOING = {True: "computing", False: "waiting, not computing"}
+"""A spike's ``computed`` (True: it computed, False: it waited) in its detail's first words."""
+
+
+def _unexplained(row: Mapping[str, Any]) -> tuple[bool | None, str]:
+    """What the row says of a slow call nothing explains: whether it computed (True) or waited
+    (False), None where neither its CPU time nor its process's utilisation was recorded, and the
+    words for it."""
     cpu: Any = row.get("cpu_s")
     wall: Any = row.get("wall_s")
     util: Any = row.get("cpu_util_pct")
     if is_number(cpu) and is_number(wall) and float(wall) > 0:
         cpu_s, wall_s = float(cpu), float(wall)
-        doing = "waiting, not computing" if cpu_s < WAITING_BELOW * wall_s else "computing"
-        return f"{doing}: {cpu_s * 1e3:.1f} ms of CPU time in {wall_s * 1e3:.1f} ms"
+        computed = not cpu_s < WAITING_BELOW * wall_s
+        return computed, f"{DOING[computed]}: {cpu_s * 1e3:.1f} ms of CPU time in {wall_s * 1e3:.1f} ms"
     if is_number(util):
         pct = float(util)
-        doing = "waiting, not computing" if pct < 100 * WAITING_BELOW else "computing"
-        return f"{doing}: the process used {pct:.0f} % of a core while it ran"
-    return "no GC pause, compile, batch shape or warm-up; sample= or energy= records whether it waited or computed"
+        computed = not pct < 100 * WAITING_BELOW
+        return computed, f"{DOING[computed]}: the process used {pct:.0f} % of a core while it ran"
+    return None, ("no GC pause, compile, batch shape or warm-up; sample= or energy= records whether it waited or "
+                  "computed")
 
 
 def step_analysis(records: Rows, *, warmup: int = 2) -> dict[str, dict[str, Any]]:

@@ -111,15 +111,15 @@ def slow_steps(loop: Loop, spikes: list[dict[str, Any]], total: float,
     """The spikes of this label nothing recorded explains, and the phase or nested row (``nested``:
     :func:`~gnnmon.report.diagnosis.machine_findings.nested_rows`) that holds their excess over
     the other steady calls (:func:`~gnnmon.report.diagnosis.machine_findings.part_holding`). Their
-    own detail says whether each computed or waited (its CPU time against :data:`WAITING_BELOW` of
-    its time): where every one computed, the next step is to find the work they did more, not the
-    scheduler's counters or the load, which count time off the CPU."""
+    own ``computed`` says whether each computed or waited (its CPU time against :data:`WAITING_BELOW`
+    of its time; None where not recorded): where every one computed, the next step is to find the
+    work they did more, not the scheduler's counters or the load, which count time off the CPU."""
     mine = [s for s in spikes if s["label"] == loop.label and s["cause"] == "unexplained"]
     cost = float(sum(s["excess_s"] for s in mine))
     if not mine or not beyond_noise(cost, len(mine), loop.noise, total):
         return None
-    waiting = sum("waiting" in s["detail"] for s in mine)
-    computing = sum(s["detail"].startswith("computing") for s in mine)
+    waiting = sum(s["computed"] is False for s in mine)
+    computing = sum(s["computed"] is True for s in mine)
     words = f"{len(mine)} call(s) of {loop.label} were slow with no recorded cause, {ms(cost)} over its level"
     if waiting:
         words += f"; in {waiting} of them the process waited rather than computed"

@@ -939,16 +939,16 @@ def test_on_several_threads_a_call_waited_only_where_it_computed_under_half_its_
 # slow steps
 
 
-def spike(label: str, cause: str, excess: float, detail: str) -> dict:
-    return {"label": label, "index": 0, "cause": cause, "excess_s": excess, "detail": detail}
+def spike(label: str, cause: str, excess: float, detail: str, computed: bool | None = None) -> dict:
+    return {"label": label, "index": 0, "cause": cause, "excess_s": excess, "computed": computed, "detail": detail}
 
 
-SPIKES = [spike("step", "unexplained", 0.25, "waiting, not computing: 10.0 ms of CPU time in 375.0 ms"),
-          spike("step", "unexplained", 0.25, "computing: 370.0 ms of CPU time in 375.0 ms"),
+SPIKES = [spike("step", "unexplained", 0.25, "waiting, not computing: 10.0 ms of CPU time in 375.0 ms", False),
+          spike("step", "unexplained", 0.25, "computing: 370.0 ms of CPU time in 375.0 ms", True),
           spike("step", "unexplained", 0.125, "no GC pause, compile, batch shape or warm-up; sample= or energy= "
                                               "records whether it waited or computed"),
           spike("step", "busy machine", 1.0, "other processes took ..."),
-          spike("other", "unexplained", 1.0, "waiting, not computing: 1.0 ms of CPU time in 1000.0 ms")]
+          spike("other", "unexplained", 1.0, "waiting, not computing: 1.0 ms of CPU time in 1000.0 ms", False)]
 
 
 def test_slow_steps_are_this_label_s_spikes_nothing_explains():
