@@ -50,7 +50,7 @@ import torch
 from gnnmon.devices.oom_error import is_oom
 from gnnmon.figures import MEM_PEAK
 from gnnmon.forecast import variants
-from gnnmon.forecast.forecast import parse_capacity
+from gnnmon.forecast.forecast import on_host, parse_capacity
 from gnnmon.forecast.search import BatchSizeSearch, Probe, search
 from gnnmon.forecast.shapes import heaviest, heaviness, item_sizes, sampling, typed
 from gnnmon.measure.graph import graph_shape
@@ -267,8 +267,7 @@ def before_training(loader: Any, model: MemoryModel, size: int) -> str | None:
     collection): the answer was measured with one such copy held, and a second beside it adds to
     every step's peak. None elsewhere: a GPU's peak does not hold the host's copy, and a loader of
     whole graphs holds no copy of its dataset."""
-    host = not model.devices or any(str(d).startswith("cpu") for d in model.devices)
-    if not (size and host and sampling(loader)):
+    if not (size and on_host(model) and sampling(loader)):
         return None
     data = getattr(loader, "data", None)
     edges = graph_shape(data).get("num_edges") if data is not None else None

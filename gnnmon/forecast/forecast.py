@@ -146,6 +146,13 @@ ALONE = "measure the step alone, under a label of its own, or gnnmon.calibrate(s
 """The next step for a peak the batch's shape explains little of, whatever the run says."""
 
 
+def on_host(model: MemoryModel) -> bool:
+    """Whether ``model``'s figure counted the host's memory, so the host's allocator and copies held
+    on the host move its peak: a figure other than the device's absolute peak, or rows that ran on
+    the CPU (where the device figures are the process's RSS) or name no device."""
+    return model.figure != MEM_PEAK.name or not model.devices or any(str(d).startswith("cpu") for d in model.devices)
+
+
 def exact_in_force(model: MemoryModel, run: Report | RunResult | None = None) -> bool | None:
     """Whether ``gnnmon.exact_host_memory()`` was in force when ``model``'s rows were recorded: the
     run's manifest (``host_memory``'s ``mmap_threshold``, set or null), else this process's state
@@ -178,7 +185,7 @@ def _scatter_step(model: MemoryModel, run: Report | RunResult | None) -> str:
     exact host memory advised only where the run (or this process) did not have it in force and the
     model is of the host, and growth across epochs named where the run's report finds it."""
     exact = exact_in_force(model, run)
-    host = model.figure != MEM_PEAK.name or not model.devices or any(str(d).startswith("cpu") for d in model.devices)
+    host = on_host(model)
     parts = [f"the run's report finds its memory growing across epochs ({f['words']}): a peak that climbs with it "
              f"is not the batch's shape; {f['next']}" for f in growth_findings(model, run)]
     if exact is None:
