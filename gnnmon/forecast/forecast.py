@@ -63,7 +63,7 @@ from gnnmon.data.load import load
 from gnnmon.data.result import RunResult
 from gnnmon.devices import get_backend
 from gnnmon.devices.malloc import mmap_threshold
-from gnnmon.figures import MEM_PEAK, RSS_PEAK
+from gnnmon.figures import MEM_PEAK, RSS_PEAK, RSS_PEAK_DELTA
 from gnnmon.forecast.budget import Budget
 from gnnmon.forecast.shapes import (
     SHAPE_KEYS,
@@ -146,11 +146,16 @@ ALONE = "measure the step alone, under a label of its own, or gnnmon.calibrate(s
 """The next step for a peak the batch's shape explains little of, whatever the run says."""
 
 
+HOST_FIGURES = (RSS_PEAK.name, RSS_PEAK_DELTA.name)
+"""The figures a model may be fitted on that count the host process's memory on every device."""
+
+
 def on_host(model: MemoryModel) -> bool:
     """Whether ``model``'s figure counted the host's memory, so the host's allocator and copies held
-    on the host move its peak: a figure other than the device's absolute peak, or rows that ran on
-    the CPU (where the device figures are the process's RSS) or name no device."""
-    return model.figure != MEM_PEAK.name or not model.devices or any(str(d).startswith("cpu") for d in model.devices)
+    on the host move its peak: an RSS figure (:data:`HOST_FIGURES`), or rows that ran on the CPU
+    (where the device figures are the process's RSS) or name no device. A CUDA step's
+    ``mem_peak_delta_bytes``, like its ``mem_peak_bytes``, is its allocator's count, not the host's."""
+    return model.figure in HOST_FIGURES or not model.devices or any(str(d).startswith("cpu") for d in model.devices)
 
 
 def exact_in_force(model: MemoryModel, run: Report | RunResult | None = None) -> bool | None:

@@ -51,7 +51,8 @@ def model(device: str | None, figure: str) -> MemoryModel:
 
 CASES = [("cpu", "mem_peak_bytes", True), (None, "mem_peak_bytes", True), ("cuda:0", "mem_peak_bytes", False),
          ("cpu", "rss_peak_bytes", True), ("cuda:0", "rss_peak_bytes", True),
-         ("cuda:0", "rss_peak_delta_bytes", True)]
+         ("cuda:0", "rss_peak_delta_bytes", True), ("cpu", "mem_peak_delta_bytes", True),
+         ("cuda:0", "mem_peak_delta_bytes", False)]
 
 
 @pytest.mark.parametrize(("device", "figure", "host"), CASES)
