@@ -55,7 +55,8 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     Every figure is a mean over the same batches, those whose wait was timed (``data_wait_s``), a
     part counted 0 in those that lack it (as the loop's wait counts a missing copy), so that
     next()'s wait (the wait less the copy) and its rest (less the parts) hold figures of the same
-    batches even where a part was timed on some of them only.
+    batches even where a part was timed on some of them only; a row's figures are summed over its
+    batches (:func:`batches`), so each mean is their sum over the batches' count.
 
     Pinned memory is the lever only where the copy is most of the wait: more than the rest of it,
     next()'s whole wait (more than half). Pinning can win at most the copy; where next() took as
@@ -73,15 +74,18 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
             return None
         steady = cost_beyond_noise(rest, total)  # the other batches' wait: a finding on its own, or not said
         cost = starts.excess + (float(rest.sum()) if steady else 0.0)
-    wait, step = float(loop.wait[known].mean()), float(loop.t[known].mean())
+    taken = batches(loop)[known]
+    m = max(float(taken.sum()), 1.0)  # the batches whose wait was timed
+    per_row = m / n  # batches a row, on average: 1 but for gnnmon run's rows of several
+    wait, step = float(loop.wait[known].sum()) / m, float(loop.t[known].mean())
     timer = TIMERS[_timed_by(loop, known)]
-    proof = [evidence("data_wait_s", float(loop.zeros("data_wait_s")[known].mean()), "s",
-                      f"{_watched(timer)}, mean of {n} batches")]
+    proof = [evidence("data_wait_s", float(loop.zeros("data_wait_s")[known].sum()) / m, "s",
+                      f"{_watched(timer)}, mean of {m:.0f} batches")]
     parts = {}
     for field, name in (*SPLIT, ("data_to_device_s", COPY)):
         values = loop.column(field)[known]
         if not np.isnan(values).all():  # timed on some of these batches: 0 on the others
-            parts[name] = float(np.nan_to_num(values, nan=0.0).mean())
+            parts[name] = float(np.nan_to_num(values, nan=0.0).sum()) / m
             proof.append(evidence(field, parts[name], "s", f"{timer}, mean per batch"
                                   + (" (in the loader's workers where it has them)" if name != COPY else "")))
     hops = _hops(loop)
@@ -90,7 +94,8 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
                               "num_sampled_nodes: " + " → ".join(f"{h:,.0f}" for h in hops)))
     room = _spare_cores(loop, cores)
     words = (f"{loop.label} waited {ms(wait)} per batch for its data against {ms(step)} per step "
-             f"({100 * wait * n / max(loop.total, 1e-12):.0f} % of its loop)")
+             + ("" if per_row == 1 else f"of {per_row:.3g} batches ")
+             + f"({100 * wait * m / max(loop.total, 1e-12):.0f} % of its loop)")
     copy = parts.pop(COPY, None)  # parts: the loader's own, made in next()
     in_next = wait - (copy or 0.0)  # the wait holds the copy: the parts are next()'s
     made = sum(parts.values())
@@ -108,15 +113,16 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
         words += f"; num_workers={workers}" + (f" on {cores} core(s)" if cores else "")
     if hops:
         words += "; nodes per hop " + " → ".join(f"{h:,.0f}" for h in hops)
-    cpu = loader_cpu(loop, known, made, in_next, workers, room)
+    cpu = loader_cpu(loop, known, made * per_row, in_next * per_row, workers, room)  # read per row
     if cpu is not None:
         proof.append(evidence("loader CPU", cpu.cpu_pct, "%", "at most: cpu_util_pct (sampled, the process and its "
                               "workers) less cpu_s in the steps, % of one core over the loop"))
-        proof.append(evidence("loader time per batch", cpu.per_batch, "s",
+        proof.append(evidence("loader time per batch", cpu.per_batch / per_row, "s",
                               f"{'num_workers × the loop time per batch' if workers else 'the wait in next()'}: "
                               f"batches made {cpu.wall_pct:.0f} % of the loop's time at least"))
     next_step = (PIN if copy is not None and copy > in_next
-                 else _input_next(parts, hops, workers, room, cores, cpu, _known_median(loop, "others_cpu_pct")))
+                 else _input_next(parts, hops, workers, room, cores, cpu, _known_median(loop, "others_cpu_pct"),
+                                  per_row))
     if starts is not None:
         words += _start_words(starts)
         proof.append(evidence("data_wait_s at epoch starts", float(starts.waits.mean()), "s",
@@ -130,22 +136,33 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
                      f"https://data.pyg.org/whl/torch-<version>+<cpu|cu12x>.html): gnnmon's fallback sampler took "
                      f"{ms(parts['sampling'])} of each wait, and PyG's loaders use pyg-lib once it is there; then "
                      + next_step)
-    next_step += (f" — at most {ms(cost / n)} a batch to win ({100 * cost / max(total, 1e-12):.0f} % of the measured "
+    next_step += (f" — at most {ms(cost / m)} a batch to win ({100 * cost / max(total, 1e-12):.0f} % of the measured "
                   "time): data_wait_s in the next run says how much was")
     return finding("input-bound", loop.label, cost, total, words, proof, next_step)
 
 
 def looked_for(loop: Loop, total: float) -> list[dict[str, Any]]:
     """The input check where it found nothing: ``{"label", "check": "input", "batches", "wait_s",
-    "share", "unsaid_s"}`` for a loop whose wait was timed: its mean wait a batch, its share of
-    ``total`` and the least steady wait a batch it would have said (5 % of the run, or 3 of its
-    batch-means standard errors, whichever is more)."""
+    "share", "unsaid_s"}`` for a loop whose wait was timed: its batches (:func:`batches`), its mean
+    wait a batch, its share of ``total`` and the least steady wait a batch it would have said (5 % of
+    the run, or 3 of its batch-means standard errors, whichever is more)."""
     if not loop.has("data_wait_s") or input_bound(loop, total) is not None:
         return []
-    waits = loop.wait[~np.isnan(loop.column("data_wait_s"))]
-    unsaid = max(MIN_SHARE * total / waits.size, NOISE_K * block_se(waits))
-    return [{"label": loop.label, "check": "input", "batches": int(waits.size), "wait_s": float(waits.mean()),
+    known = ~np.isnan(loop.column("data_wait_s"))
+    waits = loop.wait[known]
+    m = max(float(batches(loop)[known].sum()), 1.0)
+    per_row = m / waits.size  # a row's wait is its batches' (block_se's is a row's mean's)
+    unsaid = max(MIN_SHARE * total / m, NOISE_K * block_se(waits) / per_row)
+    return [{"label": loop.label, "check": "input", "batches": round(m), "wait_s": float(waits.sum()) / m,
              "share": float(waits.sum() / total) if total > 0 else 0.0, "unsaid_s": unsaid}]
+
+
+def batches(loop: Loop) -> np.ndarray:
+    """Per call, the batches its loader figures are summed over: ``batches`` where ``gnnmon run``
+    counted them (a row of gradient accumulation takes several, its wait, loader times and nodes per
+    hop summed over them; a row that took none, 0), else 1 (``watch_loader``'s row: one batch's)."""
+    counted = loop.column("batches")
+    return np.where(np.isnan(counted), 1.0, counted)
 
 
 def _start_words(starts: EpochStarts) -> str:
@@ -227,16 +244,21 @@ def _known_median(loop: Loop, name: str) -> float | None:
 
 
 def _hops(loop: Loop) -> list[float]:
+    """Nodes per hop a batch (hop 0: the seeds), over the calls that recorded them (a row's are its
+    batches' sum: :func:`batches`)."""
     out = []
     k = 0
+    taken = batches(loop)
     while loop.has(f"data_hop_{k}_nodes"):
-        out.append(float(np.nanmean(loop.column(f"data_hop_{k}_nodes"))))
+        nodes = loop.column(f"data_hop_{k}_nodes")
+        out.append(float(np.nansum(nodes)) / max(float(taken[~np.isnan(nodes)].sum()), 1.0))
         k += 1
     return out
 
 
 def _input_next(parts: dict[str, float], hops: list[float], workers: int | None, room: float | None,
-                cores: int | None, cpu: LoaderCpu | None = None, others: float | None = None) -> str:
+                cores: int | None, cpu: LoaderCpu | None = None, others: float | None = None,
+                per_row: float = 1.0) -> str:
     """More workers where the loader waited off the CPU (``cpu``: a waiting worker holds no core,
     so they overlap the wait on full cores too); else only where cores stood idle (``room``, cores,
     sampled) beside the run, or, not sampled, as many as ``cores`` leave beside the training
@@ -244,10 +266,11 @@ def _input_next(parts: dict[str, float], hops: list[float], workers: int | None,
     other processes' CPU, % of a core, half a core or more theirs); where the load was not sampled
     and ``cores`` leave no worker a core, that whether the loader computes is not recorded. Less
     work per batch in the loader's largest part (``parts``: the loader's own, the copy aside), or,
-    a plain loader's, in its dataset's __getitem__ or collation."""
+    a plain loader's, in its dataset's __getitem__ or collation. ``per_row``: batches a step (``cpu``'s
+    figures are a step's)."""
     lighter = _fix(max(parts, key=lambda k: parts[k]), hops) if parts else "a lighter dataset __getitem__ or collation"
     if cpu is not None and cpu.waited:
-        return _overlap(cpu, workers or 0, lighter)
+        return _overlap(cpu, workers or 0, lighter, per_row)
     if room is not None:
         why, add = f" ({room:.1f} core(s) stood idle beside the run)", int(room)
         full = f"{100 * room:.0f} % of a core stood idle"
@@ -274,13 +297,14 @@ def _input_next(parts: dict[str, float], hops: list[float], workers: int | None,
             f"prefetch_factor: batches are then made while the step runs; and {lighter}")
 
 
-def _overlap(cpu: LoaderCpu, workers: int, lighter: str) -> str:
-    """The next step for a loader that waited off the CPU: workers enough to make a batch a step."""
+def _overlap(cpu: LoaderCpu, workers: int, lighter: str, per_row: float = 1.0) -> str:
+    """The next step for a loader that waited off the CPU: workers enough to make a batch a step
+    (a step's batches, ``per_row`` of them: ``cpu``'s figures are a step's)."""
     n = cpu.workers_for_a_batch_a_step(workers)
     said = (f"the loader waits off the CPU (I/O, a sleep, a lock), not for the cores: it used at most "
             f"{cpu.cpu_pct:.0f} % of a core while batches were being made {cpu.wall_pct:.0f} % of the time, under "
             f"half what a thread that could run got ({100 * cpu.runnable:.0f} %)")
-    pace = f"a batch took {ms(cpu.per_batch)} of a worker's time, a step {ms(cpu.step)}"
+    pace = f"a batch took {ms(cpu.per_batch / per_row)} of a worker's time, a step {ms(cpu.step)}"
     if workers:
         return (f"{said}; a waiting worker holds no core, so more workers overlap the wait even on full cores: "
                 f"num_workers={n} makes a batch a step at this pace ({pace}); and {lighter}")
