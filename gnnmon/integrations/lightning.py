@@ -10,6 +10,11 @@ its device, so the row reads the batch's graph shape and device) and closes it a
     backward   on_before_backward    -> on_after_backward
     optimizer  on_before_optimizer_step -> on_train_batch_end  (the step, the batch-end hooks before ours)
 
+The row carries the batch's wait for data (``data_wait_s``, as :func:`gnnmon.watch_loader` would
+record it: the time the loop stood in the fetch of the batch), read from the fetch Lightning's fit
+loop brackets with ``trainer.profiler.start/stop("[...].train_dataloader_next")``, any loader and any
+profiler; a row that ``watch_loader`` already gave a wait keeps it.
+
 A batch without backward (``training_step`` returned None) has only ``forward``; an accumulating
 batch has no ``optimizer``. Epochs are marked (rows carry ``epoch``); validation batches get rows
 labelled ``validation_step`` (sanity-check batches get none). The step figures go to the Trainer's
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import warnings
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -42,6 +48,7 @@ from gnnmon.fields import row_key
 from gnnmon.figures import STEP_FIGURES
 from gnnmon.measure.bracket import Bracket, held_section
 from gnnmon.measure.lifecycle import Measurement, open_row
+from gnnmon.measure.loader import loader_settings
 from gnnmon.measure.memory import MemoryMeasurement
 from gnnmon.measure.timing import TimingMeasurement, phase
 from gnnmon.record.active import active_run, collect
@@ -75,6 +82,10 @@ LOGGED: dict[str, tuple[str, float, Callable[[list[float]], float]]] = {
 }
 """Row field -> (logged name after the prefix, factor, how the batches of one optimizer step
 combine: times and sizes summed, peaks the largest): what goes to the Trainer's loggers."""
+
+FETCH = "train_dataloader_next"
+"""How the profiler action that brackets the fit loop's fetch of a training batch ends (Lightning's
+``[_TrainingEpochLoop].train_dataloader_next``; its profilers' reports show the same name)."""
 
 MAX_WAITING = 256
 """Optimizer steps kept waiting for their rows before they are logged; older ones are dropped."""
@@ -219,6 +230,10 @@ class GnnmonCallback(Callback):
         self._open: _OpenRow | None = None
         self._sink: LoggerSink | None = None
         self._batches: list[str] = []  # keys of the rows of the optimizer step under way
+        self._fetch_t0: int | None = None  # perf_counter_ns at the fetch under way
+        self._wait_s: float | None = None  # seconds in fetches since the last training row opened
+        self._settings: dict[str, Any] = {}  # the train loader's settings (loader_settings), one loader
+        self._profiler: Any = None  # the profiler whose start/stop this callback wraps
 
     # -- the run ------------------------------------------------------------------------------
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
@@ -233,8 +248,46 @@ class GnnmonCallback(Callback):
             if self._sink is not None:
                 self.run.add_sink(self._sink)
 
+        self._watch_fetches(trainer)
+
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self._finish(trainer)
+
+    # -- the wait for data --------------------------------------------------------------------
+    def _watch_fetches(self, trainer: Any) -> None:
+        """Wrap ``trainer.profiler``'s ``start``/``stop`` (on the instance; :meth:`_unwatch_fetches`
+        takes them off) to time the fit loop's fetch of each training batch; a trainer without a
+        profiler object records no wait."""
+        profiler = getattr(trainer, "profiler", None)
+        start, stop = getattr(profiler, "start", None), getattr(profiler, "stop", None)
+        if profiler is None or not callable(start) or not callable(stop) or self._profiler is not None:
+            return
+
+        def timed_start(action_name: str) -> None:
+            start(action_name)
+            if action_name.endswith(FETCH):
+                self._fetch_t0 = time.perf_counter_ns()
+
+        def timed_stop(action_name: str) -> None:
+            t0 = self._fetch_t0
+            if t0 is not None and action_name.endswith(FETCH):
+                self._fetch_t0 = None
+                self._wait_s = (self._wait_s or 0.0) + (time.perf_counter_ns() - t0) / 1e9
+            stop(action_name)
+
+        try:
+            profiler.start, profiler.stop = timed_start, timed_stop
+        except AttributeError:  # a profiler that takes no instance attributes (slots): no wait
+            return
+        self._profiler = profiler
+
+    def _unwatch_fetches(self) -> None:
+        profiler, self._profiler = self._profiler, None
+        self._fetch_t0 = self._wait_s = None
+        if profiler is not None:
+            for name in ("start", "stop"):
+                if name in vars(profiler):
+                    delattr(profiler, name)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self._close_open(exception)
@@ -248,6 +301,7 @@ class GnnmonCallback(Callback):
 
     def _finish(self, trainer: Any) -> None:
         self._close_open()
+        self._unwatch_fetches()
         run, sink = self.run, self._sink
         if run is None:
             return
@@ -263,6 +317,9 @@ class GnnmonCallback(Callback):
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         if self.run is not None:
             self.run.mark("epoch", int(trainer.current_epoch))
+        self._wait_s = None  # a fetch that ended the last epoch (StopIteration) is no batch's wait
+        loader = getattr(trainer, "train_dataloader", None)  # one loader: its settings; several: none
+        self._settings = loader_settings(loader) if loader is not None and hasattr(loader, "__iter__") else {}
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         self._close_open()  # a batch whose end never came (on_train_batch_start returned -1)
@@ -275,6 +332,12 @@ class GnnmonCallback(Callback):
         with held_section():  # a Ctrl-C waits until the row is whole (record/interrupts.py)
             self._close_open()  # a batch whose end never came
             self._open = self._open_row(self.label, batch)
+            fields, wait = self._open.row.fields, self._wait_s
+            self._wait_s = None
+            if wait is not None and "data_wait_s" not in fields:  # watch_loader's own figures win
+                fields["data_wait_s"] = wait
+                for name, value in self._settings.items():
+                    fields.setdefault(name, value)
             self._open.switch("forward")
 
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
