@@ -172,7 +172,8 @@ def steady_wait(loop: Loop, total: float, one_thread: bool = False, cores: int |
                "torch runs on several threads, whose run queues are not the one recorded")
     else:
         why = "neither the machine's load nor the thread's run queue was recorded"
-    next_step = UNKNOWN_WAIT_NEXT if why.startswith("neither") else ONE_THREAD_NEXT  # what was recorded cannot tell
+    # what was recorded cannot tell; torch on one thread already (the manifest's torch_threads): the run queue alone
+    next_step = (UNKNOWN_WAIT_NEXT if why.startswith("neither") else SCHED_NEXT if one_thread else ONE_THREAD_NEXT)
     return [finding(busy.WAITED, loop.label, cost, total, f"{head}: waiting for a core (other processes' load) or "
                     f"on I/O, a lock or a sleep in the step; which, the rows cannot say ({why})", proof, next_step,
                     every_call=True)]
@@ -256,6 +257,9 @@ def _given_up(loop: Loop, total: float, calls: np.ndarray, own: np.ndarray, t: f
 ONE_THREAD_NEXT = ("a run with torch on one thread (torch.set_num_threads(1)) and collect(sched=True): its thread's "
                    "run-queue time then tells a busy machine (free cores, a quiet run to compare) from the step's own "
                    "wait (find the call it blocks in: py-spy dump --pid PID while it waits)")
+SCHED_NEXT = ("a run with collect(sched=True), recording the thread's run-queue and CPU time (torch ran on one thread "
+              "already: manifest torch_threads 1): they then tell a busy machine (free cores, a quiet run to compare) "
+              "from the step's own wait (find the call it blocks in: py-spy dump --pid PID while it waits)")
 STEADY_BUSY_NEXT = ("free cores for the step: other processes' (run where these cores are free: taskset -c, "
                     "os.sched_setaffinity; compare timings from a quiet run) or this job's own (fewer threads and "
                     "workers than its usable cores)")

@@ -170,7 +170,7 @@ def test_on_several_threads_the_one_run_queue_recorded_does_not_say_the_cause():
     # on one thread, the run queue without the thread's CPU time cannot split the wait either: said so
     why = "the thread's CPU time was not recorded beside its run queue"
     assert mf.steady_wait(loop_of(rows(thread_queued_s=0.0)), TOTAL, one_thread=True) == [
-        expected("off-CPU wait", HEAD + ": " + UNKNOWN.format(why=why), proof(), ONE_THREAD_NEXT)]
+        expected("off-CPU wait", HEAD + ": " + UNKNOWN.format(why=why), proof(), mf.SCHED_NEXT)]
 
 
 def idle_evidence(idle: float) -> dict:
