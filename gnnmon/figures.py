@@ -170,6 +170,8 @@ FIGURES: tuple[Figure, ...] = (
     F("before_thread_queued_s", SECONDS, "sched", "`thread_queued_s` over that time"),
     F("data_wait_s", SECONDS, "data", "the loop's wait in `next()` for the batch this row consumes (`watch_loader`; "
       "`gnnmon run`: summed over the row's batches, as are the loader's times and nodes per hop below)", traced=True),
+    F("data_wait_in_row_s", SECONDS, "data", "of `data_wait_s`, the waits inside this row's window, so in its "
+      "`wall_s` too (`gnnmon run`: its second and later batches', gradient accumulation's); absent where none was"),
     F("data_sample_s", SECONDS, "data", "neighbour sampling of that batch (PyG neighbour loaders; in a worker too)",
       traced=True),
     F("data_gather_s", SECONDS, "data", "joining its sampled nodes with their features (`filter_fn`, transform aside)",

@@ -58,7 +58,7 @@ class Tally:
                 self.counts[label] = self.counts.get(label, 0) + 1
                 wall = row.get("wall_s")
                 if isinstance(wall, (int, float)):
-                    self.busy_s += wall
+                    self.busy_s += wall - (row.get("data_wait_in_row_s") or 0.0)  # a wait counted once, as data
                     if label in STEP_LABELS:
                         self.times.append(float(wall))
                 wait = row.get("data_wait_s")

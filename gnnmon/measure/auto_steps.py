@@ -10,7 +10,8 @@ it ends):
   is one update); ``torch.amp.GradScaler.step`` is wrapped to see an update the scaler skipped (an
   inf or NaN gradient: no ``optimizer.step`` ran);
 * **batches** — ``next()`` on a ``torch.utils.data.DataLoader`` iterator (PyG's loaders are
-  DataLoaders), timed: its wait is the row's ``data_wait_s``. The outermost ``next()`` is timed:
+  DataLoaders), timed: its wait is the row's ``data_wait_s`` (the waits of a row's later batches,
+  made while it is open, are in its window too: ``data_wait_in_row_s``). The outermost ``next()`` is timed:
   where a loader's ``__iter__`` returns an iterator of another class (PyG's ``DataLoaderIterator``,
   whose ``__next__`` gathers the sampled nodes' features and runs the loader's ``transform``),
   that class's ``__next__`` is wrapped too, the first time one is returned, so the wait holds what
@@ -177,6 +178,7 @@ class _Open:
 
     batches = backwards = updates = skipped = forwards = 0
     wait_s = 0.0
+    wait_in_row_s = 0.0  # of wait_s, the waits while this row was open (its later batches'): in its window
     split: dict[str, float] | None = None  # a PyG neighbour loader's sample / gather / transform times, hop nodes
     settings: dict[str, Any] | None = None  # its last batch's loader's settings (loader_settings)
 
@@ -388,6 +390,8 @@ class AutoSteps:
             if self.seen_loader:
                 fields["batches"] = opened.batches
                 fields["data_wait_s"] = opened.wait_s
+                if opened.wait_in_row_s:
+                    fields["data_wait_in_row_s"] = opened.wait_in_row_s
                 if opened.split:
                     fields.update(opened.split)
                 if opened.settings:
@@ -423,6 +427,7 @@ class AutoSteps:
                 except Exception:  # noqa: BLE001 - never the script's problem
                     engine.faults += 1
             engine.depth_next = 1  # it was 0: only the outermost next() gets here
+            going_on = engine.open  # a row open through this wait (accumulation): the wait is in its window
             t0 = _clock()
             try:
                 batch = original(it)  # StopIteration (the pass's end) passes through: no row opened
@@ -435,6 +440,8 @@ class AutoSteps:
                 opened = engine.open
                 if opened is None:
                     opened = engine._begin((batch,))
+                elif opened is going_on:
+                    opened.wait_in_row_s += wait
                 opened.batches += 1
                 opened.wait_s += wait
                 opened.settings = engine._settings.get(it)

@@ -70,8 +70,10 @@ def beyond_noise(cost: float, steps: int, step_spread: float, total: float, min_
 class Loop:
     """One label's top-level calls that returned: ``t`` their times (``device_s``, else ``wall_s``,
     else the window), ``wait`` the loop's wait for each one's batch and its copy to the device
-    (``data_wait_s`` + ``data_to_device_s``, 0 where not watched), ``steady`` the calls after the
-    first :data:`WARMUP`; ``level`` and ``noise`` the steady calls' median and robust spread."""
+    (``data_wait_s`` + ``data_to_device_s``, 0 where not watched), ``before`` the part of it that came
+    before the call (less ``data_wait_in_row_s``: a row of several batches waits for the later ones
+    inside its time), ``steady`` the calls after the first :data:`WARMUP`; ``level`` and ``noise``
+    the steady calls' median and robust spread."""
 
     def __init__(self, label: str, part: Part, warmup: int = WARMUP) -> None:
         self.label = label
@@ -86,6 +88,7 @@ class Loop:
         if not self.steady.any():
             self.steady = np.ones(self.t.size, dtype=bool)
         self.wait = self.zeros("data_wait_s") + self.zeros("data_to_device_s")
+        self.before = self.wait - self.zeros("data_wait_in_row_s")
         self.level = median(self.t[self.steady])
         self.noise = spread(self.t[self.steady])
 
@@ -102,8 +105,8 @@ class Loop:
 
     @property
     def total(self) -> float:
-        """The loop's time: its calls and the waits before them."""
-        return float(np.sum(self.t) + np.sum(self.wait))
+        """The loop's time: its calls and the waits before them (each wait counted once)."""
+        return float(np.sum(self.t) + np.sum(self.before))
 
 
 def loops(table: Table) -> list[Loop]:

@@ -155,7 +155,7 @@ def unmeasured(report: Timed) -> dict[str, float] | None:
     for loop in runs:
         if not (loop.has("t_start_ns") and loop.has("t_end_ns")):
             return None
-        starts, ends = loop.column("t_start_ns") - loop.wait * 1e9, loop.column("t_end_ns")
+        starts, ends = loop.column("t_start_ns") - loop.before * 1e9, loop.column("t_end_ns")
         keep = ~(np.isnan(starts) | np.isnan(ends))
         spans += zip(starts[keep].tolist(), ends[keep].tolist(), strict=True)
     if not spans:

@@ -163,7 +163,9 @@ def chrome_trace(report: RunResult) -> dict[str, Any]:
         events.append({"name": row["label"], "cat": "row", "ph": "X", "pid": pid, "tid": tid,
                        "ts": _us(start, t0), "dur": (end - start) / 1e3, "args": _row_args(row)})
         wait = row.get("data_wait_s")
-        if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0 and row.get("parent") is None:
+        if isinstance(wait, (int, float)) and not isinstance(wait, bool):
+            wait -= row.get("data_wait_in_row_s") or 0.0  # a later batch's wait is inside the row, drawn there
+        if isinstance(wait, (int, float)) and wait > 0 and row.get("parent") is None:
             names[(pid, DATA_TID)] = "data wait"  # the loop's wait for this row's batch: just before it
             split = {k[5:-2] + "_ms": round(row[k] * 1e3, 6) for k in DATA_SPLIT
                      if isinstance(row.get(k), (int, float))}
