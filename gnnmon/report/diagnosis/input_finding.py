@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from gnnmon.report.busy import IDLE_FULL
 from gnnmon.report.diagnosis.epoch_starts import EpochStarts, epoch_starts
 from gnnmon.report.diagnosis.input_evidence import LoaderCpu, loader_cpu
 from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, block_se, cost_beyond_noise, evidence, finding, ms
@@ -30,6 +31,12 @@ TIMERS = {"run": "gnnmon run", "watched": "watch_loader", "mixed": "watch_loader
 ``watch_loader``'s do not."""
 
 PLAIN = "a plain DataLoader: its dataset's __getitem__ and collation (PyG's neighbour loaders are split)"
+
+WORKER_CORE = 0.75
+"""The share of a core that must stand idle (sampled ``idle_cpu_pct``) for a worker to be advised
+on it: a worker given three quarters of a core or more makes its batches at three quarters of its
+pace or better while the step runs; with less, it mostly takes turns with the training process.
+Idle cores count as whole ones from this share up (1.8 cores idle: 2 workers; 0.98: 1)."""
 
 PIN = ("pin_memory=True in the loader and watch_loader(loader, to=device): the copy is then queued non_blocking "
        "from pinned memory")
@@ -261,7 +268,7 @@ def _input_next(parts: dict[str, float], hops: list[float], workers: int | None,
                 per_row: float = 1.0) -> str:
     """More workers where the loader waited off the CPU (``cpu``: a waiting worker holds no core,
     so they overlap the wait on full cores too); else only where cores stood idle (``room``, cores,
-    sampled) beside the run, or, not sampled, as many as ``cores`` leave beside the training
+    sampled) beside the run, one a core counted from :data:`WORKER_CORE` of it idle, or, not sampled, as many as ``cores`` leave beside the training
     process. Where the sampled load says the cores were full, whose work filled them (``others``:
     other processes' CPU, % of a core, half a core or more theirs); where the load was not sampled
     and ``cores`` leave no worker a core, that whether the loader computes is not recorded. Less
@@ -272,7 +279,7 @@ def _input_next(parts: dict[str, float], hops: list[float], workers: int | None,
     if cpu is not None and cpu.waited:
         return _overlap(cpu, workers or 0, lighter, per_row)
     if room is not None:
-        why, add = f" ({room:.1f} core(s) stood idle beside the run)", int(room)
+        why, add = f" ({room:.1f} core(s) stood idle beside the run)", idle_workers(room)
         full = f"{100 * room:.0f} % of a core stood idle"
     elif cores:
         add = cores - 1 - (workers or 0)  # one core for the training process
@@ -282,6 +289,12 @@ def _input_next(parts: dict[str, float], hops: list[float], workers: int | None,
     if add is not None and add < 1:
         if room is None:
             return _not_recorded(workers, cores, lighter)
+        if 100 * room >= IDLE_FULL:  # idle, yet under a worker's share of a core
+            who = (f"the {workers} worker(s) and the training process leave" if workers
+                   else "the training process leaves")
+            return (f"{who} {100 * room:.0f} % of a core idle, under the {100 * WORKER_CORE:.0f} % a worker needs to "
+                    f"make its batches at a useful pace beside the step: more workers cannot help here; less work per "
+                    f"batch: {lighter}")
         if others is not None and others >= 50:
             return (f"the cores were full ({full}), other processes taking {others:.0f} % of a core on them (the "
                     f"busy machine's, not the loader's): more workers would share those cores, not add to them; free "
@@ -295,6 +308,12 @@ def _input_next(parts: dict[str, float], hops: list[float], workers: int | None,
     n = f"={add}" if add is not None else "=N"
     return (f"num_workers{n} in the DataLoader{why}, with persistent_workers=True (workers kept across epochs) and "
             f"prefetch_factor: batches are then made while the step runs; and {lighter}")
+
+
+def idle_workers(room: float) -> int:
+    """Workers the idle cores ``room`` (sampled, cores) hold: one a whole core, a core counted from
+    :data:`WORKER_CORE` of one idle."""
+    return int(room + 1.0 - WORKER_CORE)
 
 
 def _overlap(cpu: LoaderCpu, workers: int, lighter: str, per_row: float = 1.0) -> str:

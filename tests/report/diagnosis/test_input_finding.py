@@ -255,19 +255,19 @@ def test_gnnmons_sampler_that_took_no_time_is_not_the_lever():
         assert found["next"].startswith("num_workers=1 in the DataLoader"), found["next"]
 
 
-def test_feature_gathering_on_full_cores_is_told_to_keep_the_features_on_the_device():
+def test_feature_gathering_with_most_of_a_core_idle_is_told_a_worker_and_the_features_on_the_device():
     """Gathering 18 ms of a 30 ms wait (sampling 10, collation 2: 30 ms made, the wait itself, so
-    no rest); no workers, and 90 % of one core idle of 2: not a core for a worker."""
+    no rest); no workers, and 90 % of one core idle of 2: over the 75 % a worker needs, one worker."""
     rows = planted(40, 0.030, 0.010, data_sample_s=0.010, data_gather_s=0.018, data_transform_s=0.002,
                    data_workers=0, idle_cpu_pct=90.0, others_cpu_pct=0.0)
     found = input_bound(rows, cores=2)
     assert found["words"] == (
         "step waited 30.0 ms per batch for its data against 10.0 ms per step (75 % of its loop); of it sampling "
         "10.0 ms, feature gathering 18.0 ms, transform/collation 2.0 ms; num_workers=0 on 2 core(s)")
-    assert found["next"] == ("the training process keeps the cores full (90 % of a core stood idle): more workers "
-                             "cannot help here; less work per batch: keep the features where the step reads them (on "
-                             "the device: a GPU feature store), or fewer sampled nodes"
-                             + RUN.format(wait="30.0 ms", share=75))
+    assert found["next"] == NEW_WORKERS.format(
+        n="=1", why=" (0.9 core(s) stood idle beside the run)",
+        lighter="keep the features where the step reads them (on the device: a GPU feature store), or fewer sampled "
+                "nodes") + RUN.format(wait="30.0 ms", share=75)
 
 
 def test_parts_made_in_workers_beyond_the_wait_and_a_heavy_transform():
