@@ -27,7 +27,7 @@ class LoaderCpu:
     wall time a thread that could run got (1 where a core stood idle, else the steps' ``cpu_s`` /
     ``wall_s``); ``per_batch``: seconds of a worker's time a batch took (workers × the loop's time
     per batch: each worker busy while the loop waits; with none, next()'s wait); ``step``: the mean
-    step (s)."""
+    step's own time (s: the waits for batches inside a row of several aside)."""
 
     cpu_pct: float
     wall_pct: float
@@ -61,6 +61,6 @@ def loader_cpu(loop: Loop, known: np.ndarray, made: float, in_next: float, worke
     n = int(known.sum())
     wall_pct = 100.0 * max(made, in_next) * n / loop.total
     runnable = 1.0 if room is not None and room >= 1 else min(1.0, float(cpu_s[timed].sum() / wall[timed].sum()))
-    step = float(loop.t[known].mean())
+    step = float((loop.t - (loop.wait - loop.before))[known].mean())  # its own time: the waits inside it aside
     period = step + float(loop.wait[known].mean())
     return LoaderCpu(cpu, wall_pct, runnable, workers * period if workers else in_next, step)

@@ -84,7 +84,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     taken = batches(loop)[known]
     m = max(float(taken.sum()), 1.0)  # the batches whose wait was timed
     per_row = m / n  # batches a row, on average: 1 but for gnnmon run's rows of several
-    wait, step = float(loop.wait[known].sum()) / m, float(loop.t[known].mean())
+    wait, step = float(loop.wait[known].sum()) / m, float(own_time(loop)[known].mean())
     timer = TIMERS[_timed_by(loop, known)]
     proof = [evidence("data_wait_s", float(loop.zeros("data_wait_s")[known].sum()) / m, "s",
                       f"{_watched(timer)}, mean of {m:.0f} batches")]
@@ -162,6 +162,12 @@ def looked_for(loop: Loop, total: float) -> list[dict[str, Any]]:
     unsaid = max(MIN_SHARE * total / m, NOISE_K * block_se(waits) / per_row)
     return [{"label": loop.label, "check": "input", "batches": round(m), "wait_s": float(waits.sum()) / m,
              "share": float(waits.sum() / total) if total > 0 else 0.0, "unsaid_s": unsaid}]
+
+
+def own_time(loop: Loop) -> np.ndarray:
+    """Per call, the step's own time, s: its time less the waits for batches inside it
+    (``wait - before``: a ``gnnmon run`` row of several batches waits for its later ones in its window)."""
+    return loop.t - (loop.wait - loop.before)
 
 
 def batches(loop: Loop) -> np.ndarray:
@@ -268,13 +274,14 @@ def _input_next(parts: dict[str, float], hops: list[float], workers: int | None,
                 per_row: float = 1.0) -> str:
     """More workers where the loader waited off the CPU (``cpu``: a waiting worker holds no core,
     so they overlap the wait on full cores too); else only where cores stood idle (``room``, cores,
-    sampled) beside the run, one a core counted from :data:`WORKER_CORE` of it idle, or, not sampled, as many as ``cores`` leave beside the training
-    process. Where the sampled load says the cores were full, whose work filled them (``others``:
-    other processes' CPU, % of a core, half a core or more theirs); where the load was not sampled
-    and ``cores`` leave no worker a core, that whether the loader computes is not recorded. Less
-    work per batch in the loader's largest part (``parts``: the loader's own, the copy aside), or,
-    a plain loader's, in its dataset's __getitem__ or collation. ``per_row``: batches a step (``cpu``'s
-    figures are a step's)."""
+    sampled) beside the run, one a core counted from :data:`WORKER_CORE` of it idle, or, not
+    sampled, as many as ``cores`` leave beside the training process. Where the sampled load says
+    the cores were full, whose work filled them (``others``: other processes' CPU, % of a core,
+    half a core or more theirs); where the load was not sampled and ``cores`` leave no worker a
+    core, that whether the loader computes is not recorded. Less work per batch in the loader's
+    largest part (``parts``: the loader's own, the copy aside), or, a plain loader's, in its
+    dataset's __getitem__ or collation. ``per_row``: batches a step (``cpu``'s figures are a
+    step's)."""
     lighter = _fix(max(parts, key=lambda k: parts[k]), hops) if parts else "a lighter dataset __getitem__ or collation"
     if cpu is not None and cpu.waited:
         return _overlap(cpu, workers or 0, lighter, per_row)
