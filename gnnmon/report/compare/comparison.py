@@ -35,6 +35,13 @@ RUNS_ADVISED = 5
 """Runs a side the docs advise for CI: at a 2 % spread between reruns they decide a 5 % limit
 (identical code passes, +10 % regresses) in 95 % of comparisons (docs/diagnosis.md)."""
 
+ONE_RUN_UNDECIDED = ("one run a side cannot decide it beside a busy machine: the rerun spread assumed is a quiet "
+                     "machine's, and how far a rerun lands under this load cannot be seen in one run")
+"""Why a judged time line of one run a side is inconclusive where the sampled load is busy or differs
+(:meth:`Comparison.decisions`): on this project's 2-core VM, 15 identical runs beside 104-158 % of a
+core spread 3.21-5.07 ms a step in their thread CPU time (16 % a run), where the assumed 3 % was
+measured on a quiet one (docs/diagnosis.md)."""
+
 INCONCLUSIVE = 4
 """The exit status of a comparison the runs cannot decide (``gnnmon compare``; :meth:`Comparison.status`)."""
 
@@ -105,7 +112,8 @@ class Comparison:
             if ra != rb:
                 self.notes.append(f"ranks differ: {self.base_name} has {len(ra)}, {self.new_name} {len(rb)}; compared "
                                   "rank by rank where both have it")
-        self._notes(_load(ta), _load(tb), single)
+        self.loads = (_load(ta), _load(tb))
+        self._notes(*self.loads, single)
 
     def _notes(self, la: float | None, lb: float | None, single: bool) -> None:
         if self.same:
@@ -190,12 +198,30 @@ class Comparison:
         slow, grow = self._limits(max_slowdown, max_memory_growth)
         limits = [(ln, slow if ln["judged"] == "time" else grow) for ln in self.lines if ln["judged"]]
         held = [(ln, limit, c) for ln, limit in limits if limit is not None and (c := as_change(ln)) is not None]
+        unseen = self.load_unsettled()
         out = []
         for ln, limit, c in held:
-            said = "pass" if self.same else decision(c, limit, len(held))
-            needed = runs_to_decide(c, limit, len(held)) if said == "inconclusive" else None
-            out.append({**ln, "limit": limit, "decision": said, "runs_needed": needed, "judged_lines": len(held)})
+            why = unseen if unseen and not c.seen and ln["judged"] == "time" and not self.same else None
+            said = "pass" if self.same else "inconclusive" if why else decision(c, limit, len(held))
+            needed = runs_to_decide(c, limit, len(held)) if said == "inconclusive" and not why else None
+            out.append({**ln, "limit": limit, "decision": said, "runs_needed": needed, "judged_lines": len(held),
+                        "undecided": why})
         return out
+
+    def load_unsettled(self) -> str | None:
+        """Why a time line with one run a side (its rerun spread assumed, not seen) cannot be decided:
+        a side's sampled load busy (:data:`LOAD_BUSY`, % of one core) or the sides' loads apart by
+        :data:`LOAD_DIFFERS` or more. The assumed spread is a quiet machine's; under load reruns of
+        the same code land further apart, in CPU time too (:data:`ONE_RUN_UNDECIDED`), and one run a
+        side cannot show how far. None where no sampled load says so (an unsampled load is noted)."""
+        known = [x for x in self.loads if x is not None]
+        busy = bool(known) and max(known) >= LOAD_BUSY
+        differ = len(known) == 2 and abs(known[0] - known[1]) >= LOAD_DIFFERS
+        if not (busy or differ):
+            return None
+        pcts = " and ".join(f"{x:.0f} %" for x in known)
+        return (f"{ONE_RUN_UNDECIDED} (other processes took {pcts} of a core, sampled); "
+                f"{RUNS_ADVISED} runs a side, run alternately, measure it")
 
     def regressions(self, max_slowdown: float | None = None,
                     max_memory_growth: float | None = None) -> list[dict[str, Any]]:

@@ -70,7 +70,9 @@ def said(ln: dict[str, Any]) -> str:
 def decided(d: dict[str, Any]) -> str:
     """A decision in words: the line, its bounds against its limit, and what would decide it."""
     text = f"{where(d)}: {said(d)}; bounds {bounds_text(d)} against the limit {100 * d['limit']:+g} %"
-    if d["decision"] == "inconclusive":
+    if d.get("undecided"):
+        text += f": {d['undecided']}"
+    elif d["decision"] == "inconclusive":
         spread = f"{spread_text(relative_spread(d['spread']))} a run, {'seen' if d['seen'] else 'assumed'}"
         text += (f": {d['runs_needed']} runs a side would decide it at the spread ({spread})" if d["runs_needed"]
                  else f": {MAX_RUNS} runs a side would not decide it at the spread ({spread})")
