@@ -218,15 +218,27 @@ def hidden(levels: Levels) -> tuple[float, float] | None:
     return noise, max(noise, float(worth + z * se))
 
 
-def creep(loop: Loop, resolution: float = 0.0) -> list[dict[str, Any]]:
+RETAINED = (" (host RSS with gnnmon.exact_host_memory() off: the rate includes freed memory the allocator, glibc, "
+            "kept for reuse)")
+"""What a leak on the host's RSS adds to its words where the run kept glibc's default (freed memory kept)."""
+
+RETAINED_NEXT = ("; gnnmon.exact_host_memory() before the run returns large frees to the OS, so that the rate is "
+                 "what outlives the steps (docs/memory.md)")
+"""What such a leak adds to its next step: how to measure the leak alone."""
+
+
+def creep(loop: Loop, resolution: float = 0.0, retained: bool = False) -> list[dict[str, Any]]:
     """End-of-call memory across epochs: a leak, bigger graphs, or growth too short to tell (see the
-    module doc). ``resolution``: what the host's RSS cannot resolve (bytes), for its figures."""
+    module doc). ``resolution``: what the host's RSS cannot resolve (bytes), for its figures.
+    ``retained``: the run kept freed host memory (:func:`~gnnmon.report.diagnosis.memory_findings.host_retained`):
+    a leak on the host's RSS says its rate holds the allocator's retention, and how to measure it alone."""
     epochs = loop.column("epoch")
     if np.isnan(epochs).all() or np.unique(epochs[~np.isnan(epochs)]).size < 2:
         return []
     out = []
     for figure in figures(loop):
-        found = _creep_of(Levels(loop, figure, resolution if _host(loop, figure) else 0.0), loop.label)
+        host = _host(loop, figure)
+        found = _creep_of(Levels(loop, figure, resolution if host else 0.0), loop.label, retained and host)
         if found is not None:
             out.append(found)
     return out
@@ -286,7 +298,7 @@ def unmarked(loop: Loop) -> dict[str, Any] | None:
     return {"label": loop.label, "figures": found, "calls": calls}
 
 
-def _creep_of(lv: Levels, label: str) -> dict[str, Any] | None:
+def _creep_of(lv: Levels, label: str, retained: bool = False) -> dict[str, Any] | None:
     n = lv.levels.size
     level = float(lv.last)
     if not level > 0:
@@ -318,10 +330,12 @@ def _creep_of(lv: Levels, label: str) -> dict[str, Any] | None:
                      f"{format_bytes(low)} to {format_bytes(high)}) from epoch {since} to the last, that the batches' "
                      "shapes do not explain")
             words += f" ({format_bytes(lv.explained)} more came with bigger graphs)" if grew_by_shapes else ""
+            words += RETAINED if retained else ""
             return finding("leak", label, slope * (growing.size - 1), level, words, proof,
                            "look for what outlives a step: a list or dict the loop appends tensors to (loss instead "
-                           "of loss.item()), a cache keyed by batch, hooks that keep their inputs", of="memory",
-                           since_epoch=since, rate_interval=(low, high))
+                           "of loss.item()), a cache keyed by batch, hooks that keep their inputs"
+                           + (RETAINED_NEXT if retained else ""), of="memory", since_epoch=since,
+                           rate_interval=(low, high))
     if n < MIN_EPOCHS and rise >= MIN_SHARE * level and rise > NOISE_K * math.sqrt(2) * lv.noise:
         proof.append(evidence("growth not explained by shapes", rise / max(n - 1, 1), "bytes/epoch",
                               f"the last epoch's level less the first's, over {n - 1} epoch(s)"))

@@ -6,7 +6,8 @@
   recommended maximum says), said from :data:`HIGH` of it, or where a trusted memory model
   forecasts the largest batch seen at an upper bound of :data:`FORECAST_HIGH` of it or more;
 
-Growth across epochs (a leak, or bigger graphs) is :mod:`gnnmon.report.diagnosis.creep`'s.
+Growth across epochs (a leak, or bigger graphs) is :mod:`gnnmon.report.diagnosis.creep`'s;
+:func:`host_retained` tells it whether the run's host RSS held the allocator's retention.
 """
 
 from __future__ import annotations
@@ -30,6 +31,15 @@ FORECAST_HIGH = 0.9
 
 ModelOf = Callable[[str, str], Any]
 """``(label, figure) -> MemoryModel`` (the report's ``memory_model``); may raise ValueError."""
+
+
+def host_retained(manifest: Mapping[str, Any] | None) -> bool:
+    """Whether the run started with glibc keeping freed memory for reuse (the manifest's ``host_memory``
+    says ``mmap_threshold`` None: :func:`gnnmon.exact_host_memory` not called), so that the host's RSS
+    holds what the allocator kept besides what outlived the steps; False where the manifest does
+    not say (no claim on a run that recorded no setting)."""
+    entry = (manifest or {}).get("host_memory")
+    return isinstance(entry, Mapping) and "mmap_threshold" in entry and entry["mmap_threshold"] is None
 
 
 def out_of_memory(ooms: list[dict[str, Any]]) -> dict[str, Any] | None:
