@@ -12,9 +12,10 @@ from typing import Any
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table
 from gnnmon.report.compare.comparison_markdown import comparison_markdown, comparison_page, where
-from gnnmon.report.compare.gate import RERUN_SPREAD, decision, relative_spread, runs_to_decide, spread_text
+from gnnmon.report.compare.gate import ALPHA, RERUN_SPREAD, decision, relative_spread, runs_to_decide, spread_text
 from gnnmon.report.compare.lines import (
     CPU_TIME,
+    MIN_CHANGE,
     OWN_TIME,
     TIME,
     as_change,
@@ -223,6 +224,31 @@ class Comparison:
         return (f"{ONE_RUN_UNDECIDED} (other processes took {pcts} of a core, sampled); "
                 f"{RUNS_ADVISED} runs a side, run alternately, measure it")
 
+    def other_changes(self) -> tuple[list[dict[str, Any]], int]:
+        """The lines not judged that changed beyond the runs' noise, and how many lines were looked
+        at (``m``): of the whole job's scope, each line with a change (times at the judged line's
+        unit, per step or per 1,000 nodes and edges). Each line's bounds are Bonferroni-corrected
+        for the ``m``: one-sided at :data:`~gnnmon.report.compare.gate.ALPHA` / m (``family_low``,
+        ``family_high``), so that together they are a 90 % interval for all ``m`` and identical
+        code lists a line in at most 10 % of comparisons however many lines there are (each line's
+        own 90 % interval, shown in its table, would list one of 20 unchanged lines in 64 % of
+        them). A line is listed where its corrected interval excludes no change and the change is
+        at least :data:`~gnnmon.report.compare.lines.MIN_CHANGE`."""
+        per = {ln["label"]: ln["figure"].split(" per ")[-1] for ln in self.lines
+               if ln["judged"] == "time" and ln["scope"] == "all"}
+        looked = [(ln, c) for ln in self.lines
+                  if ln["scope"] == "all" and not ln["judged"]
+                  and ln["verdict"] in ("slower", "faster", "more", "less", "within noise")
+                  and (ln["unit"] != "s" or ln["figure"].endswith(per.get(ln["label"], "")))
+                  and (c := as_change(ln)) is not None]
+        m = len(looked)
+        out = []
+        for ln, c in looked:
+            low, high = c.bound(ALPHA / m, upper=False), c.bound(ALPHA / m, upper=True)
+            if (low > 0 or high < 0) and abs(c.relative) >= MIN_CHANGE:
+                out.append({**ln, "family_low": low, "family_high": high, "looked_at": m})
+        return out, m
+
     def regressions(self, max_slowdown: float | None = None,
                     max_memory_growth: float | None = None) -> list[dict[str, Any]]:
         """The judged lines whose lower bound is over their limit."""
@@ -255,7 +281,8 @@ class Comparison:
         return {"base": self.base_name, "new": self.new_name, "runs": list(self.runs),
                 "max_slowdown": self.max_slowdown, "max_memory_growth": self.max_memory_growth,
                 "rerun_spread": self.rerun_spread, "verdict": self.verdict(), "notes": self.notes,
-                "lines": self.lines, "decisions": self.decisions()}
+                "lines": self.lines, "decisions": self.decisions(),
+                "other_changes": self.other_changes()[0]}
 
     def markdown(self) -> str:
         """The comparison as markdown: the verdict first, then one table per scope and label."""

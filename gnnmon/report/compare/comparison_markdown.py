@@ -29,6 +29,8 @@ class Compared(Protocol):
 
     def verdict(self) -> str: ...
 
+    def other_changes(self) -> tuple[list[dict[str, Any]], int]: ...
+
 
 def where(ln: dict[str, Any]) -> str:
     """``step / phase forward`` (``[rank 1]`` outside the whole job's scope)."""
@@ -104,13 +106,12 @@ def verdict_lines(c: Compared) -> list[str]:
         out += ["", f"Judged on each run's median ({'; '.join(tests)}; on the logarithms): a line passes where the "
                 f"upper one-sided 95 % bound of its change is under its limit, regresses where the lower one is over "
                 f"it (corrected for the {decisions[0]['judged_lines']} line(s) judged), and is inconclusive otherwise."]
-    per = {(ln["scope"], ln["label"]): ln["figure"].split(" per ")[-1] for ln in c.lines if ln["judged"] == "time"}
-    moved = [ln for ln in c.lines if ln["verdict"] in ("slower", "faster", "more", "less") and not ln["judged"]
-             and ln["scope"] == "all"
-             and (ln["unit"] != "s" or ln["figure"].endswith(per.get(("all", ln["label"]), "")))]
+    moved, looked = c.other_changes()
     if moved:
-        out += ["", "Other changes beyond the runs' noise (shown, not judged):", ""]
-        out += [f"- {where(ln)}: {said(ln)}, {ln['verdict']} (bounds {bounds_text(ln)})" for ln in moved]
+        out += ["", f"Other changes beyond the runs' noise (shown, not judged; bounds corrected for the {looked} "
+                f"line(s) looked at, Bonferroni: together a 90 % interval):", ""]
+        out += [f"- {where(ln)}: {said(ln)}, {ln['verdict']} (bounds "
+                f"{bounds_text({'low': ln['family_low'], 'high': ln['family_high']})})" for ln in moved]
     if c.notes:
         out.append("")
     out += [f"- note: {n}" for n in c.notes]
@@ -136,7 +137,8 @@ def comparison_markdown(c: Compared) -> str:
     out.append("Each run's figure is the median of a label's calls after the first 2 (of a phase some of them did "
                "not run, its mean over all of them, 0 s where it did not run); a side's value is the geometric mean "
                "of its runs'. A change is called slower or faster (more or less) where its 90 % interval excludes no "
-               f"change (0 %) and it is at least {100 * MIN_CHANGE:g} %.")
+               f"change (0 %) and it is at least {100 * MIN_CHANGE:g} %. Each line's verdict is on its own interval, "
+               "uncorrected for the many lines in these tables; the list of other changes above is corrected.")
     return no_surrogates("\n".join(out)) + "\n"
 
 
