@@ -294,3 +294,19 @@ def test_a_run_queue_within_the_windows_excess_is_no_wait_for_a_core():
     (own,) = mf.steady_wait(loop, loop.total, one_thread=True)
     assert own["kind"] == "off-CPU wait"
     assert own["words"].startswith("step gave the CPU up in every call: 4.5 ms of 5.0 ms"), own["words"]
+
+
+def test_a_busy_machine_found_by_the_run_queue_names_the_nested_row_that_holds_its_excess():
+    """The load not sampled: the spikes computed no more (3.8 ms) and their one thread queued for
+    23.6 ms each, their whole excess, the metrics row's (25.0 ms against 1.4 ms): a busy machine,
+    which names that row."""
+    rows = spiky(spike_cpu=FORWARD + BACKWARD + OPTIMIZER - 1e-4, nested=True)
+    for r in rows:
+        if r["label"] == "step":
+            r.update(thread_cpu_s=r["cpu_s"], thread_queued_s=0.0236 if r["wall_s"] > 0.01 else 0.0, thread_waits=1)
+    table = Table(rows)
+    loop = Loop("step", table.parts["step"])
+    said = mf.busy_machine(loop, loop.total, True, mf.nested_rows(table, loop))
+    assert said is not None and said["kind"] == "busy machine"
+    assert ("; metrics, timed inside each call, took 23.6 ms more of it (median 25.0 ms against 1.4 ms), 236.0 ms of "
+            "it waiting for a core") in said["words"], said["words"]
