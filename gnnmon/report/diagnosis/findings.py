@@ -97,7 +97,7 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
                       machine_findings.off_cpu_wait(loop, total, one_thread, nested),
                       time_findings.slow_steps(loop, spikes, total, nested)]
             found += machine_findings.steady_wait(loop, total, one_thread, cores, nested)
-            found += creep.creep(loop, resolution)
+            found += creep.creep(loop, resolution, memory_findings.host_retained(report.manifest))
         frozen = gc_finding.set_up_frozen(report.manifest or {})
         found.append(gc_finding.garbage_collection(runs, gc_events, total, frozen))
     found += across_ranks(report.cross_rank())

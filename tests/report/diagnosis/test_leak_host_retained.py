@@ -53,8 +53,6 @@ def test_a_gpu_leak_says_nothing_of_the_hosts_allocator():
     assert "exact_host_memory" not in found["words"] and found["next"] == LEAK_NEXT
 
 
-@pytest.mark.xfail(strict=True, reason="findings.diagnose does not yet pass memory_findings.host_retained(manifest) "
-                   "to creep.creep (gnnmon/report/diagnosis/findings.py, outside this change)")
 def test_the_report_reads_the_manifests_host_memory_for_the_leak():
     rows = plant([500 * MiB + RATE * e for e in range(6)], device="cpu")
     manifest = {"devices": {"cpu_count": 2, "cpu_usable": 2}, "host_memory": {"mmap_threshold": None, "note": NOTE}}
