@@ -13,7 +13,7 @@ import numpy as np
 
 from gnnmon.report.busy import IDLE_FULL
 from gnnmon.report.diagnosis.epoch_starts import EpochStarts, epoch_starts
-from gnnmon.report.diagnosis.input_evidence import LoaderCpu, loader_cpu
+from gnnmon.report.diagnosis.input_evidence import Between, LoaderCpu, loader_cpu
 from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, block_se, cost_beyond_noise, evidence, finding, ms
 from gnnmon.report.stats import median
 
@@ -121,7 +121,10 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     if hops:
         words += "; nodes per hop " + " → ".join(f"{h:,.0f}" for h in hops)
     cpu = loader_cpu(loop, known, made * per_row, in_next * per_row, workers, room)  # read per row
-    if cpu is not None:
+    if cpu is not None and cpu.between is not None:
+        words += _between_words(cpu.between)
+        proof += _between_proof(cpu.between)
+    elif cpu is not None:
         proof.append(evidence("loader CPU", cpu.cpu_pct, "%", "at most: cpu_util_pct (sampled, the process and its "
                               "workers) less cpu_s in the steps, % of one core over the loop"))
         proof.append(evidence("loader time per batch", cpu.per_batch / per_row, "s",
@@ -323,13 +326,39 @@ def idle_workers(room: float) -> int:
     return int(room + 1.0 - WORKER_CORE)
 
 
+BETWEEN = "the training thread between steps, where it makes the batches (num_workers=0)"
+"""Whose time ``before_thread_*`` measure where the loader has no workers."""
+
+
+def _between_words(between: Between) -> str:
+    """What the training thread did between steps (measured), for the finding's words."""
+    return (f"; between steps the training thread, which makes the batches, computed {ms(between.cpu)}, waited "
+            f"{ms(between.queued)} for a core and {ms(between.off)} off the CPU (of {ms(between.gap)}, mean of "
+            f"{between.gaps} gaps: before_thread_*, measured)")
+
+
+def _between_proof(between: Between) -> list[dict[str, Any]]:
+    """The measured figures of the training thread between steps, as evidence."""
+    n = f"mean of {between.gaps} (collect(sched=True), measured)"
+    return [evidence("before_s", between.gap, "s", f"a step's end to the next one's start, {n}"),
+            evidence("before_thread_cpu_s", between.cpu, "s", f"{BETWEEN}: its CPU time in that gap, {n}"),
+            evidence("before_thread_queued_s", between.queued, "s", f"its wait for a core in that gap, {n}")]
+
+
 def _overlap(cpu: LoaderCpu, workers: int, lighter: str, per_row: float = 1.0) -> str:
     """The next step for a loader that waited off the CPU: workers enough to make a batch a step
-    (a step's batches, ``per_row`` of them: ``cpu``'s figures are a step's)."""
+    (a step's batches, ``per_row`` of them: ``cpu``'s figures are a step's). Measured
+    (``cpu.between``), the training thread's time off the CPU between steps is said; else the
+    sampled CPU."""
     n = cpu.workers_for_a_batch_a_step(workers)
-    said = (f"the loader waits off the CPU (I/O, a sleep, a lock), not for the cores: it used at most "
-            f"{cpu.cpu_pct:.0f} % of a core while batches were being made {cpu.wall_pct:.0f} % of the time, under "
-            f"half what a thread that could run got ({100 * cpu.runnable:.0f} %)")
+    if cpu.between is not None:
+        b = cpu.between
+        said = (f"the loader waits off the CPU (I/O, a sleep, a lock), not for the cores: between steps the training "
+                f"thread, which makes the batches, was off the CPU {ms(b.off)} of {ms(b.gap)} (measured)")
+    else:
+        said = (f"the loader waits off the CPU (I/O, a sleep, a lock), not for the cores: it used at most "
+                f"{cpu.cpu_pct:.0f} % of a core while batches were being made {cpu.wall_pct:.0f} % of the time, "
+                f"under half what a thread that could run got ({100 * cpu.runnable:.0f} %)")
     pace = f"a batch took {ms(cpu.per_batch / per_row)} of a worker's time, a step {ms(cpu.step)}"
     if workers:
         return (f"{said}; a waiting worker holds no core, so more workers overlap the wait even on full cores: "
