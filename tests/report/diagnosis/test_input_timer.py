@@ -1,7 +1,7 @@
 """The input-bound finding's evidence names what timed the wait: ``gnnmon run`` for its engine's rows
 (each carries ``step_rule``), ``watch_loader`` for rows without it, both where a loop holds both.
 Planted: the same 40 rows (30 ms waited, sampling 20 ms) with and without ``step_rule``; and a slow
-2-worker loader run through ``gnnmon run``, whose rows the engine wrote."""
+loader run through ``gnnmon run``, whose rows the engine wrote."""
 
 from __future__ import annotations
 
@@ -35,12 +35,38 @@ def test_a_loop_of_both_paths_rows_names_both():
     assert where["data_sample_s"] == "watch_loader and gnnmon run, mean per batch" + WORKERS
 
 
+SLOW = """
+    import time
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Slow(Dataset):
+        def __len__(self):
+            return 24
+
+        def __getitem__(self, i):
+            time.sleep(0.02)                       # planted: each batch waits this long, at least
+            return torch.randn(16)
+
+
+    model = torch.nn.Linear(16, 16)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    if __name__ == "__main__":
+        for x in DataLoader(Slow(), batch_size=1, num_workers=0):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+"""
+"""A loop whose every wait is a 20 ms sleep in the training process (no workers taking turns, whose
+waits alternate between none and two batches' worth: a spread a loaded host widens past what 24
+batches can tell), against a step of about a millisecond."""
+
+
 def test_a_slow_loader_under_gnnmon_run_is_said_timed_by_gnnmon_run(tmp_path):
-    """The engine's own rows (24 batches of a 2-worker loader sleeping 20 ms a batch): its evidence
-    names gnnmon run, never watch_loader, which the script does not call."""
-    pytest.importorskip("torch_geometric")
+    """The engine's own rows (24 batches, each waiting 20 ms in the loader): its evidence names
+    gnnmon run, never watch_loader, which the script does not call."""
     from tests.cli.running import gnnmon_run
-    from tests.cli.test_run_loader_settings import SLOW
 
     done = gnnmon_run(tmp_path, "-o", "slow.jsonl", "train.py", script=SLOW)
     assert done.returncode == 0, done.stderr[-3000:]
