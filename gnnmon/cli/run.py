@@ -28,7 +28,7 @@ EXIT = ("Exit status: the script's (its sys.exit code; 1 when it raised, with it
         "every row kept; killed by SIGTERM as it would be); 2 when gnnmon refused to run it (no such script "
         "or module, a syntax error, a launcher, an output file that exists without -f).")
 
-VALUED = frozenset(("-o", "--output"))
+VALUED = frozenset(("-o", "--output", "--sample"))
 """gnnmon run's options that take a value (how the script's own arguments are told apart)."""
 
 LAUNCHERS = {"torchrun": "torchrun [its options] -m gnnmon run", "torch.distributed.run":
@@ -85,9 +85,26 @@ def add(sub: Any, argv: list[str]) -> None:
     live.add_argument("--status", dest="status", action="store_const", const=True, default=None,
                       help="draw the live line even where stderr is not a terminal")
     live.add_argument("--no-status", dest="status", action="store_const", const=False, help="no live line")
+    p.add_argument("--sched", action="store_true", help="record each row's thread CPU time, context switches and "
+                   "run-queue time (thread_* fields; Linux), as collect(sched=True): what gnnmon compare judges a "
+                   "step on where torch runs on one thread (its time less its wait for a core)")
+    p.add_argument("--sample", metavar="SECONDS", type=_seconds, help="sample the machine every SECONDS (e.g. 0.5), "
+                   "as collect(sample=...): other processes' CPU on the run's cores (others_cpu_pct), which gnnmon "
+                   "compare names beside its verdict, and utilisation")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module as python -m does (ends gnnmon's options)")
     p.add_argument("target", nargs="?", metavar="SCRIPT", help="the script (its arguments follow it)")
     p.set_defaults(run=run, script_args=split(argv)[1])
+
+
+def _seconds(text: str) -> float:
+    """``--sample``'s interval: seconds, a finite number over 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (e.g. 0.5)") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r}: the interval is a number of seconds over 0 (e.g. 0.5)")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -213,6 +230,7 @@ def _launch(args: argparse.Namespace, module: str | None, target: str | None, pa
     from gnnmon.record import state
     from gnnmon.record.active import collect
     from gnnmon.record.interrupts import held_section
+    from gnnmon.record.options import AUTO
 
     pid = os.getpid()
     began_ns = time.time_ns()
@@ -237,7 +255,8 @@ def _launch(args: argparse.Namespace, module: str | None, target: str | None, pa
                                      "argv": list(args.script_args), "rules": dict(RULES),
                                      "looked_for": list(LOOKED_FOR)}}
             tally = Tally()
-            run = collect(path, sinks=[tally], config=config, mode="w" if args.force else "x", distributed=False)
+            run = collect(path, sinks=[tally], config=config, mode="w" if args.force else "x", distributed=False,
+                          sched=True if args.sched else AUTO, sample=args.sample)
             own_runs.append(run)
             with held_section():
                 run.start()
@@ -249,7 +268,8 @@ def _launch(args: argparse.Namespace, module: str | None, target: str | None, pa
                 print(f"gnnmon: recording {module or target} to {shown}", file=sys.stderr)
         elif not quiet:
             print(f"gnnmon: {module or target} records itself (it imports gnnmon): running it as it is, with no "
-                  "steps of gnnmon run's", file=sys.stderr)
+                  "steps of gnnmon run's" + ("; --sched and --sample do not reach its collect(): give them there"
+                                             if args.sched or args.sample is not None else ""), file=sys.stderr)
         if run is not None:  # Lightning's DDP children re-run the script without gnnmon: its entry point
             saved_env = {name: os.environ.get(name) for name in CHILD_ENV}  # records them from these
             os.environ.update({CHILD_ENV[0]: str(path), CHILD_ENV[1]: str(pid),

@@ -159,7 +159,14 @@ class Comparison:
         known = [(name, pct) for name, pct in ((self.base_name, la), (self.new_name, lb)) if pct is not None]
         unknown = [name for name, pct in ((self.base_name, la), (self.new_name, lb)) if pct is None]
         if not known:
-            return []
+            if self.same:
+                return []
+            quiet = (f"; one run a side assumes a quiet machine's rerun spread ({spread_text(self.rerun_spread)} "
+                     "a run), which this cannot confirm") if self.runs == (1, 1) else ""
+            return ["the machine's load was not sampled beside either side's runs (no others_cpu_pct): whether it "
+                    "was busy, or differed between the sides, cannot be judged, and a change in time may be the "
+                    f"machine's, not the code's{quiet}; record it with collect(sample=0.5) or gnnmon run --sample 0.5 "
+                    "(and the step's thread CPU and run queue: collect(sched=True), gnnmon run --sched)"]
         out = []
         if max(pct for _, pct in known) >= LOAD_BUSY:
             if on_cpu:
