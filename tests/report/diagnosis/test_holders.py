@@ -310,3 +310,16 @@ def test_a_busy_machine_found_by_the_run_queue_names_the_nested_row_that_holds_i
     assert said is not None and said["kind"] == "busy machine"
     assert ("; metrics, timed inside each call, took 23.6 ms more of it (median 25.0 ms against 1.4 ms), 236.0 ms of "
             "it waiting for a core") in said["words"], said["words"]
+
+
+def test_a_busy_machine_on_sampled_crowded_cores_names_the_nested_row_that_holds_its_excess():
+    """The spikes ran while other processes took a whole core and none stood idle (the others:
+    none taken, all idle): a busy machine, whose 23.6 ms excess a call the metrics row holds."""
+    rows = spiky(nested=True)
+    for r in rows:
+        if r["label"] == "step":
+            spike = r["wall_s"] > 0.01
+            r.update(others_cpu_pct=100.0 if spike else 0.0, idle_cpu_pct=0.0 if spike else 100.0)
+    (said,) = [f for f in gnnmon.Report(rows).diagnosis() if f["kind"] == "busy machine"]
+    assert said["words"].endswith("; metrics, timed inside each call, took 23.6 ms more of it (median 25.0 ms "
+                                  "against 1.4 ms)"), said["words"]
