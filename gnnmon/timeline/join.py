@@ -3,7 +3,10 @@ of rows: all ``time.time_ns()``). One join for every sampled figure, in the run,
 
 * gauges (utilisation, GPU power, host memory; :data:`GAUGES`): a row gets the mean of the samples
   taken inside its window (``util_samples`` of them); a row with none inside (shorter than the
-  interval) gets the value interpolated at its middle from the samples on each side; a row with
+  interval) gets the value interpolated at its middle from the samples on each side, or, for a
+  figure that is a mean over the window ending at each sample (:data:`WINDOWED`), the next
+  sample's, whose window holds the row (the sample before it measured time before the row: a
+  first sample taken before the loop began never blends into its first rows); a row with
   no sample on one side that has the figure (or, for a GPU's figures, no GPU) lacks it: the field
   is absent. How each is measured is the same for every row of a run, so it is said once, in the
   manifest's ``sampled`` entry (:func:`gauge_statement`), never on the rows;
@@ -43,6 +46,11 @@ workers' CPU % (100 = one core), the row's GPU's utilisation (% of time a kernel
 (W), the DataLoader workers' RSS (bytes), the machine's used RAM (bytes), and on the cores the
 process may run on, the CPU other processes took and the idle time left (% of one core:
 :mod:`gnnmon.timeline.machine_load`)."""
+
+WINDOWED = frozenset({"cpu_util_pct", "gpu_util_pct", "others_cpu_pct", "idle_cpu_pct"})
+"""The :data:`GAUGES` whose sample is a mean over the time since the sampler's previous one (psutil's
+CPU % since its last call, NVML's utilisation over its sample period, the machine's CPU ticks
+between two reads), not a reading at the sample's moment."""
 
 
 sample_time: Callable[[Mapping[str, Any]], int] = operator.itemgetter("t_ns")
@@ -112,8 +120,9 @@ def gauge_statement(interval: float) -> dict[str, Any]:
     return {
         "interval_s": interval,
         "rule": ("a row's figure is the mean of the samples inside its window (util_samples of them); where "
-                 "util_samples is 0, the value interpolated at its middle from the samples on each side; absent "
-                 "where no sample on one side of the row has it"),
+                 "util_samples is 0, the value interpolated at its middle from the samples on each side, or for "
+                 f"a mean over the time since the previous sample ({', '.join(sorted(WINDOWED))}) the next "
+                 "sample's; absent where no sample on one side of the row has it"),
         "sources": {name: f"measured:{how}{every}" for name, _, how in GAUGES},
         "keys": {name: key for name, key, _ in GAUGES},
         "cuda_only": [name for name, key, _ in GAUGES if "{i}" in key],
@@ -137,9 +146,19 @@ def join_gauges(fields: dict[str, Any], samples: Samples) -> None:
             if values:
                 fields[name] = _kept(name, sum(values) / len(values))
                 continue
-        value = gauge_at(samples, key, mid, lo, window=True)
+        value = _next(samples, key, hi) if name in WINDOWED else gauge_at(samples, key, mid, lo, window=True)
         if value is not None:
             fields[name] = _kept(name, value)
+
+
+def _next(samples: Samples, key: str, i: int) -> float | None:
+    """``key`` of the first sample from index ``i`` on that has it (None: none does)."""
+    while i < len(samples):  # by index: a slice would copy the rest of a long run's samples
+        value = samples[i].get(key)
+        if _number(value):
+            return float(value)
+        i += 1
+    return None
 
 
 class FillsRow(Protocol):

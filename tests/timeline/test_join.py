@@ -1,11 +1,11 @@
-"""The join of the timeline to rows by time (gnnmon/timeline/join.py) on its own, on planted
-samples and counter points at known times: a row gets the mean of the samples inside its window,
-or, with none inside, the value at its middle interpolated from the samples on each side
-(``util_samples`` 0 says so); a row with no sample after it lacks the figure (absent: no null, no
-note, no source on the row: how each is had is the run's ``gauge_statement``, said once); a CUDA
-row reads its own GPU's gauges and a CPU row none; ``covers()`` is True once a sample and every counter's point
-have reached the row's end; and a cumulative counter is shared out so that the rows and the gaps
-between them add up to its delta."""
+"""The join of the timeline to rows by time (gnnmon/timeline/join.py) on its own, on planted samples
+and counter points at known times: a row gets the mean of the samples inside its window, or, with
+none inside, the value at its middle interpolated from the samples on each side, a window's mean
+(CPU %) the next sample's (``util_samples`` 0 says so); a row with no sample after it lacks the
+figure (absent: no null, no note, no source on the row: how each is had is the run's
+``gauge_statement``, said once); a CUDA row reads its own GPU's gauges and a CPU row none;
+``covers()`` is True once a sample and every counter's point have reached the row's end; and a
+cumulative counter is shared out so that the rows and the gaps between them add up to its delta."""
 
 from __future__ import annotations
 
@@ -77,15 +77,30 @@ def test_a_cuda_row_gets_its_own_gpus_figures_and_a_cpu_row_none():
     assert cpu["cpu_util_pct"] == 6.5
 
 
-def test_a_row_between_two_samples_gets_the_value_at_its_middle_interpolated():
+def test_a_row_between_two_samples_gets_a_reading_interpolated_and_a_windows_mean_from_the_next():
     """Row 1.32-1.36 s, between k = 3 (1.3 s) and k = 4 (1.4 s); its middle, 1.34 s, is 40 % of
-    the way: CPU 9 + 0.4 × 7, RAM 3400; no sample inside (``util_samples`` 0 says interpolated)."""
+    the way: RAM (a reading at each sample's moment) 3400; CPU % (a mean over the 100 ms before
+    each sample) k = 4's, 16, whose window 1.3-1.4 s holds the row (k = 3's measured 1.2-1.3 s,
+    before it); no sample inside (``util_samples`` 0)."""
     fields = row(S + 320 * MS, S + 360 * MS)
     join_gauges(fields, planted_samples())
     assert fields["util_samples"] == 0
-    assert fields["cpu_util_pct"] == pytest.approx(11.8, rel=1e-12)
+    assert fields["cpu_util_pct"] == 16.0
     assert fields["ram_used_bytes"] == pytest.approx(3400.0, rel=1e-12)
     assert "notes" not in fields
+    assert "(cpu_util_pct, gpu_util_pct, idle_cpu_pct, others_cpu_pct) the next sample's" in \
+        gauge_statement(0.1)["rule"]
+
+
+def test_a_first_sample_taken_before_the_loop_never_blends_into_its_first_rows():
+    """The sampler's first reading, 0 % at 1.0 s, measured the time before the loop; the loop ran
+    at 100 % from 1.0 s on (the next sample, 1.1 s, says so): a 10 ms row at 1.02 s reads 100,
+    not 0 and 100 interpolated (20)."""
+    samples = [{"t_ns": S, "cpu_util_pct": 0.0, "others_cpu_pct": 0.0, "idle_cpu_pct": 200.0},
+               {"t_ns": S + 100 * MS, "cpu_util_pct": 100.0, "others_cpu_pct": 50.0, "idle_cpu_pct": 50.0}]
+    fields = row(S + 15 * MS, S + 25 * MS)
+    join_gauges(fields, samples)
+    assert (fields["cpu_util_pct"], fields["others_cpu_pct"], fields["idle_cpu_pct"]) == (100.0, 50.0, 50.0)
 
 
 def test_a_row_after_the_last_sample_lacks_every_figure():
@@ -112,15 +127,15 @@ def test_a_row_before_the_first_sample_gets_that_samples_value_as_it_measured_th
 
 def test_samples_without_a_number_for_a_figure_are_passed_over():
     """CPU None in k = 2 and 3 (the sampler's first reading has none) and a bool in k = 4: row
-    1.15-1.45 s holds those three, none with a CPU number, so its CPU is interpolated at its
-    middle, 1.30 s, between the nearest samples that have one, k = 1 (1.1 s: 1) and k = 5
-    (1.5 s: 25): 13; its RAM still averages all three."""
+    1.15-1.45 s holds those three, none with a CPU number, so its CPU (a mean over the window
+    ending at each sample) is the next sample's that has one, k = 5 (1.5 s: 25); its RAM still
+    averages all three."""
     samples = planted_samples()
     samples[2]["cpu_util_pct"] = samples[3]["cpu_util_pct"] = None
     samples[4]["cpu_util_pct"] = True
     fields = row(S + 150 * MS, S + 450 * MS)
     join_gauges(fields, samples)
-    assert fields["cpu_util_pct"] == pytest.approx(13.0, rel=1e-12)
+    assert fields["cpu_util_pct"] == 25.0
     assert fields["ram_used_bytes"] == 3000 and fields["util_samples"] == 3
 
 

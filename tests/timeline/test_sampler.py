@@ -416,11 +416,11 @@ def test_join_planted_timestamps():
     assert cpu_row["cpu_util_pct"] == 0.0 and "gpu_util_pct" not in cpu_row and cpu_row["notes"] == []
 
 
-def test_a_row_between_samples_gets_the_value_interpolated_at_its_middle_and_says_so():
+def test_a_row_between_samples_gets_the_next_samples_utilisation_and_says_so():
     row = {"t_start_ns": 1_010_000_000, "t_end_ns": 1_090_000_000, "device": "cpu", "notes": []}
     join_gauges(row, planted_samples())
     assert row["util_samples"] == 0
-    assert row["cpu_util_pct"] == pytest.approx(5.0)  # halfway between 0 % and 10 %
+    assert row["cpu_util_pct"] == 10.0  # the 1.1 s sample's: its mean over 1.0-1.1 s holds the row
     late = {"t_start_ns": 2_000_000_000, "t_end_ns": 2_050_000_000, "device": "cpu", "notes": []}
     join_gauges(late, planted_samples())
     assert "cpu_util_pct" not in late and late["notes"] == []
