@@ -10,8 +10,9 @@ one cause, checked in order:
 * ``recompile`` — ``torch.compile`` compiled something during it (``@track_compile`` rows:
   ``compile_frames`` > 0; the detail says how many were recompilations and how long it took);
 * ``busy machine`` — it was slowed by the machine, as the diagnosis finds it
-  (:func:`gnnmon.report.busy.machine_calls`: other processes crowded its cores, sampled, and, torch
-  on one thread, its thread's run-queue time, where recorded, holds half its excess; not sampled, it waited rather
+  (:func:`gnnmon.report.busy.machine_calls`: other processes crowded its cores, sampled, their rate
+  above its usual, and, torch on one thread, its own CPU time does not account for its excess and
+  its thread's run-queue time, where recorded, holds half of it; not sampled, it waited rather
   than computed, from its CPU time, and its thread's run-queue time holds half that wait; never a
   call its collections explain): never warm-up's or unexplained, so the spikes and the diagnosis
   name the same calls;
@@ -141,8 +142,12 @@ def spikes(
         slow_epoch = _slow_first_epoch(timed, noise)
         slow = np.flatnonzero(timed.t > threshold).tolist()
         others, idle = timed.column("others_cpu_pct"), timed.column("idle_cpu_pct")
-        usual = busy.usual_others_s(others[timed.steady], timed.t[timed.steady])
-        crowded = busy.crowded(others, idle, timed.t, med, usual)  # rows outside the loop: nested, raised
+        usual = busy.usual_others(others, timed.steady)
+        took = next((timed.column(f) for f in ("cpu_s", "thread_cpu_s") if f in timed.part.cols), None)
+        crowded = busy.crowded(others, idle, timed.t, med, usual,  # rows outside the loop: nested, raised
+                               busy.pace(took, timed.steady, med))  # slow rows: beyond k spreads already
+        done = next((timed.column(f) for f in ("thread_cpu_s", "cpu_s") if one_thread and f in timed.part.cols), None)
+        crowded &= ~busy.computed(done, timed.steady, timed.t, med)  # as busy.machine_calls: it did not compute
         if one_thread and "thread_queued_s" in timed.part.cols:  # as busy.machine_calls: the thread queued
             crowded &= busy.queued_enough(timed.column("thread_queued_s"), timed.steady, timed.t - med)
         in_loop, waited = machine.get(label, ({}, {}))

@@ -9,18 +9,28 @@ queue, recorded, holds under half its excess; a call that waited otherwise, with
 own, is an off-CPU wait (:func:`own_waits`).
 
 On cores with no idle time left, a call's wall time is its own CPU time plus the time the cores
-gave to other processes: a call slowed by a busy machine is one whose excess over the label's
-level is matched by the CPU other processes took during it beyond their usual amount per call.
-So a call ran on **crowded** cores when the cores the process may run on had less than
-:data:`IDLE_FULL` idle (they were full) and other processes took, in CPU seconds
-(``others_cpu_pct / 100 × its time``), at least :data:`EXPLAINS` of its excess more than they
-usually took per call (the median over the label's steady calls). This holds whatever the
-machine's usual load: on a quiet 64-core machine the others' share of a pinned core rises from 0 to
-a half with one busy process beside it; on a 2-core machine already shared with three processes it
-rises only from 3/4 to 4/5, yet the CPU seconds they took during the slowed call still add up to
-its excess. A slow call on crowded cores was slowed by the machine, not by the job (unless its one
-thread's run queue says it did not wait for a core): the spikes' cause ``busy machine``, and the
-diagnosis's finding of that name.
+gave to other processes: a call slowed by a busy machine is one during which other processes took
+the cores at a higher rate than usual, and whose own work did not grow. So a call ran on
+**crowded** cores when the cores the process may run on had less than :data:`IDLE_FULL` idle (they
+were full), and other processes' rate on them (``others_cpu_pct``, % of one core) rose during it
+above their usual rate (the median over the label's steady calls), by enough that the CPU the
+rise took over the call's time (``(others_cpu_pct - usual) / 100 × t``), at the usual call's pace
+(:func:`pace`: a process that gets a fifth of its core loses five wall seconds to each CPU second
+taken from it), holds at least :data:`EXPLAINS` of its excess over the label's level, an excess
+beyond the noise of the steady calls the rise did not touch (:data:`~gnnmon.report.loops.NOISE_K`
+robust standard deviations of their times: a call at the level whose sampled rate jittered up
+was not slowed). The rate, not the seconds:
+at a steady load the others' seconds during a call grow with the call's length, whatever made it
+long, so a call that computed 150 ms more at the usual 130 % collects 195 ms of others' CPU
+without the machine having changed. This holds whatever the machine's usual load: on a quiet
+64-core machine the others' share of a pinned core rises from 0 to a half with one busy process
+beside it; on a 2-core machine already shared with three processes it rises only from 3/4 to 4/5,
+yet that rise over the slowed call's time still adds up to its excess (the CPU the call lost).
+A call whose own work (:func:`work`, torch on one thread) grew enough to account for
+:data:`EXPLAINS` of its excess at the usual call's pace computed (:func:`computed`): it is never
+the machine's, whatever the load beside it. A slow call on crowded cores that did not compute was
+slowed by the machine, not by the job (unless its one thread's run queue says it did not wait for
+a core): the spikes' cause ``busy machine``, and the diagnosis's finding of that name.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import math
 import numpy as np
 
 from gnnmon.report.loops import NOISE_K, Loop
-from gnnmon.report.stats import median
+from gnnmon.report.stats import median, spread
 
 IDLE_FULL = 25.0
 """% of one core: less idle time than this on the process's cores, and they were full."""
@@ -44,37 +54,71 @@ WAITED = "off-CPU wait"
 wait (:func:`causes`): a core, or I/O, a lock or a sleep in the step, as far as the rows can tell."""
 
 
-def others_s(others: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Per call: the CPU seconds other processes took on the run's cores while it ran (NaN where
-    not sampled)."""
-    return others / 100.0 * t
-
-
-def usual_others_s(others: np.ndarray, t: np.ndarray) -> float:
-    """Other processes' usual CPU seconds per call: the median over the calls given that have it
-    (0 where none does)."""
-    took = others_s(others, t)
-    known = took[~np.isnan(took)]
+def usual_others(others: np.ndarray, steady: np.ndarray) -> float:
+    """Other processes' usual rate on the run's cores, % of one core: the median of ``others`` over
+    the ``steady`` calls that have it (0 where none does)."""
+    known = others[steady & ~np.isnan(others)]
     return float(np.median(known)) if known.size else 0.0
 
 
-def crowded(others: np.ndarray, idle: np.ndarray, t: np.ndarray, level: float, usual_s: float) -> np.ndarray:
+def others_extra_s(others: np.ndarray, t: np.ndarray, usual: float) -> np.ndarray:
+    """Per call: the CPU seconds other processes took on the run's cores during it beyond their
+    ``usual`` rate (% of one core) over its time ``t`` (s), negative where they took less; NaN
+    where not sampled."""
+    return (others - usual) / 100.0 * t
+
+
+def crowded(others: np.ndarray, idle: np.ndarray, t: np.ndarray, level: float, usual: float,
+            pace: float = 1.0, least: float = 0.0) -> np.ndarray:
     """Per call: whether its cores were crowded (see the module doc) against the label's ``level``
-    (seconds per call) and the others' usual CPU seconds per call; False where not sampled or
-    not slower than the level."""
-    extra = others_s(others, t) - usual_s
+    (seconds per call), the others' ``usual`` rate (% of one core, :func:`usual_others`) and the
+    usual call's ``pace`` (:func:`pace`); False where not sampled or not slower than the level by
+    more than ``least`` (s: the steps' noise)."""
+    extra = others_extra_s(others, t, usual)
     excess = t - level
     with np.errstate(invalid="ignore"):
-        return (~np.isnan(extra) & ~np.isnan(idle) & (idle < IDLE_FULL) & (excess > 0)
-                & (extra >= EXPLAINS * excess))
+        return (~np.isnan(extra) & ~np.isnan(idle) & (idle < IDLE_FULL) & (excess > max(least, 0.0))
+                & (others > usual) & (extra * pace >= EXPLAINS * excess))
 
 
-def crowded_words(others: float, idle: float, t: float, level: float, usual_s: float) -> str:
-    """A crowded call's detail: the CPU other processes took during it against their usual amount."""
-    took = others / 100.0 * t
-    return (f"other processes took {took * 1e3:.1f} ms of CPU on this process's cores during it (usually "
-            f"{usual_s * 1e3:.1f} ms per call; {others:.0f} % of a core), against {(t - level) * 1e3:.1f} ms "
-            f"over the level; {idle:.0f} % idle left")
+def pace(cpu: np.ndarray | None, steady: np.ndarray, level: float) -> float:
+    """The usual call's wall seconds per CPU second of its process: the ``level`` (s) over the
+    ``steady`` calls' median ``cpu`` (s, ``cpu_s``, else ``thread_cpu_s``); 1 where not recorded.
+    A process that computes a fifth of its time (it shares its core) loses a second of wall time
+    to each 0.2 s of CPU the others take from it: the CPU the others' rise took, times this, is the
+    wall time it cost the call."""
+    if cpu is None:
+        return 1.0
+    known = cpu[steady & ~np.isnan(cpu)]
+    usual = median(np.sort(known)) if known.size else math.nan
+    return level / usual if usual > 0 and level > 0 else 1.0
+
+
+def crowded_words(others: float, idle: float, t: float, level: float, usual: float) -> str:
+    """A crowded call's detail: other processes' rate during it against their usual rate, and the
+    CPU the rise took over its time against its excess."""
+    extra = (others - usual) / 100.0 * t
+    return (f"other processes took {others:.0f} % of a core on this process's cores during it (usually "
+            f"{usual:.0f} %): {extra * 1e3:.1f} ms of CPU more over its {t * 1e3:.1f} ms, against "
+            f"{(t - level) * 1e3:.1f} ms over the level; {idle:.0f} % idle left")
+
+
+def computed(done: np.ndarray | None, steady: np.ndarray, t: np.ndarray, level: float) -> np.ndarray:
+    """Per call: its own work ``done`` (s, :func:`work`; None: not known, no call computed) grew
+    over the ``steady`` calls' median by enough that, at their pace (the ``level``, s, per median
+    CPU second: on a shared core a second of work takes longer than a second), it accounts for
+    :data:`EXPLAINS` of its excess over the level: the call computed, whatever the load beside it.
+    False where its work is not recorded or it is not slower than the level."""
+    if done is None:
+        return np.zeros(t.shape, dtype=bool)
+    known = steady & ~np.isnan(done)
+    usual = median(np.sort(done[known])) if known.any() else math.nan
+    if not usual > 0:
+        return np.zeros(t.shape, dtype=bool)
+    pace = max(level / usual, 1.0)  # wall seconds per CPU second in the usual call (at least 1 on one thread)
+    excess = t - level
+    with np.errstate(invalid="ignore"):
+        return ~np.isnan(done) & (excess > 0) & ((done - usual) * pace >= EXPLAINS * excess)
 
 
 GC_SHARE = 0.5
@@ -91,16 +135,17 @@ def crowded_calls(loop: Loop, one_thread: bool = False) -> np.ndarray:
     return slowed if sampled is None else slowed | own_waits(loop, sampled, one_thread)
 
 
-Load = tuple[np.ndarray, np.ndarray, float]
-"""The sampled ``others_cpu_pct`` and ``idle_cpu_pct`` of each call and the others' usual CPU
-seconds per call (:func:`load`)."""
+Load = tuple[np.ndarray, np.ndarray, float, float]
+"""The sampled ``others_cpu_pct`` and ``idle_cpu_pct`` of each call, the others' usual rate, % of
+one core (:func:`load`, :func:`usual_others`), and the usual call's pace (:func:`pace`)."""
 
 
 def machine_calls(loop: Loop, sampled: Load | None, one_thread: bool = False,
                   gc_share: float = GC_SHARE) -> np.ndarray:
     """Per call: slowed while other processes crowded the run's cores (above; ``sampled``, the
-    loop's :func:`load`); where the machine's load was not sampled (None), slowed while computing
-    no more (:func:`idle_calls`); in neither case a call that compiled (the compile's: its workers
+    loop's :func:`load`) and, torch on one thread, not by its own work (:func:`computed`); where
+    the machine's load was not sampled (None), slowed while computing no more
+    (:func:`idle_calls`); in neither case a call that compiled (the compile's: its workers
     are other processes) or one its collections explain (``gc_share`` of its excess). Such a
     call's excess is the busy machine's alone, never warm-up's, recompilation's or the
     collector's. Sampled, where the thread's run queue was recorded (``thread_queued_s``) and torch
@@ -112,8 +157,12 @@ def machine_calls(loop: Loop, sampled: Load | None, one_thread: bool = False,
     if sampled is None:
         slowed = idle_calls(loop, one_thread)
     else:
-        others, idle, usual = sampled
-        slowed = crowded(others, idle, loop.t, loop.level, usual)
+        others, idle, usual, paced = sampled
+        with np.errstate(invalid="ignore"):
+            untouched = loop.t[loop.steady & (others <= usual)]  # the steady calls' own noise, the load's not in it
+        least = NOISE_K * spread(untouched) if untouched.size else 0.0
+        slowed = crowded(others, idle, loop.t, loop.level, usual, paced, least)
+        slowed &= ~computed(work(loop, one_thread), loop.steady, loop.t, loop.level)
         if one_thread:  # the thread's run queue is the step's own (torch's other threads' is not recorded)
             slowed &= queued_enough(loop.column("thread_queued_s") if loop.has("thread_queued_s") else None,
                                     loop.steady, loop.t - loop.level)
@@ -123,12 +172,14 @@ def machine_calls(loop: Loop, sampled: Load | None, one_thread: bool = False,
 
 
 def load(loop: Loop) -> Load | None:
-    """The sampled ``others_cpu_pct`` and ``idle_cpu_pct`` of each call and the others' usual CPU
-    seconds per call (over the steady calls); None where the load was not sampled."""
+    """The sampled ``others_cpu_pct`` and ``idle_cpu_pct`` of each call, the others' usual rate
+    over the steady calls (:func:`usual_others`) and the usual call's pace (:func:`pace`); None
+    where the load was not sampled."""
     if not loop.has("others_cpu_pct") or not loop.has("idle_cpu_pct"):
         return None
     others, idle = loop.column("others_cpu_pct"), loop.column("idle_cpu_pct")
-    return others, idle, usual_others_s(others[loop.steady], loop.t[loop.steady])
+    cpu = next((loop.column(f) for f in ("cpu_s", "thread_cpu_s") if loop.has(f)), None)
+    return others, idle, usual_others(others, loop.steady), pace(cpu, loop.steady, loop.level)
 
 
 OFF_CPU = 0.5
@@ -220,7 +271,7 @@ def own_waits(loop: Loop, sampled: Load | None, one_thread: bool, gc_share: floa
     if waited is None or not waits.any():
         return np.zeros(loop.t.size, dtype=bool)
     if sampled is not None:  # a call with no sample of its own (the first window): not the sampled load's to judge
-        others, idle, _ = sampled
+        others, idle = sampled[0], sampled[1]
         waits &= ~machine_calls(loop, sampled, one_thread, gc_share) & ~np.isnan(others) & ~np.isnan(idle)
     return waits & (causes(waited, queued_more(loop)) == WAITED)
 

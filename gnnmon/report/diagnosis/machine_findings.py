@@ -44,9 +44,12 @@ is read over 5, as ``report.spikes()`` judges a label from 5 (its ``min_rows``).
 
 def busy_machine(loop: Loop, total: float, one_thread: bool = False,
                  nested: Nested | None = None) -> dict[str, Any] | None:
-    """Calls slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`), the
-    first calls among them (their excess is the machine's, not warm-up's), unless torch ran on one
-    thread whose run queue, recorded, says they did not wait for a core; where the load was not
+    """Calls slowed while other processes crowded the run's cores (:mod:`gnnmon.report.busy`: their
+    rate rose above its usual), the first calls among them (their excess is the machine's, not
+    warm-up's), unless torch ran on one thread whose own work grew to account for their excess
+    (they computed) or whose run queue, recorded, says they did not wait for a core; the words say
+    the calls' median and longest time and their excess in all (a few long calls among many short
+    ones do not hide behind the median); where the load was not
     sampled, calls slowed while computing no more (:func:`~gnnmon.report.busy.idle_calls`) whose
     thread's run-queue time says they waited for a core (the others are :func:`off_cpu_wait`'s).
     ``nested``: the rows inside the calls (:func:`nested_rows`), one of which may hold the excess."""
@@ -58,7 +61,7 @@ def busy_machine(loop: Loop, total: float, one_thread: bool = False,
             return None
         return _waited(loop, total, one_thread, waits & (busy.causes(waited, busy.queued_more(loop)) == busy.CAUSE),
                        busy.CAUSE, None, nested)
-    others, idle, usual = load
+    others, idle, usual = load[0], load[1], load[2]
     crowd = busy.machine_calls(loop, load, one_thread)
     quiet = loop.steady & ~crowd & ~busy.own_waits(loop, load, one_thread)  # the waits are off_cpu_wait's
     m = int(crowd.sum())
@@ -69,14 +72,18 @@ def busy_machine(loop: Loop, total: float, one_thread: bool = False,
     slowed = median(loop.t[crowd])
     if slowed <= level + NOISE_K * noise or not beyond_noise(cost, m, noise, total):
         return None
-    took = float(np.mean(busy.others_s(others, loop.t)[crowd]))
-    proof = [evidence("others_cpu_pct", float(np.mean(others[crowd])), "%", f"sampled (psutil, the cores this "
-                      f"process may run on), mean over {m} call(s)"),
-             evidence("others' CPU per call", took, "s", f"others_cpu_pct x the call's time, mean over those calls; "
-                      f"usually {ms(usual)}"),
+    rate = float(np.mean(others[crowd]))
+    extra = float(np.mean(busy.others_extra_s(others, loop.t, usual)[crowd]))
+    longest = float(np.max(loop.t[crowd]))
+    proof = [evidence("others_cpu_pct", rate, "%", f"sampled (psutil, the cores this process may run on), mean "
+                      f"over {m} call(s); usually {usual:.0f} % (median over the steady calls)"),
+             evidence("others' extra CPU per call", extra, "s", "(others_cpu_pct - usual) x the call's time, mean "
+                      "over those calls"),
              evidence("idle_cpu_pct", float(np.mean(idle[crowd])), "%", "sampled, those calls")]
-    words = (f"{m} call(s) of {loop.label} ran on full cores while other processes took {ms(took)} of CPU "
-             f"on them per call (usually {ms(usual)}): {ms(slowed)} (median) against {ms(level)} otherwise")
+    words = (f"{m} call(s) of {loop.label} ran on full cores while other processes took {rate:.0f} % of a core "
+             f"on them (usually {usual:.0f} %), {ms(extra)} of CPU more per call: {ms(slowed)} (median"
+             f"{'' if m == 1 else f', longest {ms(longest)}'}) against {ms(level)} otherwise, "
+             f"{ms(cost)} over it in all")
     words += _phase_said(loop, crowd, quiet, proof, nested)
     return finding("busy machine", loop.label, cost, total, words, proof, BUSY_NEXT)
 

@@ -93,28 +93,6 @@ def test_a_busy_process_beside_the_run_leads_as_a_busy_machine(sched):
     assert idle < busy.IDLE_FULL  # the core was full while those calls ran
 
 
-def test_crowded_holds_at_its_bounds():
-    """Binary-exact plants around busy.crowded's rule (level 125 ms; others usually take 62.5 ms a
-    call): a 625 ms call on full cores (10 % idle) whose others took exactly half its 500 ms excess
-    more than usual (50 % of a core: 312.5 ms) is crowded; the same with exactly 25 % idle is not
-    (not full); a call at the level is not, however full; one on cores not full (50 % idle) is
-    not; one whose others took 250 ms (187.5 more than usual: under half) is not."""
-    from gnnmon.report import busy
-
-    t = np.array([0.625, 0.625, 0.125, 0.625, 0.625])
-    others = np.array([50.0, 50.0, 100.0, 50.0, 40.0])
-    idle = np.array([10.0, 25.0, 10.0, 50.0, 10.0])
-    assert busy.crowded(others, idle, t, 0.125, 0.0625).tolist() == [True, False, False, False, False]
-
-
-def test_a_crowded_calls_words_say_its_figures():
-    from gnnmon.report import busy
-
-    assert busy.crowded_words(180.0, 10.0, 1.125, 0.125, 0.125) == (
-        "other processes took 2025.0 ms of CPU on this process's cores during it (usually 125.0 ms per call; "
-        "180 % of a core), against 1000.0 ms over the level; 10 % idle left")
-
-
 def test_calls_at_a_level_without_noise_did_not_wait():
     """Twenty calls of exactly 125 ms computing all of it (one thread): no noise, nothing waited,
     none idle (a wait must exceed the noise, 0 here, not merely reach it)."""

@@ -331,9 +331,10 @@ def test_crowded_calls_are_never_warm_up():
 
 
 def sampled_rows(quiet: int, crowded: int, wall: float = 0.25) -> list[dict]:
-    """Two warm-up calls and ``quiet`` calls at LEVEL while others took 40 % of a core (50 ms a call)
-    with 60 % idle; then ``crowded`` calls of ``wall`` while others took 75 or 87.5 % (alternately:
-    81.25 % and, in calls of 250 ms, 203.125 ms a call on average) with 10 or 20 % idle."""
+    """Two warm-up calls and ``quiet`` calls at LEVEL while others took 40 % of a core with 60 % idle;
+    then ``crowded`` calls of ``wall`` while others took 75 or 87.5 % (alternately: 81.25 % on
+    average, 35 or 47.5 % over their usual 40 %: in calls of 250 ms, 103.125 ms of CPU more a call
+    on average) with 10 or 20 % idle."""
     rows = [row(i, LEVEL, others_cpu_pct=40.0, idle_cpu_pct=60.0) for i in range(2 + quiet)]
     rows += [row(2 + quiet + j, wall, others_cpu_pct=(75.0, 87.5)[j % 2], idle_cpu_pct=(10.0, 20.0)[j % 2])
              for j in range(crowded)]
@@ -343,18 +344,19 @@ def sampled_rows(quiet: int, crowded: int, wall: float = 0.25) -> list[dict]:
 def busy(m: int, at_stake: float, total: float) -> dict:
     return found(
         "busy machine", at_stake, total,
-        f"{m} call(s) of step ran on full cores while other processes took 203.1 ms of CPU on them per call (usually "
-        "50.0 ms): 250.0 ms (median) against 125.0 ms otherwise",
-        [proof("others_cpu_pct", 81.25, "%",
-               f"sampled (psutil, the cores this process may run on), mean over {m} call(s)"),
-         proof("others' CPU per call", 0.203125, "s", "others_cpu_pct x the call's time, mean over those calls; "
-               "usually 50.0 ms"),
+        f"{m} call(s) of step ran on full cores while other processes took 81 % of a core on them (usually 40 %), "
+        f"103.1 ms of CPU more per call: 250.0 ms (median, longest 250.0 ms) against 125.0 ms otherwise, "
+        f"{tf.ms(at_stake)} over it in all",
+        [proof("others_cpu_pct", 81.25, "%", f"sampled (psutil, the cores this process may run on), mean over {m} "
+               "call(s); usually 40 % (median over the steady calls)"),
+         proof("others' extra CPU per call", 0.103125, "s", "(others_cpu_pct - usual) x the call's time, mean over "
+               "those calls"),
          proof("idle_cpu_pct", 15.0, "%", "sampled, those calls")],
         BUSY_NEXT)
 
 
 def test_calls_on_crowded_cores_are_a_busy_machine_at_their_excess_over_the_quiet_calls():
-    """10 calls of 250 ms on full cores, others taking 203 ms of CPU a call (against their usual 50),
+    """10 calls of 250 ms on full cores, others taking 81 % of a core (against their usual 40 %),
     beside 18 quiet steady calls of 125 ms: 1.25 s over the quiet level."""
     rows = sampled_rows(18, 10)
     total = 30 * LEVEL + 1.25
@@ -393,12 +395,13 @@ def test_crowded_calls_within_the_quiet_calls_noise_are_not_a_busy_machine():
     total = sum(r["wall_s"] for r in rows)
     assert mf.busy_machine(loop_of(rows), total) == found(
         "busy machine", 16 * 0.375, total,
-        "16 call(s) of step ran on full cores while other processes took 500.0 ms of CPU on them per call (usually "
-        "0.0 ms): 500.0 ms (median) against 125.0 ms otherwise",
-        [proof("others_cpu_pct", 100.0, "%",
-               "sampled (psutil, the cores this process may run on), mean over 16 call(s)"),
-         proof("others' CPU per call", 0.5, "s", "others_cpu_pct x the call's time, mean over those calls; usually "
-               "0.0 ms"),
+        "16 call(s) of step ran on full cores while other processes took 100 % of a core on them (usually 0 %), "
+        "500.0 ms of CPU more per call: 500.0 ms (median, longest 500.0 ms) against 125.0 ms otherwise, 6.00 s over "
+        "it in all",
+        [proof("others_cpu_pct", 100.0, "%", "sampled (psutil, the cores this process may run on), mean over 16 "
+               "call(s); usually 0 % (median over the steady calls)"),
+         proof("others' extra CPU per call", 0.5, "s", "(others_cpu_pct - usual) x the call's time, mean over those "
+               "calls"),
          proof("idle_cpu_pct", 0.0, "%", "sampled, those calls")],
         BUSY_NEXT)
     assert mf.busy_machine(loop_of(rows), 200.0) is None  # 6 s of a 200 s run: under 5 %
@@ -466,9 +469,10 @@ def test_calls_that_waited_rather_than_computed_are_an_off_cpu_wait_on_one_threa
 
 
 def test_on_sampled_full_cores_the_threads_run_queue_still_tells_a_busy_machine_from_a_sleep():
-    """The load sampled, one core's worth of other processes on full cores the whole run (100 % of a
-    core, 0 % idle): during each 375 ms slow call they took 375 ms of CPU against 125 ms in a
-    usual call, 250 ms more, all its excess, so by the sampled rule alone its cores were crowded.
+    """The load sampled, full cores the whole run (0 % idle), one core's worth of other processes
+    during the slow calls (100 % of a core against their usual 0 %): during each 375 ms slow call
+    the rise took 375 ms of CPU, more than its 250 ms excess, so by the sampled rule alone its cores
+    were crowded.
     Yet a sleeping call leaves its core to them as well: with the thread's run queue recorded, a
     call whose thread queued no more than the usual one (0 s) gave the CPU up, the step's own wait
     (a sleep planted in a step on a busy machine was called a busy machine, "not the job's cost"),
@@ -480,6 +484,8 @@ def test_on_sampled_full_cores_the_threads_run_queue_still_tells_a_busy_machine_
 
     def loaded(queued: float | None) -> list[dict]:
         rows = waiting_rows(others_cpu_pct=100.0, idle_cpu_pct=0.0)
+        for r in rows:
+            r["others_cpu_pct"] = 100.0 if r["wall_s"] > LEVEL else 0.0
         if queued is not None:
             for r in rows:
                 r["thread_queued_s"] = queued if r["wall_s"] > LEVEL else 0.0
@@ -496,7 +502,8 @@ def test_on_sampled_full_cores_the_threads_run_queue_still_tells_a_busy_machine_
     queued = loop_of(loaded(0.125))
     machine = mf.busy_machine(queued, total, one_thread=True)
     assert machine is not None and machine["kind"] == "busy machine" and machine["words"].startswith(
-        "10 call(s) of step ran on full cores while other processes took 375.0 ms of CPU on them per call"), machine
+        "10 call(s) of step ran on full cores while other processes took 100 % of a core on them (usually 0 %)"), (
+        machine)
     assert mf.off_cpu_wait(queued, total, one_thread=True) is None
     assert [s["cause"] for s in spikes(loaded(0.125), one_thread=True)] == ["busy machine"] * 10
     just_under = loop_of(loaded(0.125 - 2**-20))  # under half of the excess: not the machine's
@@ -521,7 +528,7 @@ def test_sampled_waits_are_counted_once_and_the_run_queue_is_read_only_for_one_t
     assert tf.warm_up(lp, lp.total, one_thread=True) is None
     assert mf.off_cpu_wait(lp, lp.total, one_thread=True)["at_stake"] == 2 * (1.0 - LEVEL)
 
-    crowded = [row(i, 0.375 if i >= 20 else LEVEL, cpu_s=0.05 if i >= 20 else 0.1, others_cpu_pct=100.0,
+    crowded = [row(i, 0.375 if i >= 20 else LEVEL, cpu_s=0.05 if i >= 20 else 0.1, others_cpu_pct=100.0 * (i >= 20),
                    idle_cpu_pct=0.0, thread_queued_s=0.0) for i in range(30)]
     lp = loop_of(crowded)
     assert mf.busy_machine(lp, lp.total)["words"].startswith("10 call(s) of step ran on full cores")
@@ -537,7 +544,7 @@ def test_sampled_waits_are_counted_once_and_the_run_queue_is_read_only_for_one_t
     lp = loop_of(mixed)
     level = float(np.median(quiet[2:]))
     said = mf.busy_machine(lp, lp.total, one_thread=True)
-    assert said is not None and said["words"].endswith(f"250.0 ms (median) against {tf.ms(level)} otherwise"), said
+    assert said is not None and f"250.0 ms (median, longest 250.0 ms) against {tf.ms(level)} otherwise" in said["words"]
     assert mf.off_cpu_wait(lp, lp.total, one_thread=True)["words"].startswith("10 call(s) of step took 600.0 ms")
     for r in mixed:  # the queued calls spent 125 ms of their excess in phase fetch, the others none
         r["phase_fetch_s"] = 0.125 if r["wall_s"] == 0.25 else 0.0
@@ -629,13 +636,13 @@ def test_the_phase_named_is_the_innermost_that_holds_the_wait():
 def test_the_calls_an_off_cpu_wait_is_held_against_are_neither_its_own_nor_the_crowded_ones():
     """The load sampled: 10 calls of 375 ms slept (their thread computed 78.125 ms, their cores half
     idle, others taking nothing); 4 calls of 375 ms computed their excess (312.5 ms of CPU) on
-    crowded cores (100 % of a core to others, none idle): a busy machine's. The 18 quiet steady
-    calls alternately computed 62.5 and 70.3125 ms: their median, 66.40625 ms, is the CPU time
-    the sleeping calls' is held against; with the sleeping or the crowded calls among them it
-    would be 70.3125 ms. Each sleeping call waited 250 ms less the 7.8125 ms its CPU time grew
-    by over the steady calls' median (70.3125 ms): 2.421875 s in all. With the run queue recorded
-    and no thread ever queued, the crowded calls are not the machine's (their one thread did not
-    wait for a core) nor waits (they computed): they are among the calls held against, 70.3125 ms."""
+    crowded cores (100 % of a core to others, none idle): they computed, so they are not the
+    machine's (busy.computed) nor waits, and they are among the calls held against with the 18
+    quiet steady calls, which alternately computed 62.5 and 70.3125 ms: their median, 70.3125 ms,
+    is the CPU time the sleeping calls' is held against (without the computing calls it would be
+    66.40625 ms). Each sleeping call waited 250 ms less the 7.8125 ms its CPU time grew by over
+    the steady calls' median (70.3125 ms): 2.421875 s in all. With the run queue recorded and no
+    thread ever queued, the same."""
     rows = waiting_rows(others_cpu_pct=0.0, idle_cpu_pct=50.0)
     for r in rows[1:20:2]:
         r["thread_cpu_s"] = 0.0703125
@@ -644,11 +651,11 @@ def test_the_calls_an_off_cpu_wait_is_held_against_are_neither_its_own_nor_the_c
     assert mf.off_cpu_wait(loop_of(rows), total, one_thread=True) == found(
         "off-CPU wait", 2.421875, total,
         "10 call(s) of step took 375.0 ms (median) against 125.0 ms otherwise, and their CPU time (78.1 ms a call "
-        "against 66.4 ms) accounts for at most half of each one's excess: 2.42 s off the CPU; the machine's sampled "
+        "against 70.3 ms) accounts for at most half of each one's excess: 2.42 s off the CPU; the machine's sampled "
         "load does not account for it (its cores had time to spare, or other processes took less than half of it "
         "beyond their usual CPU): the thread gave the CPU up, on I/O, a lock (the GIL: another thread of the "
         "process) or a sleep in the step, not warm-up",
-        [proof("thread_cpu_s", 0.078125, "s", "the thread's CPU time, median of those 10 call(s); 66.4 ms in the "
+        [proof("thread_cpu_s", 0.078125, "s", "the thread's CPU time, median of those 10 call(s); 70.3 ms in the "
                "others"),
          proof("wall_s/device_s", 0.375, "s", "median of those 10 call(s)")],
         OWN_WAIT_NEXT)
@@ -703,17 +710,19 @@ def test_sampled_a_call_that_queued_is_the_machines_only_on_crowded_cores():
 
 
 def test_a_sampled_busy_machine_names_the_phase_that_took_its_excess():
-    """One core's worth of other processes on full cores (100 % of a core, 0 % idle), the run queue
-    not recorded: the 10 slow calls are the machine's. Each ran phase io for 250 ms (its whole
-    excess), which the quiet calls never ran (0 s): the finding says phase io took 250 ms more of
-    it, with its evidence last."""
+    """One core's worth of other processes during the slow calls (100 % of a core against their
+    usual 0 %, 0 % idle throughout), the run queue not recorded: the 10 slow calls are the
+    machine's. Each ran phase io for 250 ms (its whole excess), which the quiet calls never ran
+    (0 s): the finding says phase io took 250 ms more of it, with its evidence last."""
     rows = waiting_rows(others_cpu_pct=100.0, idle_cpu_pct=0.0)
     for r in rows:
         r["phase_io_s"] = 0.25 if r["wall_s"] > LEVEL else 0.0
+        r["others_cpu_pct"] = 100.0 if r["wall_s"] > LEVEL else 0.0
     said = mf.busy_machine(loop_of(rows), 30 * LEVEL + 2.5, one_thread=True)
     assert said is not None and said["words"] == (
-        "10 call(s) of step ran on full cores while other processes took 375.0 ms of CPU on them per call (usually "
-        "125.0 ms): 375.0 ms (median) against 125.0 ms otherwise; phase io took 250.0 ms more of it (median 250.0 ms "
+        "10 call(s) of step ran on full cores while other processes took 100 % of a core on them (usually 0 %), "
+        "375.0 ms of CPU more per call: 375.0 ms (median, longest 375.0 ms) against 125.0 ms otherwise, 2.50 s over "
+        "it in all; phase io took 250.0 ms more of it (median 250.0 ms "
         "against 0.0 ms)"), said
     assert said["evidence"][-1] == proof("phase_io_s", 0.25, "s", "median of those 10 call(s); 0.0 ms in the others")
     assert len(said["evidence"]) == 4
