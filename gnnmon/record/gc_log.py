@@ -13,7 +13,7 @@ hook's included, and an exception a GC callback raises is one Python drops (it r
 unraisable). A signal that arrives while a collection runs (its C part, a gen-2 one over a big heap
 lasting 100 ms or more) is handled as the hook is entered, before its first line. So the hook's
 exceptions are taken where Python hands them on, at ``sys.unraisablehook`` (:func:`_on_unraisable`,
-gnnmon's while the hook is installed, passing every other exception to the hook that was there): one
+gnnmon's from the first install on, passing every other exception to the hook that was there): one
 a handler raised (``KeyboardInterrupt`` included: Python's own SIGINT handler is C) is held like a
 Ctrl-C in :data:`~gnnmon.record.interrupts.HELD` and raised when gnnmon's state is whole
 (:func:`~gnnmon.record.interrupts.release`); the collection is still logged and counted, and the
@@ -57,7 +57,8 @@ class GcLog:
         """Install the hook (if nobody has yet)."""
         with self._lock:
             if self._users == 0:
-                _take_unraisable()
+                if not _PREVIOUS:
+                    _take_unraisable()
                 gc.callbacks.insert(0, MARK_GC)  # first: marks the collection before any Python runs
                 gc.callbacks.append(self.hook)
             self._users += 1
@@ -72,7 +73,6 @@ class GcLog:
                         gc.callbacks.remove(callback)
                     except ValueError:  # the user cleared gc.callbacks themselves
                         pass
-                _give_unraisable_back()
             elif self._users < 0:
                 self._users = 0
                 raise RuntimeError("gnnmon GC log released more often than acquired")
@@ -174,23 +174,15 @@ class GcLog:
 GC_LOG = GcLog()
 
 _PREVIOUS: list[Callable[[Any], Any]] = []
-"""The ``sys.unraisablehook`` that was there when gnnmon's was put in its place (one item while it is)."""
+"""The ``sys.unraisablehook`` that was there when gnnmon's was put in its place (one item from then on)."""
 
 
 def _take_unraisable() -> None:
-    """Put :func:`_on_unraisable` in ``sys.unraisablehook``'s place while the GC hook is installed:
-    a hook set after it replaces it (then a handler's exception in the GC hook is dropped, as
-    Python drops it), and one that wraps it calls it."""
-    if sys.unraisablehook is not _on_unraisable:
-        _PREVIOUS[:] = [sys.unraisablehook]
-        sys.unraisablehook = _on_unraisable
-
-
-def _give_unraisable_back() -> None:
-    """The GC hook is gone: the hook that was there is back, unless another replaced gnnmon's since
-    (that one stays)."""
-    if sys.unraisablehook is _on_unraisable and _PREVIOUS:
-        sys.unraisablehook = _PREVIOUS.pop()
+    """Put :func:`_on_unraisable` in ``sys.unraisablehook``'s place, once: a hook set after it
+    replaces it (then a handler's exception in the GC hook is dropped, as Python drops it), and
+    one that wraps it calls it."""
+    _PREVIOUS.append(sys.unraisablehook)
+    sys.unraisablehook = _on_unraisable
 
 
 def _on_unraisable(unraisable: Any) -> None:

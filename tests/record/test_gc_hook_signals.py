@@ -267,24 +267,3 @@ def test_other_unraisable_exceptions_go_to_the_hook_that_was_there(monkeypatch):
     assert len(reported) == 1 and type(reported[0].exc_value) is KeyboardInterrupt
     assert HELD.pending is False
 
-
-
-def test_the_unraisable_hook_is_gnnmons_only_while_the_gc_hook_is_installed(tmp_path, monkeypatch):
-    """Nothing left behind: the hook that was there is back once the run ends; one set meanwhile
-    (in gnnmon's place) stays."""
-    mine = gc_log._on_unraisable
-
-    def theirs(unraisable: Any) -> None:
-        pass
-
-    monkeypatch.setattr(sys, "unraisablehook", theirs)
-    with gnnmon.collect(tmp_path / "run.jsonl"):
-        assert sys.unraisablehook is mine
-    assert sys.unraisablehook is theirs
-
-    def later(unraisable: Any) -> None:
-        pass
-
-    with gnnmon.collect(tmp_path / "again.jsonl"):
-        sys.unraisablehook = later
-    assert sys.unraisablehook is later
