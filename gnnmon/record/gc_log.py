@@ -7,37 +7,18 @@ row's GC figures and to those of every row enclosing it. So a row's figures are 
 events attributed to it or to its children, nothing else: a collection another thread triggered
 (it stops every thread) is that thread's row's, and one that fires after the row closed (as when
 ``@gc_controlled`` switches automatic GC back on) is not the row's.
-
-A signal handler of yours runs between two bytecodes of whatever the main thread runs, this
-hook's included, and an exception a GC callback raises is one Python drops (it reports it as
-unraisable). A signal that arrives while a collection runs (its C part, a gen-2 one over a big heap
-lasting 100 ms or more) is handled as the hook is entered, before its first line. So the hook's
-exceptions are taken where Python hands them on, at ``sys.unraisablehook`` (:func:`_on_unraisable`,
-gnnmon's from the first install on, passing every other exception to the hook that was there): one
-a handler raised (``KeyboardInterrupt`` included: Python's own SIGINT handler is C) is held like a
-Ctrl-C in :data:`~gnnmon.record.interrupts.HELD` and raised when gnnmon's state is whole
-(:func:`~gnnmon.record.interrupts.release`); the collection is still logged and counted, and the
-row it fell in says ``error`` and why. The hook itself runs the same instructions as without it.
 """
 
 from __future__ import annotations
 
 import contextvars
 import gc
-import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
-from gnnmon.errors import raised_by_handler
 from gnnmon.record import state
-from gnnmon.record.interrupts import HELD, IN_GC, MAIN_THREAD, MARK_GC, settle
-
-HANDLERS_NOTE = ("a signal handler raised {name} during a garbage collection in this row, inside gnnmon's GC "
-                 "hook, where Python would drop it: gnnmon raised it once its own state was whole (at the end of "
-                 "its next phase, call or scope)")
-"""Said on the row a collection fell in when a handler's exception was taken from the GC hook."""
+from gnnmon.record.interrupts import IN_GC, MARK_GC
 
 
 class GcLog:
@@ -50,17 +31,14 @@ class GcLog:
         self._wall0 = 0
         self.requested = 0  # >0 while gnnmon itself runs gc.collect
         self.requested_reason: str | None = None
-        self.hook = self._callback  # the one object in gc.callbacks: what sys.unraisablehook is handed
 
     # -- install / remove ---------------------------------------------------------------------
     def acquire(self) -> None:
         """Install the hook (if nobody has yet)."""
         with self._lock:
             if self._users == 0:
-                if not _PREVIOUS:
-                    _take_unraisable()
                 gc.callbacks.insert(0, MARK_GC)  # first: marks the collection before any Python runs
-                gc.callbacks.append(self.hook)
+                gc.callbacks.append(self._callback)
             self._users += 1
 
     def release(self) -> None:
@@ -68,7 +46,7 @@ class GcLog:
         with self._lock:
             self._users -= 1
             if self._users == 0:
-                for callback in (MARK_GC, self.hook):
+                for callback in (MARK_GC, self._callback):
                     try:
                         gc.callbacks.remove(callback)
                     except ValueError:  # the user cleared gc.callbacks themselves
@@ -102,39 +80,6 @@ class GcLog:
             self._stopped(info)
         finally:
             IN_GC.__dict__.clear()
-
-    def handlers(self, exc: BaseException) -> None:
-        """A signal handler raised ``exc`` in this hook (Python dropped it, :func:`_on_unraisable`
-        took it): the collection's figures are whole first (a hook whose first line never ran is
-        run now), then the row the collection fell in says so and ``exc`` is held, to be raised
-        when gnnmon's state is whole. Main thread only: the one that runs signal handlers."""
-        marked = IN_GC.__dict__
-        try:
-            if "stop" in marked:  # the handler ran as the hook was entered at the collection's end
-                self._stopped(marked["stop"])
-            elif "start" in marked:  # ... at its start: the pause is timed from now
-                self._wall0 = time.time_ns()
-                self._t0 = time.perf_counter_ns()
-        except BaseException as again:  # another handler's, meanwhile: the later one is raised
-            if not (isinstance(again, KeyboardInterrupt) or raised_by_handler(again)):
-                raise
-            again.__context__ = exc
-            exc = again
-        finally:
-            if "stop" in marked:
-                marked.clear()
-        row = contextvars.copy_context().get(state.CURRENT_ROW)  # as _stopped reads it
-        if row is not None and not row.closed:
-            fields = row.fields
-            if fields.get("error") is None:
-                fields["error"] = type(exc).__name__
-            row.note(HANDLERS_NOTE.format(name=type(exc).__name__))
-        held = HELD.pending
-        if held is True:  # a Ctrl-C held meanwhile is raised instead
-            return
-        if held and exc.__context__ is None:
-            exc.__context__ = held
-        HELD.pending = exc
 
     def _stopped(self, info: dict[str, Any]) -> None:
         pause = time.perf_counter_ns() - self._t0
@@ -173,34 +118,9 @@ class GcLog:
 
 GC_LOG = GcLog()
 
-_PREVIOUS: list[Callable[[Any], Any]] = []
-"""The ``sys.unraisablehook`` that was there when gnnmon's was put in its place (one item from then on)."""
-
-
-def _take_unraisable() -> None:
-    """Put :func:`_on_unraisable` in ``sys.unraisablehook``'s place, once: a hook set after it
-    replaces it (then a handler's exception in the GC hook is dropped, as Python drops it), and
-    one that wraps it calls it."""
-    _PREVIOUS.append(sys.unraisablehook)
-    sys.unraisablehook = _on_unraisable
-
-
-def _on_unraisable(unraisable: Any) -> None:
-    """``sys.unraisablehook``: an exception a signal handler raised in gnnmon's GC hook, on the main
-    thread, is held for the user's code (:meth:`GcLog.handlers`); every other one goes to the hook
-    that was there (gnnmon's own failure in its GC hook is reported as before)."""
-    exc = unraisable.exc_value
-    if (unraisable.object is GC_LOG.hook and exc is not None and threading.get_ident() == MAIN_THREAD
-            and (isinstance(exc, KeyboardInterrupt) or raised_by_handler(exc))):
-        GC_LOG.handlers(exc)
-        return
-    (_PREVIOUS[0] if _PREVIOUS else sys.__unraisablehook__)(unraisable)
-
 
 def requested_collection(generation: int, reason: str) -> tuple[int, float]:
-    """Run ``gc.collect(generation)`` marked as asked for; returns (objects collected, seconds). A
-    handler's exception the GC hook held meanwhile is raised here where no held section is open
-    (``collect_garbage()``, the end of ``gc_paused``), else at that section's end."""
+    """Run ``gc.collect(generation)`` marked as asked for; returns (objects collected, seconds)."""
     GC_LOG.requested += 1
     GC_LOG.requested_reason = reason
     t0 = time.perf_counter_ns()
@@ -208,7 +128,4 @@ def requested_collection(generation: int, reason: str) -> tuple[int, float]:
         collected = gc.collect(generation)
     finally:
         GC_LOG.requested -= 1
-    seconds = (time.perf_counter_ns() - t0) / 1e9
-    if HELD.pending or HELD.later is not None:
-        settle()
-    return collected, seconds
+    return collected, (time.perf_counter_ns() - t0) / 1e9

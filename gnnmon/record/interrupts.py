@@ -21,17 +21,6 @@ bookkeeping included. Two rules follow:
   it runs as a plain call, counted in :data:`HELD` (``unmeasured``), with no row. The collection
   is marked by :data:`MARK_GC`, a GC callback of C alone: no handler can run before it.
 
-A handler's exception that lands in gnnmon's GC hook (a signal that arrives while a collection
-runs is handled as the hook is entered) is one Python drops: :mod:`gnnmon.record.gc_log` takes it
-from ``sys.unraisablehook`` and holds it in :data:`HELD` (``pending``, in a Ctrl-C's place), and
-:func:`release` or :func:`settle` raises it, the same exception, at the end of gnnmon's next
-phase, call, scope, GC pause or run on the main thread, at the latest as the decorated call in
-which the collection ran returns (a collection gnnmon asks for, ``collect_garbage()``, raises it
-itself). The user's code between the collection and that end runs on. Not at a set-up (a release
-with an ``undo``): the undo closes what opened as a Ctrl-C would, saying ``KeyboardInterrupt``, so
-the exception waits for that phase's or call's end. A Ctrl-C held or raised meanwhile is raised
-instead.
-
 A held section left open by an exception (another handler's ``TimeoutError`` raised between two
 of gnnmon's bytecodes) is found and closed by the next decorated call, scope, phase or GC pause,
 or by the next Ctrl-C: the frame that opened it (``HELD.holder``) is no longer on the stack.
@@ -83,9 +72,7 @@ class _Held:
     def __init__(self) -> None:
         self.depth = 0  # held sections open on the main thread
         self.holder: FrameType | None = None  # the frame that opened the outermost one
-        # an interrupt arrived during one (True), or the exception a handler raised in gnnmon's GC
-        # hook, where Python drops it (gnnmon.record.gc_log): raised at the end of a section
-        self.pending: bool | BaseException = False
+        self.pending = False  # an interrupt arrived during one
         self.installed = False
         self.unmeasured = 0  # decorated calls a signal handler made while gnnmon was interrupted
         self.later: Callable[[], Any] | None = None  # a handler's work that waits for the state to be whole
@@ -105,8 +92,6 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
         HELD.pending = True
         return
     HELD.depth, HELD.holder = 0, None  # a section an exception left open holds nothing
-    if HELD.pending is not True:
-        HELD.pending = False  # a handler's exception held from the GC hook: the Ctrl-C is raised instead
     signal.default_int_handler(signum, frame)
 
 
@@ -182,15 +167,11 @@ def _outermost_released(undo: Callable[[], Any] | None) -> None:
     if later is not None:  # a SIGTERM that came during the section (gnnmon.record.sigterm)
         HELD.later = None
         later()
-    pending = HELD.pending
-    if pending is True and not HELD.depth:
+    if HELD.pending and not HELD.depth:
         if undo is not None:
             undo()
         HELD.pending = False
         raise KeyboardInterrupt
-    if isinstance(pending, BaseException) and undo is None and not HELD.depth:  # never at a set-up: see settle
-        HELD.pending = False
-        raise pending
 
 
 def settle(undo: Callable[[], Any] | None = None) -> None:
@@ -205,15 +186,11 @@ def settle(undo: Callable[[], Any] | None = None) -> None:
     if later is not None:  # a SIGTERM that came meanwhile (gnnmon.record.sigterm)
         HELD.later = None
         later()
-    pending = HELD.pending
-    if pending is True:
+    if HELD.pending:
         HELD.pending = False  # first: the undo may end in this check again
         if undo is not None:
             undo()
         raise KeyboardInterrupt
-    if isinstance(pending, BaseException) and undo is None:  # a set-up's undo says "KeyboardInterrupt": its end
-        HELD.pending = False
-        raise pending
 
 
 def on_stack(target: FrameType | None, frame: FrameType | None) -> bool:
