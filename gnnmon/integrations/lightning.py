@@ -12,8 +12,10 @@ its device, so the row reads the batch's graph shape and device) and closes it a
 
 The row carries the batch's wait for data (``data_wait_s``, as :func:`gnnmon.watch_loader` would
 record it: the time the loop stood in the fetch of the batch), read from the fetch Lightning's fit
-loop brackets with ``trainer.profiler.start/stop("[...].train_dataloader_next")``, any loader and any
-profiler; a row that ``watch_loader`` already gave a wait keeps it.
+loop brackets with ``trainer.profiler.start/stop("[...].train_dataloader_next")``, any profiler, a
+train loader with a length (without one Lightning fetches a batch ahead, and the fetch under a batch
+is the next one's: no wait is recorded; :func:`gnnmon.watch_loader` around the loader times each
+batch's own); a row that ``watch_loader`` already gave a wait keeps it.
 
 A batch without backward (``training_step`` returned None) has only ``forward``; an accumulating
 batch has no ``optimizer``. Epochs are marked (rows carry ``epoch``); validation batches get rows
@@ -234,6 +236,9 @@ class GnnmonCallback(Callback):
         self._wait_s: float | None = None  # seconds in fetches since the last training row opened
         self._settings: dict[str, Any] = {}  # the train loader's settings (loader_settings), one loader
         self._profiler: Any = None  # the profiler whose start/stop this callback wraps
+        self._mine: tuple[Any, Any] = (None, None)  # its wrappers, as put there
+        self._before: dict[str, Any] = {}  # the instance's own start/stop before them (another tool's)
+        self._sized = True  # the train loader has a length: Lightning fetches no batch ahead
 
     # -- the run ------------------------------------------------------------------------------
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
@@ -265,7 +270,7 @@ class GnnmonCallback(Callback):
 
         def timed_start(action_name: str) -> None:
             start(action_name)
-            if action_name.endswith(FETCH):
+            if action_name.endswith(FETCH) and self._sized:  # unsized: each fetch is the next batch's
                 self._fetch_t0 = time.perf_counter_ns()
 
         def timed_stop(action_name: str) -> None:
@@ -275,18 +280,27 @@ class GnnmonCallback(Callback):
                 self._wait_s = (self._wait_s or 0.0) + (time.perf_counter_ns() - t0) / 1e9
             stop(action_name)
 
+        own = getattr(profiler, "__dict__", {})
+        self._before = {name: own[name] for name in ("start", "stop") if name in own}  # another tool's wrappers
         try:
             profiler.start, profiler.stop = timed_start, timed_stop
         except AttributeError:  # a profiler that takes no instance attributes (slots): no wait
             return
         self._profiler = profiler
+        self._mine = (timed_start, timed_stop)
 
     def _unwatch_fetches(self) -> None:
+        """Give the profiler back its own ``start``/``stop``, or what another tool had put there,
+        wherever they are still this callback's (one put over them since stays)."""
         profiler, self._profiler = self._profiler, None
         self._fetch_t0 = self._wait_s = None
         if profiler is not None:
-            for name in ("start", "stop"):
-                if name in vars(profiler):
+            for name, mine in zip(("start", "stop"), self._mine, strict=True):
+                if vars(profiler).get(name) is not mine:
+                    continue
+                if name in self._before:
+                    setattr(profiler, name, self._before[name])
+                else:
                     delattr(profiler, name)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
@@ -320,6 +334,10 @@ class GnnmonCallback(Callback):
         self._wait_s = None  # a fetch that ended the last epoch (StopIteration) is no batch's wait
         loader = getattr(trainer, "train_dataloader", None)  # one loader: its settings; several: none
         self._settings = loader_settings(loader) if loader is not None and hasattr(loader, "__iter__") else {}
+        try:  # without a length, Lightning fetches a batch ahead: the fetch under a batch is the next one's
+            self._sized = loader is not None and len(loader) >= 0
+        except TypeError:
+            self._sized = False
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         self._close_open()  # a batch whose end never came (on_train_batch_start returned -1)

@@ -112,3 +112,50 @@ def test_a_watched_loaders_own_figures_are_kept(tmp_path):
     assert len(train) == len(gaps.gaps) == BATCHES
     for r, gap in zip(train, gaps.gaps, strict=True):
         assert BATCH * ITEM_SLEEP_S <= r["data_wait_s"] <= gap, (r["data_wait_s"], gap)
+
+
+class Unsized(torch.utils.data.IterableDataset):
+    """The same items without a length: batch k's items sleep ``WAITS[k]`` (s) each, so a wait read
+    from the wrong batch's fetch (Lightning fetches one ahead without a length) shows."""
+
+    WAITS = (0.2, 0.01, 0.01, 0.1)
+
+    def __iter__(self) -> Any:
+        for k, wait in enumerate(self.WAITS):
+            for i in range(BATCH):
+                time.sleep(wait)
+                yield torch.full((4,), float(k * BATCH + i))
+
+
+def test_a_loader_without_a_length_gets_no_wait_from_the_batch_ahead(tmp_path):
+    """Without a length Lightning fetches a batch ahead, so the fetch under batch k is batch k+1's:
+    no row takes it (a 200 ms batch then 10 ms ones would read 10 ms for the 200 ms one)."""
+    path = tmp_path / "fit.jsonl"
+    trainer = lightning.Trainer(
+        accelerator="cpu", max_epochs=1, logger=False, callbacks=[GnnmonCallback(str(path))],
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )
+    trainer.fit(Tiny(), DataLoader(Unsized(), batch_size=BATCH))
+    train = [r for r in gnnmon.load(path).records if r["label"] == "training_step"]
+    assert len(train) == len(Unsized.WAITS)
+    assert all("data_wait_s" not in r for r in train), [r.get("data_wait_s") for r in train]
+
+
+def test_another_tools_wrapper_on_the_profiler_is_given_back(tmp_path):
+    """A ``stop`` another tool put on the profiler instance before the fit is there after it."""
+    trainer = lightning.Trainer(
+        accelerator="cpu", max_epochs=1, logger=False, callbacks=[GnnmonCallback(str(tmp_path / "fit.jsonl"))],
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )
+    profiler = trainer.profiler
+    stopped: list[str] = []
+    theirs_stop = profiler.stop
+
+    def their_stop(action_name: str) -> None:
+        stopped.append(action_name)
+        theirs_stop(action_name)
+
+    profiler.stop = their_stop
+    trainer.fit(Tiny(), DataLoader(SlowItems(), batch_size=BATCH))
+    assert vars(profiler).get("stop") is their_stop and "start" not in vars(profiler)
+    assert any(name.endswith("train_dataloader_next") for name in stopped)  # theirs ran under gnnmon's
