@@ -304,8 +304,10 @@ class GnnmonCallback(Callback):
                     delattr(profiler, name)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        self._close_open(exception)
-        self._finish(trainer)
+        try:
+            self._close_open(exception)
+        finally:  # the run ended and the profiler given back, whatever the close raised
+            self._finish(trainer)
 
     def _close_open(self, error: BaseException | None = None) -> None:
         with held_section():
