@@ -1,11 +1,14 @@
 """One run a side beside a busy machine (tests/report/compare/planted.py's runs, each call carrying
 other processes' CPU as ``collect(sample=...)`` records it): the rerun spread the gate assumes (3 %)
-is a quiet machine's, so a judged time line is inconclusive there, never regressed or passed on it.
+is a quiet machine's, so a judged time line is judged there at a busy machine's spread (16 % a run):
+inconclusive within its reach, regressed beyond it.
 The planted truth is identical code whose second run lands 20 % slower, as this project's 2-core VM
 gave one pair of identical runs beside 107 % and 119 % of a core (+21.8 % in its thread CPU time);
 the load alone decides the rule. Nothing depends on the machine's speed."""
 
 from __future__ import annotations
+
+import pytest
 
 from gnnmon.data.result import RunResult
 from gnnmon.report.compare.comparison import LOAD_BUSY, LOAD_DIFFERS, Comparison
@@ -60,12 +63,22 @@ def test_several_runs_a_side_measure_the_spread_and_decide_beside_a_busy_machine
     assert [d["decision"] for d in Comparison(base, same, max_slowdown=0.05).decisions()] == ["pass"]
 
 
-def test_identical_code_one_run_a_side_at_a_busy_machines_spread_never_regresses():
+def test_identical_code_one_run_a_side_at_a_busy_machines_spread_regresses_at_the_gates_rate():
     """200 pairs of identical runs, each run's level drawn from N(1, 16 %) (the spread 15 identical
-    runs showed here beside 104-158 % of a core), sampled busy: none regresses. On the assumed 3 %
-    alone about a quarter would (P(|Z| · 0.16 · √2 > ln 1.05 + 1.645 · 0.03 · √2) ≈ 0.27)."""
+    runs showed here beside 104-158 % of a core), sampled busy: judged at that spread, a pair
+    regresses where Z · 0.16 · √2 > ln 1.05 + 1.645 · 0.16 · √2, about 3 % of pairs (6 of 200; over
+    20 has a chance under 0.1 %). On the assumed 3 % about a quarter would (P ≈ 0.27: 54)."""
     regressed = 0
     for k in range(200):
         base, new = (_run(s, 1.0, 130.0, 0.16) for s in (2 * k, 2 * k + 1))
         regressed += Comparison(base, new, max_slowdown=0.05).verdict() == "regressed"
-    assert regressed == 0
+    assert regressed <= 20, regressed
+
+
+@pytest.mark.parametrize("factor", [3.0, 10.0])
+def test_a_step_made_several_times_slower_regresses_one_run_a_side_beside_a_busy_machine(factor):
+    """A change far beyond what reruns under load land apart (16 % a run) is decided: one run a side
+    beside 107 % and 119 % of a core, the step 3 or 10 times slower, regresses at a 5 % limit."""
+    (d,) = Comparison(_run(0, 1.0, 107.0), _run(1, factor, 119.0), max_slowdown=0.05).decisions()
+    assert d["decision"] == "regressed" and d["undecided"] is None, d
+    assert d["low"] > 0.05
