@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # glibc mallopt parameters
@@ -58,5 +59,13 @@ def exact_host_memory(mmap_threshold: int = 64 * 1024) -> bool:
 
 
 def mmap_threshold() -> int | None:
-    """The threshold :func:`exact_host_memory` set, or None (glibc's dynamic default)."""
-    return _mmap_threshold
+    """The threshold :func:`exact_host_memory` set, else the one the environment gave glibc as the
+    process started (``MALLOC_MMAP_THRESHOLD_``, the shell's route), else None (glibc's dynamic
+    default)."""
+    if _mmap_threshold is not None:
+        return _mmap_threshold
+    try:
+        given = int(os.environ.get("MALLOC_MMAP_THRESHOLD_", ""))
+    except ValueError:  # unset or not a number: glibc ignores it too
+        return None
+    return given if given >= 0 and sys.platform.startswith("linux") else None

@@ -58,3 +58,23 @@ def test_the_report_reads_the_manifests_host_memory_for_the_leak():
     manifest = {"devices": {"cpu_count": 2, "cpu_usable": 2}, "host_memory": {"mmap_threshold": None, "note": NOTE}}
     (found,) = [f for f in gnnmon.Report(rows, manifest=manifest).diagnosis() if f["kind"] == "leak"]
     assert "exact_host_memory() off" in found["words"]
+
+
+def test_the_shells_route_to_exact_host_memory_is_read_as_in_force(monkeypatch):
+    """``MALLOC_MMAP_THRESHOLD_=65536 python train.py`` (the shell's route) fixes glibc's threshold
+    as ``exact_host_memory()`` would: the manifest records it and no retention is claimed; not set,
+    or not a number (which glibc ignores too), the default is said."""
+    import sys
+
+    from gnnmon.devices import malloc
+    from gnnmon.record.manifest import host_memory
+    from gnnmon.report.diagnosis.memory_findings import host_retained
+
+    monkeypatch.setattr(malloc, "_mmap_threshold", None)
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    linux = sys.platform.startswith("linux")
+    assert host_memory()["mmap_threshold"] == (65536 if linux else None)
+    assert host_retained({"host_memory": host_memory()}) is not linux
+    for unset in ("", "lots"):
+        monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", unset)
+        assert host_memory()["mmap_threshold"] is None and host_retained({"host_memory": host_memory()})
