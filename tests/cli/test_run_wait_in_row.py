@@ -6,9 +6,10 @@ before the row and the live line's data share count each wait once.
 * Planted rows: 40 steps of 4 batches, each batch waiting 31.25 ms, a step's own time 15.625 ms:
   each row's window is its own time and 3 waits, its ``data_wait_s`` 4 waits. The loop is
   40 × 140.625 ms and the wait 89 % of it (each wait counted twice it read 53 %).
-* Planted sleeps: a script run through ``gnnmon run`` whose dataset sleeps 20 ms an item (a batch of
-  one, no workers) and steps once every 4 batches: each row's wait in its window is at least
-  3 × 20 ms, the one before it at least 20 ms, and no more than the row's window holds."""
+* Planted sleeps: test_run_batch_waits' script run through ``gnnmon run``, whose dataset sleeps
+  20 ms an item (a batch of one, no workers) and which steps once every 4 batches: each row's wait
+  in its window is at least 3 × 20 ms, the one before it at least 20 ms, and no more than the row's
+  window holds."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from gnnmon.cli.live import Tally
 from gnnmon.report.loops import Loop
 from gnnmon.report.renderers.trace import chrome_trace
 from tests.cli.running import gnnmon_run, rows_of
+from tests.cli.test_run_batch_waits import SCRIPT, SLEEP
 
 K, STEPS = 4, 40
-"""Batches a step and steps, planted."""
+"""Batches a step and steps, planted (as test_run_batch_waits' script plants them)."""
 
 WAIT, OWN = 2**-5, 2**-6
 """A batch's wait (31.25 ms) and a step's own time (15.625 ms), planted: binary fractions, so the
@@ -67,42 +69,11 @@ def test_the_live_line_counts_a_wait_inside_a_row_once():
     assert " · data 89 % " in tally.line("run.jsonl"), tally.line("run.jsonl")
 
 
-SLEEP = 0.02
-"""Seconds each item of the planted dataset sleeps (a batch of one)."""
-
-RUN_STEPS = 10
-
-SCRIPT = f"""
-    import time
-    import torch
-    from torch.utils.data import DataLoader, Dataset
-
-
-    class Slow(Dataset):
-        def __len__(self):
-            return {K * RUN_STEPS}
-
-        def __getitem__(self, i):
-            time.sleep({SLEEP})                    # planted: each batch waits this long at least
-            return torch.randn(16)
-
-
-    model = torch.nn.Linear(16, 16)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    if __name__ == "__main__":
-        for i, x in enumerate(DataLoader(Slow(), batch_size=1, num_workers=0)):
-            model(x).square().mean().backward()
-            if i % {K} == {K} - 1:                 # planted: an update every {K} batches
-                opt.step()
-                opt.zero_grad()
-"""
-
-
 def test_gnnmon_run_says_which_waits_fell_inside_a_row(tmp_path):
     done = gnnmon_run(tmp_path, "-o", "run.jsonl", "train.py", script=SCRIPT)
     assert done.returncode == 0, done.stderr[-3000:]
     recorded = rows_of(tmp_path / "run.jsonl")
-    assert [(r["label"], r["batches"]) for r in recorded] == [("step", K)] * RUN_STEPS
+    assert [(r["label"], r["batches"]) for r in recorded] == [("step", K)] * STEPS
     for r in recorded:
         inside = r["data_wait_in_row_s"]
         assert inside >= (K - 1) * SLEEP, r  # its 3 later batches' sleeps
