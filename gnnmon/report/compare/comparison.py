@@ -236,8 +236,9 @@ class Comparison:
         return out
 
     def load_unsettled(self) -> str | None:
-        """Why a time line with one run a side (its rerun spread assumed, not seen) cannot be decided:
-        a side's sampled load busy (:data:`LOAD_BUSY`, % of one core) or the sides' loads apart by
+        """Why a time line with one run a side (its rerun spread assumed, not seen) is judged at
+        :data:`BUSY_RERUN_SPREAD`, and why it is inconclusive where that leaves it undecided: a side's
+        sampled load busy (:data:`LOAD_BUSY`, % of one core) or the sides' loads apart by
         :data:`LOAD_DIFFERS` or more. The assumed spread is a quiet machine's; under load reruns of
         the same code land further apart, in CPU time too (:data:`ONE_RUN_UNDECIDED`), and one run a
         side cannot show how far. None where no sampled load says so (an unsampled load is noted)."""
