@@ -104,6 +104,12 @@ class Loop:
         return name in self.part.cols and bool(np.any(~np.isnan(self.column(name))))
 
     @property
+    def own(self) -> np.ndarray:
+        """Per call, its own time, s: its time less the waits for batches inside it (``wait -
+        before``: a ``gnnmon run`` row of several batches waits for its later ones in its window)."""
+        return self.t - (self.wait - self.before)
+
+    @property
     def total(self) -> float:
         """The loop's time: its calls and the waits before them (each wait counted once)."""
         return float(np.sum(self.t) + np.sum(self.before))

@@ -77,7 +77,7 @@ def loader_cpu(loop: Loop, known: np.ndarray, made: float, in_next: float, worke
     Measured where the loader has no workers and its thread was timed between steps
     (:func:`between_steps`); else sampled: None where the process's sampled CPU
     (``cpu_util_pct``) or the steps' ``cpu_s`` is missing."""
-    step = float((loop.t - (loop.wait - loop.before))[known].mean())  # its own time: the waits inside it aside
+    step = float(loop.own[known].mean())
     between = between_steps(loop, known) if workers == 0 else None
     if between is not None and loop.total > 0:
         n = between.gaps

@@ -84,7 +84,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     taken = batches(loop)[known]
     m = max(float(taken.sum()), 1.0)  # the batches whose wait was timed
     per_row = m / n  # batches a row, on average: 1 but for gnnmon run's rows of several
-    wait, step = float(loop.wait[known].sum()) / m, float(own_time(loop)[known].mean())
+    wait, step = float(loop.wait[known].sum()) / m, float(loop.own[known].mean())
     timer = TIMERS[_timed_by(loop, known)]
     proof = [evidence("data_wait_s", float(loop.zeros("data_wait_s")[known].sum()) / m, "s",
                       f"{_watched(timer)}, mean of {m:.0f} batches")]
@@ -165,12 +165,6 @@ def looked_for(loop: Loop, total: float) -> list[dict[str, Any]]:
     unsaid = max(MIN_SHARE * total / m, NOISE_K * block_se(waits) / per_row)
     return [{"label": loop.label, "check": "input", "batches": round(m), "wait_s": float(waits.sum()) / m,
              "share": float(waits.sum() / total) if total > 0 else 0.0, "unsaid_s": unsaid}]
-
-
-def own_time(loop: Loop) -> np.ndarray:
-    """Per call, the step's own time, s: its time less the waits for batches inside it
-    (``wait - before``: a ``gnnmon run`` row of several batches waits for its later ones in its window)."""
-    return loop.t - (loop.wait - loop.before)
 
 
 def batches(loop: Loop) -> np.ndarray:

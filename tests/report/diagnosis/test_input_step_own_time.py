@@ -8,7 +8,6 @@ step's own time 15.625 ms: each window 109.375 ms. Binary fractions, so the mean
 from __future__ import annotations
 
 import gnnmon
-from gnnmon.report.diagnosis.input_finding import own_time
 from gnnmon.report.loops import Loop
 
 K, STEPS = 4, 40
@@ -42,7 +41,7 @@ def words(planted: list[dict]) -> str:
 
 def test_a_step_of_several_batches_is_its_own_time_not_its_window():
     report = gnnmon.Report(rows())
-    assert own_time(Loop("step", report.table.parts["step"])).tolist() == [OWN] * STEPS
+    assert Loop("step", report.table.parts["step"]).own.tolist() == [OWN] * STEPS
     assert words(rows()).startswith(
         "step waited 31.2 ms per batch for its data against 15.6 ms per step of 4 batches (89 % of its loop)")
 
