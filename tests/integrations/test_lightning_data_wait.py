@@ -91,10 +91,9 @@ def test_each_training_rows_wait_holds_its_batchs_planted_sleep_and_the_report_n
     assert "start" not in vars(profiler) and "stop" not in vars(profiler)
 
     (found,) = [f for f in gnnmon.Report.load(path).diagnosis() if f["kind"] == "input-bound"]
-    waited = sum(r["data_wait_s"] for r in train)
     assert found["label"] == "training_step"
-    assert found["at_stake"] == pytest.approx(waited)
-    assert found["at_stake"] >= EPOCHS * BATCHES * BATCH * ITEM_SLEEP_S
+    # the waits at stake: every batch's planted sleeps at least, the test's own gaps at most
+    assert EPOCHS * BATCHES * BATCH * ITEM_SLEEP_S <= found["at_stake"] <= sum(gaps.gaps)
     assert "training_step waited" in found["words"] and "for its data" in found["words"]
 
 
