@@ -19,7 +19,13 @@ rise took over the call's time (``(others_cpu_pct - usual) / 100 × t``), at the
 taken from it), holds at least :data:`EXPLAINS` of its excess over the label's level, an excess
 beyond the noise of the steady calls the rise did not touch (:data:`~gnnmon.report.loops.NOISE_K`
 robust standard deviations of their times: a call at the level whose sampled rate jittered up
-was not slowed). The rate, not the seconds:
+was not slowed). The pace exceeds 1 only where the rows say the usual call lost its time to
+sharing: its thread's run queue, where recorded (its runnable time per CPU second), else cores
+full during the steady calls. A step that computes a tenth of its time because it waits on the
+GPU, I/O or a sleep, on cores with idle time, loses no more wall time than the CPU taken from it
+(pace 1), so a small rise in the others' load beside its slow calls does not name them (at the
+usual call's level over its CPU time, 10, a rise of 2.5 % of a core would name a call twice the
+level's). The rate, not the seconds:
 at a steady load the others' seconds during a call grow with the call's length, whatever made it
 long, so a call that computed 150 ms more at the usual 130 % collects 195 ms of others' CPU
 without the machine having changed. This holds whatever the machine's usual load: on a quiet
@@ -81,14 +87,31 @@ def crowded(others: np.ndarray, idle: np.ndarray, t: np.ndarray, level: float, u
                 & (others > usual) & (extra * pace >= EXPLAINS * excess))
 
 
-def pace(cpu: np.ndarray | None, steady: np.ndarray, level: float) -> float:
-    """The usual call's wall seconds per CPU second of its process: the ``level`` (s) over the
-    ``steady`` calls' median ``cpu`` (s, ``cpu_s``, else ``thread_cpu_s``); 1 where not recorded.
-    A process that computes a fifth of its time (it shares its core) loses a second of wall time
-    to each 0.2 s of CPU the others take from it: the CPU the others' rise took, times this, is the
-    wall time it cost the call."""
+def pace(cpu: np.ndarray | None, steady: np.ndarray, level: float, idle: np.ndarray | None = None,
+         queued: np.ndarray | None = None) -> float:
+    """The usual call's wall seconds lost to each CPU second other processes take from it, where the
+    rows say it lost its time to sharing its cores; 1 where they say it did not, or CPU time
+    (``cpu``, s per call) is not recorded. A process that gets a fifth of its core loses a second of
+    wall time to each 0.2 s of CPU the others take from it; one that computes a tenth of its time
+    because it waits on the GPU, I/O or a sleep does not. In order, over the ``steady`` calls:
+
+    * the thread's run queue recorded (``queued``, ``thread_queued_s``; ``cpu`` then that thread's
+      ``thread_cpu_s``): the median of each call's ``(cpu + queued) / cpu``, its runnable wall time
+      per CPU second (the time it waited by its own choice is no cost of sharing), at least 1;
+    * else, their cores full (the median ``idle``, ``idle_cpu_pct``, under :data:`IDLE_FULL`; None:
+      not given, taken as full): the ``level`` (s) over their median ``cpu``;
+    * else 1: the cores had idle time during the usual call, so its low CPU share was its own
+      waiting."""
     if cpu is None:
         return 1.0
+    if queued is not None:
+        known = steady & ~np.isnan(queued) & (cpu > 0)
+        if known.any():
+            return max(median((cpu[known] + queued[known]) / cpu[known]), 1.0)
+    if idle is not None:
+        sampled = idle[steady & ~np.isnan(idle)]
+        if not (sampled.size and median(sampled) < IDLE_FULL):
+            return 1.0
     known = cpu[steady & ~np.isnan(cpu)]
     usual = median(np.sort(known)) if known.size else math.nan
     return level / usual if usual > 0 and level > 0 else 1.0
@@ -103,10 +126,12 @@ def crowded_words(others: float, idle: float, t: float, level: float, usual: flo
             f"{(t - level) * 1e3:.1f} ms over the level; {idle:.0f} % idle left")
 
 
-def computed(done: np.ndarray | None, steady: np.ndarray, t: np.ndarray, level: float) -> np.ndarray:
+def computed(done: np.ndarray | None, steady: np.ndarray, t: np.ndarray, level: float,
+             idle: np.ndarray | None = None, queued: np.ndarray | None = None) -> np.ndarray:
     """Per call: its own work ``done`` (s, :func:`work`; None: not known, no call computed) grew
-    over the ``steady`` calls' median by enough that, at their pace (the ``level``, s, per median
-    CPU second: on a shared core a second of work takes longer than a second), it accounts for
+    over the ``steady`` calls' median by enough that, at the usual call's pace (:func:`pace` of
+    ``done`` against the ``level``, s, the cores' ``idle`` and the thread's run queue ``queued``, at
+    least 1: a second of work takes longer than a second only on a shared core), it accounts for
     :data:`EXPLAINS` of its excess over the level: the call computed, whatever the load beside it.
     False where its work is not recorded or it is not slower than the level."""
     if done is None:
@@ -115,10 +140,10 @@ def computed(done: np.ndarray | None, steady: np.ndarray, t: np.ndarray, level: 
     usual = median(np.sort(done[known])) if known.any() else math.nan
     if not usual > 0:
         return np.zeros(t.shape, dtype=bool)
-    pace = max(level / usual, 1.0)  # wall seconds per CPU second in the usual call (at least 1 on one thread)
+    paced = max(pace(done, steady, level, idle, queued), 1.0)  # at least 1 on one thread
     excess = t - level
     with np.errstate(invalid="ignore"):
-        return ~np.isnan(done) & (excess > 0) & ((done - usual) * pace >= EXPLAINS * excess)
+        return ~np.isnan(done) & (excess > 0) & ((done - usual) * paced >= EXPLAINS * excess)
 
 
 GC_SHARE = 0.5
@@ -161,11 +186,11 @@ def machine_calls(loop: Loop, sampled: Load | None, one_thread: bool = False,
         with np.errstate(invalid="ignore"):
             untouched = loop.t[loop.steady & (others <= usual)]  # the steady calls' own noise, the load's not in it
         least = NOISE_K * spread(untouched) if untouched.size else 0.0
+        queued = loop.column("thread_queued_s") if loop.has("thread_queued_s") else None
         slowed = crowded(others, idle, loop.t, loop.level, usual, paced, least)
-        slowed &= ~computed(work(loop, one_thread), loop.steady, loop.t, loop.level)
+        slowed &= ~computed(work(loop, one_thread), loop.steady, loop.t, loop.level, idle, queued)
         if one_thread:  # the thread's run queue is the step's own (torch's other threads' is not recorded)
-            slowed &= queued_enough(loop.column("thread_queued_s") if loop.has("thread_queued_s") else None,
-                                    loop.steady, loop.t - loop.level)
+            slowed &= queued_enough(queued, loop.steady, loop.t - loop.level)
     compiled = loop.zeros("compile_frames") > 0
     collected = loop.zeros("gc_pause_s") >= gc_share * np.maximum(loop.t - loop.level, 0.0)
     return slowed & ~compiled & ~collected
@@ -178,8 +203,10 @@ def load(loop: Loop) -> Load | None:
     if not loop.has("others_cpu_pct") or not loop.has("idle_cpu_pct"):
         return None
     others, idle = loop.column("others_cpu_pct"), loop.column("idle_cpu_pct")
-    cpu = next((loop.column(f) for f in ("cpu_s", "thread_cpu_s") if loop.has(f)), None)
-    return others, idle, usual_others(others, loop.steady), pace(cpu, loop.steady, loop.level)
+    queued = loop.column("thread_queued_s") if loop.has("thread_queued_s") else None
+    names = ("cpu_s", "thread_cpu_s") if queued is None else ("thread_cpu_s", "cpu_s")  # the queue's thread's own
+    cpu = next((loop.column(f) for f in names if loop.has(f)), None)
+    return others, idle, usual_others(others, loop.steady), pace(cpu, loop.steady, loop.level, idle, queued)
 
 
 OFF_CPU = 0.5
