@@ -131,6 +131,18 @@ class RunResult:
         return dict(self.end.get("sampler") or {})
 
     @property
+    def one_thread(self) -> bool:
+        """Whether the run's steps ran torch on one intra-op thread (then a step's CPU time is its
+        work): the count its end line read as the run closed, else its manifest's, read as it
+        started (a script under ``gnnmon run`` sets it after that); a job's: every rank's."""
+        if self.ranks:
+            return all(part.one_thread for part in self.ranks.values())
+        threads = self.end.get("torch_threads")
+        if threads is None:
+            threads = ((self.manifest or {}).get("devices") or {}).get("torch_threads")
+        return threads == 1
+
+    @property
     def children_forked(self) -> int:
         return int(self.end.get("children_forked") or 0)
 

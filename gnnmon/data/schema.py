@@ -114,7 +114,7 @@ LINES: dict[str, dict[str, Field]] = {
     MARKER: {"kind": F(STRING, True), "t_ns": F(CLOCK, True), "carry": F(FLAG)},
     END: {"rows": F(INTEGER), "end_ns": F(CLOCK), "ended": F(STRING), "sampler": F(OBJECT),
           "children_forked": F(INTEGER), "signal": F(STRING), "steps": F(OBJECT),
-          "host_memory": F(OBJECT)},
+          "host_memory": F(OBJECT), "torch_threads": F(INTEGER)},
     SAME: {"id": F(INTEGER, True), "keys": F(STRINGS, True), "fields": F(OBJECT, True), "alias": F(OBJECT)},
 }
 """Each kind of line's named fields (a sample's fields named with a unit's suffix are numbers too)."""

@@ -90,6 +90,13 @@ def host_memory(note: bool = True) -> dict[str, Any]:
     return entry
 
 
+def at_end(note: bool = False) -> dict[str, Any]:
+    """What the end line reads again as the run closes, for what the user may set after its start:
+    the host allocator's setting (:func:`host_memory`, ``note`` as there) and torch's intra-op
+    threads (``torch_threads``: a script under ``gnnmon run`` sets them after the manifest)."""
+    return {"host_memory": host_memory(note), "torch_threads": torch.get_num_threads()}
+
+
 def gc_state() -> dict[str, int | None]:
     """``gc_frozen``: objects frozen out of the collector (``gnnmon.freeze_gc()``, or what froze
     before it: 375 objects on an H200 machine once torch 2.11 was imported); ``gc_tracked``:

@@ -40,7 +40,7 @@ from gnnmon.record import state
 from gnnmon.record.gc_log import GC_LOG
 from gnnmon.record.inbox import Deferred, Inbox
 from gnnmon.record.interrupts import HELD, held_section, releasing
-from gnnmon.record.manifest import build_manifest, distributed_entry, host_memory
+from gnnmon.record.manifest import at_end, build_manifest, distributed_entry
 from gnnmon.record.memory_history import History
 from gnnmon.record.names import check_name, warn_late_mark
 from gnnmon.record.options import Options
@@ -71,7 +71,7 @@ FORKED_NOTE = "processes forked during this run (DataLoader workers) kept their 
 def _end_line(run: Run) -> dict[str, Any]:
     """``run``'s end line as it is now (what its closing sinks get)."""
     end: dict[str, Any] = {"type": END, "rows": run.rows_written, "end_ns": time.time_ns(),
-                           "ended": run.ended, "sampler": run.sampler_stats, "host_memory": host_memory(False)}
+                           "ended": run.ended, "sampler": run.sampler_stats, **at_end()}
     if run.children_forked:
         end["children_forked"] = run.children_forked
         end["notes"] = [FORKED_NOTE]
@@ -95,7 +95,7 @@ def _result(run: Run, stacklevel: int) -> RunResult:
                               samples=list(run.samples), markers=list(run.markers),
                               points=run.counters.points(), path=run.path, complete=run.complete,
                               end={"sampler": run.sampler_stats, "children_forked": run.children_forked,
-                                   "signal": run.signal, "host_memory": host_memory(), **run.end_info})
+                                   "signal": run.signal, **at_end(True), **run.end_info})
 
 
 class Run:

@@ -167,8 +167,7 @@ class Report:
         see :func:`gnnmon.report.analysis.spikes`."""
         if by is not None:
             return [{**s, by: value} for value, part in self.groups(by).items() for s in part.spikes(**options)]
-        host = (self.manifest or {}).get("devices") or {}
-        options.setdefault("one_thread", host.get("torch_threads") == 1)  # CPU time is then the step's work
+        options.setdefault("one_thread", self.result.one_thread)  # CPU time is then the step's work
         return analysis.spikes(self.table, **options)
 
     def energy(self) -> dict[str, Any]:

@@ -253,3 +253,19 @@ def test_a_result_of_row_lines_reads_them_as_a_file_would_and_only_when_asked(tm
     assert len(first_table.table) == 700 and first_table.table.labels() == ["eval", "step"]
     assert first_table.records == rows and first_table.manifest is None
     assert RunResult.of_lines([]).records == [] and len(RunResult.of_lines([]).table) == 0
+
+
+@pytest.mark.parametrize(("manifest", "end", "one"), [
+    ({"devices": {"torch_threads": 1}}, None, True), ({"devices": {"torch_threads": 2}}, None, False),
+    ({"devices": {"torch_threads": 2}}, {"torch_threads": 1}, True),  # set after the start: the end's
+    ({"devices": {"torch_threads": 1}}, {"torch_threads": 4}, False),
+    (None, None, False), ({"devices": None}, {}, False), ({}, {"torch_threads": 1}, True)])
+def test_one_thread_is_the_end_lines_thread_count_else_the_manifests(manifest, end, one):
+    assert RunResult(ROWS, manifest=manifest, end=end).one_thread is one
+
+
+def test_a_job_ran_on_one_thread_where_every_rank_did():
+    ones = [RunResult(ROWS, manifest={"distributed": {"rank": r}}, end={"torch_threads": 1}) for r in (0, 1)]
+    assert RunResult.merge(ones).one_thread
+    mixed = [ones[0], RunResult(ROWS, manifest={"distributed": {"rank": 1}}, end={"torch_threads": 2})]
+    assert not RunResult.merge(mixed).one_thread

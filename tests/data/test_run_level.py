@@ -119,6 +119,31 @@ def test_the_allocators_setting_changed_mid_run_is_said_with_the_note(tmp_path, 
                           "(mmap threshold 65,536 bytes at its end)") == 1
 
 
+def test_torch_threads_set_after_the_start_are_the_end_lines_and_the_runs(tmp_path):
+    """A script that sets torch's threads once the run has started (as under ``gnnmon run``,
+    whose manifest is written first; planted: 1 thread, from a count above 1): the manifest has
+    the count the run started with, the end line 1, and the run read back, live or loaded, ran
+    its steps on one thread; the count set back before the end is the end line's."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        path = tmp_path / "run.jsonl"
+        with gnnmon.collect(path) as run:
+            torch.set_num_threads(1)
+            full_stack(0)
+            live = run.result()
+        lines = [json.loads(line) for line in path.read_bytes().splitlines()]
+        assert lines[0]["devices"]["torch_threads"] == 2 and lines[-1]["torch_threads"] == 1
+        assert live.one_thread and Report.load(path).result.one_thread
+        with gnnmon.collect(path, mode="w") as run:
+            full_stack(0)
+            torch.set_num_threads(2)
+        assert json.loads(path.read_bytes().splitlines()[-1])["torch_threads"] == 2
+        assert not Report.load(path).result.one_thread and not run.result().one_thread
+    finally:
+        torch.set_num_threads(before)
+
+
 def part_rows() -> list[dict]:
     """Planted: 3 CPU rows the timeline reached, the second without cpu_util_pct; 2 CUDA rows, the
     first without gpu_power_w; 1 row the timeline never reached (no util_samples: not counted)."""

@@ -30,7 +30,6 @@ from gnnmon.report.compare.lines import (
     TIME,
     as_change,
     compare_sides,
-    one_thread,
     others_load,
     ranks_of,
 )
@@ -75,10 +74,14 @@ def run_name(manifest: Mapping[str, Any] | None, default: str) -> str:
     return os.path.basename(str(file)) if file else default
 
 
-def _runs(side: Side | Sequence[Side]) -> list[tuple[Table, dict[str, Any]]]:
+def _sides(side: Side | Sequence[Side]) -> list[Side]:
     runs = [side] if isinstance(side, (RunResult, Table)) else list(side)
     if not runs:
         raise ValueError("compare needs at least one run on each side")
+    return runs
+
+
+def _runs(runs: list[Side]) -> list[tuple[Table, dict[str, Any]]]:
     return [(r.table, dict(r.manifest or {})) if isinstance(r, RunResult) else (r, {}) for r in runs]
 
 
@@ -107,7 +110,8 @@ class Comparison:
     def __init__(self, base: Side | Sequence[Side], new: Side | Sequence[Side], base_name: str = "BASE",
                  new_name: str = "NEW", *, max_slowdown: float | None = None, max_memory_growth: float | None = None,
                  rerun_spread: float = RERUN_SPREAD) -> None:
-        bases, news = _runs(base), _runs(new)
+        given = _sides(base), _sides(new)
+        bases, news = _runs(given[0]), _runs(given[1])
         if not rerun_spread >= 0:
             raise ValueError("rerun_spread is a share of a run's figure, 0 or more (0.03 is 3 %); "
                              f"got {rerun_spread!r}")
@@ -119,7 +123,7 @@ class Comparison:
         self.same = (sorted(map(repr, (_identity(*r) for r in bases)))
                      == sorted(map(repr, (_identity(*r) for r in news))))
         ta, tb = [t for t, _ in bases], [t for t, _ in news]
-        single = all(one_thread(m) for _, m in (*bases, *news))
+        single = all(isinstance(r, RunResult) and r.one_thread for r in (*given[0], *given[1]))
         self.lines = compare_sides("all", ta, tb, single, rerun_spread)
         self.notes: list[str] = []
         ra, rb = set().union(*map(ranks_of, ta)), set().union(*map(ranks_of, tb))

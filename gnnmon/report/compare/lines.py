@@ -263,11 +263,6 @@ def _loops(table: Table) -> dict[str, Loop]:
     return {loop.label: loop for loop in loops(table)}
 
 
-def one_thread(manifest: dict[str, Any] | None) -> bool:
-    """Whether a run's steps ran torch on one intra-op thread (its manifest's ``torch_threads``)."""
-    return ((manifest or {}).get("devices") or {}).get("torch_threads") == 1
-
-
 def on_host(loop: Loop) -> bool:
     """Whether every steady call of a loop was measured on the host (``backend`` ``cpu``): an
     accelerator's step time is its device's, which its thread's times are not; rows that do not

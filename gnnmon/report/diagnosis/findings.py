@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table
 from gnnmon.report.diagnosis import creep, gc_finding, input_finding, machine_findings, memory_findings, time_findings
 from gnnmon.report.loops import MIN_SHARE, WARMUP, evidence, finding, loops, ms
@@ -49,6 +50,8 @@ class Timed(Protocol):
 
 class Diagnosed(Timed, Protocol):
     """What the diagnosis reads (:class:`gnnmon.report.Report` has all of it)."""
+
+    result: RunResult  # the run's plain data: whether its steps ran on one thread
 
     def spikes(self, **options: Any) -> list[dict[str, Any]]: ...
 
@@ -88,7 +91,7 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
         host = ((report.manifest or {}).get("devices") or {})
         cores = host.get("cpu_usable") or host.get("cpu_count")
         resolution = _resolution(report.manifest)
-        one_thread = host.get("torch_threads") == 1  # the process's CPU time is then the step's work
+        one_thread = report.result.one_thread  # the process's CPU time is then the step's work
         for loop in runs:
             nested = machine_findings.nested_rows(report.table, loop)  # the rows inside its calls
             found += [input_finding.input_bound(loop, total, cores), time_findings.recompilation(loop, total),

@@ -33,7 +33,6 @@ from gnnmon.report.compare.lines import (
     merged,
     model_lines,
     of_change,
-    one_thread,
     other_figures,
     others_load,
     ranks_of,
@@ -506,8 +505,6 @@ def test_the_time_judged():
     assert lead([both], [both, no_cpu], True) == "time per 1,000 nodes+edges"
     assert lead([both, steps_only], [both], True) == "CPU time per step"
     assert lead([no_cpu], [steps_only], False) == "time per step"
-    assert one_thread({"devices": {"torch_threads": 1}}) and not one_thread({"devices": {"torch_threads": 2}})
-    assert not one_thread(None) and not one_thread({"devices": None}) and not one_thread({})
 
 
 def steady_run(wall: float, label: str = "step", n: int = 7, **columns: list[Any]) -> list[dict[str, Any]]:
