@@ -143,13 +143,15 @@ def spikes(
         slow = np.flatnonzero(timed.t > threshold).tolist()
         others, idle = timed.column("others_cpu_pct"), timed.column("idle_cpu_pct")
         usual = busy.usual_others(others, timed.steady)
-        took = next((timed.column(f) for f in ("cpu_s", "thread_cpu_s") if f in timed.part.cols), None)
+        run_queue = timed.column("thread_queued_s") if "thread_queued_s" in timed.part.cols else None
+        names = ("cpu_s", "thread_cpu_s") if run_queue is None else ("thread_cpu_s", "cpu_s")  # as busy.load
+        took = next((timed.column(f) for f in names if f in timed.part.cols), None)
         crowded = busy.crowded(others, idle, timed.t, med, usual,  # rows outside the loop: nested, raised
-                               busy.pace(took, timed.steady, med))  # slow rows: beyond k spreads already
+                               busy.pace(took, timed.steady, med, idle, run_queue))  # slow rows: beyond k spreads
         done = next((timed.column(f) for f in ("thread_cpu_s", "cpu_s") if one_thread and f in timed.part.cols), None)
-        crowded &= ~busy.computed(done, timed.steady, timed.t, med)  # as busy.machine_calls: it did not compute
-        if one_thread and "thread_queued_s" in timed.part.cols:  # as busy.machine_calls: the thread queued
-            crowded &= busy.queued_enough(timed.column("thread_queued_s"), timed.steady, timed.t - med)
+        crowded &= ~busy.computed(done, timed.steady, timed.t, med, idle, run_queue)  # as busy.machine_calls
+        if one_thread and run_queue is not None:  # as busy.machine_calls: the thread queued
+            crowded &= busy.queued_enough(run_queue, timed.steady, timed.t - med)
         in_loop, waited = machine.get(label, ({}, {}))
         rows = _picked(timed.part, timed.at[slow].tolist(), SPIKE_FIELDS + tuple(shapes))
         for j, row in zip(slow, rows, strict=True):

@@ -165,3 +165,15 @@ def test_a_gpu_bound_calls_own_work_counts_at_pace_1_on_cores_with_idle_time():
     assert busy.computed(busy.work(lp, True), lp.steady, lp.t, lp.level).tolist() == [i % 4 == 3 for i in range(N)]
     slowed = spikes(rows, one_thread=True)
     assert [(s["index"], s["cause"]) for s in slowed] == [(i, busy.CAUSE) for i in range(3, N, 4)], slowed
+
+
+@pytest.mark.parametrize("one_thread", [False, True])
+def test_slow_calls_that_raised_are_judged_at_the_same_pace(one_thread):
+    """The GPU-bound step's slow calls of the first test, each raising (rows outside the loop,
+    judged by the spikes alone): at pace 1 the others' rise to 76 % cannot explain them, so none
+    is the machine's; at 86 % each is."""
+    for others, cause in ((76.0, None), (86.0, busy.CAUSE)):
+        rows = [{**r, "error": "ValueError"} if r["index"] % 4 == 3 else r for r in gpu_bound_rows(others)]
+        slow = spikes(rows, one_thread=one_thread)
+        assert [s["index"] for s in slow] == list(range(3, N, 4)), slow
+        assert all((s["cause"] == busy.CAUSE) is (cause is not None) for s in slow), slow
