@@ -384,6 +384,5 @@ def merged(tables: Sequence[Table]) -> Table:
         return tables[0]
     out = Table()
     for table in tables:
-        for row in table.rows():
-            out.add(row)
+        out.extend(table.records())  # column by column: several times faster than row by row
     return out
