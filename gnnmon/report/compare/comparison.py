@@ -166,7 +166,8 @@ class Comparison:
         threads = [ln for ln in self.lines if ln["figure"].startswith(CPU_TIME) and ln["phase"] is None]
         if threads and not single:
             self.notes.append("the steps' CPU time is shown, not judged: not every run's torch ran on one thread "
-                              "(manifest torch_threads), and a multi-threaded step's thread CPU time is not its work")
+                              "(torch_threads as the run ended), and a multi-threaded step's thread CPU time is not "
+                              "its work")
 
     def _load_notes(self, la: float | None, lb: float | None, single: bool, on_cpu: str | None,
                     cpu_seen: bool) -> list[str]:

@@ -265,8 +265,8 @@ ONE_THREAD_NEXT = ("a run with torch on one thread (torch.set_num_threads(1)) an
                    "run-queue time then tells a busy machine (free cores, a quiet run to compare) from the step's own "
                    "wait (find the call it blocks in: py-spy dump --pid PID while it waits)")
 SCHED_NEXT = ("a run with collect(sched=True), recording the thread's run-queue and CPU time (torch ran on one thread "
-              "already: manifest torch_threads 1): they then tell a busy machine (free cores, a quiet run to compare) "
-              "from the step's own wait (find the call it blocks in: py-spy dump --pid PID while it waits)")
+              "already: torch_threads 1 as the run ended): they then tell a busy machine (free cores, a quiet run to "
+              "compare) from the step's own wait (find the call it blocks in: py-spy dump --pid PID while it waits)")
 STEADY_BUSY_NEXT = ("free cores for the step: other processes' (run where these cores are free: taskset -c, "
                     "os.sched_setaffinity; compare timings from a quiet run) or this job's own (fewer threads and "
                     "workers than its usable cores)")
