@@ -22,7 +22,22 @@ def run_notes(manifest: Mapping[str, Any] | None, end: Mapping[str, Any] | None,
     and for each sampled figure the rows that lack it (no sample on one side of them) and, where
     some rows are on no CUDA device, the figures only a CUDA row gets."""
     manifest, end = manifest or {}, end or {}
-    return _host_memory(manifest, end, table) + _sampled(manifest.get("sampled"), table)
+    return _window(manifest, end, table) + _host_memory(manifest, end, table) + _sampled(manifest.get("sampled"), table)
+
+
+def _window(manifest: Mapping[str, Any], end: Mapping[str, Any], table: Table) -> list[str]:
+    """Where a live run's ``table`` holds fewer rows than the run made (its end's ``rows``; its
+    ``max_records``, the newest rows it keeps in memory, is said by a live run's result alone), how
+    many, and where the others are."""
+    made, kept = end.get("rows"), end.get("max_records")
+    if type(made) is not int or type(kept) is not int or made <= len(table):
+        return []
+    where = manifest.get("file")
+    whole = (f"the file holds every row: gnnmon.Report.load({where!r})" if isinstance(where, str)
+             else "collect(max_records=None) keeps every row")
+    return [f"this report reads the newest {len(table):,} of the run's {made:,} rows, those kept in memory "
+            f"(max_records {kept:,}): the {made - len(table):,} before them, its first calls among them, are in no "
+            f"figure here; {whole}"]
 
 
 def _count(table: Table, keep: Any) -> int:

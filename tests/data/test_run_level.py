@@ -199,3 +199,32 @@ def test_a_version_2_file_reads_as_written_and_its_report_says_its_rows_notes():
     page = Report(loaded).markdown()
     assert page.count(f"- note: {HOST_MEMORY_NOTE}") == 1 and "### Notes on the whole run" not in page
     assert page.count("- note: gpu figures: not a CUDA row") == 2  # one a label, as version 2's rows said it
+
+
+@gnnmon.cuda_timed
+def tiny() -> None:
+    pass
+
+
+@pytest.mark.parametrize("to_file", [True, False])
+def test_a_live_report_over_a_window_says_how_many_rows_it_left_out_and_where_they_are(tmp_path, to_file):
+    """250 calls in a run that keeps 100 in memory: the live report says it reads the newest 100 of
+    250 and where the rest are (the file, or ``max_records=None``); the file's own report reads all
+    250 and says nothing of a window; a run within its window says nothing either."""
+    path = tmp_path / "run.jsonl"
+    with gnnmon.collect(path if to_file else None, max_records=100) as run:
+        for _ in range(250):
+            tiny()
+    page = run.report().markdown()
+    assert page.count("this report reads the newest 100 of the run's 250 rows, those kept in memory "
+                      "(max_records 100): the 150 before them, its first calls among them, are in no figure here; ") == 1
+    if to_file:
+        assert f"the file holds every row: gnnmon.Report.load({str(path.resolve())!r})" in page
+        loaded = Report.load(path)
+        assert len(loaded.table) == 250 and "this report reads the newest" not in loaded.markdown()
+    else:
+        assert "collect(max_records=None) keeps every row" in page
+    with gnnmon.collect(max_records=100) as run:
+        for _ in range(100):
+            tiny()
+    assert "this report reads the newest" not in run.report().markdown()
