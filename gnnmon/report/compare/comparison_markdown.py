@@ -71,7 +71,8 @@ def said(ln: dict[str, Any]) -> str:
 
 def decided(d: dict[str, Any]) -> str:
     """A decision in words: the line, its bounds against its limit, and what would decide it."""
-    text = f"{where(d)}: {said(d)}; bounds {bounds_text(d)} against the limit {100 * d['limit']:+g} %"
+    text = f"{where(d)}: {said(d)}" + (f", {d['per_step']}" if d.get("per_step") else "")
+    text += f"; bounds {bounds_text(d)} against the limit {100 * d['limit']:+g} %"
     if d.get("undecided"):
         text += f": {d['undecided']}"
     elif d["decision"] == "inconclusive":

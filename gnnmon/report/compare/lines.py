@@ -28,7 +28,9 @@ recorded its run queue, its time less its wait for a core (a sleep in the step i
 machine's wait is not); else its CPU time where every such run recorded that (multi-threaded, one
 thread's times are not the step's; on an accelerator, its device time is the step's); else its
 time; per size
-where every run has shapes. The peak (or the models' forecast, where both are trusted) is judged
+where every run has shapes, unless the sides' graphs differ (:func:`graphs_differ`: as many graphs
+a step on both sides, other nodes + edges a step), where a step's fixed costs make a figure per
+size misread the change and it is judged per step. The peak (or the models' forecast, where both are trusted) is judged
 against ``max_memory_growth``, unless the batches differ in size (:data:`RESIZED`) and no trusted
 model says what the same batch needs. Phases, data wait and the rest are shown with their bounds,
 not judged: the step they add up to is. A distributed job's lines are the job's and each rank's.
@@ -49,6 +51,7 @@ from gnnmon.report.compare.gate import ALPHA, RERUN_SPREAD, Change, change
 from gnnmon.report.loops import Loop, block_se, loops
 from gnnmon.report.memory.model import fit, per_of
 from gnnmon.report.stats import median, spread
+from gnnmon.report.stats import scipy_stats as stats
 
 MEDIAN_SE = 1.2533
 """The standard error of a median, in units of the spread over √n (normal data)."""
@@ -56,6 +59,13 @@ MEDIAN_SE = 1.2533
 RESIZED = 0.05
 """Batches whose median size (nodes + edges) differs by more than this share are not the same
 work: their peaks are shown, not judged, unless both memory models are trusted."""
+
+GRAPHS_APART = 0.10
+"""Two sides' batches' nodes + edges a step (or seed nodes, graphs a step) whose medians lie more
+than this share apart differ (:func:`graphs_differ`): two runs of 200 planted calls of the same
+data (tests/report/diagnosis/planted.py: sizes ±20 % a call) had medians 2.3 % apart (standard
+deviation over 300 pairs; the widest 6.7 %), so 10 % is over four of those; the newcomer's graphs
+that kept a quarter of their edges, or doubled them, were 3.4x and 1.9x apart."""
 
 MIN_CHANGE = 0.005
 """A relative change under this is never called slower or faster (0.5 %)."""
@@ -271,14 +281,82 @@ def on_host(loop: Loop) -> bool:
 
 
 def lead(base: Sequence[dict[tuple[str | None, str], Figure]], new: Sequence[dict[tuple[str | None, str], Figure]],
-         single: bool) -> str:
+         single: bool, by_size: bool = True) -> str:
     """The time figure judged for a label (see the module doc), given every run's figures
-    (``single``: every run's torch on one thread, and the label's calls on the host)."""
+    (``single``: every run's torch on one thread, and the label's calls on the host; ``by_size``:
+    False where the sides' graphs differ, :func:`graphs_differ`, and the step is judged per step)."""
     every = [*base, *new]
     what = next((w for w in (OWN_TIME, CPU_TIME) if single and all((None, f"{w} {PER_STEP}") in f for f in every)),
                 TIME)
-    per = PER_SIZE if all((None, f"{what} {PER_SIZE}") in f for f in every) else PER_STEP
+    per = PER_SIZE if by_size and all((None, f"{what} {PER_SIZE}") in f for f in every) else PER_STEP
     return f"{what} {per}"
+
+
+UNITS = {"batch_size": "seed nodes", "num_graphs": "graphs"}
+"""What a step's batch counts, in the order :func:`graphs_differ` reads them: its seed nodes (a
+neighbour loader's batch), else its graphs."""
+
+
+def _steady(loop: Loop, name: str) -> np.ndarray:
+    """A column's steady calls, those that record it (> 0)."""
+    values = loop.zeros(name)[loop.steady] if loop.has(name) else np.array([])
+    return values[np.isfinite(values) & (values > 0)]
+
+
+def _apart(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two sides' calls' counts differ: their medians more than :data:`GRAPHS_APART` apart, and
+    a two-sided Mann-Whitney U test at :data:`~gnnmon.report.compare.gate.ALPHA` (see :func:`graphs_differ`)."""
+    ma, mb = float(np.median(a)), float(np.median(b))
+    if abs(mb / ma - 1) <= GRAPHS_APART:
+        return False
+    return bool(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue < ALPHA)
+
+
+def graphs_differ(base: Sequence[Loop], new: Sequence[Loop]) -> str | None:
+    """Why the sides' steps are judged per step, not per 1,000 nodes and edges: their graphs differ
+    (the change altered the graph or the data), in words; None where they do not, or a side has no
+    shapes.
+
+    Time per 1,000 nodes and edges puts bigger batches on one footing with smaller ones (64 graphs
+    a step against 32), and the same data drawn in another order or sample. Where each step holds
+    as many graphs (or seed nodes) on both sides but the graphs differ, it does not: a step's fixed
+    costs (the optimizer, each layer's launch) are spread over other sizes, and a step that kept a
+    quarter of its edges read +24.5 % per 1,000 nodes+edges while it ran 2.7x faster (a newcomer's
+    5 runs a side of 32 graphs a step, this project's 2-core VM). So: where every steady call of
+    every run records the batch's seed nodes (``batch_size``), else its graphs (``num_graphs``), and
+    the sides' counts a step differ, the batches differ in size and the step is judged per size;
+    where they do not (or neither is recorded) and the sides' nodes + edges a step differ, the graphs
+    differ. Two sides' counts differ where their pooled steady calls do by a two-sided Mann-Whitney U
+    test at :data:`~gnnmon.report.compare.gate.ALPHA` (scipy; shapes are the data's, not the
+    machine's, so the calls are the evidence) and their medians lie more than :data:`GRAPHS_APART`
+    apart (with hundreds of calls a side the test alone finds a 1 % difference between two draws of
+    the same data). Where both differ (more graphs a step, and other graphs), the step is judged per
+    size: a per-graph figure is not made."""
+    every = [*base, *new]
+    if not all(loop.has("num_nodes") for loop in every):
+        return None
+    unit = next((u for u in UNITS
+                 if all(loop.has(u) and _steady(loop, u).size == int(loop.steady.sum()) for loop in every)), None)
+    counts = [np.concatenate([_steady(loop, unit) for loop in side]) for side in (base, new)] if unit else []
+    if counts and _apart(*counts):
+        return None  # bigger (or smaller) batches: per size
+    sizes = [np.concatenate([_graph_size(loop) for loop in side]) for side in (base, new)]
+    if not all(x.size for x in sizes) or not _apart(*sizes):
+        return None
+    held = ""
+    if unit:
+        (ca, cb), name = [float(np.median(x)) for x in counts], UNITS[unit]
+        held = f" ({ca:,.0f} {name} a step both sides)" if ca == cb else f" ({ca:,.0f} → {cb:,.0f} {name} a step)"
+    return (f"the graphs differ between the sides: {float(np.median(sizes[0])):,.0f} → "
+            f"{float(np.median(sizes[1])):,.0f} nodes+edges per step{held}, so the step is judged per step, "
+            "not per 1,000 nodes+edges")
+
+
+def _graph_size(loop: Loop) -> np.ndarray:
+    """A loop's steady calls' nodes + edges a step, those that record shapes."""
+    size = loop.zeros("num_nodes") + (loop.zeros("num_edges") if loop.has("num_edges") else 0.0)
+    size = size[loop.steady]
+    return size[np.isfinite(size) & (size > 0)]
 
 
 def compare_label(scope: str, label: str, base: Sequence[Loop], new: Sequence[Loop], single: bool,
@@ -286,13 +364,16 @@ def compare_label(scope: str, label: str, base: Sequence[Loop], new: Sequence[Lo
     """The lines of one label in one scope (see the module doc): each side a list of its runs' loops."""
     sparse = set().union(*map(gaps, (*base, *new)))  # one kind of figure for every run of both sides
     ta, tb = [time_figures(loop, sparse) for loop in base], [time_figures(loop, sparse) for loop in new]
-    judged_figure = lead(ta, tb, single and all(map(on_host, (*base, *new))))
+    differ = graphs_differ(base, new)
+    judged_figure = lead(ta, tb, single and all(map(on_host, (*base, *new))), differ is None)
     keys = sorted({k for f in (*ta, *tb) for k in f}, key=lambda k: (k[0] is not None, k[0] or "", k[1]))
     out = []
     for key in keys:
         judged = "time" if key == (None, judged_figure) else None
         out.append(line(scope, label, key[0], key[1], [f[key] for f in ta if key in f],
                         [f[key] for f in tb if key in f], judged, assumed))
+        if judged and differ:
+            out[-1]["per_step"] = differ
     oa, ob = [other_figures(loop) for loop in base], [other_figures(loop) for loop in new]
     lines_models = models(label)
     modelled = any(m["judged"] for m in lines_models)

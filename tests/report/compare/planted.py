@@ -17,17 +17,21 @@ TIMES = ("wall_s", "device_s", "thread_cpu_s")
 
 
 def rerun(seed: int, spread: float, slower: float = 1.0, n: int = 200, *, cpu: bool = False,
-          waited: float = 0.0, slept: float = 0.0, sched: bool = False, around: float = 0.0) -> list[dict[str, Any]]:
+          waited: float = 0.0, slept: float = 0.0, sched: bool = False, around: float = 0.0, scale: float = 1.0,
+          graphs: int = 1) -> list[dict[str, Any]]:
     """One run's rows: its factor is ``gauss(1, spread) · slower`` (seeded); ``cpu``: each row also
     carries its thread's CPU time (the step's work), and ``waited`` adds that share of it to the
     wall time only (time off the CPU: a busy machine), ``slept`` that share again (the step's own
     wait: a sleep); ``sched``: each row carries its thread's run-queue time (the ``waited`` part)
     and a window (``t_start_ns`` to ``t_end_ns``) as long as its wall time and ``around`` that
     share of its work more (gnnmon's bookkeeping around the call, preempted where the run queue is
-    not read)."""
+    not read); ``scale``: the graphs' nodes (and edges) that many times the planted ones, their
+    phases' times with them (tests/report/diagnosis/planted.py); ``graphs``: each step's graphs
+    (``num_graphs``)."""
     factor = random.Random(seed + 500).gauss(1.0, spread) * slower
-    rows = steps(n, seed=seed)
+    rows = steps(n, seed=seed, scale=scale)
     for r in rows:
+        r["num_graphs"] = graphs
         if cpu:
             r["thread_cpu_s"] = r["wall_s"]
         for key in [k for k in r if k.startswith("phase_")] + [k for k in TIMES if k in r]:

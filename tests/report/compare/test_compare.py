@@ -44,7 +44,9 @@ def test_a_step_planted_40_percent_slower_exits_1_and_is_named(base, tmp_path, c
 
 
 def test_batches_twice_as_large_at_the_same_cost_per_node_and_edge_exit_0(base, tmp_path, capsys):
-    new = write_run(tmp_path / "new.jsonl", steps(seed=3, scale=2.0))
+    """Each step two graphs where base's held one, of the same planted sizes (twice the nodes and
+    edges a step): bigger batches, not other graphs, so judged per 1,000 nodes+edges."""
+    new = write_run(tmp_path / "new.jsonl", [{**r, "num_graphs": 2} for r in steps(seed=3, scale=2.0)])
     assert main(["compare", str(base), str(new), *LIMITS]) == 0
     lines = gnnmon.Report.load(base).compare(gnnmon.Report.load(new)).lines
     by = {(ln["phase"], ln["figure"]): ln for ln in lines}
