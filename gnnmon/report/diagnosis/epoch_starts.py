@@ -14,15 +14,17 @@ from gnnmon.report.stats import median, spread
 @dataclass(frozen=True)
 class EpochStarts:
     """The wait at each epoch's first batch against the others': ``waits`` (s, per epoch, in
-    order), ``level`` what the other batches' waits reach (s: see :func:`epoch_starts`), ``excess``
-    the starts' wait beyond it (s, in all); ``turn``: the workers that take turns where ``level`` is
-    the median of the longest-waiting turn (every ``turn``-th batch of an epoch), 1 where it is
-    all the other batches' median."""
+    order, each less the garbage collection in it), ``level`` what the other batches' waits reach
+    (s: see :func:`epoch_starts`), ``excess`` the starts' wait beyond it (s, in all); ``turn``: the
+    workers that take turns where ``level`` is the median of the longest-waiting turn (every
+    ``turn``-th batch of an epoch), 1 where it is all the other batches' median."""
 
     waits: np.ndarray
     level: float
     excess: float
     turn: int = 1
+    collected: float = 0.0
+    """s of garbage collection in the starts' waits, taken out of ``waits`` (the GC finding's)."""
 
     @property
     def paid_once(self) -> bool:
@@ -32,8 +34,8 @@ class EpochStarts:
         return later.size > 0 and bool(np.all(2 * later < self.waits[0] - self.level))
 
 
-def epoch_starts(loop: Loop, known: np.ndarray, total: float,
-                 workers: int | None = None) -> tuple[EpochStarts | None, np.ndarray]:
+def epoch_starts(loop: Loop, known: np.ndarray, total: float, workers: int | None = None,
+                 gc: np.ndarray | None = None) -> tuple[EpochStarts | None, np.ndarray]:
     """The wait at each epoch's first batch (the ``epoch`` marker changes) among the batches
     ``known``, where its excess over what the other batches' waits reach is a finding: at least 5 %
     of ``total`` and beyond 3 robust spreads of those batches × √epochs (:func:`beyond_noise`: an
@@ -51,8 +53,13 @@ def epoch_starts(loop: Loop, known: np.ndarray, total: float,
     spread (within it: not the gap between the peaks). Where the turns wait alike, the highest of
     their medians is a little above the median of all (conservative: a start's excess is said no
     larger). Without ``workers`` (or with one or none), the others' median and spread, as of one
-    peak: a two-peaked wait then reads as a cost at each epoch's start."""
-    waits = loop.wait[known]
+    peak: a two-peaked wait then reads as a cost at each epoch's start.
+
+    ``gc`` (s per call: :func:`~gnnmon.report.diagnosis.input_evidence.gc_in_waits`) is taken out
+    of each wait first: a collection that fell in an epoch's first wait is the collector's pause,
+    not the loader's set-up."""
+    collected = np.zeros(int(known.sum())) if gc is None else gc[known]
+    waits = loop.wait[known] - collected
     epoch = loop.column("epoch")[known]
     first = ~np.isnan(epoch) & np.concatenate(([True], epoch[1:] != epoch[:-1]))
     rest = waits[~first]
@@ -69,4 +76,4 @@ def epoch_starts(loop: Loop, known: np.ndarray, total: float,
     excess = float(np.sum(waits[first] - level))
     if not beyond_noise(excess, int(first.sum()), noise, total):
         return None, waits
-    return EpochStarts(waits[first], level, excess, turn), rest
+    return EpochStarts(waits[first], level, excess, turn, float(collected[first].sum())), rest

@@ -27,6 +27,7 @@ import numpy as np
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table
 from gnnmon.report.diagnosis import creep, gc_finding, input_finding, machine_findings, memory_findings, time_findings
+from gnnmon.report.diagnosis.input_evidence import gc_in_waits
 from gnnmon.report.loops import MIN_SHARE, WARMUP, evidence, finding, loops, ms
 from gnnmon.report.memory.model import host_resolution
 from gnnmon.report.stats import median
@@ -94,7 +95,8 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
         one_thread = report.result.one_thread  # the process's CPU time is then the step's work
         for loop in runs:
             nested = machine_findings.nested_rows(report.table, loop)  # the rows inside its calls
-            found += [input_finding.input_bound(loop, total, cores), time_findings.recompilation(loop, total),
+            found += [input_finding.input_bound(loop, total, cores, gc_events),
+                      time_findings.recompilation(loop, total),
                       time_findings.warm_up(loop, total, one_thread),
                       machine_findings.busy_machine(loop, total, one_thread, nested),
                       machine_findings.off_cpu_wait(loop, total, one_thread, nested),
@@ -111,8 +113,10 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
 
 def _measured(runs: list[Any], gc_events: list[dict[str, Any]]) -> float:
     """The run's measured time (s): its loops' calls and waits for batches, and the collections
-    between calls (the shares of time are of this)."""
-    return sum(loop.total for loop in runs) + _gc_between(gc_events)
+    between calls (the shares of time are of this), those inside a wait for a batch counted once
+    (:func:`~gnnmon.report.diagnosis.input_evidence.gc_in_waits`: the wait holds them)."""
+    in_waits = sum(float(gc_in_waits(loop, gc_events).sum()) for loop in runs)
+    return sum(loop.total for loop in runs) + max(_gc_between(gc_events) - in_waits, 0.0)
 
 
 def _gc_between(gc_events: list[dict[str, Any]]) -> float:
@@ -189,8 +193,9 @@ def looked_for(report: Diagnosed) -> list[dict[str, Any]]:
     a leak in each end-of-call figure over enough epochs (:func:`gnnmon.report.diagnosis.creep.looked_for`)."""
     resolution = _resolution(report.manifest)
     runs = loops(report.table)
-    total = _measured(runs, loop_gc_events(report))
-    return ([c for loop in runs for c in input_finding.looked_for(loop, total)]
+    gc_events = loop_gc_events(report)
+    total = _measured(runs, gc_events)
+    return ([c for loop in runs for c in input_finding.looked_for(loop, total, gc_events)]
             + [c for loop in runs for c in creep.looked_for(loop, resolution)])
 
 

@@ -1,13 +1,16 @@
 """What the rows say of the input-bound finding's loader beyond its wait: whether it computed or
 waited off the CPU while it made batches (:func:`loader_cpu`): measured where the loader runs in
 the training process and ``collect(sched=True)`` timed its thread between steps
-(:func:`between_steps`), else from the sampled load; the part of the wait at each epoch's first
-batch is :mod:`gnnmon.report.diagnosis.epoch_starts`'."""
+(:func:`between_steps`), else from the sampled load; the garbage collections inside the waits
+(:func:`gc_in_waits`), the garbage-collection finding's time; the part of the wait at each epoch's
+first batch is :mod:`gnnmon.report.diagnosis.epoch_starts`'."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -113,3 +116,36 @@ def between_steps(loop: Loop, known: np.ndarray) -> Between | None:
     queued = min(float(np.nan_to_num(loop.column("before_thread_queued_s")[timed], nan=0.0).sum()), gaps - ran)
     n = int(timed.sum())
     return Between(gaps / n, ran / n, queued / n, n)
+
+
+def gc_in_waits(loop: Loop, gc_events: Iterable[Mapping[str, Any]]) -> np.ndarray:
+    """Per call, the seconds of garbage collection between calls (the gc log's events with no
+    ``row``: each one's window from ``t_start_ns`` for ``duration_s``) inside the loop's wait before
+    it (``loop.before``), at most that wait. The wait is placed at the end of the gap before the
+    call, ``[t_start - before, t_start]``: ``watch_loader`` yields the batch and the loop calls its
+    step, so the error is the loop body's own time before the call (microseconds), by which a
+    collection there may be counted in the wait. A collection in a wait is a pause of the
+    collector's (the garbage-collection finding says it), not the loader's time: the input
+    findings read the wait without it, so that each second is said once. 0 where the call's start
+    is not recorded."""
+    spans = sorted((int(e.get("t_start_ns") or 0), float(e.get("duration_s") or 0.0)) for e in gc_events
+                   if not e.get("row") and e.get("t_start_ns") is not None)
+    out = np.zeros(loop.t.size)
+    if not spans or not loop.has("t_start_ns"):
+        return out
+    start = np.array([s for s, _ in spans], dtype=float)
+    length = np.array([d for _, d in spans]) * 1e9
+    length[:-1] = np.minimum(length[:-1], np.diff(start))  # one collector: a window ends where the next starts
+    before = np.concatenate(([0.0], np.cumsum(length)))  # the collections' time before each one's start
+
+    def collected(at: np.ndarray) -> np.ndarray:
+        """ns of collection from the first event up to each time ``at``."""
+        j = np.searchsorted(start, at, side="right") - 1
+        inside = np.clip(at - start[np.maximum(j, 0)], 0.0, length[np.maximum(j, 0)])
+        return np.where(j < 0, 0.0, before[np.maximum(j, 0)] + inside)
+
+    end = loop.column("t_start_ns")
+    timed = ~np.isnan(end) & (loop.before > 0)
+    end, wait = end[timed], loop.before[timed]
+    out[timed] = np.minimum((collected(end) - collected(end - wait * 1e9)) / 1e9, wait)
+    return out

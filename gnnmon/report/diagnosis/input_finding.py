@@ -7,13 +7,14 @@ starts in :mod:`gnnmon.report.diagnosis.epoch_starts`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from gnnmon.report.busy import IDLE_FULL
 from gnnmon.report.diagnosis.epoch_starts import EpochStarts, epoch_starts
-from gnnmon.report.diagnosis.input_evidence import Between, LoaderCpu, loader_cpu
+from gnnmon.report.diagnosis.input_evidence import Between, LoaderCpu, gc_in_waits, loader_cpu
 from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, block_se, cost_beyond_noise, evidence, finding, ms
 from gnnmon.report.stats import median
 
@@ -42,7 +43,8 @@ PIN = ("pin_memory=True in the loader and watch_loader(loader, to=device): the c
        "from pinned memory")
 
 
-def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str, Any] | None:
+def input_bound(loop: Loop, total: float, cores: int | None = None,
+                gc_events: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any] | None:
     """The loop's wait for data as a share of the measured time, split where the loader is; the next
     step fits the run: more workers only where the loader's (``data_workers``) and the training
     process leave idle cores among ``cores`` (the manifest's ``cpu_usable``) and the sampled
@@ -67,15 +69,21 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
 
     Pinned memory is the lever only where the copy is most of the wait: more than the rest of it,
     next()'s whole wait (more than half). Pinning can win at most the copy; where next() took as
-    long or longer, the loader's own lever (workers, less work per batch) can win more."""
+    long or longer, the loader's own lever (workers, less work per batch) can win more.
+
+    The garbage collections between calls that fell inside a wait (``gc_events``, the run's gc
+    log: :func:`~gnnmon.report.diagnosis.input_evidence.gc_in_waits`) are taken out of it first:
+    the garbage-collection finding says them, and the words say how much of the wait they were."""
     if not loop.has("data_wait_s"):
         return None
     known = ~np.isnan(loop.column("data_wait_s"))
     n = int(known.sum())
-    cost = float(loop.wait[known].sum())
-    steady = cost_beyond_noise(loop.wait[known], total)  # the wait's own spread, not the step's
+    gc = gc_in_waits(loop, gc_events)
+    waits = loop.wait[known] - gc[known]  # the loader's: the collector's pauses in it are the GC finding's
+    cost = float(waits.sum())
+    steady = cost_beyond_noise(waits, total)  # the wait's own spread, not the step's
     workers = loader_workers(loop)
-    starts, rest = epoch_starts(loop, known, total, workers)
+    starts, rest = epoch_starts(loop, known, total, workers, gc)
     if not steady:
         if starts is None:
             return None
@@ -84,10 +92,15 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     taken = batches(loop)[known]
     m = max(float(taken.sum()), 1.0)  # the batches whose wait was timed
     per_row = m / n  # batches a row, on average: 1 but for gnnmon run's rows of several
-    wait, step = float(loop.wait[known].sum()) / m, float(loop.own[known].mean())
+    wait, step = float(waits.sum()) / m, float(loop.own[known].mean())
     timer = TIMERS[_timed_by(loop, known)]
     proof = [evidence("data_wait_s", float(loop.zeros("data_wait_s")[known].sum()) / m, "s",
                       f"{_watched(timer)}, mean of {m:.0f} batches")]
+    collected = float(gc[known].sum())
+    if collected > 0:
+        proof.append(evidence("gc events in the waits", collected, "s",
+                              f"the gc log: collections between calls inside {np.count_nonzero(gc[known])} wait(s) "
+                              "(each wait placed just before its call), taken out of the wait here"))
     parts = {}
     for field, name in (*SPLIT, ("data_to_device_s", COPY)):
         values = loop.column(field)[known]
@@ -103,6 +116,10 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     words = (f"{loop.label} waited {ms(wait)} per batch for its data against {ms(step)} per step "
              + ("" if per_row == 1 else f"of {per_row:.3g} batches ")
              + f"({100 * wait * m / max(loop.total, 1e-12):.0f} % of its loop)")
+    if collected >= MIN_SHARE * float(loop.wait[known].sum()):
+        share = 100 * collected / float(loop.wait[known].sum())
+        words += (f", garbage collection aside ({ms(collected)} of the waits, {share:.0f} %, were collections: the "
+                  f"garbage-collection finding's)")
     copy = parts.pop(COPY, None)  # parts: the loader's own, made in next()
     in_next = wait - (copy or 0.0)  # the wait holds the copy: the parts are next()'s
     made = sum(parts.values())
@@ -151,15 +168,17 @@ def input_bound(loop: Loop, total: float, cores: int | None = None) -> dict[str,
     return finding("input-bound", loop.label, cost, total, words, proof, next_step)
 
 
-def looked_for(loop: Loop, total: float) -> list[dict[str, Any]]:
+def looked_for(loop: Loop, total: float, gc_events: Iterable[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
     """The input check where it found nothing: ``{"label", "check": "input", "batches", "wait_s",
     "share", "unsaid_s"}`` for a loop whose wait was timed: its batches (:func:`batches`), its mean
     wait a batch, its share of ``total`` and the least steady wait a batch it would have said (5 % of
-    the run, or 3 of its batch-means standard errors, whichever is more)."""
-    if not loop.has("data_wait_s") or input_bound(loop, total) is not None:
+    the run, or 3 of its batch-means standard errors, whichever is more); the waits without the
+    garbage collections in them (``gc_events``, as :func:`input_bound` reads them)."""
+    gc_events = list(gc_events)  # read twice
+    if not loop.has("data_wait_s") or input_bound(loop, total, gc_events=gc_events) is not None:
         return []
     known = ~np.isnan(loop.column("data_wait_s"))
-    waits = loop.wait[known]
+    waits = loop.wait[known] - gc_in_waits(loop, gc_events)[known]
     m = max(float(batches(loop)[known].sum()), 1.0)
     per_row = m / waits.size  # a row's wait is its batches' (block_se's is a row's mean's)
     unsaid = max(MIN_SHARE * total / m, NOISE_K * block_se(waits) / per_row)
@@ -184,8 +203,10 @@ def _start_words(starts: EpochStarts) -> str:
                   f"the {n} workers)")
     else:
         beyond = f"beyond the other batches' {ms(starts.level)}"
+    collected = (f", garbage collection aside: {ms(starts.collected)} of collections in them"
+                 if starts.collected > 0 else "")
     return (f"; {ms(starts.excess)} of it at {starts.waits.size} epoch start(s) {beyond} (each epoch's first batch: "
-            f"{each} ms)")
+            f"{each} ms{collected})")
 
 
 def _ordinal(n: int) -> str:
