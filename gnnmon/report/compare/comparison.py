@@ -27,6 +27,7 @@ from gnnmon.report.compare.lines import (
     CPU_TIME,
     MIN_CHANGE,
     OWN_TIME,
+    PROCESS_CPU,
     TIME,
     as_change,
     compare_sides,
@@ -58,6 +59,13 @@ BUSY_RERUN_SPREAD = 0.16
 is busy or differs (:meth:`Comparison.load_unsettled`): the 16 % of :data:`ONE_RUN_UNDECIDED`'s 15
 identical runs. A change beyond it still regresses (one run a side at a 5 % limit: a lower bound
 over about +52 %); nearer, the line is inconclusive."""
+
+ONE_RUN_STRETCHED = ("one run a side cannot decide it at that spread: record the machine's load (collect(sample=0.5)) "
+                     f"and the step's run queue (collect(sched=True)), and give {RUNS_ADVISED} runs a side, run "
+                     "alternately")
+"""Why a judged time line of one run a side whose step time stretched beyond its process's CPU time
+on one side (:func:`~gnnmon.report.compare.lines.wall_stretched`), the load not sampled, is
+inconclusive where a busy machine's spread leaves it undecided."""
 
 INCONCLUSIVE = 4
 """The exit status of a comparison the runs cannot decide (``gnnmon compare``; :meth:`Comparison.status`)."""
@@ -135,7 +143,36 @@ class Comparison:
                 self.notes.append(f"ranks differ: {self.base_name} has {len(ra)}, {self.new_name} {len(rb)}; compared "
                                   "rank by rank where both have it")
         self.loads = (_load(ta), _load(tb))
+        self._stretched(single)
         self._notes(*self.loads, single)
+
+    def _stretched(self, single: bool) -> None:
+        """Where one run a side, the load not sampled, a judged step time stretched beyond its
+        process's CPU time on one side (the line's ``stretch``, :func:`~gnnmon.report.compare.lines.wall_stretched`):
+        a loaded machine's wait, or the step's own, which these runs cannot tell apart. The line is
+        judged at :data:`BUSY_RERUN_SPREAD` (:meth:`decisions`), and where every run's torch ran on
+        one thread on the host (``single``: the process's CPU time is then the step's work and
+        gnnmon's beside it), on its process's CPU time instead: a machine's load stretched the
+        newcomer's identical runs' wall 19.4 → 40.3 ms a step, their CPU 16.7 → 19.3 ms. The words
+        go on the judged line (``stretched``)."""
+        if self.runs != (1, 1) or self.same or any(x is not None for x in self.loads):
+            return
+        for ln in [ln for ln in self.lines if ln["judged"] == "time" and ln.get("stretch")]:
+            sa, sb, p = ln["stretch"]
+            name = self.base_name if sa < sb else self.new_name
+            words = (f"the step's time stretched beyond its process's CPU time on {name} (the process computed "
+                     f"{100 * sa:.0f} % → {100 * sb:.0f} % of it, the median call; Mann-Whitney p = {p:.2g}): a loaded "
+                     "machine's wait or the step's own (a sleep, I/O, a lock), which one run a side without the load "
+                     "sampled cannot tell apart; so judged")
+            per = ln["figure"][len(TIME):]
+            cpu = next((o for o in self.lines if single and o["scope"] == ln["scope"] and o["label"] == ln["label"]
+                        and o["phase"] is None and o["figure"] == PROCESS_CPU + per and o["log"] is not None), None)
+            if cpu is not None:
+                ln["judged"], cpu["judged"] = None, "time"
+                words += (f" on the process's CPU time (torch on one thread: the step's work; its time "
+                          f"{100 * (ln['change'] or 0):+.1f} %)")
+            words += f" at a busy machine's rerun spread, {spread_text(BUSY_RERUN_SPREAD)} a run"
+            (cpu or ln)["stretched"] = words
 
     def _notes(self, la: float | None, lb: float | None, single: bool) -> None:
         if self.same:
@@ -223,21 +260,26 @@ class Comparison:
                   max_memory_growth: float | None = None) -> list[dict[str, Any]]:
         """Each judged line that has a limit (default: those given when made), with ``limit``, its
         ``decision`` (``pass``, ``regressed``, ``inconclusive``; the lines judged together correct
-        the regression bound, :func:`~gnnmon.report.compare.gate.decision`) and, where inconclusive,
-        ``runs_needed`` (None: more than 50 a side would not decide it)."""
+        the regression bound, :func:`~gnnmon.report.compare.gate.decision`), where inconclusive,
+        ``runs_needed`` (None: more than 50 a side would not decide it), and ``busy_bounds`` (the
+        one-sided bounds at :data:`BUSY_RERUN_SPREAD`, where a line of one run a side was judged
+        there: a sampled busy load, :meth:`load_unsettled`, or a stretched step, :meth:`_stretched`;
+        else None) with ``undecided`` saying why where that left it inconclusive."""
         slow, grow = self._limits(max_slowdown, max_memory_growth)
         limits = [(ln, slow if ln["judged"] == "time" else grow) for ln in self.lines if ln["judged"]]
         held = [(ln, limit, c) for ln, limit in limits if limit is not None and (c := as_change(ln)) is not None]
         unseen = self.load_unsettled()
         out = []
         for ln, limit, c in held:
-            why = unseen if unseen and not c.seen and ln["judged"] == "time" and not self.same else None
+            why = (unseen or (ONE_RUN_STRETCHED if ln.get("stretched") else None)
+                   if not c.seen and ln["judged"] == "time" and not self.same else None)
             said = "pass" if self.same else decision(_busy(c) if why else c, limit, len(held))
+            busy = [_busy(c).bound(ALPHA, upper=False), _busy(c).bound(ALPHA, upper=True)] if why else None
             if said != "inconclusive":
                 why = None  # decided even at a busy machine's rerun spread
             needed = runs_to_decide(c, limit, len(held)) if said == "inconclusive" and not why else None
             out.append({**ln, "limit": limit, "decision": said, "runs_needed": needed, "judged_lines": len(held),
-                        "undecided": why})
+                        "undecided": why, "busy_bounds": busy})
         return out
 
     def load_unsettled(self) -> str | None:

@@ -73,6 +73,12 @@ def decided(d: dict[str, Any]) -> str:
     """A decision in words: the line, its bounds against its limit, and what would decide it."""
     text = f"{where(d)}: {said(d)}" + (f", {d['per_step']}" if d.get("per_step") else "")
     text += f"; bounds {bounds_text(d)} against the limit {100 * d['limit']:+g} %"
+    if d.get("stretched"):
+        text += f"; {d['stretched']}"
+    if d.get("busy_bounds"):
+        low, high = d["busy_bounds"]
+        text += (" (" + ("" if d.get("stretched") else "at a busy machine's spread: ")
+                 + f"bounds {bounds_text({'low': low, 'high': high})})")
     if d.get("undecided"):
         text += f": {d['undecided']}"
     elif d["decision"] == "inconclusive":

@@ -15,7 +15,9 @@ Each label's steady top-level calls (:class:`~gnnmon.report.loops.Loop`) give, p
   row's window, which holds gnnmon's bookkeeping around the call: a queue there may hide some of a
   wait of the step's under load, never add to it), what the step computed and waited for of its
   own (I/O, a lock, a sleep), not for a distributed job's ranks (a rank's wait for another at a
-  collective is a voluntary wait);
+  collective is a voluntary wait); where the thread's is not recorded, the **process CPU time**
+  (``cpu_s``), shown, and judged only where one run a side stretched beyond it
+  (:func:`wall_stretched`, :meth:`~gnnmon.report.compare.comparison.Comparison.decisions`);
 * **memory**: the highest peak (``mem_peak_bytes``), and where both sides' memory models
   (:mod:`gnnmon.report.memory.model`) can be trusted, what each forecasts for the new side's largest
   batch; **GC** pause per call, **recompilations**, **energy per graph**.
@@ -75,6 +77,17 @@ WORSE = {"time": ("slower", "faster"), "memory": ("more", "less"), "count": ("mo
 """The verdicts of a change up and of one down, by kind of figure (up is worse for every kind)."""
 
 TIME, CPU_TIME, OWN_TIME = "time", "CPU time", "time less wait for a core"
+PROCESS_CPU = "process CPU time"
+"""The process's CPU time over the call (``cpu_s``, every row), shown where its thread's is not
+recorded: with torch on one thread, the step's work and gnnmon's bookkeeping beside it."""
+
+STRETCHED = 0.10
+"""The share of a step's time its process computed (``cpu_s`` / time, the median call) lower on one
+side than the other by more than this (relative) is a wall time stretched beyond the work
+(:func:`wall_stretched`): quiet reruns on this project's 2-core VM spread 0.9-3.7 % a run in their
+CPU time and 1.5-5.2 % in their wall time, together (docs/diagnosis.md), so their ratio moves by
+under twice the wider; a newcomer's identical runs, one beside a loaded machine, computed 82 % and
+48 % of their step."""
 PER_STEP, PER_SIZE = "per step", "per 1,000 nodes+edges"
 
 Figure = tuple[float, float]
@@ -146,6 +159,8 @@ def time_figures(loop: Loop, sparse: frozenset[str] | set[str] = frozenset()) ->
     series: dict[tuple[str | None, str], np.ndarray] = {(None, TIME): loop.t}
     if loop.has("thread_cpu_s"):
         series[(None, CPU_TIME)] = loop.column("thread_cpu_s")
+    elif loop.has("cpu_s"):
+        series[(None, PROCESS_CPU)] = loop.column("cpu_s")
     if loop.has("thread_queued_s") and loop.has("thread_cpu_s") and not loop.has("rank"):
         # the run queue and the CPU time are read over the row's window, which holds gnnmon's
         # bookkeeping around the call: the call's time less all of the queue, at least its CPU time,
@@ -204,7 +219,7 @@ def other_figures(loop: Loop) -> dict[tuple[str | None, str], Figure]:
 
 def kind_of(figure: str) -> str:
     """time, memory, count or energy: what a verdict on ``figure`` says."""
-    if figure.startswith((TIME, CPU_TIME, "GC")):
+    if figure.startswith((TIME, CPU_TIME, PROCESS_CPU, "GC")):
         return "time"
     if figure.startswith("calls"):
         return "count"
@@ -359,6 +374,33 @@ def _graph_size(loop: Loop) -> np.ndarray:
     return size[np.isfinite(size) & (size > 0)]
 
 
+def wall_stretched(base: Sequence[Loop], new: Sequence[Loop]) -> list[float] | None:
+    """``[base's share, new's share, p]`` where one side's step time stretched beyond its work: the
+    share of the step's time its process computed (``cpu_s`` over the call's time, each side's
+    pooled steady calls' median) lower on one side by more than :data:`STRETCHED`, and the sides'
+    shares apart by a two-sided Mann-Whitney U test (scipy, ``p`` under
+    :data:`~gnnmon.report.compare.gate.ALPHA`). Without the load sampled or the thread's run queue,
+    that is a loaded machine's wait for a core or the step's own (a sleep, I/O, a lock): one run
+    a side cannot tell which (:meth:`~gnnmon.report.compare.comparison.Comparison.decisions`).
+    None where it did not, or a run lacks ``cpu_s`` or ran on an accelerator."""
+    every = [*base, *new]
+    if not all(loop.has("cpu_s") and on_host(loop) for loop in every):
+        return None
+
+    def shares(side: Sequence[Loop]) -> np.ndarray:
+        found = np.concatenate([(loop.column("cpu_s") / loop.t)[loop.steady] for loop in side])
+        return found[np.isfinite(found) & (found > 0)]
+
+    a, b = shares(base), shares(new)
+    if not a.size or not b.size:
+        return None
+    sa, sb = float(np.median(a)), float(np.median(b))
+    if min(sa, sb) >= (1 - STRETCHED) * max(sa, sb):
+        return None
+    p = float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    return [sa, sb, p] if p < ALPHA else None
+
+
 def compare_label(scope: str, label: str, base: Sequence[Loop], new: Sequence[Loop], single: bool,
                   models: Callable[[str], list[dict[str, Any]]], assumed: float) -> list[dict[str, Any]]:
     """The lines of one label in one scope (see the module doc): each side a list of its runs' loops."""
@@ -374,6 +416,8 @@ def compare_label(scope: str, label: str, base: Sequence[Loop], new: Sequence[Lo
                         [f[key] for f in tb if key in f], judged, assumed))
         if judged and differ:
             out[-1]["per_step"] = differ
+        if judged and key[1] in (f"{TIME} {PER_STEP}", f"{TIME} {PER_SIZE}") and (stretch := wall_stretched(base, new)):
+            out[-1]["stretch"] = stretch
     oa, ob = [other_figures(loop) for loop in base], [other_figures(loop) for loop in new]
     lines_models = models(label)
     modelled = any(m["judged"] for m in lines_models)

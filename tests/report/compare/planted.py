@@ -13,12 +13,12 @@ from gnnmon.data.result import RunResult
 from gnnmon.report.compare.comparison import Comparison
 from tests.report.diagnosis.planted import steps
 
-TIMES = ("wall_s", "device_s", "thread_cpu_s")
+TIMES = ("wall_s", "device_s", "thread_cpu_s", "cpu_s")
 
 
 def rerun(seed: int, spread: float, slower: float = 1.0, n: int = 200, *, cpu: bool = False,
           waited: float = 0.0, slept: float = 0.0, sched: bool = False, around: float = 0.0, scale: float = 1.0,
-          graphs: int = 1) -> list[dict[str, Any]]:
+          graphs: int = 1, process: bool = False) -> list[dict[str, Any]]:
     """One run's rows: its factor is ``gauss(1, spread) · slower`` (seeded); ``cpu``: each row also
     carries its thread's CPU time (the step's work), and ``waited`` adds that share of it to the
     wall time only (time off the CPU: a busy machine), ``slept`` that share again (the step's own
@@ -27,16 +27,19 @@ def rerun(seed: int, spread: float, slower: float = 1.0, n: int = 200, *, cpu: b
     share of its work more (gnnmon's bookkeeping around the call, preempted where the run queue is
     not read); ``scale``: the graphs' nodes (and edges) that many times the planted ones, their
     phases' times with them (tests/report/diagnosis/planted.py); ``graphs``: each step's graphs
-    (``num_graphs``)."""
+    (``num_graphs``); ``process``: each row carries its process's CPU time (``cpu_s``, the step's
+    work, as every row does) where ``cpu`` gives its thread's."""
     factor = random.Random(seed + 500).gauss(1.0, spread) * slower
     rows = steps(n, seed=seed, scale=scale)
     for r in rows:
         r["num_graphs"] = graphs
         if cpu:
             r["thread_cpu_s"] = r["wall_s"]
+        if process:
+            r["cpu_s"] = r["wall_s"]
         for key in [k for k in r if k.startswith("phase_")] + [k for k in TIMES if k in r]:
             r[key] *= factor
-        work = r.get("thread_cpu_s", r["wall_s"])
+        work = r.get("thread_cpu_s", r.get("cpu_s", r["wall_s"]))
         r["wall_s"] += (waited + slept) * work
         r["device_s"] = r["wall_s"]
         if sched:
