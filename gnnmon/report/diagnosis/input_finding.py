@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from gnnmon.report.busy import IDLE_FULL
-from gnnmon.report.diagnosis.epoch_starts import EpochStarts, epoch_starts
+from gnnmon.report.diagnosis.epoch_starts import EpochStarts, FirstEpoch, epoch_starts, first_epoch
 from gnnmon.report.diagnosis.input_evidence import Between, LoaderCpu, gc_in_waits, loader_cpu
 from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, block_se, cost_beyond_noise, evidence, finding, ms
 from gnnmon.report.stats import median
@@ -83,12 +83,14 @@ def input_bound(loop: Loop, total: float, cores: int | None = None,
     cost = float(waits.sum())
     steady = cost_beyond_noise(waits, total)  # the wait's own spread, not the step's
     workers = loader_workers(loop)
-    starts, rest = epoch_starts(loop, known, total, workers, gc)
+    cold = first_epoch(loop, known, total, gc)
+    starts, rest = epoch_starts(loop, known if cold is None else known & ~cold.rows, total, workers, gc)
     if not steady:
-        if starts is None:
+        if starts is None and cold is None:
             return None
         steady = cost_beyond_noise(rest, total)  # the other batches' wait: a finding on its own, or not said
-        cost = starts.excess + (float(rest.sum()) if steady else 0.0)
+        cost = ((starts.excess if starts is not None else 0.0) + (cold.excess if cold is not None else 0.0)
+                + (float(rest.sum()) if steady else 0.0))
     taken = batches(loop)[known]
     m = max(float(taken.sum()), 1.0)  # the batches whose wait was timed
     per_row = m / n  # batches a row, on average: 1 but for gnnmon run's rows of several
@@ -156,6 +158,12 @@ def input_bound(loop: Loop, total: float, cores: int | None = None,
                               f"{_watched(timer)}, each epoch's first batch, mean of {starts.waits.size}"))
         start_step = _start_next(starts, workers, _known_median(loop, "data_persistent"))
         next_step = start_step + ("; then " + next_step if steady else "")
+    if cold is not None:
+        words += _cold_words(cold, total, per_row)
+        proof.append(evidence("data_wait_s in the first epoch", median(cold.waits) / per_row, "s",
+                              f"{_watched(timer)}, median of the first epoch's {cold.waits.size} batches, against the "
+                              f"later epochs' {ms(cold.level / per_row)}"))
+        next_step = COLD + ("; then " + next_step if steady or starts is not None else "")
     fallback = "data_sampler" in loop.part.cols and "gnnmon" in loop.part.objects("data_sampler")
     if fallback and parts.get("sampling", 0.0) > 0:
         words += "; sampled by gnnmon's pure-PyTorch sampler (neither pyg-lib nor torch-sparse is installed)"
@@ -207,6 +215,23 @@ def _start_words(starts: EpochStarts) -> str:
                  if starts.collected > 0 else "")
     return (f"; {ms(starts.excess)} of it at {starts.waits.size} epoch start(s) {beyond} (each epoch's first batch: "
             f"{each} ms{collected})")
+
+
+COLD = ("the first epoch waited for data the later ones found ready (a cold cache, a first read from disk, a dataset "
+        "built as it is read): paid once, it weighs less the more epochs a run has; to shrink it, read or process the "
+        "data once before the loop (an in-memory dataset, a pre_transform, a warmed page cache), or workers that "
+        "overlap the reads (num_workers with persistent_workers=True: a cache kept in the dataset lives in each "
+        "worker's copy of it, and only persistent workers keep it across epochs)")
+"""The next step for a wait that the first epoch holds (:func:`~gnnmon.report.diagnosis.epoch_starts.first_epoch`)."""
+
+
+def _cold_words(cold: FirstEpoch, total: float, per_row: float = 1.0) -> str:
+    """The first epoch's wait against the later epochs', per batch (``per_row``: batches a row), and
+    its excess as a share of the measured ``total`` (s)."""
+    return (f"; the first epoch's {cold.waits.size} batches waited {ms(median(cold.waits) / per_row)} each (median), "
+            f"the later epochs' {ms(cold.level / per_row)}: {ms(cold.excess)} more in the first epoch "
+            f"({100 * cold.excess / max(total, 1e-12):.0f} % of the measured time), as a cold cache or a first read "
+            f"from disk waits")
 
 
 def _ordinal(n: int) -> str:
