@@ -94,8 +94,8 @@ def _result(run: Run, stacklevel: int) -> RunResult:
     return RunResult.of_lines(list(run._window), manifest=run.manifest, gc_events=list(run.gc_events),
                               samples=list(run.samples), markers=list(run.markers),
                               points=run.counters.points(), path=run.path, complete=run.complete,
-                              end={"rows": run.rows_written, "max_records": run.max_records, "sampler": run.sampler_stats,
-                                   "children_forked": run.children_forked,
+                              end={"rows": run.rows_written, "max_records": run.max_records,
+                                   "sampler": run.sampler_stats, "children_forked": run.children_forked,
                                    "signal": run.signal, **at_end(True), **run.end_info})
 
 

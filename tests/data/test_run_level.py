@@ -216,8 +216,9 @@ def test_a_live_report_over_a_window_says_how_many_rows_it_left_out_and_where_th
         for _ in range(250):
             tiny()
     page = run.report().markdown()
-    assert page.count("this report reads the newest 100 of the run's 250 rows, those kept in memory "
-                      "(max_records 100): the 150 before them, its first calls among them, are in no figure here; ") == 1
+    said = ("this report reads the newest 100 of the run's 250 rows, those kept in memory (max_records 100): the "
+            "150 before them, its first calls among them, are in no figure here; ")
+    assert page.count(said) == 1
     if to_file:
         assert f"the file holds every row: gnnmon.Report.load({str(path.resolve())!r})" in page
         loaded = Report.load(path)
