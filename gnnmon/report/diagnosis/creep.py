@@ -6,8 +6,10 @@ Memory within an epoch is not a series of independent readings: it ramps and fal
 sawtooth), workers are forked anew, a buffer is allocated once. So the unit is the **epoch**:
 
 1. **Shapes out.** Each call's figure is fitted as the epoch's own level + ``a·num_nodes (+
-   b·num_edges)``, the coefficients from the variation of the shapes *within* epochs (epochs as
-   fixed effects): what the batches' shapes explain ("bigger graphs": their growth between the first
+   b·num_edges)`` of its batch + ``a'·num_nodes (+ b'·num_edges)`` of the previous call's batch (an
+   output the caller holds until the call returns: ``keep = train_step(b)``), the coefficients from
+   the variation of the shapes *within* epochs (epochs as fixed effects; batches drawn anew tell the
+   two apart): what the batches' shapes explain ("bigger graphs": their growth between the first
    and the last epoch) is taken out of every call. Where the shapes barely vary within an epoch but
    grow across them (correlated beyond :data:`TOGETHER`), growth cannot be told from bigger graphs,
    and the finding (``creep``) says so.
@@ -20,13 +22,16 @@ sawtooth), workers are forked anew, a buffer is allocated once. So the unit is t
 3. **Where growth starts**: levels before epoch ``k`` held flat, a straight line from ``k`` on;
    the earliest ``k`` whose misfit is within the levels' noise of the best one.
 4. **A leak is a trend that goes on**, over the levels from its start: Mann-Kendall's test (Kendall's
-   tau between epoch and level, one-sided, p < :data:`P_TREND`; scipy), and no levelling off (a
-   quadratic term over those levels significantly below 0, Student's t). Its rate is Theil-Sen's
-   slope over those levels with Sen's 95 % interval (scipy), each side widened by what a level's
-   resolution could tilt it. It needs :data:`MIN_EPOCHS` epochs; fewer that grew are told so.
+   tau between epoch and level, one-sided, p < :data:`P_TREND`; scipy). Its rate is Theil-Sen's
+   slope over those levels with Sen's 95 % interval (scipy), each side widened by what the shapes'
+   coefficients and a level's resolution could tilt it. Where the growth curves (a quadratic term
+   significantly below 0, Student's t), its last epochs decide (:func:`after_curve`): still above 0,
+   a leak at that recent rate, slowing; bounded under what would go unsaid, levelled off. It needs
+   :data:`MIN_EPOCHS` epochs; fewer that grew are told so.
 5. **No leak found**: :func:`hidden` says the largest rate that could hide in the levels' noise, and
    the largest that would go unsaid (growing the figure by under :data:`~gnnmon.report.loops.MIN_SHARE`
-   of its first epoch's level over the run); leaks that large are said 19 times in 20.
+   of its first epoch's level over the run); leaks that large are said 19 times in 20. DataLoader
+   workers whose memory was not sampled are said not looked at.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from gnnmon.figures import MEM_END, RSS_END
+from gnnmon.report.diagnosis.input_finding import loader_workers
 from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, evidence, finding
 from gnnmon.report.memory.model import format_bytes
 from gnnmon.report.stats import median, spread
@@ -77,6 +83,8 @@ class Levels:
         epochs = loop.column("epoch")
         use = ~np.isnan(y) & ~np.isnan(epochs)
         terms = [t for t in ("num_nodes", "num_edges") if loop.has(t)]
+        # the loop's previous call's shapes: what an output the caller holds until the next call keeps
+        before = [np.concatenate([[math.nan], loop.column(t)[:-1]]) for t in terms]
         for t in terms:
             use &= ~np.isnan(loop.column(t))
         use &= np.isin(epochs, epochs[use & loop.steady])  # an epoch of warm-up calls alone has no level
@@ -93,10 +101,12 @@ class Levels:
         steady = loop.steady[use]
         y, which, place, centre = y[use][steady], which[steady], place[steady], centre[steady]
         shapes = [loop.column(t)[use][steady] for t in terms]
-        self.terms, self.coefficients, self.together, ramp = _within_fit(y, shapes, place, which, terms,
-                                                                         self.epochs.size)
-        adjusted = y - ramp * (place - centre) - sum(
-            (c * shapes[terms.index(t)] for c, t in zip(self.coefficients, self.terms, strict=True)), np.zeros(y.size))
+        previous = [_filled(b[use][steady], s, which, self.epochs.size) for b, s in zip(before, shapes, strict=True)]
+        fit = _within_fit(y, shapes, previous, place, which, terms, self.epochs.size)
+        self.terms, self.coefficients, self.held, self.together, ramp, cov = fit
+        by_shapes = sum((c * shapes[terms.index(t)] + h * previous[terms.index(t)]
+                         for c, h, t in zip(self.coefficients, self.held, self.terms, strict=True)), np.zeros(y.size))
+        adjusted = y - ramp * (place - centre) - by_shapes
         self.levels = np.array([stats.trim_mean(adjusted[which == e], TRIM) if np.any(which == e) else math.nan
                                 for e in range(self.epochs.size)])
         self.first = median(np.sort(y[which == 0])) if y.size else math.nan
@@ -109,13 +119,21 @@ class Levels:
         steps = np.diff(self.levels)  # a line's steps are alike: their spread is the levels' noise × √2
         between = 1.4826 * median(np.sort(np.abs(steps - median(np.sort(steps))))) / math.sqrt(2) \
             if steps.size >= 3 else 0.0
+        self.own = math.hypot(median(np.array(noise)) if noise else 0.0, resolution / 2)
         self.noise = math.hypot(max(median(np.array(noise)) if noise else 0.0, between), resolution / 2)
         first, last = which == 0, which == self.epochs.size - 1
-        self.explained = (sum(c * (float(np.mean(shapes[terms.index(t)][last]))
-                                   - float(np.mean(shapes[terms.index(t)][first])))
-                              for c, t in zip(self.coefficients, self.terms, strict=True))
+        self.explained = (float(np.mean(by_shapes[last]) - np.mean(by_shapes[first]))
                           if first.any() and last.any() else 0.0)
         self.calls = int(y.size)
+        # what the coefficients' error could tilt the levels by (bytes per epoch): their covariance
+        # along the epoch means' growth, per epoch, of the shapes they multiply
+        order = np.arange(self.epochs.size, dtype=float)
+        means = [np.array([np.mean(v[which == e]) if np.any(which == e) else math.nan for e in range(self.epochs.size)])
+                 for v in [shapes[terms.index(t)] for t in self.terms] + [previous[terms.index(t)] for t in self.terms]]
+        known = ~np.isnan(self.levels)
+        grows = (np.array([np.polyfit(order[known], m[known], 1)[0] for m in means]) if means and known.sum() >= 2
+                 else np.zeros(0))
+        self.tilt = math.sqrt(max(float(grows @ cov @ grows), 0.0)) if grows.size else 0.0
 
     def start(self) -> int:
         """The epoch (rank) growth starts from: levels before it flat, a line from it on; the
@@ -127,11 +145,24 @@ class Levels:
         return next(k for k, m in enumerate(misfit) if m <= allowed)
 
 
-def _within_fit(y: np.ndarray, shapes: list[np.ndarray], place: np.ndarray, which: np.ndarray, terms: list[str],
-                epochs: int) -> tuple[list[str], list[float], list[str], float]:
-    """From the variation within epochs (each epoch's mean taken out): the shapes' coefficients, the
-    terms kept, those that vary too little within epochs to be told from time, and the ramp (bytes
-    from an epoch's start to its end that the place in the epoch explains)."""
+def _filled(previous: np.ndarray, shapes: np.ndarray, which: np.ndarray, epochs: int) -> np.ndarray:
+    """The previous call's shapes, where unknown (the loop's first call, one that recorded none) its
+    epoch's mean shape: a call with nothing to tell of the held output neither tilts its coefficient nor
+    its epoch's level."""
+    means = np.bincount(which, weights=shapes, minlength=epochs) / np.maximum(np.bincount(which, minlength=epochs), 1)
+    return np.where(np.isnan(previous), means[which], previous)
+
+
+def _within_fit(y: np.ndarray, shapes: list[np.ndarray], previous: list[np.ndarray], place: np.ndarray,
+                which: np.ndarray, terms: list[str], epochs: int
+                ) -> tuple[list[str], list[float], list[float], list[str], float, np.ndarray]:
+    """From the variation within epochs (each epoch's mean taken out): the shapes' coefficients (bytes
+    per node or edge of the call's batch, and of the previous call's: an output the caller holds until
+    the next call ends with it, which within-epoch variation tells apart as batches are drawn anew),
+    the terms kept, those that vary too little within epochs to be told from time, the ramp (bytes
+    from an epoch's start to its end that the place in the epoch explains) and the covariance of the
+    kept terms' coefficients, the call's then the previous call's (bytes², from the residuals within
+    epochs; zeros where they leave no degree of freedom)."""
     def within(v: np.ndarray) -> np.ndarray:
         means = np.bincount(which, weights=v, minlength=epochs) / np.maximum(np.bincount(which, minlength=epochs), 1)
         return v - means[which]
@@ -144,12 +175,18 @@ def _within_fit(y: np.ndarray, shapes: list[np.ndarray], place: np.ndarray, whic
             together.append(t)
         else:
             kept.append(t)
-    columns = [within(shapes[terms.index(t)]) for t in kept] + [within(place)]
+    columns = ([within(shapes[terms.index(t)]) for t in kept] + [within(previous[terms.index(t)]) for t in kept]
+               + [within(place)])
     x = np.column_stack(columns)
+    n = len(kept)
     if not np.any(x):
-        return kept, [0.0] * len(kept), together, 0.0
+        return kept, [0.0] * n, [0.0] * n, together, 0.0, np.zeros((2 * n, 2 * n))
     beta, *_ = np.linalg.lstsq(x, within(y), rcond=None)
-    return kept, [float(b) for b in beta[:-1]], together, float(beta[-1])
+    resid = within(y) - x @ beta
+    dof = y.size - epochs - x.shape[1]
+    cov = (float(resid @ resid) / dof * np.linalg.pinv(x.T @ x)[:2 * n, :2 * n] if dof > 0
+           else np.zeros((2 * n, 2 * n)))
+    return kept, [float(b) for b in beta[:n]], [float(b) for b in beta[n:2 * n]], together, float(beta[-1]), cov
 
 
 def _split_misfit(levels: np.ndarray, k: int) -> float:
@@ -182,6 +219,31 @@ def levelling_off(levels: np.ndarray, noise: float = 0.0) -> bool:
     return bool(stats.t.cdf(beta[2] / se, dof) < P_LEVELS_OFF)
 
 
+def recent(lv: Levels, growing: np.ndarray) -> tuple[int, float, float, float]:
+    """Growth over the last epochs of ``growing`` (levels, bytes), where it curves: ``(m, slope, low,
+    high)``, Theil-Sen's slope over the last ``m`` levels (half of them, at least 3; bytes per epoch)
+    and its interval (:func:`rate`), each side widened too by what the calls' own noise could tilt a
+    line through so few levels (z standard errors, in quadrature with the coefficients' tilt). The
+    calls' noise, not the levels' steps' spread: a curve's steps are not alike."""
+    m = max(3, math.ceil(growing.size / 2))
+    x = np.arange(m, dtype=float)
+    noise = lv.own / math.sqrt(float(np.sum((x - x.mean()) ** 2)))
+    return (m, *rate(growing[-m:], lv.resolution, math.hypot(lv.tilt, noise)))
+
+
+def after_curve(lv: Levels, growing: np.ndarray) -> str:
+    """What growth over ``growing`` that trends and curves (:func:`levelling_off`) did last, from its
+    last epochs' rate (:func:`recent`): ``"slowing"``, a leak still, where that rate's interval is above
+    0 and the rate over the epochs grown is worth saying (:data:`~gnnmon.report.loops.MIN_SHARE` of the
+    first epoch's level); ``"levelled"`` where its interval is under what the leak check leaves unsaid
+    (:func:`hidden`); else ``"unclear"``: neither told from 0 nor bounded under that."""
+    _, slope, low, high = recent(lv, growing)
+    if low > 0 and slope * (growing.size - 1) >= MIN_SHARE * float(lv.first):
+        return "slowing"
+    bounds = hidden(lv)
+    return "levelled" if bounds is not None and high < bounds[1] else "unclear"
+
+
 def trend_p(levels: np.ndarray) -> float:
     """Mann-Kendall's one-sided p-value that the levels rise (Kendall's tau against the epoch)."""
     if levels.size < 3 or np.ptp(levels) == 0:
@@ -189,19 +251,24 @@ def trend_p(levels: np.ndarray) -> float:
     return float(stats.kendalltau(np.arange(levels.size), levels, alternative="greater").pvalue)
 
 
-def rate(levels: np.ndarray, resolution: float) -> tuple[float, float, float]:
+def rate(levels: np.ndarray, resolution: float, tilt: float = 0.0) -> tuple[float, float, float]:
     """Theil-Sen's slope over the levels (bytes per epoch) and Sen's interval at
-    :data:`CONFIDENCE`, each side widened by what a level's resolution could tilt it."""
+    :data:`CONFIDENCE`, each side widened by what the shapes' fitted coefficients could tilt it
+    (``tilt``: its standard error, bytes per epoch, added in quadrature) and by what a level's
+    resolution could tilt it."""
     slope, _, low, high = stats.theilslopes(levels, np.arange(levels.size, dtype=float), alpha=CONFIDENCE)
-    tilt = resolution / max(levels.size - 1, 1)
-    return float(slope), float(low) - tilt, float(high) + tilt
+    z = float(stats.norm.ppf((1 + CONFIDENCE) / 2)) * tilt
+    step = resolution / max(levels.size - 1, 1)
+    return (float(slope), float(slope - math.hypot(slope - low, z)) - step,
+            float(slope + math.hypot(high - slope, z)) + step)
 
 
 def hidden(levels: Levels) -> tuple[float, float] | None:
     """The largest leaks (bytes per epoch) that could go unsaid: ``(noise, unsaid)``. ``noise``: what
     the levels' noise could hide, the rate the slope's t test over the epochs finds 19 times in 20
     — (t at 95 % + z at 95 %) standard errors of the slope, from the levels' noise or their scatter
-    about a line, whichever is wider, plus the tilt the resolution allows. ``unsaid``: the larger of
+    about a line, whichever is wider, with the shapes' coefficients' tilt in quadrature, plus the
+    tilt the resolution allows. ``unsaid``: the larger of
     that and the least rate worth saying (:data:`~gnnmon.report.loops.MIN_SHARE` of the first epoch's
     level over the run's epochs) plus z at 95 % standard errors: a leak this large is said 19 times
     in 20."""
@@ -211,7 +278,7 @@ def hidden(levels: Levels) -> tuple[float, float] | None:
     x = np.arange(n, dtype=float)
     fit = np.polyfit(x, levels.levels, 1)
     scatter = math.sqrt(float(np.sum((levels.levels - np.polyval(fit, x)) ** 2)) / (n - 2))
-    se = max(scatter, levels.noise) / math.sqrt(float(np.sum((x - x.mean()) ** 2)))
+    se = math.hypot(max(scatter, levels.noise) / math.sqrt(float(np.sum((x - x.mean()) ** 2))), levels.tilt)
     z = stats.norm.ppf(CONFIDENCE)
     noise = float((stats.t.ppf(CONFIDENCE, n - 2) + z) * se + levels.resolution / (n - 1))
     worth = MIN_SHARE * float(levels.first) / (n - 1)
@@ -265,11 +332,17 @@ def looked_for(loop: Loop, resolution: float = 0.0) -> list[dict[str, Any]]:
     """What the leak check found nothing in: ``{"label", "figure", "epochs",
     "hidden_bytes_per_epoch", "unsaid_bytes_per_epoch", "levelled_off_bytes"}`` for every figure
     over :data:`MIN_EPOCHS` epochs or more that :func:`creep` says nothing of: the largest leak its
-    noise could hide, the largest that would go unsaid (see :func:`hidden`), and where it rose then
-    levelled off, by how much (else None)."""
+    noise could hide, the largest that would go unsaid (see :func:`hidden`; where growth curved and
+    its last epochs' rate is not bounded under that, that rate's upper bound: :func:`after_curve`), and
+    where it rose then levelled off (:func:`after_curve`), by how much (else None). Where the loop's
+    DataLoader had workers whose memory was not sampled (no ``workers_rss_bytes``), also ``{"check":
+    "workers", "label", "workers"}``: their memory was not looked at, so a leak there goes unsaid."""
     out: list[dict[str, Any]] = []
     if np.isnan(loop.column("epoch")).all():
         return out
+    workers = loader_workers(loop)
+    if workers and not loop.has("workers_rss_bytes"):
+        out.append({"check": "workers", "label": loop.label, "workers": workers})
     said = {e["figure"] for f in creep(loop, resolution) for e in f["evidence"]}
     for figure in figures(loop):
         levels = Levels(loop, figure, resolution if _host(loop, figure) else 0.0)
@@ -277,11 +350,14 @@ def looked_for(loop: Loop, resolution: float = 0.0) -> list[dict[str, Any]]:
             continue
         bounds = hidden(levels)
         rose = float(levels.levels[-1] - levels.levels[0])
+        curves = trend_p(levels.levels) < P_TREND and levelling_off(levels.levels, levels.noise)
+        stopped = curves and after_curve(levels, levels.levels) == "levelled"
+        unsaid = bounds[1] if bounds else None
+        if curves and not stopped and unsaid is not None:  # growth that slowed, not bounded under it
+            unsaid = max(unsaid, recent(levels, levels.levels)[3])
         out.append({"label": loop.label, "figure": figure, "epochs": int(levels.levels.size),
                     "hidden_bytes_per_epoch": bounds[0] if bounds else None,
-                    "unsaid_bytes_per_epoch": bounds[1] if bounds else None,
-                    "levelled_off_bytes": rose if trend_p(levels.levels) < P_TREND and levelling_off(
-                        levels.levels, levels.noise) else None})
+                    "unsaid_bytes_per_epoch": unsaid, "levelled_off_bytes": rose if stopped else None})
     return out
 
 
@@ -319,23 +395,41 @@ def _creep_of(lv: Levels, label: str, retained: bool = False) -> dict[str, Any] 
                        of="memory")
     k = lv.start() if n >= MIN_EPOCHS else 0
     growing = lv.levels[k:]
-    if n >= MIN_EPOCHS and growing.size >= 3 and trend_p(growing) < P_TREND and not levelling_off(growing, lv.noise):
-        slope, low, high = rate(growing, lv.resolution)
-        if slope * (growing.size - 1) >= MIN_SHARE * float(lv.first) and low > 0:
-            since = _epoch(lv.epochs[k])
-            proof.insert(0, evidence("growth not explained by shapes", slope, "bytes/epoch",
-                                     f"Theil-Sen over the levels of epochs {since} to the last ({growing.size} epochs, "
-                                     f"{lv.calls} calls; Mann-Kendall p = {trend_p(growing):.2g})"))
+    if n >= MIN_EPOCHS and growing.size >= 3 and trend_p(growing) < P_TREND:
+        since = _epoch(lv.epochs[k])
+        where = f"{growing.size} epochs, {lv.calls} calls; Mann-Kendall p = {trend_p(growing):.2g}"
+        if not levelling_off(growing, lv.noise):
+            slope, low, high = rate(growing, lv.resolution, lv.tilt)
+            said = f"Theil-Sen over the levels of epochs {since} to the last ({where})"
             words = (f"a leak: {lv.figure} of {label} grew {format_bytes(slope)} per epoch (95 % interval "
                      f"{format_bytes(low)} to {format_bytes(high)}) from epoch {since} to the last, that the batches' "
                      "shapes do not explain")
+            extra: dict[str, Any] = {}
+        elif after_curve(lv, growing) == "slowing":  # it curves, but still grows: a leak at its recent rate
+            m, slope, low, high = recent(lv, growing)
+            early = rate(growing[:m], lv.resolution, lv.tilt)[0]
+            late = _epoch(lv.epochs[k + growing.size - m])
+            said = (f"Theil-Sen over the levels of the last {m} epochs, {late} to the last, slowing from "
+                    f"{format_bytes(early)} per epoch over epochs {since} to {_epoch(lv.epochs[k + m - 1])} ({where})")
+            words = (f"a leak, slowing: {lv.figure} of {label} grew {format_bytes(slope)} per epoch over epochs {late} "
+                     f"to the last (95 % interval {format_bytes(low)} to {format_bytes(high)}), down from "
+                     f"{format_bytes(early)} per epoch over epochs {since} to {_epoch(lv.epochs[k + m - 1])}, that the "
+                     "batches' shapes do not explain")
+            extra = {"slowing_from": early}
+        else:
+            slope = low = high = 0.0
+            said = words = ""
+            extra = {}
+        at_stake = slope * (growing.size - 1)  # the rate said, over the epochs it grew
+        if low > 0 and at_stake >= MIN_SHARE * float(lv.first):
+            proof.insert(0, evidence("growth not explained by shapes", slope, "bytes/epoch", said))
             words += f" ({format_bytes(lv.explained)} more came with bigger graphs)" if grew_by_shapes else ""
             words += RETAINED if retained else ""
-            return finding("leak", label, slope * (growing.size - 1), level, words, proof,
+            return finding("leak", label, at_stake, level, words, proof,
                            "look for what outlives a step: a list or dict the loop appends tensors to (loss instead "
                            "of loss.item()), a cache keyed by batch, hooks that keep their inputs"
                            + (RETAINED_NEXT if retained else ""), of="memory", since_epoch=since,
-                           rate_interval=(low, high))
+                           rate_interval=(low, high), **extra)
     if n < MIN_EPOCHS and rise >= MIN_SHARE * level and rise > NOISE_K * math.sqrt(2) * lv.noise:
         proof.append(evidence("growth not explained by shapes", rise / max(n - 1, 1), "bytes/epoch",
                               f"the last epoch's level less the first's, over {n - 1} epoch(s)"))

@@ -73,11 +73,17 @@ def evidence_text(e: dict[str, Any], text: Callable[[Any], str] = str) -> str:
 def looked_for_text(c: dict[str, Any]) -> str:
     """``no leak in rss_end_bytes of step over 8 epochs: one under 3.65 MiB per epoch would go unsaid
     (its noise could hide 174 KiB per epoch, and one that grows it by under 5 % over the run is not
-    said)``; the input check's (``check: input``): ``no wait for data in step beyond its noise: ...``."""
+    said)``; the input check's (``check: input``): ``no wait for data in step beyond its noise: ...``;
+    unsampled DataLoader workers (``check: workers``): ``the memory of step's 2 DataLoader workers was
+    not looked at ...``."""
     if c.get("check") == "input":  # gnnmon.report.diagnosis.input_finding.looked_for
         return (f"no wait for data in {c['label']} beyond its noise: {ms(c['wait_s'])} a batch over {c['batches']} "
                 f"batches ({100 * c['share']:.0f} % of the measured time); a steady one under {ms(c['unsaid_s'])} "
                 "a batch would go unsaid")
+    if c.get("check") == "workers":  # gnnmon.report.diagnosis.creep.looked_for
+        n = c["workers"]
+        return (f"the memory of {c['label']}'s {n} DataLoader worker{'s' if n != 1 else ''} was not looked at (a leak "
+                "there goes unsaid): it was not sampled; gnnmon.collect(..., sample=0.5) records workers_rss_bytes")
     noise, unsaid = c.get("hidden_bytes_per_epoch"), c.get("unsaid_bytes_per_epoch")
     text = f"no leak in {c['figure']} of {c['label']} over {c['epochs']} epochs"
     if c.get("levelled_off_bytes") is not None:
