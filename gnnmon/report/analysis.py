@@ -41,7 +41,7 @@ median / min_ratio)``), with cause ``shape`` (a partial last batch: expected, no
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -55,6 +55,11 @@ from gnnmon.report.loops import Loop, loops
 from gnnmon.report.stats import describe, median, percentile, spread
 
 SHAPE_FIELDS = ("num_nodes", "num_edges", "batch_size")
+
+SHAPE_TOL = 0.25
+"""How far (a share of the label's median) a batch's nodes, edges or seed nodes lie from the usual
+for its shape to be unusual: a spike's or a dip's ``shape`` cause, and the first calls warm-up
+judges by their shapes."""
 
 Rows = Table | Iterable[Mapping[str, Any]]
 
@@ -84,13 +89,19 @@ def _labels_timed(table: Table, warmup: int,
         base = timed.t[timed.steady]
         if base.size < min_rows:
             continue
-        shapes = {}
-        for f in SHAPE_FIELDS:
-            vals = timed.column(f)[timed.steady]
-            vals = vals[~np.isnan(vals)]
-            if vals.size:
-                shapes[f] = median(vals)
-        yield label, timed, median(base), spread(base), shapes
+        yield label, timed, median(base), spread(base), usual_shapes(timed.column, timed.steady)
+
+
+def usual_shapes(column: Callable[[str], np.ndarray], steady: np.ndarray) -> dict[str, float]:
+    """Each shape field's median over the ``steady`` rows (``column(name)``: the field's values,
+    NaN where missing), for the fields those rows record."""
+    shapes = {}
+    for f in SHAPE_FIELDS:
+        vals = column(f)[steady]
+        vals = vals[~np.isnan(vals)]
+        if vals.size:
+            shapes[f] = median(vals)
+    return shapes
 
 
 SPIKE_FIELDS = ("index", "gc_pause_s", "gc_collections", "gc_max_generation", "compile_frames", "compile_recompiles",
@@ -106,7 +117,9 @@ def _picked(part: Part, at: list[int], fields: tuple[str, ...]) -> list[dict[str
     return [dict(zip(fields, values, strict=True)) for values in zip(*columns, strict=True)] if at else []
 
 
-def _odd_shape(row: Mapping[str, Any], shapes: dict[str, float], tol: float) -> str:
+def unusual_shape(row: Mapping[str, Any], shapes: dict[str, float], tol: float = SHAPE_TOL) -> str:
+    """The row's shape fields more than ``tol`` (a share) away from the usual ``shapes``
+    (:func:`usual_shapes`), in words ("num_nodes 19511 vs usual 1271"); "" where none is."""
     odd = [(f, row[f], m) for f, m in shapes.items()
            if is_number(row.get(f)) and m > 0 and abs(row[f] / m - 1) > tol]
     return ", ".join(f"{f} {v:g} vs usual {m:g}" for f, v, m in odd)
@@ -127,7 +140,7 @@ def spikes(
     min_ratio: float = 1.5,
     warmup: int = 2,
     gc_share: float = busy.GC_SHARE,
-    shape_tol: float = 0.25,
+    shape_tol: float = SHAPE_TOL,
     min_rows: int = 5,
     one_thread: bool = False,
 ) -> list[dict[str, Any]]:
@@ -159,7 +172,7 @@ def spikes(
             excess = t - med
             pause = float(row["gc_pause_s"]) if is_number(row.get("gc_pause_s")) else 0.0
             cause, detail, computed = "unexplained", "", None
-            odd_shape = _odd_shape(row, shapes, shape_tol)
+            odd_shape = unusual_shape(row, shapes, shape_tol)
             frames = int(row["compile_frames"]) if is_number(row.get("compile_frames")) else 0
             pos = int(timed.at[j])
             # rows the diagnosis does not judge (nested, raised): crowded cores, unless a collection explains it
@@ -284,7 +297,7 @@ def dips(
     k: float = 5.0,
     min_ratio: float = 1.5,
     warmup: int = 2,
-    shape_tol: float = 0.25,
+    shape_tol: float = SHAPE_TOL,
     min_rows: int = 5,
 ) -> list[dict[str, Any]]:
     """Rows far faster than their label's median, with cause ``shape`` or ``unexplained``."""
@@ -294,7 +307,7 @@ def dips(
         for j in np.flatnonzero((timed.t < threshold) & timed.steady).tolist():
             row = timed.part.view(int(timed.at[j]))
             t = float(timed.t[j])
-            odd_shape = _odd_shape(row, shapes, shape_tol)
+            odd_shape = unusual_shape(row, shapes, shape_tol)
             found.append(_judged(label, row, t, med, threshold, "shape" if odd_shape else "unexplained", odd_shape))
     return found
 
