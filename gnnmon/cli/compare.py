@@ -35,8 +35,9 @@ def add(sub: Any, argv: list[str]) -> None:
                    "job's files), their spread measured between them; or BASE NEW, one run a side, whose spread "
                    "is assumed (--rerun-spread)")
     p.add_argument("--max-slowdown", metavar="PCT", type=share, help="exit 1 when a step is slower by more than "
-                   "this (5%% or 0.05) beyond doubt: per 1,000 nodes and edges where every run has shapes, on its "
-                   "CPU time where every run's step ran on one thread and recorded it (collect(sched=True))")
+                   "this (5%% or 0.05) beyond doubt: per 1,000 nodes and edges where every run has shapes (per "
+                   "step where the change altered the graphs: as many graphs a step, other nodes and edges), on "
+                   "its CPU time where every run's step ran on one thread and recorded it (collect(sched=True))")
     p.add_argument("--max-memory-growth", metavar="PCT", type=share, help="exit 1 when peak memory (the memory "
                    "models' forecast of the same batch where both can be trusted) grows by more than this")
     p.add_argument("--inconclusive", choices=("status", "pass", "fail"), default="status", help=(

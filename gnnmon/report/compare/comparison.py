@@ -220,8 +220,9 @@ class Comparison:
         if not known:
             if self.same:
                 return []
+            stretched = any(ln.get("stretched") for ln in self.lines)  # judged at a busy machine's spread instead
             quiet = (f"; one run a side assumes a quiet machine's rerun spread ({spread_text(self.rerun_spread)} "
-                     "a run), which this cannot confirm") if self.runs == (1, 1) else ""
+                     "a run), which this cannot confirm") if self.runs == (1, 1) and not stretched else ""
             return ["the machine's load was not sampled beside either side's runs (no others_cpu_pct): whether it "
                     "was busy, or differed between the sides, cannot be judged, and a change in time may be the "
                     f"machine's, not the code's{quiet}; record it with collect(sample=0.5) or gnnmon run --sample 0.5 "
@@ -278,8 +279,10 @@ class Comparison:
             if said != "inconclusive":
                 why = None  # decided even at a busy machine's rerun spread
             needed = runs_to_decide(c, limit, len(held)) if said == "inconclusive" and not why else None
+            test = ln["test"] if busy is None else (f"one run a side: a busy machine's rerun spread of "
+                                                     f"{spread_text(BUSY_RERUN_SPREAD)} a run assumed (normal)")
             out.append({**ln, "limit": limit, "decision": said, "runs_needed": needed, "judged_lines": len(held),
-                        "undecided": why, "busy_bounds": busy})
+                        "undecided": why, "busy_bounds": busy, "test": test})
         return out
 
     def load_unsettled(self) -> str | None:
