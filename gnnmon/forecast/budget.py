@@ -50,10 +50,12 @@ class Budget(Mapping[str, Any]):
     known and the node budget is above every batch read, that it may be above the graph's. None
     otherwise."""
     batch_size_from: str | None = None
-    """What the batch size's worst batch is, in words: the heaviest of a few batches a loader's
-    sampler draws at the size, the costliest graphs summed, or plain batches (a run's rows) scaled
-    to the size, an upper bound on a sampler's batches, which share more nodes as they grow (so a
-    budget from a run's rows can be well below one from the loader); None where no batch fits."""
+    """What the batch size's worst batch is, in words: the heaviest of the batches a loader's
+    sampler draws at the size (how many: an epoch's; the heaviest's nodes; a scanned batch where
+    that is heavier; the chance a batch training draws is heavier), the costliest graphs summed,
+    or plain batches (a run's rows) scaled to the size, an upper bound on a sampler's batches,
+    which share more nodes as they grow (so a budget from a run's rows can be well below one from
+    the loader); None where no batch fits."""
     extrapolated: str | None = None
     """Where the batch size is below the fewest items of any plain batch read (a run's rows), that
     its worst batch is those batches' most scaled down, an extrapolation and not a bound (a smaller

@@ -21,8 +21,9 @@ and a full batch's many edges per node are guessed, not measured.
 
 Given a ``capacity``, the model then aims probes at the largest batch size whose heaviest batch
 stays under ``fraction`` of it, until the largest that fits and the smallest that does not are
-within 5 % (:mod:`gnnmon.forecast.search`): each probe runs the step once on the heaviest of a few
-batches of the size aimed at (for whole graphs, the costliest graphs), so the answer is a measured
+within 5 % (:mod:`gnnmon.forecast.search`): each probe runs the step once on the heaviest batch of
+the size aimed at (for a neighbour loader, of an epoch's its sampler draws; for whole graphs, the
+costliest graphs), so the answer is a measured
 peak, not a forecast: under the target by what the figure cannot resolve, and measured again after
 larger probes ran. The batch the model aims at is the one a budget forecasts
 (:class:`~gnnmon.forecast.shapes.Heaviest`), so the search and ``forecast(loader, calibration,
@@ -137,9 +138,10 @@ def calibrate(step: Callable[[Any], Any], loader: Any, *, sizes: Sequence[float]
     The fit's numerical routines run once before the first step (:func:`~gnnmon.report.memory.model.prime`):
     the host memory their first call keeps is then in the constant the calibration measures.
     ``capacity`` (bytes, ``"80GiB"`` or a device): then up to ``probes`` probes find the largest
-    batch size whose heaviest batch (of ``candidates`` drawn) peaks under ``fraction`` of it by the
-    figure's resolution, to within 5 %, measured last (:attr:`Calibration.search` says how close it
-    got). A step measured on the host needs exact host memory
+    batch size whose heaviest batch (for a neighbour loader, of an epoch's at the size, at least
+    ``candidates``; its seeds sampled ``candidates`` times, the heaviest run) peaks under
+    ``fraction`` of it by the figure's resolution, to within 5 %, measured last
+    (:attr:`Calibration.search` says how close it got). A step measured on the host needs exact host memory
     (:func:`gnnmon.exact_host_memory`, called first): without it the allocator keeps what each
     batch frees, the peaks are not each batch's, and calibrate raises :class:`InexactHostMemory`
     after its warm-up call (the model and optimizer put back); ``exact_host=False`` fits them
@@ -298,8 +300,11 @@ INEXACT_HOST = ("host memory was measured without gnnmon.exact_host_memory(): fr
 def _prober(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader: Any, count: int,
             rng: random.Random, candidates: int, run: Any, model: MemoryModel,
             ) -> tuple[Probe, Callable[[int], dict[str, float]] | None]:
-    """A probe that runs ``step`` once on the heaviest of ``candidates`` batches of a size (for
-    whole graphs, the ones that cost most under ``model``), inside the calibration's run: (shape,
+    """A probe that runs ``step`` once on the heaviest of ``candidates`` batches of a size (for a
+    neighbour loader, each sampled on the seeds of the heaviest batch its sampler drew at the size,
+    :meth:`~gnnmon.forecast.shapes.Heaviest.seeds`, so a re-check runs that batch again, not a
+    fresh lighter one; for whole graphs, the ones that cost most under ``model``), inside the
+    calibration's run: (shape,
     peak bytes or None, OOM text); and the shape of that heaviest batch at each size
     (:func:`~gnnmon.forecast.shapes.heaviest`, what a budget forecasts too), None where it is not
     known. Heaviest by every coefficient of ``model`` (the totals', or each type's for a model of
@@ -312,10 +317,12 @@ def _prober(step: Callable[[Any], Any], make: Callable[[list[int]], Any], loader
     order = shape_at.order if shape_at is not None else None
 
     def probe(size: int) -> tuple[dict[str, int], float | None, str | None]:
+        seeds = shape_at.seeds(size) if shape_at is not None and order is None else None
         if order is not None:
             batch = make(order[:size])
-        else:
-            drawn = [make(rng.sample(range(count), size)) for _ in range(max(1, candidates))]
+        else:  # the heaviest seed set the sampler drew at the size (re-sampled: its hops draw afresh), or any
+            drawn = [make(seeds if seeds is not None else rng.sample(range(count), size))
+                     for _ in range(max(1, candidates))]
             batch = max(drawn, key=lambda b: heaviness(_shape(b), weight))
             del drawn  # the others are freed: held, they would count in the probe's peak (host memory)
         shape = _shape(batch)

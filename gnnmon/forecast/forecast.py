@@ -11,10 +11,12 @@ capacity. Budgets are found by bisection on the model's upper bound:
   its graphs'), else of any scanned batch (and in edge mode, nodes at the sparsest: of a neighbour
   loader's full batches, not its short last batch, whose few seeds share the fewest nodes);
 * ``batch_size``: the largest batch size whose heaviest batch fits
-  (:class:`~gnnmon.forecast.shapes.Heaviest`: for a neighbour loader, the heaviest of a few batches
-  its sampler draws at that size — sampled neighbourhoods overlap more as batches grow, so nodes
-  per seed are sampled at each size, not scaled from the loader's —; for whole graphs, the ones
-  that cost most under the model, summed). These are the batches a calibration's batch-size search
+  (:class:`~gnnmon.forecast.shapes.Heaviest`: for a neighbour loader, the heaviest of the batches
+  one epoch at that size makes, its sampler alone on every seed once — sampled neighbourhoods
+  overlap more as batches grow, so nodes per seed are sampled at each size, not scaled from the
+  loader's —, and at least as heavy as the heaviest batch the scan read of as many items or fewer
+  (a size whose own scanned batches are over the target is never answered); for whole graphs, the
+  ones that cost most under the model, summed). These are the batches a calibration's batch-size search
   aims at and probes (:mod:`gnnmon.forecast.search`), so the two answers come from one model and
   one batch. Given plain batches (a run's rows), each size the scan read bounds a batch of ``k``
   items: ``k / s`` times the most nodes and edges of its ``s``-item batches where ``k >= s``
@@ -521,7 +523,7 @@ class Forecast:
         costliest graphs summed, or scaled from the batches the scan read (an upper bound where
         batches of more items share more nodes, not a batch the loader was asked for)."""
         if self.heaviest is not None:
-            return f"{self.heaviest.how} ({k:,} items: {self.shape_at(k)['num_nodes']:,.0f} nodes)"
+            return self.heaviest.said(k)
         shape = self._scaled(k)
         scaled = self._scaled_from(k) or "the most nodes and edges per item read, times the size"
         if self.batches_of == "graph":
@@ -848,6 +850,9 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
     sparsest_at: dict[float, float] = {}  # per number of items: the fewest edges per node of a batch with nodes
     count, seeded, several = 0, sampling(loader_or_dataset), False
     sizes = item_sizes(loader_or_dataset)  # read once: the scan sums them, the batch-size budget too
+    weight = {t: c for t, c in fitted.coefficients.items() if t != "const"}  # the totals', or each type's
+    worst_of = heaviest(loader_or_dataset if sizes is None else None, sizes, weight)
+    sampled = worst_of is not None and worst_of.order is None  # a sampler's: its scanned batches bound larger sizes
     for count, shape in enumerate(batch_shapes(loader_or_dataset, progress, sizes), 1):
         n, e, items = shape["num_nodes"], shape.get("num_edges") or 0, shape.get("items") or 1
         seeded = seeded or shape.get("batch_size") is not None  # a seed count: a sampler's batch
@@ -872,6 +877,9 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
         ratios["edges_per_item_max"] = max(ratios["edges_per_item_max"], e / items)
         for t, v in typed(shape).items():  # each type's too: a model of per-type terms scales them
             ratios[t + PER_ITEM] = max(ratios.get(t + PER_ITEM, 0.0), v / items)
+        if sampled:
+            assert worst_of is not None
+            worst_of.scanned(items, shape)
         most = most_at.setdefault(items, {})
         for t, v in {"num_nodes": n, "num_edges": e, **typed(shape)}.items():
             most[t] = max(most.get(t, 0), v)
@@ -887,8 +895,6 @@ def forecast(loader_or_dataset: Any, model: Any, capacity: Any = None, *, label:
             ratios["edges_per_node_min"] = min(ratios["edges_per_node_min"], g["num_edges"] / g["num_nodes"])
         _typed_ratios(ratios, g)  # nor holds more of a type per node (edge) than its graphs do
     held = _anchor(fitted, anchor)  # after the scan: what the sampler's work left held counts too
-    weight = {t: c for t, c in held.coefficients.items() if t != "const"}  # the totals', or each type's
-    worst_of = heaviest(loader_or_dataset if sizes is None else None, sizes, weight)
     graph, graph_said = graph_size(loader_or_dataset, sizes)
     shift = held.anchor_bytes - fitted.anchor_bytes  # every forecast moves by it, their order does not
     entries = [w[2] for w in sorted(worst, reverse=True)]

@@ -5,8 +5,9 @@ learn one bit per trial: it fit, or it did not. A memory model says how far from
 was, so each probe can aim at the limit itself:
 
 1. the model (fitted on the calibration's batches) gives the largest size whose heaviest batch —
-   :class:`~gnnmon.forecast.shapes.Heaviest`: for a neighbour loader the heaviest of a few its
-   sampler draws at that size, for whole graphs the costliest summed; the budget of
+   :class:`~gnnmon.forecast.shapes.Heaviest`: for a neighbour loader the heaviest of the batches
+   one epoch at that size makes (its sampler alone, every seed once), for whole graphs the
+   costliest summed; the budget of
    :meth:`~gnnmon.forecast.forecast.Forecast.budget` forecasts the same batch — is forecast under
    the target, its growing part scaled by what the last probe measured against its forecast
    (where both rose above the model's constant: a forecast at the constant has no growing part to
@@ -15,13 +16,17 @@ was, so each probe can aim at the limit itself:
    largest size that ran. A term the shapes it aims with lack (a per-type count of a heterogeneous
    model where they give the totals alone, or ``num_graphs``) is never read as none of it: the
    search cannot forecast, says so (``cannot forecast: the shapes lack ...``) and aims no probe;
-2. the step runs once on the heaviest of a few batches of that size (the probe);
+2. the step runs once on that heaviest batch (the probe; for a neighbour loader its seeds, sampled
+   again: the hops' draws are fresh, the seeds that made it heavy are the same);
 3. a probe whose peak is under the target by the figure's resolution (the model's
    ``resolution_bytes``: what the host's RSS cannot resolve between two states of the process; 0
    for a GPU allocator's count) raises the floor, and its row refits the model; one that is not,
    or runs out of memory (a peak of the whole capacity), caps the size: the limit is then
    bracketed. A refit that cannot be trusted (a peak that curves beyond the calibration's sizes)
-   is set aside and the last trusted model aims on;
+   is set aside and the last trusted model aims on. A calibration batch (a random draw) under
+   the target that is lighter than the heaviest a sampler draws at its size raises no floor: on
+   a graph with hubs a light draw fits where the epoch's heaviest batch does not (one over the
+   target still caps the size: the loader can draw it);
 4. where the model says the floor is the limit, a probe :data:`CLOSE` above it tests that (it
    fits: the floor rises; it does not: the bracket is closed); inside a bracket the aim is where
    the chord between the two measured peaks meets the target (a peak that curves upward meets it
@@ -31,7 +36,7 @@ was, so each probe can aim at the limit itself:
 5. it stops when the largest size that fits and the smallest that does not are within
    :data:`CLOSE` of each other, when the loader's whole set fits, or after ``probes`` probes;
 6. where anything ran after the answer was measured (larger probes, the calibration's twins),
-   the answer runs again on a fresh draw before the search stops (a re-check): what a process
+   the answer runs again on its heaviest batch before the search stops (a re-check): what a process
    holds at a step's start grows with what ran before it, so the answer is measured in the state
    the search leaves, as training will meet it; one over the target caps the size and the search
    goes on below it (at most :data:`RECHECKS` re-checks).
@@ -194,7 +199,9 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
     out.margin_bytes = margin = latest.resolution_bytes
     limit = target - margin  # a peak measured at or under it is under the target, whatever the figure cannot resolve
     model: MemoryModel | None = latest if latest.trusted else None
-    history = [(s, p, p <= limit) for s, _, p in measured]  # every verdict, in the order measured
+    # every verdict, in the order measured; a calibration batch under the target lighter than the
+    # heaviest a sampler draws at its size says nothing of that size (module docstring, 3)
+    history = [(s, p, p <= limit) for s, sh, p in measured if p > limit or _as_heavy(heaviest, s, sh)]
     floor, floor_peak = max(((s, p) for s, p, fits in history if fits), default=(0, 0.0))
     # a size over the target below one under it is noise between draws: the bracket is above the floor
     ceiling, ceiling_peak = min(((s, p) for s, p, fits in history if not fits and s > floor),
@@ -287,6 +294,17 @@ def search(probe: Probe, refit: Callable[[], MemoryModel], measured: list[tuple[
     out.batch_size = floor
     out.over = ceiling if ceiling <= count else None
     return out
+
+
+def _as_heavy(heaviest: Callable[[int], dict[str, float]] | None, size: int, shape: dict[str, Any]) -> bool:
+    """Whether a calibration batch of ``size`` items and ``shape`` is as heavy as the heaviest batch
+    of the size ``heaviest`` gives, where that is a sampler's (:class:`~gnnmon.forecast.shapes.Heaviest`
+    with no :attr:`~gnnmon.forecast.shapes.Heaviest.order`: a random draw can be far lighter than
+    the batches an epoch makes); True for anything else (whole graphs, a given function)."""
+    if heaviest is None or getattr(heaviest, "order", False) is not None or not hasattr(heaviest, "key"):
+        return True
+    key = heaviest.key
+    return bool(key(shape) >= key(heaviest(size)))
 
 
 _PER_ITEM = "the items per batch of the largest batches measured"

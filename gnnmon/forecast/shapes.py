@@ -187,8 +187,21 @@ def graph_size(source: Any, sizes: list[dict[str, Any]] | None = None) -> tuple[
 
 
 DRAWS = 3
-"""Batches a sampler draws at a size for :class:`Heaviest` (the heaviest is kept): as many as a
-calibration's probe draws before it runs the heaviest, so a budget forecasts the batch a probe runs."""
+"""The fewest batches a sampler draws at a size for :class:`Heaviest` (the heaviest is kept): at a
+size of more than a third of the seeds an epoch holds fewer batches than this."""
+
+EPOCH_DRAWS = 512
+"""The most batches a sampler draws at a size for :class:`Heaviest`: one epoch's batches at the
+size (every seed once, as a shuffling loader draws them), up to this many where an epoch holds
+more (small sizes: each draw is cheap, but there are many)."""
+
+
+def draws_at(k: int, count: int, least: int = DRAWS, most: int = EPOCH_DRAWS) -> int:
+    """How many batches of ``k`` of ``count`` items :class:`Heaviest` draws: an epoch's full
+    batches (``count // k``), at least ``least``, at most ``most``; one where ``k`` holds every item."""
+    if k >= count:
+        return 1
+    return max(least, min(most, count // max(k, 1)))
 
 
 def heaviness(shape: Mapping[str, Any], weight: Mapping[str, float] | None) -> tuple[float, float, float]:
@@ -214,12 +227,18 @@ class Heaviest:
     count (every term a model of per-type terms asks); a batch of none, 0 of each:
 
     * a neighbour loader (``NeighborLoader``, ``LinkNeighborLoader``): its sampler alone (no
-      features gathered) on ``draws`` seed sets of ``k`` of its items, the heaviest kept. Sampled
-      neighbourhoods overlap more as batches grow, so a batch's nodes per seed fall with its size:
-      they are sampled at each size, not scaled from another. The seed sets and the sampler's
-      draws come from torch's generator seeded by ``k`` (the caller's state put back), so one
-      size always gives one shape. The loader is held weakly (it holds its own copy of the
-      graph's edges): a size asked after it was freed raises ``ReferenceError``;
+      features gathered) on the seed sets one epoch at size ``k`` makes (:func:`draws_at`: every
+      seed once, from a shuffled order, as a shuffling loader draws them; at least :data:`DRAWS`,
+      at most :data:`EPOCH_DRAWS`), the heaviest kept, and its seeds (:meth:`seeds`: the batch a
+      probe runs). A graph with hubs makes a few batches far heavier than the rest: three draws
+      miss them, an epoch's do not. Sampled neighbourhoods overlap more as batches grow, so a
+      batch's nodes per seed fall with its size: they are sampled at each size, not scaled from
+      another. The seed sets and the sampler's draws come from torch's generator seeded by ``k``
+      (the caller's state put back), so one size always gives one shape. Batches the loader made
+      (:meth:`scanned`: a forecast's scan of an epoch at the loader's batch size) count too: a
+      batch of at least their items is taken to be at least as heavy as the heaviest of them. The
+      loader is held weakly (it holds its own copy of the graph's edges): a size asked after it was
+      freed raises ``ReferenceError``;
     * whole graphs: the ``k`` graphs that cost most, summed (each field, each type's count too): no
       batch of ``k`` of them costs more.
 
@@ -238,15 +257,71 @@ class Heaviest:
         self.order = order
         self.within = within
         self._seen: dict[int, dict[str, float]] = {}
+        self.drawn: dict[int, int] = {}
+        """Per size sampled: how many batches were drawn at it."""
+        self._seeds: dict[int, list[int]] = {}
+        self._scanned: dict[int, tuple[int, dict[str, float]]] = {}
+        self._drawn_shape: dict[int, dict[str, float]] = {}
 
     def key(self, shape: Mapping[str, Any]) -> tuple[float, float, float]:
         """:func:`heaviness` under :attr:`weight`."""
         return heaviness(shape, self.weight)
 
+    def scanned(self, items: int, shape: Mapping[str, Any]) -> None:
+        """Note a batch of ``items`` the loader made (a forecast's scan): every size of at least
+        ``items`` is then at least as heavy as the heaviest such batch (a batch of more seeds holds
+        at least as many heavy ones where the sampler meets them)."""
+        shape = {t: v for t, v in shape.items() if t != "items" and v is not None}
+        count, heaviest = self._scanned.get(items, (0, shape))
+        self._scanned[items] = (count + 1, shape if self.key(shape) > self.key(heaviest) else heaviest)
+        self._seen.clear()  # every size at or above it may now be heavier
+
+    def _floor(self, k: int) -> tuple[int, int, dict[str, float]] | None:
+        """The heaviest scanned batch of at most ``k`` items: (its items, batches read of them, its shape)."""
+        below = [(s, n, sh) for s, (n, sh) in self._scanned.items() if s <= k]
+        return max(below, key=lambda b: self.key(b[2])) if below else None
+
+    def seeds(self, k: int) -> list[int] | None:
+        """The seed positions of the heaviest batch drawn at ``k`` (a sampler's; None for whole
+        graphs, whose batch is :attr:`order`'s first ``k``)."""
+        self(k)
+        return self._seeds.get(max(0, min(int(k), self.items)))
+
+    def said(self, k: int) -> str:
+        """What the worst batch of ``k`` items is taken from, in words: how many batches were drawn
+        at the size and the heaviest's nodes, the scanned batch where that is heavier, and the chance
+        that one batch training draws is heavier than the heaviest of ``n`` drawn (at most
+        ``1 / (n + 1)``: any ``n + 1`` draws are alike, and each is the heaviest as often; an epoch of
+        ``n`` more holds a heavier one up to half the time)."""
+        k = max(0, min(int(k), self.items))
+        shape = self(k)
+        n = self.drawn.get(k)
+        if n is None:
+            return f"{self.how} ({k:,} items: {shape['num_nodes']:,.0f} nodes)"
+        epoch = self.items // k if k else 0
+        whole = ("one epoch's: every seed once" if n == epoch else
+                 f"of an epoch's {epoch:,}" if n < epoch else f"more than an epoch's {max(epoch, 1):,}")
+        text = f"the heaviest of {n:,} batches its sampler draws at {k:,} items ({whole})"
+        floor = self._floor(k)
+        if floor is not None and self.key(floor[2]) >= self.key(self._drawn_shape[k]):
+            s, count, sh = floor
+            text += (f", or heavier: of the {count:,} batches of {s:,} items the loader made, the heaviest "
+                     f"({sh['num_nodes']:,.0f} nodes), which a batch of more items is taken to reach")
+        # exchangeable draws: a further batch beats the heaviest of n with a chance of at most 1 in n + 1
+        return (f"{text}: {shape['num_nodes']:,.0f} nodes; a batch training draws is heavier than the heaviest drawn "
+                f"with a chance of at most 1 in {n + 1:,}")
+
     def __call__(self, k: int) -> dict[str, float]:
         k = max(0, min(int(k), self.items))
         if k not in self._seen:
-            self._seen[k] = self._shape(k) if k else dict.fromkeys(self(1) if self.items else SHAPE_KEYS, 0)
+            if k == 0:
+                self._seen[k] = dict.fromkeys(self(1) if self.items else SHAPE_KEYS, 0)
+                return self._seen[k]
+            if k not in self._drawn_shape:
+                self._drawn_shape[k] = self._shape(k)
+            shape = self._drawn_shape[k]
+            floor = self._floor(k)
+            self._seen[k] = floor[2] if floor is not None and self.key(floor[2]) > self.key(shape) else shape
         return self._seen[k]
 
 
@@ -255,8 +330,8 @@ def heaviest(source: Any, sizes: list[dict[str, Any]] | None = None,
     """:class:`Heaviest` for ``source`` (a neighbour loader, or a loader or dataset of whole graphs
     whose ``sizes`` :func:`item_sizes` read); None for anything else (its batches at other sizes
     are not known). ``weight``: bytes per ``num_nodes``, ``num_edges``, ``num_graphs`` and per-type
-    count (:func:`heaviness`; default: heaviest by nodes, then edges); ``draws``: batches a sampler
-    draws per size."""
+    count (:func:`heaviness`; default: heaviest by nodes, then edges); ``draws``: the fewest batches a
+    sampler draws at a size (:func:`draws_at`: an epoch's, at least these)."""
     if draws < 1:
         raise ValueError(f"draws must be at least 1, got {draws!r}")
     if sampling(source):
@@ -270,18 +345,28 @@ def heaviest(source: Any, sizes: list[dict[str, Any]] | None = None,
             if loader is None:
                 raise ReferenceError("the loader whose batches these are has been freed: its batches at other "
                                      "sizes are sampled from it; keep it, or forecast again with the loader")
-            shapes = []
+            n = draws_at(k, count, draws)
+            best: tuple[tuple[float, float, float], dict[str, float], Any] | None = None
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(k)
-                for _ in range(draws if k < count else 1):  # every item: one batch holds them all
-                    index = torch.randperm(count)[:k]
+                per_epoch, order = max(1, count // k), None
+                for j in range(n):  # an epoch's batches: a shuffled order cut into runs of k, as the loader cuts it
+                    if j % per_epoch == 0:
+                        order = torch.randperm(count)
+                    assert order is not None
+                    index = order[(j % per_epoch) * k:(j % per_epoch + 1) * k]
                     out = _sample(loader, index)
-                    shapes.append({t: v for t, v in _sampled(out, k).items() if t != "items"})
+                    shape = {t: v for t, v in _sampled(out, k).items() if t != "items"}
                     del out
-            return max(shapes, key=result.key)
+                    if best is None or result.key(shape) > best[0]:
+                        best = (result.key(shape), shape, index)
+            assert best is not None
+            result.drawn[k] = n
+            result._seeds[k] = [int(i) for i in best[2]]
+            return best[1]
 
-        result = Heaviest(count, sampled, f"the heaviest of {draws} batches its sampler draws at the size", weight,
-                          within=SAMPLED_WITHIN)
+        result = Heaviest(count, sampled, "the heaviest of an epoch's batches its sampler draws at the size",
+                          weight, within=SAMPLED_WITHIN)
         return result
     if sizes is None:
         return None

@@ -83,7 +83,8 @@ def test_a_runs_batches_are_scaled_from_its_largest_not_its_short_last_batch(tmp
     loader = neighbor_loader(hub_graph(), [-1], batch_size=99, input_nodes=torch.arange(SEEDS), shuffle=False)
     sampled = gnnmon.forecast(loader, model, capacity=target, progress=False, anchor=False).budget(1.0)
     assert sampled.batch_size <= 600 <= sampled.batch_size_high, sampled
-    assert sampled.batch_size_from.startswith("the heaviest of 3 batches its sampler draws at the size"), sampled
+    drawn = f"the heaviest of 3 batches its sampler draws at {sampled.batch_size:,} items (more than an epoch's 1)"
+    assert sampled.batch_size_from.startswith(drawn), sampled  # 1,000 seeds: an epoch of over 500 is one batch
 
     fc = gnnmon.forecast(rows, model, capacity=target, progress=False, anchor=False)
     for k in (99, 100, 250, 529, 1000):
