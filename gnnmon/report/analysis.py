@@ -19,8 +19,7 @@ one cause, checked in order:
 * ``off-CPU wait`` — it waited rather than computed where nothing recorded pins the wait on the
   machine (:func:`gnnmon.report.busy.own_waits`): a core, I/O, a lock or a sleep (not a core,
   where the sampled load or the run queue says so);
-* ``warm-up`` — one of the first ``warmup`` calls of its label (one of an unusual shape is the
-  ``shape``'s, below, as the diagnosis's warm-up holds it against its shape), or a row of the first epoch
+* ``warm-up`` — one of the first ``warmup`` calls of its label, or a row of the first epoch
   (rows carry ``epoch`` after ``run.mark("epoch", n)``) when that epoch is clearly slower for the
   label than the later ones (its median over theirs by 20 % and 3 spreads: a first pass filling
   caches, e.g. PyG's ``InMemoryDataset`` separating each graph once), unless its collections
@@ -195,8 +194,7 @@ def spikes(
                 cause, detail = busy.CAUSE, busy.crowded_words(row["others_cpu_pct"], row["idle_cpu_pct"], t, med,
                                                                  usual)
             elif row.get("index", 0) < warmup and pause < gc_share * excess:
-                first = f"call {row.get('index')} of {label}"  # of an unusual shape: its shape's, as warm-up judges it
-                cause, detail = ("shape", f"{first}, a first call: {odd_shape}") if odd_shape else ("warm-up", first)
+                cause, detail = "warm-up", f"call {row.get('index')} of {label}"
             elif slow_epoch is not None and row.get("epoch") == slow_epoch[0] and pause < gc_share * excess:
                 cause = "warm-up"
                 detail = (f"epoch {slow_epoch[0]} is slow for {label} (median "

@@ -171,19 +171,3 @@ def test_a_slow_first_epoch_holds_its_large_batches_against_their_shapes():
     assert truth <= found["at_stake"] <= truth + bound, (found["at_stake"], truth, bound)
     assert "its first epoch's calls took" in found["words"], found["words"]
     assert f"call {large_first[0]['index']} (num_nodes {large_first[0]['num_nodes']} vs usual" in found["words"]
-
-
-def test_the_spikes_give_the_large_first_calls_their_shape_as_the_diagnosis_does():
-    """The sorted run at the planted rate: the diagnosis finds no warm-up, and ``report.spikes()``
-    names the two large first calls' cause ``shape`` (a first call of an unusual shape), never
-    ``warm-up``; a first call of the usual shape, made slow, is still warm-up."""
-    rows = run()
-    reach(rows)
-    assert warm_up(rows) is None
-    first = {s["index"]: s for s in gnnmon.Report(rows).spikes() if s["index"] < BIG}
-    assert sorted(first) == [0, 1] and all(s["cause"] == "shape" for s in first.values()), first
-    assert all("a first call: " in s["detail"] for s in first.values()), first
-    plain = usual(SMALL, 10, 0)
-    plain[0] = plain[0] | {"wall_s": 10 * plain[0]["wall_s"], "device_s": 10 * plain[0]["device_s"]}
-    (spike,) = [s for s in gnnmon.Report(plain).spikes() if s["index"] == 0]
-    assert spike["cause"] == "warm-up", spike
