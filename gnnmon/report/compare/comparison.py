@@ -67,6 +67,12 @@ ONE_RUN_STRETCHED = ("one run a side cannot decide it at that spread: record the
 on one side (:func:`~gnnmon.report.compare.lines.wall_stretched`), the load not sampled, is
 inconclusive where a busy machine's spread leaves it undecided."""
 
+ONE_RUN_STRETCHED_CPU = ("its process's CPU time is under the limit, but the step's time stretched beyond it, and a "
+                         "sleep, I/O or a lock the change added stretches it as a loaded machine does: "
+                         + ONE_RUN_STRETCHED.replace("one run a side cannot decide it at that spread: ", ""))
+"""Why such a line judged on its process's CPU time never passes: the CPU time may show a regression,
+never rule one out (a wait the change added is not in it)."""
+
 INCONCLUSIVE = 4
 """The exit status of a comparison the runs cannot decide (``gnnmon compare``; :meth:`Comparison.status`)."""
 
@@ -276,7 +282,10 @@ class Comparison:
                    if not c.seen and ln["judged"] == "time" and not self.same else None)
             said = "pass" if self.same else decision(_busy(c) if why else c, limit, len(held))
             busy = [_busy(c).bound(ALPHA, upper=False), _busy(c).bound(ALPHA, upper=True)] if why else None
-            if said != "inconclusive":
+            if said == "pass" and ln.get("stretched") and ln["figure"].startswith(PROCESS_CPU):
+                said = "inconclusive"  # the work may rule a regression in, never out: the wait may be the step's
+                why = ONE_RUN_STRETCHED_CPU
+            elif said != "inconclusive":
                 why = None  # decided even at a busy machine's rerun spread
             needed = runs_to_decide(c, limit, len(held)) if said == "inconclusive" and not why else None
             test = ln["test"] if busy is None else (f"one run a side: a busy machine's rerun spread of "

@@ -340,8 +340,10 @@ def graphs_differ(base: Sequence[Loop], new: Sequence[Loop]) -> str | None:
     5 runs a side of 32 graphs a step, this project's 2-core VM). So: where every steady call of
     every run records the batch's seed nodes (``batch_size``), else its graphs (``num_graphs``), and
     the sides' counts a step differ, the batches differ in size and the step is judged per size;
-    where they do not (or neither is recorded) and the sides' nodes + edges a step differ, the graphs
-    differ. Two sides' counts differ where their pooled steady calls do by a two-sided Mann-Whitney U
+    where they do not and the sides' nodes + edges a step differ, the graphs differ (where neither
+    is recorded, as for a ClusterLoader's or a custom sampler's batches, a bigger batch of the same
+    graphs cannot be told from other graphs: per size, as before). Two sides' counts differ where
+    their pooled steady calls do by a two-sided Mann-Whitney U
     test at :data:`~gnnmon.report.compare.gate.ALPHA` (scipy; shapes are the data's, not the
     machine's, so the calls are the evidence) and their medians lie more than :data:`GRAPHS_APART`
     apart (with hundreds of calls a side the test alone finds a 1 % difference between two draws of
@@ -352,16 +354,16 @@ def graphs_differ(base: Sequence[Loop], new: Sequence[Loop]) -> str | None:
         return None
     unit = next((u for u in UNITS
                  if all(loop.has(u) and _steady(loop, u).size == int(loop.steady.sum()) for loop in every)), None)
-    counts = [np.concatenate([_steady(loop, unit) for loop in side]) for side in (base, new)] if unit else []
-    if counts and _apart(*counts):
+    if unit is None:  # no count says the batches held as many graphs: a bigger batch is as likely
+        return None
+    counts = [np.concatenate([_steady(loop, unit) for loop in side]) for side in (base, new)]
+    if _apart(*counts):
         return None  # bigger (or smaller) batches: per size
     sizes = [np.concatenate([_graph_size(loop) for loop in side]) for side in (base, new)]
     if not all(x.size for x in sizes) or not _apart(*sizes):
         return None
-    held = ""
-    if unit:
-        (ca, cb), name = [float(np.median(x)) for x in counts], UNITS[unit]
-        held = f" ({ca:,.0f} {name} a step both sides)" if ca == cb else f" ({ca:,.0f} → {cb:,.0f} {name} a step)"
+    (ca, cb), name = [float(np.median(x)) for x in counts], UNITS[unit]
+    held = f" ({ca:,.0f} {name} a step both sides)" if ca == cb else f" ({ca:,.0f} → {cb:,.0f} {name} a step)"
     return (f"the graphs differ between the sides: {float(np.median(sizes[0])):,.0f} → "
             f"{float(np.median(sizes[1])):,.0f} nodes+edges per step{held}, so the step is judged per step, "
             "not per 1,000 nodes+edges")

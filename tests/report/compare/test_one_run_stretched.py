@@ -113,3 +113,17 @@ def test_a_sampled_load_or_several_runs_a_side_keep_their_own_rules():
     assert d["figure"] == "time per 1,000 nodes+edges" and not d.get("stretched"), d
     (d,) = Comparison([_run(0), _run(2)], [_run(1, waited=1.0), _run(3, waited=1.0)], max_slowdown=0.05).decisions()
     assert d["figure"] == "time per 1,000 nodes+edges" and not d.get("stretched"), d
+
+
+@pytest.mark.parametrize("limit", [0.05, 0.5, 1.0])
+def test_a_wait_the_change_added_is_never_passed_on_the_process_cpu_time(limit):
+    """The new code waits (a sleep, I/O, a lock) as long as it computes: its step takes twice the
+    time, its CPU time the same. One run a side cannot tell that wait from a loaded machine's, so
+    the CPU time judged in its place may show a regression, never rule one out: whatever the
+    limit, the line is inconclusive (exit 4), never passed."""
+    c = Comparison(_run(0), _run(1, 1.0, waited=1.0), max_slowdown=limit)
+    (d,) = c.decisions()
+    assert d["figure"].startswith("process CPU time") and d["decision"] == "inconclusive", decided(d)
+    assert c.status() == 4 and "record the machine's load (collect(sample=0.5))" in decided(d)
+    if limit > 0.5:  # the CPU time's bounds under the limit: it would have passed
+        assert "a sleep, I/O or a lock the change added" in decided(d)
