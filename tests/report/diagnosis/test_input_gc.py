@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import gnnmon
+from gnnmon.data.result import RunResult
 from gnnmon.report.diagnosis.input_evidence import gc_in_waits
-from gnnmon.report.loops import Loop
+from gnnmon.report.loops import Loop, loops
 from tests.report.diagnosis.test_input_finding import planted
 
 NS = 1e-6
@@ -130,3 +131,25 @@ def test_only_the_part_of_a_collection_inside_a_wait_counts() -> None:
               collection(2920 * ms, 0.050, row="step#2"), collection(2960 * ms, 0.060)]
     assert gc_in_waits(loop, events) == pytest.approx([0.030, 0.020, 0.040], abs=NS)
     assert np.all(gc_in_waits(loop, []) == 0.0)
+
+
+def test_a_jobs_ranks_meet_their_own_collections_alone():
+    """Two ranks of one job on one host (their clocks alike): rank 0's waits hold a planted 20 ms
+    collection each (29 of them), rank 1's none. Rank 0's waits lose 580 ms, rank 1's nothing, and
+    the input finding's waits are both ranks' less those 580 ms (45 and 25 ms a batch planted)."""
+    n = 30
+
+    def rank(r: int, gc: bool) -> RunResult:
+        rows = planted(n, 0.0, STEP, data_workers=0)
+        for i, row in enumerate(rows):
+            row["data_wait_s"], row["epoch"] = 0.025 + (0.020 if gc else 0.0), i // 10
+        events = [collection(int(i * 1e9 - 0.040e9), 0.020) for i in range(1, n)] if gc else []
+        return RunResult(rows, manifest={"distributed": {"rank": r, "world_size": 2},
+                                         "devices": {"cpu_count": 2, "cpu_usable": 2}}, gc_events=events)
+
+    job = RunResult.merge([rank(0, True), rank(1, False)])
+    (loop,) = loops(job.table)
+    gc, where = gc_in_waits(loop, job.gc_events), loop.column("rank")
+    assert gc[where == 0].sum() == pytest.approx(29 * 0.020) and gc[where == 1].sum() == 0.0
+    (found,) = [f for f in gnnmon.Report(job).diagnosis() if f["kind"] == "input-bound"]
+    assert found["at_stake"] == pytest.approx(n * (0.045 + 0.025) - 29 * 0.020), found
