@@ -307,9 +307,12 @@ class Heaviest:
             s, count, sh = floor
             text += (f", or heavier: of the {count:,} batches of {s:,} items the loader made, the heaviest "
                      f"({sh['num_nodes']:,.0f} nodes), which a batch of more items is taken to reach")
-        # exchangeable draws: a further batch beats the heaviest of n with a chance of at most 1 in n + 1
+        # exchangeable draws: a further batch beats the heaviest of n with a chance of at most 1 in n + 1, and
+        # some batch of an epoch of E more with a chance of at most E / (n + E)
+        risk = f"; one epoch of {epoch:,} holds a heavier one with a chance of up to {epoch / (n + epoch):.0%}" \
+            if epoch > 1 else ""
         return (f"{text}: {shape['num_nodes']:,.0f} nodes; a batch training draws is heavier than the heaviest drawn "
-                f"with a chance of at most 1 in {n + 1:,}")
+                f"with a chance of at most 1 in {n + 1:,}{risk}")
 
     def __call__(self, k: int) -> dict[str, float]:
         k = max(0, min(int(k), self.items))

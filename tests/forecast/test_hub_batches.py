@@ -108,7 +108,8 @@ def test_the_budgets_batch_size_holds_for_the_batches_the_loader_draws():
     assert budget.batch_size_from == (
         f"the heaviest of {SEEDS // k:,} batches its sampler draws at {k:,} items (one epoch's: every seed once): "
         f"{worst:,} nodes; a batch training draws is heavier than the heaviest drawn with a chance of at most "
-        f"1 in {SEEDS // k + 1:,}"), budget.batch_size_from
+        f"1 in {SEEDS // k + 1:,}; one epoch of {SEEDS // k:,} holds a heavier one with a chance of up to 50%"), \
+        budget.batch_size_from
     assert budget.batch_size <= 100  # from 101 up every epoch holds a batch over the target (the plant)
 
 
