@@ -128,8 +128,11 @@ class Levels:
         # what the coefficients' error could tilt the levels by (bytes per epoch): their covariance
         # along the epoch means' growth, per epoch, of the shapes they multiply
         order = np.arange(self.epochs.size, dtype=float)
-        means = [np.array([np.mean(v[which == e]) if np.any(which == e) else math.nan for e in range(self.epochs.size)])
-                 for v in [shapes[terms.index(t)] for t in self.terms] + [previous[terms.index(t)] for t in self.terms]]
+        calls = np.bincount(which, minlength=self.epochs.size)
+        with np.errstate(invalid="ignore", divide="ignore"):  # an epoch with no call: NaN
+            columns = [shapes[terms.index(t)] for t in self.terms] + [previous[terms.index(t)] for t in self.terms]
+            means = [np.bincount(which, weights=v, minlength=self.epochs.size) / np.where(calls, calls, np.nan)
+                     for v in columns]
         known = ~np.isnan(self.levels)
         grows = (np.array([np.polyfit(order[known], m[known], 1)[0] for m in means]) if means and known.sum() >= 2
                  else np.zeros(0))
