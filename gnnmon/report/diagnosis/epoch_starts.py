@@ -111,7 +111,7 @@ def first_epoch(loop: Loop, known: np.ndarray, total: float, gc: np.ndarray | No
     if not marked.any():
         return None
     rows = marked & (epoch == epoch[marked][0])
-    later = marked & ~rows & (np.cumsum(rows) == rows.sum())  # the epochs after it
+    later = marked & ~rows  # the later epochs: by their mark, not their place (a job's ranks follow each other)
     if rows.sum() < 2 or later.sum() < 2:
         return None
     waits = loop.wait - (np.zeros(loop.wait.size) if gc is None else gc)

@@ -116,3 +116,19 @@ def test_a_first_epoch_like_the_others_or_unmarked_is_no_cold_epoch() -> None:
     for row in one:
         row["epoch"] = 0
     assert first_epoch(Loop("step", gnnmon.Report(one).table.parts["step"]), every, 1.0) is None
+
+
+def test_a_jobs_later_epochs_are_every_ranks():
+    """Two ranks of a job, each with a cold first epoch (81 ms a batch), rank 0's later epochs
+    waiting 3 ms a batch and rank 1's 9 ms: the later level is read over both ranks' later batches
+    (their median, between the two), not over the last rank's alone (9 ms)."""
+    from gnnmon.data.result import RunResult
+
+    ranks = []
+    for r, warm in ((0, 0.003), (1, 0.009)):
+        ranks.append(RunResult(cold_run(r, warm=warm), manifest={"distributed": {"rank": r, "world_size": 2}}))
+    job = RunResult.merge(ranks)
+    loop = Loop("step", job.table.parts["step"])
+    cold = first_epoch(loop, np.ones(loop.t.size, dtype=bool), 10.0)
+    assert cold is not None
+    assert 0.003 + RES < cold.level < 0.009 - RES, cold.level
