@@ -83,7 +83,8 @@ def looked_for_text(c: dict[str, Any]) -> str:
     if c.get("check") == "workers":  # gnnmon.report.diagnosis.creep.looked_for
         n = c["workers"]
         return (f"the memory of {c['label']}'s {n} DataLoader worker{'s' if n != 1 else ''} was not looked at (a leak "
-                "there goes unsaid): it was not sampled; gnnmon.collect(..., sample=0.5) records workers_rss_bytes")
+                "there goes unsaid): no sample read it; gnnmon.collect(..., sample=0.5) or gnnmon run --sample 0.5 "
+                "records workers_rss_bytes")
     noise, unsaid = c.get("hidden_bytes_per_epoch"), c.get("unsaid_bytes_per_epoch")
     text = f"no leak in {c['figure']} of {c['label']} over {c['epochs']} epochs"
     if c.get("levelled_off_bytes") is not None:

@@ -34,8 +34,8 @@ def test_workers_not_sampled_are_said_not_looked_at():
     assert out[0] == {"check": "workers", "label": "step", "workers": 2}
     assert [c.get("figure") for c in out[1:]] == ["mem_end_bytes"]
     assert looked_for_text(out[0]) == (
-        "the memory of step's 2 DataLoader workers was not looked at (a leak there goes unsaid): it was not "
-        "sampled; gnnmon.collect(..., sample=0.5) records workers_rss_bytes")
+        "the memory of step's 2 DataLoader workers was not looked at (a leak there goes unsaid): no sample read "
+        "it; gnnmon.collect(..., sample=0.5) or gnnmon run --sample 0.5 records workers_rss_bytes")
     assert "step's 1 DataLoader worker was not looked at" in looked_for_text(
         creep.looked_for(loop_of(rows_with(1)), 0.0)[0])
     report = gnnmon.Report(rows_with(2)).markdown()
