@@ -1,5 +1,6 @@
 """What a run says once about all its rows (format version 3: the manifest's ``host_memory`` and
-``sampled``, the end line's ``host_memory``), in words, for the rows it holds: said once in the
+``sampled``, the end line's ``host_memory``; a live run's window, where it holds fewer rows than the
+run made), in words, for the rows it holds: said once in the
 report, never per label or per row. A file of an older version said these things on each row (its
 rows' ``notes``, which the report shows with their label's table); its manifest has neither entry,
 so nothing is said twice."""
