@@ -57,7 +57,7 @@ def epoch_starts(loop: Loop, known: np.ndarray, total: float, workers: int | Non
     larger). Without ``workers`` (or with one or none), the others' median and spread, as of one
     peak: a two-peaked wait then reads as a cost at each epoch's start.
 
-    ``gc`` (s per call: :func:`~gnnmon.report.diagnosis.input_evidence.gc_in_waits`) is taken out
+    ``gc`` (s per call: :func:`~gnnmon.report.diagnosis.gc_waits.gc_in_waits`) is taken out
     of each wait first: a collection that fell in an epoch's first wait is the collector's pause,
     not the loader's set-up."""
     collected = np.zeros(int(known.sum())) if gc is None else gc[known]
@@ -105,18 +105,21 @@ def first_epoch(loop: Loop, known: np.ndarray, total: float, gc: np.ndarray | No
     error holds the shift: 81 ms a batch in the first of six epochs, 2-5 ms in the others, was
     "no wait beyond its noise" at 42 % of the measured time). None where the epochs are not
     marked, the first has under 2 timed batches or the later ones under 2; ``gc`` as in
-    :func:`epoch_starts`."""
+    :func:`epoch_starts`, whose each epoch's first batch (a start-up) is not judged here."""
     epoch = loop.column("epoch")
     marked = known & ~np.isnan(epoch)
     if not marked.any():
         return None
+    opens = marked & np.concatenate(([True], epoch[1:] != epoch[:-1]))  # each epoch's first batch: epoch_starts'
     rows = marked & (epoch == epoch[marked][0])
-    later = marked & ~rows  # the later epochs: by their mark, not their place (a job's ranks follow each other)
-    if rows.sum() < 2 or later.sum() < 2:
+    judged = rows & ~opens  # the first epoch's batches but its start-up
+    later = marked & (epoch != epoch[marked][0]) & ~opens  # by their mark, not their place (a job's ranks follow)
+    if judged.sum() < 2 or later.sum() < 2:
         return None
     waits = loop.wait - (np.zeros(loop.wait.size) if gc is None else gc)
     level, noise = median(waits[later]), spread(waits[later])
-    excess = float(np.sum(waits[rows] - level))
-    if median(waits[rows]) - level <= NOISE_K * noise or not beyond_noise(excess, int(rows.sum()), noise, total):
+    beyond = float(np.sum(waits[judged] - level))
+    if median(waits[judged]) - level <= NOISE_K * noise or not beyond_noise(beyond, int(judged.sum()), noise, total):
         return None
+    excess = float(np.sum(waits[rows] - level))
     return FirstEpoch(rows, waits[rows], level, noise, excess)

@@ -27,7 +27,7 @@ import numpy as np
 from gnnmon.data.result import RunResult
 from gnnmon.data.table import Table
 from gnnmon.report.diagnosis import creep, gc_finding, input_finding, machine_findings, memory_findings, time_findings
-from gnnmon.report.diagnosis.input_evidence import gc_in_waits
+from gnnmon.report.diagnosis.gc_waits import gc_in_waits
 from gnnmon.report.loops import MIN_SHARE, WARMUP, evidence, finding, loops, ms
 from gnnmon.report.memory.model import host_resolution
 from gnnmon.report.stats import median
@@ -114,7 +114,7 @@ def diagnose(report: Diagnosed) -> list[dict[str, Any]]:
 def _measured(runs: list[Any], gc_events: list[dict[str, Any]]) -> float:
     """The run's measured time (s): its loops' calls and waits for batches, and the collections
     between calls (the shares of time are of this), those inside a wait for a batch counted once
-    (:func:`~gnnmon.report.diagnosis.input_evidence.gc_in_waits`: the wait holds them)."""
+    (:func:`~gnnmon.report.diagnosis.gc_waits.gc_in_waits`: the wait holds them)."""
     in_waits = sum(float(gc_in_waits(loop, gc_events).sum()) for loop in runs)
     return sum(loop.total for loop in runs) + max(_gc_between(gc_events) - in_waits, 0.0)
 

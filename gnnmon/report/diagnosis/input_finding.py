@@ -14,7 +14,8 @@ import numpy as np
 
 from gnnmon.report.busy import IDLE_FULL
 from gnnmon.report.diagnosis.epoch_starts import EpochStarts, FirstEpoch, epoch_starts, first_epoch
-from gnnmon.report.diagnosis.input_evidence import Between, LoaderCpu, gc_in_waits, loader_cpu
+from gnnmon.report.diagnosis.gc_waits import gc_in_waits
+from gnnmon.report.diagnosis.input_evidence import Between, LoaderCpu, loader_cpu
 from gnnmon.report.loops import MIN_SHARE, NOISE_K, Loop, block_se, cost_beyond_noise, evidence, finding, ms
 from gnnmon.report.stats import median
 
@@ -72,7 +73,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None,
     long or longer, the loader's own lever (workers, less work per batch) can win more.
 
     The garbage collections between calls that fell inside a wait (``gc_events``, the run's gc
-    log: :func:`~gnnmon.report.diagnosis.input_evidence.gc_in_waits`) are taken out of it first:
+    log: :func:`~gnnmon.report.diagnosis.gc_waits.gc_in_waits`) are taken out of it first:
     the garbage-collection finding says them, and the words say how much of the wait they were."""
     if not loop.has("data_wait_s"):
         return None
@@ -99,7 +100,7 @@ def input_bound(loop: Loop, total: float, cores: int | None = None,
     proof = [evidence("data_wait_s", float(loop.zeros("data_wait_s")[known].sum()) / m, "s",
                       f"{_watched(timer)}, mean of {m:.0f} batches")]
     collected = float(gc[known].sum())
-    if collected > 0:
+    if collected >= MIN_SHARE * float(loop.wait[known].sum()) and collected > 0:  # as the words say it
         proof.append(evidence("gc events in the waits", collected, "s",
                               f"the gc log: collections between calls inside {np.count_nonzero(gc[known])} wait(s) "
                               "(each wait placed just before its call), taken out of the wait here"))

@@ -19,7 +19,7 @@ import torch
 import gnnmon
 from gnnmon.data.table import Table
 from gnnmon.report.diagnosis.epoch_starts import EpochStarts, epoch_starts
-from gnnmon.report.diagnosis.input_evidence import gc_in_waits
+from gnnmon.report.diagnosis.gc_waits import gc_in_waits
 from gnnmon.report.loops import Loop
 from gnnmon.report.stats import median, spread
 from tests.report.diagnosis.test_input_finding import PLAIN, epochs, input_bound, planted

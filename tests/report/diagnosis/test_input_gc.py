@@ -12,7 +12,7 @@ import pytest
 
 import gnnmon
 from gnnmon.data.result import RunResult
-from gnnmon.report.diagnosis.input_evidence import gc_in_waits
+from gnnmon.report.diagnosis.gc_waits import gc_in_waits
 from gnnmon.report.loops import Loop, loops
 from tests.report.diagnosis.test_input_finding import planted
 
