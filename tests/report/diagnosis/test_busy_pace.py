@@ -63,6 +63,20 @@ def test_a_gpu_bound_step_on_cores_with_idle_time_is_not_a_busy_machine_for_a_sm
     assert np.flatnonzero(crowd).tolist() == list(range(3, N, 4))
 
 
+def shared_core_busy(rows: list[dict], one_thread: bool) -> dict:
+    """The shared core's calls (125 ms computing 31.25 ms at others 75 %; every 3rd, 13 of them,
+    156.25 ms at 80 %): the others' usual 75 % and pace 4, no call crowded at pace 1, the 13 the
+    machine's at pace 4, and the busy-machine finding holding their 31.25 ms each, returned."""
+    lp = loop_of(rows)
+    load = busy.load(lp)
+    assert load is not None and load[2:] == (75.0, 4.0)
+    assert not busy.crowded(load[0], load[1], lp.t, lp.level, 75.0).any()  # pace 1
+    assert np.flatnonzero(busy.machine_calls(lp, load, one_thread)).tolist() == list(range(2, N, 3))
+    said = mf.busy_machine(lp, sum(r["wall_s"] for r in rows), one_thread)
+    assert said is not None and said["at_stake"] == 13 * 0.03125, said
+    return said
+
+
 @pytest.mark.parametrize("one_thread", [False, True])
 def test_a_cpu_bound_step_on_a_core_shared_with_three_processes_is_still_a_busy_machine(one_thread):
     """A run pinned to one core of a 2-core machine beside three CPU-bound processes gets a quarter
@@ -71,16 +85,9 @@ def test_a_cpu_bound_step_on_a_core_shared_with_three_processes_is_still_a_busy_
     5 % of 156.25 ms, 7.8 ms of CPU, under half the 31.25 ms excess, but at the usual call's pace on
     a full core (4 wall seconds a CPU second) it cost 31.25 ms, all of it: a busy machine. At pace 1
     the same calls are not crowded."""
-    rows = [row(i, 0.15625, 0.03125, 80.0, 0.0) if i % 3 == 2 else row(i, 0.125, 0.03125, 75.0, 0.0)
-            for i in range(N)]
-    lp = loop_of(rows)
-    load = busy.load(lp)
-    assert load is not None and load[2:] == (75.0, 4.0)
-    assert not busy.crowded(load[0], load[1], lp.t, lp.level, 75.0).any()  # pace 1
-    assert np.flatnonzero(busy.machine_calls(lp, load, one_thread)).tolist() == list(range(2, N, 3))
-    total = sum(r["wall_s"] for r in rows)
-    said = mf.busy_machine(lp, total, one_thread)
-    assert said is not None and said["kind"] == busy.CAUSE and said["at_stake"] == 13 * 0.03125, said
+    said = shared_core_busy([row(i, 0.15625, 0.03125, 80.0, 0.0) if i % 3 == 2 else
+                             row(i, 0.125, 0.03125, 75.0, 0.0) for i in range(N)], one_thread)
+    assert said["kind"] == busy.CAUSE, said
     assert said["words"].startswith("13 call(s) of step ran on full cores while other processes took 80 % of a core "
                                     "on them (usually 75 %)"), said
 
@@ -111,15 +118,8 @@ def test_a_cpu_bound_step_whose_thread_queued_for_its_shared_core_is_a_busy_mach
     31.25 ms and queued 93.75 ms (pace 4); every 3rd call queues 125 ms beside a fourth process
     (156.25 ms, others 80 %): a busy machine on one thread (its queue grew by all the excess) or
     several; at pace 1 not crowded."""
-    rows = [row(i, 0.15625, 0.03125, 80.0, 0.0, 0.125) if i % 3 == 2 else row(i, 0.125, 0.03125, 75.0, 0.0, 0.09375)
-            for i in range(N)]
-    lp = loop_of(rows)
-    load = busy.load(lp)
-    assert load is not None and load[2:] == (75.0, 4.0)
-    assert not busy.crowded(load[0], load[1], lp.t, lp.level, 75.0).any()  # pace 1
-    assert np.flatnonzero(busy.machine_calls(lp, load, one_thread)).tolist() == list(range(2, N, 3))
-    said = mf.busy_machine(lp, sum(r["wall_s"] for r in rows), one_thread)
-    assert said is not None and said["at_stake"] == 13 * 0.03125, said
+    shared_core_busy([row(i, 0.15625, 0.03125, 80.0, 0.0, 0.125) if i % 3 == 2 else
+                      row(i, 0.125, 0.03125, 75.0, 0.0, 0.09375) for i in range(N)], one_thread)
 
 
 def test_the_pace_reads_the_run_queue_then_the_cores_fullness():
